@@ -1,0 +1,181 @@
+"""Error types and user locations shared by every stage.
+
+This module sits in the lowest layer (``symbolic``) so that every other layer can raise and
+format the same errors. A user-facing error always prints, in this order:
+
+1. ``[UBxxx] <what went wrong>`` — the stable id and a one-line explanation;
+2. the user's stack — file, line and source text for every user frame, innermost last;
+3. details (guards, counterexamples, the original exception text, ...);
+4. ``Fix:`` — how to make the export work.
+
+Internal class names (trackers, nodes) never appear in a message.
+"""
+from __future__ import annotations
+
+import linecache
+from dataclasses import dataclass, field
+
+__all__ = [
+    "UserFrame",
+    "UnbrokenError",
+    "ExportUsageError",
+    "InputMismatchError",
+    "ConstraintViolationError",
+    "DataDependentError",
+    "UnsupportedError",
+    "InternalError",
+    "SerializationError",
+    "frame_from_code",
+]
+
+BUG_NOTE = (
+    "This is a bug in unbroken, not in your model. Please report it with the stack above "
+    "and a small model that reproduces it."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class UserFrame:
+    """One frame of the user's code that was executing when something happened.
+
+    filename: absolute path of the user's source file.
+    lineno:   1-based line number in that file.
+    function: the name of the function (``co_name``).
+    source:   the stripped source text of that line ('' when the file cannot be read).
+    """
+
+    filename: str
+    lineno: int
+    function: str
+    source: str = ""
+
+    def format(self) -> str:
+        head = f'  File "{self.filename}", line {self.lineno}, in {self.function}'
+        return f"{head}\n    {self.source}" if self.source else head
+
+    def short(self) -> str:
+        """``file.py:12`` — for tables."""
+        return f"{self.filename.rsplit('/', 1)[-1]}:{self.lineno}"
+
+
+def frame_from_code(filename: str, lineno: int | None, function: str) -> UserFrame:
+    """Build a :class:`UserFrame`, reading the source line through ``linecache``."""
+    line = linecache.getline(filename, lineno).strip() if lineno else ""
+    return UserFrame(filename, lineno or 0, function, line)
+
+
+def format_stack(frames) -> str:
+    """A user stack in Python's traceback style, innermost frame last."""
+    return "\n".join(f.format() for f in frames)
+
+
+class UnbrokenError(Exception):
+    """Base class of every error that unbroken raises on purpose.
+
+    Attributes:
+        code:    stable diagnostic id (``UB001`` ...); see ``docs/graph-breaks.md``.
+        message: one or two sentences: what went wrong, in the user's terms.
+        frames:  the user's stack (``UserFrame`` tuple, innermost last); may be empty when the
+                 error is about the call itself (wrong arguments) rather than a line of model code.
+        details: extra lines printed after the stack (guards, counterexamples, causes).
+        hint:    how to fix it.
+    """
+
+    default_code = "UB000"
+
+    def __init__(self, message: str, *, code: str | None = None, frames=(), details: str = "",
+                 hint: str = ""):
+        self.code = code or self.default_code
+        self.message = message
+        self.frames = tuple(frames)
+        self.details = details
+        self.hint = hint
+        super().__init__(self.render())
+
+    @property
+    def location(self) -> UserFrame | None:
+        """The innermost user frame, or None."""
+        return self.frames[-1] if self.frames else None
+
+    def with_frames(self, frames) -> "UnbrokenError":
+        """Attach a user stack when the error was raised without one; returns self."""
+        if not self.frames and frames:
+            self.frames = tuple(frames)
+            self.args = (self.render(),)
+        return self
+
+    def render(self) -> str:
+        parts = [f"[{self.code}] {self.message}"]
+        if self.frames:
+            parts.append(format_stack(self.frames))
+        if self.details:
+            parts.append(self.details)
+        if self.hint:
+            parts.append(f"Fix: {self.hint}")
+        return "\n\n".join(parts)
+
+    def __str__(self) -> str:
+        return self.render()
+
+    def to_dict(self) -> dict:
+        """Machine-readable form, used by the CLI's JSON report."""
+        return {
+            "code": self.code,
+            "kind": type(self).__name__,
+            "message": self.message,
+            "frames": [
+                {"file": f.filename, "line": f.lineno, "function": f.function, "source": f.source}
+                for f in self.frames
+            ],
+            "details": self.details,
+            "hint": self.hint,
+        }
+
+
+class ExportUsageError(UnbrokenError):
+    """The call to ``export()`` (or to a program it returned) was malformed: wrong argument
+    count, a ``dynamic_shapes`` spec that does not match the inputs, an unsupported input type."""
+
+    default_code = "UB001"
+
+
+class InputMismatchError(UnbrokenError):
+    """An input given to ``ExportedProgram.module()`` violates what the program was exported for
+    (count, dtype, a specialized size, a dynamic dim's range)."""
+
+    default_code = "UB002"
+
+
+class ConstraintViolationError(UnbrokenError):
+    """The model's code constrains a dimension that ``dynamic_shapes`` declared dynamic."""
+
+    default_code = "UB003"
+
+
+class DataDependentError(UnbrokenError):
+    """A decision depends on the value inside a tensor, which is unknown at export time."""
+
+    default_code = "UB004"
+
+
+class UnsupportedError(UnbrokenError):
+    """A construct that is valid Python/PyTorch but that unbroken cannot capture soundly yet."""
+
+    default_code = "UB005"
+
+
+class SerializationError(UnbrokenError):
+    """A saved program is corrupt, from an unknown format version, or names an unknown op."""
+
+    default_code = "UB006"
+
+
+class InternalError(UnbrokenError):
+    """A failure inside unbroken itself; always carries the user location and the bug note."""
+
+    default_code = "UB999"
+
+    def __init__(self, message: str, *, frames=(), cause: BaseException | None = None):
+        details = f"Cause: {type(cause).__name__}: {cause}" if cause is not None else ""
+        super().__init__(f"Internal error in unbroken: {message}", frames=frames, details=details,
+                         hint=BUG_NOTE)

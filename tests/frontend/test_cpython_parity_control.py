@@ -1,0 +1,458 @@
+"""Oracle tests: the bytecode interpreter against CPython, part 2 — control flow and iteration.
+
+Branches, ``while``/``for`` loops (``break``, ``continue``, ``else``), iteration over every
+container a forward() meets, comprehensions, generator expressions consumed by builtins,
+unpacking, slicing and ``del``. See ``test_cpython_parity.py`` for the conventions.
+"""
+from __future__ import annotations
+
+import copy
+import re
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+# The interpreter under test. While it is missing, this import is the one (clear) error.
+from unbroken.frontend import interpret
+from unbroken import GraphBreakError
+
+PARITY = settings(max_examples=15, deadline=None, derandomize=True, database=None)
+
+
+def assert_same(actual, expected, path="result"):
+    """Equal values and identical types, recursively through lists, tuples and dicts."""
+    assert type(actual) is type(expected), (
+        f"{path}: got {type(actual).__name__} {actual!r}, "
+        f"CPython gives {type(expected).__name__} {expected!r}")
+    if isinstance(expected, (list, tuple)):
+        assert len(actual) == len(expected), f"{path}: got {actual!r}, CPython gives {expected!r}"
+        for index, (a, e) in enumerate(zip(actual, expected)):
+            assert_same(a, e, f"{path}[{index}]")
+    elif isinstance(expected, dict):
+        assert list(actual) == list(expected), f"{path}: keys {list(actual)} != {list(expected)}"
+        for key in expected:
+            assert_same(actual[key], expected[key], f"{path}[{key!r}]")
+    elif isinstance(expected, float):
+        assert repr(actual) == repr(expected), f"{path}: got {actual!r}, CPython gives {expected!r}"
+    else:
+        assert actual == expected, f"{path}: got {actual!r}, CPython gives {expected!r}"
+
+
+def check(fn, *args, **kwargs):
+    """Run ``fn`` natively and through the interpreter (on fresh copies of the arguments)."""
+    expected = fn(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+    actual = interpret(fn, *copy.deepcopy(args), **copy.deepcopy(kwargs))
+    assert_same(actual, expected)
+
+
+def check_or_break(fn, *args, **kwargs):
+    """Like :func:`check`, but a well-formed ``GraphBreakError`` is also accepted."""
+    expected = fn(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+    try:
+        actual = interpret(fn, *copy.deepcopy(args), **copy.deepcopy(kwargs))
+    except GraphBreakError as error:
+        assert re.fullmatch(r"UB1\d\d", error.code), error.code
+        assert error.frames, "a graph break must carry the user's stack"
+        return
+    assert_same(actual, expected)
+
+
+small_ints = st.integers(-20, 20)
+int_lists = st.lists(small_ints, max_size=7)
+
+
+# ---------------------------------------------------------------- branches
+
+def classify(n):
+    if n < 0:
+        kind = "negative"
+    elif n == 0:
+        kind = "zero"
+    elif n < 10:
+        kind = "small"
+    else:
+        kind = "large"
+    return kind
+
+
+def ternaries(a, b):
+    bigger = a if a > b else b
+    sign = -1 if a < 0 else (0 if a == 0 else 1)
+    label = "even" if a % 2 == 0 else "odd"
+    return bigger, sign, label, [x if x > 0 else 0 for x in (a, b)]
+
+
+def nested_branches(a, b):
+    if a > 0:
+        if b > 0:
+            return a + b
+        return a - b
+    elif b > 0 and a > -5 or b == -1:
+        return b
+    return 0
+
+
+def dead_raise(n):
+    """A ``raise`` on a branch that the input does not take is not a graph break."""
+    if n < 0:
+        raise ValueError("negative")
+    return n * 2
+
+
+@PARITY
+@given(n=small_ints)
+def test_if_elif_else(n):
+    check(classify, n)
+
+
+@PARITY
+@given(a=small_ints, b=small_ints)
+def test_ternary(a, b):
+    check(ternaries, a, b)
+
+
+@PARITY
+@given(a=small_ints, b=small_ints)
+def test_nested_branches(a, b):
+    check(nested_branches, a, b)
+
+
+def test_raise_on_branch_not_taken():
+    check(dead_raise, 4)
+
+
+# ---------------------------------------------------------------- while loops
+
+def while_break_continue(n):
+    i = 0
+    total = 0
+    while True:
+        i += 1
+        if i > n:
+            break
+        if i % 3 == 0:
+            continue
+        total += i
+    return total, i
+
+
+def while_else(xs, target):
+    i = 0
+    while i < len(xs):
+        if xs[i] == target:
+            found = i
+            break
+        i += 1
+    else:
+        found = -1
+    return found
+
+
+def collatz_steps(n):
+    steps = 0
+    while n != 1:
+        n = n // 2 if n % 2 == 0 else 3 * n + 1
+        steps += 1
+    return steps
+
+
+@PARITY
+@given(n=st.integers(0, 20))
+def test_while_break_continue(n):
+    check(while_break_continue, n)
+
+
+@PARITY
+@given(xs=int_lists, target=st.integers(-3, 3))
+def test_while_else(xs, target):
+    check(while_else, xs, target)
+
+
+@pytest.mark.parametrize("n", [1, 6, 27])
+def test_while_data_dependent_trip_count(n):
+    check(collatz_steps, n)
+
+
+# ---------------------------------------------------------------- for loops over containers
+
+def for_range(n):
+    out = []
+    for i in range(n):
+        out.append(i)
+    for i in range(2, n):
+        out.append(i * 10)
+    for i in range(n, 0, -2):
+        out.append(-i)
+    return out, sum(range(1, n + 1, 3))
+
+
+def for_containers(xs):
+    total = 0
+    for x in xs:
+        total += x
+    for x in tuple(xs):
+        total -= 2 * x
+    d = {"a": 1, "b": 2, "c": 3}
+    keys = []
+    for k in d:
+        keys.append(k)
+    pairs = []
+    for k, v in d.items():
+        pairs.append((k, v * total))
+    for k in d.keys():
+        keys.append(k * 2)
+    values = []
+    for v in d.values():
+        values.append(v)
+    for ch in "hi":
+        keys.append(ch)
+    return total, keys, pairs, values
+
+
+def for_enumerate_zip(xs, ys):
+    out = []
+    for i, x in enumerate(xs):
+        out.append((i, x))
+    for i, x in enumerate(xs, start=1):
+        out.append((i, -x))
+    for x, y in zip(xs, ys):
+        out.append((x, y))
+    for i, (x, y) in enumerate(zip(xs, ys)):
+        out.append((i, x + y))
+    for a, b, c in zip(xs, ys, range(100)):
+        out.append((a, b, c))
+    return out
+
+
+def for_reversed_sorted(xs):
+    out = []
+    for x in reversed(xs):
+        out.append(x)
+    for i in reversed(range(len(xs))):
+        out.append(i)
+    for x in sorted(xs):
+        out.append(x)
+    for x in sorted(xs, reverse=True):
+        out.append(x)
+    return out, sorted(xs, key=lambda v: (abs(v), v)), list(reversed(tuple(xs)))
+
+
+def nested_loops(n, m):
+    grid = []
+    for i in range(n):
+        row = []
+        for j in range(m):
+            if j > i:
+                break
+            if (i + j) % 2:
+                continue
+            row.append(i * j)
+        grid.append(row)
+    return grid
+
+
+def for_else(xs, target):
+    for i, x in enumerate(xs):
+        if x == target:
+            where = i
+            break
+    else:
+        where = None
+    for x in xs:
+        pass
+    else:
+        done = True
+    return where, done
+
+
+def loop_variable_after_loop(n):
+    i = -1
+    for i in range(n):
+        pass
+    return i
+
+
+@PARITY
+@given(n=st.integers(0, 8))
+def test_for_over_range(n):
+    check(for_range, n)
+
+
+@PARITY
+@given(xs=int_lists)
+def test_for_over_list_tuple_dict_items_str(xs):
+    check(for_containers, xs)
+
+
+@PARITY
+@given(xs=int_lists, ys=int_lists)
+def test_for_over_enumerate_and_zip(xs, ys):
+    check(for_enumerate_zip, xs, ys)
+
+
+@PARITY
+@given(xs=int_lists)
+def test_for_over_reversed_and_sorted(xs):
+    check(for_reversed_sorted, xs)
+
+
+@PARITY
+@given(n=st.integers(0, 5), m=st.integers(0, 5))
+def test_nested_loops_with_break_continue(n, m):
+    check(nested_loops, n, m)
+
+
+@PARITY
+@given(xs=int_lists, target=st.integers(-3, 3))
+def test_for_else(xs, target):
+    check(for_else, xs, target)
+
+
+@pytest.mark.parametrize("n", [0, 1, 5])
+def test_loop_variable_survives_loop(n):
+    check(loop_variable_after_loop, n)
+
+
+def iterate_set(xs):
+    """Iteration order of a set of small ints is CPython's hash order, not insertion order."""
+    return [x for x in set(xs)], list({3, 1, 2}), sorted({x % 3 for x in xs})
+
+
+@PARITY
+@given(xs=int_lists)
+def test_iterate_set(xs):
+    # MAY BREAK: iterating a set (rather than testing membership) is not in the required list.
+    check_or_break(iterate_set, xs)
+
+
+# ---------------------------------------------------------------- comprehensions
+
+def comprehensions(xs):
+    squares = [x * x for x in xs]
+    evens = [x for x in xs if x % 2 == 0]
+    clipped = [x if x > 0 else 0 for x in xs]
+    index = {x: i for i, x in enumerate(xs)}
+    distinct = {x % 3 for x in xs}
+    pairs = [(i, j) for i in range(3) for j in range(i) if (i + j) % 2]
+    table = [[i * j for j in range(3)] for i in range(len(xs))]
+    flat = [v for row in table for v in row if v]
+    return squares, evens, clipped, index, distinct, pairs, table, flat
+
+
+def comprehension_captures(xs, scale):
+    offset = 1
+    shifted = [x * scale + offset for x in xs]
+    named = {f"k{i}": v * scale for i, v in enumerate(xs) if v != offset}
+    return shifted, named
+
+
+def generator_expressions(xs):
+    return (
+        sum(x for x in xs),
+        sum(x * x for x in xs if x > 0),
+        any(x > 5 for x in xs),
+        all(x > -10 for x in xs),
+        tuple(x + 1 for x in xs),
+        max((abs(x) for x in xs), default=0),
+        min((x for x in xs), default=None),
+        list(x for x in range(3)),
+        sorted(x % 4 for x in xs),
+        ",".join(str(x) for x in xs),
+    )
+
+
+@PARITY
+@given(xs=int_lists)
+def test_list_dict_set_comprehensions(xs):
+    check(comprehensions, xs)
+
+
+@PARITY
+@given(xs=int_lists, scale=st.integers(-3, 3))
+def test_comprehension_reads_enclosing_locals(xs, scale):
+    check(comprehension_captures, xs, scale)
+
+
+@PARITY
+@given(xs=int_lists)
+def test_generator_expressions_into_builtins(xs):
+    check(generator_expressions, xs)
+
+
+# ---------------------------------------------------------------- unpacking, slicing, del
+
+def unpacking(xs):
+    a, b = xs[0], xs[1]
+    a, b = b, a
+    first, *rest = xs
+    *init, last = xs
+    head, *middle, tail = xs
+    (p, q), r = (a, b), last
+    x, y, z = range(3)
+    s1, s2 = "hi"
+    return a, b, first, rest, init, last, head, middle, tail, p, q, r, x, y, z, s1, s2
+
+
+def rotate(a, b, c):
+    a, b, c = c, a, b
+    return a, b, c
+
+
+def slicing(xs, s):
+    return (
+        xs[1:-1:2], xs[::-1], xs[-2:], xs[:-1], xs[-1], xs[::2], xs[1:], xs[:100],
+        xs[-100:], xs[5:2], tuple(xs)[1:3], s[::-1], s[1:], s[-1], xs[len(xs) // 2:],
+    )
+
+
+def slice_assignment(xs):
+    ys = list(xs)
+    ys[0] = 100
+    ys[-1] = -100
+    ys[1:3] = [7]
+    zs = list(xs)
+    zs[::2] = [0] * len(zs[::2])
+    return ys, zs
+
+
+def deletion(xs):
+    ys = list(xs)
+    del ys[0]
+    del ys[-1]
+    zs = list(xs)
+    del zs[1:3]
+    d = {"a": 1, "b": 2, "c": 3}
+    del d["b"]
+    tmp = len(xs)
+    del tmp
+    return ys, zs, d
+
+
+@PARITY
+@given(xs=st.lists(small_ints, min_size=2, max_size=6))
+def test_tuple_unpacking_and_starred(xs):
+    check(unpacking, xs)
+
+
+@PARITY
+@given(a=small_ints, b=small_ints, c=small_ints)
+def test_swap_and_rotate(a, b, c):
+    check(rotate, a, b, c)
+
+
+@PARITY
+@given(xs=st.lists(small_ints, min_size=1, max_size=7), s=st.sampled_from(["a", "abc", "hello"]))
+def test_slicing_and_negative_indices(xs, s):
+    check(slicing, xs, s)
+
+
+@PARITY
+@given(xs=st.lists(small_ints, min_size=3, max_size=6))
+def test_slice_assignment(xs):
+    check(slice_assignment, xs)
+
+
+@PARITY
+@given(xs=st.lists(small_ints, min_size=3, max_size=6))
+def test_del(xs):
+    check(deletion, xs)

@@ -1,0 +1,365 @@
+"""Oracle tests: the bytecode interpreter against CPython, part 3 — data and objects.
+
+Strings and formatting, list and dict methods, namedtuples, attributes of a plain object,
+``assert``, ``try``/``except`` without an exception, ``with``. See ``test_cpython_parity.py``
+for the conventions (``check`` must be equal; ``check_or_break`` may refuse instead).
+"""
+from __future__ import annotations
+
+import copy
+import re
+from collections import namedtuple
+from typing import NamedTuple
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+# The interpreter under test. While it is missing, this import is the one (clear) error.
+from unbroken.frontend import interpret
+from unbroken import GraphBreakError
+
+PARITY = settings(max_examples=15, deadline=None, derandomize=True, database=None)
+
+
+def assert_same(actual, expected, path="result"):
+    """Equal values and identical types, recursively through lists, tuples and dicts."""
+    assert type(actual) is type(expected), (
+        f"{path}: got {type(actual).__name__} {actual!r}, "
+        f"CPython gives {type(expected).__name__} {expected!r}")
+    if isinstance(expected, (list, tuple)):
+        assert len(actual) == len(expected), f"{path}: got {actual!r}, CPython gives {expected!r}"
+        for index, (a, e) in enumerate(zip(actual, expected)):
+            assert_same(a, e, f"{path}[{index}]")
+    elif isinstance(expected, dict):
+        assert list(actual) == list(expected), f"{path}: keys {list(actual)} != {list(expected)}"
+        for key in expected:
+            assert_same(actual[key], expected[key], f"{path}[{key!r}]")
+    elif isinstance(expected, float):
+        assert repr(actual) == repr(expected), f"{path}: got {actual!r}, CPython gives {expected!r}"
+    else:
+        assert actual == expected, f"{path}: got {actual!r}, CPython gives {expected!r}"
+
+
+def check(fn, *args, **kwargs):
+    """Run ``fn`` natively and through the interpreter (on fresh copies of the arguments)."""
+    expected = fn(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+    actual = interpret(fn, *copy.deepcopy(args), **copy.deepcopy(kwargs))
+    assert_same(actual, expected)
+
+
+def check_or_break(fn, *args, **kwargs):
+    """Like :func:`check`, but a well-formed ``GraphBreakError`` is also accepted."""
+    expected = fn(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+    try:
+        actual = interpret(fn, *copy.deepcopy(args), **copy.deepcopy(kwargs))
+    except GraphBreakError as error:
+        assert re.fullmatch(r"UB1\d\d", error.code), error.code
+        assert error.frames, "a graph break must carry the user's stack"
+        return
+    assert_same(actual, expected)
+
+
+small_ints = st.integers(-20, 20)
+int_lists = st.lists(small_ints, max_size=6)
+floats = st.floats(-1e4, 1e4, allow_nan=False, allow_infinity=False)
+words = st.lists(st.sampled_from(["a", "bb", "ccc", "x y", ""]), max_size=4)
+
+
+# ---------------------------------------------------------------- strings
+
+def f_strings(n, x, s):
+    return (
+        f"{n}", f"{x:.3f}", f"{n:05d}", f"{n:+d}", f"{x!r}", f"{s!r}", f"{s:>8}|", f"{s:<4}|",
+        f"{s:^7}|", f"{n * 1000:,}", f"{abs(n):x}", f"{abs(n):b}", f"{x:.2e}", f"{x:10.1f}",
+        f"{{literal}} {n}", f"{n=}", f"{s}-{n}-{x:g}", f"{0.25:.0%}",
+    )
+
+
+def percent_and_format(n, x, s):
+    return (
+        "%d-%s-%.2f" % (n, s, x), "%5d|" % n, "%-5s|" % s, "%r" % s, "%x" % abs(n), "%%",
+        "{}-{:>4}".format(n, s), "{a}/{b:.1f}".format(a=s, b=x), "{0}{0}{1}".format(s, n),
+        "{:03d}".format(abs(n)),
+    )
+
+
+def string_methods(parts, sep):
+    joined = sep.join(parts)
+    return (
+        joined, joined.split(sep) if sep else joined.split(), "a b  c".split(), "a,b,,c".split(","),
+        "k=v=w".split("=", 1), "  pad  ".strip(), "xxhixx".strip("x"), joined.upper(), "MiXeD".lower(),
+        joined.replace("a", "A"), joined.startswith("a"), joined.endswith(("c", "y")),
+        "ab" * 3, "abc".find("c"), "a-b".partition("-"), str.join("+", ["1", "2"]), "Ab".isupper(),
+        "layer.0.weight".rsplit(".", 1), "x".join(parts) + "!", "%s" % joined, len(joined),
+    )
+
+
+@PARITY
+@given(n=small_ints, x=floats, s=st.sampled_from(["", "ab", "hello"]))
+def test_f_strings_with_format_specs(n, x, s):
+    check(f_strings, n, x, s)
+
+
+@PARITY
+@given(n=small_ints, x=floats, s=st.sampled_from(["", "ab", "hello"]))
+def test_percent_and_str_format(n, x, s):
+    check(percent_and_format, n, x, s)
+
+
+@PARITY
+@given(parts=words, sep=st.sampled_from([",", " ", "::"]))
+def test_join_split_and_string_methods(parts, sep):
+    check(string_methods, parts, sep)
+
+
+# ---------------------------------------------------------------- lists
+
+def list_methods(xs):
+    ys = list(xs)
+    ys.append(7)
+    ys.extend([8, 9])
+    ys.extend(range(2))
+    last = ys.pop()
+    first = ys.pop(0)
+    ys.insert(1, -1)
+    ys.insert(100, 42)
+    where = ys.index(8)
+    count = ys.count(0)
+    ys.reverse()
+    zs = sorted(ys)
+    ys.sort()
+    ws = list(xs)
+    ws.sort(key=lambda v: (-abs(v), v), reverse=True)
+    if ws:
+        ws.remove(ws[0])
+    cp = ws.copy()
+    cp.clear()
+    return ys, zs, ws, cp, last, first, where, count, xs + [0], [0] * 3, list(range(3))
+
+
+def list_of_lists(n):
+    rows = [[0] * n for _ in range(n)]
+    for i in range(n):
+        rows[i][i] = 1
+    return rows
+
+
+@PARITY
+@given(xs=int_lists)
+def test_list_methods(xs):
+    check(list_methods, xs)
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_nested_list_item_assignment(n):
+    check(list_of_lists, n)
+
+
+# ---------------------------------------------------------------- dicts
+
+def dict_methods(keys, n):
+    d = {}
+    for i, k in enumerate(keys):
+        d[k] = i
+    got = d.get("a"), d.get("zz", n), d.get("zz")
+    d.update({"u": n})
+    d.update(v=2)
+    d.setdefault("u", 100)
+    d.setdefault("w", [])
+    d["w"].append(n)
+    popped = d.pop("u"), d.pop("missing", -1)
+    merged = {**d, "extra": True}
+    made = dict(zip(keys, range(10))), dict(a=1, b=n), dict([("p", 1)])
+    return (d, got, popped, list(d.keys()), list(d.values()), list(d.items()), "a" in d,
+            merged, made, len(d), d.copy(), {k: v for k, v in d.items() if k != "w"})
+
+
+def dict_counting(xs):
+    counts = {}
+    for x in xs:
+        counts[x] = counts.get(x, 0) + 1
+    return counts, sorted(counts.items())
+
+
+def dict_argmax(xs):
+    counts = dict.fromkeys(xs, 0)
+    for x in xs:
+        counts[x] += 1
+    return max(counts, default=None, key=counts.__getitem__)
+
+
+@PARITY
+@given(keys=st.lists(st.sampled_from(["a", "b", "c"]), max_size=5), n=small_ints)
+def test_dict_methods(keys, n):
+    check(dict_methods, keys, n)
+
+
+@PARITY
+@given(xs=st.lists(st.integers(0, 3), max_size=8))
+def test_dict_counting(xs):
+    check(dict_counting, xs)
+
+
+@PARITY
+@given(xs=st.lists(st.integers(0, 3), max_size=8))
+def test_dict_argmax(xs):
+    # MAY BREAK: max(..., key=<bound method of a dict>) calls back from a builtin.
+    check_or_break(dict_argmax, xs)
+
+
+# ---------------------------------------------------------------- namedtuples
+
+Point = namedtuple("Point", ["x", "y"])
+
+
+class Shape(NamedTuple):
+    rows: int
+    cols: int = 1
+
+
+def namedtuple_use(a, b):
+    p = Point(a, b)
+    q = Point(y=a, x=b)
+    x, y = p
+    s = Shape(a)
+    return (p, q, p[0], p.y, q.x + q[1], x - y, len(p), p == (a, b), s, s.rows * s.cols,
+            s[-1], tuple(p), isinstance(p, tuple))
+
+
+def namedtuple_methods(a, b):
+    p = Point(a, b)
+    return p._replace(x=0), p._asdict(), Point._fields, Point._make([b, a])
+
+
+@PARITY
+@given(a=small_ints, b=small_ints)
+def test_namedtuple_construct_index_attribute(a, b):
+    check(namedtuple_use, a, b)
+
+
+def test_namedtuple_methods():
+    # MAY BREAK: namedtuple helpers beyond construction and access are not required.
+    check_or_break(namedtuple_methods, 3, 4)
+
+
+# ---------------------------------------------------------------- attributes of a plain object
+
+class Config:
+    """A plain configuration object, as models keep for hyper-parameters."""
+
+    def __init__(self, hidden, dropout=None):
+        self.hidden = hidden
+        self.dropout = dropout
+
+    def doubled(self):
+        return self.hidden * 2
+
+
+def read_config(cfg):
+    heads = getattr(cfg, "heads", 4)
+    hidden = getattr(cfg, "hidden")
+    has_dropout = hasattr(cfg, "dropout") and cfg.dropout is not None
+    return heads, hidden, has_dropout, hasattr(cfg, "nothing"), cfg.hidden // heads, cfg.doubled()
+
+
+def build_config(hidden):
+    cfg = Config(hidden, dropout=0.1)
+    return cfg.hidden + 1, cfg.dropout, cfg.doubled()
+
+
+@pytest.mark.parametrize("cfg", [Config(8), Config(16, dropout=0.5)], ids=["plain", "dropout"])
+def test_getattr_hasattr_on_object(cfg):
+    check(read_config, cfg)
+
+
+def test_object_constructed_inside():
+    # MAY BREAK: instantiating a user class inside forward() is not required.
+    check_or_break(build_config, 12)
+
+
+# ---------------------------------------------------------------- assert, try, with
+
+def passing_asserts(n, xs):
+    assert n >= 0
+    assert len(xs) <= 10, "too many"
+    assert isinstance(xs, list), f"got {type(xs)}"
+    return n + len(xs)
+
+
+def try_without_exception(n):
+    try:
+        y = n + 1
+    except ValueError:
+        y = -1
+    try:
+        z = [n][0]
+    except (IndexError, KeyError) as error:
+        z = str(error)
+    else:
+        z += 10
+    return y, z
+
+
+def try_finally(n):
+    out = []
+    try:
+        out.append(n)
+    finally:
+        out.append(-n)
+    return out
+
+
+class Recorder:
+    """A simple context manager: records enter/exit into a list it was given."""
+
+    def __init__(self, log):
+        self.log = log
+
+    def __enter__(self):
+        self.log.append("enter")
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self.log.append("exit")
+        return False
+
+
+def with_context_manager(n):
+    log = []
+    with Recorder(log) as rec:
+        log.append(n)
+    return log, rec is not None
+
+
+def walrus(xs):
+    if (n := len(xs)) > 2:
+        return n
+    return [y for x in xs if (y := x * 2) > 0]
+
+
+@PARITY
+@given(n=st.integers(0, 20), xs=int_lists)
+def test_assert_that_passes(n, xs):
+    check(passing_asserts, n, xs)
+
+
+@PARITY
+@given(n=small_ints)
+def test_try_except_without_exception(n):
+    check(try_without_exception, n)
+
+
+def test_try_finally_without_exception():
+    # MAY BREAK: try/finally is not in the required list yet.
+    check_or_break(try_finally, 3)
+
+
+def test_with_user_context_manager():
+    # MAY BREAK: only torch's grad-mode context managers are required (UB110 otherwise).
+    check_or_break(with_context_manager, 5)
+
+
+@pytest.mark.parametrize("xs", [[1, 2, 3], [-1, 4]])
+def test_walrus(xs):
+    # MAY BREAK: assignment expressions are not in the required list.
+    check_or_break(walrus, xs)

@@ -1,0 +1,166 @@
+"""Oracle tests: the bytecode interpreter against CPython, part 5 — what strict mode refuses.
+
+Each function below contains one construct that cannot be captured. ``interpret`` must raise
+``GraphBreakError`` with the catalogue id of that construct (``unbroken/frontend/graph_breaks.py``)
+and a user stack whose innermost frame is the offending statement: the line that carries the
+marker comment ``# BREAK``. Lines are found from the source (``inspect.getsourcelines``), never
+hard-coded, so editing this file cannot make the tests lie.
+
+The refused constructs run *after* some ordinary code, so a break reported at the first line
+of the function is caught as wrong. The traced functions are never run natively here: several
+of them have side effects (writing a global) that the interpreter must refuse, not perform.
+"""
+from __future__ import annotations
+
+import inspect
+import linecache
+import os
+
+import pytest
+
+# The interpreter under test. While it is missing, this import is the one (clear) error.
+from unbroken.frontend import interpret
+from unbroken import GraphBreakError
+from unbroken.symbolic.diagnostics import UnbrokenError
+
+
+def marked_line(fn, marker):
+    """The 1-based line number of the only line of ``fn`` that ends with ``marker``."""
+    lines, start = inspect.getsourcelines(fn)
+    hits = [start + index for index, text in enumerate(lines) if text.rstrip().endswith(marker)]
+    assert len(hits) == 1, f"{fn.__name__} must mark exactly one line with {marker!r}"
+    return hits[0]
+
+
+def frame_is(frame, fn, marker):
+    """Whether a reported user frame is the line of ``fn`` marked with ``marker``."""
+    return (
+        frame.lineno == marked_line(fn, marker)
+        and frame.function == fn.__code__.co_name
+        and os.path.realpath(frame.filename) == os.path.realpath(fn.__code__.co_filename)
+    )
+
+
+def assert_frame(frame, fn, marker="# BREAK"):
+    line = marked_line(fn, marker)
+    assert frame_is(frame, fn, marker), (
+        f"reported {frame.short()} in {frame.function}; expected line {line} of {fn.__name__}: "
+        f"{linecache.getline(fn.__code__.co_filename, line).strip()}")
+    assert frame.source == linecache.getline(fn.__code__.co_filename, line).strip()
+
+
+def refuse(fn, *args, code):
+    """Interpret ``fn`` and return the ``GraphBreakError`` it must raise, with id ``code``."""
+    with pytest.raises(GraphBreakError) as info:
+        interpret(fn, *args)
+    error = info.value
+    assert isinstance(error, UnbrokenError)
+    assert error.code == code, f"expected {code}, got:\n{error}"
+    assert error.frames, "a graph break must carry the user's stack"
+    assert error.frames[0].function == fn.__code__.co_name, "the stack starts at the traced function"
+    return error
+
+
+# ---------------------------------------------------------------- raise
+
+def raises_value_error(n):
+    m = n * 2
+    if m > 0:
+        raise ValueError(f"bad value {m}")  # BREAK
+    return m
+
+
+def helper_that_raises(n):
+    total = n + 1
+    raise ValueError(f"cannot handle {total}")  # BREAK
+
+
+def calls_raising_helper(n):
+    m = n + 1
+    result = helper_that_raises(m)  # CALL
+    return result
+
+
+def test_raise_is_refused_at_the_raise():
+    error = refuse(raises_value_error, 3, code="UB104")
+    assert_frame(error.frames[-1], raises_value_error)
+
+
+def test_raise_in_callee_reports_the_whole_stack():
+    error = refuse(calls_raising_helper, 3, code="UB104")
+    assert len(error.frames) >= 2
+    assert_frame(error.frames[-1], helper_that_raises)
+    assert_frame(error.frames[-2], calls_raising_helper, "# CALL")
+
+
+# ---------------------------------------------------------------- generators
+
+def countdown(n):
+    while n > 0:
+        yield n  # YIELD
+        n -= 1
+
+
+def consumes_generator(n):
+    total = 0
+    for value in countdown(n):  # BREAK
+        total += value
+    return total
+
+
+def test_generator_function_is_refused():
+    # The break may be reported where the generator is created (the call in the traced
+    # function, innermost frame) or at the ``yield`` (innermost frame in the generator, with
+    # the call as the frame below it). Both point the user at the right code.
+    error = refuse(consumes_generator, 3, code="UB106")
+    innermost = error.frames[-1]
+    if frame_is(innermost, countdown, "# YIELD"):
+        assert_frame(innermost, countdown, "# YIELD")
+        assert_frame(error.frames[-2], consumes_generator)
+    else:
+        assert_frame(innermost, consumes_generator)
+
+
+# ---------------------------------------------------------------- builtins without a graph meaning
+
+def uses_id(xs):
+    n = len(xs)
+    key = id(xs)  # BREAK
+    return n, key
+
+
+def test_id_is_refused():
+    error = refuse(uses_id, [1, 2], code="UB103")
+    assert_frame(error.frames[-1], uses_id)
+
+
+# ---------------------------------------------------------------- mutation of globals
+
+COUNTER = 0
+
+
+def writes_global(n):
+    global COUNTER
+    m = n + COUNTER
+    COUNTER = m  # BREAK
+    return m
+
+
+def test_global_write_is_refused_and_not_performed():
+    error = refuse(writes_global, 5, code="UB107")
+    assert_frame(error.frames[-1], writes_global)
+    assert COUNTER == 0, "the interpreter must not perform the side effect it refuses"
+
+
+# ---------------------------------------------------------------- class definitions
+
+def defines_class(n):
+    size = n + 1
+    class Local:  # BREAK
+        width = size
+    return Local.width
+
+
+def test_class_definition_is_refused():
+    error = refuse(defines_class, 2, code="UB112")
+    assert_frame(error.frames[-1], defines_class)

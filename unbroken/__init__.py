@@ -1,0 +1,38 @@
+"""unbroken: strict, ahead-of-time, whole-graph capture for PyTorch.
+
+``unbroken.export(mod, args, kwargs=None, *, dynamic_shapes=None)`` has the call shape of
+``torch.export.export`` and returns an :class:`ExportedProgram`, or refuses with an error that
+names your file and line and says how to fix it.
+"""
+from torch.export import Dim  # torch's own Dim objects are the spec language (drop-in)
+
+from .frontend.graph_breaks import GraphBreakError
+from .symbolic.diagnostics import (ConstraintViolationError, DataDependentError,
+                                   ExportUsageError, InputMismatchError, InternalError,
+                                   SerializationError, UnbrokenError, UnsupportedError)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ConstraintViolationError", "DataDependentError", "Dim", "ExportUsageError",
+    "ExportedProgram", "GraphBreakError", "InputMismatchError", "InternalError",
+    "SerializationError", "UnbrokenError", "UnsupportedError", "__version__", "case", "export",
+]
+
+
+def __getattr__(name):
+    # export/ExportedProgram/case are imported on first use: importing the pipeline pulls in
+    # z3 and the frontend, which `unbroken --version` and error handling do not need.
+    if name == "export":
+        from .pipeline import export
+
+        return export
+    if name == "ExportedProgram":
+        from .ir.program import ExportedProgram
+
+        return ExportedProgram
+    if name == "case":
+        from .cases import case
+
+        return case
+    raise AttributeError(f"module 'unbroken' has no attribute '{name}'")

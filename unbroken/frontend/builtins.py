@@ -1,0 +1,346 @@
+"""Python builtins and constructors called from traced code.
+
+Each builtin is handled on trackers: pure builtins on constants fold natively; on symbolic
+sizes and tensors they become leaf calls (so `max(x.shape[0], 4)` records a guard, `abs(t)`
+records an op); builtins that take callables (`sorted(key=)`, `map`, `filter`) call them
+through the interpreter. What has no meaning in a graph (`id`, `print`, `open`, ...) is a
+graph break.
+"""
+from __future__ import annotations
+
+import builtins
+import functools
+
+import torch
+
+from .graph_breaks import graph_break
+from .variables.base import AttributeMissing, VariableTracker
+from .variables.constant import ConstantVariable
+from .variables.containers import (DictVariable, IteratorVariable, ListVariable,
+                                   NamedTupleVariable, SizeVariable,
+                                   SliceVariable, TupleVariable, dict_key)
+from .variables.objects import ContextManagerVariable, ObjectVariable, SuperVariable
+from .variables.tensor import TensorVariable
+
+__all__ = ["call_builtin", "construct", "sorted_trackers"]
+
+_REFUSED = {id: "UB103", print: "UB103", open: "UB103", input: "UB103", globals: "UB103",
+            locals: "UB103", vars: "UB103", exec: "UB103", eval: "UB103", compile: "UB103",
+            breakpoint: "UB103", __import__: "UB111", setattr: "UB107", delattr: "UB107",
+            hash: "UB103", memoryview: "UB103", help: "UB103"}
+# Builtins that fold natively when every argument is a constant, else run as leaf calls.
+_PURE = {abs, divmod, pow, round, chr, ord, bin, hex, oct, format, repr, ascii, callable}
+
+
+def call_builtin(tx, fn, args: list, kwargs: dict) -> VariableTracker:
+    if fn in _REFUSED:
+        raise graph_break(_REFUSED[fn], f"`{fn.__name__}()` is called", frames=tx.user_frames())
+    handler = _HANDLERS.get(fn)
+    if handler is not None:
+        return handler(tx, *args, **kwargs)
+    if isinstance(fn, type) and issubclass(fn, BaseException):
+        return ObjectVariable(fn(*(a.as_constant() for a in args)))
+    if fn in _PURE:
+        return _fold_or_leaf(tx, fn, args, kwargs)
+    raise graph_break("UB103", f"the builtin `{fn.__name__}` is not supported",
+                      frames=tx.user_frames())
+
+
+def _fold_or_leaf(tx, fn, args, kwargs):
+    if all(a.is_constant() for a in [*args, *kwargs.values()]):
+        try:
+            value = fn(*(a.as_constant() for a in args),
+                       **{k: v.as_constant() for k, v in kwargs.items()})
+        except Exception as exc:  # the user's code raises: same as eager
+            raise tx.user_exception(exc)
+        from .variables.builder import wrap
+
+        return wrap(tx, value)
+    return tx.call_leaf(fn, args, kwargs)
+
+
+def _len(tx, obj):
+    if isinstance(obj, TensorVariable):
+        return tx.call_leaf(len, [obj], {})
+    length = obj.length(tx)
+    return length if isinstance(length, VariableTracker) else ConstantVariable(length)
+
+
+def _isinstance(tx, obj, classes):
+    types_ = classes.as_constant()
+    return ConstantVariable(issubclass(obj.python_type(), types_))
+
+
+def _issubclass(tx, cls, classes):
+    return ConstantVariable(issubclass(cls.as_constant(), classes.as_constant()))
+
+
+def _type(tx, obj, *rest):
+    if rest:
+        raise graph_break("UB112", "`type(name, bases, dict)` creates a class",
+                          frames=tx.user_frames())
+    from .variables.builder import wrap
+
+    return wrap(tx, obj.python_type())
+
+
+def _getattr(tx, obj, name, *default):
+    try:
+        return obj.getattr(tx, name.as_constant())
+    except AttributeMissing:
+        if default:
+            return default[0]
+        raise tx.user_exception(AttributeError(
+            f"'{obj.python_type().__name__}' object has no attribute '{name.as_constant()}'"))
+
+
+def _hasattr(tx, obj, name):
+    try:
+        obj.getattr(tx, name.as_constant())
+    except AttributeMissing:
+        return ConstantVariable(False)
+    return ConstantVariable(True)
+
+
+def _iterate(tx, obj) -> list:
+    return obj.items(tx)
+
+
+def _range(tx, *args):
+    if all(a.is_constant() for a in args):
+        return ConstantVariable(range(*(a.as_constant() for a in args)))
+    raise graph_break("UB117", "`range()` with a dynamic bound (the loop would be unrolled "
+                      "for one size only)", frames=tx.user_frames())
+
+
+def _enumerate(tx, iterable, start=None):
+    first = start.as_constant() if start is not None else 0
+    return IteratorVariable([TupleVariable([ConstantVariable(first + i), v])
+                             for i, v in enumerate(_iterate(tx, iterable))])
+
+
+def _zip(tx, *iterables, strict=None):
+    columns = [_iterate(tx, it) for it in iterables]
+    if strict is not None and strict.as_constant() and len({len(c) for c in columns}) > 1:
+        raise tx.user_exception(ValueError("zip() arguments have different lengths"))
+    return IteratorVariable([TupleVariable(list(row)) for row in zip(*columns)])
+
+
+def _reversed(tx, seq):
+    return IteratorVariable(list(reversed(_iterate(tx, seq))))
+
+
+def _iter(tx, obj):
+    return obj if isinstance(obj, IteratorVariable) else IteratorVariable(_iterate(tx, obj))
+
+
+def _next(tx, it, *default):
+    value = it.next() if isinstance(it, IteratorVariable) else None
+    if value is None:
+        if default:
+            return default[0]
+        raise tx.user_exception(StopIteration())
+    return value
+
+
+def _tuple(tx, iterable=None):
+    return TupleVariable([] if iterable is None else _iterate(tx, iterable))
+
+
+def _list(tx, iterable=None):
+    return ListVariable([] if iterable is None else _iterate(tx, iterable))
+
+
+def _dict(tx, source=None, **kwargs):
+    result = DictVariable({})
+    if isinstance(source, DictVariable):
+        result.entries.update(source.entries)
+    elif source is not None:
+        for pair in _iterate(tx, source):
+            key, value = pair.items(tx)
+            result.entries[dict_key(key)] = value
+    result.entries.update(kwargs)
+    return result
+
+
+def _set(tx, iterable=None, *, cls=set):
+    values = [] if iterable is None else _iterate(tx, iterable)
+    if all(v.is_constant() for v in values):
+        return ConstantVariable(cls(v.as_constant() for v in values)) if cls is frozenset \
+            else _ConstantSetVariable(cls(v.as_constant() for v in values))
+    raise graph_break("UB117", "a set of tensors or symbolic values", frames=tx.user_frames())
+
+
+class _ConstantSetVariable(ConstantVariable):
+    """A set of constants (mutable in Python, but only ever holding constants here)."""
+
+    __slots__ = ()
+
+
+def _reduce_pairwise(fn):
+    def handler(tx, *args, key=None, default=None):
+        items = _iterate(tx, args[0]) if len(args) == 1 else list(args)
+        if not items:
+            if default is not None:
+                return default
+            raise tx.user_exception(ValueError(f"{fn.__name__}() arg is an empty sequence"))
+        if key is not None:
+            keyed = [(key.call(tx, [v], {}), v) for v in items]
+            best = keyed[0]
+            for candidate in keyed[1:]:
+                better = _compare(tx, candidate[0], best[0], fn is max)
+                best = candidate if better else best
+            return best[1]
+        if all(v.is_constant() for v in items):
+            return ConstantVariable(fn(v.as_constant() for v in items))
+        return tx.call_leaf(fn, items, {})
+
+    return handler
+
+
+def _compare(tx, a, b, greater: bool) -> bool:
+    op = (lambda x, y: x > y) if greater else (lambda x, y: x < y)
+    if a.is_constant() and b.is_constant():
+        return op(a.as_constant(), b.as_constant())
+    return tx.call_leaf(op, [a, b], {}).truth(tx)
+
+
+def _sum(tx, iterable, start=None):
+    items = _iterate(tx, iterable)
+    acc = start if start is not None else ConstantVariable(0)
+    for item in items:
+        acc = tx.binary_op("+", acc, item)
+    return acc
+
+
+def _any_all(fn):
+    def handler(tx, iterable):
+        for item in _iterate(tx, iterable):
+            if item.truth(tx) is (fn is any):
+                return ConstantVariable(fn is any)
+        return ConstantVariable(fn is all)
+
+    return handler
+
+
+def sorted_trackers(tx, items, key=None, reverse=None) -> list:
+    """Sort trackers like Python's stable sort, calling ``key`` through the interpreter."""
+    keys = [key.call(tx, [v], {}) if key is not None else v for v in items]
+    if not all(k.is_constant() for k in keys):
+        raise graph_break("UB117", "sorting values that are not constants", frames=tx.user_frames())
+    order = sorted(range(len(items)), key=lambda i: keys[i].as_constant(),
+                   reverse=bool(reverse.as_constant()) if reverse is not None else False)
+    return [items[i] for i in order]
+
+
+def _sorted(tx, iterable, key=None, reverse=None):
+    return ListVariable(sorted_trackers(tx, _iterate(tx, iterable), key, reverse))
+
+
+def _map(tx, fn, *iterables):
+    columns = [_iterate(tx, it) for it in iterables]
+    return IteratorVariable([fn.call(tx, list(row), {}) for row in zip(*columns)])
+
+
+def _filter(tx, fn, iterable):
+    items = _iterate(tx, iterable)
+    if fn.is_constant() and fn.as_constant() is None:
+        return IteratorVariable([v for v in items if v.truth(tx)])
+    return IteratorVariable([v for v in items if fn.call(tx, [v], {}).truth(tx)])
+
+
+def _scalar(py_type):
+    def handler(tx, value=None, *rest):
+        if value is None:
+            return ConstantVariable(py_type())
+        if isinstance(value, TensorVariable):
+            raise graph_break("UB105", f"`{py_type.__name__}()` of {value.describe()}",
+                              frames=tx.user_frames())
+        if py_type is bool:
+            return ConstantVariable(value.truth(tx)) if value.is_constant() or \
+                not hasattr(value, "value") else tx.call_leaf(bool, [value], {})
+        return _fold_or_leaf(tx, py_type, [value, *rest], {})
+
+    return handler
+
+
+def _str(tx, value=None, *rest):
+    if value is None:
+        return ConstantVariable("")
+    if value.is_constant():
+        return ConstantVariable(str(value.as_constant(), *(r.as_constant() for r in rest)))
+    return ConstantVariable(str(value.unwrap(tx)))
+
+
+def _slice(tx, *parts):
+    none = ConstantVariable(None)
+    if len(parts) == 1:
+        parts = (none, parts[0], none)
+    return SliceVariable(list(parts) + [none] * (3 - len(parts)))
+
+
+def _super(tx, *args):
+    if args:
+        cls, obj = args[0].as_constant(), args[1]
+    else:
+        cls, obj = tx.zero_arg_super()
+    return SuperVariable(cls, obj, obj.unwrap(tx))
+
+
+def _object(tx):
+    raise graph_break("UB112", "`object()` creates a new Python object", frames=tx.user_frames())
+
+
+_HANDLERS = {
+    len: _len, isinstance: _isinstance, issubclass: _issubclass, type: _type,
+    getattr: _getattr, hasattr: _hasattr, range: _range, enumerate: _enumerate, zip: _zip,
+    reversed: _reversed, iter: _iter, next: _next, tuple: _tuple, list: _list, dict: _dict,
+    set: _set, frozenset: functools.partial(_set, cls=frozenset), min: _reduce_pairwise(min),
+    max: _reduce_pairwise(max), sum: _sum, any: _any_all(any), all: _any_all(all),
+    sorted: _sorted, map: _map, filter: _filter, int: _scalar(int), float: _scalar(float),
+    bool: _scalar(bool), complex: _scalar(complex), str: _str, slice: _slice, super: _super,
+    object: _object,
+}
+
+
+def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
+    """``cls(*args, **kwargs)`` for a class met in traced code."""
+    from .variables.builder import wrap
+    from .variables.functions import bind_arguments
+
+    if cls in _HANDLERS or getattr(builtins, cls.__name__, None) is cls:
+        return call_builtin(tx, cls, args, kwargs)
+    if issubclass(cls, tuple) and hasattr(cls, "_fields"):
+        bound = bind_arguments(tx, cls, args, kwargs, lambda v: wrap(tx, v))
+        return NamedTupleVariable([bound[f] for f in cls._fields], cls)
+    if cls is torch.Size:
+        return SizeVariable(_iterate(tx, args[0]) if args else [])
+    native = _construct_native(tx, cls, args, kwargs)
+    if native is not None:
+        return native
+    if issubclass(cls, torch.nn.Module):
+        raise graph_break("UB108", f"constructing the module `{cls.__name__}` inside forward()",
+                          frames=tx.user_frames())
+    raise graph_break("UB108", f"constructing an instance of `{cls.__qualname__}` inside "
+                      "traced code is not supported yet", frames=tx.user_frames())
+
+
+def _construct_native(tx, cls, args, kwargs):
+    """PyTorch classes that are safe to construct natively from constants."""
+    from .variables.builder import wrap
+
+    if not cls.__module__.startswith("torch"):
+        return None
+    values = [a.unwrap(tx) for a in args]
+    named = {k: v.unwrap(tx) for k, v in kwargs.items()}
+    instance = cls(*values, **named)
+    if ContextManagerVariable.supports(instance):
+        return ContextManagerVariable(instance)
+    if isinstance(instance, (torch.device, torch.dtype, torch.Size)):
+        return wrap(tx, instance)
+    if hasattr(instance, "__enter__"):
+        raise graph_break("UB110", f"the context manager `{cls.__name__}`", frames=tx.user_frames())
+    if isinstance(instance, torch.nn.Module):
+        return None
+    return tx.call_leaf(cls, args, kwargs)
+

@@ -1,0 +1,257 @@
+"""The graph-break catalogue: every construct the frontend refuses, with a stable id.
+
+A *graph break* is a construct that cannot be captured soundly into one graph. Strict export
+refuses it with :class:`GraphBreakError`, which carries the catalogue entry (id, explanation,
+hint), the specific reason, and the user's stack.
+
+The catalogue is code; ``docs/graph-breaks.md`` is generated from it
+(``python -m unbroken.frontend.graph_breaks --markdown``) and a test keeps the two in sync.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+from ..symbolic.diagnostics import UnbrokenError
+
+__all__ = ["BreakKind", "CATALOGUE", "GraphBreakError", "graph_break", "render_markdown"]
+
+
+@dataclass(frozen=True, slots=True)
+class BreakKind:
+    """One kind of graph break.
+
+    id:      stable diagnostic id (``UB1xx``); never reused for another meaning.
+    title:   short name, used as the first words of the message.
+    explain: why unbroken cannot capture this construct.
+    hint:    how to rewrite the code so that it exports.
+    example: a minimal snippet that triggers it.
+    fix:     the same snippet, rewritten so that it exports.
+    """
+
+    id: str
+    title: str
+    explain: str
+    hint: str
+    example: str
+    fix: str
+
+
+_KINDS = [
+    BreakKind(
+        "UB100", "Unsupported bytecode instruction",
+        "The interpreter met a CPython instruction it does not implement yet.",
+        "Rewrite the statement with simpler Python (plain loops, assignments and calls), "
+        "or move it out of forward().",
+        "match x.dim():\n    case 2: ...",
+        "if x.dim() == 2: ...",
+    ),
+    BreakKind(
+        "UB101", "Data-dependent control flow",
+        "A branch depends on the value stored in a tensor, which is unknown at export time: "
+        "the graph would silently keep only the branch the example input took.",
+        "Express both branches with torch.cond(pred, true_fn, false_fn, (operands,)), or compute "
+        "both and select with torch.where(pred, a, b).",
+        "if x.sum() > 0:\n    return x.sin()\nreturn x.cos()",
+        "return torch.cond(x.sum() > 0, lambda x: x.sin(), lambda x: x.cos(), (x,))",
+    ),
+    BreakKind(
+        "UB102", "Access to Tensor.data",
+        "`.data` gives an alias that bypasses tracking: writes through it cannot be captured.",
+        "Use the tensor itself, `x.detach()` for a non-differentiable view, or an out-of-place "
+        "op (e.g. `x = x.clone(); x[0, 0] = 3`).",
+        "x.data[0, 0] = 3",
+        "x = x.clone()\nx[0, 0] = 3",
+    ),
+    BreakKind(
+        "UB103", "Unsupported builtin function",
+        "This Python builtin has no meaning in a captured graph (object identity, I/O, "
+        "introspection of the running interpreter).",
+        "Remove the call from forward(), or compute the value outside the model and pass it in.",
+        "return x + id(x)",
+        "return x + 1",
+    ),
+    BreakKind(
+        "UB104", "Exception raised in traced code",
+        "Raising and catching exceptions is control flow that the graph cannot express.",
+        "Check the condition with torch._check(cond, lambda: 'message') (kept as a runtime "
+        "assert), or remove the try/raise from forward().",
+        "if x.shape[0] > 4:\n    raise ValueError('too big')",
+        "torch._check(x.shape[0] <= 4, lambda: 'too big')",
+    ),
+    BreakKind(
+        "UB105", "Tensor value converted to Python",
+        "`.item()`, `.tolist()`, `int(t)`, `float(t)`, `bool(t)` or `.numpy()` need the value in a "
+        "tensor, which is unknown at export time.",
+        "Keep the value as a tensor (e.g. `x * t` instead of `x * t.item()`).",
+        "scale = t.item()\nreturn x * scale",
+        "return x * t",
+    ),
+    BreakKind(
+        "UB106", "Generator or coroutine",
+        "Generators (`yield`) and coroutines suspend execution, which the graph cannot express.",
+        "Build a list instead of yielding values.",
+        "def parts(x):\n    yield x[0]\n    yield x[1]",
+        "def parts(x):\n    return [x[0], x[1]]",
+    ),
+    BreakKind(
+        "UB107", "Mutation of Python state outside forward()",
+        "Writing a global variable or an attribute of a module or object is a side effect that "
+        "an exported program cannot replay.",
+        "Return the value instead, or register a buffer and update it in place "
+        "(`self.count.add_(1)`).",
+        "self.calls = self.calls + 1",
+        "self.calls.add_(1)   # with self.register_buffer('calls', torch.zeros(()))",
+    ),
+    BreakKind(
+        "UB108", "Call to an unsupported function",
+        "The function is neither Python code that can be traced nor a PyTorch operator (for "
+        "example a C extension or a numpy function), so its effect cannot be captured.",
+        "Use the PyTorch equivalent, or register the function as a custom operator with "
+        "torch.library.custom_op and a fake (meta) implementation.",
+        "return x + np.sum(x.numpy())",
+        "return x + x.sum()",
+    ),
+    BreakKind(
+        "UB109", "Unsupported module hook",
+        "Hooks registered on this module cannot be captured (backward hooks, global hooks, or "
+        "hooks on PyTorch's built-in modules).",
+        "Remove the hook before exporting, or call its logic explicitly from forward().",
+        "model.lin.register_forward_hook(log_hook)",
+        "model.lin._forward_hooks.clear()",
+    ),
+    BreakKind(
+        "UB110", "Unsupported context manager",
+        "Only torch.no_grad, torch.enable_grad, torch.set_grad_enabled, torch.inference_mode and "
+        "torch.autocast(enabled=False) are understood inside forward().",
+        "Move the `with` statement outside the model.",
+        "with open('log.txt') as f: ...",
+        "# open files outside forward()",
+    ),
+    BreakKind(
+        "UB111", "Import inside forward()",
+        "Importing runs arbitrary module code with side effects.",
+        "Move the import to the top of the file.",
+        "def forward(self, x):\n    import math\n    ...",
+        "import math  # at module level",
+    ),
+    BreakKind(
+        "UB112", "Class definition inside traced code",
+        "Defining classes while tracing creates new types on every call.",
+        "Define the class at module level.",
+        "class Helper: ...   # inside forward()",
+        "# define Helper at module level",
+    ),
+    BreakKind(
+        "UB113", "Python callable passed to a PyTorch function",
+        "A PyTorch function would call back into Python code that unbroken cannot trace from there.",
+        "Call the Python function yourself, or use a control-flow operator (torch.cond, torch.map) "
+        "whose branches are traced.",
+        "torch.autograd.Function.apply(...)",
+        "# express the computation with PyTorch operators",
+    ),
+    BreakKind(
+        "UB114", "Operator with a data-dependent output shape",
+        "The output size of this operator (nonzero, masked_select, unique, ...) depends on tensor "
+        "values, which is not supported yet.",
+        "Use a fixed-size formulation such as torch.where(mask, x, 0) instead of x[mask].",
+        "return x[x > 0]",
+        "return torch.where(x > 0, x, torch.zeros_like(x))",
+    ),
+    BreakKind(
+        "UB116", "Attribute assignment on a tensor",
+        "Setting Python attributes on tensors (or `requires_grad`, `grad`) cannot be captured.",
+        "Keep the value in a local variable or a module attribute set in __init__.",
+        "x.tag = 'input'",
+        "tag = 'input'",
+    ),
+    BreakKind(
+        "UB117", "Unsupported value in traced code",
+        "A value of this type cannot be tracked during export (for example an iterator over a "
+        "tensor of unknown length, or an object that cannot be inspected).",
+        "Convert it to a list, a tuple or a tensor before using it in forward().",
+        "for row in some_c_extension_object: ...",
+        "for row in list_of_rows: ...",
+    ),
+    BreakKind(
+        "UB118", "Recursion too deep",
+        "Inlined user calls went deeper than unbroken's limit, which usually means unbounded "
+        "recursion driven by a tensor value.",
+        "Rewrite the recursion as a loop with a bound known at export time.",
+        "def f(n): return f(n - 1) if n else 0",
+        "for _ in range(n): ...",
+    ),
+    BreakKind(
+        "UB119", "Unsupported Python version",
+        "The bytecode interpreter supports CPython 3.11 only; bytecode changes between versions.",
+        "Run the export under Python 3.11.",
+        "python3.12 -m unbroken check model.py",
+        "python3.11 -m unbroken check model.py",
+    ),
+    BreakKind(
+        "UB120", "PyTorch raised an error while tracing",
+        "A PyTorch call failed on the example inputs (for instance a shape mismatch); eager "
+        "execution would fail the same way.",
+        "Fix the call so that the model runs eagerly on the example inputs first.",
+        "return x @ torch.ones(3, 3)   # x is [2, 4]",
+        "return x @ torch.ones(4, 3)",
+    ),
+    BreakKind(
+        "UB121", "Mutation not supported yet",
+        "This in-place update (through a view, of a parameter, or one that changes a tensor's "
+        "shape) cannot be made functional yet.",
+        "Use the out-of-place form (`y = x + 1` instead of `x.add_(1)` on a view, "
+        "`torch.cat`/`index_put` instead of slice assignment).",
+        "x[:, 0] += 1",
+        "x = x + torch.nn.functional.pad(torch.ones_like(x[:, :1]), (0, x.shape[1] - 1))",
+    ),
+]
+
+CATALOGUE: dict[str, BreakKind] = {kind.id: kind for kind in _KINDS}
+
+
+class GraphBreakError(UnbrokenError):
+    """Export refused: the model contains a construct that breaks the graph.
+
+    ``kind`` is the catalogue entry (see ``docs/graph-breaks.md``); ``reason`` the specific
+    text for this occurrence; ``frames`` the user's stack, innermost last.
+    """
+
+    default_code = "UB100"
+
+    def __init__(self, kind_id: str, reason: str, *, frames=(), details: str = ""):
+        self.kind = CATALOGUE[kind_id]
+        self.reason = reason
+        super().__init__(f"{self.kind.title}: {reason}", code=kind_id, frames=frames,
+                         details=details or self.kind.explain, hint=self.kind.hint)
+
+
+def graph_break(kind_id: str, reason: str, *, frames=(), details: str = "") -> GraphBreakError:
+    """Build (not raise) a :class:`GraphBreakError`; the caller raises it."""
+    return GraphBreakError(kind_id, reason, frames=frames, details=details)
+
+
+def render_markdown() -> str:
+    """The catalogue as Markdown: the content of ``docs/graph-breaks.md``."""
+    lines = [
+        "# Graph-break catalogue",
+        "",
+        "<!-- Generated by `python -m unbroken.frontend.graph_breaks --markdown`; do not edit. -->",
+        "",
+        "Every construct that `unbroken.export` refuses has a stable id. The error names the id,",
+        "your file and line, the reason and the fix.",
+        "",
+    ]
+    for kind in _KINDS:
+        lines += [f"## {kind.id}: {kind.title}", "", kind.explain, "", f"**Fix:** {kind.hint}", "",
+                  "Refused:", "", "```python", kind.example, "```", "", "Exports:", "",
+                  "```python", kind.fix, "```", ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # pragma: no cover - exercised through `make docs`
+    if "--markdown" in sys.argv[1:]:
+        sys.stdout.write(render_markdown())
+    else:
+        for kind in _KINDS:
+            print(f"{kind.id}  {kind.title}")

@@ -1,0 +1,164 @@
+"""Arithmetic, comparisons, identity and membership.
+
+Constants fold natively (an exception there is the program's own, refused as UB104);
+list/tuple concatenation and repetition act on the element trackers; everything else — tensors
+and symbolic sizes — is a leaf call of the ``operator`` function, so PyTorch records the ops
+and our SymNode records the guards.
+"""
+from __future__ import annotations
+
+import operator
+
+from ..variables.constant import ConstantVariable
+from ..variables.containers import DictVariable, ListVariable, SequenceVariable
+from ..variables.nn_module import NNModuleVariable
+from ..variables.objects import ObjectVariable
+from ..variables.tensor import TensorVariable
+from ..variables.builder import wrap
+from . import opcode
+
+BINARY = {
+    "ADD": ("+", operator.add), "SUBTRACT": ("-", operator.sub), "MULTIPLY": ("*", operator.mul),
+    "TRUE_DIVIDE": ("/", operator.truediv), "FLOOR_DIVIDE": ("//", operator.floordiv),
+    "REMAINDER": ("%", operator.mod), "POWER": ("**", operator.pow),
+    "MATRIX_MULTIPLY": ("@", operator.matmul), "LSHIFT": ("<<", operator.lshift),
+    "RSHIFT": (">>", operator.rshift), "AND": ("&", operator.and_), "OR": ("|", operator.or_),
+    "XOR": ("^", operator.xor),
+}
+INPLACE = {"+": operator.iadd, "-": operator.isub, "*": operator.imul, "/": operator.itruediv,
+           "//": operator.ifloordiv, "%": operator.imod, "**": operator.ipow,
+           "@": operator.imatmul, "<<": operator.ilshift, ">>": operator.irshift,
+           "&": operator.iand, "|": operator.ior, "^": operator.ixor}
+FUNCTIONS = {symbol: fn for symbol, fn in BINARY.values()}
+COMPARE = {"LT": operator.lt, "LE": operator.le, "EQ": operator.eq, "NE": operator.ne,
+           "GT": operator.gt, "GE": operator.ge}
+
+
+def apply_binary(tx, symbol: str, left, right, inplace: bool = False):
+    """``left <symbol> right`` (``inplace``: the augmented form ``left <symbol>= right``)."""
+    fn = INPLACE[symbol] if inplace else FUNCTIONS[symbol]
+    if left.is_constant() and right.is_constant() and not isinstance(left, ListVariable):
+        return _fold(tx, fn, left.as_constant(), right.as_constant())
+    sequence = _sequence_op(tx, symbol, left, right, inplace)
+    if sequence is not None:
+        return sequence
+    return tx.call_leaf(fn, [left, right], {})
+
+
+def _fold(tx, fn, a, b):
+    try:
+        return wrap(tx, fn(a, b))
+    except Exception as exc:  # e.g. ZeroDivisionError: raised by the program itself
+        raise tx.user_exception(exc)
+
+
+def _sequence_op(tx, symbol, left, right, inplace):
+    if isinstance(left, SequenceVariable):
+        if symbol == "+" and isinstance(right, SequenceVariable):
+            if inplace and isinstance(left, ListVariable):
+                left.elements.extend(right.elements)
+                return left
+            return left.rebuild(left.elements + right.elements)
+        if symbol == "+" and inplace and isinstance(left, ListVariable):
+            left.elements.extend(right.items(tx))
+            return left
+        if symbol == "*" and right.is_constant():
+            if inplace and isinstance(left, ListVariable):
+                left.elements[:] = left.elements * right.as_constant()
+                return left
+            return left.rebuild(left.elements * right.as_constant())
+    if symbol == "*" and isinstance(right, SequenceVariable) and left.is_constant():
+        return right.rebuild(right.elements * left.as_constant())
+    return None
+
+
+@opcode("BINARY_OP")
+def binary_op(tx, instruction):
+    name = instruction.arg.name
+    inplace = name.startswith("INPLACE_")
+    symbol = BINARY[name.removeprefix("INPLACE_")][0]
+    right = tx.pop()
+    left = tx.pop()
+    tx.push(apply_binary(tx, symbol, left, right, inplace))
+
+
+def _unary(fn):
+    def handler(tx, instruction):
+        value = tx.pop()
+        if value.is_constant():
+            tx.push(_fold(tx, lambda a, _: fn(a), value.as_constant(), None))
+        else:
+            tx.push(tx.call_leaf(fn, [value], {}))
+
+    return handler
+
+
+opcode("UNARY_NEGATIVE")(_unary(operator.neg))
+opcode("UNARY_POSITIVE")(_unary(operator.pos))
+opcode("UNARY_INVERT")(_unary(operator.invert))
+
+
+@opcode("UNARY_NOT")
+def unary_not(tx, instruction):
+    tx.push(ConstantVariable(not tx.pop().truth(tx)))
+
+
+def compare(tx, name: str, left, right):
+    fn = COMPARE[name]
+    if left.is_constant() and right.is_constant():
+        return _fold(tx, fn, left.as_constant(), right.as_constant())
+    if name in ("EQ", "NE") and _opaque(left, right):
+        same = is_same(left, right)
+        return ConstantVariable(same if name == "EQ" else not same)
+    return tx.call_leaf(fn, [left, right], {})
+
+
+def _opaque(left, right) -> bool:
+    kinds = (NNModuleVariable, ObjectVariable)
+    return isinstance(left, kinds) or isinstance(right, kinds)
+
+
+@opcode("COMPARE_OP")
+def compare_op(tx, instruction):
+    right = tx.pop()
+    left = tx.pop()
+    tx.push(compare(tx, instruction.arg.name, left, right))
+
+
+def is_same(a, b) -> bool:
+    """Python's ``a is b`` on trackers."""
+    if a is b:
+        return True
+    if a.is_constant() and b.is_constant():
+        return a.as_constant() is b.as_constant()
+    for attribute in ("meta", "module", "value"):
+        if hasattr(a, attribute) and hasattr(b, attribute) and type(a) is type(b):
+            return getattr(a, attribute) is getattr(b, attribute)
+    return False
+
+
+@opcode("IS_OP")
+def is_op(tx, instruction):
+    right = tx.pop()
+    left = tx.pop()
+    tx.push(ConstantVariable(is_same(left, right) != bool(instruction.arg)))
+
+
+def contains(tx, item, container) -> bool:
+    if isinstance(container, DictVariable):
+        return item.is_constant() and item.as_constant() in container.entries
+    if isinstance(container, NNModuleVariable):
+        return item.as_constant() in container.module
+    if isinstance(container, TensorVariable):
+        return tx.call_leaf(operator.contains, [container, item], {}).truth(tx)
+    if container.is_constant() and item.is_constant():
+        return item.as_constant() in container.as_constant()
+    return any(compare(tx, "EQ", element, item).truth(tx) if not is_same(element, item) else True
+               for element in container.items(tx))
+
+
+@opcode("CONTAINS_OP")
+def contains_op(tx, instruction):
+    container = tx.pop()
+    item = tx.pop()
+    tx.push(ConstantVariable(contains(tx, item, container) != bool(instruction.arg)))

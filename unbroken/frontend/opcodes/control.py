@@ -1,0 +1,142 @@
+"""Control flow: jumps and branches, iteration, return, with-blocks, exceptions, generators,
+and the instructions that are refused (imports, class bodies, async, match)."""
+from __future__ import annotations
+
+from ..graph_breaks import graph_break
+from ..variables.constant import ConstantVariable
+from ..variables.containers import IteratorVariable
+from ..variables.objects import ContextManagerVariable
+from . import opcode
+
+
+@opcode("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT")
+def jump(tx, instruction):
+    tx.jump(instruction)
+
+
+def _branch(jump_if: bool):
+    def handler(tx, instruction):
+        if tx.pop().truth(tx) is jump_if:
+            tx.jump(instruction)
+
+    return handler
+
+
+opcode("POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_TRUE")(_branch(True))
+opcode("POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_FALSE")(_branch(False))
+
+
+def _is_none(value) -> bool:
+    return value.is_constant() and value.as_constant() is None
+
+
+def _none_branch(jump_if_none: bool):
+    def handler(tx, instruction):
+        if _is_none(tx.pop()) is jump_if_none:
+            tx.jump(instruction)
+
+    return handler
+
+
+opcode("POP_JUMP_FORWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NONE")(_none_branch(True))
+opcode("POP_JUMP_FORWARD_IF_NOT_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE")(_none_branch(False))
+
+
+def _jump_or_pop(jump_if: bool):
+    def handler(tx, instruction):
+        if tx.stack[-1].truth(tx) is jump_if:
+            tx.jump(instruction)
+        else:
+            tx.pop()
+
+    return handler
+
+
+opcode("JUMP_IF_TRUE_OR_POP")(_jump_or_pop(True))
+opcode("JUMP_IF_FALSE_OR_POP")(_jump_or_pop(False))
+
+
+@opcode("GET_ITER")
+def get_iter(tx, instruction):
+    value = tx.pop()
+    tx.push(value if isinstance(value, IteratorVariable) else IteratorVariable(value.items(tx)))
+
+
+@opcode("FOR_ITER")
+def for_iter(tx, instruction):
+    item = tx.stack[-1].next()
+    if item is None:
+        tx.pop()
+        tx.jump(instruction)
+    else:
+        tx.push(item)
+
+
+@opcode("GET_LEN")
+def get_len(tx, instruction):
+    tx.push(ConstantVariable(tx.stack[-1].length(tx)))
+
+
+@opcode("RETURN_VALUE")
+def return_value(tx, instruction):
+    value = tx.pop()
+    tx.returned = IteratorVariable(tx.yielded) if tx.yielded is not None else value
+
+
+@opcode("RETURN_GENERATOR")
+def return_generator(tx, instruction):
+    # Only generator expressions reach here (other generators are refused at the call):
+    # they are run eagerly and their values collected.
+    tx.push(ConstantVariable(None))
+
+
+@opcode("YIELD_VALUE")
+def yield_value(tx, instruction):
+    if tx.yielded is None:
+        raise graph_break("UB106", "`yield` in traced code")
+    tx.yielded.append(tx.pop())
+    tx.push(ConstantVariable(None))
+
+
+@opcode("BEFORE_WITH")
+def before_with(tx, instruction):
+    manager = tx.pop()
+    if not isinstance(manager, ContextManagerVariable):
+        raise graph_break("UB110", f"`with` on {manager.describe()}")
+    exit_fn, entered = manager.enter(tx)
+    tx.push(exit_fn)
+    tx.push(entered)
+
+
+@opcode("RAISE_VARARGS")
+def raise_varargs(tx, instruction):
+    values = tx.popn(instruction.arg)
+    what = values[0].describe() if values else "the active exception"
+    if values and hasattr(values[0], "value") and isinstance(values[0].value, BaseException):
+        error = values[0].value
+        what = f"{type(error).__name__}({', '.join(map(repr, error.args))})"
+    elif values and values[0].is_constant():
+        what = getattr(values[0].as_constant(), "__name__", what)
+    raise graph_break("UB104", f"`raise {what}`")
+
+
+@opcode("RERAISE", "PUSH_EXC_INFO", "POP_EXCEPT", "CHECK_EXC_MATCH", "WITH_EXCEPT_START",
+        "CHECK_EG_MATCH", "PREP_RERAISE_STAR")
+def exception_handling(tx, instruction):
+    raise graph_break("UB104", "an exception handler was reached")
+
+
+@opcode("GET_YIELD_FROM_ITER", "SEND", "ASYNC_GEN_WRAP", "GET_AWAITABLE", "GET_AITER",
+        "GET_ANEXT", "BEFORE_ASYNC_WITH", "END_ASYNC_FOR")
+def generators(tx, instruction):
+    raise graph_break("UB106", f"{instruction.name.lower()} (generators and coroutines)")
+
+
+@opcode("IMPORT_NAME", "IMPORT_FROM", "IMPORT_STAR")
+def imports(tx, instruction):
+    raise graph_break("UB111", f"`import {instruction.arg}`")
+
+
+@opcode("LOAD_BUILD_CLASS")
+def build_class(tx, instruction):
+    raise graph_break("UB112", "a `class` statement")

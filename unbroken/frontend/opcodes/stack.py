@@ -1,0 +1,31 @@
+"""Stack manipulation: NOP, RESUME, POP_TOP, PUSH_NULL, COPY, SWAP."""
+from __future__ import annotations
+
+from ..translator import NULL
+from . import opcode
+
+
+@opcode("NOP", "RESUME", "PRECALL", "CACHE", "EXTENDED_ARG", "COPY_FREE_VARS")
+def nop(tx, instruction):
+    """No effect on the symbolic state (COPY_FREE_VARS: the closure is bound at frame creation)."""
+
+
+@opcode("POP_TOP")
+def pop_top(tx, instruction):
+    tx.pop()
+
+
+@opcode("PUSH_NULL")
+def push_null(tx, instruction):
+    tx.push(NULL)
+
+
+@opcode("COPY")
+def copy(tx, instruction):
+    tx.push(tx.stack[-instruction.arg])
+
+
+@opcode("SWAP")
+def swap(tx, instruction):
+    i = instruction.arg
+    tx.stack[-1], tx.stack[-i] = tx.stack[-i], tx.stack[-1]

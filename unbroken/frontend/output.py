@@ -1,0 +1,128 @@
+"""The trace-wide context shared by every translator of one export.
+
+It owns the recorder, the stack of running translators (from which the user's stack is read
+for every recorded op, guard and error), the ``nn_module_stack`` scopes, the map from module
+objects to their qualified names, and the leaf-call machinery.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import types
+
+import torch
+
+from ..symbolic.diagnostics import DataDependentError, UnbrokenError, UnsupportedError
+from .graph_breaks import GraphBreakError, graph_break
+
+__all__ = ["TraceContext"]
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_UNBROKEN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _is_internal(filename: str) -> bool:
+    return filename.startswith((_TORCH_DIR, _UNBROKEN_DIR))
+
+
+class TraceContext:
+    """State of one trace.
+
+    recorder:       the ``ir.recorder.Recorder`` building the graph;
+    root:           the exported module (or None when a plain function is traced);
+    translators:    the running translators, outermost first;
+    module_stack:   ``(fqn, type)`` of the modules being called, outermost first;
+    """
+
+    def __init__(self, recorder, root=None):
+        self.recorder = recorder
+        self.root = root
+        self.translators: list = []
+        self.module_stack: list[tuple[str, type]] = []
+        self._paths = {}
+        self._parameters: set[int] = set()
+        self._requires_grad: dict[int, bool] = {}
+        if root is not None:
+            for name, module in root.named_modules(remove_duplicate=False):
+                self._paths.setdefault(id(module), name)
+
+    # ----------------------------------------------------------------- bookkeeping
+    def mark_state(self, meta: torch.Tensor, *, parameter: bool, requires_grad: bool) -> None:
+        """Remember what the eager tensor behind ``meta`` was (a Parameter? requires grad?)."""
+        if parameter:
+            self._parameters.add(id(meta))
+        self._requires_grad[id(meta)] = requires_grad
+
+    def is_parameter(self, meta) -> bool:
+        return id(meta) in self._parameters
+
+    def requires_grad(self, meta) -> bool:
+        return self._requires_grad.get(id(meta), False)
+
+    def module_path(self, module, source) -> str:
+        if id(module) in self._paths:
+            return self._paths[id(module)]
+        return source.path() if source is not None else ""
+
+    # ----------------------------------------------------------------- locations
+    def user_frames(self) -> tuple:
+        """The user's stack: the frames of running translators outside torch and unbroken."""
+        frames = [tx.frame() for tx in self.translators]
+        user = tuple(f for f in frames if not _is_internal(f.filename))
+        return user or tuple(frames[-1:])
+
+    def nn_module_stack(self) -> dict:
+        stack = {}
+        for fqn, cls in self.module_stack:
+            key = "L__self__" + ("_" + fqn.replace(".", "_") if fqn else "")
+            stack[key] = (fqn, f"{cls.__module__}.{cls.__qualname__}")
+        return stack
+
+    @contextlib.contextmanager
+    def module_scope(self, module_var):
+        self.module_stack.append((module_var.fqn, type(module_var.module)))
+        try:
+            yield
+        finally:
+            self.module_stack.pop()
+
+    # ----------------------------------------------------------------- leaf calls
+    def call_leaf(self, tx, fn, args, kwargs):
+        """Call ``fn`` natively on the unwrapped arguments while the recorder records."""
+        from .variables.builder import wrap
+        from .variables.containers import IteratorVariable
+
+        values = [a.unwrap(tx) for a in args]
+        named = {k: v.unwrap(tx) for k, v in kwargs.items()}
+        with self.leaf_errors(fn), self.recorder.recording():
+            result = fn(*values, **named)
+            if isinstance(result, types.GeneratorType):
+                result = list(result)
+                return IteratorVariable([wrap(tx, v) for v in result])
+        return wrap(tx, result)
+
+    @contextlib.contextmanager
+    def leaf_errors(self, fn=None):
+        """Turn failures inside PyTorch into errors at the user's line."""
+        try:
+            yield
+        except GraphBreakError as exc:
+            raise exc.with_frames(self.user_frames())
+        except DataDependentError as exc:
+            raise graph_break("UB105", exc.message, frames=exc.frames or self.user_frames(),
+                              details=exc.details) from None
+        except UnsupportedError as exc:
+            if exc.code in ("UB114", "UB117", "UB121"):
+                raise graph_break(exc.code, exc.message, frames=exc.frames or self.user_frames(),
+                                  details=exc.details) from None
+            raise exc.with_frames(self.user_frames())
+        except UnbrokenError as exc:
+            raise exc.with_frames(self.user_frames())
+        except Exception as exc:
+            name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
+            first_line = (str(exc).strip().splitlines() or [""])[0]
+            raise graph_break(
+                "UB120", f"`{name}` raised {type(exc).__name__}: {first_line}",
+                frames=self.user_frames(),
+                details=f"{type(exc).__name__}: {exc}\n\nIf the model runs eagerly on these "
+                        "inputs, this is a bug in unbroken: please report it.") from exc

@@ -1,0 +1,234 @@
+"""The instruction translator: executes one code object symbolically.
+
+State: a value stack of trackers, the locals, the cells (cell and free variables), and the
+instruction pointer. Instructions are decoded once per code object with the ``bytecode``
+package (jumps resolved to instruction indices) and dispatched by opcode name through the
+handler table in ``frontend.opcodes``. Calls into user code create a child translator
+(inlining); calls into PyTorch are leaf calls recorded by the recorder.
+
+Exceptions are not modelled: the exception table is never consulted, because any instruction
+that raises in the traced program is refused as a graph break (UB104), and with no exception
+raised the protected block simply runs straight through.
+"""
+from __future__ import annotations
+
+import inspect
+import sys
+from dataclasses import dataclass
+
+import bytecode
+
+from ..symbolic.diagnostics import UnbrokenError, frame_from_code
+from .graph_breaks import GraphBreakError, graph_break
+from .variables.base import VariableTracker
+from .variables.builder import wrap
+from .variables.functions import CellVariable
+
+__all__ = ["InstructionTranslator", "NULL", "decode"]
+
+SUPPORTED_VERSIONS = {(3, 11)}
+MAX_INLINE_DEPTH = 64
+_GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+
+
+def check_python_version() -> None:
+    """Fail closed on interpreters whose bytecode we do not implement."""
+    if sys.version_info[:2] not in SUPPORTED_VERSIONS:
+        version = ".".join(map(str, sys.version_info[:3]))
+        raise graph_break("UB119", f"this is Python {version}; unbroken interprets CPython 3.11 "
+                          "bytecode only")
+
+
+class _Null(VariableTracker):
+    """The NULL that CPython 3.11 pushes below a callable (PUSH_NULL, LOAD_GLOBAL, LOAD_METHOD)."""
+
+    __slots__ = ()
+
+    def describe(self) -> str:
+        return "NULL"
+
+
+NULL = _Null()
+
+
+@dataclass(frozen=True, slots=True)
+class Instruction:
+    """One decoded instruction. ``target``: the index a jump goes to (None if not a jump)."""
+
+    name: str
+    arg: object
+    lineno: int | None
+    target: int | None
+
+
+_DECODED: dict = {}
+
+
+def decode(code) -> list[Instruction]:
+    """Decode ``code`` into instructions with jump targets as indices (cached per code)."""
+    cached = _DECODED.get(code)
+    if cached is not None:
+        return cached
+    raw = [i for i in bytecode.Bytecode.from_code(code)
+           if isinstance(i, (bytecode.Instr, bytecode.Label))]
+    labels, index = {}, 0
+    for item in raw:
+        if isinstance(item, bytecode.Label):
+            labels[id(item)] = index
+        else:
+            index += 1
+    result = [Instruction(i.name, i.arg, i.lineno,
+                          labels[id(i.arg)] if isinstance(i.arg, bytecode.Label) else None)
+              for i in raw if isinstance(i, bytecode.Instr)]
+    _DECODED[code] = result
+    return result
+
+
+class InstructionTranslator:
+    """Executes one code object. See the module docstring.
+
+    output:    the trace-wide context (recorder, module scopes, user stack);
+    code:      the code object; f_globals: its globals;
+    locals:    name -> tracker, initially the bound arguments;
+    cells:     name -> CellVariable for the free variables (the closure) and, once MAKE_CELL
+               ran, the cell variables;
+    name:      qualified function name, for messages;
+    parent:    the calling translator (None for the traced entry point).
+    """
+
+    def __init__(self, output, code, f_globals, f_locals, closure, name, parent=None):
+        self.output = output
+        self.code = code
+        self.f_globals = f_globals
+        self.locals: dict[str, VariableTracker] = dict(f_locals)
+        self.cells: dict[str, CellVariable] = dict(zip(code.co_freevars, closure))
+        self.name = name
+        self.parent = parent
+        self.depth = 0 if parent is None else parent.depth + 1
+        self.instructions = decode(code)
+        self.stack: list[VariableTracker] = []
+        self.ip = 0
+        self.lineno = code.co_firstlineno
+        self.kw_names: tuple = ()
+        self.returned: VariableTracker | None = None
+        self.yielded: list | None = [] if code.co_name == "<genexpr>" else None
+
+    # ----------------------------------------------------------------- running
+    def run(self) -> VariableTracker:
+        from .opcodes import HANDLERS
+
+        self.output.translators.append(self)
+        try:
+            while self.returned is None:
+                instruction = self.instructions[self.ip]
+                self.ip += 1
+                if instruction.lineno is not None:
+                    self.lineno = instruction.lineno
+                handler = HANDLERS.get(instruction.name)
+                if handler is None:
+                    raise graph_break("UB100", f"the instruction {instruction.name} "
+                                      f"({_describe_instruction(instruction)})")
+                self._execute(handler, instruction)
+        finally:
+            self.output.translators.pop()
+        return self.returned
+
+    def _execute(self, handler, instruction) -> None:
+        try:
+            handler(self, instruction)
+        except UnbrokenError as exc:
+            raise exc.with_frames(self.user_frames())
+        except RecursionError:
+            raise graph_break("UB118", "Python's recursion limit was reached",
+                              frames=self.user_frames()) from None
+        except Exception as exc:  # a bug in unbroken: wrap it with the user's location
+            from ..symbolic.diagnostics import InternalError
+
+            raise InternalError(f"while executing {instruction.name} in `{self.name}`",
+                                frames=self.user_frames(), cause=exc) from exc
+
+    def jump(self, instruction) -> None:
+        self.ip = instruction.target
+
+    # ----------------------------------------------------------------- stack
+    def push(self, value: VariableTracker) -> None:
+        self.stack.append(value)
+
+    def pop(self) -> VariableTracker:
+        return self.stack.pop()
+
+    def popn(self, n: int) -> list[VariableTracker]:
+        if n == 0:
+            return []
+        values = self.stack[-n:]
+        del self.stack[-n:]
+        return values
+
+    # ----------------------------------------------------------------- locations
+    def frame(self):
+        return frame_from_code(self.code.co_filename, self.lineno, self.code.co_name)
+
+    def user_frames(self) -> tuple:
+        """The user's stack, outermost first, ending at this translator's current line."""
+        return self.output.user_frames()
+
+    def user_exception(self, exc: BaseException) -> GraphBreakError:
+        """The error for an exception the traced program itself raises (eager would too)."""
+        return graph_break("UB104", f"{type(exc).__name__}: {exc}", frames=self.user_frames())
+
+    # ----------------------------------------------------------------- calls
+    def call_leaf(self, fn, args, kwargs) -> VariableTracker:
+        """Call ``fn`` natively on unwrapped arguments while the recorder records."""
+        return self.output.call_leaf(self, fn, args, kwargs)
+
+    def call(self, callee: VariableTracker, args, kwargs) -> VariableTracker:
+        return callee.call(self, list(args), dict(kwargs))
+
+    def inline_call(self, code, f_globals, bound, closure, name) -> VariableTracker:
+        """Run a user function's code in a child translator and return its result."""
+        if code.co_flags & _GENERATOR_FLAGS and code.co_name != "<genexpr>":
+            raise graph_break("UB106", f"`{name}` is a generator function",
+                              frames=self.user_frames())
+        if self.depth >= MAX_INLINE_DEPTH:
+            raise graph_break("UB118", f"calls nested deeper than {MAX_INLINE_DEPTH} levels "
+                              f"(calling `{name}`)", frames=self.user_frames())
+        child = InstructionTranslator(self.output, code, f_globals, bound, closure, name, self)
+        return child.run()
+
+    def binary_op(self, symbol: str, left, right) -> VariableTracker:
+        from .opcodes.arithmetic import apply_binary
+
+        return apply_binary(self, symbol, left, right)
+
+    def zero_arg_super(self):
+        """(class, receiver) for a bare ``super()`` call in this frame."""
+        cell = self.cells.get("__class__")
+        if cell is None or cell.contents is None or not self.code.co_varnames:
+            raise graph_break("UB117", "`super()` outside a method", frames=self.user_frames())
+        first = self.code.co_varnames[0]
+        receiver = self.locals.get(first)
+        if receiver is None and first in self.cells:
+            receiver = self.cells[first].contents
+        return cell.contents.as_constant(), receiver
+
+    def load_global(self, name: str) -> VariableTracker:
+        from ..frontend.sources import GlobalSource
+
+        if name in self.f_globals:
+            return wrap(self, self.f_globals[name], GlobalSource(name))
+        builtins_ = self.f_globals.get("__builtins__", __builtins__)
+        table = builtins_ if isinstance(builtins_, dict) else vars(builtins_)
+        if name in table:
+            return wrap(self, table[name])
+        raise self.user_exception(NameError(f"name '{name}' is not defined"))
+
+
+def _describe_instruction(instruction: Instruction) -> str:
+    names = {
+        "MATCH_CLASS": "a `match` statement", "MATCH_MAPPING": "a `match` statement",
+        "MATCH_SEQUENCE": "a `match` statement", "MATCH_KEYS": "a `match` statement",
+        "GET_AWAITABLE": "`await`", "GET_AITER": "`async for`", "BEFORE_ASYNC_WITH": "`async with`",
+        "SETUP_ANNOTATIONS": "annotations", "PRINT_EXPR": "interactive printing",
+        "STORE_NAME": "module-level code", "LOAD_NAME": "module-level code",
+    }
+    return names.get(instruction.name, "not supported yet")

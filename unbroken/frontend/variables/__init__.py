@@ -1,0 +1,1 @@
+"""Variable trackers: what each Python value is during tracing (see ``base.py``)."""

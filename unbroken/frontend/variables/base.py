@@ -1,0 +1,76 @@
+"""The variable-tracker base class.
+
+A variable tracker says what a Python value is during tracing and where it came from. The
+interpreter's stack, locals and cells hold trackers, never raw values. Each family decides how
+its values respond to the interpreter's questions: attribute access, calls, truth, iteration,
+and ``unwrap`` (the plain Python value handed to a leaf call into PyTorch).
+
+Trackers are immutable except the containers that model Python's mutable ones (list, dict,
+cell), whose mutation during tracing mirrors the program's own.
+"""
+from __future__ import annotations
+
+from ..graph_breaks import graph_break
+from ..sources import Source
+
+__all__ = ["VariableTracker", "AttributeMissing"]
+
+
+class AttributeMissing(Exception):
+    """Raised by ``getattr`` when the attribute does not exist: ``hasattr``/``getattr`` with a
+    default catch it; elsewhere the interpreter reports an AttributeError at the user's line."""
+
+
+class VariableTracker:
+    """What a value is during tracing. ``source``: where it came from (or None)."""
+
+    __slots__ = ("source",)
+
+    def __init__(self, source: Source | None = None):
+        self.source = source
+
+    # What it is -------------------------------------------------------------
+    def python_type(self) -> type:
+        """The type the value has in eager Python (for isinstance/type)."""
+        raise graph_break("UB117", f"cannot determine the type of {self.describe()}")
+
+    def describe(self) -> str:
+        """A short phrase for messages: 'a tensor', 'the list `xs`'."""
+        where = f" `{self.source.name()}`" if self.source is not None else ""
+        return f"a {type(self).__name__.removesuffix('Variable').lower()} value{where}"
+
+    def is_constant(self) -> bool:
+        """True when the value is fully known at trace time (no tensors, no symbols)."""
+        return False
+
+    def as_constant(self):
+        """The Python value of a constant tracker."""
+        raise graph_break("UB117", f"{self.describe()} is not a constant")
+
+    # How it behaves ------------------------------------------------------------
+    def unwrap(self, tx):
+        """The plain Python value to pass to a leaf call (tensors become meta tensors)."""
+        raise graph_break("UB113", f"{self.describe()} cannot be passed to a PyTorch function")
+
+    def getattr(self, tx, name: str) -> "VariableTracker":
+        raise graph_break("UB117", f"cannot read attribute `{name}` of {self.describe()}")
+
+    def setattr(self, tx, name: str, value: "VariableTracker") -> None:
+        raise graph_break("UB107", f"cannot assign attribute `{name}` of {self.describe()}")
+
+    def call(self, tx, args: list, kwargs: dict) -> "VariableTracker":
+        raise graph_break("UB108", f"{self.describe()} is not callable during export")
+
+    def truth(self, tx) -> bool:
+        """Truth value for `if`/`while`/`and`/`or`."""
+        return bool(self.as_constant())
+
+    def items(self, tx) -> list:
+        """The elements, for iteration and unpacking."""
+        raise graph_break("UB117", f"cannot iterate over {self.describe()}")
+
+    def length(self, tx):
+        return len(self.items(tx))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.describe()})"

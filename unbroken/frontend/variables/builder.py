@@ -1,0 +1,180 @@
+"""``wrap``: choose the tracker family for a Python value met during tracing."""
+from __future__ import annotations
+
+import collections
+import enum
+import functools
+import types
+
+import torch
+
+from ..graph_breaks import graph_break
+from .base import VariableTracker
+from .constant import ConstantVariable, is_constant_value
+from .containers import (DictVariable, ListVariable, NamedTupleVariable, SizeVariable,
+                         SliceVariable, TupleVariable)
+from .functions import (BuiltinVariable, PureCallableVariable, TorchFunctionVariable,
+                        UserFunctionVariable, is_torch_callable)
+from .tensor import SymbolicVariable, TensorVariable
+
+__all__ = ["wrap"]
+
+# Modules whose functions are pure and may be called natively on unwrapped values.
+_PURE_MODULES = ("math", "operator", "_operator", "cmath", "itertools")
+
+
+def wrap(tx, value, source=None) -> VariableTracker:
+    """The tracker for ``value``. Tensors must already be meta tensors known to the recorder,
+    or real tensors, which are lifted as constants."""
+    if isinstance(value, VariableTracker):
+        return value
+    if isinstance(value, torch.Tensor):
+        return _wrap_tensor(tx, value, source)
+    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return _wrap_symbolic(value, source)
+    if isinstance(value, torch.Size):
+        return SizeVariable([wrap(tx, v) for v in value], source)
+    if is_constant_value(value) or isinstance(value, enum.Enum):
+        return ConstantVariable(value, source)
+    for check, builder in _BUILDERS:
+        if check(value):
+            return builder(tx, value, source)
+    from .objects import ObjectVariable
+
+    return ObjectVariable(value, source)
+
+
+def _wrap_tensor(tx, value: torch.Tensor, source) -> VariableTracker:
+    recorder = tx.output.recorder
+    if not recorder.is_tracked(value):
+        name = source.path() if source is not None else "lifted_tensor"
+        value = recorder.lift_constant(value, name.replace(".", "_"))
+    return TensorVariable(value, source, is_parameter=tx.output.is_parameter(value),
+                          requires_grad=tx.output.requires_grad(value))
+
+
+def _wrap_symbolic(value, source) -> VariableTracker:
+    node = value.node
+    constant = node.maybe_as_int() if hasattr(node, "maybe_as_int") else None
+    if constant is not None and isinstance(value, torch.SymInt):
+        return ConstantVariable(constant, source)
+    return SymbolicVariable(value, source)
+
+
+def _wrap_tuple(tx, value, source):
+    from ..sources import ItemSource
+
+    elements = [wrap(tx, v, ItemSource(source, i) if source else None) for i, v in enumerate(value)]
+    if hasattr(type(value), "_fields"):
+        return NamedTupleVariable(elements, type(value), source)
+    return TupleVariable(elements, source)
+
+
+def _wrap_list(tx, value, source):
+    from ..sources import ItemSource
+
+    return ListVariable([wrap(tx, v, ItemSource(source, i) if source else None)
+                         for i, v in enumerate(value)], source)
+
+
+def _wrap_dict(tx, value, source):
+    from ..sources import ItemSource
+
+    return DictVariable({k: wrap(tx, v, ItemSource(source, k) if source else None)
+                         for k, v in value.items()}, source, type(value))
+
+
+def _wrap_slice(tx, value, source):
+    return SliceVariable([wrap(tx, v) for v in (value.start, value.stop, value.step)], source)
+
+
+def _wrap_module(tx, value, source):
+    from .nn_module import NNModuleVariable
+
+    return NNModuleVariable(value, tx.output.module_path(value, source))
+
+
+def _wrap_python_module(tx, value, source):
+    from .objects import PythonModuleVariable
+
+    return PythonModuleVariable(value, source)
+
+
+def _wrap_function(tx, value, source):
+    if is_torch_callable(value):
+        return TorchFunctionVariable(value, source)
+    return UserFunctionVariable(value, source)
+
+
+def _wrap_builtin(tx, value, source):
+    module = getattr(value, "__module__", None) or ""
+    if module == "builtins":
+        return BuiltinVariable(value, source)
+    if module in _PURE_MODULES or module.startswith("math"):
+        return PureCallableVariable(value, source)
+    if is_torch_callable(value) or isinstance(value, (torch._ops.OpOverload,
+                                                      torch._ops.OpOverloadPacket)):
+        return TorchFunctionVariable(value, source)
+    self_obj = getattr(value, "__self__", None)
+    if self_obj is not None and not isinstance(self_obj, types.ModuleType):
+        return wrap(tx, self_obj).getattr(tx, value.__name__)
+    raise graph_break("UB108", f"the native function `{getattr(value, '__qualname__', value)}` "
+                      f"from `{module or '?'}` is not supported", frames=tx.user_frames())
+
+
+def _wrap_method(tx, value, source):
+    from .functions import BoundMethodVariable
+
+    receiver = wrap(tx, value.__self__)
+    return BoundMethodVariable(receiver, wrap(tx, value.__func__))
+
+
+def _wrap_descriptor(tx, value, source):
+    owner = getattr(value, "__objclass__", None)
+    if owner is not None and issubclass(owner, torch._C.TensorBase):
+        return TorchFunctionVariable(value, source)
+    if owner in (str, int, float, tuple, list, dict, bytes, object):
+        return PureCallableVariable(value, source)
+    raise graph_break("UB108", f"the native method `{value!r}` is not supported",
+                      frames=tx.user_frames())
+
+
+def _wrap_class(tx, value, source):
+    from .objects import ClassVariable
+
+    return ClassVariable(value, source)
+
+
+def _wrap_partial(tx, value, source):
+    from .objects import PartialVariable
+
+    return PartialVariable(wrap(tx, value.func), [wrap(tx, a) for a in value.args],
+                           {k: wrap(tx, v) for k, v in value.keywords.items()})
+
+
+def _wrap_generator(tx, value, source):
+    raise graph_break("UB106", "a generator object is used in traced code", frames=tx.user_frames())
+
+
+def _wrap_op(tx, value, source):
+    return TorchFunctionVariable(value, source)
+
+
+_BUILDERS = [
+    (lambda v: isinstance(v, torch.nn.Module), _wrap_module),
+    (lambda v: isinstance(v, tuple), _wrap_tuple),
+    (lambda v: isinstance(v, list), _wrap_list),
+    (lambda v: isinstance(v, (dict, collections.OrderedDict)), _wrap_dict),
+    (lambda v: isinstance(v, slice), _wrap_slice),
+    (lambda v: isinstance(v, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)), _wrap_op),
+    (lambda v: isinstance(v, types.FunctionType), _wrap_function),
+    (lambda v: isinstance(v, types.BuiltinFunctionType), _wrap_builtin),
+    (lambda v: isinstance(v, types.MethodType), _wrap_method),
+    (lambda v: isinstance(v, (types.MethodDescriptorType, types.WrapperDescriptorType,
+                              types.MethodWrapperType, types.ClassMethodDescriptorType)),
+     _wrap_descriptor),
+    (lambda v: isinstance(v, type), _wrap_class),
+    (lambda v: isinstance(v, types.ModuleType), _wrap_python_module),
+    (lambda v: isinstance(v, functools.partial), _wrap_partial),
+    (lambda v: isinstance(v, types.GeneratorType), _wrap_generator),
+]

@@ -1,0 +1,78 @@
+"""Constants: values fully known at trace time."""
+from __future__ import annotations
+
+import types
+
+import torch
+
+from ..graph_breaks import graph_break
+from .base import AttributeMissing, VariableTracker
+
+__all__ = ["ConstantVariable", "is_constant_value", "CONSTANT_TYPES"]
+
+CONSTANT_TYPES = (int, float, bool, complex, str, bytes, type(None), type(Ellipsis),
+                  type(NotImplemented), torch.dtype, torch.device, torch.layout,
+                  torch.memory_format, torch.finfo, torch.iinfo, range, types.CodeType)
+
+
+def is_constant_value(value) -> bool:
+    """True for immutable Python values that need no tracking (incl. tuples/slices of them)."""
+    if isinstance(value, CONSTANT_TYPES):
+        return True
+    if isinstance(value, (tuple, frozenset)) and type(value) in (tuple, frozenset):
+        return all(is_constant_value(v) for v in value)
+    if isinstance(value, slice):
+        return all(is_constant_value(v) for v in (value.start, value.stop, value.step))
+    return False
+
+
+class ConstantVariable(VariableTracker):
+    """An immutable Python value known at trace time. ``value``: the value itself."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value, source=None):
+        super().__init__(source)
+        self.value = value
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def describe(self) -> str:
+        text = repr(self.value)
+        return f"the constant {text if len(text) < 40 else text[:37] + '...'}"
+
+    def is_constant(self) -> bool:
+        return True
+
+    def as_constant(self):
+        return self.value
+
+    def unwrap(self, tx):
+        return self.value
+
+    def truth(self, tx) -> bool:
+        return bool(self.value)
+
+    def items(self, tx) -> list:
+        try:
+            values = list(self.value)
+        except TypeError:
+            raise graph_break("UB117", f"{self.describe()} is not iterable") from None
+        return [ConstantVariable(v) for v in values]
+
+    def length(self, tx):
+        return len(self.value)
+
+    def getattr(self, tx, name: str) -> VariableTracker:
+        from .builder import wrap
+
+        try:
+            attr = getattr(self.value, name)
+        except AttributeError:
+            raise AttributeMissing(name) from None
+        if isinstance(attr, types.BuiltinMethodType) and attr.__self__ is self.value:
+            from .functions import PureCallableVariable
+
+            return PureCallableVariable(attr)
+        return wrap(tx, attr)

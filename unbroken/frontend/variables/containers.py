@@ -1,0 +1,259 @@
+"""Python containers whose elements are trackers: tuple, list, dict, torch.Size, iterators."""
+from __future__ import annotations
+
+import torch
+
+from ..graph_breaks import graph_break
+from .base import AttributeMissing, VariableTracker
+from .constant import ConstantVariable
+
+__all__ = ["TupleVariable", "ListVariable", "SizeVariable", "NamedTupleVariable", "DictVariable",
+           "IteratorVariable", "SliceVariable", "ContainerMethodVariable"]
+
+
+class SequenceVariable(VariableTracker):
+    """Base of tuple/list trackers. ``elements``: the element trackers, in order."""
+
+    __slots__ = ("elements",)
+    python_class: type = tuple
+
+    def __init__(self, elements, source=None):
+        super().__init__(source)
+        self.elements = list(elements)
+
+    def python_type(self) -> type:
+        return self.python_class
+
+    def describe(self) -> str:
+        where = f" `{self.source.name()}`" if self.source is not None else ""
+        return f"the {self.python_class.__name__}{where}"
+
+    def is_constant(self) -> bool:
+        return all(e.is_constant() for e in self.elements)
+
+    def as_constant(self):
+        return self.python_class(e.as_constant() for e in self.elements)
+
+    def unwrap(self, tx):
+        return self.python_class(e.unwrap(tx) for e in self.elements)
+
+    def truth(self, tx) -> bool:
+        return bool(self.elements)
+
+    def items(self, tx) -> list:
+        return list(self.elements)
+
+    def length(self, tx):
+        return len(self.elements)
+
+    def rebuild(self, elements) -> "SequenceVariable":
+        """A new tracker of the same kind with other elements."""
+        return type(self)(elements)
+
+    def getitem(self, tx, index: VariableTracker) -> VariableTracker:
+        key = index.as_constant()
+        if isinstance(key, slice):
+            return self.rebuild(self.elements[key])
+        try:
+            return self.elements[key]
+        except IndexError:
+            raise tx.user_exception(IndexError(f"{self.python_class.__name__} index out of range"))
+        except TypeError as exc:
+            raise tx.user_exception(exc)
+
+    def getattr(self, tx, name: str) -> VariableTracker:
+        if not hasattr(self.python_class, name):
+            raise AttributeMissing(name)
+        return ContainerMethodVariable(self, name)
+
+
+class TupleVariable(SequenceVariable):
+    """A tuple."""
+
+    __slots__ = ()
+    python_class = tuple
+
+
+class SizeVariable(TupleVariable):
+    """A ``torch.Size``: a tuple of ints and symbolic ints."""
+
+    __slots__ = ()
+    python_class = torch.Size
+
+    def rebuild(self, elements):
+        return SizeVariable(elements)
+
+    def unwrap(self, tx):
+        return torch.Size([e.unwrap(tx) for e in self.elements])
+
+    def as_constant(self):
+        return torch.Size([e.as_constant() for e in self.elements])
+
+
+class NamedTupleVariable(TupleVariable):
+    """A namedtuple instance. ``cls``: its class."""
+
+    __slots__ = ("cls",)
+
+    def __init__(self, elements, cls, source=None):
+        super().__init__(elements, source)
+        self.cls = cls
+
+    def python_type(self) -> type:
+        return self.cls
+
+    def rebuild(self, elements):
+        return TupleVariable(elements)
+
+    def unwrap(self, tx):
+        return self.cls(*(e.unwrap(tx) for e in self.elements))
+
+    def as_constant(self):
+        return self.cls(*(e.as_constant() for e in self.elements))
+
+    def getattr(self, tx, name: str) -> VariableTracker:
+        if name in self.cls._fields:
+            return self.elements[self.cls._fields.index(name)]
+        from .builder import wrap
+
+        attr = getattr(self.cls, name, None)
+        if attr is None:
+            raise AttributeMissing(name)
+        if name in ("_fields", "_field_defaults"):
+            return wrap(tx, attr)
+        from .functions import BoundMethodVariable
+
+        return BoundMethodVariable(self, wrap(tx, attr))
+
+
+class ListVariable(SequenceVariable):
+    """A list; mutated in place by the traced code's own list operations."""
+
+    __slots__ = ()
+    python_class = list
+
+    def rebuild(self, elements):
+        return ListVariable(elements)
+
+
+class SliceVariable(VariableTracker):
+    """A slice whose bounds may be symbolic. ``parts``: (start, stop, step) trackers."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, parts, source=None):
+        super().__init__(source)
+        self.parts = tuple(parts)
+
+    def python_type(self) -> type:
+        return slice
+
+    def is_constant(self) -> bool:
+        return all(p.is_constant() for p in self.parts)
+
+    def as_constant(self):
+        return slice(*(p.as_constant() for p in self.parts))
+
+    def unwrap(self, tx):
+        return slice(*(p.unwrap(tx) for p in self.parts))
+
+
+class DictVariable(VariableTracker):
+    """A dict with constant (hashable, trace-time known) keys. ``entries``: key -> tracker."""
+
+    __slots__ = ("entries", "python_class")
+
+    def __init__(self, entries: dict, source=None, python_class: type = dict):
+        super().__init__(source)
+        self.entries = dict(entries)
+        self.python_class = python_class
+
+    def python_type(self) -> type:
+        return self.python_class
+
+    def describe(self) -> str:
+        where = f" `{self.source.name()}`" if self.source is not None else ""
+        return f"the dict{where}"
+
+    def is_constant(self) -> bool:
+        return all(v.is_constant() for v in self.entries.values())
+
+    def as_constant(self):
+        return self.python_class((k, v.as_constant()) for k, v in self.entries.items())
+
+    def unwrap(self, tx):
+        return self.python_class((k, v.unwrap(tx)) for k, v in self.entries.items())
+
+    def truth(self, tx) -> bool:
+        return bool(self.entries)
+
+    def items(self, tx) -> list:
+        return [ConstantVariable(k) for k in self.entries]
+
+    def length(self, tx):
+        return len(self.entries)
+
+    def getitem(self, tx, key: VariableTracker) -> VariableTracker:
+        k = dict_key(key)
+        if k not in self.entries:
+            raise tx.user_exception(KeyError(k))
+        return self.entries[k]
+
+    def getattr(self, tx, name: str) -> VariableTracker:
+        if not hasattr(dict, name):
+            raise AttributeMissing(name)
+        return ContainerMethodVariable(self, name)
+
+
+def dict_key(key: VariableTracker):
+    """The Python key for a tracker used as a dict key (constants only)."""
+    if key.is_constant():
+        return key.as_constant()
+    raise graph_break("UB117", f"{key.describe()} used as a dict key (only constant keys are "
+                      "supported)")
+
+
+class IteratorVariable(VariableTracker):
+    """An iterator over a materialized list of trackers. ``pending``: what is left."""
+
+    __slots__ = ("pending",)
+
+    def __init__(self, elements, source=None):
+        super().__init__(source)
+        self.pending = list(elements)
+
+    def python_type(self) -> type:
+        return type(iter(()))
+
+    def describe(self) -> str:
+        return "an iterator"
+
+    def next(self):
+        """The next element, or None when exhausted."""
+        return self.pending.pop(0) if self.pending else None
+
+    def items(self, tx) -> list:
+        rest, self.pending = self.pending, []
+        return rest
+
+    def unwrap(self, tx):
+        return iter([e.unwrap(tx) for e in self.items(tx)])
+
+
+class ContainerMethodVariable(VariableTracker):
+    """A bound method of a list/tuple/dict tracker, implemented on the trackers themselves."""
+
+    __slots__ = ("container", "name")
+
+    def __init__(self, container, name: str):
+        super().__init__(None)
+        self.container = container
+        self.name = name
+
+    def describe(self) -> str:
+        return f"the method `{self.name}` of {self.container.describe()}"
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        from .container_methods import call_container_method
+
+        return call_container_method(tx, self.container, self.name, args, kwargs)

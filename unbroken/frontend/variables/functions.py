@@ -1,0 +1,263 @@
+"""Callables: user functions (inlined), PyTorch functions (leaf calls), builtins, methods."""
+from __future__ import annotations
+
+import inspect
+import types
+
+from ..graph_breaks import graph_break
+from .base import VariableTracker
+
+__all__ = ["UserFunctionVariable", "NestedFunctionVariable", "BoundMethodVariable",
+           "TorchFunctionVariable", "PureCallableVariable", "BuiltinVariable", "CellVariable"]
+
+
+class CellVariable(VariableTracker):
+    """A closure cell. ``contents``: the tracker it holds (None while unbound)."""
+
+    __slots__ = ("contents",)
+
+    def __init__(self, contents: VariableTracker | None = None, source=None):
+        super().__init__(source)
+        self.contents = contents
+
+
+class UserFunctionVariable(VariableTracker):
+    """A Python function from user code; calls are inlined. ``fn``: the function object."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: types.FunctionType, source=None):
+        super().__init__(source)
+        self.fn = fn
+
+    def python_type(self) -> type:
+        return types.FunctionType
+
+    def describe(self) -> str:
+        return f"the function `{self.fn.__qualname__}`"
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        from .builder import wrap
+
+        cells = [CellVariable(_cell_contents(tx, cell, name), None)
+                 for name, cell in zip(self.fn.__code__.co_freevars, self.fn.__closure__ or ())]
+        bound = bind_arguments(tx, self.fn, args, kwargs, lambda v: wrap(tx, v))
+        return tx.inline_call(self.fn.__code__, self.fn.__globals__, bound, cells,
+                              self.fn.__qualname__)
+
+    def getattr(self, tx, name):
+        from .builder import wrap
+
+        return wrap(tx, getattr(self.fn, name))
+
+
+def _cell_contents(tx, cell, name):
+    from ..sources import ClosureSource
+    from .builder import wrap
+
+    try:
+        value = cell.cell_contents
+    except ValueError:  # an empty cell: a variable assigned later in the enclosing function
+        return None
+    return wrap(tx, value, ClosureSource(name))
+
+
+def bind_arguments(tx, fn, args, kwargs, wrap_default) -> dict:
+    """Bind trackers to ``fn``'s parameters; returns name -> tracker (``*args`` as a tuple
+    tracker, ``**kwargs`` as a dict tracker), defaults wrapped with ``wrap_default``."""
+    from .containers import DictVariable, TupleVariable
+
+    signature = _signature(fn)
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise tx.user_exception(TypeError(f"{fn.__qualname__}(): {exc}"))
+    bound.apply_defaults()
+    result = {}
+    for name, value in bound.arguments.items():
+        kind = signature.parameters[name].kind
+        if kind is inspect.Parameter.VAR_POSITIONAL:
+            value = TupleVariable([_as_tracker(v, wrap_default) for v in value])
+        elif kind is inspect.Parameter.VAR_KEYWORD:
+            value = DictVariable({k: _as_tracker(v, wrap_default) for k, v in value.items()})
+        result[name] = _as_tracker(value, wrap_default)
+    return result
+
+
+def _as_tracker(value, wrap_default):
+    return value if isinstance(value, VariableTracker) else wrap_default(value)
+
+
+_SIGNATURES: dict = {}
+
+
+def _signature(fn) -> inspect.Signature:
+    key = fn if not isinstance(fn, types.FunctionType) else (fn.__code__, fn.__defaults__,
+                                                               fn.__kwdefaults__)
+    try:
+        return _SIGNATURES[key]
+    except (KeyError, TypeError):
+        sig = inspect.signature(fn)
+        try:
+            _SIGNATURES[key] = sig
+        except TypeError:
+            pass
+        return sig
+
+
+class NestedFunctionVariable(VariableTracker):
+    """A function created while tracing (``def`` or ``lambda`` inside traced code).
+
+    code: its code object; f_globals: its globals; defaults / kwdefaults: trackers;
+    closure: tuple of CellVariable shared with the defining frame; name: qualified name.
+    """
+
+    __slots__ = ("code", "f_globals", "defaults", "kwdefaults", "closure", "name")
+
+    def __init__(self, code, f_globals, defaults, kwdefaults, closure, name):
+        super().__init__(None)
+        self.code, self.f_globals, self.name = code, f_globals, name
+        self.defaults, self.kwdefaults, self.closure = defaults, kwdefaults, closure
+
+    def python_type(self) -> type:
+        return types.FunctionType
+
+    def describe(self) -> str:
+        return f"the function `{self.name}`"
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        if self.code.co_argcount == 1 and self.code.co_varnames[0] == ".0":
+            # a comprehension's implicit iterator argument (not a valid identifier for inspect)
+            return tx.inline_call(self.code, self.f_globals, {".0": args[0]},
+                                  list(self.closure), self.name)
+        skeleton = types.FunctionType(
+            self.code, self.f_globals, self.code.co_name, tuple(self.defaults) or None,
+            tuple(types.CellType() for _ in self.code.co_freevars) or None)
+        skeleton.__kwdefaults__ = dict(self.kwdefaults) or None
+        bound = bind_arguments(tx, skeleton, args, kwargs, lambda v: v)
+        return tx.inline_call(self.code, self.f_globals, bound, list(self.closure), self.name)
+
+
+class BoundMethodVariable(VariableTracker):
+    """``obj.method``: ``receiver`` is passed as the first argument of ``function``."""
+
+    __slots__ = ("receiver", "function")
+
+    def __init__(self, receiver: VariableTracker, function: VariableTracker):
+        super().__init__(None)
+        self.receiver = receiver
+        self.function = function
+
+    def python_type(self) -> type:
+        return types.MethodType
+
+    def describe(self) -> str:
+        return f"the method {self.function.describe()} of {self.receiver.describe()}"
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        return self.function.call(tx, [self.receiver, *args], kwargs)
+
+    def getattr(self, tx, name):
+        if name == "__self__":
+            return self.receiver
+        if name == "__func__":
+            return self.function
+        return self.function.getattr(tx, name)
+
+
+class TorchFunctionVariable(VariableTracker):
+    """A PyTorch function or operator (``torch.add``, ``F.relu``, ``torch.ops.aten.add``):
+    called as a leaf, its ATen ops recorded. ``fn``: the callable."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn, source=None):
+        super().__init__(source)
+        self.fn = fn
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def describe(self) -> str:
+        return f"`{getattr(self.fn, '__module__', 'torch')}.{getattr(self.fn, '__name__', self.fn)}`"
+
+    def unwrap(self, tx):
+        return self.fn
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        from .torch_calls import call_torch_function
+
+        return call_torch_function(tx, self.fn, args, kwargs)
+
+    def getattr(self, tx, name):
+        from .builder import wrap
+
+        return wrap(tx, getattr(self.fn, name))
+
+
+class PureCallableVariable(VariableTracker):
+    """A side-effect-free native callable (a ``math`` function, a method of a str or int):
+    called natively on the unwrapped arguments. ``fn``: the callable."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn, source=None):
+        super().__init__(source)
+        self.fn = fn
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def describe(self) -> str:
+        return f"`{getattr(self.fn, '__qualname__', self.fn)}`"
+
+    def unwrap(self, tx):
+        return self.fn
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        return tx.call_leaf(self.fn, args, kwargs)
+
+
+class BuiltinVariable(VariableTracker):
+    """A Python builtin (``len``, ``isinstance``, ``range``...). ``fn``: the builtin."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn, source=None):
+        super().__init__(source)
+        self.fn = fn
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def describe(self) -> str:
+        return f"the builtin `{self.fn.__name__}`"
+
+    def is_constant(self) -> bool:
+        return True
+
+    def as_constant(self):
+        return self.fn
+
+    def unwrap(self, tx):
+        return self.fn
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        from ..builtins import call_builtin
+
+        return call_builtin(tx, self.fn, args, kwargs)
+
+    def getattr(self, tx, name):
+        from .builder import wrap
+
+        return wrap(tx, getattr(self.fn, name))
+
+
+def is_torch_callable(fn) -> bool:
+    """True for callables that belong to PyTorch and are called as leaves."""
+    module = getattr(fn, "__module__", None) or ""
+    if isinstance(fn, (types.FunctionType, types.BuiltinFunctionType, types.MethodDescriptorType,
+                       types.WrapperDescriptorType, types.BuiltinMethodType)):
+        return module == "torch" or module.startswith(("torch.", "torch._"))
+    return False
+

@@ -1,0 +1,257 @@
+"""Other Python objects: classes, Python modules, plain objects, partials, context managers,
+``super()``."""
+from __future__ import annotations
+
+import inspect
+import types
+
+import torch
+
+from ..graph_breaks import graph_break
+from .base import AttributeMissing, VariableTracker
+
+__all__ = ["ObjectVariable", "ClassVariable", "PythonModuleVariable", "PartialVariable",
+           "ContextManagerVariable", "SuperVariable", "resolve_attribute"]
+
+# Context managers that may be entered natively inside forward(): they change autograd or
+# autocast state only, which does not change the recorded ATen ops of an inference graph.
+_GRAD_MODES = (torch.no_grad, torch.enable_grad, torch.set_grad_enabled, torch.inference_mode)
+
+
+def resolve_attribute(tx, receiver: VariableTracker, obj, name: str, source):
+    """Python's attribute lookup on ``obj`` (data descriptors, instance dict, class attributes),
+    with functions bound to ``receiver`` and properties inlined. Returns None when the
+    attribute is not found through these routes."""
+    from ..sources import AttrSource
+    from .builder import wrap
+    from .functions import BoundMethodVariable
+
+    try:
+        static = inspect.getattr_static(obj, name)
+    except AttributeError:
+        return None
+    attr_source = AttrSource(source, name) if source is not None else None
+    if isinstance(static, property):
+        if static.fget is None:
+            raise AttributeMissing(name)
+        return wrap(tx, static.fget).call(tx, [receiver], {})
+    if isinstance(static, staticmethod):
+        return wrap(tx, static.__func__, attr_source)
+    if isinstance(static, classmethod):
+        return BoundMethodVariable(wrap(tx, type(obj)), wrap(tx, static.__func__))
+    instance_dict = getattr(obj, "__dict__", {})
+    if isinstance(static, types.FunctionType) and name not in instance_dict:
+        return BoundMethodVariable(receiver, wrap(tx, static))
+    if isinstance(static, (types.MemberDescriptorType, types.GetSetDescriptorType)):
+        return wrap(tx, getattr(obj, name), attr_source)
+    return wrap(tx, static, attr_source)
+
+
+class ObjectVariable(VariableTracker):
+    """A Python object read during tracing (a config object, an enum...). ``value``: the object.
+    Attribute reads are tracked; writes are refused (side effects on Python state)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value, source=None):
+        super().__init__(source)
+        self.value = value
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def describe(self) -> str:
+        where = f" `{self.source.name()}`" if self.source is not None else ""
+        return f"the {type(self.value).__name__} object{where}"
+
+    def unwrap(self, tx):
+        return self.value
+
+    def truth(self, tx) -> bool:
+        cls = type(self.value)
+        if hasattr(cls, "__bool__") or hasattr(cls, "__len__"):
+            raise graph_break("UB117", f"truth value of {self.describe()} (a user-defined "
+                              "__bool__/__len__)", frames=tx.user_frames())
+        return True
+
+    def getattr(self, tx, name: str) -> VariableTracker:
+        found = resolve_attribute(tx, self, self.value, name, self.source)
+        if found is None:
+            raise AttributeMissing(name)
+        return found
+
+    def call(self, tx, args, kwargs):
+        call = getattr(type(self.value), "__call__", None)
+        if isinstance(call, types.FunctionType):
+            from .builder import wrap
+
+            return wrap(tx, call).call(tx, [self, *args], kwargs)
+        return super().call(tx, args, kwargs)
+
+
+class ClassVariable(VariableTracker):
+    """A class. ``value``: the class object."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: type, source=None):
+        super().__init__(source)
+        self.value = value
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def describe(self) -> str:
+        return f"the class `{self.value.__qualname__}`"
+
+    def is_constant(self) -> bool:
+        return True
+
+    def as_constant(self):
+        return self.value
+
+    def unwrap(self, tx):
+        return self.value
+
+    def getattr(self, tx, name):
+        from ..sources import AttrSource
+        from .builder import wrap
+
+        try:
+            static = inspect.getattr_static(self.value, name)
+        except AttributeError:
+            raise AttributeMissing(name) from None
+        if isinstance(static, classmethod):
+            from .functions import BoundMethodVariable
+
+            return BoundMethodVariable(self, wrap(tx, static.__func__))
+        return wrap(tx, getattr(self.value, name),
+                    AttrSource(self.source, name) if self.source else None)
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        from ..builtins import construct
+
+        return construct(tx, self.value, args, kwargs)
+
+
+class PythonModuleVariable(VariableTracker):
+    """A Python module object (``torch``, ``math``, ``F``). ``value``: the module."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: types.ModuleType, source=None):
+        super().__init__(source)
+        self.value = value
+
+    def python_type(self) -> type:
+        return types.ModuleType
+
+    def describe(self) -> str:
+        return f"the module `{self.value.__name__}`"
+
+    def is_constant(self) -> bool:
+        return True
+
+    def as_constant(self):
+        return self.value
+
+    def unwrap(self, tx):
+        return self.value
+
+    def getattr(self, tx, name):
+        from ..sources import AttrSource
+        from .builder import wrap
+
+        try:
+            value = getattr(self.value, name)
+        except AttributeError:
+            raise AttributeMissing(name) from None
+        return wrap(tx, value, AttrSource(self.source, name) if self.source else None)
+
+
+class PartialVariable(VariableTracker):
+    """``functools.partial(func, *args, **kwargs)``: calls ``func`` with the stored arguments."""
+
+    __slots__ = ("func", "args", "kwargs")
+
+    def __init__(self, func, args, kwargs):
+        super().__init__(None)
+        self.func, self.args, self.kwargs = func, list(args), dict(kwargs)
+
+    def describe(self) -> str:
+        return f"a partial of {self.func.describe()}"
+
+    def call(self, tx, args, kwargs):
+        return self.func.call(tx, [*self.args, *args], {**self.kwargs, **kwargs})
+
+
+class ContextManagerVariable(VariableTracker):
+    """A context manager that is entered natively (grad mode). ``value``: the instance."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value, source=None):
+        super().__init__(source)
+        self.value = value
+
+    @staticmethod
+    def supports(value) -> bool:
+        if isinstance(value, _GRAD_MODES):
+            return True
+        return isinstance(value, torch.autocast) and not getattr(value, "_enabled", True)
+
+    def describe(self) -> str:
+        return f"the context manager `{type(self.value).__name__}`"
+
+    def enter(self, tx) -> VariableTracker:
+        from .builder import wrap
+        from .constant import ConstantVariable
+
+        result = self.value.__enter__()
+        exit_fn = ExitVariable(self.value)
+        return exit_fn, (ConstantVariable(None) if result is None else wrap(tx, result))
+
+
+class ExitVariable(VariableTracker):
+    """The bound ``__exit__`` pushed by BEFORE_WITH."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        super().__init__(None)
+        self.value = value
+
+    def call(self, tx, args, kwargs):
+        from .constant import ConstantVariable
+
+        self.value.__exit__(None, None, None)
+        return ConstantVariable(None)
+
+
+class SuperVariable(VariableTracker):
+    """``super(cls, obj)``. ``cls``: the class to start after; ``receiver``: obj's tracker;
+    ``obj``: the underlying Python object."""
+
+    __slots__ = ("cls", "receiver", "obj")
+
+    def __init__(self, cls, receiver, obj):
+        super().__init__(None)
+        self.cls, self.receiver, self.obj = cls, receiver, obj
+
+    def describe(self) -> str:
+        return f"super({self.cls.__name__})"
+
+    def getattr(self, tx, name):
+        from .builder import wrap
+        from .functions import BoundMethodVariable
+
+        mro = type(self.obj).__mro__
+        for klass in mro[mro.index(self.cls) + 1:]:
+            if name in klass.__dict__:
+                static = klass.__dict__[name]
+                if isinstance(static, types.FunctionType):
+                    return BoundMethodVariable(self.receiver, wrap(tx, static))
+                if isinstance(static, property):
+                    return wrap(tx, static.fget).call(tx, [self.receiver], {})
+                return wrap(tx, getattr(super(self.cls, self.obj), name))
+        raise AttributeMissing(name)

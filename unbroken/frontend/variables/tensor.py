@@ -1,0 +1,152 @@
+"""Tensors and symbolic numbers.
+
+A :class:`TensorVariable` holds the *meta* tensor that stands for the value during tracing;
+the recorder maps that meta tensor to the graph node that currently holds its value. Every
+operation on it is a leaf call into PyTorch, recorded at the ATen level.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..graph_breaks import graph_break
+from .base import AttributeMissing, VariableTracker
+
+__all__ = ["TensorVariable", "SymbolicVariable", "TensorMethodVariable"]
+
+# Methods that need the values inside the tensor: refused with UB105.
+_VALUE_METHODS = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__",
+                  "__complex__", "__array__"}
+_REFUSED_METHODS = {"backward": "UB108", "register_hook": "UB109", "retain_grad": "UB108",
+                    "data_ptr": "UB103", "storage": "UB102", "untyped_storage": "UB102",
+                    "set_": "UB121", "resize_": "UB121", "share_memory_": "UB108"}
+_REFUSED_ATTRIBUTES = {"data": "UB102", "grad": "UB105", "grad_fn": "UB105", "_version": "UB103",
+                       "_base": "UB102"}
+
+
+class TensorVariable(VariableTracker):
+    """A tensor. ``meta``: its meta tensor; ``is_parameter``: an ``nn.Parameter`` in eager;
+    ``requires_grad``: the eager tensor's flag (meta tensors never carry autograd state)."""
+
+    __slots__ = ("meta", "is_parameter", "requires_grad")
+
+    def __init__(self, meta: torch.Tensor, source=None, *, is_parameter=False, requires_grad=False):
+        super().__init__(source)
+        self.meta = meta
+        self.is_parameter = is_parameter
+        self.requires_grad = requires_grad
+
+    def python_type(self) -> type:
+        return torch.nn.Parameter if self.is_parameter else torch.Tensor
+
+    def describe(self) -> str:
+        where = f" `{self.source.name()}`" if self.source is not None else ""
+        return f"the tensor{where}"
+
+    def unwrap(self, tx):
+        return self.meta
+
+    def truth(self, tx) -> bool:
+        raise graph_break(
+            "UB101", f"the truth value of {self.describe()} decides which code runs",
+            frames=tx.user_frames())
+
+    def items(self, tx) -> list:
+        if self.meta.dim() == 0:
+            raise graph_break("UB117", "iteration over a 0-d tensor")
+        if not isinstance(self.meta.shape[0], int):
+            raise graph_break("UB117", f"iteration over {self.describe()} whose first dimension "
+                              "is dynamic (the number of iterations would be specialized)")
+        return list(tx.call_leaf(torch.Tensor.unbind, [self], {}).items(tx))
+
+    def length(self, tx):
+        return tx.call_leaf(len, [self], {})
+
+    def getattr(self, tx, name: str) -> VariableTracker:
+        from .constant import ConstantVariable
+
+        if name in _REFUSED_ATTRIBUTES:
+            kind = _REFUSED_ATTRIBUTES[name]
+            raise graph_break(kind, f"`{name}` of {self.describe()} cannot be captured",
+                              frames=tx.user_frames())
+        if name == "device":
+            return ConstantVariable(tx.output.recorder.device_of(self.meta))
+        if name in ("is_cuda", "is_cpu", "is_meta"):
+            return ConstantVariable(tx.output.recorder.device_of(self.meta).type == name[3:])
+        if name == "requires_grad":
+            return ConstantVariable(self.requires_grad)
+        if name == "is_leaf":
+            return ConstantVariable(self.is_parameter or not self.requires_grad)
+        try:
+            descriptor = getattr(torch.Tensor, name)
+        except AttributeError:
+            raise AttributeMissing(name) from None
+        if callable(descriptor) and not isinstance(descriptor, property):
+            return TensorMethodVariable(self, name)
+        return tx.call_leaf(getattr, [self, ConstantVariable(name)], {})
+
+    def setattr(self, tx, name, value) -> None:
+        raise graph_break("UB116", f"assignment to `{name}` of {self.describe()}",
+                          frames=tx.user_frames())
+
+
+class TensorMethodVariable(VariableTracker):
+    """A bound tensor method such as ``x.view``. ``tensor``: the tracker; ``name``: the method."""
+
+    __slots__ = ("tensor", "name")
+
+    def __init__(self, tensor: TensorVariable, name: str):
+        super().__init__(None)
+        self.tensor = tensor
+        self.name = name
+
+    def python_type(self) -> type:
+        return type(getattr(torch.Tensor, self.name))
+
+    def describe(self) -> str:
+        return f"the tensor method `{self.name}`"
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        if self.name in _VALUE_METHODS:
+            raise graph_break("UB105", f"`.{self.name}()` on {self.tensor.describe()}",
+                              frames=tx.user_frames())
+        if self.name in _REFUSED_METHODS:
+            raise graph_break(_REFUSED_METHODS[self.name],
+                              f"`.{self.name}()` on {self.tensor.describe()} cannot be captured",
+                              frames=tx.user_frames())
+        method = getattr(torch.Tensor, self.name)
+        return tx.call_leaf(method, [self.tensor, *args], kwargs)
+
+
+class SymbolicVariable(VariableTracker):
+    """A symbolic int/float/bool (a dynamic size or an expression of sizes).
+    ``value``: the ``torch.SymInt``/``SymFloat``/``SymBool`` backed by our SymNode."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value, source=None):
+        super().__init__(source)
+        self.value = value
+
+    def python_type(self) -> type:
+        return {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}[type(self.value)]
+
+    def describe(self) -> str:
+        return f"the symbolic value {self.value}"
+
+    def unwrap(self, tx):
+        return self.value
+
+    def truth(self, tx) -> bool:
+        with tx.output.leaf_errors():
+            return bool(self.value)
+
+    def getattr(self, tx, name: str) -> VariableTracker:
+        from .constant import ConstantVariable
+        from .functions import PureCallableVariable
+
+        attr = getattr(self.value, name, None)
+        if attr is None:
+            raise AttributeMissing(name)
+        if callable(attr):
+            return PureCallableVariable(attr)
+        return ConstantVariable(attr)

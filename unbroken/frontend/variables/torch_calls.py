@@ -1,0 +1,73 @@
+"""Calls into PyTorch functions: leaf calls, with the few functions that need special meaning
+during export."""
+from __future__ import annotations
+
+import torch
+
+from ..graph_breaks import graph_break
+from .constant import ConstantVariable
+
+__all__ = ["call_torch_function"]
+
+
+def _constant(value):
+    return lambda tx, args, kwargs: ConstantVariable(value)
+
+
+def _refuse_control_flow(name):
+    def handler(tx, args, kwargs):
+        raise graph_break("UB113", f"`{name}` (control-flow operators are not supported yet)",
+                          frames=tx.user_frames())
+
+    return handler
+
+
+def _check(tx, args, kwargs):
+    """``torch._check(cond, msg)``: a constant condition is checked now; a symbolic one is
+    recorded by the shape environment as a fact (``expect_true``)."""
+    condition = args[0]
+    if isinstance(condition, ConstantVariable):
+        if not condition.as_constant():
+            message = kwargs.get("message") or (args[1] if len(args) > 1 else None)
+            text = "torch._check failed"
+            if message is not None and hasattr(message, "call"):
+                try:
+                    text = message.call(tx, [], {}).as_constant()
+                except Exception:  # the message itself failed: keep the generic text
+                    pass
+            raise tx.user_exception(RuntimeError(text))
+        return ConstantVariable(None)
+    return tx.call_leaf(torch._check, [condition], {})
+
+
+_SPECIAL = {
+    torch.compiler.is_compiling: _constant(True),
+    torch.compiler.is_exporting: _constant(True),
+    torch.jit.is_scripting: _constant(False),
+    torch.jit.is_tracing: _constant(False),
+    torch._check: _check,
+    torch._check_is_size: _check,
+    torch.cond: _refuse_control_flow("torch.cond"),
+}
+for _name in ("cond", "map", "while_loop", "scan", "associative_scan"):
+    _op = getattr(torch.ops.higher_order, _name, None)
+    if _op is not None:
+        _SPECIAL[_op] = _refuse_control_flow(f"torch.ops.higher_order.{_name}")
+
+
+def call_torch_function(tx, fn, args, kwargs):
+    """Call the PyTorch callable ``fn`` on trackers."""
+    handler = _SPECIAL.get(fn) if _hashable(fn) else None
+    if handler is not None:
+        return handler(tx, args, kwargs)
+    if getattr(fn, "__qualname__", "") == "Function.apply":
+        raise graph_break("UB113", "a custom torch.autograd.Function", frames=tx.user_frames())
+    return tx.call_leaf(fn, args, kwargs)
+
+
+def _hashable(fn) -> bool:
+    try:
+        hash(fn)
+    except TypeError:
+        return False
+    return True

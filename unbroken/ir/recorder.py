@@ -1,0 +1,285 @@
+"""Record the ATen operators that leaf calls dispatch to, on meta tensors, into a torch.fx.Graph.
+
+The recorder is a ``TorchDispatchMode``. While it is active (``with recorder.recording():``),
+every ATen operator that reaches the Python dispatch key on our meta tensors is
+
+1. computed on meta tensors (factories that asked for a real device are computed on ``meta``;
+   real tensors that show up — constants built inside forward(), tensor attributes that are not
+   buffers — are *lifted* to placeholders and replaced by meta copies), and
+2. appended to the graph as ``call_function(op_overload, args, kwargs)`` whose tensor arguments
+   are the nodes that produced them, with ``meta["val"]``, ``meta["stack_trace"]``,
+   ``meta["nn_module_stack"]`` and ``meta["user_frames"]``.
+
+Conventions (relied on by ``passes.functionalize``):
+- placeholders come first: parameters, buffers, lifted constants, user inputs;
+- an in-place op returns the tensor it mutated, so that tensor now maps to the in-place node:
+  later uses see the new value;
+- ops with several outputs get one ``operator.getitem`` node per output.
+
+Decisions that need tensor *values* (``item``, ops with data-dependent output shapes) are
+refused here with a ``DataDependentError`` / ``UnsupportedError``; the frontend adds the
+user's stack and turns them into graph breaks.
+"""
+from __future__ import annotations
+
+import contextlib
+import operator
+import re
+
+import sympy
+import torch
+import torch.fx as fx
+from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from ..symbolic.diagnostics import DataDependentError, UnsupportedError, format_stack
+
+__all__ = ["Recorder"]
+
+aten = torch.ops.aten
+
+_VALUE_OPS = {aten.item.default, aten._local_scalar_dense.default, aten.is_nonzero.default,
+              aten.equal.default}
+_META = torch.device("meta")
+_CPU = torch.device("cpu")
+
+
+def meta_like(tensor: torch.Tensor) -> torch.Tensor:
+    """A meta tensor with the same size, stride, dtype (and no autograd history)."""
+    return torch.empty_strided(tensor.size(), tensor.stride(), dtype=tensor.dtype, device=_META)
+
+
+def _sanitize(name: str) -> str:
+    name = re.sub(r"[^0-9a-zA-Z_]", "_", name)
+    return name if name and not name[0].isdigit() else f"_{name}"
+
+
+class Recorder(TorchDispatchMode):
+    """Builds the graph of one export. See the module docstring for the conventions.
+
+    frames_provider: zero-arg callable returning the current user stack (tuple of UserFrame).
+    module_stack_provider: zero-arg callable returning the current ``nn_module_stack`` dict.
+    """
+
+    def __init__(self, frames_provider=tuple, module_stack_provider=dict):
+        super().__init__()
+        self.graph = fx.Graph()
+        self.frames_provider = frames_provider
+        self.module_stack_provider = module_stack_provider
+        self.constants: dict[str, torch.Tensor] = {}   # lifted placeholder name -> real tensor
+        self.constant_targets: dict[str, str] = {}     # placeholder name -> constant name
+        self._nodes: dict[int, fx.Node] = {}           # id(meta tensor) -> node holding its value
+        self._devices: dict[int, torch.device] = {}    # id(meta tensor) -> user-visible device
+        self._alive: list[torch.Tensor] = []           # keeps ids stable during the trace
+        self._lifted: dict[int, torch.Tensor] = {}     # id(real tensor) -> its meta copy
+        self._symbol_sources: dict[sympy.Symbol, tuple[fx.Node, int]] = {}
+        self._sym_nodes: dict[sympy.Expr, fx.Node] = {}
+        self._first_user_input: fx.Node | None = None
+        self._names: set[str] = set()
+
+    # ----------------------------------------------------------------- inputs and constants
+    def unique_name(self, base: str) -> str:
+        base = _sanitize(base)
+        name, i = base, 1
+        while name in self._names:
+            name, i = f"{base}_{i}", i + 1
+        self._names.add(name)
+        return name
+
+    def add_placeholder(self, name: str, value, *, user_input: bool, device=_CPU) -> fx.Node:
+        """A graph input. ``value`` is a meta tensor, a SymInt/int, or another constant."""
+        name = self.unique_name(name)
+        if user_input or self._first_user_input is None:
+            node = self.graph.placeholder(name)
+        else:
+            with self.graph.inserting_before(self._first_user_input):
+                node = self.graph.placeholder(name)
+        if user_input and self._first_user_input is None:
+            self._first_user_input = node
+        node.meta["val"] = value
+        if isinstance(value, torch.Tensor):
+            self.bind(value, node, device)
+        return node
+
+    def bind_symbol(self, symbol: sympy.Symbol, node: fx.Node, dim: int) -> None:
+        """Record that input ``node``'s size at ``dim`` is ``symbol`` (for symbolic args)."""
+        self._symbol_sources.setdefault(symbol, (node, dim))
+
+    def bind(self, tensor: torch.Tensor, node: fx.Node, device=None) -> None:
+        """Make ``node`` the current producer of ``tensor``'s value."""
+        self._nodes[id(tensor)] = node
+        self._alive.append(tensor)
+        if device is not None:
+            self._devices[id(tensor)] = device
+
+    def lift_constant(self, real: torch.Tensor, name_hint: str = "lifted_tensor") -> torch.Tensor:
+        """Turn a tensor that is not a parameter, buffer or input into a constant placeholder
+        (``c_<name>``); returns the meta tensor that stands for it during tracing."""
+        if id(real) in self._lifted:
+            return self._lifted[id(real)]
+        meta = meta_like(real)
+        name = self.add_placeholder(f"c_{name_hint}", meta, user_input=False,
+                                    device=real.device).name
+        self.constants[name] = real
+        self.constant_targets[name] = name_hint
+        self._lifted[id(real)] = meta
+        self._alive.append(real)
+        return meta
+
+    def is_tracked(self, tensor: torch.Tensor) -> bool:
+        return id(tensor) in self._nodes
+
+    def node_of(self, tensor: torch.Tensor) -> fx.Node:
+        return self._nodes[id(tensor)]
+
+    def device_of(self, tensor: torch.Tensor) -> torch.device:
+        return self._devices.get(id(tensor), _CPU)
+
+    # ----------------------------------------------------------------- recording
+    @contextlib.contextmanager
+    def recording(self):
+        """Activate the mode for the duration of one leaf call."""
+        with self:
+            yield
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        self._refuse_value_dependent(func)
+        compute_args, compute_kwargs, device = self._prepare(func, args, kwargs)
+        out = func(*compute_args, **compute_kwargs)
+        node = self._record(func, args, kwargs, out)
+        self._bind_outputs(node, out, device)
+        return out
+
+    def _refuse_value_dependent(self, func) -> None:
+        if func in _VALUE_OPS:
+            raise DataDependentError(
+                f"`{func.overloadpacket.__name__}` needs the value stored in a tensor, which is "
+                "unknown at export time", code="UB105", frames=self.frames_provider(),
+                hint="Keep the value as a tensor instead of converting it to a Python number.")
+        if torch.Tag.dynamic_output_shape in func.tags:
+            raise UnsupportedError(
+                f"`{func.overloadpacket.__name__}` returns a tensor whose size depends on tensor "
+                "values", code="UB114", frames=self.frames_provider(),
+                hint="Use a fixed-size formulation such as torch.where(mask, x, 0).")
+
+    def _prepare(self, func, args, kwargs):
+        """Meta versions of the arguments, and the user-visible device of the outputs."""
+        device = None
+
+        def to_meta(value):
+            nonlocal device
+            if isinstance(value, torch.Tensor):
+                if value.device.type != "meta" or not self.is_tracked(value):
+                    if not self.is_tracked(value) and id(value) not in self._lifted:
+                        self.lift_constant(value)
+                    value = self._lifted.get(id(value), value)
+                if device is None:
+                    device = self.device_of(value)
+            return value
+
+        flat, spec = pytree.tree_flatten((args, kwargs))
+        c_args, c_kwargs = pytree.tree_unflatten([to_meta(v) for v in flat], spec)
+        requested = c_kwargs.get("device")
+        if requested is not None:
+            device = torch.device(requested)
+            c_kwargs = dict(c_kwargs, device=_META)
+        elif device is None and _has_device_argument(func):
+            c_kwargs = dict(c_kwargs, device=_META)
+        return c_args, c_kwargs, device or _CPU
+
+    def _record(self, func, args, kwargs, out) -> fx.Node:
+        def to_arg(value):
+            if isinstance(value, torch.Tensor):
+                value = self._lifted.get(id(value), value)
+                return self.node_of(value)
+            if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
+                return self.sym_node(value)
+            return value
+
+        node = self.graph.call_function(func, pytree.tree_map(to_arg, tuple(args)),
+                                        pytree.tree_map(to_arg, dict(kwargs)))
+        self._annotate(node, out)
+        return node
+
+    def _annotate(self, node: fx.Node, val) -> None:
+        frames = tuple(self.frames_provider())
+        node.meta["val"] = val
+        node.meta["user_frames"] = frames
+        node.meta["stack_trace"] = format_stack(frames) + "\n" if frames else ""
+        node.meta["nn_module_stack"] = dict(self.module_stack_provider())
+
+    def _bind_outputs(self, node: fx.Node, out, device) -> None:
+        if isinstance(out, torch.Tensor):
+            self.bind(out, node, device)
+        elif isinstance(out, (tuple, list)):
+            for i, item in enumerate(out):
+                if isinstance(item, torch.Tensor):
+                    getter = self.graph.call_function(operator.getitem, (node, i))
+                    self._annotate(getter, item)
+                    self.bind(item, getter, device)
+
+    # ----------------------------------------------------------------- symbolic sizes
+    def sym_node(self, value) -> fx.Node | int | float | bool:
+        """The node computing a SymInt/SymFloat/SymBool argument (built from its expression)."""
+        expr = value.node.expr
+        return self._expr_node(expr)
+
+    def _expr_node(self, expr):
+        if isinstance(expr, sympy.Integer) or expr.is_Integer:
+            return int(expr)
+        if expr.is_Number:
+            return float(expr)
+        if expr in self._sym_nodes:
+            return self._sym_nodes[expr]
+        node = self._build_expr(expr)
+        self._sym_nodes[expr] = node
+        return node
+
+    def _build_expr(self, expr) -> fx.Node:
+        if isinstance(expr, sympy.Symbol):
+            if expr not in self._symbol_sources:
+                raise UnsupportedError(
+                    f"the size `{expr}` has no input it can be read from", code="UB117",
+                    frames=self.frames_provider(), hint="Derive sizes from input tensors.")
+            source, dim = self._symbol_sources[expr]
+            node = self.graph.call_function(aten.sym_size.int, (source, dim))
+        else:
+            node = self._build_compound(expr)
+        node.meta["val"] = None  # filled in by the caller that knows the SymInt
+        node.meta["user_frames"] = ()
+        node.meta["stack_trace"] = ""
+        node.meta["nn_module_stack"] = {}
+        return node
+
+    def _build_compound(self, expr) -> fx.Node:
+        name = type(expr).__name__
+        binary = {"Add": operator.add, "Mul": operator.mul, "FloorDiv": operator.floordiv,
+                  "PythonMod": operator.mod, "Mod": operator.mod, "Max": max, "Min": min}
+        if name in binary:
+            parts = [self._expr_node(a) for a in expr.args]
+            acc = parts[0]
+            for part in parts[1:]:
+                acc = self.graph.call_function(binary[name], (acc, part))
+            return acc
+        if name == "Pow" and expr.args[1].is_Integer:
+            return self.graph.call_function(operator.pow, (self._expr_node(expr.args[0]),
+                                                           int(expr.args[1])))
+        raise UnsupportedError(f"cannot compute the size expression `{expr}` in the graph",
+                               code="UB117", frames=self.frames_provider())
+
+    # ----------------------------------------------------------------- outputs
+    def set_output(self, values) -> fx.Node:
+        """The output node: a tuple of nodes (tensors) and constants."""
+        def to_arg(value):
+            if isinstance(value, torch.Tensor):
+                return self.node_of(value)
+            if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
+                return self.sym_node(value)
+            return value
+
+        return self.graph.output(tuple(to_arg(v) for v in values))
+
+
+def _has_device_argument(func) -> bool:
+    return any(arg.name == "device" for arg in func._schema.arguments)

@@ -76,6 +76,10 @@ class Recorder(TorchDispatchMode):
         self._sym_nodes: dict[sympy.Expr, fx.Node] = {}
         self._first_user_input: fx.Node | None = None
         self._names: set[str] = set()
+        # Native PyTorch code reads `.device` off our meta tensors and asks for `meta`; such
+        # requests mean "the device of the traced tensors", recorded as this device.
+        self.default_device = _CPU
+        self.symint_factory = None  # expr -> SymInt; set by the pipeline when sizes are symbolic
 
     # ----------------------------------------------------------------- inputs and constants
     def unique_name(self, base: str) -> str:
@@ -182,11 +186,15 @@ class Recorder(TorchDispatchMode):
         c_args, c_kwargs = pytree.tree_unflatten([to_meta(v) for v in flat], spec)
         requested = c_kwargs.get("device")
         if requested is not None:
-            device = torch.device(requested)
+            device = self._user_device(requested)
             c_kwargs = dict(c_kwargs, device=_META)
         elif device is None and _has_device_argument(func):
             c_kwargs = dict(c_kwargs, device=_META)
         return c_args, c_kwargs, device or _CPU
+
+    def _user_device(self, requested) -> torch.device:
+        device = torch.device(requested)
+        return self.default_device if device.type == "meta" else device
 
     def _record(self, func, args, kwargs, out) -> fx.Node:
         def to_arg(value):
@@ -197,8 +205,12 @@ class Recorder(TorchDispatchMode):
                 return self.sym_node(value)
             return value
 
-        node = self.graph.call_function(func, pytree.tree_map(to_arg, tuple(args)),
-                                        pytree.tree_map(to_arg, dict(kwargs)))
+        kwargs = dict(kwargs)
+        if kwargs.get("device") is not None:
+            kwargs["device"] = self._user_device(kwargs["device"])
+        node = self.graph.create_node(
+            "call_function", func, pytree.tree_map(to_arg, tuple(args)),
+            pytree.tree_map(to_arg, kwargs), name=_node_name(func))
         self._annotate(node, out)
         return node
 
@@ -246,7 +258,7 @@ class Recorder(TorchDispatchMode):
             node = self.graph.call_function(aten.sym_size.int, (source, dim))
         else:
             node = self._build_compound(expr)
-        node.meta["val"] = None  # filled in by the caller that knows the SymInt
+        node.meta["val"] = self.symint_factory(expr) if self.symint_factory else None
         node.meta["user_frames"] = ()
         node.meta["stack_trace"] = ""
         node.meta["nn_module_stack"] = {}
@@ -279,6 +291,12 @@ class Recorder(TorchDispatchMode):
             return value
 
         return self.graph.output(tuple(to_arg(v) for v in values))
+
+
+def _node_name(func) -> str:
+    """``add`` for ``aten.add.Tensor``: the op's name, as torch.export names its nodes."""
+    packet = getattr(func, "overloadpacket", None)
+    return _sanitize(packet.__name__ if packet is not None else getattr(func, "__name__", "op"))
 
 
 def _has_device_argument(func) -> bool:

@@ -1,0 +1,50 @@
+# unbroken — developer entry points.
+#
+#   make demo       set up .venv, then `unbroken check` on examples/*.py
+#   make test       set up .venv, then the whole test suite (slow zoo cases included)
+#   make test-fast  the suite without tests marked `slow`
+#   make bench      export time of unbroken vs torch.export(strict=True) on the model zoo
+#   make docs       regenerate docs/graph-breaks.md from the graph-break catalogue
+#
+# The set-up is one stamp file: it reruns only when pyproject.toml changes or .venv is gone.
+# torch==2.13.0 is installed first, on its own, so that the dependency range in pyproject.toml
+# is already satisfied by the local CPU wheel and pip never reaches for another build.
+
+PYTHON ?= python3.11
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.unbroken-setup-stamp
+
+.PHONY: demo test test-fast bench docs setup clean
+
+setup: $(STAMP)
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+# unbroken/__init__.py too: an editable install made before the package existed would treat
+# `unbroken` as a namespace package until reinstalled.
+$(STAMP): pyproject.toml $(wildcard unbroken/__init__.py) | $(PY)
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/unbroken check examples/*.py
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not slow"
+
+bench: $(STAMP)
+	$(PY) benchmarks/export_time.py
+
+docs: $(STAMP)
+	$(PY) -W ignore::RuntimeWarning -m unbroken.frontend.graph_breaks --markdown > docs/graph-breaks.md.tmp
+	mv docs/graph-breaks.md.tmp docs/graph-breaks.md
+
+clean:
+	rm -f $(STAMP)
+	rm -rf build *.egg-info .pytest_cache

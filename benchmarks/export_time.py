@@ -1,0 +1,136 @@
+"""Export time: unbroken.export vs torch.export.export(strict=True) on the model zoo.
+
+For every zoo model (``tests/models/zoo.py``), in one process: one warm-up export per side, then
+``--runs`` timed exports per side; the table shows the median wall time of each side and the
+ratio torch / unbroken (above 1: unbroken is faster). A side that fails on a model is reported in
+that model's row and does not stop the run.
+
+    python benchmarks/export_time.py [--runs 5] [--models mlp,cnn] [--json results.json]
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import platform
+import statistics
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from tests.models.zoo import ZOO  # noqa: E402
+
+
+def unbroken_export(model, args):
+    import unbroken
+
+    return unbroken.export(model, args)
+
+
+def torch_export(model, args):
+    return torch.export.export(model, args, strict=True)
+
+
+SIDES: dict[str, Callable] = {"unbroken": unbroken_export, "torch": torch_export}
+
+
+def time_side(export: Callable, model, args, runs: int) -> dict:
+    """Warm up once, then time ``runs`` exports. Returns median/all times, or the error."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            export(model, args)
+            times = []
+            for _ in range(runs):
+                gc.collect()
+                start = time.perf_counter()
+                export(model, args)
+                times.append(time.perf_counter() - start)
+    except Exception as err:  # one side failing must not stop the benchmark
+        first_line = (str(err).strip().splitlines() or [""])[0]
+        return {"median_s": None, "runs_s": [], "error": f"{type(err).__name__}: {first_line}"}
+    return {"median_s": statistics.median(times), "runs_s": times, "error": None}
+
+
+def measure(name: str, runs: int) -> dict:
+    model, args = ZOO[name].make()
+    row = {"model": name}
+    for side, export in SIDES.items():
+        row[side] = time_side(export, model, args, runs)
+    ours, theirs = row["unbroken"]["median_s"], row["torch"]["median_s"]
+    row["ratio"] = theirs / ours if ours and theirs else None
+    return row
+
+
+def table(rows: list[dict], runs: int) -> Table:
+    out = Table(title=f"export time, median of {runs} runs after 1 warm-up", title_justify="left")
+    out.add_column("model", no_wrap=True)
+    out.add_column("unbroken", justify="right")
+    out.add_column("torch.export (strict)", justify="right")
+    out.add_column("torch / unbroken", justify="right")
+    out.add_column("errors", overflow="fold")
+    for row in rows:
+        errors = [f"{side}: {row[side]['error']}" for side in SIDES if row[side]["error"]]
+        out.add_row(row["model"], _ms(row["unbroken"]["median_s"]), _ms(row["torch"]["median_s"]),
+                    f"{row['ratio']:.2f}x" if row["ratio"] else "-", "\n".join(errors))
+    return out
+
+
+def _ms(seconds: float | None) -> str:
+    return "failed" if seconds is None else f"{seconds * 1000:.1f} ms"
+
+
+def environment() -> dict:
+    try:
+        from importlib.metadata import version
+
+        ours = version("unbroken")
+    except Exception:
+        ours = "unknown"
+    return {"python": platform.python_version(), "torch": torch.__version__, "unbroken": ours,
+            "machine": platform.machine(), "threads": torch.get_num_threads()}
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=5, help="timed runs per side (default 5)")
+    parser.add_argument("--models", help=f"comma-separated subset of: {', '.join(ZOO)}")
+    parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    options = parser.parse_args(argv)
+    if options.runs < 1:
+        parser.error("--runs must be at least 1")
+    options.names = options.models.split(",") if options.models else list(ZOO)
+    unknown = [n for n in options.names if n not in ZOO]
+    if unknown:
+        parser.error(f"unknown model(s): {', '.join(unknown)}; choose from {', '.join(ZOO)}")
+    return options
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parse(argv)
+    console = Console(highlight=False)
+    if not console.is_terminal:  # CI logs: rich would assume 80 columns
+        console = Console(highlight=False, width=max(console.width, 140))
+    rows = []
+    for name in options.names:
+        console.print(f"measuring {name} ...", markup=False)
+        rows.append(measure(name, options.runs))
+    console.print(table(rows, options.runs))
+    if options.json:
+        report = {"environment": environment(), "runs": options.runs, "results": rows}
+        Path(options.json).write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,405 @@
+"""Tests for unbroken.ir.runtime: ep.module() runs the graph, checks inputs, writes back."""
+import pytest
+import sympy
+import torch
+import torch.utils._pytree as pytree
+from torch.utils._pytree import tree_map_only
+
+from unbroken.ir import (
+    ConstantArgument,
+    ExportedProgram,
+    ExportGraphSignature,
+    InputKind,
+    InputSpec,
+    OutputKind,
+    OutputSpec,
+    SymIntArgument,
+    TensorArgument,
+)
+from unbroken.symbolic.diagnostics import InputMismatchError, UserFrame
+
+
+# -- a hand-written recorder (copied in each test file of tests/ir and tests/passes) ----------
+def meta(*shape, dtype=torch.float32):
+    return torch.empty(shape, dtype=dtype, device="meta")
+
+
+class Builder:
+    """Builds graphs in the recorder's convention: placeholders with meta vals, aten nodes with
+    stack traces and user frames, one output tuple; collects the matching signature."""
+
+    def __init__(self):
+        self.graph = torch.fx.Graph()
+        self.input_specs, self.output_specs = [], []
+
+    def _annotate(self, node, val, line):
+        frame = UserFrame("model.py", line, "forward", f"line_{line}()")
+        trace = f'  File "model.py", line {line}, in forward\n    line_{line}()'
+        node.meta.update(val=val, nn_module_stack={}, user_frames=(frame,), stack_trace=trace)
+        return node
+
+    def input(self, name, val, kind=InputKind.USER_INPUT, target=None, persistent=None):
+        if isinstance(val, torch.Tensor):
+            arg = TensorArgument(name)
+        elif isinstance(val, torch.SymInt):
+            arg = SymIntArgument(name)
+        else:
+            arg = ConstantArgument(name, val)
+        self.input_specs.append(InputSpec(kind, arg, target, persistent))
+        return self._annotate(self.graph.placeholder(name), val, 1)
+
+    def param(self, fqn, val):
+        return self.input("p_" + fqn.replace(".", "_"), val, InputKind.PARAMETER, fqn)
+
+    def buffer(self, fqn, val, persistent=True):
+        return self.input("b_" + fqn.replace(".", "_"), val, InputKind.BUFFER, fqn, persistent)
+
+    def const(self, name, val):
+        return self.input("c_" + name, val, InputKind.CONSTANT_TENSOR, name)
+
+    def call(self, target, *args, line=2, **kwargs):
+        vals = tree_map_only(torch.fx.Node, lambda n: n.meta["val"], (args, kwargs))
+        vals = tree_map_only(torch.Tensor, lambda t: t.clone(), vals)
+        val = tree_map_only(torch.Tensor, lambda t: t.to("meta"), target(*vals[0], **vals[1]))
+        name = target._schema.name.split("::")[-1] if hasattr(target, "_schema") else None
+        node = self.graph.create_node("call_function", target, args, kwargs, name=name)
+        return self._annotate(node, val, line)
+
+    def output(self, *values):
+        self.graph.output(tuple(values))
+        for v in values:
+            arg = (ConstantArgument("", v) if not isinstance(v, torch.fx.Node)
+                   else SymIntArgument(v.name) if isinstance(v.meta["val"], torch.SymInt)
+                   else TensorArgument(v.name))
+            self.output_specs.append(OutputSpec(OutputKind.USER_OUTPUT, arg))
+
+    def graph_module(self):
+        return torch.fx.GraphModule(torch.nn.Module(), self.graph)
+
+    def signature(self):
+        return ExportGraphSignature(self.input_specs, self.output_specs)
+
+    def program(self, state_dict, constants, args, kwargs=None, outputs=None,
+                range_constraints=None):
+        in_spec = pytree.tree_flatten((tuple(args), kwargs or {}))[1]
+        out_spec = pytree.tree_flatten(outputs)[1]
+        return ExportedProgram(self.graph_module(), self.signature(), state_dict, constants,
+                               range_constraints or {}, in_spec, out_spec,
+                               example_inputs=(tuple(args), kwargs or {}))
+
+
+aten = torch.ops.aten
+# ---------------------------------------------------------------------------------------------
+
+
+class Range:
+    def __init__(self, lower, upper):
+        self.lower, self.upper = lower, upper
+
+
+def symints(*hints):
+    """Test fixture only: SymInts from torch's ShapeEnv, like the ones our recorder makes."""
+    from torch._dynamo.source import ConstantSource
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    env = ShapeEnv()
+    return [env.create_symintnode(env.create_symbol(h, ConstantSource(f"d{i}")), hint=h)
+            for i, h in enumerate(hints)]
+
+
+def sym_meta(*shape):
+    strides, acc = [], 1
+    for d in reversed(shape):
+        strides.insert(0, acc)
+        acc = acc * d
+    return torch.empty_strided(shape, strides, device="meta")
+
+
+# -- module structure ----------------------------------------------------------------------------
+def nested_program():
+    """forward(x, ys=[y0, y1], *, mask) -> {"sum": x + y0 + y1, "masked": where(mask, x, 0)}."""
+    b = Builder()
+    w = b.param("block.lin.weight", meta(4))
+    x, y0, y1 = b.input("x", meta(4)), b.input("ys_0", meta(4)), b.input("ys_1", meta(4))
+    mask = b.input("mask", meta(4, dtype=torch.bool))
+    total = b.call(aten.add.Tensor, b.call(aten.add.Tensor, x, y0), y1)
+    scaled = b.call(aten.mul.Tensor, total, w)
+    masked = b.call(aten.where.ScalarOther, mask, x, 0.0)
+    b.output(scaled, masked)
+    weight = torch.nn.Parameter(torch.arange(4.0))
+    args = (torch.ones(4), [torch.ones(4), torch.ones(4)])
+    kwargs = {"mask": torch.tensor([True, False, True, False])}
+    ep = b.program({"block.lin.weight": weight}, {}, args, kwargs,
+                   outputs={"sum": torch.empty(0), "masked": torch.empty(0)})
+    return ep, weight
+
+
+def test_module_has_original_fqns():
+    ep, weight = nested_program()
+    m = ep.module()
+    assert isinstance(m, torch.nn.Module)
+    assert list(m.state_dict()) == ["block.lin.weight"]
+    assert m.block.lin.weight is weight
+    assert [n for n, _ in m.named_modules()] == ["", "block", "block.lin"]
+
+
+def test_pytree_inputs_and_outputs():
+    ep, weight = nested_program()
+    m = ep.module()
+    x, y0, y1 = torch.randn(4), torch.randn(4), torch.randn(4)
+    mask = torch.tensor([True, True, False, False])
+    out = m(x, [y0, y1], mask=mask)
+    assert set(out) == {"sum", "masked"}
+    torch.testing.assert_close(out["sum"], (x + y0 + y1) * weight)
+    torch.testing.assert_close(out["masked"], torch.where(mask, x, 0.0))
+
+
+def test_load_state_dict_changes_results():
+    ep, _ = nested_program()
+    m = ep.module()
+    m.load_state_dict({"block.lin.weight": torch.zeros(4)})
+    out = m(torch.ones(4), [torch.ones(4), torch.ones(4)], mask=torch.ones(4, dtype=torch.bool))
+    torch.testing.assert_close(out["sum"], torch.zeros(4))
+
+
+# -- structure errors ----------------------------------------------------------------------------
+def call_nested(*args, **kwargs):
+    ep, _ = nested_program()
+    return ep.module()(*args, **kwargs)
+
+
+def test_wrong_positional_count():
+    with pytest.raises(InputMismatchError, match=r"expects 2 positional argument\(s\) "
+                       r"\(x, \[ys_0, ys_1\], mask=mask\), got 1"):
+        call_nested(torch.ones(4), mask=torch.ones(4, dtype=torch.bool))
+
+
+def test_missing_and_unexpected_kwargs():
+    args = (torch.ones(4), [torch.ones(4), torch.ones(4)])
+    with pytest.raises(InputMismatchError, match="missing keyword argument\\(s\\) 'mask'"):
+        call_nested(*args)
+    with pytest.raises(InputMismatchError, match="unexpected keyword argument\\(s\\) 'bias'"):
+        call_nested(*args, mask=torch.ones(4, dtype=torch.bool), bias=1)
+
+
+def test_wrong_container_structure():
+    with pytest.raises(InputMismatchError, match=r"expected \(x, \[ys_0, ys_1\], mask=mask\), "
+                       r"got \(Tensor, \[Tensor, Tensor, Tensor\], mask=Tensor\)"):
+        call_nested(torch.ones(4), [torch.ones(4)] * 3, mask=torch.ones(4, dtype=torch.bool))
+
+
+# -- leaf errors ---------------------------------------------------------------------------------
+def simple_program(x_val, range_constraints=None, extra=()):
+    """forward(x, *extra) = neg(x); extra inputs are (name, val) placeholders."""
+    b = Builder()
+    x = b.input("x", x_val)
+    for name, val in extra:
+        b.input(name, val)
+    b.output(b.call(aten.neg.default, x))
+    example = (torch.ones(1),) + tuple(torch.ones(1) for _ in extra)
+    return b.program({}, {}, example, outputs=torch.empty(0),
+                     range_constraints=range_constraints).module()
+
+
+def test_not_a_tensor():
+    with pytest.raises(InputMismatchError, match="Input x must be a tensor, got int"):
+        simple_program(meta(3))(3)
+
+
+def test_wrong_dtype():
+    with pytest.raises(InputMismatchError, match="Input x must have dtype torch.float32, got "
+                       "torch.int64") as info:
+        simple_program(meta(3))(torch.ones(3, dtype=torch.int64))
+    assert ".to(torch.float32)" in str(info.value)
+
+
+def test_wrong_rank():
+    with pytest.raises(InputMismatchError, match=r"Input x must have 2 dimension\(s\) \(shape "
+                       r"\[8, 3\]\), got 1 \(shape \[3\]\)"):
+        simple_program(meta(8, 3))(torch.ones(3))
+
+
+def test_specialized_size():
+    with pytest.raises(InputMismatchError,
+                       match=r"x.shape\[0\] is specialized at 8, got 10") as info:
+        simple_program(meta(8, 3))(torch.ones(10, 3))
+    assert "dynamic_shapes" in str(info.value)
+
+
+def test_dynamic_dim_in_range_runs():
+    (s0,) = symints(8)
+    m = simple_program(sym_meta(s0, 3), {s0.node.expr: Range(2, 16)})
+    for n in (2, 5, 16):
+        torch.testing.assert_close(m(torch.ones(n, 3)), -torch.ones(n, 3))
+
+
+def test_dynamic_dim_out_of_range():
+    (s0,) = symints(8)
+    symbol = s0.node.expr
+    m = simple_program(sym_meta(s0, 3), {symbol: Range(2, 16)})
+    with pytest.raises(InputMismatchError, match=rf"x.shape\[0\]: {symbol} = 17 is outside the "
+                       rf"range the program was exported for: {symbol} in \[2, 16\]"):
+        m(torch.ones(17, 3))
+    with pytest.raises(InputMismatchError, match=rf"{symbol} = 1 is outside"):
+        m(torch.ones(1, 3))
+
+
+def test_dynamic_dim_unbounded_above():
+    (s0,) = symints(8)
+    m = simple_program(sym_meta(s0, 3), {s0.node.expr: Range(2, sympy.oo)})
+    assert m(torch.ones(1000, 3)).shape == (1000, 3)
+
+
+def test_equal_dims_must_agree():
+    (s0,) = symints(8)
+    m = simple_program(sym_meta(s0, 3), {s0.node.expr: Range(2, 16)},
+                       extra=[("y", sym_meta(s0))])
+    m(torch.ones(4, 3), torch.ones(4))
+    with pytest.raises(InputMismatchError, match=r"y.shape\[0\] = 5 but x.shape\[0\] = 4: the "
+                       r"program was exported with these dimensions equal"):
+        m(torch.ones(4, 3), torch.ones(5))
+
+
+def test_derived_dim():
+    (s0,) = symints(4)
+    symbol = s0.node.expr
+    m = simple_program(sym_meta(s0, 3), {symbol: Range(2, 8)}, extra=[("y", sym_meta(2 * s0))])
+    m(torch.ones(3, 3), torch.ones(6))
+    with pytest.raises(InputMismatchError, match=rf"y.shape\[0\] = 7 but the program requires it "
+                       rf"to equal 2\*{symbol} = 6 \({symbol} = 3 from x.shape\[0\]\)"):
+        m(torch.ones(3, 3), torch.ones(7))
+
+
+def test_derived_dim_solved_from_itself():
+    """Only a derived dim carries the symbol: it is solved from it, then checked in range."""
+    (s0,) = symints(4)
+    symbol = s0.node.expr
+    b = Builder()
+    y = b.input("y", sym_meta(2 * s0))
+    b.output(b.call(aten.neg.default, y))
+    m = b.program({}, {}, (torch.ones(8),), outputs=torch.empty(0),
+                  range_constraints={symbol: Range(2, 8)}).module()
+    m(torch.ones(10))
+    with pytest.raises(InputMismatchError, match=rf"y.shape\[0\] = 7 is not of the form "
+                       rf"2\*{symbol} for an integer {symbol}"):
+        m(torch.ones(7))
+    with pytest.raises(InputMismatchError, match=rf"y.shape\[0\] \(= 2\*{symbol}\): {symbol} = "
+                       rf"9 is outside"):
+        m(torch.ones(18))
+
+
+def test_specialized_constant_input():
+    b = Builder()
+    x = b.input("x", meta(2))
+    b.input("alpha", 2.0)
+    b.input("mode", "fast")
+    b.output(b.call(aten.mul.Tensor, x, 2.0))
+    m = b.program({}, {}, (torch.ones(2), 2.0, "fast"), outputs=torch.empty(0)).module()
+    torch.testing.assert_close(m(torch.ones(2), 2.0, "fast"), 2 * torch.ones(2))
+    with pytest.raises(InputMismatchError, match="Input alpha was specialized to 2.0 at export "
+                       "time, got 3.0"):
+        m(torch.ones(2), 3.0, "fast")
+    with pytest.raises(InputMismatchError, match="Input mode was specialized to 'fast'"):
+        m(torch.ones(2), 2.0, "slow")
+    with pytest.raises(InputMismatchError, match="specialized to 2.0 at export time, got 2"):
+        m(torch.ones(2), 2, "fast")
+
+
+def test_symint_input():
+    (s0,) = symints(3)
+    symbol = s0.node.expr
+    b = Builder()
+    x = b.input("x", meta(4))
+    b.input("n", s0)
+    b.output(b.call(aten.mul.Tensor, x, 1.0))
+    m = b.program({}, {}, (torch.ones(4), 3), outputs=torch.empty(0),
+                  range_constraints={symbol: Range(0, 5)}).module()
+    m(torch.ones(4), 5)
+    with pytest.raises(InputMismatchError, match=rf"n: {symbol} = 6 is outside"):
+        m(torch.ones(4), 6)
+    with pytest.raises(InputMismatchError, match="Input n must be an int, got float"):
+        m(torch.ones(4), 1.5)
+
+
+# -- mutations and outputs -----------------------------------------------------------------------
+def mutation_program():
+    """forward(x): self.count += 1 (buffer); x.mul_(2) (user input); return x + count.
+
+    Written as the functionalized graph: the new values are extra outputs before the user one.
+    """
+    b = Builder()
+    count = b.buffer("stats.count", meta(1))
+    x = b.input("x", meta(3))
+    new_count = b.call(aten.add.Tensor, count, 1)
+    new_x = b.call(aten.mul.Tensor, x, 2)
+    out = b.call(aten.add.Tensor, new_x, new_count)
+    b.output(new_count, new_x, out)
+    b.output_specs[:2] = [
+        OutputSpec(OutputKind.BUFFER_MUTATION, TensorArgument(new_count.name), "stats.count"),
+        OutputSpec(OutputKind.USER_INPUT_MUTATION, TensorArgument(new_x.name), "x"),
+    ]
+    counter = torch.zeros(1)
+    ep = b.program({"stats.count": counter}, {}, (torch.ones(3),), outputs=torch.empty(0))
+    return ep, counter
+
+
+def test_mutation_write_back():
+    ep, counter = mutation_program()
+    m = ep.module()
+    x = torch.tensor([1.0, 2.0, 3.0])
+    out = m(x)
+    torch.testing.assert_close(x, torch.tensor([2.0, 4.0, 6.0]))
+    torch.testing.assert_close(m.stats.count, torch.ones(1))
+    torch.testing.assert_close(out, torch.tensor([3.0, 5.0, 7.0]))
+    m(torch.ones(3))
+    torch.testing.assert_close(m.stats.count, torch.full((1,), 2.0))
+    assert m.stats.count is counter  # written in place: state is shared with the program
+
+
+def test_mutation_matches_eager_module():
+    class Eager(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stats = torch.nn.Module()
+            self.stats.register_buffer("count", torch.zeros(1))
+
+        def forward(self, x):
+            self.stats.count += 1
+            x.mul_(2)
+            return x + self.stats.count
+
+    ep, _ = mutation_program()
+    ours, eager = ep.module(), Eager()
+    for _ in range(3):
+        a, b = torch.randn(3), None
+        b = a.clone()
+        torch.testing.assert_close(ours(a), eager(b))
+        torch.testing.assert_close(a, b)
+    torch.testing.assert_close(ours.stats.count, eager.stats.count)
+
+
+def test_constant_and_none_outputs():
+    b = Builder()
+    x = b.input("x", meta(2))
+    b.output(b.call(aten.neg.default, x), None, 7)
+    outputs = (torch.empty(0), None, 7)
+    m = b.program({}, {}, (torch.ones(2),), outputs=outputs).module()
+    result = m(torch.ones(2))
+    assert isinstance(result, tuple) and result[1] is None and result[2] == 7
+    torch.testing.assert_close(result[0], -torch.ones(2))
+
+
+def test_graph_and_code_are_exposed():
+    ep, _ = nested_program()
+    m = ep.module()
+    assert m.graph is ep.graph
+    assert "torch.ops.aten.add.Tensor" in m.code
+
+
+def test_deepcopy_is_independent():
+    import copy
+    ep, counter = mutation_program()
+    m = ep.module()
+    clone = copy.deepcopy(m)
+    clone(torch.ones(3))
+    torch.testing.assert_close(clone.stats.count, torch.ones(1))
+    torch.testing.assert_close(m.stats.count, torch.zeros(1))

@@ -1,0 +1,1 @@
+"""The model zoo: small, seeded models that every stage of unbroken must export (see zoo.py)."""

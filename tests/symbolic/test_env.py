@@ -1,0 +1,125 @@
+"""ShapeEnvironment: the guard hot path, provenance, unbacked symbols and torch._check."""
+import pytest
+import sympy
+import torch
+from torch._dispatch.python import enable_python_dispatcher
+
+from unbroken.symbolic.diagnostics import DataDependentError, ExportUsageError, UserFrame
+from unbroken.symbolic.env import ShapeEnvironment
+from unbroken.symbolic.node import sym_expr
+from unbroken.symbolic.ranges import ValueRange
+
+FRAME = UserFrame("/m.py", 12, "forward", "y = x.view(100, -1)")
+
+
+def test_create_symbol_ranges_and_sources():
+    env = ShapeEnvironment()
+    s = env.create_symbol("batch", 8, upper=64, source="x.shape[0]")
+    assert env.var_ranges[s] == ValueRange(2, 64)
+    assert env.hint_of(s * 2) == 16 and env.source_of(s) == "x.shape[0]"
+    assert env.symbols[s].name == "batch" and s.name == "s0"
+    with pytest.raises(ExportUsageError):
+        env.create_symbol("b", 100, upper=64)
+
+
+def test_range_settled_guards_are_not_recorded():
+    env = ShapeEnvironment()
+    x = env.symint(env.create_symbol("", 5))
+    assert x != 1 and x >= 2 and not (x == 0) and x * x > 3
+    assert env.guards == []
+
+
+def test_guards_record_frames_op_and_dedupe():
+    env = ShapeEnvironment(location_provider=lambda: (FRAME,))
+    s = env.create_symbol("", 100, source="x.shape[0]")
+    x = env.symint(s)
+    with env.op_context("aten.view.default"):
+        assert x == 100
+        assert x == 100
+    assert not (x < 50)
+    assert len(env.guards) == 2
+    g = env.guards[0]
+    assert g.expr == sympy.Eq(s, 100) and g.value is True and g.frames == (FRAME,)
+    assert g.op == "aten.view.default" and g.kind == "guard"
+    assert g.as_fact() == sympy.Eq(s, 100) and g.describe(env.source_of) == "x.shape[0] == 100"
+    assert env.guards[1].as_fact() == (s >= 50) and env.guards[1].op is None
+
+
+def test_guard_int_concretizes_with_eq_guard():
+    env = ShapeEnvironment()
+    s = env.create_symbol("", 7)
+    assert int(env.symint(s) * 2) == 14
+    assert env.guards[-1].as_fact() == sympy.Eq(2 * s, 14)
+
+
+def test_unbacked_decision_raises_data_dependent_error():
+    env = ShapeEnvironment(location_provider=lambda: (FRAME,))
+    u = env.create_unbacked_symbol(source="y.item()")
+    n = env.symint(u)
+    with pytest.raises(DataDependentError) as info:
+        bool(n > 4)
+    err = info.value
+    assert err.frames == (FRAME,) and "y.item()" in err.message and "torch._check" in err.hint
+    with pytest.raises(DataDependentError):
+        int(n)
+
+
+def test_guard_or_false_falls_back_on_unbacked():
+    from torch.fx.experimental.symbolic_shapes import guard_or_false, guard_or_true, statically_known_true
+    env = ShapeEnvironment()
+    n = env.symint(env.create_unbacked_symbol(kind="size"))
+    assert guard_or_false(n == 3) is False and guard_or_true(n == 3) is True
+    assert statically_known_true(n >= 0) and not statically_known_true(n >= 1)
+    assert env.guards == []
+
+
+def test_torch_check_records_fact_and_refines_range():
+    env = ShapeEnvironment()
+    u = env.create_unbacked_symbol(source="n.item()")
+    n = env.symint(u)
+    torch._check(n >= 3)
+    torch._check(n <= 10)
+    assert env.var_ranges[u] == ValueRange(3, 10)
+    assert [g.kind for g in env.guards] == ["expect_true", "expect_true"]
+    assert bool(n > 2) and bool(n != 11)
+    assert len(env.guards) == 2
+    torch._check_is_size(n)
+    assert env.symbols[u].kind == "size"
+
+
+def test_torch_check_false_at_hint_raises():
+    env = ShapeEnvironment()
+    x = env.symint(env.create_symbol("", 3))
+    with pytest.raises(RuntimeError):
+        torch._check(x > 5)
+
+
+def test_size_oblivious_treats_unbacked_sizes_as_at_least_two():
+    env = ShapeEnvironment()
+    n = env.symint(env.create_unbacked_symbol(kind="size"))
+    assert (n == 1).node.guard_size_oblivious("", 0) is False
+    with pytest.raises(DataDependentError):
+        bool(n == 1)
+
+
+def test_symint_of_constant_is_int_and_meta_tensor_layout():
+    env = ShapeEnvironment()
+    s = env.create_symbol("", 4)
+    assert env.symint(sympy.Integer(3)) == 3 and type(env.symint(sympy.Integer(3))) is int
+    assert env.symbool(sympy.true) is True
+    assert env.symfloat(s / 2).node.hint == 2.0
+    example = torch.randn(4, 3, 5, 6, requires_grad=True).to(memory_format=torch.channels_last)
+    with enable_python_dispatcher():
+        t = env.make_meta_tensor(example, [s, 3, 5, 6])
+    assert t.device.type == "meta" and t.requires_grad and t.dtype == example.dtype
+    assert [sym_expr(v) for v in t.stride()] == [90, 1, 18, 3]
+    assert sym_expr(t.shape[0]) == s and type(t.shape[1]) is int
+    with pytest.raises(ExportUsageError):
+        env.make_meta_tensor(example, [s])
+
+
+def test_torch_helpers_reaching_into_shape_env():
+    from torch.fx.experimental.symbolic_shapes import has_static_value, optimization_hint
+    env = ShapeEnvironment()
+    x = env.symint(env.create_symbol("", 6))
+    assert optimization_hint(x) == 6 and not has_static_value(x)

@@ -1,0 +1,72 @@
+"""Interval arithmetic is sound: every concrete value lies in the computed bound."""
+import sympy
+from hypothesis import given, settings, strategies as st
+
+from unbroken.symbolic import expr as E
+from unbroken.symbolic.ranges import ValueRange, bound, static_truth
+
+A = sympy.Symbol("u0", integer=True)
+B = sympy.Symbol("u1", integer=True)
+
+
+def _exprs():
+    leaves = st.sampled_from([A, B, sympy.Integer(3), sympy.Integer(-2), sympy.Integer(7)])
+
+    def extend(children):
+        pair = st.tuples(children, children)
+        return st.one_of(
+            pair.map(lambda p: p[0] + p[1]),
+            pair.map(lambda p: p[0] * p[1]),
+            pair.map(lambda p: p[0] - p[1]),
+            children.map(lambda c: E.FloorDiv(c, 3)),
+            children.map(lambda c: E.FloorDiv(c, -4)),
+            children.map(lambda c: E.PythonMod(c, 5)),
+            children.map(lambda c: E.PythonMod(c, -3)),
+            pair.map(lambda p: E.Max(p[0], p[1])),
+            pair.map(lambda p: E.Min(p[0], p[1])),
+            children.map(lambda c: c ** 2),
+            children.map(sympy.Abs),
+        )
+    return st.recursive(leaves, extend, max_leaves=6)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_exprs(), st.integers(-10, 10), st.integers(0, 10), st.integers(-10, 10), st.integers(0, 10))
+def test_bound_contains_every_value(expr, a_lo, a_w, b_lo, b_w):
+    ranges = {A: ValueRange(a_lo, a_lo + a_w), B: ValueRange(b_lo, b_lo + b_w)}
+    box = bound(expr, ranges)
+    for a in range(a_lo, a_lo + a_w + 1, max(1, a_w // 3)):
+        for b in range(b_lo, b_lo + b_w + 1, max(1, b_w // 3)):
+            value = E.evaluate_at(expr, {A: a, B: b})
+            assert box.contains(value), (expr, a, b, value, box)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_exprs(), st.sampled_from([sympy.Eq, sympy.Ne, sympy.Lt, sympy.Le, sympy.Gt, sympy.Ge]),
+       st.integers(-20, 20), st.integers(0, 6))
+def test_static_truth_is_sound(expr, rel, c, width):
+    ranges = {A: ValueRange(2, 2 + width), B: ValueRange(-3, -3 + width)}
+    fact = rel(expr, c)
+    answer = static_truth(fact, ranges)
+    if answer is None or fact in (sympy.true, sympy.false):
+        return
+    for a in range(2, 3 + width):
+        for b in range(-3, -2 + width):
+            assert E.evaluate_at(fact, {A: a, B: b}) == answer
+
+
+def test_str_and_unbounded():
+    assert str(ValueRange(2, None)) == "VR[2, int_oo]"
+    assert str(ValueRange(2, 10)) == "VR[2, 10]"
+    assert ValueRange(None, None).contains(-10**9)
+    assert ValueRange(3, 3).is_singleton()
+
+
+def test_size_questions_settled_by_ranges():
+    s = sympy.Symbol("s0", integer=True, positive=True)
+    ranges = {s: ValueRange(2, None)}
+    assert static_truth(sympy.Eq(s, 1), ranges) is False
+    assert static_truth(sympy.Ne(s, 1), ranges) is True
+    assert static_truth(s * s >= 2, ranges) is True
+    assert static_truth(sympy.Eq(s, 4), ranges) is None
+    assert static_truth(sympy.Or(sympy.Eq(s, 1), sympy.Eq(s, 0)), ranges) is False

@@ -1,0 +1,121 @@
+"""The solver: three-valued verdicts, counterexamples that really violate the fact, exact
+Python floor semantics, and check_guards over recorded guards."""
+import sympy
+import torch
+import z3
+from hypothesis import given, settings, strategies as st
+from torch._dispatch.python import enable_python_dispatcher
+
+from unbroken.symbolic import expr as E
+from unbroken.symbolic.env import ShapeEnvironment
+from unbroken.symbolic.solver import Solver, check_guards, to_z3
+
+
+def _env(upper=None):
+    env = ShapeEnvironment()
+    a = env.create_symbol("a", 8, upper=upper, source="x.shape[0]")
+    b = env.create_symbol("b", 6, upper=upper, source="y.shape[0]")
+    return env, a, b
+
+
+def test_verdicts():
+    env, a, b = _env(upper=64)
+    solver = Solver(env)
+    assert solver.decide(sympy.Ne(a, 1)).verdict == "true"
+    assert solver.decide(E.FloorDiv(a, 2) * 2 >= a - 1).verdict == "true"
+    assert solver.decide(sympy.Eq(E.PythonMod(2 * a, 2), 0)).verdict == "true"
+    assert solver.decide(a > 100).verdict == "false"
+    assert solver.decide(sympy.Eq(a * b, 2 * a * b + 1)).verdict == "false"
+    undecided = solver.decide(sympy.Le(a, b))
+    assert undecided.verdict == "inconclusive"
+    cx = undecided.counterexample
+    assert cx[a] > cx[b] and 2 <= cx[b] and cx[a] <= 64
+    assert solver.decide(sympy.true).verdict == "true"
+
+
+FACT_BUILDERS = [
+    lambda a, b, c: sympy.Eq(E.PythonMod(a * b, c), 0),
+    lambda a, b, c: sympy.Le(E.FloorDiv(a, c) + b, 3 * c),
+    lambda a, b, c: sympy.Ne(a + c, 2 * b),
+    lambda a, b, c: sympy.Lt(E.Max(a, b) - E.Min(a, b), c),
+    lambda a, b, c: sympy.Or(sympy.Eq(a, b), sympy.Gt(a, c)),
+    lambda a, b, c: sympy.Ge(E.FloorDiv(a - 3 * b, c - 6), -2),
+    lambda a, b, c: sympy.Eq(E.PythonMod(a - 2 * b, c - 6), 0),
+]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(range(len(FACT_BUILDERS))), st.integers(2, 9).filter(lambda c: c != 6),
+       st.integers(8, 40))
+def test_counterexamples_violate_the_fact_and_verdicts_match_sampling(which, c, upper):
+    env, a, b = _env(upper=upper)
+    fact = FACT_BUILDERS[which](a, b, c)
+    decision = Solver(env).decide(fact)
+    if decision.counterexample is not None:
+        values = decision.counterexample
+        assert 2 <= values[a] <= upper and 2 <= values[b] <= upper
+        assert E.evaluate_at(fact, values) is False
+    sampled = {E.evaluate_at(fact, {a: x, b: y}) for x in range(2, upper + 1, 3) for y in range(2, upper + 1, 4)}
+    if decision.verdict == "true":
+        assert sampled == {True}
+    elif decision.verdict == "false":
+        assert sampled == {False}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(-30, 30), st.integers(-9, 9).filter(bool))
+def test_z3_encoding_of_floordiv_and_mod_is_python(x, y):
+    u, v = sympy.Symbol("u0", integer=True), sympy.Symbol("u1", integer=True)
+    s = z3.Solver()
+    s.add(z3.Int("u0") == x, z3.Int("u1") == y)
+    q, r = z3.Int("q"), z3.Int("r")
+    s.add(q == to_z3(E.FloorDiv(u, v)), r == to_z3(E.PythonMod(u, v)))
+    assert s.check() == z3.sat
+    m = s.model()
+    assert m[q].as_long() == x // y and m[r].as_long() == x % y
+
+
+def test_negative_divisor_fact_decided_with_floor_semantics():
+    env = ShapeEnvironment()
+    u = env.create_unbacked_symbol()
+    torch._check(env.symint(u) >= -7)
+    torch._check(env.symint(u) <= -1)
+    solver = Solver(env)
+    # floor semantics: (-1) // 2 == -1, so u // 2 <= -1 for every admitted u
+    assert solver.decide(E.FloorDiv(u, 2) <= -1).verdict == "true"
+    assert solver.decide(E.PythonMod(u, -3) <= 0).verdict == "true"
+    assert solver.decide(E.PythonMod(u, 3) >= 0).verdict == "true"
+
+
+def test_expect_true_facts_are_assumed_only_when_asked():
+    env = ShapeEnvironment()
+    s = env.create_symbol("", 10)
+    torch._check(env.symint(s) % 2 == 0)
+    fact = sympy.Eq(E.PythonMod(s * 3, 2), 0)
+    assert Solver(env).decide(fact).verdict == "true"
+    assert Solver(env, assume_checks=False).decide(fact).verdict == "inconclusive"
+
+
+def test_check_guards_reports_specializations_with_counterexamples():
+    env, a, b = _env()
+    with enable_python_dispatcher():
+        x = env.make_meta_tensor(torch.randn(8, 4), [a, 4])
+        y = env.make_meta_tensor(torch.randn(6, 4), [b, 4])
+        assert bool(x.shape[0] >= y.shape[0])
+        x.view(2, -1)
+        assert bool(x.shape[0] > 3)
+    violations = check_guards(env)
+    assert violations, env.guards
+    for v in violations:
+        assert v.decision.verdict != "true"
+        if v.counterexample is not None:
+            assert E.evaluate_at(v.guard.as_fact(), {**{a: 8, b: 6}, **v.counterexample}) is False
+    assert any(v.guard.as_fact() == (a > 3) for v in violations)
+
+
+def test_check_guards_empty_when_implied():
+    env, a, b = _env(upper=64)
+    with enable_python_dispatcher():
+        x = env.make_meta_tensor(torch.randn(8, 4), [a, 4])
+        torch.nn.Linear(4, 3).to("meta")(x).sum()
+    assert check_guards(env) == []

@@ -1,0 +1,233 @@
+"""Export cases: the one-line declaration that ``unbroken check`` runs.
+
+A user's Python file declares what it wants exported, one line per model::
+
+    import torch, unbroken
+
+    model = MyModel().eval()
+    unbroken.case(model, (torch.randn(8, 100),))
+    unbroken.case(model, (torch.randn(8, 100),), dynamic_shapes={"x": {0: Dim("batch")}},
+                  name="MyModel-dynamic-batch")
+
+``unbroken check models/`` imports every such file, collects the cases it declared, and exports
+each one. The arguments of :func:`case` are those of :func:`unbroken.export`, plus ``name``.
+
+Collection rules (see :func:`collect_cases`):
+
+- a file is imported under a unique module name (``__name__`` is not ``"__main__"``, so the
+  file's ``if __name__ == "__main__":`` block does not run), with the file's directory first on
+  ``sys.path`` so that it can import its neighbours;
+- a directory is walked recursively for ``*.py`` files, in sorted order; files and directories
+  whose name starts with ``_`` or ``.`` are skipped (``__init__.py``, private helpers,
+  ``__pycache__``, ``.venv``);
+- a file that fails to import is a usage error (:class:`CaseCollectionError`) that carries a
+  short traceback of the user's frames, never a crash of the command.
+"""
+from __future__ import annotations
+
+import importlib.util
+import hashlib
+import os
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ExportCase", "CaseCollectionError", "case", "collect_cases", "declared_cases"]
+
+#: Every case declared in this process, in declaration order. :func:`collect_cases` reads the
+#: slice that one import added.
+_REGISTRY: list["ExportCase"] = []
+
+
+@dataclass(frozen=True, slots=True)
+class ExportCase:
+    """One model to export, as declared by :func:`case`.
+
+    name:           a label for reports: the ``name=`` given, else the model's class name
+                    (``nn.Module``) or function name.
+    model:          the ``nn.Module`` or callable to export.
+    args:           the example positional arguments (a tuple).
+    kwargs:         the example keyword arguments, or None.
+    dynamic_shapes: the ``dynamic_shapes`` spec passed to ``export``, or None.
+    declared_at:    ``"path/to/file.py:LINE"`` of the ``unbroken.case(...)`` call.
+    """
+
+    name: str
+    model: Any
+    args: tuple
+    kwargs: dict | None
+    dynamic_shapes: Any
+    declared_at: str
+
+    @property
+    def filename(self) -> str:
+        """The file part of ``declared_at``."""
+        return self.declared_at.rsplit(":", 1)[0]
+
+    @property
+    def lineno(self) -> int:
+        """The line part of ``declared_at``."""
+        return int(self.declared_at.rsplit(":", 1)[1])
+
+    def short_location(self) -> str:
+        """``file.py:12`` — for tables."""
+        return f"{os.path.basename(self.filename)}:{self.lineno}"
+
+    def export(self):
+        """Run :func:`unbroken.export` on this case and return the ``ExportedProgram``."""
+        import unbroken
+
+        return unbroken.export(self.model, self.args, self.kwargs,
+                               dynamic_shapes=self.dynamic_shapes)
+
+
+class CaseCollectionError(Exception):
+    """A path given to ``unbroken check`` could not be read for cases (a usage error).
+
+    path:    the file or directory at fault.
+    summary: what went wrong; for an import failure, the traceback restricted to user frames.
+    """
+
+    def __init__(self, path: str | os.PathLike, summary: str):
+        self.path = str(path)
+        self.summary = summary
+        super().__init__(f"{self.path}: {summary}")
+
+
+def case(model, args, kwargs=None, *, dynamic_shapes=None, name=None) -> ExportCase:
+    """Declare that ``model`` should export with these example inputs.
+
+    Args:
+        model: an ``nn.Module`` or a function, as given to :func:`unbroken.export`.
+        args: a tuple of example positional arguments (``(x,)`` for one input).
+        kwargs: optional dict of example keyword arguments.
+        dynamic_shapes: optional ``dynamic_shapes`` spec, as for :func:`unbroken.export`.
+        name: label in reports; defaults to the model's class or function name.
+
+    Returns:
+        The recorded :class:`ExportCase` (``.export()`` runs it).
+
+    Example::
+
+        unbroken.case(MLP().eval(), (torch.randn(4, 16),))
+    """
+    if not isinstance(args, tuple):
+        raise TypeError(
+            f"unbroken.case(): args must be a tuple of example inputs, got {type(args).__name__}; "
+            "write (x,) for a single input")
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise TypeError(f"unbroken.case(): kwargs must be a dict or None, got {type(kwargs).__name__}")
+    caller = sys._getframe(1)
+    declared = ExportCase(
+        name=name or _default_name(model),
+        model=model,
+        args=args,
+        kwargs=kwargs,
+        dynamic_shapes=dynamic_shapes,
+        declared_at=f"{caller.f_code.co_filename}:{caller.f_lineno}",
+    )
+    _REGISTRY.append(declared)
+    return declared
+
+
+def declared_cases() -> list[ExportCase]:
+    """Every case declared so far in this process (a copy)."""
+    return list(_REGISTRY)
+
+
+def _default_name(model) -> str:
+    import torch
+
+    if isinstance(model, torch.nn.Module):
+        return type(model).__name__
+    return getattr(model, "__qualname__", None) or getattr(model, "__name__", None) \
+        or type(model).__name__
+
+
+def collect_cases(path: str | os.PathLike) -> list[ExportCase]:
+    """Import a file, or every eligible file under a directory, and return their cases.
+
+    Raises:
+        CaseCollectionError: the path does not exist, is not a ``.py`` file, or a file failed
+            to import (the message holds the user's part of the traceback).
+    """
+    root = Path(path)
+    if not root.exists():
+        raise CaseCollectionError(path, "no such file or directory")
+    if root.is_dir():
+        return _dedupe([c for file in python_files(root) for c in _collect_file(file)])
+    if root.suffix != ".py":
+        raise CaseCollectionError(path, "not a Python file (expected *.py or a directory)")
+    return _collect_file(root)
+
+
+def python_files(directory: Path) -> list[Path]:
+    """The ``*.py`` files under ``directory`` that :func:`collect_cases` imports, sorted."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(directory):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(("_", ".")))
+        found += [Path(dirpath, f) for f in sorted(filenames)
+                  if f.endswith(".py") and not f.startswith(("_", "."))]
+    return found
+
+
+def _dedupe(cases: list[ExportCase]) -> list[ExportCase]:
+    """Drop repeats of one declaration (a file imported by another file that is also collected)."""
+    seen, unique = set(), []
+    for c in cases:
+        key = (c.declared_at, c.name)
+        if key not in seen:
+            seen.add(key)
+            unique.append(c)
+    return unique
+
+
+def _collect_file(file: Path) -> list[ExportCase]:
+    file = file.resolve()
+    start = len(_REGISTRY)
+    _import_file(file)
+    return list(_REGISTRY[start:])
+
+
+def _module_name(file: Path) -> str:
+    digest = hashlib.sha1(str(file).encode()).hexdigest()[:12]
+    return f"_unbroken_cases_{file.stem}_{digest}"
+
+
+def _import_file(file: Path) -> None:
+    """Execute ``file`` as a fresh module; its directory is first on ``sys.path`` meanwhile."""
+    name = _module_name(file)
+    spec = importlib.util.spec_from_file_location(name, file)
+    if spec is None or spec.loader is None:
+        raise CaseCollectionError(file, "cannot be loaded as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses and pickling look the module up by name
+    sys.path.insert(0, str(file.parent))
+    try:
+        spec.loader.exec_module(module)
+    except (Exception, SystemExit) as exc:
+        sys.modules.pop(name, None)
+        raise CaseCollectionError(file, "failed to import:\n" + _user_traceback(exc)) from exc
+    finally:
+        _remove_first(sys.path, str(file.parent))
+
+
+def _remove_first(items: list, value) -> None:
+    try:
+        items.remove(value)
+    except ValueError:
+        pass
+
+
+def _user_traceback(exc: BaseException) -> str:
+    """The traceback of ``exc`` without importlib's and this module's own frames."""
+    tb = traceback.TracebackException.from_exception(exc)
+    tb.stack = traceback.StackSummary.from_list(
+        [f for f in tb.stack if not _is_machinery(f.filename)])
+    return "".join(tb.format()).rstrip()
+
+
+def _is_machinery(filename: str) -> bool:
+    return filename.startswith("<frozen importlib") or filename == __file__

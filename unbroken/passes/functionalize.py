@@ -1,0 +1,328 @@
+"""Functionalization: replace in-place ops by their functional variants.
+
+Input invariants (what the recorder produces):
+
+- placeholders match ``signature.input_specs``; the output node returns one tuple matching
+  ``signature.output_specs``;
+- an in-place op ``op_(t, ...)`` (its schema writes its first argument and returns it) stands for
+  the new value of ``t``: every later use of that tensor refers to the in-place node, never to
+  ``t`` itself.
+
+Output invariants:
+
+- no ``call_function`` node has a mutable schema; each in-place node became the functional op
+  found from the schemas (``relu_`` -> ``relu``, ``add_.Tensor`` -> ``add.Tensor``, ``normal_`` ->
+  ``normal_functional``), with the same arguments and ``meta``, and its uses were rewired;
+- each mutated buffer / user input has one extra output, its final value, placed before the user
+  outputs in placeholder order, with an output spec ``BUFFER_MUTATION`` (target: the buffer's FQN)
+  or ``USER_INPUT_MUTATION`` (target: the input's placeholder name);
+- output specs name the (possibly renamed) output nodes.
+
+Refused with :class:`UnsupportedError` at the user's line (the graph is left untouched): writes
+to a view or to a tensor that has a view still used afterwards, writes to parameters or lifted
+constants, ``out=`` variants, ops that write arguments other than ``self`` or several
+arguments, in-place ops that change metadata (``resize_``, ``t_``, ``unsqueeze_``, ``set_`` ...),
+and in-place ops without a functional variant.
+"""
+from __future__ import annotations
+
+import copy
+import operator
+from dataclasses import dataclass
+
+import torch
+from torch._ops import OpOverload
+
+from unbroken.ir.signature import (
+    ConstantArgument,
+    InputKind,
+    OutputKind,
+    OutputSpec,
+    TensorArgument,
+)
+from unbroken.symbolic.diagnostics import InternalError, UnsupportedError
+
+__all__ = ["functionalize", "functional_variant", "is_view_node", "inplace_written_index"]
+
+_METADATA_INPLACE = frozenset({
+    "resize_", "resize_as_", "set_", "as_strided_", "t_", "transpose_", "unsqueeze_",
+    "squeeze_", "swapdims_", "swapaxes_", "detach_", "_resize_output_",
+})
+
+_VIEW_HINT = ("compute the new value out of place instead of writing into a view: e.g. "
+              "`y = torch.where(mask, value, x)`, `x = torch.cat([...])`, or "
+              "`x = x.index_put(indices, values)` / `x.scatter(...)`; or call `.clone()` on the "
+              "view before modifying it.")
+
+
+# -- schemas -----------------------------------------------------------------------------------
+def _op_name(op: OpOverload) -> tuple[str, str]:
+    """(namespace, name) of an overload: ``aten::relu_`` -> ('aten', 'relu_')."""
+    namespace, _, name = op._schema.name.partition("::")
+    return namespace, name
+
+
+def _written(op: OpOverload) -> list:
+    """Indices of the schema arguments the op writes to (``Tensor(a!)``)."""
+    return [i for i, a in enumerate(op._schema.arguments)
+            if a.alias_info is not None and a.alias_info.is_write]
+
+
+def inplace_written_index(op) -> int | None:
+    """0 if ``op`` is an in-place op of the ``self``-writing form (``Tensor(a!) self ... ->
+    Tensor(a!)``), else None."""
+    if not isinstance(op, OpOverload) or _written(op) != [0]:
+        return None
+    schema = op._schema
+    returns = schema.returns
+    if schema.arguments[0].kwarg_only or len(returns) != 1 or returns[0].alias_info is None:
+        return None
+    return 0 if returns[0].alias_info.is_write else None
+
+
+def _arg_key(argument) -> tuple:
+    return argument.name, str(argument.type), argument.kwarg_only
+
+
+def _matches(functional: OpOverload, inplace: OpOverload) -> bool:
+    a, b = functional._schema, inplace._schema
+    return (not a.is_mutable and len(a.returns) == len(b.returns)
+            and [_arg_key(x) for x in a.arguments] == [_arg_key(x) for x in b.arguments])
+
+
+def functional_variant(op: OpOverload) -> OpOverload | None:
+    """The functional overload with the same arguments as in-place ``op``, found by schema.
+
+    Looks in ``<ns>.<name without _>`` and ``<ns>.<name without _>_functional`` (``normal_``) for
+    an overload with identical argument names, types and keyword-only flags that mutates nothing.
+    """
+    namespace, name = _op_name(op)
+    base = name[:-1] if name.endswith("_") else name
+    ops_namespace = getattr(torch.ops, namespace)
+    for packet_name in (base, base + "_functional"):
+        packet = getattr(ops_namespace, packet_name, None)
+        for overload in (packet.overloads() if packet is not None else ()):
+            candidate = getattr(packet, overload)
+            if _matches(candidate, op):
+                return candidate
+    return None
+
+
+def _returns_alias(op: OpOverload) -> bool:
+    return any(r.alias_info is not None and not r.alias_info.is_write
+               for r in op._schema.returns)
+
+
+def is_view_node(node: torch.fx.Node) -> bool:
+    """True if ``node``'s value aliases its first argument (a view op, or an element of a
+    view op's list output such as ``split``'s)."""
+    if node.op != "call_function":
+        return False
+    if isinstance(node.target, OpOverload):
+        return _returns_alias(node.target) and not node.target._schema.is_mutable
+    if node.target is operator.getitem and isinstance(node.args[0], torch.fx.Node):
+        return is_view_node(node.args[0])
+    return False
+
+
+# -- analysis ----------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _Rewrite:
+    """One in-place node to replace.
+
+    node:       the in-place node.
+    functional: the functional overload that replaces it.
+    root:       the tensor it writes, traced back through earlier in-place nodes.
+    """
+
+    node: torch.fx.Node
+    functional: OpOverload
+    root: torch.fx.Node
+
+
+def _refuse(node: torch.fx.Node, message: str, hint: str) -> UnsupportedError:
+    return UnsupportedError(message, frames=node.meta.get("user_frames", ()), hint=hint)
+
+
+def _describe(node: torch.fx.Node) -> str:
+    return f"`{node.target}`"
+
+
+def _classify(node: torch.fx.Node) -> OpOverload:
+    """The functional replacement of in-place ``node``, or UnsupportedError saying why not."""
+    op = node.target
+    name = _op_name(op)[1]
+    written = _written(op)
+    if any(op._schema.arguments[i].kwarg_only for i in written):
+        raise _refuse(node, f"The out= variant {_describe(node)} writes into a preallocated "
+                      f"tensor, which is not supported yet.",
+                      "call the op without `out=` and use its return value.")
+    if inplace_written_index(op) is None:
+        names = ", ".join(op._schema.arguments[i].name for i in written)
+        raise _refuse(node, f"{_describe(node)} mutates its argument(s) {names}, which is not "
+                      f"supported yet.",
+                      "use the op's functional form, or compute the new values out of place.")
+    functional = functional_variant(op)
+    if name in _METADATA_INPLACE or (functional is not None and _returns_alias(functional)):
+        raise _refuse(node, f"{_describe(node)} changes a tensor's shape or strides in place, "
+                      f"which is not supported yet.",
+                      f"use the out-of-place form and rebind the name, e.g. "
+                      f"`x = x.{name[:-1]}(...)`.")
+    if functional is None:
+        raise _refuse(node, f"{_describe(node)} has no functional variant to replace it with.",
+                      "use an out-of-place op instead of the in-place one.")
+    return functional
+
+
+class _Analysis:
+    """Decides, before the graph is touched, how every in-place node is rewritten.
+
+    order:    node -> position in the graph.
+    inputs:   placeholder -> its InputSpec.
+    rewrites: the in-place nodes in graph order, with their replacements.
+    final:    mutated placeholder -> the in-place node holding its last value.
+    """
+
+    def __init__(self, graph: torch.fx.Graph, signature):
+        nodes = list(graph.nodes)
+        self.order = {n: i for i, n in enumerate(nodes)}
+        placeholders = [n for n in nodes if n.op == "placeholder"]
+        self.inputs = dict(zip(placeholders, signature.input_specs))
+        self.rewrites: list[_Rewrite] = []
+        self.final: dict = {}
+        for node in nodes:
+            if node.op == "call_function" and isinstance(node.target, OpOverload) \
+                    and node.target._schema.is_mutable:
+                self._analyse(node)
+
+    def root_of(self, node: torch.fx.Node) -> torch.fx.Node:
+        """The tensor an in-place chain writes: follow first arguments of in-place nodes."""
+        while node.op == "call_function" and inplace_written_index(node.target) == 0:
+            node = node.args[0]
+        return node
+
+    def versions(self, root: torch.fx.Node, before: torch.fx.Node) -> list:
+        """``root`` and the in-place nodes that wrote it, up to (excluding) ``before``."""
+        found, node = [], before.args[0]
+        while node is not root:
+            found.append(node)
+            node = node.args[0]
+        return [root] + found[::-1]
+
+    def _analyse(self, node: torch.fx.Node) -> None:
+        functional = _classify(node)
+        target = node.args[0]
+        if not isinstance(target, torch.fx.Node):
+            raise InternalError(f"in-place node {node.name} writes a non-tensor argument",
+                                frames=node.meta.get("user_frames", ()))
+        root = self.root_of(target)
+        self._check_root(node, root)
+        self._check_views_and_stale_uses(node, root)
+        self.rewrites.append(_Rewrite(node, functional, root))
+        if root.op == "placeholder":
+            self.final[root] = node
+
+    def _check_root(self, node: torch.fx.Node, root: torch.fx.Node) -> None:
+        if is_view_node(root):
+            raise _refuse(node, f"{_describe(node)} writes into a view of another tensor (made "
+                          f"by `{root.target}`), which is not supported yet.", _VIEW_HINT)
+        spec = self.inputs.get(root)
+        if spec is None:
+            return
+        if spec.kind == InputKind.PARAMETER:
+            raise _refuse(node, f"{_describe(node)} modifies the parameter '{spec.target}', "
+                          f"which is not supported.",
+                          "do not modify parameters in forward(); keep state that changes in a "
+                          "buffer (self.register_buffer) instead.")
+        if spec.kind not in (InputKind.BUFFER, InputKind.USER_INPUT):
+            raise _refuse(node, f"{_describe(node)} modifies the constant tensor "
+                          f"'{spec.target}', which is not supported.",
+                          "register the tensor as a buffer if forward() modifies it, or "
+                          "modify a .clone() of it.")
+
+    def _check_views_and_stale_uses(self, node, root) -> None:
+        position = self.order[node]
+        for version in self.versions(root, node):
+            for user in version.users:
+                if user is not node and self.order[user] > position:
+                    raise InternalError(
+                        f"{user.name} uses the value of {version.name} from before the "
+                        f"in-place write {node.name}", frames=node.meta.get("user_frames", ()))
+            for view in self._views(version):
+                if self.order[view] < position and self._used_after(view, position):
+                    raise _refuse(node, f"{_describe(node)} modifies a tensor that has a view "
+                                  f"(made by `{view.target}`) which is used afterwards; this is "
+                                  f"not supported yet.", _VIEW_HINT)
+
+    def _views(self, node: torch.fx.Node) -> list:
+        """Every view of ``node``, transitively (views of views)."""
+        found, stack = [], [node]
+        while stack:
+            for user in stack.pop().users:
+                if is_view_node(user) and user not in found:
+                    found.append(user)
+                    stack.append(user)
+        return found
+
+    def _used_after(self, node: torch.fx.Node, position: int) -> bool:
+        return any(self.order[user] > position for user in node.users)
+
+
+# -- rewrite -----------------------------------------------------------------------------------
+def _replace(graph: torch.fx.Graph, rewrite: _Rewrite) -> torch.fx.Node:
+    old = rewrite.node
+    with graph.inserting_before(old):
+        name = _op_name(rewrite.functional)[1]  # torch names nodes by op: relu, add_1
+        new = graph.create_node("call_function", rewrite.functional, old.args, old.kwargs,
+                                name=name)
+    new.meta = copy.copy(old.meta)
+    old.replace_all_uses_with(new)
+    graph.erase_node(old)
+    return new
+
+
+def _output_spec(spec: OutputSpec, value) -> OutputSpec:
+    if isinstance(value, torch.fx.Node) and not isinstance(spec.arg, ConstantArgument):
+        return OutputSpec(spec.kind, type(spec.arg)(value.name), spec.target)
+    return spec
+
+
+def _mutation_spec(placeholder, spec, value: torch.fx.Node) -> OutputSpec:
+    if spec.kind == InputKind.BUFFER:
+        return OutputSpec(OutputKind.BUFFER_MUTATION, TensorArgument(value.name), spec.target)
+    return OutputSpec(OutputKind.USER_INPUT_MUTATION, TensorArgument(value.name),
+                      placeholder.name)
+
+
+def _rewrite_outputs(graph, signature, analysis: _Analysis, replaced: dict):
+    output = next(n for n in graph.nodes if n.op == "output")
+    old_values = list(output.args[0])
+    mutated = [(p, s) for p, s in analysis.inputs.items() if p in analysis.final]
+    new_values = [replaced[analysis.final[p]] for p, _ in mutated]
+    mutation_specs = [_mutation_spec(p, s, v) for (p, s), v in zip(mutated, new_values)]
+    user_specs = [_output_spec(s, v) for s, v in zip(signature.output_specs, old_values)]
+    output.args = (tuple(new_values + old_values),)
+    return signature.replace(output_specs=mutation_specs + user_specs)
+
+
+def functionalize(graph_module: torch.fx.GraphModule, signature):
+    """Remove every mutation from ``graph_module``; see the module docstring for invariants.
+
+    Args:
+        graph_module: the recorded graph (rewritten in place and returned).
+        signature: its ``ExportGraphSignature``.
+
+    Returns:
+        ``(graph_module, new_signature)``; the signature gains the mutation output specs.
+
+    Raises:
+        UnsupportedError: a mutation pattern that is not supported yet (graph left untouched).
+    """
+    graph = graph_module.graph
+    analysis = _Analysis(graph, signature)
+    if not analysis.rewrites:
+        return graph_module, signature
+    replaced = {r.node: _replace(graph, r) for r in analysis.rewrites}
+    new_signature = _rewrite_outputs(graph, signature, analysis, replaced)
+    graph_module.recompile()
+    return graph_module, new_signature

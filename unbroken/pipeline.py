@@ -1,0 +1,329 @@
+"""``export()``: runs the stages of DESIGN.md in order.
+
+1. validate the call and bind the inputs to ``forward``'s parameters;
+2. ``symbolic.spec`` turns ``dynamic_shapes`` into one symbol or constant per input dim, and
+   ``symbolic.env`` makes the meta tensors that stand for the inputs, parameters and buffers;
+3. the frontend interprets ``mod(*args, **kwargs)`` while ``ir.recorder`` records ATen ops;
+4. ``symbolic.solver`` decides every guard against the spec;
+5. passes: functionalization, dead-code elimination;
+6. ``ir.program`` builds the ``ExportedProgram`` (which runs the verifier).
+"""
+from __future__ import annotations
+
+import contextlib
+import inspect
+
+import torch
+import torch.fx as fx
+from torch._dispatch.python import enable_python_dispatcher
+from torch.nn.utils.stateless import _reparametrize_module
+from torch.utils import _pytree as pytree
+
+from .frontend.output import TraceContext
+from .frontend.sources import LocalSource
+from .frontend.tracer import trace_call
+from .frontend.translator import check_python_version
+from .frontend.variables.constant import ConstantVariable
+from .frontend.variables.tensor import TensorVariable
+from .ir.program import ExportedProgram
+from .ir.recorder import Recorder, meta_like
+from .ir.signature import (ConstantArgument, ExportGraphSignature, InputKind, InputSpec,
+                           OutputKind, OutputSpec, SymIntArgument, TensorArgument)
+from .passes.dce import dead_code_elimination
+from .passes.functionalize import functionalize
+from .symbolic.diagnostics import (ConstraintViolationError, ExportUsageError, InternalError,
+                                   UnbrokenError)
+from .symbolic.env import ShapeEnvironment
+from .symbolic.solver import Solver, check_guards
+from .symbolic.spec import resolve_dynamic_shapes
+
+__all__ = ["export"]
+
+
+def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict: bool = True,
+           preserve_module_call_signature=()) -> ExportedProgram:
+    """Capture ``mod(*args, **kwargs)`` as one functional ATen graph, or refuse.
+
+    Args:
+        mod: an ``nn.Module`` (or a plain function) whose ``forward`` is traced.
+        args: tuple of example positional inputs (pytrees of tensors and Python constants).
+        kwargs: dict of example keyword inputs.
+        dynamic_shapes: which input dims are dynamic, as for ``torch.export.export`` (a dict
+            keyed by argument name or a tuple in argument order; ``torch.export.Dim`` objects).
+        strict: accepted for drop-in compatibility; unbroken always traces strictly.
+        preserve_module_call_signature: accepted for compatibility; not used yet.
+
+    Returns:
+        an :class:`ExportedProgram`.
+
+    Raises:
+        GraphBreakError: the model has a construct that cannot be captured (id ``UB1xx``).
+        ConstraintViolationError: the code constrains a dim declared dynamic.
+        ExportUsageError: the call itself is malformed.
+
+    Example::
+
+        ep = unbroken.export(model, (torch.randn(8, 100), torch.randn(8, 100)))
+        print(ep)
+        out = ep.module()(x, y)
+    """
+    args, kwargs = _check_call(mod, args, kwargs)
+    check_python_version()
+    try:
+        return _Export(mod, args, kwargs, dynamic_shapes).run()
+    except UnbrokenError:
+        raise
+    except Exception as exc:  # a bug in unbroken: say so, with what we know
+        raise InternalError(f"export failed unexpectedly ({type(exc).__name__})",
+                            cause=exc) from exc
+
+
+def _check_call(mod, args, kwargs):
+    if not (isinstance(mod, torch.nn.Module) or callable(mod)):
+        raise ExportUsageError(f"export() expects an nn.Module or a function, got "
+                               f"{type(mod).__name__}", hint="Pass the model object itself.")
+    if isinstance(args, list):
+        args = tuple(args)
+    if not isinstance(args, tuple):
+        raise ExportUsageError(
+            f"`args` must be a tuple of example inputs, got {type(args).__name__}",
+            hint="Wrap a single input in a tuple: export(model, (x,)).")
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise ExportUsageError(f"`kwargs` must be a dict, got {type(kwargs).__name__}")
+    for leaf in pytree.tree_leaves((args, kwargs or {})):
+        if not isinstance(leaf, (torch.Tensor, int, float, bool, str, type(None), torch.dtype,
+                                 torch.device)):
+            raise ExportUsageError(
+                f"unsupported example input of type {type(leaf).__name__}",
+                hint="Inputs must be tensors, Python numbers/strings, or tuples/lists/dicts of "
+                     "them (register other containers with torch.utils._pytree).")
+    return args, dict(kwargs or {})
+
+
+class _Export:
+    """One export: the state shared by the stages."""
+
+    def __init__(self, mod, args, kwargs, dynamic_shapes):
+        self.mod = mod
+        self.root = mod if isinstance(mod, torch.nn.Module) else None
+        self.args, self.kwargs = args, kwargs
+        self.dynamic_shapes = dynamic_shapes
+        self.recorder = Recorder()
+        self.output = TraceContext(self.recorder, self.root)
+        self.env = ShapeEnvironment(location_provider=self.output.user_frames)
+        self.recorder.frames_provider = self.output.user_frames
+        self.recorder.module_stack_provider = self.output.nn_module_stack
+        self.recorder.symint_factory = self.env.symint
+        self.input_specs: list[InputSpec] = []
+        self.state_dict: dict = {}
+        self.constants: dict = {}
+        self.metas: dict[str, torch.Tensor] = {}
+
+    def run(self) -> ExportedProgram:
+        forward = self.root.forward if self.root is not None else self.mod
+        signature = _signature(forward)
+        combined = _bind(signature, forward, self.args, self.kwargs)
+        dims = self._resolve_dims(combined)
+        self._lift_state()
+        arg_trackers, kwarg_trackers = self._lift_inputs(signature, dims)
+        with _tracing(self.root, self.metas):
+            result, tx = trace_call(self.output, self.mod, arg_trackers, kwarg_trackers)
+            outputs = result.unwrap(tx)
+        flat_outputs, out_spec = pytree.tree_flatten(outputs)
+        self._check_guards()
+        return self._build(flat_outputs, out_spec)
+
+    # ----------------------------------------------------------------- inputs
+    def _resolve_dims(self, combined) -> dict:
+        """id(tensor) -> tuple of dim entries (int or sympy expr), for dynamic inputs."""
+        if self.dynamic_shapes is None:
+            return {}
+        resolved = resolve_dynamic_shapes(combined, self.dynamic_shapes, self.env)
+        dims = {}
+        for name, value in combined.items():
+            leaves, spec = pytree.tree_flatten(value)
+            for leaf, entry in zip(leaves, spec.flatten_up_to(resolved[name])):
+                if isinstance(leaf, torch.Tensor):
+                    dims[id(leaf)] = entry
+        return dims
+
+    def _lift_state(self) -> None:
+        """Placeholders for parameters then buffers; meta copies stand for them while tracing."""
+        if self.root is None:
+            return
+        seen: dict[int, torch.Tensor] = {}
+        for fqn, param in self.root.named_parameters(remove_duplicate=False):
+            if id(param) in seen:
+                self.metas[fqn] = seen[id(param)]
+                continue
+            meta = self._lift_tensor(f"p_{fqn}", param, fqn, parameter=True)
+            self.input_specs.append(InputSpec(InputKind.PARAMETER, TensorArgument(meta[1]), fqn))
+            self.state_dict[fqn] = param
+            seen[id(param)] = self.metas[fqn] = meta[0]
+        for fqn, buffer in self.root.named_buffers(remove_duplicate=False):
+            if id(buffer) in seen:
+                self.metas[fqn] = seen[id(buffer)]
+                continue
+            persistent = _is_persistent(self.root, fqn)
+            meta = self._lift_tensor(f"b_{fqn}", buffer, fqn, parameter=False)
+            self.input_specs.append(InputSpec(InputKind.BUFFER, TensorArgument(meta[1]), fqn,
+                                              persistent=persistent))
+            (self.state_dict if persistent else self.constants)[fqn] = buffer
+            seen[id(buffer)] = self.metas[fqn] = meta[0]
+
+    def _lift_tensor(self, name, tensor, fqn, *, parameter):
+        meta = meta_like(tensor)
+        node = self.recorder.add_placeholder(name, meta, user_input=False, device=tensor.device)
+        self.output.mark_state(meta, parameter=parameter, requires_grad=tensor.requires_grad)
+        return meta, node.name
+
+    def _lift_inputs(self, signature, dims):
+        """Placeholders for the flattened user inputs, in the order of ``(args, kwargs)``."""
+        trackers = {}
+        for top_name, value in _top_level_names(signature, self.args, self.kwargs):
+            for path, leaf in pytree.tree_flatten_with_path(value)[0]:
+                name = top_name + "".join(_path_suffix(k) for k in path)
+                trackers[id(leaf)] = self._user_input(name, leaf, dims.get(id(leaf)))
+
+        def to_tracker(leaf):
+            return trackers.get(id(leaf)) or ConstantVariable(leaf)
+
+        return (list(pytree.tree_map(to_tracker, self.args)),
+                {k: pytree.tree_map(to_tracker, v) for k, v in self.kwargs.items()})
+
+    def _user_input(self, name, leaf, dims):
+        if not isinstance(leaf, torch.Tensor):
+            node = self.recorder.add_placeholder(name, leaf, user_input=True)
+            self.input_specs.append(InputSpec(InputKind.USER_INPUT,
+                                              ConstantArgument(node.name, leaf), None))
+            return ConstantVariable(leaf, LocalSource(name))
+        meta = self.env.make_meta_tensor(leaf, dims) if dims is not None else meta_like(leaf)
+        node = self.recorder.add_placeholder(name, meta, user_input=True, device=leaf.device)
+        for index, size in enumerate(meta.shape):
+            if isinstance(size, torch.SymInt):
+                self.recorder.bind_symbol(size.node.expr, node, index)
+        self.output.mark_state(meta, parameter=False, requires_grad=leaf.requires_grad)
+        self.input_specs.append(InputSpec(InputKind.USER_INPUT, TensorArgument(node.name), None))
+        return TensorVariable(meta, LocalSource(name), requires_grad=leaf.requires_grad)
+
+    # ----------------------------------------------------------------- guards
+    def _check_guards(self) -> None:
+        if not self.env.guards:
+            return
+        violations = check_guards(self.env, Solver(self.env, assume_checks=False))
+        if violations:
+            raise _constraint_error(self.env, violations)
+
+    # ----------------------------------------------------------------- program
+    def _build(self, flat_outputs, out_spec) -> ExportedProgram:
+        self._lift_constant_specs()
+        self.recorder.set_output(flat_outputs)
+        graph_module = fx.GraphModule(torch.nn.Module(), self.recorder.graph)
+        signature = ExportGraphSignature(self._ordered_input_specs(), self._output_specs())
+        graph_module, signature = functionalize(graph_module, signature)
+        graph_module = dead_code_elimination(graph_module)
+        _, in_spec = pytree.tree_flatten((self.args, self.kwargs))
+        return ExportedProgram(graph_module, signature, self.state_dict, self.constants,
+                               self._range_constraints(), in_spec, out_spec,
+                               example_inputs=(self.args, self.kwargs))
+
+    def _lift_constant_specs(self) -> None:
+        for name, tensor in self.recorder.constants.items():
+            target = self.recorder.constant_targets[name]
+            self.constants[target] = tensor
+            self.input_specs.append(InputSpec(InputKind.CONSTANT_TENSOR, TensorArgument(name),
+                                              target))
+
+    def _ordered_input_specs(self) -> list[InputSpec]:
+        by_name = {spec.arg.name: spec for spec in self.input_specs}
+        return [by_name[node.name] for node in self.recorder.graph.nodes
+                if node.op == "placeholder"]
+
+    def _output_specs(self) -> list[OutputSpec]:
+        specs = []
+        for value in next(n for n in self.recorder.graph.nodes if n.op == "output").args[0]:
+            if isinstance(value, fx.Node):
+                is_sym = isinstance(value.meta.get("val"), torch.SymInt)
+                arg = SymIntArgument(value.name) if is_sym else TensorArgument(value.name)
+            else:
+                arg = ConstantArgument("", value)
+            specs.append(OutputSpec(OutputKind.USER_OUTPUT, arg, None))
+        return specs
+
+    def _range_constraints(self) -> dict:
+        return {symbol: self.env.spec_ranges[symbol] for symbol, info in self.env.symbols.items()
+                if info.hint is not None}
+
+
+def _signature(forward) -> inspect.Signature:
+    try:
+        return inspect.signature(forward)
+    except (TypeError, ValueError) as exc:
+        raise ExportUsageError(f"cannot read the signature of {forward!r}: {exc}") from None
+
+
+def _bind(signature, forward, args, kwargs) -> dict:
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        names = ", ".join(signature.parameters)
+        raise ExportUsageError(
+            f"the example inputs do not match forward({names}): {exc}",
+            hint=f"Pass one example value per parameter of {getattr(forward, '__qualname__', 'forward')}.") from None
+    return dict(bound.arguments)
+
+
+def _top_level_names(signature, args, kwargs):
+    """(name, value) for each positional then keyword input, named after ``forward``'s
+    parameters (extra positionals of ``*args`` as ``args_0``, ``args_1``, ...)."""
+    params = list(signature.parameters.values())
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    var_positional = next((p.name for p in params if p.kind == p.VAR_POSITIONAL), "args")
+    for i, value in enumerate(args):
+        name = positional[i].name if i < len(positional) else \
+            f"{var_positional}_{i - len(positional)}"
+        yield name, value
+    yield from kwargs.items()
+
+
+def _path_suffix(key) -> str:
+    for attribute in ("idx", "key", "name"):
+        if hasattr(key, attribute):
+            return f"_{getattr(key, attribute)}"
+    return f"_{key}"
+
+
+def _is_persistent(root, fqn: str) -> bool:
+    owner_name, _, name = fqn.rpartition(".")
+    owner = root.get_submodule(owner_name) if owner_name else root
+    return name not in owner._non_persistent_buffers_set
+
+
+@contextlib.contextmanager
+def _tracing(root, metas):
+    """Python dispatcher on (symbolic sizes need it); parameters and buffers swapped for their
+    meta stand-ins for the duration of the trace."""
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(enable_python_dispatcher())
+        if root is not None and metas:
+            stack.enter_context(_reparametrize_module(root, metas, tie_weights=True,
+                                                      strict=False))
+        yield
+
+
+def _constraint_error(env, violations) -> ConstraintViolationError:
+    lines = []
+    for violation in violations:
+        guard = violation.guard
+        where = f"  at {guard.frames[-1].short()}: {guard.frames[-1].source}" if guard.frames else ""
+        example = ""
+        if violation.counterexample:
+            values = ", ".join(f"{env.source_of(s)} = {v}" for s, v in violation.counterexample.items())
+            example = f"  (fails for {values})"
+        lines.append(f"- {guard.describe()}{example}{where}")
+    first = violations[0].guard
+    return ConstraintViolationError(
+        "the model's code constrains dimensions that dynamic_shapes declares dynamic",
+        frames=first.frames, details="Guards not implied by the spec:\n" + "\n".join(lines),
+        hint="Narrow the Dim ranges (min/max), declare the related dims equal or derived, or mark "
+             "the dim static, so that every guard above holds for all admitted sizes.")

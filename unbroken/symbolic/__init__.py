@@ -1,0 +1,39 @@
+"""Symbolic sizes: nodes backing ``torch.SymInt``, the shape environment, guards, value
+ranges, the ``dynamic_shapes`` parser and the z3 solver.
+
+This package is the lowest layer of unbroken: it imports nothing from ``ir``, ``frontend``,
+``passes`` or ``pipeline``.
+"""
+from .diagnostics import (
+    ConstraintViolationError,
+    DataDependentError,
+    ExportUsageError,
+    UnbrokenError,
+    UserFrame,
+)
+from .env import ShapeEnvironment, SymbolInfo
+from .guards import Guard
+from .node import SymNode, is_our_symnode, sym_expr
+from .ranges import ValueRange
+from .solver import Decision, Solver, Violation, check_guards
+from .spec import resolve_dynamic_shapes
+
+__all__ = [
+    "ConstraintViolationError",
+    "DataDependentError",
+    "Decision",
+    "ExportUsageError",
+    "Guard",
+    "ShapeEnvironment",
+    "Solver",
+    "SymNode",
+    "SymbolInfo",
+    "UnbrokenError",
+    "UserFrame",
+    "ValueRange",
+    "Violation",
+    "check_guards",
+    "is_our_symnode",
+    "resolve_dynamic_shapes",
+    "sym_expr",
+]

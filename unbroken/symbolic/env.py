@@ -1,0 +1,436 @@
+"""The shape environment: symbols, their ranges and hints, and the guards tracing records.
+
+Decision path for every question a meta kernel or the user's code asks (the hot path):
+
+1. constant-fold: a sympy ``true``/``false`` or a number answers itself;
+2. cache: the same expression asked again gets the same answer, recorded once;
+3. value ranges: if the answer is the same for every value in the symbols' ranges
+   (``Ne(s0, 1)`` with ``s0`` in ``[2, oo)``), return it and record nothing;
+4. otherwise take the answer at the example inputs (the hints) and record a ``Guard``
+   with the user's stack and the current op. Expressions over unbacked symbols have no hint:
+   ``DataDependentError``, unless the caller supplied a fallback (``guard_or_false``).
+
+Nothing here rewrites expressions with what guards imply (no replacements): the recorded
+guards are checked against the spec later by ``solver.check_guards``.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Callable, Iterator, Sequence
+
+import sympy
+import torch
+
+from . import expr as E
+from .diagnostics import DataDependentError, ExportUsageError, UserFrame
+from .guards import Guard, render_expr
+from .node import SymNode
+from .ranges import ValueRange, bound, static_truth
+
+__all__ = ["ShapeEnvironment", "SymbolInfo"]
+
+
+@dataclass(frozen=True, slots=True)
+class SymbolInfo:
+    """What the environment knows about one symbol.
+
+    symbol:   the sympy symbol (``s0`` backed, ``u0`` unbacked int, ``zuf0`` unbacked float).
+    hint:     the example value (backed symbols), or None (unbacked).
+    source:   human description used in messages, e.g. ``x.shape[0]`` or ``y.item()``.
+    name:     the user's name for it (a ``Dim`` name such as ``batch``), or '' when none.
+    kind:     ``"backed"``, ``"unbacked"`` (any int), ``"size"`` (unbacked, >= 0) or ``"float"``.
+    """
+
+    symbol: sympy.Symbol
+    hint: int | float | None
+    source: str
+    name: str
+    kind: str
+
+
+class ShapeEnvironment:
+    """Owns the symbols of one export, their value ranges, and the recorded guards.
+
+    Attributes:
+        location_provider: zero-arg callable returning the current user stack (a tuple of
+            ``UserFrame``, innermost last) or ``()``; set by the frontend. Guards and errors
+            store what it returns at the moment they are born.
+        symbols:     ``{symbol: SymbolInfo}`` in creation order.
+        var_ranges:  ``{symbol: ValueRange}``: the current ranges (spec ranges refined by
+                     ``torch._check`` facts).
+        spec_ranges: ``{symbol: ValueRange}``: the ranges as created (the user's spec).
+        guards:      every recorded decision, in order, deduplicated.
+        facts:       the booleans asserted by ``torch._check`` (also in ``guards`` with
+                     ``kind == "expect_true"``).
+    """
+
+    def __init__(self, location_provider: Callable[[], tuple[UserFrame, ...]] | None = None):
+        self.location_provider = location_provider
+        self.symbols: dict[sympy.Symbol, SymbolInfo] = {}
+        self.var_ranges: dict[sympy.Symbol, ValueRange] = {}
+        self.spec_ranges: dict[sympy.Symbol, ValueRange] = {}
+        self.guards: list[Guard] = []
+        self.facts: list[sympy.Basic] = []
+        self._hints: dict[sympy.Symbol, int | float] = {}
+        self._op_stack: list[str] = []
+        self._decided: dict[tuple, bool] = {}
+        self._bound_cache: dict = {}
+        self._oblivious_cache: dict = {}
+        self._backed_count = 0
+        self._unbacked_count = 0
+
+    # ----- symbols -----
+    def create_symbol(self, name: str, hint: int, *, lower: int = 2, upper: int | None = None,
+                      source: str = "") -> sympy.Symbol:
+        """A backed size symbol ``s<n>`` with value range ``[lower, upper]`` (None = unbounded).
+
+        ``name`` is the user's name for the dimension (a ``Dim`` name) or ''; the sympy
+        symbol itself is always named ``s<n>`` (PyTorch's convention for backed sizes).
+        ``hint`` is the example size and must lie in the range.
+        """
+        if upper is not None and upper < lower:
+            raise ExportUsageError(f"empty range [{lower}, {upper}] for {source or name or 'a dimension'}")
+        if not (lower <= hint and (upper is None or hint <= upper)):
+            raise ExportUsageError(
+                f"example size {hint} of {source or name} is outside its range [{lower}, {upper}]")
+        symbol = sympy.Symbol(f"{E.BACKED_PREFIX}{self._backed_count}", integer=True,
+                              **({"positive": True} if lower >= 1 else {"nonnegative": True}))
+        self._backed_count += 1
+        self._register(SymbolInfo(symbol, hint, source, name, "backed"), ValueRange(lower, upper))
+        self._hints[symbol] = hint
+        return symbol
+
+    def create_unbacked_symbol(self, kind: str = "int", source: str = "") -> sympy.Symbol:
+        """A symbol with no example value (``.item()``, ``nonzero`` sizes, ...).
+
+        kind: ``"int"`` (range (-oo, oo)), ``"size"`` (range [0, oo); treated as >= 2 by
+        size-oblivious decisions) or ``"float"``.
+        """
+        symbol = E.make_unbacked_symbol(self._unbacked_count, kind)
+        self._unbacked_count += 1
+        value_range = ValueRange(0, None) if kind == "size" else ValueRange.unbounded()
+        self._register(SymbolInfo(symbol, None, source, "", "unbacked" if kind == "int" else kind), value_range)
+        return symbol
+
+    def _register(self, info: SymbolInfo, value_range: ValueRange) -> None:
+        self.symbols[info.symbol] = info
+        self.var_ranges[info.symbol] = value_range
+        self.spec_ranges[info.symbol] = value_range
+        self._invalidate()
+
+    def source_of(self, symbol: sympy.Symbol) -> str:
+        """The human description of a symbol (``x.shape[0]``), or its name."""
+        info = self.symbols.get(symbol)
+        return (info.source or info.name or symbol.name) if info else symbol.name
+
+    def is_unbacked(self, symbol: sympy.Symbol) -> bool:
+        info = self.symbols.get(symbol)
+        return info.hint is None if info else E.is_unbacked_symbol(symbol)
+
+    def set_range(self, symbol: sympy.Symbol, value_range: ValueRange, *, spec: bool = False) -> None:
+        """Replace a symbol's range (``spec=True`` also changes the spec range)."""
+        self.var_ranges[symbol] = value_range
+        if spec:
+            self.spec_ranges[symbol] = value_range
+        self._invalidate()
+
+    def _invalidate(self) -> None:
+        self._bound_cache.clear()
+        self._oblivious_cache.clear()
+
+    # ----- values -----
+    def symint(self, expr) -> "torch.SymInt | int":
+        """A ``torch.SymInt`` for an integer expression; a plain int when it is constant."""
+        expr = sympy.sympify(expr)
+        if expr.is_Integer:
+            return int(expr)
+        return torch.SymInt(SymNode(expr, self, int, self.hint_of(expr)))
+
+    def symbool(self, expr) -> "torch.SymBool | bool":
+        """A ``torch.SymBool`` for a boolean expression; a plain bool when it is constant."""
+        expr = sympy.sympify(expr)
+        if expr is sympy.true or expr is sympy.false:
+            return expr is sympy.true
+        return torch.SymBool(SymNode(expr, self, bool, self.hint_of(expr)))
+
+    def symfloat(self, expr) -> "torch.SymFloat":
+        """A ``torch.SymFloat`` for a real expression."""
+        expr = sympy.sympify(expr)
+        hint = self.hint_of(expr)
+        return torch.SymFloat(SymNode(expr, self, float, None if hint is None else float(hint)))
+
+    def make_meta_tensor(self, example: torch.Tensor, dims: Sequence) -> torch.Tensor:
+        """A meta tensor like ``example`` (dtype, requires_grad) with sizes ``dims``.
+
+        ``dims``: one entry per dimension, an ``int`` (static) or a sympy expression.
+        Strides are contiguous, laid out in the same dim order as the example's strides
+        (a channels-last example gives a channels-last meta tensor).
+        """
+        if len(dims) != example.dim():
+            raise ExportUsageError(
+                f"{len(dims)} dimension entries given for a tensor with {example.dim()} dimensions")
+        exprs = [sympy.sympify(d) for d in dims]
+        order = sorted(range(len(exprs)), key=lambda d: (example.stride(d), -d))
+        strides: list = [None] * len(exprs)
+        running = sympy.Integer(1)
+        for d in order:
+            strides[d] = running
+            running = running * exprs[d]
+        return torch.empty_strided(
+            [self.symint(e) for e in exprs], [self.symint(s) for s in strides],
+            dtype=example.dtype, device="meta", requires_grad=example.requires_grad)
+
+    def hint_of(self, expr):
+        """The value of ``expr`` at the example inputs, or None if it mentions an unbacked
+        symbol."""
+        try:
+            return self.evaluate_at_hints(expr)
+        except (KeyError, TypeError):
+            return None
+
+    def evaluate_at_hints(self, expr):
+        """Like ``hint_of`` but raises ``KeyError`` when an unbacked symbol has no value."""
+        if isinstance(expr, (bool, int, float)):
+            return expr
+        free = expr.free_symbols
+        if not free:
+            return E.to_python(expr)
+        return E.evaluate_at(expr, {s: self._hints[s] for s in free})
+
+    # ----- static reasoning -----
+    def bound(self, expr) -> ValueRange:
+        """An interval containing every value of ``expr`` under the current ranges."""
+        return bound(sympy.sympify(expr), self.var_ranges, self._bound_cache)
+
+    def static_truth(self, expr, *, size_oblivious: bool = False) -> bool | None:
+        """True/False when the ranges settle ``expr`` for every admitted value, else None."""
+        if size_oblivious:
+            return static_truth(expr, self._oblivious_ranges(), self._oblivious_cache)
+        return static_truth(expr, self.var_ranges, self._bound_cache)
+
+    def _oblivious_ranges(self) -> dict:
+        """Ranges where size-like unbacked symbols are assumed >= 2 (PyTorch's
+        size-oblivious reasoning: the result is then valid for sizes 0 and 1 "by audit")."""
+        ranges = dict(self.var_ranges)
+        for symbol, info in self.symbols.items():
+            if info.kind == "size":
+                ranges[symbol] = ranges[symbol].intersect(ValueRange(2, None))
+        return ranges
+
+    # ----- decisions -----
+    @contextlib.contextmanager
+    def op_context(self, op_name: str) -> Iterator[None]:
+        """Guards recorded inside this block store ``op=op_name``."""
+        self._op_stack.append(op_name)
+        try:
+            yield
+        finally:
+            self._op_stack.pop()
+
+    def decide_bool(self, node: SymNode, *, kind: str = "guard", size_oblivious: bool = False,
+                    fallback: bool | None = None) -> bool:
+        """Answer a boolean node (see the module docstring for the order of steps)."""
+        return self.decide_expr(node.expr, kind=kind, size_oblivious=size_oblivious,
+                                fallback=fallback, hint=node.hint)
+
+    def decide_expr(self, expr, *, kind: str = "guard", size_oblivious: bool = False,
+                    fallback: bool | None = None, hint=None) -> bool:
+        """Answer a sympy boolean; records a guard unless constant or settled by ranges.
+
+        fallback: when given, an undecidable (data-dependent) question returns it instead of
+        raising (``guard_or_false``/``guard_or_true``); nothing is recorded then.
+        """
+        if expr is sympy.true or expr is sympy.false:
+            return expr is sympy.true
+        key = (expr, size_oblivious)
+        known = self._decided.get(key)
+        if known is not None:
+            return known
+        value = self.static_truth(expr, size_oblivious=size_oblivious)
+        if value is not None:
+            self._decided[key] = value
+            return value
+        if hint is None:
+            hint = self.hint_of(expr)
+        if hint is None:
+            if fallback is not None:
+                return fallback
+            raise self.data_dependent_error(expr)
+        value = bool(hint)
+        self._record(expr, value, kind)
+        self._decided[key] = value
+        return value
+
+    def decide_value(self, node: SymNode):
+        """Concretize an int/float node to its example value, guarding ``expr == value``."""
+        expr = node.expr
+        if expr.is_number:
+            return E.to_python(expr) if node.pytype is not float else float(expr)
+        value_range = self.bound(expr)
+        if value_range.is_singleton():
+            return node.pytype(value_range.lower)
+        hint = node.hint if node.hint is not None else self.hint_of(expr)
+        if hint is None:
+            raise self.data_dependent_error(expr, concretize=True)
+        if node.pytype is bool:
+            return self.decide_bool(node)
+        hint = node.pytype(hint)
+        question = sympy.Eq(expr, hint)
+        key = (question, False)
+        if key not in self._decided:
+            self._record(question, True, "guard")
+            self._decided[key] = True
+        return hint
+
+    def expect_true(self, node: SymNode) -> bool:
+        """``torch._check(cond)``: assume ``cond`` from here on (a runtime assert).
+
+        Returns False when ranges or the example inputs show that ``cond`` is false (PyTorch
+        then raises its own error); otherwise records an ``expect_true`` guard, refines the
+        ranges of simple ``symbol <op> constant`` forms, and returns True.
+        """
+        expr = node.expr
+        if expr is sympy.true or expr is sympy.false:
+            return expr is sympy.true
+        known = self._decided.get((expr, False))
+        if known is not None:
+            return known
+        value = self.static_truth(expr)
+        if value is not None:
+            return value
+        hint = node.hint if node.hint is not None else self.hint_of(expr)
+        if hint is not None and not hint:
+            return False
+        self._record(expr, True, "expect_true")
+        self.facts.append(expr)
+        self._decided[(expr, False)] = True
+        self._refine(expr)
+        return True
+
+    def _record(self, expr, value: bool, kind: str) -> None:
+        frames = tuple(self.location_provider()) if self.location_provider else ()
+        op = self._op_stack[-1] if self._op_stack else None
+        self.guards.append(Guard(expr, value, frames, op, kind))
+
+    def _refine(self, expr) -> None:
+        """Narrow a symbol's range from a fact of the form ``symbol <op> constant``."""
+        for fact in sympy.And.make_args(expr):
+            parsed = _symbol_vs_constant(fact)
+            if parsed is None:
+                continue
+            symbol, new_range = parsed
+            current = self.var_ranges.get(symbol, ValueRange.unbounded())
+            narrowed = current.intersect(new_range)
+            if narrowed.is_empty():
+                continue
+            self.var_ranges[symbol] = narrowed
+            info = self.symbols.get(symbol)
+            if info is not None and info.kind == "unbacked" and narrowed.lower >= 0:
+                self.symbols[symbol] = SymbolInfo(symbol, None, info.source, info.name, "size")
+            self._invalidate()
+
+    # ----- errors -----
+    def frames(self) -> tuple[UserFrame, ...]:
+        return tuple(self.location_provider()) if self.location_provider else ()
+
+    def describe(self, expr) -> str:
+        """Readable text of ``expr`` using the symbols' sources."""
+        return render_expr(expr, self.source_of)
+
+    def data_dependent_error(self, expr, *, concretize: bool = False) -> DataDependentError:
+        unbacked = sorted(E.free_unbacked_symbols(expr) or expr.free_symbols, key=str)
+        sources = ", ".join(f"{s} = {self.source_of(s)}" for s in unbacked)
+        text = self.describe(expr)
+        ranges = "; ".join(f"{self.source_of(s)} in {self.var_ranges.get(s, ValueRange.unbounded())}"
+                           for s in unbacked)
+        if concretize:
+            message = f"Could not turn `{text}` into a Python number: it depends on tensor data ({sources})."
+            hint = ("Avoid converting the value to a Python number inside forward (keep it a "
+                    "tensor), or bound it with torch._check(...) so its value is fixed.")
+        else:
+            message = f"Could not decide `{text}`: it depends on tensor data ({sources})."
+            hint = (f"Add `torch._check({text})` (or `torch._check(not ({text}))`) before this line "
+                    "to state which way it goes; it becomes a runtime assert. Or use torch.cond for "
+                    "data-dependent control flow.")
+        return DataDependentError(message, frames=self.frames(), details=f"Known ranges: {ranges}",
+                                  hint=hint)
+
+    # ----- compatibility with PyTorch helpers that reach into node.shape_env -----
+    def evaluate_sym_node(self, node: SymNode, size_oblivious: bool = False, fallback_value=None):
+        if node.pytype is bool:
+            kind = "size_oblivious" if size_oblivious else "guard"
+            return self.decide_bool(node, kind=kind, size_oblivious=size_oblivious, fallback=fallback_value)
+        return self.decide_value(node)
+
+    def _maybe_evaluate_static(self, expr, *args, **kwargs):
+        if isinstance(expr, sympy.logic.boolalg.Boolean):
+            value = self.static_truth(expr, size_oblivious=kwargs.get("size_oblivious", False))
+            return None if value is None else sympy.true if value else sympy.false
+        value_range = self.bound(expr)
+        return sympy.Integer(value_range.lower) if value_range.is_singleton() else None
+
+    def bound_sympy(self, expr, size_oblivious: bool = False) -> ValueRange:
+        if size_oblivious:
+            return bound(sympy.sympify(expr), self._oblivious_ranges())
+        return self.bound(expr)
+
+    def optimization_hint(self, expr, fallback=None):
+        hint = self.hint_of(expr)
+        return hint if hint is not None else (fallback if fallback is not None else 8192)
+
+    def size_hint(self, expr, *, allow_none: bool = False):
+        hint = self.hint_of(expr)
+        if hint is None and not allow_none:
+            raise self.data_dependent_error(expr, concretize=True)
+        return hint
+
+    def is_unbacked_symint(self, symbol) -> bool:
+        return isinstance(symbol, sympy.Symbol) and self.is_unbacked(symbol)
+
+    def _constrain_range_for_size(self, symbol, min=None, max=None) -> None:
+        self._refine(sympy.Ge(symbol, 0 if min is None else min))
+        if max is not None:
+            self._refine(sympy.Le(symbol, max))
+
+    def _constrain_range(self, symbol, min, max) -> None:
+        self._refine(sympy.And(sympy.Ge(symbol, min), sympy.Le(symbol, max)))
+
+    def _constrain_is_bounded(self, symbol, upper_bound) -> None:
+        self._refine(sympy.Le(symbol, upper_bound))
+
+    def guard_or_defer_runtime_assert(self, expr, msg="", fx_node=None) -> bool:
+        return self.expect_true(SymNode(expr, self, bool, self.hint_of(expr)))
+
+    def create_unbacked_symint(self, source=None) -> torch.SymInt:
+        return torch.SymInt(SymNode(self.create_unbacked_symbol("int", str(source or "")), self, int, None))
+
+    def create_unbacked_symfloat(self) -> torch.SymFloat:
+        return torch.SymFloat(SymNode(self.create_unbacked_symbol("float"), self, float, None))
+
+
+_FLIP = {sympy.Ge: sympy.Le, sympy.Gt: sympy.Lt, sympy.Le: sympy.Ge, sympy.Lt: sympy.Gt,
+         sympy.Eq: sympy.Eq}
+
+
+def _symbol_vs_constant(fact):
+    """``(symbol, range)`` for facts like ``u0 >= 3``, ``5 > u0``, ``Eq(u0, 4)``; else None."""
+    cls = type(fact)
+    if cls not in _FLIP:
+        return None
+    lhs, rhs = fact.args
+    if lhs.is_number and rhs.is_Symbol:
+        lhs, rhs, cls = rhs, lhs, _FLIP[cls]
+    if not (lhs.is_Symbol and rhs.is_number and rhs.is_finite):
+        return None
+    integer = bool(lhs.is_integer)
+    c = rhs
+    if cls is sympy.Eq:
+        if integer and not c.is_Integer:
+            return None
+        return lhs, ValueRange(c, c)
+    if cls in (sympy.Ge, sympy.Gt):
+        low = sympy.floor(c) + 1 if (cls is sympy.Gt and integer) else (sympy.ceiling(c) if integer else c)
+        return lhs, ValueRange(low, None)
+    high = sympy.ceiling(c) - 1 if (cls is sympy.Lt and integer) else (sympy.floor(c) if integer else c)
+    return lhs, ValueRange(None, high)

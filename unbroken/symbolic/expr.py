@@ -1,0 +1,145 @@
+"""Sympy vocabulary of the symbolic layer: symbol kinds and the integer functions we use.
+
+Expressions are plain sympy objects. For the operations Python and PyTorch have but sympy
+lacks (floor division and modulo with Python's floor semantics, integer powers, int<->float
+conversions, ...) we use the sympy ``Function`` classes that ship with PyTorch in
+``torch.utils._sympy.functions``: they are well-tested, they evaluate to numbers when their
+arguments are numbers, and using them keeps our expressions readable by the rest of the
+PyTorch tool chain (printers, range constraints, serializers).
+
+Semantics we rely on (all checked against Python in ``tests/symbolic/test_expr.py``):
+
+* ``FloorDiv(a, b)``  == Python ``a // b``  (rounds toward -inf, for any signs);
+* ``PythonMod(a, b)`` == Python ``a % b``   (result has the sign of ``b``);
+* ``Mod(a, b)``       == ``a % b`` but only meaningful when ``a >= 0`` and ``b > 0``
+  (we only build it when value ranges prove that);
+* identity: ``a == b * (a // b) + a % b`` for every ``b != 0``.
+
+Symbol naming follows PyTorch's convention (``torch.utils._sympy.symbol``) so that PyTorch's
+own helpers (``free_unbacked_symbols``, ``has_free_symbols``, ...) classify our symbols
+correctly when meta kernels call them: backed sizes are ``s0, s1, ...``; unbacked integers
+``u0, u1, ...``; unbacked floats ``zuf0, ...``.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+import sympy
+from torch.utils._sympy.functions import (  # noqa: F401  (re-exported vocabulary)
+    CeilToInt,
+    CleanDiv,
+    FloatPow,
+    FloatTrueDiv,
+    FloorDiv,
+    FloorToInt,
+    Identity,
+    IntTrueDiv,
+    Max,
+    Min,
+    Mod,
+    PowByNatural,
+    PythonMod,
+    RoundToInt,
+    ToFloat,
+    TruncToFloat,
+    TruncToInt,
+)
+
+__all__ = [
+    "BACKED_PREFIX",
+    "UNBACKED_INT_PREFIX",
+    "UNBACKED_FLOAT_PREFIX",
+    "make_size_symbol",
+    "make_unbacked_symbol",
+    "is_backed_symbol",
+    "is_unbacked_symbol",
+    "free_unbacked_symbols",
+    "python_floordiv",
+    "python_mod",
+    "evaluate_at",
+    "to_python",
+    "FloorDiv",
+    "PythonMod",
+    "Mod",
+    "Max",
+    "Min",
+]
+
+BACKED_PREFIX = "s"
+UNBACKED_INT_PREFIX = "u"
+UNBACKED_FLOAT_PREFIX = "zuf"
+
+
+def make_size_symbol(index: int) -> sympy.Symbol:
+    """A backed size symbol ``s<index>``: integer and positive (sizes are >= 2 anyway)."""
+    return sympy.Symbol(f"{BACKED_PREFIX}{index}", integer=True, positive=True)
+
+
+def make_unbacked_symbol(index: int, kind: str = "int") -> sympy.Symbol:
+    """An unbacked symbol: ``u<index>`` (integer; nonnegative when ``kind == "size"``) or
+    ``zuf<index>`` (real, ``kind == "float"``)."""
+    if kind == "float":
+        return sympy.Symbol(f"{UNBACKED_FLOAT_PREFIX}{index}", real=True)
+    if kind == "size":
+        return sympy.Symbol(f"{UNBACKED_INT_PREFIX}{index}", integer=True, nonnegative=True)
+    if kind == "int":
+        return sympy.Symbol(f"{UNBACKED_INT_PREFIX}{index}", integer=True)
+    raise ValueError(f"unknown unbacked symbol kind {kind!r} (expected int, size or float)")
+
+
+def is_unbacked_symbol(symbol: sympy.Symbol) -> bool:
+    """True for symbols created by ``make_unbacked_symbol`` (no example value)."""
+    name = symbol.name
+    return name.startswith(UNBACKED_INT_PREFIX) or name.startswith(UNBACKED_FLOAT_PREFIX)
+
+
+def is_backed_symbol(symbol: sympy.Symbol) -> bool:
+    """True for input-dimension symbols (``s<n>``), which carry an example value."""
+    return symbol.name.startswith(BACKED_PREFIX)
+
+
+def free_unbacked_symbols(expr) -> set[sympy.Symbol]:
+    """The unbacked symbols an expression mentions."""
+    free = getattr(expr, "free_symbols", ())
+    return {s for s in free if is_unbacked_symbol(s)}
+
+
+def python_floordiv(a, b) -> sympy.Expr:
+    """``a // b`` with Python semantics as a sympy expression (folds when both are numbers)."""
+    return FloorDiv(sympy.sympify(a), sympy.sympify(b))
+
+
+def python_mod(a, b) -> sympy.Expr:
+    """``a % b`` with Python semantics as a sympy expression (folds when both are numbers)."""
+    return PythonMod(sympy.sympify(a), sympy.sympify(b))
+
+
+def to_python(value):
+    """Convert a sympy number/boolean to ``int``, ``float`` or ``bool``."""
+    if value is sympy.true or value is True:
+        return True
+    if value is sympy.false or value is False:
+        return False
+    if isinstance(value, (int, float)):
+        return value
+    if getattr(value, "is_Integer", False):
+        return int(value)
+    if getattr(value, "is_Number", False):
+        return float(value)
+    raise TypeError(f"expression {value} is not a number")
+
+
+def evaluate_at(expr, values: Mapping[sympy.Symbol, int | float | bool]):
+    """Evaluate ``expr`` with every free symbol replaced by a concrete value.
+
+    Returns a Python ``int``/``float``/``bool``; raises ``TypeError`` when a free symbol has no
+    value. ``xreplace`` triggers each function's automatic evaluation, so ``FloorDiv`` and
+    ``PythonMod`` fold with their Python semantics.
+    """
+    if isinstance(expr, (bool, int, float)):
+        return expr
+    mapping = {s: sympy.sympify(values[s]) for s in expr.free_symbols if s in values}
+    result = expr.xreplace(mapping)
+    if not getattr(result, "is_number", False) and result not in (sympy.true, sympy.false):
+        result = result.doit() if hasattr(result, "doit") else result
+    return to_python(result)

@@ -1,0 +1,415 @@
+"""Value ranges: closed intervals and the interval arithmetic of the guard fast path.
+
+Before a guard is recorded (or sent to z3) we ask: is the answer the same for every value
+the symbols may take? ``bound(expr, ranges)`` computes an interval containing every value of
+``expr``; ``static_truth(expr, ranges)`` answers ``True``/``False`` for a boolean expression
+when the intervals settle it, ``None`` otherwise. Both are *sound over-approximations*: a
+``True``/``False`` answer holds for every admitted value; ``None`` says nothing.
+
+Endpoints are Python ints (or floats for float expressions) or ``-sympy.oo``/``sympy.oo``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+import sympy
+from sympy.core.relational import Relational
+from sympy.logic.boolalg import BooleanAtom
+
+from . import expr as E
+
+__all__ = ["ValueRange", "bound", "static_truth", "INF", "NEG_INF"]
+
+INF = sympy.oo
+NEG_INF = -sympy.oo
+
+
+def _is_inf(x) -> bool:
+    return x is INF or x is NEG_INF
+
+
+def _norm(x):
+    """Normalize an endpoint: sympy numbers to Python, infinities to ``±sympy.oo``."""
+    if x is None:
+        return None
+    if _is_inf(x):
+        return x
+    if isinstance(x, float) and math.isinf(x):
+        return INF if x > 0 else NEG_INF
+    if isinstance(x, sympy.Basic):
+        if x in (sympy.oo, sympy.S.Infinity) or getattr(x, "is_infinite", False):
+            return INF if x.is_positive else NEG_INF
+        return int(x) if x.is_Integer else float(x)
+    return x
+
+
+@dataclass(frozen=True, slots=True)
+class ValueRange:
+    """A closed interval ``[lower, upper]`` of values an expression may take.
+
+    lower: the least value (an int/float, or ``-sympy.oo`` for unbounded below).
+    upper: the greatest value (an int/float, or ``sympy.oo`` for unbounded above).
+    ``None`` passed to the constructor means unbounded on that side.
+    """
+
+    lower: object
+    upper: object
+
+    def __post_init__(self):
+        lower = NEG_INF if self.lower is None else _norm(self.lower)
+        upper = INF if self.upper is None else _norm(self.upper)
+        object.__setattr__(self, "lower", lower)
+        object.__setattr__(self, "upper", upper)
+
+    # ----- constructors -----
+    @staticmethod
+    def unbounded() -> "ValueRange":
+        return ValueRange(NEG_INF, INF)
+
+    @staticmethod
+    def point(value) -> "ValueRange":
+        return ValueRange(value, value)
+
+    # ----- queries -----
+    def is_singleton(self) -> bool:
+        """True when the interval holds exactly one value."""
+        return not _is_inf(self.lower) and self.lower == self.upper
+
+    def is_empty(self) -> bool:
+        return self.lower > self.upper
+
+    def contains(self, value) -> bool:
+        return self.lower <= value <= self.upper
+
+    def is_nonnegative(self) -> bool:
+        return self.lower >= 0
+
+    def is_positive(self) -> bool:
+        return self.lower > 0
+
+    def intersect(self, other: "ValueRange") -> "ValueRange":
+        lower = self.lower if other.lower is NEG_INF or (self.lower is not NEG_INF and self.lower >= other.lower) else other.lower
+        upper = self.upper if other.upper is INF or (self.upper is not INF and self.upper <= other.upper) else other.upper
+        return ValueRange(lower, upper)
+
+    def union(self, other: "ValueRange") -> "ValueRange":
+        return ValueRange(_min(self.lower, other.lower), _max(self.upper, other.upper))
+
+    def __str__(self) -> str:
+        def show(x):
+            return "int_oo" if x is INF else "-int_oo" if x is NEG_INF else str(x)
+        return f"VR[{show(self.lower)}, {show(self.upper)}]"
+
+    __repr__ = __str__
+
+    # ----- arithmetic (each returns an interval containing every possible result) -----
+    def __add__(self, other: "ValueRange") -> "ValueRange":
+        return ValueRange(_add(self.lower, other.lower), _add(self.upper, other.upper))
+
+    def __neg__(self) -> "ValueRange":
+        return ValueRange(-self.upper, -self.lower)
+
+    def __sub__(self, other: "ValueRange") -> "ValueRange":
+        return self + (-other)
+
+    def __mul__(self, other: "ValueRange") -> "ValueRange":
+        return _corners(self, other, _mul)
+
+    def floordiv(self, other: "ValueRange") -> "ValueRange":
+        """Python ``//``. Unbounded when the divisor range contains 0."""
+        if other.lower > 0:
+            return _corners(self, other, _floordiv)
+        if other.upper < 0:
+            return (-self).floordiv(-other)
+        return ValueRange.unbounded()
+
+    def truediv(self, other: "ValueRange") -> "ValueRange":
+        """Real division. Unbounded when the divisor range contains 0."""
+        if other.lower > 0 or other.upper < 0:
+            return _corners(self, other, _truediv)
+        return ValueRange.unbounded()
+
+    def mod(self, other: "ValueRange") -> "ValueRange":
+        """Python ``%`` (the result takes the divisor's sign)."""
+        if other.is_singleton() and other.lower > 0 and not _is_inf(self.lower) and not _is_inf(self.upper):
+            c = other.lower
+            if self.lower // c == self.upper // c:
+                return ValueRange(self.lower % c, self.upper % c)
+        if other.lower > 0 and self.lower >= 0 and self.upper < other.lower:
+            return self  # a % b == a when 0 <= a < b
+        if other.lower > 0:
+            top = _add(other.upper, -1)
+            if self.lower >= 0:
+                top = _min(top, self.upper)
+            return ValueRange(0, top)
+        if other.upper < 0:
+            return ValueRange(_add(other.lower, 1), 0)
+        return ValueRange.unbounded()
+
+    def pow(self, other: "ValueRange") -> "ValueRange":
+        """``self ** other`` for a nonnegative integer exponent range; else unbounded."""
+        if other.is_singleton() and isinstance(other.lower, int) and other.lower >= 0:
+            n = other.lower
+            lo, hi = _pow(self.lower, n), _pow(self.upper, n)
+            if n % 2 == 1 or self.lower >= 0:
+                return ValueRange(lo, hi)
+            if self.upper <= 0:
+                return ValueRange(hi, lo)
+            return ValueRange(0, _max(lo, hi))
+        if self.lower >= 1 and other.lower >= 0:
+            return ValueRange(_pow(self.lower, other.lower), _pow(self.upper, other.upper))
+        return ValueRange.unbounded()
+
+    def abs(self) -> "ValueRange":
+        if self.lower >= 0:
+            return self
+        if self.upper <= 0:
+            return -self
+        return ValueRange(0, _max(-self.lower, self.upper))
+
+    def min(self, other: "ValueRange") -> "ValueRange":
+        return ValueRange(_min(self.lower, other.lower), _min(self.upper, other.upper))
+
+    def max(self, other: "ValueRange") -> "ValueRange":
+        return ValueRange(_max(self.lower, other.lower), _max(self.upper, other.upper))
+
+    def floor(self) -> "ValueRange":
+        return ValueRange(_round(self.lower, math.floor), _round(self.upper, math.floor))
+
+    def ceil(self) -> "ValueRange":
+        return ValueRange(_round(self.lower, math.ceil), _round(self.upper, math.ceil))
+
+    def trunc(self) -> "ValueRange":
+        return self.floor().union(self.ceil())
+
+
+# ----- endpoint helpers: 0 * oo == 0 here (the product of a zero-width factor) -----
+def _add(a, b):
+    return a + b if not (_is_inf(a) or _is_inf(b)) else (a if _is_inf(a) else b)
+
+
+def _mul(a, b):
+    if a == 0 or b == 0:
+        return 0
+    if _is_inf(a) or _is_inf(b):
+        return INF if (a > 0) == (b > 0) else NEG_INF
+    return a * b
+
+
+def _floordiv(a, b):
+    if _is_inf(b):
+        if _is_inf(a):
+            return 0  # only a corner candidate; the other corners bound the true extremes
+        return 0 if (a >= 0) == (b > 0) else -1
+    if _is_inf(a):
+        return a if b > 0 else -a
+    return a // b
+
+
+def _truediv(a, b):
+    if _is_inf(b):
+        return 0
+    if _is_inf(a):
+        return a if b > 0 else -a
+    return a / b
+
+
+def _pow(a, n):
+    if _is_inf(a):
+        if n == 0:
+            return 1
+        return INF if a is INF or n % 2 == 0 else NEG_INF
+    if _is_inf(n):
+        return INF if a > 1 else a  # only used with a >= 1
+    return a ** n
+
+
+def _round(a, fn):
+    return a if _is_inf(a) else int(fn(a))
+
+
+def _min(a, b):
+    return a if a <= b else b
+
+
+def _max(a, b):
+    return a if a >= b else b
+
+
+def _corners(x: ValueRange, y: ValueRange, fn) -> ValueRange:
+    values = [fn(a, b) for a in (x.lower, x.upper) for b in (y.lower, y.upper)]
+    lo, hi = values[0], values[0]
+    for v in values[1:]:
+        lo, hi = _min(lo, v), _max(hi, v)
+    return ValueRange(lo, hi)
+
+
+# ----- bounding expressions -----
+Ranges = Mapping[sympy.Symbol, ValueRange]
+
+
+def bound(expr, ranges: Ranges, cache: dict | None = None) -> ValueRange:
+    """An interval containing every value of ``expr`` when each symbol lies in its range.
+
+    Symbols missing from ``ranges`` are unbounded (or ``[0, oo)`` when sympy knows they are
+    nonnegative). Unknown functions give the unbounded interval: never wrong, only weak.
+    """
+    if cache is not None:
+        hit = cache.get(expr)
+        if hit is not None:
+            return hit
+    result = _bound(expr, ranges, cache)
+    if cache is not None:
+        cache[expr] = result
+    return result
+
+
+def _bound(expr, ranges, cache) -> ValueRange:
+    if isinstance(expr, (int, float)) and not isinstance(expr, bool):
+        return ValueRange.point(expr)
+    if expr.is_Number:
+        if expr.is_infinite:
+            return ValueRange(expr, expr)
+        return ValueRange.point(_norm(expr))
+    if expr.is_Symbol:
+        found = ranges.get(expr)
+        if found is not None:
+            return found
+        return ValueRange(0, INF) if expr.is_nonnegative else ValueRange.unbounded()
+    handler = _HANDLERS.get(type(expr))
+    if handler is None:
+        for cls, fn in _HANDLERS.items():
+            if isinstance(expr, cls):
+                handler = fn
+                break
+    if handler is None:
+        return ValueRange.unbounded()
+    args = [bound(a, ranges, cache) for a in expr.args]
+    return handler(expr, args)
+
+
+def _fold(args, op) -> ValueRange:
+    acc = args[0]
+    for a in args[1:]:
+        acc = op(acc, a)
+    return acc
+
+
+def _pow_handler(expr, args):
+    base, exp = args
+    if exp.is_singleton() and isinstance(exp.lower, int) and exp.lower < 0:
+        return ValueRange.unbounded()
+    return base.pow(exp)
+
+
+_HANDLERS: dict[type, Callable] = {
+    sympy.Add: lambda e, a: _fold(a, ValueRange.__add__),
+    sympy.Mul: lambda e, a: _fold(a, ValueRange.__mul__),
+    sympy.Pow: _pow_handler,
+    E.PowByNatural: lambda e, a: a[0].pow(a[1]),
+    E.FloatPow: _pow_handler,
+    E.FloorDiv: lambda e, a: a[0].floordiv(a[1]),
+    E.PythonMod: lambda e, a: a[0].mod(a[1]),
+    E.Mod: lambda e, a: a[0].mod(a[1]),
+    E.Max: lambda e, a: _fold(a, ValueRange.max),
+    E.Min: lambda e, a: _fold(a, ValueRange.min),
+    sympy.Max: lambda e, a: _fold(a, ValueRange.max),
+    sympy.Min: lambda e, a: _fold(a, ValueRange.min),
+    sympy.Abs: lambda e, a: a[0].abs(),
+    sympy.floor: lambda e, a: a[0].floor(),
+    sympy.ceiling: lambda e, a: a[0].ceil(),
+    E.FloorToInt: lambda e, a: a[0].floor(),
+    E.CeilToInt: lambda e, a: a[0].ceil(),
+    E.TruncToInt: lambda e, a: a[0].trunc(),
+    E.TruncToFloat: lambda e, a: a[0].trunc(),
+    E.RoundToInt: lambda e, a: ValueRange(_add(a[0].lower, -1), _add(a[0].upper, 1)).floor(),
+    E.ToFloat: lambda e, a: a[0],
+    E.Identity: lambda e, a: a[0],
+    E.IntTrueDiv: lambda e, a: a[0].truediv(a[1]),
+    E.FloatTrueDiv: lambda e, a: a[0].truediv(a[1]),
+}
+
+
+# ----- deciding booleans -----
+def static_truth(expr, ranges: Ranges, cache: dict | None = None) -> bool | None:
+    """``True``/``False`` when the ranges settle ``expr`` for every admitted value, else None."""
+    if expr is sympy.true or expr is True:
+        return True
+    if expr is sympy.false or expr is False:
+        return False
+    if isinstance(expr, sympy.Not):
+        inner = static_truth(expr.args[0], ranges, cache)
+        return None if inner is None else not inner
+    if isinstance(expr, sympy.And):
+        return _and([static_truth(a, ranges, cache) for a in expr.args])
+    if isinstance(expr, sympy.Or):
+        return _or([static_truth(a, ranges, cache) for a in expr.args])
+    if isinstance(expr, Relational):
+        return _relational_truth(expr, ranges, cache)
+    return None
+
+
+_BOOL_TYPES = (BooleanAtom, Relational, sympy.And, sympy.Or, sympy.Not, sympy.Xor, sympy.Equivalent)
+
+
+def _is_bool_expr(expr) -> bool:
+    return isinstance(expr, _BOOL_TYPES)
+
+
+def _and(values) -> bool | None:
+    if any(v is False for v in values):
+        return False
+    return True if all(v is True for v in values) else None
+
+
+def _or(values) -> bool | None:
+    if any(v is True for v in values):
+        return True
+    return False if all(v is False for v in values) else None
+
+
+def _relational_truth(rel, ranges, cache) -> bool | None:
+    lhs, rhs = rel.args
+    if _is_bool_expr(lhs) or _is_bool_expr(rhs):
+        a, b = static_truth(lhs, ranges, cache), static_truth(rhs, ranges, cache)
+        if a is None or b is None:
+            return None
+        return (a == b) if isinstance(rel, sympy.Eq) else (a != b) if isinstance(rel, sympy.Ne) else None
+    diff = bound(sympy.expand(lhs - rhs) if _cheap(lhs, rhs) else lhs - rhs, ranges, cache)
+    if isinstance(rel, sympy.Eq):
+        return _eq_truth(diff)
+    if isinstance(rel, sympy.Ne):
+        t = _eq_truth(diff)
+        return None if t is None else not t
+    if isinstance(rel, sympy.StrictLessThan):
+        return _cmp(diff.upper < 0, diff.lower >= 0)
+    if isinstance(rel, sympy.LessThan):
+        return _cmp(diff.upper <= 0, diff.lower > 0)
+    if isinstance(rel, sympy.StrictGreaterThan):
+        return _cmp(diff.lower > 0, diff.upper <= 0)
+    if isinstance(rel, sympy.GreaterThan):
+        return _cmp(diff.lower >= 0, diff.upper < 0)
+    return None
+
+
+def _cheap(lhs, rhs) -> bool:
+    """Expanding products helps cancel terms; skip it for large expressions."""
+    return lhs.count_ops() + (rhs.count_ops() if hasattr(rhs, "count_ops") else 0) < 12
+
+
+def _eq_truth(diff: ValueRange) -> bool | None:
+    if diff.is_singleton() and diff.lower == 0:
+        return True
+    if not diff.contains(0):
+        return False
+    return None
+
+
+def _cmp(true_if: bool, false_if: bool) -> bool | None:
+    if true_if:
+        return True
+    if false_if:
+        return False
+    return None

@@ -1,0 +1,377 @@
+"""Deciding facts about symbolic sizes for *every* input the spec admits, with z3.
+
+``Solver(env).decide(fact)`` answers three-valued:
+
+* ``"true"``:  ``fact`` holds for every admitted assignment of the symbols;
+* ``"false"``: ``fact`` fails for every admitted assignment;
+* ``"inconclusive"``: it depends (or z3 could not tell, or the fact uses a function we do not
+  translate); ``counterexample`` then holds admitted values violating it when one is known.
+
+"Admitted" means: each symbol within its value range, and (``assume_checks=True``, the
+default) every ``torch._check`` fact recorded during tracing holds — those become runtime
+asserts, so assuming them is sound.
+
+Pipeline per fact: constant-fold, cache by expression, interval check (``ranges``), then one
+reused ``z3.Solver`` with push/pop. z3 may answer ``unknown`` on non-linear integer queries
+(typically ``%`` over symbols); we then retry once with a fresh solver and a longer timeout,
+and never treat ``unknown`` as "implied".
+
+Python semantics of ``//`` and ``%`` are encoded exactly: z3's integer ``div``/``mod`` are
+Euclidean (``mod`` is never negative), Python's floor. For ``b > 0`` they agree; for ``b < 0``
+we use ``a // b == (-a) div (-b)``; and ``a % b == a - b * (a // b)`` always.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import sympy
+import z3
+
+from . import expr as E
+from .env import ShapeEnvironment
+from .guards import Guard
+from .ranges import INF, NEG_INF, static_truth
+
+__all__ = ["Solver", "Decision", "Violation", "check_guards", "to_z3", "Untranslatable"]
+
+Verdict = Literal["true", "false", "inconclusive"]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The answer for one fact.
+
+    verdict:        ``"true"`` (implied for every admitted value), ``"false"`` (false for every
+                    admitted value) or ``"inconclusive"``.
+    counterexample: admitted values of the fact's symbols under which the fact is false
+                    (None when the verdict is "true" or no model is known).
+    reason:         how it was decided: ``"constant"``, ``"ranges"``, ``"z3"``, ``"unknown"``
+                    (z3 gave up) or ``"untranslatable"``.
+    """
+
+    verdict: Verdict
+    counterexample: dict[sympy.Symbol, int] | None = None
+    reason: str = "z3"
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """A recorded guard that the spec does not imply.
+
+    guard:          the guard (its ``as_fact()`` is what must hold).
+    decision:       the solver's answer for that fact.
+    counterexample: admitted input values under which the guard's fact is false (or None).
+    """
+
+    guard: Guard
+    decision: Decision
+    counterexample: dict[sympy.Symbol, int] | None
+
+
+class Untranslatable(Exception):
+    """The expression uses a function the z3 translation does not model."""
+
+
+class Solver:
+    """Decides facts against the ranges (and ``torch._check`` facts) of a shape environment.
+
+    env:           the environment whose symbols, ranges and facts define what is admitted.
+    assume_checks: also assume the recorded ``torch._check`` facts (and the ranges they
+                   refined); with False only the spec ranges (``env.spec_ranges``) are used.
+    timeout_ms:    z3 timeout of the reused solver; the fresh retry gets 5x as long.
+    """
+
+    def __init__(self, env: ShapeEnvironment, *, assume_checks: bool = True, timeout_ms: int = 1000):
+        self.env = env
+        self.assume_checks = assume_checks
+        self.timeout_ms = timeout_ms
+        self.ranges = dict(env.var_ranges if assume_checks else env.spec_ranges)
+        self._facts = list(env.facts) if assume_checks else []
+        self._cache: dict = {}
+        self._bound_cache: dict = {}
+        self._translator = _Translator()
+        self._assumptions = self._build_assumptions()
+        self._solver = self._new_solver(timeout_ms)
+
+    # ----- public -----
+    def decide(self, fact) -> Decision:
+        """Is ``fact`` true for every admitted value? See the module docstring."""
+        fact = sympy.sympify(fact)
+        if fact is sympy.true:
+            return Decision("true", None, "constant")
+        if fact is sympy.false:
+            return Decision("false", self._any_model(fact), "constant")
+        cached = self._cache.get(fact)
+        if cached is None:
+            cached = self._decide(fact)
+            self._cache[fact] = cached
+        return cached
+
+    def is_admitted(self, values: dict[sympy.Symbol, int]) -> bool:
+        """Whether concrete values satisfy every range and assumed fact (for tests/fixes)."""
+        for symbol, value_range in self.ranges.items():
+            if symbol in values and not value_range.contains(values[symbol]):
+                return False
+        for fact in self._facts:
+            if fact.free_symbols <= set(values) and not E.evaluate_at(fact, values):
+                return False
+        return True
+
+    # ----- pipeline -----
+    def _decide(self, fact) -> Decision:
+        settled = static_truth(fact, self.ranges, self._bound_cache)
+        if settled is True:
+            return Decision("true", None, "ranges")
+        try:
+            z3_fact = self._translator.translate(fact)
+        except Untranslatable:
+            if settled is False:
+                return Decision("false", None, "ranges")
+            return Decision("inconclusive", None, "untranslatable")
+        if settled is False:
+            return Decision("false", self._model_for(z3_fact, fact, negate=True), "ranges")
+        return self._decide_z3(fact, z3_fact)
+
+    def _decide_z3(self, fact, z3_fact) -> Decision:
+        result, model = self._check(z3.Not(z3_fact))
+        if result == z3.unsat:
+            return Decision("true", None, "z3")
+        if result == z3.unknown:
+            return Decision("inconclusive", None, "unknown")
+        counterexample = self._extract(model, fact)
+        holds_somewhere, _ = self._check(z3_fact)
+        if holds_somewhere == z3.unsat:
+            return Decision("false", counterexample, "z3")
+        return Decision("inconclusive", counterexample, "z3")
+
+    def _check(self, query):
+        """``(result, model)`` of assumptions + query; retries ``unknown`` with a fresh solver."""
+        solver = self._solver
+        solver.push()
+        try:
+            solver.add(query)
+            result = solver.check()
+            model = solver.model() if result == z3.sat else None
+        finally:
+            solver.pop()
+        if result != z3.unknown:
+            return result, model
+        fresh = self._new_solver(self.timeout_ms * 5)
+        fresh.add(query)
+        result = fresh.check()
+        return result, (fresh.model() if result == z3.sat else None)
+
+    def _model_for(self, z3_fact, fact, negate: bool):
+        result, model = self._check(z3.Not(z3_fact) if negate else z3_fact)
+        return self._extract(model, fact) if result == z3.sat else None
+
+    def _any_model(self, fact):
+        return {}  # a constant fact has no symbols: every admitted input is a counterexample
+
+    def _extract(self, model, fact) -> dict[sympy.Symbol, int] | None:
+        if model is None:
+            return None
+        values = {}
+        for symbol in sorted(fact.free_symbols, key=str):
+            value = model.eval(self._translator.symbol(symbol), model_completion=True)
+            values[symbol] = _z3_number(value)
+        return values
+
+    # ----- assumptions -----
+    def _build_assumptions(self) -> list:
+        assumptions = []
+        for symbol, value_range in self.ranges.items():
+            var = self._translator.symbol(symbol)
+            if value_range.lower is not NEG_INF:
+                assumptions.append(var >= _z3_const(value_range.lower))
+            if value_range.upper is not INF:
+                assumptions.append(var <= _z3_const(value_range.upper))
+        for fact in self._facts:
+            try:
+                assumptions.append(self._translator.translate(fact))
+            except Untranslatable:
+                pass  # dropping an assumption only weakens what we can prove: still sound
+        return assumptions
+
+    def _new_solver(self, timeout_ms: int) -> z3.Solver:
+        solver = z3.Solver()
+        solver.set("timeout", timeout_ms)
+        solver.add(*self._assumptions)
+        return solver
+
+
+def check_guards(env: ShapeEnvironment, solver: Solver | None = None) -> list[Violation]:
+    """Every recorded guard whose fact is not implied by the spec, in recording order.
+
+    ``expect_true`` guards (``torch._check``) are assumptions, not obligations: they are
+    skipped here (use ``Solver(env, assume_checks=False)`` to check them against the spec).
+    """
+    solver = solver or Solver(env)
+    violations = []
+    for guard in env.guards:
+        if guard.kind == "expect_true" and solver.assume_checks:
+            continue
+        decision = solver.decide(guard.as_fact())
+        if decision.verdict != "true":
+            violations.append(Violation(guard, decision, decision.counterexample))
+    return violations
+
+
+# ----- translation -----
+def _z3_const(value):
+    if isinstance(value, int):
+        return z3.IntVal(value)
+    return z3.RealVal(str(value))
+
+
+def _z3_number(value):
+    if z3.is_int_value(value):
+        return value.as_long()
+    if z3.is_rational_value(value):
+        return value.numerator_as_long() / value.denominator_as_long()
+    if z3.is_true(value):
+        return True
+    if z3.is_false(value):
+        return False
+    return value
+
+
+def to_z3(expr):
+    """Translate one sympy expression (fresh translator; for tests and one-off use)."""
+    return _Translator().translate(expr)
+
+
+def _floordiv(a, b):
+    """Python ``a // b``: floor division, via Euclidean ``div`` on a positive divisor."""
+    if z3.is_int_value(b):
+        value = b.as_long()
+        return a / b if value > 0 else (-a) / (-b)
+    return z3.If(b > 0, a / b, (-a) / (-b))
+
+
+def _as_int(x):
+    return x if x.is_int() else z3.ToInt(x)
+
+
+def _as_real(x):
+    return z3.ToReal(x) if x.is_int() else x
+
+
+class _Translator:
+    """sympy -> z3 with a cache; symbols become ``z3.Int`` (``z3.Real`` for floats)."""
+
+    def __init__(self):
+        self._symbols: dict[sympy.Symbol, object] = {}
+        self._cache: dict = {}
+
+    def symbol(self, symbol: sympy.Symbol):
+        var = self._symbols.get(symbol)
+        if var is None:
+            var = z3.Int(symbol.name) if symbol.is_integer else z3.Real(symbol.name)
+            self._symbols[symbol] = var
+        return var
+
+    def translate(self, expr):
+        hit = self._cache.get(expr)
+        if hit is None:
+            hit = self._translate(expr)
+            self._cache[expr] = hit
+        return hit
+
+    def _translate(self, expr):
+        if expr is sympy.true or expr is sympy.false:
+            return z3.BoolVal(expr is sympy.true)
+        if expr.is_Symbol:
+            return self.symbol(expr)
+        if expr.is_Integer:
+            return z3.IntVal(int(expr))
+        if expr.is_Rational:
+            return z3.RealVal(f"{expr.p}/{expr.q}")
+        if expr.is_Float:
+            return z3.RealVal(str(expr))
+        if isinstance(expr, sympy.Piecewise):
+            return self._piecewise(expr)
+        handler = _HANDLERS.get(type(expr))
+        if handler is None:
+            for cls, fn in _HANDLERS.items():
+                if isinstance(expr, cls):
+                    handler = fn
+                    break
+        if handler is None:
+            raise Untranslatable(f"no z3 translation for {type(expr).__name__}: {expr}")
+        return handler(*[self.translate(a) for a in expr.args])
+
+    def _piecewise(self, expr):
+        result = None
+        for value, cond in reversed(expr.args):
+            z_value = self.translate(value)
+            result = z_value if result is None else z3.If(self.translate(cond), z_value, result)
+        return result
+
+
+def _pow(base, exponent):
+    if not z3.is_int_value(exponent) or exponent.as_long() < 0:
+        raise Untranslatable("power with a non-constant or negative exponent")
+    result = z3.IntVal(1) if base.is_int() else z3.RealVal(1)
+    for _ in range(exponent.as_long()):
+        result = result * base
+    return result
+
+
+def _nary(op):
+    def fold(*args):
+        acc = args[0]
+        for a in args[1:]:
+            acc = op(acc, a)
+        return acc
+    return fold
+
+
+def _python_mod(a, b):
+    return a - b * _floordiv(a, b)
+
+
+def _max(a, b):
+    return z3.If(a >= b, a, b)
+
+
+def _min(a, b):
+    return z3.If(a <= b, a, b)
+
+
+_HANDLERS = {
+    sympy.Add: _nary(lambda a, b: a + b),
+    sympy.Mul: _nary(lambda a, b: a * b),
+    sympy.Pow: _pow,
+    E.PowByNatural: _pow,
+    E.FloorDiv: _floordiv,
+    E.PythonMod: _python_mod,
+    E.Mod: _python_mod,
+    E.Max: _nary(_max),
+    E.Min: _nary(_min),
+    sympy.Max: _nary(_max),
+    sympy.Min: _nary(_min),
+    sympy.Abs: lambda a: z3.If(a >= 0, a, -a),
+    E.ToFloat: _as_real,
+    E.IntTrueDiv: lambda a, b: _as_real(a) / _as_real(b),
+    E.FloatTrueDiv: lambda a, b: _as_real(a) / _as_real(b),
+    E.FloorToInt: lambda a: z3.ToInt(_as_real(a)),
+    E.CeilToInt: lambda a: -z3.ToInt(-_as_real(a)),
+    E.TruncToInt: lambda a: z3.If(_as_real(a) >= 0, z3.ToInt(_as_real(a)), -z3.ToInt(-_as_real(a))),
+    E.Identity: lambda a: a,
+    sympy.floor: lambda a: z3.ToInt(_as_real(a)) if not a.is_int() else a,
+    sympy.ceiling: lambda a: -z3.ToInt(-_as_real(a)) if not a.is_int() else a,
+    sympy.Eq: lambda a, b: a == b,
+    sympy.Ne: lambda a, b: a != b,
+    sympy.Lt: lambda a, b: a < b,
+    sympy.Le: lambda a, b: a <= b,
+    sympy.Gt: lambda a, b: a > b,
+    sympy.Ge: lambda a, b: a >= b,
+    sympy.And: lambda *a: z3.And(*a),
+    sympy.Or: lambda *a: z3.Or(*a),
+    sympy.Not: z3.Not,
+    sympy.Xor: _nary(z3.Xor),
+    sympy.Equivalent: lambda *a: z3.And(*[a[0] == x for x in a[1:]]),
+    sympy.Mod: _python_mod,
+}

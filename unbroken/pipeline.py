@@ -148,30 +148,25 @@ class _Export:
         return dims
 
     def _lift_state(self) -> None:
-        """Placeholders for parameters then buffers; meta copies stand for them while tracing."""
+        """Placeholders for parameters then buffers, one per FQN (tied weights get one per
+        name, as in torch.export, and are fed the same tensor); meta copies stand for them
+        while tracing."""
         if self.root is None:
             return
-        seen: dict[int, torch.Tensor] = {}
         for fqn, param in self.root.named_parameters(remove_duplicate=False):
-            if id(param) in seen:
-                self.metas[fqn] = seen[id(param)]
-                continue
-            meta = self._lift_tensor(f"p_{fqn}", param, fqn, parameter=True)
-            self.input_specs.append(InputSpec(InputKind.PARAMETER, TensorArgument(meta[1]), fqn))
+            meta, name = self._lift_tensor(f"p_{fqn}", param, parameter=True)
+            self.input_specs.append(InputSpec(InputKind.PARAMETER, TensorArgument(name), fqn))
             self.state_dict[fqn] = param
-            seen[id(param)] = self.metas[fqn] = meta[0]
+            self.metas[fqn] = meta
         for fqn, buffer in self.root.named_buffers(remove_duplicate=False):
-            if id(buffer) in seen:
-                self.metas[fqn] = seen[id(buffer)]
-                continue
             persistent = _is_persistent(self.root, fqn)
-            meta = self._lift_tensor(f"b_{fqn}", buffer, fqn, parameter=False)
-            self.input_specs.append(InputSpec(InputKind.BUFFER, TensorArgument(meta[1]), fqn,
+            meta, name = self._lift_tensor(f"b_{fqn}", buffer, parameter=False)
+            self.input_specs.append(InputSpec(InputKind.BUFFER, TensorArgument(name), fqn,
                                               persistent=persistent))
             (self.state_dict if persistent else self.constants)[fqn] = buffer
-            seen[id(buffer)] = self.metas[fqn] = meta[0]
+            self.metas[fqn] = meta
 
-    def _lift_tensor(self, name, tensor, fqn, *, parameter):
+    def _lift_tensor(self, name, tensor, *, parameter):
         meta = meta_like(tensor)
         node = self.recorder.add_placeholder(name, meta, user_input=False, device=tensor.device)
         self.output.mark_state(meta, parameter=parameter, requires_grad=tensor.requires_grad)
@@ -306,8 +301,7 @@ def _tracing(root, metas):
     with contextlib.ExitStack() as stack:
         stack.enter_context(enable_python_dispatcher())
         if root is not None and metas:
-            stack.enter_context(_reparametrize_module(root, metas, tie_weights=True,
-                                                      strict=False))
+            stack.enter_context(_reparametrize_module(root, metas, strict=False))
         yield
 
 

@@ -74,7 +74,9 @@ class TraceContext:
     def nn_module_stack(self) -> dict:
         stack = {}
         for fqn, cls in self.module_stack:
-            key = "L__self__" + ("_" + fqn.replace(".", "_") if fqn else "")
+            if not fqn:
+                continue  # the exported module itself is not part of the stack (as in torch)
+            key = "L__self___" + fqn.replace(".", "_")
             stack[key] = (fqn, f"{cls.__module__}.{cls.__qualname__}")
         return stack
 

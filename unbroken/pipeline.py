@@ -25,6 +25,7 @@ from .frontend.tracer import trace_call
 from .frontend.translator import check_python_version
 from .frontend.variables.constant import ConstantVariable
 from .frontend.variables.tensor import TensorVariable
+from .ir.composites import preserving
 from .ir.program import ExportedProgram
 from .ir.recorder import Recorder, meta_like
 from .ir.signature import (ConstantArgument, ExportGraphSignature, InputKind, InputSpec,
@@ -126,7 +127,7 @@ class _Export:
         dims = self._resolve_dims(combined)
         self._lift_state()
         arg_trackers, kwarg_trackers = self._lift_inputs(signature, dims)
-        with _tracing(self.root, self.metas):
+        with _tracing(self.root, self.metas), preserving(self.recorder):
             result, tx = trace_call(self.output, self.mod, arg_trackers, kwarg_trackers)
             outputs = result.unwrap(tx)
         flat_outputs, out_spec = pytree.tree_flatten(outputs)
@@ -314,7 +315,7 @@ def _constraint_error(env, violations) -> ConstraintViolationError:
         if violation.counterexample:
             values = ", ".join(f"{env.source_of(s)} = {v}" for s, v in violation.counterexample.items())
             example = f"  (fails for {values})"
-        lines.append(f"- {guard.describe()}{example}{where}")
+        lines.append(f"- {guard.describe(env.source_of)}{example}{where}")
     first = violations[0].guard
     return ConstraintViolationError(
         "the model's code constrains dimensions that dynamic_shapes declares dynamic",

@@ -30,7 +30,7 @@ import sympy
 import torch
 import torch.fx as fx
 from torch.utils import _pytree as pytree
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode_temporarily
 
 from ..symbolic.diagnostics import DataDependentError, UnsupportedError, format_stack
 
@@ -79,7 +79,9 @@ class Recorder(TorchDispatchMode):
         # Native PyTorch code reads `.device` off our meta tensors and asks for `meta`; such
         # requests mean "the device of the traced tensors", recorded as this device.
         self.default_device = _CPU
-        self.symint_factory = None  # expr -> SymInt; set by the pipeline when sizes are symbolic
+        self.symint_factory = None
+        self._recording = 0   # depth of recording() contexts
+        self._suspended = 0   # depth of composite ops being computed without recording  # expr -> SymInt; set by the pipeline when sizes are symbolic
 
     # ----------------------------------------------------------------- inputs and constants
     def unique_name(self, base: str) -> str:
@@ -143,8 +145,30 @@ class Recorder(TorchDispatchMode):
     @contextlib.contextmanager
     def recording(self):
         """Activate the mode for the duration of one leaf call."""
-        with self:
-            yield
+        self._recording += 1
+        try:
+            with self:
+                yield
+        finally:
+            self._recording -= 1
+
+    def is_recording(self) -> bool:
+        """True inside a leaf call, outside a composite op being kept whole."""
+        return self._recording > 0 and self._suspended == 0
+
+    def record_composite(self, op, args, kwargs, decompose):
+        """Record the composite ``op`` as one node; its meta output comes from ``decompose``
+        run with recording suspended (see ``ir.composites``)."""
+        compute_args, compute_kwargs, device = self._prepare(op, args, kwargs)
+        self._suspended += 1
+        try:
+            with _pop_mode_temporarily():
+                out = decompose(op, compute_args, compute_kwargs)
+        finally:
+            self._suspended -= 1
+        node = self._record(op, args, kwargs, out)
+        self._bind_outputs(node, out, device)
+        return out
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}

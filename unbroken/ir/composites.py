@@ -1,0 +1,86 @@
+"""Keep selected composite operators whole in the recorded graph.
+
+A ``TorchDispatchMode`` sees operators only after their CompositeImplicitAutograd kernels have
+decomposed them (``linear`` arrives as ``t`` + ``addmm``, ``lstm`` as one ``mm`` per time
+step). torch.export's output keeps such operators whole, which keeps graphs small, lets
+``run_decompositions`` target them, and lets an LSTM keep a dynamic sequence length.
+
+While tracing, :func:`preserving` installs a Python kernel at the CompositeImplicitAutograd key
+of each operator in :data:`PRESERVED` (the Python dispatcher is on during tracing). When the
+recorder is recording, the kernel records the operator as one node and computes its meta
+output by running the C++ decomposition with recording suspended; otherwise it just runs the
+decomposition. The kernels are removed when tracing ends.
+
+Only functional operators whose outputs never alias their inputs are listed: keeping an
+aliasing or mutating composite whole (``dropout`` in eval returns its input, ``batch_norm``
+updates running statistics) would hide the aliasing from functionalization.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+from torch._C import DispatchKey
+
+__all__ = ["PRESERVED", "preserving"]
+
+aten = torch.ops.aten
+_CIA = DispatchKey.CompositeImplicitAutograd
+
+PRESERVED = (
+    aten.linear.default,
+    aten.conv1d.default, aten.conv2d.default, aten.conv3d.default,
+    aten.conv1d.padding, aten.conv2d.padding, aten.conv3d.padding,
+    aten.conv_transpose1d.default, aten.conv_transpose2d.input, aten.conv_transpose3d.input,
+    aten.scaled_dot_product_attention.default,
+    aten.layer_norm.default, aten.group_norm.default,
+    aten.matmul.default,
+    aten.softmax.int, aten.log_softmax.int,
+    aten.lstm.input, aten.gru.input, aten.rnn_tanh.input, aten.rnn_relu.input,
+)
+
+
+def _cpp_decomposition(op, args, kwargs):
+    return op._op_dk(_CIA, *args, **kwargs)
+
+
+def _kernel(op, recorder, previous):
+    """The recording kernel; ``previous`` is a Python CIA kernel torch already had (e.g. the
+    LSTM decomposition), used to compute the meta output instead of the C++ one."""
+    def decompose(op, args, kwargs):
+        return previous(*args, **kwargs) if previous is not None \
+            else _cpp_decomposition(op, args, kwargs)
+
+    def kernel(*args, **kwargs):
+        if recorder.is_recording():
+            return recorder.record_composite(op, args, kwargs, decompose)
+        return decompose(op, args, kwargs)
+
+    return kernel
+
+
+# Keys at which torch may already hold a Python kernel for one of these ops (the LSTM
+# decomposition is registered at all three); ours must sit at each of them.
+_KEYS = (_CIA, DispatchKey.Autograd, DispatchKey.Meta)
+
+
+@contextlib.contextmanager
+def preserving(recorder, ops=PRESERVED):
+    """Install the recording kernels of ``ops`` for ``recorder`` for the duration."""
+    saved: dict = {}
+    try:
+        for op in ops:
+            for key in _KEYS:
+                previous = op.py_kernels.get(key)
+                if isinstance(previous, DispatchKey) or (previous is None and key is not _CIA):
+                    continue
+                saved[(op, key)] = op.py_kernels.pop(key, None)
+                op.py_impl(key)(_kernel(op, recorder, previous))
+            op._dispatch_cache.clear()
+        yield
+    finally:
+        for (op, key), previous in saved.items():
+            op.py_kernels.pop(key, None)
+            if previous is not None:
+                op.py_kernels[key] = previous
+            op._dispatch_cache.clear()

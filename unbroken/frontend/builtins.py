@@ -256,9 +256,8 @@ def _scalar(py_type):
         if isinstance(value, TensorVariable):
             raise graph_break("UB105", f"`{py_type.__name__}()` of {value.describe()}",
                               frames=tx.user_frames())
-        if py_type is bool:
-            return ConstantVariable(value.truth(tx)) if value.is_constant() or \
-                not hasattr(value, "value") else tx.call_leaf(bool, [value], {})
+        if py_type is bool and not value.is_constant() and not hasattr(value, "value"):
+            return ConstantVariable(value.truth(tx))  # containers, modules, objects
         return _fold_or_leaf(tx, py_type, [value, *rest], {})
 
     return handler

@@ -212,7 +212,7 @@ class InstructionTranslator:
         return cell.contents.as_constant(), receiver
 
     def load_global(self, name: str) -> VariableTracker:
-        from ..frontend.sources import GlobalSource
+        from .sources import GlobalSource
 
         if name in self.f_globals:
             return wrap(self, self.f_globals[name], GlobalSource(name))

@@ -40,6 +40,12 @@ aten = torch.ops.aten
 
 _VALUE_OPS = {aten.item.default, aten._local_scalar_dense.default, aten.is_nonzero.default,
               aten.equal.default}
+# Ops that write arguments they do not return, and the functional op that returns the new
+# values of those arguments after its own outputs. They are recorded as the functional op plus
+# one in-place `copy_` per written argument (the convention `passes.functionalize` expects).
+_FUNCTIONAL_WRITERS = {
+    aten._native_batch_norm_legit.default: aten._native_batch_norm_legit_functional.default,
+}
 _META = torch.device("meta")
 _CPU = torch.device("cpu")
 
@@ -174,10 +180,30 @@ class Recorder(TorchDispatchMode):
         kwargs = kwargs or {}
         self._refuse_value_dependent(func)
         compute_args, compute_kwargs, device = self._prepare(func, args, kwargs)
+        if func in _FUNCTIONAL_WRITERS:
+            return self._record_writer(func, args, kwargs, compute_args, compute_kwargs, device)
         out = func(*compute_args, **compute_kwargs)
         node = self._record(func, args, kwargs, out)
         self._bind_outputs(node, out, device)
         return out
+
+    def _record_writer(self, func, args, kwargs, compute_args, compute_kwargs, device):
+        """Record an op that writes arguments it does not return (see _FUNCTIONAL_WRITERS)."""
+        functional = _FUNCTIONAL_WRITERS[func]
+        out = functional(*compute_args, **compute_kwargs)
+        node = self._record(functional, args, kwargs, out)
+        self._bind_outputs(node, out, device)
+        returned = len(func._schema.returns)
+        written = [i for i, a in enumerate(func._schema.arguments)
+                   if a.alias_info is not None and a.alias_info.is_write]
+        for index, new_value in zip(written, out[returned:]):
+            target = self._lifted.get(id(args[index]), args[index])
+            copy = self.graph.create_node(
+                "call_function", aten.copy_.default,
+                (self.node_of(target), self.node_of(new_value)), {}, name="copy_")
+            self._annotate(copy, target)
+            self.bind(target, copy)
+        return tuple(out[:returned])
 
     def _refuse_value_dependent(self, func) -> None:
         if func in _VALUE_OPS:

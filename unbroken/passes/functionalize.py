@@ -141,7 +141,8 @@ class _Rewrite:
 
 
 def _refuse(node: torch.fx.Node, message: str, hint: str) -> UnsupportedError:
-    return UnsupportedError(message, frames=node.meta.get("user_frames", ()), hint=hint)
+    return UnsupportedError(message, code="UB121", frames=node.meta.get("user_frames", ()),
+                            hint=hint)
 
 
 def _describe(node: torch.fx.Node) -> str:

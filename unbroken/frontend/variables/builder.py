@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import collections
+import collections.abc
 import enum
 import functools
 import types
@@ -82,6 +83,13 @@ def _wrap_dict(tx, value, source):
 
     return DictVariable({k: wrap(tx, v, ItemSource(source, k) if source else None)
                          for k, v in value.items()}, source, type(value))
+
+
+def _wrap_mapping_view(tx, value, source):
+    """``dict.items()``/``keys()``/``values()`` views (also OrderedDict's): a list snapshot."""
+    if isinstance(value, collections.abc.ItemsView):
+        return ListVariable([TupleVariable([wrap(tx, k), wrap(tx, v)]) for k, v in value])
+    return ListVariable([wrap(tx, v) for v in value])
 
 
 def _wrap_slice(tx, value, source):
@@ -166,6 +174,8 @@ _BUILDERS = [
     (lambda v: isinstance(v, list), _wrap_list),
     (lambda v: isinstance(v, (dict, collections.OrderedDict)), _wrap_dict),
     (lambda v: isinstance(v, slice), _wrap_slice),
+    (lambda v: isinstance(v, (collections.abc.ItemsView, collections.abc.KeysView,
+                              collections.abc.ValuesView)), _wrap_mapping_view),
     (lambda v: isinstance(v, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)), _wrap_op),
     (lambda v: isinstance(v, types.FunctionType), _wrap_function),
     (lambda v: isinstance(v, types.BuiltinFunctionType), _wrap_builtin),

@@ -8,7 +8,6 @@ tensors while the recorder records the ATen ops. Containers (``Sequential``, ``M
 """
 from __future__ import annotations
 
-import torch
 import torch.nn as nn
 from torch.nn.modules import module as module_globals
 
@@ -229,5 +228,3 @@ def _inline_torch_container(tx, var, forward, args, kwargs):
     # user modules they call are traced rather than run natively.
     return UserFunctionVariable(forward).call(tx, [var, *args], kwargs)
 
-
-_ = torch  # torch is imported for nn; kept explicit for readers of type hints

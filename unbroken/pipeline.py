@@ -127,6 +127,7 @@ class _Export:
         dims = self._resolve_dims(combined)
         self._lift_state()
         arg_trackers, kwarg_trackers = self._lift_inputs(signature, dims)
+        self.recorder.allow_meta_constants = self._on_meta_device()
         with _tracing(self.root, self.metas), preserving(self.recorder):
             result, tx = trace_call(self.output, self.mod, arg_trackers, kwarg_trackers)
             outputs = result.unwrap(tx)
@@ -149,29 +150,33 @@ class _Export:
         return dims
 
     def _lift_state(self) -> None:
-        """Placeholders for parameters then buffers, one per FQN (tied weights get one per
-        name, as in torch.export, and are fed the same tensor); meta copies stand for them
-        while tracing."""
+        """Placeholders for parameters then buffers, one per FQN (as torch.export), with meta
+        stand-ins while tracing. Names that alias one tensor (tied weights, a buffer registered
+        twice) share one stand-in, so a write through one name is seen through the other; the
+        recorder binds the stand-in to the last of their placeholders."""
         if self.root is None:
             return
+        stand_ins: dict[int, torch.Tensor] = {}
         for fqn, param in self.root.named_parameters(remove_duplicate=False):
-            meta, name = self._lift_tensor(f"p_{fqn}", param, parameter=True)
+            name = self._lift_tensor(f"p_{fqn}", param, stand_ins, parameter=True)
             self.input_specs.append(InputSpec(InputKind.PARAMETER, TensorArgument(name), fqn))
             self.state_dict[fqn] = param
-            self.metas[fqn] = meta
+            self.metas[fqn] = stand_ins[id(param)]
         for fqn, buffer in self.root.named_buffers(remove_duplicate=False):
             persistent = _is_persistent(self.root, fqn)
-            meta, name = self._lift_tensor(f"b_{fqn}", buffer, parameter=False)
+            name = self._lift_tensor(f"b_{fqn}", buffer, stand_ins, parameter=False)
             self.input_specs.append(InputSpec(InputKind.BUFFER, TensorArgument(name), fqn,
                                               persistent=persistent))
             (self.state_dict if persistent else self.constants)[fqn] = buffer
-            self.metas[fqn] = meta
+            self.metas[fqn] = stand_ins[id(buffer)]
 
-    def _lift_tensor(self, name, tensor, *, parameter):
-        meta = meta_like(tensor)
-        node = self.recorder.add_placeholder(name, meta, user_input=False, device=tensor.device)
-        self.output.mark_state(meta, parameter=parameter, requires_grad=tensor.requires_grad)
-        return meta, node.name
+    def _lift_tensor(self, name, tensor, stand_ins, *, parameter) -> str:
+        meta = stand_ins.get(id(tensor))
+        if meta is None:
+            meta = stand_ins[id(tensor)] = meta_like(tensor)
+            self.output.mark_state(meta, parameter=parameter, requires_grad=tensor.requires_grad)
+        return self.recorder.add_placeholder(name, meta, user_input=False,
+                                             device=tensor.device).name
 
     def _lift_inputs(self, signature, dims):
         """Placeholders for the flattened user inputs, in the order of ``(args, kwargs)``."""
@@ -201,6 +206,13 @@ class _Export:
         self.output.mark_state(meta, parameter=False, requires_grad=leaf.requires_grad)
         self.input_specs.append(InputSpec(InputKind.USER_INPUT, TensorArgument(node.name), None))
         return TensorVariable(meta, LocalSource(name), requires_grad=leaf.requires_grad)
+
+    def _on_meta_device(self) -> bool:
+        """True when the model's state or inputs live on the meta device (no values anywhere)."""
+        tensors = [*self.state_dict.values(), *self.constants.values(),
+                   *(t for t in pytree.tree_leaves((self.args, self.kwargs))
+                     if isinstance(t, torch.Tensor))]
+        return any(t.device.type == "meta" for t in tensors)
 
     # ----------------------------------------------------------------- guards
     def _check_guards(self) -> None:

@@ -12,6 +12,7 @@ import builtins
 import functools
 
 import torch
+from torch.utils import _pytree as pytree
 
 from .graph_breaks import graph_break
 from .variables.base import AttributeMissing, VariableTracker
@@ -29,7 +30,7 @@ _REFUSED = {id: "UB103", print: "UB103", open: "UB103", input: "UB103", globals:
             breakpoint: "UB103", __import__: "UB111", setattr: "UB107", delattr: "UB107",
             hash: "UB103", memoryview: "UB103", help: "UB103"}
 # Builtins that fold natively when every argument is a constant, else run as leaf calls.
-_PURE = {abs, divmod, pow, round, chr, ord, bin, hex, oct, format, repr, ascii, callable}
+_PURE = {abs, divmod, pow, round, chr, ord, bin, hex, oct, callable}
 
 
 def call_builtin(tx, fn, args: list, kwargs: dict) -> VariableTracker:
@@ -193,6 +194,10 @@ def _reduce_pairwise(fn):
             return best[1]
         if all(v.is_constant() for v in items):
             return ConstantVariable(fn(v.as_constant() for v in items))
+        if all(issubclass(v.python_type(), (int, float)) and not isinstance(v, TensorVariable)
+               for v in items):  # sizes: keep symbolic, without guarding on the comparison
+            symbolic = torch.sym_max if fn is max else torch.sym_min
+            return functools.reduce(lambda a, b: tx.call_leaf(symbolic, [a, b], {}), items)
         return tx.call_leaf(fn, items, {})
 
     return handler
@@ -263,12 +268,35 @@ def _scalar(py_type):
     return handler
 
 
-def _str(tx, value=None, *rest):
-    if value is None:
-        return ConstantVariable("")
+def concrete(tx, value: VariableTracker):
+    """The Python value of ``value`` with every symbolic size made concrete: each one records
+    a guard that it equals its example value (refused later if the size was declared dynamic).
+    Tensors cannot be made concrete: their values are unknown (UB105)."""
     if value.is_constant():
-        return ConstantVariable(str(value.as_constant(), *(r.as_constant() for r in rest)))
-    return ConstantVariable(str(value.unwrap(tx)))
+        return value.as_constant()
+
+    def convert(v):
+        if isinstance(v, torch.Tensor):
+            raise graph_break("UB105", f"{value.describe()} is turned into a Python value "
+                              "(text or number)", frames=tx.user_frames())
+        if isinstance(v, torch.Size):
+            return torch.Size([convert(e) for e in v])
+        for sym, py in ((torch.SymBool, bool), (torch.SymInt, int), (torch.SymFloat, float)):
+            if isinstance(v, sym):
+                return py(v)
+        return v
+
+    with tx.output.leaf_errors():
+        return pytree.tree_map(convert, value.unwrap(tx))
+
+
+def _textual(fn):
+    def handler(tx, value=None, *rest):
+        if value is None:
+            return ConstantVariable(fn())
+        return ConstantVariable(fn(concrete(tx, value), *(concrete(tx, r) for r in rest)))
+
+    return handler
 
 
 def _slice(tx, *parts):
@@ -297,7 +325,8 @@ _HANDLERS = {
     set: _set, frozenset: functools.partial(_set, cls=frozenset), min: _reduce_pairwise(min),
     max: _reduce_pairwise(max), sum: _sum, any: _any_all(any), all: _any_all(all),
     sorted: _sorted, map: _map, filter: _filter, int: _scalar(int), float: _scalar(float),
-    bool: _scalar(bool), complex: _scalar(complex), str: _str, slice: _slice, super: _super,
+    bool: _scalar(bool), complex: _scalar(complex), str: _textual(str),
+    repr: _textual(repr), ascii: _textual(ascii), format: _textual(format), slice: _slice, super: _super,
     object: _object,
 }
 

@@ -25,6 +25,15 @@ def _is_internal(filename: str) -> bool:
     return filename.startswith((_TORCH_DIR, _UNBROKEN_DIR))
 
 
+def _raised_inside_unbroken(exc: BaseException) -> bool:
+    """True when the innermost frame of ``exc``'s traceback is unbroken's own code (a bug
+    in unbroken, not an error PyTorch raised for the user's program)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code.co_filename.startswith(_UNBROKEN_DIR)
+
+
 class TraceContext:
     """State of one trace.
 
@@ -121,6 +130,11 @@ class TraceContext:
         except UnbrokenError as exc:
             raise exc.with_frames(self.user_frames())
         except Exception as exc:
+            if _raised_inside_unbroken(exc):
+                from ..symbolic.diagnostics import InternalError
+
+                raise InternalError("a leaf call failed inside unbroken",
+                                    frames=self.user_frames(), cause=exc) from exc
             name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
             first_line = (str(exc).strip().splitlines() or [""])[0]
             raise graph_break(

@@ -23,6 +23,7 @@ user's stack and turns them into graph breaks.
 from __future__ import annotations
 
 import contextlib
+import math
 import operator
 import re
 
@@ -85,6 +86,9 @@ class Recorder(TorchDispatchMode):
         # Native PyTorch code reads `.device` off our meta tensors and asks for `meta`; such
         # requests mean "the device of the traced tensors", recorded as this device.
         self.default_device = _CPU
+        # Meta tensors that are not tracked may be lifted as constants only when the model
+        # itself lives on the meta device (no values to keep); otherwise their data was lost.
+        self.allow_meta_constants = False
         self.symint_factory = None
         self._recording = 0   # depth of recording() contexts
         self._suspended = 0   # depth of composite ops being computed without recording  # expr -> SymInt; set by the pipeline when sizes are symbolic
@@ -129,6 +133,12 @@ class Recorder(TorchDispatchMode):
         (``c_<name>``); returns the meta tensor that stands for it during tracing."""
         if id(real) in self._lifted:
             return self._lifted[id(real)]
+        if real.device.type == "meta" and not self.allow_meta_constants:
+            raise UnsupportedError(
+                "a tensor was created on the meta device while tracing, so its values are "
+                "unknown (typically `torch.tensor(data, device=t.device)` inside PyTorch code)",
+                code="UB117", frames=self.frames_provider(),
+                hint="Create the tensor outside forward() and register it as a buffer.")
         meta = meta_like(real)
         name = self.add_placeholder(f"c_{name_hint}", meta, user_input=False,
                                     device=real.device).name
@@ -178,7 +188,7 @@ class Recorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        self._refuse_value_dependent(func)
+        self._refuse_value_dependent(func, args)
         compute_args, compute_kwargs, device = self._prepare(func, args, kwargs)
         if func in _FUNCTIONAL_WRITERS:
             return self._record_writer(func, args, kwargs, compute_args, compute_kwargs, device)
@@ -205,13 +215,13 @@ class Recorder(TorchDispatchMode):
             self.bind(target, copy)
         return tuple(out[:returned])
 
-    def _refuse_value_dependent(self, func) -> None:
+    def _refuse_value_dependent(self, func, args) -> None:
         if func in _VALUE_OPS:
             raise DataDependentError(
                 f"`{func.overloadpacket.__name__}` needs the value stored in a tensor, which is "
                 "unknown at export time", code="UB105", frames=self.frames_provider(),
                 hint="Keep the value as a tensor instead of converting it to a Python number.")
-        if torch.Tag.dynamic_output_shape in func.tags:
+        if torch.Tag.dynamic_output_shape in func.tags and not _integer_indexing(func, args):
             raise UnsupportedError(
                 f"`{func.overloadpacket.__name__}` returns a tensor whose size depends on tensor "
                 "values", code="UB114", frames=self.frames_provider(),
@@ -288,10 +298,12 @@ class Recorder(TorchDispatchMode):
         return self._expr_node(expr)
 
     def _expr_node(self, expr):
-        if isinstance(expr, sympy.Integer) or expr.is_Integer:
+        if expr.is_Integer:
             return int(expr)
         if expr.is_Number:
             return float(expr)
+        if expr is sympy.true or expr is sympy.false:
+            return bool(expr)
         if expr in self._sym_nodes:
             return self._sym_nodes[expr]
         node = self._build_expr(expr)
@@ -315,20 +327,34 @@ class Recorder(TorchDispatchMode):
         return node
 
     def _build_compound(self, expr) -> fx.Node:
+        """Nodes computing a sympy expression over input sizes, with the same Python
+        semantics as the expression (``//`` floors, ``ToFloat`` is ``sym_float``, ...)."""
         name = type(expr).__name__
-        binary = {"Add": operator.add, "Mul": operator.mul, "FloorDiv": operator.floordiv,
-                  "PythonMod": operator.mod, "Mod": operator.mod, "Max": max, "Min": min}
-        if name in binary:
+        if name in _NARY:
             parts = [self._expr_node(a) for a in expr.args]
+            if name in ("Add", "Mul"):  # sympy puts the constant first: keep symbols first
+                parts = sorted(parts, key=lambda p: not isinstance(p, fx.Node))
             acc = parts[0]
             for part in parts[1:]:
-                acc = self.graph.call_function(binary[name], (acc, part))
+                acc = self._sym_call(_NARY[name], (acc, part))
             return acc
-        if name == "Pow" and expr.args[1].is_Integer:
-            return self.graph.call_function(operator.pow, (self._expr_node(expr.args[0]),
-                                                           int(expr.args[1])))
+        if name in _UNARY:
+            return self._sym_call(_UNARY[name], (self._expr_node(expr.args[0]),))
+        if name == "Pow" and expr.args[1].is_Integer and int(expr.args[1]) == -1:
+            return self._sym_call(operator.truediv, (1.0, self._expr_node(expr.args[0])))
         raise UnsupportedError(f"cannot compute the size expression `{expr}` in the graph",
-                               code="UB117", frames=self.frames_provider())
+                               code="UB117", frames=self.frames_provider(),
+                               hint="Compute this value from tensors (e.g. with torch ops on a "
+                                    "tensor of sizes) or make the dimension static.")
+
+    def _sym_call(self, target, args) -> fx.Node:
+        node = self.graph.call_function(target, args)
+        values = [a.meta["val"] if isinstance(a, fx.Node) else a for a in args]
+        node.meta["val"] = target(*values)
+        node.meta["user_frames"] = ()
+        node.meta["stack_trace"] = ""
+        node.meta["nn_module_stack"] = {}
+        return node
 
     # ----------------------------------------------------------------- outputs
     def set_output(self, values) -> fx.Node:
@@ -343,10 +369,28 @@ class Recorder(TorchDispatchMode):
         return self.graph.output(tuple(to_arg(v) for v in values))
 
 
+# sympy function name -> the Python callable that computes it on SymInts/SymFloats in a graph.
+_NARY = {"Add": operator.add, "Mul": operator.mul, "FloorDiv": operator.floordiv,
+         "PythonMod": operator.mod, "Mod": operator.mod, "Max": torch.sym_max,
+         "Min": torch.sym_min, "FloatTrueDiv": operator.truediv, "IntTrueDiv": operator.truediv,
+         "FloatPow": operator.pow, "PowByNatural": operator.pow, "Pow": operator.pow}
+_UNARY = {"ToFloat": torch.sym_float, "TruncToInt": math.trunc, "FloorToInt": math.floor,
+          "CeilToInt": math.ceil, "RoundToInt": round, "OpaqueUnaryFn_sqrt": torch._sym_sqrt}
+
+
 def _node_name(func) -> str:
     """``add`` for ``aten.add.Tensor``: the op's name, as torch.export names its nodes."""
     packet = getattr(func, "overloadpacket", None)
     return _sanitize(packet.__name__ if packet is not None else getattr(func, "__name__", "op"))
+
+
+def _integer_indexing(func, args) -> bool:
+    """``x[i]`` with integer index tensors: the output shape is known from the index shapes
+    (only boolean masks make ``aten.index`` data-dependent)."""
+    if func is not aten.index.Tensor:
+        return False
+    indices = [i for i in args[1] if i is not None]
+    return all(not (i.dtype == torch.bool or i.dtype == torch.uint8) for i in indices)
 
 
 def _has_device_argument(func) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import operator
 
 from ..variables.constant import ConstantVariable
-from ..variables.containers import DictVariable, ListVariable, SequenceVariable
+from ..variables.containers import DictVariable, ListVariable, SequenceVariable, check_mutable
 from ..variables.nn_module import NNModuleVariable
 from ..variables.objects import ObjectVariable
 from ..variables.tensor import TensorVariable
@@ -54,6 +54,8 @@ def _fold(tx, fn, a, b):
 
 def _sequence_op(tx, symbol, left, right, inplace):
     if isinstance(left, SequenceVariable):
+        if inplace and isinstance(left, ListVariable):
+            check_mutable(tx, left, f"`{symbol}=`")
         if symbol == "+" and isinstance(right, SequenceVariable):
             if inplace and isinstance(left, ListVariable):
                 left.elements.extend(right.elements)

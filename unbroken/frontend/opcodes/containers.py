@@ -7,7 +7,7 @@ import operator
 from ..graph_breaks import graph_break
 from ..variables.constant import ConstantVariable
 from ..variables.containers import (DictVariable, ListVariable, SequenceVariable, SliceVariable,
-                                    TupleVariable, dict_key)
+                                    TupleVariable, check_mutable, dict_key)
 from ..variables.nn_module import NNModuleVariable
 from ..variables.tensor import TensorVariable
 from ..variables.builder import wrap
@@ -152,6 +152,7 @@ def store_subscr(tx, instruction):
     index = tx.pop()
     container = tx.pop()
     value = tx.pop()
+    check_mutable(tx, container, "item assignment")
     if isinstance(container, ListVariable):
         key = index.as_constant()
         if isinstance(key, slice):
@@ -170,6 +171,7 @@ def store_subscr(tx, instruction):
 def delete_subscr(tx, instruction):
     index = tx.pop()
     container = tx.pop()
+    check_mutable(tx, container, "item deletion")
     if isinstance(container, ListVariable):
         del container.elements[index.as_constant()]
     elif isinstance(container, DictVariable):
@@ -186,8 +188,8 @@ def format_value(tx, instruction):
     flags = instruction.arg
     spec = tx.pop().as_constant() if flags & 0x04 else ""
     value = tx.pop()
-    if not value.is_constant():
-        raise graph_break("UB117", f"formatting {value.describe()} into a string")
-    raw = value.as_constant()
+    from ..builtins import concrete
+
+    raw = concrete(tx, value)
     convert = _CONVERSIONS[flags & 0x03]
     tx.push(ConstantVariable(format(convert(raw) if convert else raw, spec)))

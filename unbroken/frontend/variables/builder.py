@@ -75,14 +75,15 @@ def _wrap_list(tx, value, source):
     from ..sources import ItemSource
 
     return ListVariable([wrap(tx, v, ItemSource(source, i) if source else None)
-                         for i, v in enumerate(value)], source)
+                         for i, v in enumerate(value)], source, external=source is not None)
 
 
 def _wrap_dict(tx, value, source):
     from ..sources import ItemSource
 
     return DictVariable({k: wrap(tx, v, ItemSource(source, k) if source else None)
-                         for k, v in value.items()}, source, type(value))
+                         for k, v in value.items()}, source, type(value),
+                        external=source is not None)
 
 
 def _wrap_mapping_view(tx, value, source):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from ..graph_breaks import graph_break
 from .base import VariableTracker
 from .constant import ConstantVariable
-from .containers import DictVariable, ListVariable, TupleVariable, dict_key
+from .containers import DictVariable, ListVariable, TupleVariable, check_mutable, dict_key
 
 __all__ = ["call_container_method"]
 
@@ -31,8 +31,9 @@ def call_container_method(tx, container, name: str, args: list, kwargs: dict) ->
 
 
 def _mutable(tx, container, name):
-    if not isinstance(container, ListVariable):
+    if not isinstance(container, (ListVariable, DictVariable)):
         raise tx.user_exception(AttributeError(f"'tuple' object has no attribute '{name}'"))
+    check_mutable(tx, container, f"`.{name}()`")
 
 
 def _append(tx, xs, value):
@@ -61,6 +62,7 @@ def _pop(tx, xs, index=None):
 
 
 def _clear(tx, xs):
+    _mutable(tx, xs, "clear")
     xs.elements.clear() if isinstance(xs, ListVariable) else xs.entries.clear()
     return _NONE
 
@@ -133,6 +135,7 @@ def _get(tx, d, key, default=_NONE):
 
 
 def _dict_pop(tx, d, key, *default):
+    _mutable(tx, d, "pop")
     k = dict_key(key)
     if k in d.entries:
         return d.entries.pop(k)
@@ -142,10 +145,13 @@ def _dict_pop(tx, d, key, *default):
 
 
 def _setdefault(tx, d, key, default=_NONE):
+    if dict_key(key) not in d.entries:
+        _mutable(tx, d, "setdefault")
     return d.entries.setdefault(dict_key(key), default)
 
 
 def _update(tx, d, other=None, **kwargs):
+    _mutable(tx, d, "update")
     if other is not None:
         if isinstance(other, DictVariable):
             d.entries.update(other.entries)

@@ -7,7 +7,7 @@ from ..graph_breaks import graph_break
 from .base import AttributeMissing, VariableTracker
 from .constant import ConstantVariable
 
-__all__ = ["TupleVariable", "ListVariable", "SizeVariable", "NamedTupleVariable", "DictVariable",
+__all__ = ["check_mutable", "TupleVariable", "ListVariable", "SizeVariable", "NamedTupleVariable", "DictVariable",
            "IteratorVariable", "SliceVariable", "ContainerMethodVariable"]
 
 
@@ -127,13 +127,28 @@ class NamedTupleVariable(TupleVariable):
 
 
 class ListVariable(SequenceVariable):
-    """A list; mutated in place by the traced code's own list operations."""
+    """A list; mutated in place by the traced code's own list operations.
 
-    __slots__ = ()
+    external: the list exists outside the trace (a module attribute, a global, a default
+    argument): mutating it would be a side effect the exported program cannot replay, so it is
+    refused (see ``check_mutable``)."""
+
+    __slots__ = ("external",)
     python_class = list
+
+    def __init__(self, elements, source=None, *, external=False):
+        super().__init__(elements, source)
+        self.external = external
 
     def rebuild(self, elements):
         return ListVariable(elements)
+
+
+def check_mutable(tx, container, what: str) -> None:
+    """Refuse ``what`` (a mutation) on a list or dict that lives outside the trace."""
+    if getattr(container, "external", False):
+        raise graph_break("UB107", f"{what} modifies {container.describe()}, which exists "
+                          "outside forward()", frames=tx.user_frames())
 
 
 class SliceVariable(VariableTracker):
@@ -161,12 +176,14 @@ class SliceVariable(VariableTracker):
 class DictVariable(VariableTracker):
     """A dict with constant (hashable, trace-time known) keys. ``entries``: key -> tracker."""
 
-    __slots__ = ("entries", "python_class")
+    __slots__ = ("entries", "python_class", "external")
 
-    def __init__(self, entries: dict, source=None, python_class: type = dict):
+    def __init__(self, entries: dict, source=None, python_class: type = dict, *,
+                 external=False):
         super().__init__(source)
         self.entries = dict(entries)
         self.python_class = python_class
+        self.external = external
 
     def python_type(self) -> type:
         return self.python_class

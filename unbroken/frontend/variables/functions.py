@@ -2,9 +2,13 @@
 from __future__ import annotations
 
 import inspect
+import math
 import types
 
+import torch
+
 from ..graph_breaks import graph_break
+from ..sources import ConstantSource
 from .base import VariableTracker
 
 __all__ = ["UserFunctionVariable", "NestedFunctionVariable", "BoundMethodVariable",
@@ -19,6 +23,9 @@ class CellVariable(VariableTracker):
     def __init__(self, contents: VariableTracker | None = None, source=None):
         super().__init__(source)
         self.contents = contents
+
+
+DEFAULT_SOURCE = ConstantSource("a default argument value")
 
 
 class UserFunctionVariable(VariableTracker):
@@ -41,7 +48,7 @@ class UserFunctionVariable(VariableTracker):
 
         cells = [CellVariable(_cell_contents(tx, cell, name), None)
                  for name, cell in zip(self.fn.__code__.co_freevars, self.fn.__closure__ or ())]
-        bound = bind_arguments(tx, self.fn, args, kwargs, lambda v: wrap(tx, v))
+        bound = bind_arguments(tx, self.fn, args, kwargs, lambda v: wrap(tx, v, DEFAULT_SOURCE))
         return tx.inline_call(self.fn.__code__, self.fn.__globals__, bound, cells,
                               self.fn.__qualname__)
 
@@ -215,7 +222,16 @@ class PureCallableVariable(VariableTracker):
         return self.fn
 
     def call(self, tx, args, kwargs) -> VariableTracker:
-        return tx.call_leaf(self.fn, args, kwargs)
+        from .tensor import SymbolicVariable
+
+        fn = self.fn
+        if fn in _SYMBOLIC_MATH and any(isinstance(a, SymbolicVariable) for a in args):
+            fn = _SYMBOLIC_MATH[fn]  # keep the size symbolic instead of guarding on its value
+        return tx.call_leaf(fn, args, kwargs)
+
+
+# math functions with a symbolic counterpart that the recorder can put in a graph.
+_SYMBOLIC_MATH = {math.sqrt: torch._sym_sqrt}
 
 
 class BuiltinVariable(VariableTracker):

@@ -113,8 +113,21 @@ class TensorMethodVariable(VariableTracker):
             raise graph_break(_REFUSED_METHODS[self.name],
                               f"`.{self.name}()` on {self.tensor.describe()} cannot be captured",
                               frames=tx.user_frames())
+        if self.name == "new_tensor":
+            return self._new_tensor(tx, args, kwargs)
         method = getattr(torch.Tensor, self.name)
         return tx.call_leaf(method, [self.tensor, *args], kwargs)
+
+    def _new_tensor(self, tx, args, kwargs):
+        """``x.new_tensor(data)`` is ``torch.tensor(data)`` with x's dtype and device: built
+        from the Python data natively (on the meta stand-in, the data would be lost)."""
+        from .constant import ConstantVariable
+        from .torch_calls import call_torch_function
+
+        kwargs = dict(kwargs)
+        kwargs.setdefault("dtype", ConstantVariable(self.tensor.meta.dtype))
+        kwargs.setdefault("device", ConstantVariable(tx.output.recorder.device_of(self.tensor.meta)))
+        return call_torch_function(tx, torch.tensor, args[:1], kwargs)
 
 
 class SymbolicVariable(VariableTracker):

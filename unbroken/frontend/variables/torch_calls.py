@@ -40,7 +40,31 @@ def _check(tx, args, kwargs):
     return tx.call_leaf(torch._check, [condition], {})
 
 
+def _contains_tensor(tracker) -> bool:
+    from .tensor import TensorVariable
+
+    if isinstance(tracker, TensorVariable):
+        return True
+    elements = getattr(tracker, "elements", None)
+    return elements is not None and any(_contains_tensor(e) for e in elements)
+
+
+def _tensor_from_data(name):
+    def handler(tx, args, kwargs):
+        if args and _contains_tensor(args[0]):
+            raise graph_break(
+                "UB105", f"`{name}()` of a list that holds tensors reads their values",
+                frames=tx.user_frames(),
+                details="Use torch.stack([...]) (then .to(dtype) if needed) to build a tensor "
+                        "from tensors without reading their values.")
+        return tx.call_leaf(getattr(torch, name), args, kwargs)
+
+    return handler
+
+
 _SPECIAL = {
+    torch.tensor: _tensor_from_data("tensor"),
+    torch.as_tensor: _tensor_from_data("as_tensor"),
     torch.compiler.is_compiling: _constant(True),
     torch.compiler.is_exporting: _constant(True),
     torch.jit.is_scripting: _constant(False),

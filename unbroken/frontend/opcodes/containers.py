@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import operator
 
+import torch
+
 from ..graph_breaks import graph_break
 from ..variables.constant import ConstantVariable
 from ..variables.containers import (DictVariable, ListVariable, SequenceVariable, SliceVariable,
                                     TupleVariable, check_mutable, dict_key)
 from ..variables.nn_module import NNModuleVariable
-from ..variables.tensor import TensorVariable
+from ..variables.tensor import SymbolicVariable, TensorVariable
 from ..variables.builder import wrap
 from . import opcode
 
@@ -137,7 +139,45 @@ def subscript(tx, container, index):
             return wrap(tx, container.as_constant()[index.as_constant()])
         except Exception as exc:
             raise tx.user_exception(exc)
+    if isinstance(container, TensorVariable) and _has_symbolic(index):
+        return _symbolic_tensor_index(tx, container, index)
     return tx.call_leaf(operator.getitem, [container, index], {})
+
+
+def _has_symbolic(index) -> bool:
+    if isinstance(index, SymbolicVariable):
+        return True
+    parts = index.parts if isinstance(index, SliceVariable) else getattr(index, "elements", ())
+    return any(_has_symbolic(p) for p in parts)
+
+
+def _symbolic_tensor_index(tx, tensor, index):
+    """``x[...]`` whose index holds symbolic sizes, as explicit ``select``/``slice``/
+    ``unsqueeze`` calls: Python's indexing would turn each symbolic int into a guard on its
+    example value, these ops keep it symbolic."""
+    parts = index.elements if isinstance(index, TupleVariable) else [index]
+    if any(isinstance(p, TensorVariable) or
+           (p.is_constant() and p.as_constant() is Ellipsis) for p in parts):
+        return tx.call_leaf(operator.getitem, [tensor, index], {})  # advanced indexing
+    result, dim = tensor, 0
+    for part in parts:
+        if part.is_constant() and part.as_constant() is None:
+            result = tx.call_leaf(torch.unsqueeze, [result, ConstantVariable(dim)], {})
+            dim += 1
+        elif isinstance(part, SliceVariable) or (part.is_constant()
+                                                 and isinstance(part.as_constant(), slice)):
+            bounds = part.parts if isinstance(part, SliceVariable) else \
+                [ConstantVariable(b) for b in (part.as_constant().start, part.as_constant().stop,
+                                               part.as_constant().step)]
+            start, stop, step = (None if b.is_constant() and b.as_constant() is None else b
+                                 for b in bounds)
+            result = tx.call_leaf(torch.ops.aten.slice.Tensor, [
+                result, ConstantVariable(dim), start or ConstantVariable(None),
+                stop or ConstantVariable(None), step or ConstantVariable(1)], {})
+            dim += 1
+        else:
+            result = tx.call_leaf(torch.select, [result, ConstantVariable(dim), part], {})
+    return result
 
 
 @opcode("BINARY_SUBSCR")

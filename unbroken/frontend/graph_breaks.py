@@ -74,8 +74,9 @@ _KINDS = [
     BreakKind(
         "UB104", "Exception raised in traced code",
         "Raising and catching exceptions is control flow that the graph cannot express.",
-        "Check the condition with torch._check(cond, lambda: 'message') (kept as a runtime "
-        "assert), or remove the try/raise from forward().",
+        "For a condition on sizes, state it as torch._check(cond, lambda: 'message'): unbroken "
+        "proves it from dynamic_shapes (or reports the guard). Otherwise remove the try/raise "
+        "from forward() and validate inputs before calling the model.",
         "if x.shape[0] > 4:\n    raise ValueError('too big')",
         "torch._check(x.shape[0] <= 4, lambda: 'too big')",
     ),

@@ -30,6 +30,10 @@ the entry says otherwise (``train=True``). ``random=True`` marks models whose ou
 | conv1d_tcn           | causal dilated Conv1d with left F.pad, residual, GroupNorm              |
 | se_block             | squeeze-and-excitation: adaptive_avg_pool2d, sigmoid gating, view(b, c, 1, 1) |
 | lstm_bidir_stack     | 2-layer bidirectional nn.LSTM, concat of final hidden states            |
+| moe_accumulate       | soft MoE: out = torch.zeros_like(x); out += w_i * expert_i(x)           |
+| standardize_no_grad  | helper method decorated with @torch.no_grad()                           |
+| kv_cache_attention   | LLaMA-style KV cache: self.cache_k[:bsz, :seqlen] = xk                  |
+| super_resolution     | PixelShuffle, Upsample(bilinear), F.normalize, nn.Unflatten             |
 """
 from __future__ import annotations
 
@@ -808,6 +812,74 @@ class BiLSTMStack(nn.Module):
         return self.head(h)
 
 
+# -- patterns found failing (kept as realistic models) ----------------------------------------
+
+class MoEAccumulate(nn.Module):
+    """Soft MoE that accumulates expert outputs into a zeros_like buffer with ``+=``."""
+
+    def __init__(self, dim=16, num_experts=4):
+        super().__init__()
+        self.gate = nn.Linear(dim, num_experts)
+        self.experts = nn.ModuleList([nn.Linear(dim, dim) for _ in range(num_experts)])
+
+    def forward(self, x):
+        weights = self.gate(x).softmax(dim=-1)
+        out = torch.zeros_like(x)
+        for i, expert in enumerate(self.experts):
+            out += weights[..., i:i + 1] * expert(x)
+        return out
+
+
+class StandardizeNoGrad(nn.Module):
+    """A helper decorated with ``@torch.no_grad()`` (statistics used as constants)."""
+
+    def __init__(self, dim=8):
+        super().__init__()
+        self.fc = nn.Linear(dim, dim)
+
+    @torch.no_grad()
+    def _scale(self, x):
+        return x.std(dim=-1, keepdim=True) + 1e-5
+
+    def forward(self, x):
+        return self.fc(x) / self._scale(x)
+
+
+class KVCacheAttention(nn.Module):
+    """LLaMA-style KV cache: the new keys/values are written into a slice of a buffer."""
+
+    def __init__(self, dim=16, max_batch=2, max_seq=8):
+        super().__init__()
+        self.wk = nn.Linear(dim, dim, bias=False)
+        self.wv = nn.Linear(dim, dim, bias=False)
+        self.register_buffer("cache_k", torch.zeros(max_batch, max_seq, dim), persistent=False)
+        self.register_buffer("cache_v", torch.zeros(max_batch, max_seq, dim), persistent=False)
+
+    def forward(self, x):
+        bsz, seqlen, _ = x.shape
+        self.cache_k[:bsz, :seqlen] = self.wk(x)
+        self.cache_v[:bsz, :seqlen] = self.wv(x)
+        keys = self.cache_k[:bsz, :seqlen]
+        values = self.cache_v[:bsz, :seqlen]
+        att = (x @ keys.transpose(1, 2)).softmax(-1)
+        return att @ values
+
+
+class SuperResolutionHead(nn.Module):
+    """ESPCN-style head: PixelShuffle, bilinear Upsample, F.normalize, Unflatten."""
+
+    def __init__(self, channels=16, upscale=2):
+        super().__init__()
+        self.conv = nn.Conv2d(channels, channels, 3, padding=1)
+        self.shuffle = nn.PixelShuffle(upscale)
+        self.up = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)
+        self.unflatten = nn.Unflatten(1, (channels // upscale ** 2, -1))
+
+    def forward(self, x):
+        y = self.up(self.shuffle(torch.tanh(self.conv(x))))
+        return self.unflatten(F.normalize(y.flatten(1), dim=-1))
+
+
 REALISTIC: dict[str, ZooEntry] = {e.name: e for e in [
     ZooEntry("resnet_basic_block", ResNetBlockModel, _randn(2, 8, 8, 8)),
     ZooEntry("tiny_resnet", TinyResNet, _randn(2, 3, 32, 32)),
@@ -830,4 +902,8 @@ REALISTIC: dict[str, ZooEntry] = {e.name: e for e in [
     ZooEntry("conv1d_tcn", TCN, _randn(2, 8, 20)),
     ZooEntry("se_block", SEBlock, _randn(2, 3, 8, 8)),
     ZooEntry("lstm_bidir_stack", BiLSTMStack, _randn(2, 5, 8)),
+    ZooEntry("moe_accumulate", MoEAccumulate, _randn(2, 5, 16)),
+    ZooEntry("standardize_no_grad", StandardizeNoGrad, _randn(2, 8)),
+    ZooEntry("kv_cache_attention", KVCacheAttention, _randn(2, 5, 16)),
+    ZooEntry("super_resolution", SuperResolutionHead, _randn(2, 16, 4, 4)),
 ]}

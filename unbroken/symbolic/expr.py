@@ -140,6 +140,14 @@ def evaluate_at(expr, values: Mapping[sympy.Symbol, int | float | bool]):
         return expr
     mapping = {s: sympy.sympify(values[s]) for s in expr.free_symbols if s in values}
     result = expr.xreplace(mapping)
-    if not getattr(result, "is_number", False) and result not in (sympy.true, sympy.false):
-        result = result.doit() if hasattr(result, "doit") else result
+    if not isinstance(result, sympy.Number) and result not in (sympy.true, sympy.false):
+        result = _rebuild(result)
     return to_python(result)
+
+
+def _rebuild(expr):
+    """Re-create ``expr`` bottom-up so every function sees numeric arguments and folds
+    (``xreplace`` does not re-evaluate ``Min``/``Max`` nested inside other functions)."""
+    if not getattr(expr, "args", ()) or expr.is_Atom:
+        return expr
+    return expr.func(*(_rebuild(a) for a in expr.args))

@@ -139,7 +139,7 @@ class Solver:
             return Decision("true", None, "z3")
         if result == z3.unknown:
             return Decision("inconclusive", None, "unknown")
-        counterexample = self._extract(model, fact)
+        counterexample = self._smallest(z3.Not(z3_fact), fact, model)
         holds_somewhere, _ = self._check(z3_fact)
         if holds_somewhere == z3.unsat:
             return Decision("false", counterexample, "z3")
@@ -163,8 +163,31 @@ class Solver:
         return result, (fresh.model() if result == z3.sat else None)
 
     def _model_for(self, z3_fact, fact, negate: bool):
-        result, model = self._check(z3.Not(z3_fact) if negate else z3_fact)
-        return self._extract(model, fact) if result == z3.sat else None
+        query = z3.Not(z3_fact) if negate else z3_fact
+        result, model = self._check(query)
+        return self._smallest(query, fact, model) if result == z3.sat else None
+
+    def _smallest(self, query, fact, model) -> dict[sympy.Symbol, int] | None:
+        """The lexicographically smallest integer model of ``query`` (symbols in name order),
+        so that counterexamples are deterministic and small: z3's own model depends on the
+        solver's history. Non-integer symbols keep z3's value."""
+        fixed = []
+        for symbol in sorted(fact.free_symbols, key=str):
+            var = self._translator.symbol(symbol)
+            if model is None or not z3.is_int(var):
+                continue
+            high = _z3_number(model.eval(var, model_completion=True))
+            lower = self.ranges.get(symbol)
+            low = lower.lower if lower is not None and lower.lower is not NEG_INF else high - 64
+            low = min(int(low), high)
+            while low < high:
+                middle = (low + high) // 2
+                result, _ = self._check(z3.And(query, *fixed, var <= middle))
+                low, high = (low, middle) if result == z3.sat else (middle + 1, high)
+            fixed.append(var == high)
+            result, refreshed = self._check(z3.And(query, *fixed))
+            model = refreshed if result == z3.sat else None
+        return self._extract(model, fact)
 
     def _any_model(self, fact):
         return {}  # a constant fact has no symbols: every admitted input is a counterexample

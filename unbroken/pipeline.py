@@ -202,7 +202,7 @@ class _Export:
         node = self.recorder.add_placeholder(name, meta, user_input=True, device=leaf.device)
         for index, size in enumerate(meta.shape):
             if isinstance(size, torch.SymInt):
-                self.recorder.bind_symbol(size.node.expr, node, index)
+                self.recorder.bind_symbol(size.node.expr, node, index)  # s, or a*s + b
         self.output.mark_state(meta, parameter=False, requires_grad=leaf.requires_grad)
         self.input_specs.append(InputSpec(InputKind.USER_INPUT, TensorArgument(node.name), None))
         return TensorVariable(meta, LocalSource(name), requires_grad=leaf.requires_grad)

@@ -22,62 +22,16 @@ Tests that call :func:`check` cover constructs the interpreter MUST support. Tes
 :func:`check_or_break` (marked ``# MAY BREAK``) cover constructs whose support is not decided:
 they accept the CPython result or a ``GraphBreakError``, never a wrong answer.
 
-Each file repeats the two small helpers below instead of importing them from a sibling test
-module, so that the files run under any pytest import mode.
+These two helpers, the strict comparison behind them and the hypothesis settings live in
+``tests/frontend/parity.py``, imported absolutely (``tests.frontend.parity``: the repository root
+is on ``sys.path``) so that the files run under any pytest import mode.
 """
 from __future__ import annotations
 
-import copy
-import re
-
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, strategies as st
 
-# The interpreter under test. While it is missing, this import is the one (clear) error.
-from unbroken.frontend import interpret
-from unbroken import GraphBreakError
-
-# Modest and deterministic: the suite must stay fast and must not write a .hypothesis database.
-PARITY = settings(max_examples=15, deadline=None, derandomize=True, database=None)
-
-
-def assert_same(actual, expected, path="result"):
-    """Equal values and identical types, recursively through lists, tuples and dicts."""
-    assert type(actual) is type(expected), (
-        f"{path}: got {type(actual).__name__} {actual!r}, "
-        f"CPython gives {type(expected).__name__} {expected!r}")
-    if isinstance(expected, (list, tuple)):
-        assert len(actual) == len(expected), f"{path}: got {actual!r}, CPython gives {expected!r}"
-        for index, (a, e) in enumerate(zip(actual, expected)):
-            assert_same(a, e, f"{path}[{index}]")
-    elif isinstance(expected, dict):
-        assert list(actual) == list(expected), f"{path}: keys {list(actual)} != {list(expected)}"
-        for key in expected:
-            assert_same(actual[key], expected[key], f"{path}[{key!r}]")
-    elif isinstance(expected, float):
-        assert repr(actual) == repr(expected), f"{path}: got {actual!r}, CPython gives {expected!r}"
-    else:
-        assert actual == expected, f"{path}: got {actual!r}, CPython gives {expected!r}"
-
-
-def check(fn, *args, **kwargs):
-    """Run ``fn`` natively and through the interpreter (on fresh copies of the arguments)."""
-    expected = fn(*copy.deepcopy(args), **copy.deepcopy(kwargs))
-    actual = interpret(fn, *copy.deepcopy(args), **copy.deepcopy(kwargs))
-    assert_same(actual, expected)
-
-
-def check_or_break(fn, *args, **kwargs):
-    """Like :func:`check`, but a well-formed ``GraphBreakError`` is also accepted."""
-    expected = fn(*copy.deepcopy(args), **copy.deepcopy(kwargs))
-    try:
-        actual = interpret(fn, *copy.deepcopy(args), **copy.deepcopy(kwargs))
-    except GraphBreakError as error:
-        assert re.fullmatch(r"UB1\d\d", error.code), error.code
-        assert error.frames, "a graph break must carry the user's stack"
-        return
-    assert_same(actual, expected)
-
+from tests.frontend.parity import PARITY, check, check_or_break
 
 small_ints = st.integers(-50, 50)
 nonzero_ints = st.integers(-50, 50).filter(lambda n: n != 0)

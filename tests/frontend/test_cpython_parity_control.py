@@ -6,56 +6,10 @@ unpacking, slicing and ``del``. See ``test_cpython_parity.py`` for the conventio
 """
 from __future__ import annotations
 
-import copy
-import re
-
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, strategies as st
 
-# The interpreter under test. While it is missing, this import is the one (clear) error.
-from unbroken.frontend import interpret
-from unbroken import GraphBreakError
-
-PARITY = settings(max_examples=15, deadline=None, derandomize=True, database=None)
-
-
-def assert_same(actual, expected, path="result"):
-    """Equal values and identical types, recursively through lists, tuples and dicts."""
-    assert type(actual) is type(expected), (
-        f"{path}: got {type(actual).__name__} {actual!r}, "
-        f"CPython gives {type(expected).__name__} {expected!r}")
-    if isinstance(expected, (list, tuple)):
-        assert len(actual) == len(expected), f"{path}: got {actual!r}, CPython gives {expected!r}"
-        for index, (a, e) in enumerate(zip(actual, expected)):
-            assert_same(a, e, f"{path}[{index}]")
-    elif isinstance(expected, dict):
-        assert list(actual) == list(expected), f"{path}: keys {list(actual)} != {list(expected)}"
-        for key in expected:
-            assert_same(actual[key], expected[key], f"{path}[{key!r}]")
-    elif isinstance(expected, float):
-        assert repr(actual) == repr(expected), f"{path}: got {actual!r}, CPython gives {expected!r}"
-    else:
-        assert actual == expected, f"{path}: got {actual!r}, CPython gives {expected!r}"
-
-
-def check(fn, *args, **kwargs):
-    """Run ``fn`` natively and through the interpreter (on fresh copies of the arguments)."""
-    expected = fn(*copy.deepcopy(args), **copy.deepcopy(kwargs))
-    actual = interpret(fn, *copy.deepcopy(args), **copy.deepcopy(kwargs))
-    assert_same(actual, expected)
-
-
-def check_or_break(fn, *args, **kwargs):
-    """Like :func:`check`, but a well-formed ``GraphBreakError`` is also accepted."""
-    expected = fn(*copy.deepcopy(args), **copy.deepcopy(kwargs))
-    try:
-        actual = interpret(fn, *copy.deepcopy(args), **copy.deepcopy(kwargs))
-    except GraphBreakError as error:
-        assert re.fullmatch(r"UB1\d\d", error.code), error.code
-        assert error.frames, "a graph break must carry the user's stack"
-        return
-    assert_same(actual, expected)
-
+from tests.frontend.parity import PARITY, check, check_or_break
 
 small_ints = st.integers(-20, 20)
 int_lists = st.lists(small_ints, max_size=7)

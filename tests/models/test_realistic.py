@@ -19,19 +19,8 @@ from tests.models.realistic import REALISTIC
 
 FRESH_SEEDS = (1, 2)
 
-_FACTORY_INPLACE = ("BUG: in-place op on a fresh factory tensor (torch.zeros/zeros_like/ones/full/"
-                    "empty...) refused with UB121 'writes into a view of another tensor (made by "
-                    "aten.detach.default)'; torch.export strict exports it")
 XFAIL: dict[str, str] = {
-    # nn.MultiheadAttention's _canonical_mask does
-    # torch.zeros_like(mask, dtype=float).masked_fill_(mask, -inf) for a bool key_padding_mask.
-    "mha_padding_mask": _FACTORY_INPLACE,
-    "moe_accumulate": _FACTORY_INPLACE,
-    "standardize_no_grad": ("BUG: a method decorated with @torch.no_grad() is refused with UB110 "
-                            "'Unsupported context manager: `with` on the no_grad object' "
-                            "(`with torch.no_grad():` in forward works); torch.export strict "
-                            "exports it"),
-    "kv_cache_attention": ("BUG (known limitation, README 'Next'): slice assignment into a buffer "
+    "kv_cache_attention": ("GAP (known limitation, README 'Next'): slice assignment into a buffer "
                            "`self.cache_k[:bsz, :seqlen] = xk` refused with UB121 (copy_ into a "
                            "view made by aten.slice); torch.export strict exports it"),
 }
@@ -154,12 +143,7 @@ def _dynamic_cases():
     }
 
 
-DYNAMIC_XFAIL = {
-    "tiny_unet": ("BUG: with a derived Dim (4*h) any size expression used as a graph value "
-                  "(F.interpolate(scale_factor=2), x.new_zeros(x.shape[0]), x[:x.shape[0] // 2]) "
-                  "is refused with UB117 'the size `s0` has no input it can be read from'; "
-                  "torch.export strict exports it"),
-}
+DYNAMIC_XFAIL: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("name", [

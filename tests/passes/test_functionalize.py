@@ -3,95 +3,11 @@ buffers and user inputs become outputs, unsupported patterns are refused at the 
 import pytest
 import torch
 import torch.utils._pytree as pytree
-from torch.utils._pytree import tree_map_only
 
-from unbroken.ir import (
-    ConstantArgument,
-    ExportedProgram,
-    ExportGraphSignature,
-    InputKind,
-    InputSpec,
-    OutputKind,
-    OutputSpec,
-    SymIntArgument,
-    TensorArgument,
-    verify,
-)
+from tests.graph_builder import Builder, aten, meta
+from unbroken.ir import ExportedProgram, OutputKind, verify
 from unbroken.passes.functionalize import functional_variant, functionalize
-from unbroken.symbolic.diagnostics import UnsupportedError, UserFrame
-
-
-# -- a hand-written recorder (copied in each test file of tests/ir and tests/passes) ----------
-def meta(*shape, dtype=torch.float32):
-    return torch.empty(shape, dtype=dtype, device="meta")
-
-
-class Builder:
-    """Builds graphs in the recorder's convention: placeholders with meta vals, aten nodes with
-    stack traces and user frames, one output tuple; collects the matching signature."""
-
-    def __init__(self):
-        self.graph = torch.fx.Graph()
-        self.input_specs, self.output_specs = [], []
-
-    def _annotate(self, node, val, line):
-        frame = UserFrame("model.py", line, "forward", f"line_{line}()")
-        trace = f'  File "model.py", line {line}, in forward\n    line_{line}()'
-        node.meta.update(val=val, nn_module_stack={}, user_frames=(frame,), stack_trace=trace)
-        return node
-
-    def input(self, name, val, kind=InputKind.USER_INPUT, target=None, persistent=None):
-        if isinstance(val, torch.Tensor):
-            arg = TensorArgument(name)
-        elif isinstance(val, torch.SymInt):
-            arg = SymIntArgument(name)
-        else:
-            arg = ConstantArgument(name, val)
-        self.input_specs.append(InputSpec(kind, arg, target, persistent))
-        return self._annotate(self.graph.placeholder(name), val, 1)
-
-    def param(self, fqn, val):
-        return self.input("p_" + fqn.replace(".", "_"), val, InputKind.PARAMETER, fqn)
-
-    def buffer(self, fqn, val, persistent=True):
-        return self.input("b_" + fqn.replace(".", "_"), val, InputKind.BUFFER, fqn, persistent)
-
-    def const(self, name, val):
-        return self.input("c_" + name, val, InputKind.CONSTANT_TENSOR, name)
-
-    def call(self, target, *args, line=2, **kwargs):
-        vals = tree_map_only(torch.fx.Node, lambda n: n.meta["val"], (args, kwargs))
-        vals = tree_map_only(torch.Tensor, lambda t: t.clone(), vals)
-        val = tree_map_only(torch.Tensor, lambda t: t.to("meta"), target(*vals[0], **vals[1]))
-        name = target._schema.name.split("::")[-1] if hasattr(target, "_schema") else None
-        node = self.graph.create_node("call_function", target, args, kwargs, name=name)
-        return self._annotate(node, val, line)
-
-    def output(self, *values):
-        self.graph.output(tuple(values))
-        for v in values:
-            arg = (ConstantArgument("", v) if not isinstance(v, torch.fx.Node)
-                   else SymIntArgument(v.name) if isinstance(v.meta["val"], torch.SymInt)
-                   else TensorArgument(v.name))
-            self.output_specs.append(OutputSpec(OutputKind.USER_OUTPUT, arg))
-
-    def graph_module(self):
-        return torch.fx.GraphModule(torch.nn.Module(), self.graph)
-
-    def signature(self):
-        return ExportGraphSignature(self.input_specs, self.output_specs)
-
-    def program(self, state_dict, constants, args, kwargs=None, outputs=None,
-                range_constraints=None):
-        in_spec = pytree.tree_flatten((tuple(args), kwargs or {}))[1]
-        out_spec = pytree.tree_flatten(outputs)[1]
-        return ExportedProgram(self.graph_module(), self.signature(), state_dict, constants,
-                               range_constraints or {}, in_spec, out_spec,
-                               example_inputs=(tuple(args), kwargs or {}))
-
-
-aten = torch.ops.aten
-# ---------------------------------------------------------------------------------------------
+from unbroken.symbolic.diagnostics import UnsupportedError
 
 
 def run(b, state=None, constants=None, args=(), outputs=None):

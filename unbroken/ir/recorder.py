@@ -117,9 +117,18 @@ class Recorder(TorchDispatchMode):
             self.bind(value, node, device)
         return node
 
-    def bind_symbol(self, symbol: sympy.Symbol, node: fx.Node, dim: int) -> None:
-        """Record that input ``node``'s size at ``dim`` is ``symbol`` (for symbolic args)."""
-        self._symbol_sources.setdefault(symbol, (node, dim))
+    def bind_symbol(self, expr, node: fx.Node, dim: int) -> None:
+        """Record that input ``node``'s size at ``dim`` is ``expr``: a symbol, or ``a*s + b``
+        (a derived dim), from which the graph can compute ``s = (size - b) // a``."""
+        symbols = expr.free_symbols
+        if len(symbols) != 1:
+            return
+        (symbol,) = symbols
+        a, b = expr.coeff(symbol), expr.subs(symbol, 0)
+        if a.is_Integer and b.is_Integer and int(a) > 0 and expr == a * symbol + b:
+            current = self._symbol_sources.get(symbol)
+            if current is None or (current[2], current[3]) != (1, 0):  # prefer a plain dim
+                self._symbol_sources[symbol] = (node, dim, int(a), int(b))
 
     def bind(self, tensor: torch.Tensor, node: fx.Node, device=None) -> None:
         """Make ``node`` the current producer of ``tensor``'s value."""
@@ -190,11 +199,33 @@ class Recorder(TorchDispatchMode):
         kwargs = kwargs or {}
         self._refuse_value_dependent(func, args)
         compute_args, compute_kwargs, device = self._prepare(func, args, kwargs)
+        if func is aten.detach.default and self._is_unused_factory_output(args[0]):
+            return self._elide_detach(func, args[0], compute_args, device)
         if func in _FUNCTIONAL_WRITERS:
             return self._record_writer(func, args, kwargs, compute_args, compute_kwargs, device)
         out = func(*compute_args, **compute_kwargs)
         node = self._record(func, args, kwargs, out)
         self._bind_outputs(node, out, device)
+        return out
+
+    def _is_unused_factory_output(self, tensor) -> bool:
+        """True for a tensor just made by an op that returns fresh memory (``zeros``,
+        ``zeros_like``, ``full``... not a view) and that nothing has used yet."""
+        node = self._nodes.get(id(self._lifted.get(id(tensor), tensor)))
+        return (node is not None and node.op == "call_function" and not node.users
+                and isinstance(node.target, torch._ops.OpOverload)
+                and not node.target._schema.is_mutable
+                and all(r.alias_info is None for r in node.target._schema.returns))
+
+    def _elide_detach(self, func, tensor, compute_args, device):
+        """PyTorch's factory bindings (``torch.zeros_like``...) detach the tensor they just
+        made. Recording that detach would make the result a view of an invisible tensor, and
+        every later in-place update of it a write through a view. The result stands for the
+        factory node itself; the undetached original is forgotten (a later use of it would be
+        an untracked tensor, which is refused)."""
+        out = func(*compute_args)
+        node = self._nodes.pop(id(tensor))
+        self.bind(out, node, device)
         return out
 
     def _record_writer(self, func, args, kwargs, compute_args, compute_kwargs, device):
@@ -316,8 +347,15 @@ class Recorder(TorchDispatchMode):
                 raise UnsupportedError(
                     f"the size `{expr}` has no input it can be read from", code="UB117",
                     frames=self.frames_provider(), hint="Derive sizes from input tensors.")
-            source, dim = self._symbol_sources[expr]
+            source, dim, a, b = self._symbol_sources[expr]
             node = self.graph.call_function(aten.sym_size.int, (source, dim))
+            if (a, b) != (1, 0):
+                node.meta["val"] = self.symint_factory(a * expr + b) if self.symint_factory else None
+                if b:
+                    node = self._sym_call(operator.sub, (node, b))
+                if a != 1:
+                    node = self._sym_call(operator.floordiv, (node, a))
+                return node
         else:
             node = self._build_compound(expr)
         node.meta["val"] = self.symint_factory(expr) if self.symint_factory else None

@@ -40,8 +40,10 @@ def wrap(tx, value, source=None) -> VariableTracker:
     for check, builder in _BUILDERS:
         if check(value):
             return builder(tx, value, source)
-    from .objects import ObjectVariable
+    from .objects import ContextManagerVariable, ObjectVariable
 
+    if ContextManagerVariable.supports(value):  # e.g. no_grad().clone() in @torch.no_grad()
+        return ContextManagerVariable(value, source)
     return ObjectVariable(value, source)
 
 

@@ -104,7 +104,7 @@ def _signature(fn) -> inspect.Signature:
     try:
         return _SIGNATURES[key]
     except (KeyError, TypeError):
-        sig = inspect.signature(fn)
+        sig = inspect.signature(fn, follow_wrapped=False)  # the code we run, not __wrapped__
         try:
             _SIGNATURES[key] = sig
         except TypeError:
@@ -172,39 +172,9 @@ class BoundMethodVariable(VariableTracker):
         return self.function.getattr(tx, name)
 
 
-class TorchFunctionVariable(VariableTracker):
-    """A PyTorch function or operator (``torch.add``, ``F.relu``, ``torch.ops.aten.add``):
-    called as a leaf, its ATen ops recorded. ``fn``: the callable."""
-
-    __slots__ = ("fn",)
-
-    def __init__(self, fn, source=None):
-        super().__init__(source)
-        self.fn = fn
-
-    def python_type(self) -> type:
-        return type(self.fn)
-
-    def describe(self) -> str:
-        return f"`{getattr(self.fn, '__module__', 'torch')}.{getattr(self.fn, '__name__', self.fn)}`"
-
-    def unwrap(self, tx):
-        return self.fn
-
-    def call(self, tx, args, kwargs) -> VariableTracker:
-        from .torch_calls import call_torch_function
-
-        return call_torch_function(tx, self.fn, args, kwargs)
-
-    def getattr(self, tx, name):
-        from .builder import wrap
-
-        return wrap(tx, getattr(self.fn, name))
-
-
-class PureCallableVariable(VariableTracker):
-    """A side-effect-free native callable (a ``math`` function, a method of a str or int):
-    called natively on the unwrapped arguments. ``fn``: the callable."""
+class NativeCallableVariable(VariableTracker):
+    """Base of the trackers for native callables. ``fn``: the callable itself; it is passed
+    through unchanged to leaf calls, and its attributes are read natively."""
 
     __slots__ = ("fn",)
 
@@ -221,6 +191,41 @@ class PureCallableVariable(VariableTracker):
     def unwrap(self, tx):
         return self.fn
 
+    def getattr(self, tx, name):
+        from .base import AttributeMissing
+        from .builder import wrap
+
+        try:
+            return wrap(tx, getattr(self.fn, name))
+        except AttributeError:
+            raise AttributeMissing(name) from None
+
+
+class TorchFunctionVariable(NativeCallableVariable):
+    """A PyTorch function or operator (``torch.add``, ``F.relu``, ``torch.ops.aten.add``):
+    called as a leaf, its ATen ops recorded."""
+
+    __slots__ = ()
+
+    def describe(self) -> str:
+        return f"`{getattr(self.fn, '__module__', 'torch')}.{getattr(self.fn, '__name__', self.fn)}`"
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        from .torch_calls import call_torch_function
+
+        return call_torch_function(tx, self.fn, args, kwargs)
+
+
+# math functions with a symbolic counterpart that the recorder can put in a graph.
+_SYMBOLIC_MATH = {math.sqrt: torch._sym_sqrt}
+
+
+class PureCallableVariable(NativeCallableVariable):
+    """A side-effect-free native callable (a ``math`` function, a method of a str or int):
+    called natively on the unwrapped arguments."""
+
+    __slots__ = ()
+
     def call(self, tx, args, kwargs) -> VariableTracker:
         from .tensor import SymbolicVariable
 
@@ -230,21 +235,10 @@ class PureCallableVariable(VariableTracker):
         return tx.call_leaf(fn, args, kwargs)
 
 
-# math functions with a symbolic counterpart that the recorder can put in a graph.
-_SYMBOLIC_MATH = {math.sqrt: torch._sym_sqrt}
+class BuiltinVariable(NativeCallableVariable):
+    """A Python builtin (``len``, ``isinstance``, ``range``...)."""
 
-
-class BuiltinVariable(VariableTracker):
-    """A Python builtin (``len``, ``isinstance``, ``range``...). ``fn``: the builtin."""
-
-    __slots__ = ("fn",)
-
-    def __init__(self, fn, source=None):
-        super().__init__(source)
-        self.fn = fn
-
-    def python_type(self) -> type:
-        return type(self.fn)
+    __slots__ = ()
 
     def describe(self) -> str:
         return f"the builtin `{self.fn.__name__}`"
@@ -255,18 +249,10 @@ class BuiltinVariable(VariableTracker):
     def as_constant(self):
         return self.fn
 
-    def unwrap(self, tx):
-        return self.fn
-
     def call(self, tx, args, kwargs) -> VariableTracker:
         from ..builtins import call_builtin
 
         return call_builtin(tx, self.fn, args, kwargs)
-
-    def getattr(self, tx, name):
-        from .builder import wrap
-
-        return wrap(tx, getattr(self.fn, name))
 
 
 def is_torch_callable(fn) -> bool:

@@ -203,6 +203,15 @@ class ContextManagerVariable(VariableTracker):
     def describe(self) -> str:
         return f"the context manager `{type(self.value).__name__}`"
 
+    def unwrap(self, tx):
+        return self.value
+
+    def getattr(self, tx, name: str) -> VariableTracker:
+        found = resolve_attribute(tx, self, self.value, name, self.source)
+        if found is None:
+            raise AttributeMissing(name)
+        return found
+
     def enter(self, tx) -> VariableTracker:
         from .builder import wrap
         from .constant import ConstantVariable

@@ -132,6 +132,7 @@ class _Export:
             result, tx = trace_call(self.output, self.mod, arg_trackers, kwarg_trackers)
             outputs = result.unwrap(tx)
         flat_outputs, out_spec = pytree.tree_flatten(outputs)
+        _check_outputs(flat_outputs, self.output.user_frames() or ())
         self._check_guards()
         return self._build(flat_outputs, out_spec)
 
@@ -261,6 +262,23 @@ class _Export:
     def _range_constraints(self) -> dict:
         return {symbol: self.env.spec_ranges[symbol] for symbol, info in self.env.symbols.items()
                 if info.hint is not None}
+
+
+_OUTPUT_CONSTANTS = (int, float, bool, str, type(None), torch.dtype, torch.device)
+
+
+def _check_outputs(leaves, frames) -> None:
+    """Outputs must flatten (torch.utils._pytree) to tensors, sizes and Python constants."""
+    for leaf in leaves:
+        if not isinstance(leaf, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool,
+                                 *_OUTPUT_CONSTANTS)):
+            kind = type(leaf)
+            raise ExportUsageError(
+                f"forward() returns an object of type {kind.__qualname__}, which unbroken cannot "
+                "flatten into graph outputs", frames=frames,
+                hint=f"Register the class as a pytree node, e.g. "
+                     f"torch.export.register_dataclass({kind.__name__}) for a dataclass or "
+                     "torch.utils._pytree.register_pytree_node(...), or return a tuple/dict.")
 
 
 def _signature(forward) -> inspect.Signature:

@@ -20,7 +20,8 @@ from .variables.constant import ConstantVariable
 from .variables.containers import (DictVariable, IteratorVariable, ListVariable,
                                    NamedTupleVariable, SizeVariable,
                                    SliceVariable, TupleVariable, dict_key)
-from .variables.objects import ContextManagerVariable, ObjectVariable, SuperVariable
+from .variables.objects import (ContextManagerVariable, ObjectVariable, SuperVariable,
+                                construct_user_object)
 from .variables.tensor import TensorVariable
 
 __all__ = ["call_builtin", "construct", "sorted_trackers"]
@@ -349,6 +350,9 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
     if issubclass(cls, torch.nn.Module):
         raise graph_break("UB108", f"constructing the module `{cls.__name__}` inside forward()",
                           frames=tx.user_frames())
+    instance = construct_user_object(tx, cls, args, kwargs)
+    if instance is not None:
+        return instance
     raise graph_break("UB108", f"constructing an instance of `{cls.__qualname__}` inside "
                       "traced code is not supported yet", frames=tx.user_frames())
 

@@ -28,7 +28,7 @@ __all__ = ["InstructionTranslator", "NULL", "decode"]
 
 SUPPORTED_VERSIONS = {(3, 11)}
 MAX_INLINE_DEPTH = 64
-_GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+_ASYNC_FLAGS = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
 
 
 def check_python_version() -> None:
@@ -111,15 +111,28 @@ class InstructionTranslator:
         self.lineno = code.co_firstlineno
         self.kw_names: tuple = ()
         self.returned: VariableTracker | None = None
-        self.yielded: list | None = [] if code.co_name == "<genexpr>" else None
+        self.paused = False          # a generator stopped at RETURN_GENERATOR or YIELD_VALUE
+        self.yielded: VariableTracker | None = None
 
     # ----------------------------------------------------------------- running
     def run(self) -> VariableTracker:
+        """Run to the return; returns the returned tracker (None if a generator paused)."""
+        self._loop()
+        return self.returned
+
+    def resume(self) -> VariableTracker | None:
+        """Continue a paused generator until its next yield (returns the yielded tracker) or
+        its return (returns None)."""
+        self.paused = False
+        self._loop()
+        return self.yielded if self.paused else None
+
+    def _loop(self) -> None:
         from .opcodes import HANDLERS
 
         self.output.translators.append(self)
         try:
-            while self.returned is None:
+            while self.returned is None and not self.paused:
                 instruction = self.instructions[self.ip]
                 self.ip += 1
                 if instruction.lineno is not None:
@@ -186,13 +199,18 @@ class InstructionTranslator:
 
     def inline_call(self, code, f_globals, bound, closure, name) -> VariableTracker:
         """Run a user function's code in a child translator and return its result."""
-        if code.co_flags & _GENERATOR_FLAGS and code.co_name != "<genexpr>":
-            raise graph_break("UB106", f"`{name}` is a generator function",
+        if code.co_flags & _ASYNC_FLAGS:
+            raise graph_break("UB106", f"`{name}` is a coroutine or an async generator",
                               frames=self.user_frames())
         if self.depth >= MAX_INLINE_DEPTH:
             raise graph_break("UB118", f"calls nested deeper than {MAX_INLINE_DEPTH} levels "
                               f"(calling `{name}`)", frames=self.user_frames())
         child = InstructionTranslator(self.output, code, f_globals, bound, closure, name, self)
+        if code.co_flags & inspect.CO_GENERATOR:
+            from .variables.containers import GeneratorVariable
+
+            child.run()  # stops at RETURN_GENERATOR: the body runs lazily, on each next()
+            return GeneratorVariable(child)
         return child.run()
 
     def binary_op(self, symbol: str, left, right) -> VariableTracker:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..graph_breaks import graph_break
 from ..variables.constant import ConstantVariable
 from ..variables.containers import IteratorVariable
-from ..variables.objects import ContextManagerVariable
+from ..variables.objects import ContextManagerVariable, NewObjectVariable
 from . import opcode
 
 
@@ -79,31 +79,31 @@ def get_len(tx, instruction):
 
 @opcode("RETURN_VALUE")
 def return_value(tx, instruction):
-    value = tx.pop()
-    tx.returned = IteratorVariable(tx.yielded) if tx.yielded is not None else value
+    tx.returned = tx.pop()
 
 
 @opcode("RETURN_GENERATOR")
 def return_generator(tx, instruction):
-    # Only generator expressions reach here (other generators are refused at the call):
-    # they are run eagerly and their values collected.
-    tx.push(ConstantVariable(None))
+    # The call of a generator function returns here; its body runs on each next().
+    tx.paused = True
 
 
 @opcode("YIELD_VALUE")
 def yield_value(tx, instruction):
-    if tx.yielded is None:
-        raise graph_break("UB106", "`yield` in traced code")
-    tx.yielded.append(tx.pop())
-    tx.push(ConstantVariable(None))
+    tx.yielded = tx.pop()
+    tx.paused = True
 
 
 @opcode("BEFORE_WITH")
 def before_with(tx, instruction):
     manager = tx.pop()
-    if not isinstance(manager, ContextManagerVariable):
+    if isinstance(manager, ContextManagerVariable):
+        exit_fn, entered = manager.enter(tx)
+    elif isinstance(manager, NewObjectVariable):  # a user context manager: inline its methods
+        exit_fn = manager.getattr(tx, "__exit__")
+        entered = manager.getattr(tx, "__enter__").call(tx, [], {})
+    else:
         raise graph_break("UB110", f"`with` on {manager.describe()}")
-    exit_fn, entered = manager.enter(tx)
     tx.push(exit_fn)
     tx.push(entered)
 

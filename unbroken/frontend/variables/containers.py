@@ -7,7 +7,7 @@ from ..graph_breaks import graph_break
 from .base import AttributeMissing, VariableTracker
 from .constant import ConstantVariable
 
-__all__ = ["check_mutable", "TupleVariable", "ListVariable", "SizeVariable", "NamedTupleVariable", "DictVariable",
+__all__ = ["check_mutable", "GeneratorVariable", "TupleVariable", "ListVariable", "SizeVariable", "NamedTupleVariable", "DictVariable",
            "IteratorVariable", "SliceVariable", "ContainerMethodVariable"]
 
 
@@ -255,6 +255,39 @@ class IteratorVariable(VariableTracker):
 
     def unwrap(self, tx):
         return iter([e.unwrap(tx) for e in self.items(tx)])
+
+
+class GeneratorVariable(IteratorVariable):
+    """A generator created while tracing. ``translator``: the paused translator of its body,
+    resumed by each ``next()`` until it yields or returns (so the body runs lazily, in the same
+    order relative to the consumer as in CPython). ``send``/``throw`` are not supported."""
+
+    __slots__ = ("translator", "done")
+
+    def __init__(self, translator):
+        super().__init__([])
+        self.translator = translator
+        self.done = False
+
+    def python_type(self) -> type:
+        return type(x for x in ())
+
+    def describe(self) -> str:
+        return f"the generator `{self.translator.name}`"
+
+    def next(self):
+        if self.done:
+            return None
+        self.translator.push(ConstantVariable(None))  # the value `yield` evaluates to
+        value = self.translator.resume()
+        self.done = value is None
+        return value
+
+    def items(self, tx) -> list:
+        values = []
+        while (value := self.next()) is not None:
+            values.append(value)
+        return values
 
 
 class ContainerMethodVariable(VariableTracker):

@@ -229,7 +229,12 @@ class PureCallableVariable(NativeCallableVariable):
     def call(self, tx, args, kwargs) -> VariableTracker:
         from .tensor import SymbolicVariable
 
+        from .objects import set_attribute_natively
+
         fn = self.fn
+        handled = set_attribute_natively(tx, fn, args)
+        if handled is not None:
+            return handled
         if fn in _SYMBOLIC_MATH and any(isinstance(a, SymbolicVariable) for a in args):
             fn = _SYMBOLIC_MATH[fn]  # keep the size symbolic instead of guarding on its value
         return tx.call_leaf(fn, args, kwargs)

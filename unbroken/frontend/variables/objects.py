@@ -2,6 +2,7 @@
 ``super()``."""
 from __future__ import annotations
 
+import abc
 import inspect
 import types
 
@@ -10,7 +11,7 @@ import torch
 from ..graph_breaks import graph_break
 from .base import AttributeMissing, VariableTracker
 
-__all__ = ["ObjectVariable", "ClassVariable", "PythonModuleVariable", "PartialVariable",
+__all__ = ["ObjectVariable", "NewObjectVariable", "construct_user_object", "ClassVariable", "PythonModuleVariable", "PartialVariable",
            "ContextManagerVariable", "SuperVariable", "resolve_attribute"]
 
 # Context managers that may be entered natively inside forward(): they change autograd or
@@ -87,6 +88,103 @@ class ObjectVariable(VariableTracker):
 
             return wrap(tx, call).call(tx, [self, *args], kwargs)
         return super().call(tx, args, kwargs)
+
+
+class NewObjectVariable(VariableTracker):
+    """An instance of a user class created while tracing (a dataclass output, a helper object,
+    a context manager). It is local to the trace, so its attributes may be written.
+
+    value:      the instance, made by ``object.__new__`` (its own ``__dict__`` stays empty);
+    attributes: attribute name -> tracker, in assignment order.
+    """
+
+    __slots__ = ("value", "attributes")
+
+    def __init__(self, value):
+        super().__init__(None)
+        self.value = value
+        self.attributes: dict[str, VariableTracker] = {}
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def describe(self) -> str:
+        return f"the {type(self.value).__name__} object created in forward()"
+
+    def getattr(self, tx, name: str) -> VariableTracker:
+        static = _class_attribute(type(self.value), name)
+        if name in self.attributes and not _is_data_descriptor(static):
+            return self.attributes[name]
+        found = resolve_attribute(tx, self, self.value, name, None)
+        if found is None:
+            raise AttributeMissing(name)
+        return found
+
+    def setattr(self, tx, name: str, value: VariableTracker) -> None:
+        static = _class_attribute(type(self.value), name)
+        if isinstance(static, property):
+            if static.fset is None:
+                raise tx.user_exception(AttributeError(f"can't set attribute '{name}'"))
+            from .builder import wrap
+
+            wrap(tx, static.fset).call(tx, [self, value], {})
+            return
+        self.attributes[name] = value
+
+    def unwrap(self, tx):
+        """A real instance holding the unwrapped attribute values (for outputs: pytree then
+        flattens it if its class is registered)."""
+        instance = object.__new__(type(self.value))
+        for name, value in self.attributes.items():
+            object.__setattr__(instance, name, value.unwrap(tx))
+        return instance
+
+    def truth(self, tx) -> bool:
+        for method in ("__bool__", "__len__"):
+            if isinstance(_class_attribute(type(self.value), method), types.FunctionType):
+                result = self.getattr(tx, method).call(tx, [], {})
+                return bool(result.as_constant()) if result.is_constant() else result.truth(tx)
+        return True
+
+    def call(self, tx, args, kwargs):
+        return self.getattr(tx, "__call__").call(tx, args, kwargs)
+
+
+def _class_attribute(cls, name):
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    return None
+
+
+def _is_data_descriptor(value) -> bool:
+    return hasattr(type(value), "__set__") or hasattr(type(value), "__delete__")
+
+
+def construct_user_object(tx, cls, args, kwargs):
+    """``cls(*args, **kwargs)`` for a plain user class: a new instance whose ``__init__`` is
+    interpreted. Returns None when the class is not plain (custom ``__new__`` or metaclass)."""
+    from .builder import wrap
+
+    if cls.__new__ is not object.__new__ or type(cls) not in (type, abc.ABCMeta):
+        return None
+    instance = NewObjectVariable(object.__new__(cls))
+    if cls.__init__ is not object.__init__:
+        wrap(tx, cls.__init__).call(tx, [instance, *args], kwargs)
+    elif args or kwargs:
+        raise tx.user_exception(TypeError(f"{cls.__name__}() takes no arguments"))
+    return instance
+
+
+def set_attribute_natively(tx, fn, args) -> VariableTracker | None:
+    """``object.__setattr__(obj, name, value)`` (frozen dataclasses' ``__init__``) on an object
+    created in the trace; None when ``fn``/``args`` are something else."""
+    from .constant import ConstantVariable
+
+    if fn is object.__setattr__ and len(args) == 3 and isinstance(args[0], NewObjectVariable):
+        args[0].attributes[args[1].as_constant()] = args[2]
+        return ConstantVariable(None)
+    return None
 
 
 class ClassVariable(VariableTracker):

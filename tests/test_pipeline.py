@@ -935,14 +935,9 @@ def test_graph_break(cls, code):
     assert_break(cls(), (torch.randn(2, 3),), code, "# MARK")
 
 
-def test_graph_break_generator_names_generator_line():
-    with pytest.raises(GraphBreakError) as info:
-        unbroken.export(BGenerator(), (torch.randn(2, 3),))
-    err = info.value
-    assert err.code == "UB106", err.render()
-    lines = {f.lineno for f in err.frames}
-    # the call site in forward or the yield line must be named
-    assert lines & {line_of(BGenerator, "sum(_gen(x))"), line_of(_gen, "# MARK")}, err.render()
+def test_generator_function_exports():
+    # generators run lazily through the interpreter (one paused frame per generator)
+    check(BGenerator(), (torch.randn(2, 3),))
 
 
 class BNested(nn.Module):

@@ -89,11 +89,13 @@ _KINDS = [
         "return x * t",
     ),
     BreakKind(
-        "UB106", "Generator or coroutine",
-        "Generators (`yield`) and coroutines suspend execution, which the graph cannot express.",
-        "Build a list instead of yielding values.",
-        "def parts(x):\n    yield x[0]\n    yield x[1]",
-        "def parts(x):\n    return [x[0], x[1]]",
+        "UB106", "Coroutine or delegating generator",
+        "Generators run lazily through the interpreter, but `yield from`, `send()`/`throw()`, "
+        "`async` functions and async generators are not supported.",
+        "Iterate explicitly instead of delegating (`for v in inner(): yield v`), and keep "
+        "async code out of forward().",
+        "def parts(x):\n    yield from halves(x)",
+        "def parts(x):\n    for half in halves(x):\n        yield half",
     ),
     BreakKind(
         "UB107", "Mutation of Python state outside forward()",

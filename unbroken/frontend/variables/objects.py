@@ -10,6 +10,7 @@ import torch
 
 from ..graph_breaks import graph_break
 from .base import AttributeMissing, VariableTracker
+from .constant import ConstantVariable
 
 __all__ = ["ObjectVariable", "NewObjectVariable", "construct_user_object", "ClassVariable", "PythonModuleVariable", "PartialVariable",
            "ContextManagerVariable", "SuperVariable", "resolve_attribute"]
@@ -179,37 +180,19 @@ def construct_user_object(tx, cls, args, kwargs):
 def set_attribute_natively(tx, fn, args) -> VariableTracker | None:
     """``object.__setattr__(obj, name, value)`` (frozen dataclasses' ``__init__``) on an object
     created in the trace; None when ``fn``/``args`` are something else."""
-    from .constant import ConstantVariable
-
     if fn is object.__setattr__ and len(args) == 3 and isinstance(args[0], NewObjectVariable):
         args[0].attributes[args[1].as_constant()] = args[2]
         return ConstantVariable(None)
     return None
 
 
-class ClassVariable(VariableTracker):
-    """A class. ``value``: the class object."""
+class ClassVariable(ConstantVariable):
+    """A class (a constant whose calls construct instances). ``value``: the class object."""
 
-    __slots__ = ("value",)
-
-    def __init__(self, value: type, source=None):
-        super().__init__(source)
-        self.value = value
-
-    def python_type(self) -> type:
-        return type(self.value)
+    __slots__ = ()
 
     def describe(self) -> str:
         return f"the class `{self.value.__qualname__}`"
-
-    def is_constant(self) -> bool:
-        return True
-
-    def as_constant(self):
-        return self.value
-
-    def unwrap(self, tx):
-        return self.value
 
     def getattr(self, tx, name):
         from ..sources import AttrSource
@@ -232,29 +215,14 @@ class ClassVariable(VariableTracker):
         return construct(tx, self.value, args, kwargs)
 
 
-class PythonModuleVariable(VariableTracker):
-    """A Python module object (``torch``, ``math``, ``F``). ``value``: the module."""
+class PythonModuleVariable(ConstantVariable):
+    """A Python module object (``torch``, ``math``, ``F``): a constant whose attributes are
+    wrapped with their source. ``value``: the module."""
 
-    __slots__ = ("value",)
-
-    def __init__(self, value: types.ModuleType, source=None):
-        super().__init__(source)
-        self.value = value
-
-    def python_type(self) -> type:
-        return types.ModuleType
+    __slots__ = ()
 
     def describe(self) -> str:
         return f"the module `{self.value.__name__}`"
-
-    def is_constant(self) -> bool:
-        return True
-
-    def as_constant(self):
-        return self.value
-
-    def unwrap(self, tx):
-        return self.value
 
     def getattr(self, tx, name):
         from ..sources import AttrSource
@@ -312,9 +280,7 @@ class ContextManagerVariable(VariableTracker):
 
     def enter(self, tx) -> VariableTracker:
         from .builder import wrap
-        from .constant import ConstantVariable
-
-        result = self.value.__enter__()
+            result = self.value.__enter__()
         exit_fn = ExitVariable(self.value)
         return exit_fn, (ConstantVariable(None) if result is None else wrap(tx, result))
 
@@ -329,9 +295,7 @@ class ExitVariable(VariableTracker):
         self.value = value
 
     def call(self, tx, args, kwargs):
-        from .constant import ConstantVariable
-
-        self.value.__exit__(None, None, None)
+            self.value.__exit__(None, None, None)
         return ConstantVariable(None)
 
 

@@ -1,0 +1,1087 @@
+"""Python-level patterns that real ``forward()`` code uses, mixed with tensors: each small module
+is exported with ``unbroken.export`` and compared against eager on the example input and on one
+fresh input of the same shape (and dtype)."""
+import enum
+import functools
+import logging
+import math
+import operator
+import typing
+import warnings
+from typing import Optional
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import unbroken
+
+
+def _fresh(value):
+    if isinstance(value, torch.Tensor):
+        if value.is_floating_point():
+            return torch.randn_like(value)
+        if value.dtype == torch.bool:
+            return torch.rand(value.shape) > 0.5
+        return torch.randint_like(value, 0, 5)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_fresh(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _fresh(v) for k, v in value.items()}
+    return value
+
+
+def _check(model, *args, kwargs=None):
+    kwargs = kwargs or {}
+    ep = unbroken.export(model, args, kwargs)
+    torch.manual_seed(0)
+    torch.testing.assert_close(ep.module()(*args, **kwargs), model(*args, **kwargs))
+    fresh_args, fresh_kwargs = _fresh(args), _fresh(kwargs)
+    torch.testing.assert_close(ep.module()(*fresh_args, **fresh_kwargs),
+                               model(*fresh_args, **fresh_kwargs))
+    return ep
+
+
+def _x(*shape):
+    return torch.randn(*shape)
+
+
+# --- methods, staticmethods, classmethods -----------------------------------------------------
+
+
+class _WithHelpers(nn.Module):
+    scale = 3.0
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    @staticmethod
+    def _act(x):
+        return torch.tanh(x) * 2
+
+    @classmethod
+    def _scaled(cls, x):
+        return x * cls.scale
+
+    def _body(self, x):
+        return self.lin(x)
+
+    def forward(self, x):
+        return self._scaled(self._act(self._body(x))) + _WithHelpers._act(x)
+
+
+def test_static_class_and_instance_methods():
+    _check(_WithHelpers(), _x(2, 4))
+
+
+def test_classmethod_via_type_self():
+    class M(nn.Module):
+        factor = 2
+
+        @classmethod
+        def make(cls, x):
+            return x * cls.factor
+
+        def forward(self, x):
+            return type(self).make(x) + self.__class__.make(x)
+
+    _check(M(), _x(3))
+
+
+# --- inheritance, super(), mixins -------------------------------------------------------------
+
+
+class _Base(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.lin(x)
+
+
+class _AddOneMixin:
+    def forward(self, x):
+        return super().forward(x) + 1
+
+
+class _DoubleMixin:
+    def forward(self, x):
+        return super().forward(x) * 2
+
+
+class _Cooperative(_AddOneMixin, _DoubleMixin, _Base):
+    def forward(self, x):
+        return super().forward(x).relu()
+
+
+def test_cooperative_super_forward_chain():
+    _check(_Cooperative(), _x(2, 4))
+
+
+class _Norm(nn.Module):
+    def normalize(self, x):
+        return x / x.norm(dim=-1, keepdim=True)
+
+
+class _ScaleMixin:
+    def rescale(self, x):
+        return x * self.alpha
+
+
+class _WithMixins(_ScaleMixin, _Norm):
+    def __init__(self):
+        super().__init__()
+        self.alpha = 0.5
+        self.register_buffer("bias", torch.ones(4))
+
+    def forward(self, x):
+        return self.rescale(self.normalize(x)) + self.bias
+
+
+def test_mixin_methods_and_plain_attributes():
+    _check(_WithMixins(), _x(3, 4))
+
+
+def test_super_with_explicit_arguments():
+    class Child(_Base):
+        def forward(self, x):
+            return super(Child, self).forward(x) - x
+
+    _check(Child(), _x(2, 4))
+
+
+def test_diamond_init_and_forward_through_mro():
+    class A(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(3, 3)
+
+        def forward(self, x):
+            return self.a(x)
+
+    class B(A):
+        def forward(self, x):
+            return super().forward(x) + 1
+
+    class C(A):
+        def forward(self, x):
+            return super().forward(x) * 3
+
+    class D(B, C):
+        def forward(self, x):
+            return super().forward(x) - x
+
+    _check(D(), _x(2, 3))
+
+
+# --- objects created in forward ---------------------------------------------------------------
+
+
+class _Box:
+    def __init__(self, value):
+        self._value = value
+
+    @property
+    def value(self):
+        return self._value
+
+    @value.setter
+    def value(self, new):
+        self._value = new * 2
+
+    def __getitem__(self, index):
+        return self._value[index]
+
+
+def test_property_setter_on_object_created_in_forward():
+    class M(nn.Module):
+        def forward(self, x):
+            box = _Box(x)
+            box.value = box.value + 1
+            return box.value.sin()
+
+    _check(M(), _x(3, 2))
+
+
+def test_getitem_on_object_created_in_forward():
+    class M(nn.Module):
+        def forward(self, x):
+            box = _Box(x)
+            return box[0] + box[1:].sum(0)
+
+    _check(M(), _x(3, 2))
+
+
+class _HFLike(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+        self.config_dict = {"hidden": 4, "dropout": 0.0}
+
+    def __getattr__(self, name):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            if name in self.config_dict:
+                return self.config_dict[name]
+            raise
+
+    def forward(self, x):
+        return self.proj(x) * self.hidden
+
+
+def test_module_overriding_getattr_hf_style():
+    _check(_HFLike(), _x(2, 4))
+
+
+class _Blocks(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])
+
+    def __getitem__(self, index):
+        return self.blocks[index]
+
+    def __len__(self):
+        return len(self.blocks)
+
+    def forward(self, x):
+        for i in range(len(self)):
+            x = self[i](x).relu()
+        return x
+
+
+def test_module_overriding_getitem_and_len():
+    _check(_Blocks(), _x(2, 4))
+
+
+def test_wrapper_calls_getitem_on_inner_module():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = _Blocks()
+
+        def forward(self, x):
+            return self.inner[0](x) + self.inner[-1](x)
+
+    _check(M(), _x(2, 4))
+
+
+# --- functools / operator / typing -------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def _cached_size(n):
+    return n * 2
+
+
+def _logged(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs) + 1
+
+    return wrapper
+
+
+@_logged
+def _wrapped_helper(x, scale=1.0):
+    return x * scale
+
+
+def test_lru_cache_helper_on_sizes():
+    class M(nn.Module):
+        def forward(self, x):
+            return x.new_zeros(_cached_size(x.shape[0])) + x.sum()
+
+    _check(M(), _x(3, 2))
+
+
+def test_functools_wraps_decorated_helper():
+    class M(nn.Module):
+        def forward(self, x):
+            return _wrapped_helper(x, scale=2.0) + _wrapped_helper(x)
+
+    _check(M(), _x(3, 2))
+
+
+def test_functools_partial_of_functional():
+    act = functools.partial(F.leaky_relu, negative_slope=0.2)
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.act = act
+            self.soft = functools.partial(F.softmax, dim=-1)
+
+        def forward(self, x):
+            local = functools.partial(F.gelu, approximate="tanh")
+            return self.soft(self.act(x)) + local(x)
+
+    _check(M(), _x(3, 4))
+
+
+def test_operator_itemgetter_attrgetter():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x):
+            first = operator.itemgetter(0)
+            weight = operator.attrgetter("lin.weight")(self)
+            return first((x, x * 2)) @ weight + operator.itemgetter(1, 2)(x)[0]
+
+    _check(M(), _x(4, 4))
+
+
+def test_typing_cast_and_optional_default_none():
+    class M(nn.Module):
+        def forward(self, x, mask: Optional[torch.Tensor] = None):
+            y = typing.cast(torch.Tensor, x * 2)
+            if mask is not None:
+                y = y.masked_fill(mask, 0.0)
+            return y
+
+    m = M()
+    _check(m, _x(3, 3))
+    _check(m, _x(3, 3), torch.rand(3, 3) > 0.5)
+
+
+def test_kwargs_forwarded_through_several_calls():
+    def inner(x, *, scale=1.0, bias=0.0, **unused):
+        return x * scale + bias
+
+    def middle(x, **kwargs):
+        return inner(x, **kwargs)
+
+    class M(nn.Module):
+        def run(self, x, **kwargs):
+            return middle(x, **kwargs)
+
+        def forward(self, x, **kwargs):
+            return self.run(x, scale=2.0, **kwargs)
+
+    _check(M(), _x(3), kwargs={"bias": torch.ones(3)})
+
+
+def test_args_splat_into_cat():
+    class M(nn.Module):
+        def join(self, *parts):
+            return torch.cat(parts, dim=-1)
+
+        def forward(self, x):
+            pieces = [x, x * 2, x.relu()]
+            return self.join(*pieces) + torch.cat([*pieces], -1)
+
+    _check(M(), _x(2, 3))
+
+
+# --- iteration over containers and modules ----------------------------------------------------
+
+
+def test_enumerate_zip():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList([nn.Linear(3, 3) for _ in range(3)])
+            self.scales = [0.5, 1.0, 2.0]
+
+        def forward(self, x):
+            out = x
+            for i, (layer, s) in enumerate(zip(self.layers, self.scales)):
+                out = layer(out) * s + i
+            return out
+
+    _check(M(), _x(2, 3))
+
+
+def test_dict_comprehension_keyed_by_names():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.heads = nn.ModuleDict({"a": nn.Linear(3, 2), "b": nn.Linear(3, 1)})
+
+        def forward(self, x):
+            outs = {name: head(x) for name, head in self.heads.items()}
+            return outs["a"].sum(-1) + outs["b"].squeeze(-1)
+
+    _check(M(), _x(4, 3))
+
+
+def test_sorted_module_dict_items():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = nn.ModuleDict({"z": nn.Linear(3, 3), "a": nn.Linear(3, 3)})
+
+        def forward(self, x):
+            for _, block in sorted(self.blocks.items()):
+                x = block(x)
+            return x
+
+    _check(M(), _x(2, 3))
+
+
+def test_sorted_plain_dict_items_with_key():
+    class M(nn.Module):
+        def forward(self, x):
+            parts = {"b": x * 2, "a": x + 1, "c": x}
+            ordered = [v for _, v in sorted(parts.items(), key=lambda kv: kv[0])]
+            return torch.stack(ordered)
+
+    _check(M(), _x(2, 3))
+
+
+def test_reversed_module_list():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList([nn.Linear(3, 3), nn.Tanh(), nn.Linear(3, 3)])
+
+        def forward(self, x):
+            for layer in reversed(self.layers):
+                x = layer(x)
+            return x
+
+    _check(M(), _x(2, 3))
+
+
+def test_any_isinstance_over_modules():
+    class M(nn.Module):
+        def __init__(self, drop):
+            super().__init__()
+            self.body = nn.Sequential(nn.Linear(3, 3), nn.Dropout(0.1) if drop else nn.ReLU())
+
+        def forward(self, x):
+            has_dropout = any(isinstance(m, nn.Dropout) for m in self.modules())
+            return self.body(x) * (2 if has_dropout else 3)
+
+    _check(M(True).eval(), _x(2, 3))
+    _check(M(False).eval(), _x(2, 3))
+
+
+def test_len_of_module_list_and_range_len_tensor():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList([nn.Identity() for _ in range(4)])
+
+        def forward(self, x):
+            acc = x[0] * len(self.layers)
+            for i in range(len(x)):
+                acc = acc + x[i]
+            return acc
+
+    _check(M(), _x(3, 2))
+
+
+def test_named_parameters_iteration():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+
+        def forward(self, x):
+            reg = sum(p.pow(2).sum() for name, p in self.named_parameters() if "weight" in name)
+            return self.lin(x) + reg
+
+    _check(M(), _x(2, 3))
+
+
+# --- training flag and branches on shapes ------------------------------------------------------
+
+
+class _TrainBranch(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, x):
+        if self.training:
+            return self.drop(x)
+        if not self.training and x.dim() == 3:
+            return x.mean(0)
+        return x * 2
+
+
+def test_training_branches_eval():
+    _check(_TrainBranch().eval(), _x(2, 3, 4))
+    _check(_TrainBranch().eval(), _x(2, 3))
+
+
+def test_chained_comparisons_on_shape():
+    class M(nn.Module):
+        def forward(self, x):
+            if 1 < x.shape[0] <= x.shape[1] < 10:
+                return x + 1
+            return x - 1
+
+    _check(M(), _x(2, 3))
+    _check(M(), _x(3, 2))
+
+
+def test_shape_equals_tuple():
+    class M(nn.Module):
+        def forward(self, x):
+            if x.shape == (2, 3):
+                y = x * 2
+            else:
+                y = x
+            if x.shape[1:] == torch.Size([3]):
+                y = y + 1
+            return y
+
+    _check(M(), _x(2, 3))
+    _check(M(), _x(3, 3))
+
+
+def test_shape_tuple_unpacking():
+    class M(nn.Module):
+        def forward(self, x):
+            b, c, h, w = x.shape
+            *lead, last = x.size()
+            return x.reshape(b, c * h * w).sum(-1) + last + len(lead)
+
+    _check(M(), _x(2, 3, 4, 5))
+
+
+def test_torch_size_arithmetic():
+    class M(nn.Module):
+        def forward(self, x):
+            new_shape = x.shape[:-1] + (2, x.shape[-1] // 2)
+            return x.view(new_shape).sum(-2), x.new_zeros(x.shape[:1] + x.shape[2:])
+
+    _check(M(), _x(3, 4, 6))
+
+
+def test_math_prod_ceil_and_divmod_on_sizes():
+    class M(nn.Module):
+        def forward(self, x):
+            n = math.prod(x.shape[1:])
+            chunks = math.ceil(x.shape[-1] / 4)
+            q, r = divmod(x.shape[-1], 4)
+            return x.reshape(x.shape[0], n) * chunks + q - r
+
+    _check(M(), _x(2, 3, 6))
+
+
+def test_scale_by_sqrt_of_last_dim():
+    class M(nn.Module):
+        def forward(self, q, k):
+            scale = q.shape[-1] ** 0.5
+            return (q @ k.transpose(-2, -1)) / scale * q.size(-1) ** -0.5
+
+    _check(M(), _x(2, 3, 8), _x(2, 3, 8))
+
+
+def test_assert_with_message_on_dims():
+    class M(nn.Module):
+        def forward(self, x):
+            assert x.dim() == 2, "expected a matrix"
+            assert x.shape[1] == 3, f"got {x.shape}"
+            return x.relu()
+
+    _check(M(), _x(4, 3))
+
+
+# --- configuration: strings, enums -------------------------------------------------------------
+
+
+class _ActByName(nn.Module):
+    def __init__(self, act):
+        super().__init__()
+        self.act = act
+
+    def forward(self, x):
+        return getattr(F, self.act)(x) + getattr(torch, self.act, torch.sigmoid)(x)
+
+
+@pytest.mark.parametrize("act", ["relu", "gelu", "silu"])
+def test_string_config_switches_activation(act):
+    _check(_ActByName(act), _x(3, 4))
+
+
+class _Mode(enum.Enum):
+    SUM = "sum"
+    MEAN = "mean"
+    MAX = enum.auto()
+
+
+class _Pool(nn.Module):
+    def __init__(self, mode):
+        super().__init__()
+        self.mode = mode
+
+    def forward(self, x):
+        if self.mode is _Mode.SUM:
+            return x.sum(1)
+        elif self.mode == _Mode.MEAN:
+            return x.mean(1)
+        return x.amax(1) + len(self.mode.name)
+
+
+@pytest.mark.parametrize("mode", list(_Mode))
+def test_enum_chooses_branch(mode):
+    _check(_Pool(mode), _x(2, 5))
+
+
+def test_enum_value_lookup_in_forward():
+    class M(nn.Module):
+        def forward(self, x):
+            mode = _Mode("mean")
+            return x.mean() if mode in (_Mode.MEAN, _Mode.SUM) else x.max()
+
+    _check(M(), _x(2, 5))
+
+
+# --- normalising inputs, building lists ----------------------------------------------------------
+
+
+def test_isinstance_list_tuple_normalisation():
+    class M(nn.Module):
+        def forward(self, xs):
+            if not isinstance(xs, (list, tuple)):
+                xs = [xs]
+            return torch.stack(list(xs)).sum(0)
+
+    _check(M(), [_x(2), _x(2)])
+    _check(M(), (_x(2), _x(2)))
+    _check(M(), _x(2))
+
+
+def test_list_of_tensors_built_in_loop_then_stack():
+    class M(nn.Module):
+        def forward(self, x):
+            outs = []
+            for i in range(x.shape[0]):
+                outs.append(x[i] * (i + 1))
+            outs.extend([x.sum(0)])
+            return torch.stack(outs, dim=0)
+
+    _check(M(), _x(3, 4))
+
+
+def test_while_loop_with_counter():
+    class M(nn.Module):
+        def forward(self, x):
+            i = 0
+            while i < 3 and x.shape[0] > i:
+                x = x * 0.5 + i
+                i += 1
+            return x
+
+    _check(M(), _x(4, 2))
+
+
+def test_nested_function_closing_over_tensors():
+    class M(nn.Module):
+        def forward(self, x, y):
+            offset = y.mean()
+
+            def shift(t):
+                return t - offset
+
+            def outer():
+                def inner(t):
+                    return shift(t) * y
+
+                return inner
+
+            return outer()(x)
+
+    _check(M(), _x(3), _x(3))
+
+
+def test_closure_cell_rebound_after_definition():
+    class M(nn.Module):
+        def forward(self, x):
+            k = x * 2
+
+            def f():
+                return k + 1
+
+            k = x * 3
+            return f()
+
+    _check(M(), _x(3))
+
+
+def test_lambda_over_tensors_in_map():
+    class M(nn.Module):
+        def forward(self, x, y):
+            outs = list(map(lambda t: t * y, [x, x + 1]))
+            pairs = list(map(lambda a, b: a - b, outs, [y, y]))
+            return torch.stack(pairs) + sum(map(torch.sin, outs))
+
+    _check(M(), _x(3), _x(3))
+
+
+def test_filter_and_min_max_key_on_tensors_list():
+    class M(nn.Module):
+        def forward(self, x):
+            parts = [x[:1], x[:3], x[:2]]
+            longest = max(parts, key=lambda t: t.shape[0])
+            shortest = min(parts, key=len)
+            kept = list(filter(lambda t: t.shape[0] > 1, parts))
+            return longest.sum() + shortest.sum() + len(kept)
+
+    _check(M(), _x(4, 2))
+
+
+# --- globals, buffers, parameters ---------------------------------------------------------------
+
+_GLOBAL_TABLE = torch.arange(6.0).reshape(2, 3)
+_GLOBAL_SCALE = 0.25
+
+
+def test_global_constant_tensor_read():
+    class M(nn.Module):
+        def forward(self, x):
+            return x * _GLOBAL_TABLE + _GLOBAL_SCALE
+
+    _check(M(), _x(2, 3))
+
+
+def _make_closure_module():
+    table = torch.linspace(0, 1, 3)
+
+    def bias(x):
+        return x + table + _GLOBAL_TABLE[0]
+
+    class M(nn.Module):
+        def forward(self, x):
+            return bias(x) * table
+
+    return M()
+
+
+def test_module_level_tensor_constant_inside_closure():
+    _check(_make_closure_module(), _x(2, 3))
+
+
+def test_get_parameter_and_get_submodule():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = nn.Linear(3, 3)
+            self.gain = nn.Parameter(torch.full((3,), 2.0))
+
+        def forward(self, x):
+            w = self.get_parameter("inner.weight")
+            g = self.get_parameter("gain")
+            return x @ w.t() * g + self.get_submodule("inner").bias
+
+    _check(M(), _x(2, 3))
+
+
+def test_non_persistent_buffer_used_in_forward():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("pos", torch.arange(4.0), persistent=False)
+            self.register_buffer("scale", torch.tensor(3.0))
+
+        def forward(self, x):
+            return x + self.pos[: x.shape[-1]] * self.scale
+
+    ep = _check(M(), _x(2, 3))
+    assert "pos" in ep.graph_signature.non_persistent_buffers
+    assert "pos" not in ep.state_dict
+    assert "scale" in ep.state_dict
+
+
+# --- torch mode queries and grad / autocast contexts -------------------------------------------
+
+
+def test_is_scripting_and_is_compiling_branches():
+    class M(nn.Module):
+        def forward(self, x):
+            if torch.jit.is_scripting():
+                return x * 100
+            if torch.compiler.is_compiling():
+                y = x + 1
+            else:
+                y = x - 1
+            return y
+
+    ep = unbroken.export(M(), (_x(3),))
+    peer = torch.export.export(M(), (_x(3),), strict=True)
+    x = _x(3)
+    torch.testing.assert_close(ep.module()(x), peer.module()(x))
+
+
+def test_no_grad_enable_grad_autocast_disabled_blocks():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+
+        def forward(self, x):
+            with torch.no_grad():
+                a = self.lin(x)
+            with torch.enable_grad():
+                b = self.lin(x) * 2
+            with torch.autocast("cpu", enabled=False):
+                c = self.lin(x).float()
+            return a + b + c
+
+    _check(M(), _x(2, 3))
+
+
+def test_no_grad_decorated_helper():
+    @torch.no_grad()
+    def helper(t):
+        return t * 2
+
+    class M(nn.Module):
+        def forward(self, x):
+            return helper(x) + 1
+
+    _check(M(), _x(3))
+
+
+# --- warnings, logging, print -----------------------------------------------------------------
+
+_log = logging.getLogger("unbroken.tests.python_patterns")
+
+
+def test_warnings_warn_inside_forward():
+    class M(nn.Module):
+        def forward(self, x):
+            if x.shape[0] > 1:
+                warnings.warn("batch > 1 is slow", stacklevel=2)
+            return x + 1
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _check(M(), _x(2, 3))
+
+
+def test_logging_calls_inside_forward():
+    class M(nn.Module):
+        def forward(self, x):
+            _log.debug("shape %s", x.shape)
+            if _log.isEnabledFor(logging.DEBUG):
+                _log.info("verbose")
+            return x * 2
+
+    _check(M(), _x(2, 3))
+
+
+def test_print_is_refused_ub103():
+    class M(nn.Module):
+        def forward(self, x):
+            print("shape", x.shape)
+            return x + 1
+
+    with pytest.raises(unbroken.GraphBreakError) as info:
+        unbroken.export(M(), (_x(2),))
+    assert info.value.code == "UB103"
+    assert info.value.frames and "print" in info.value.frames[-1].source
+
+
+# --- tensor attributes and methods --------------------------------------------------------------
+
+
+def test_transpose_attributes_and_real():
+    class M(nn.Module):
+        def forward(self, x):
+            return x.T @ x + x.mT.mT.T @ x + x.real.T @ x.real
+
+    _check(M(), _x(3, 3))
+
+
+def test_new_ones_and_arange_with_device_dtype():
+    class M(nn.Module):
+        def forward(self, x):
+            ones = x.new_ones(x.shape)
+            pos = torch.arange(x.shape[-1], device=x.device, dtype=x.dtype)
+            return x * ones + pos
+
+    _check(M(), _x(2, 5))
+
+
+def test_to_other_type_as_float_contiguous():
+    class M(nn.Module):
+        def forward(self, x, idx):
+            a = idx.to(x)
+            b = idx.type_as(x)
+            c = idx.float()
+            return (x.t().contiguous() + a.t() + b.t() + c.t()).contiguous()
+
+    _check(M(), _x(2, 3), torch.randint(0, 4, (2, 3)))
+
+
+def test_finfo_min_and_dtype_checks():
+    class M(nn.Module):
+        def forward(self, x, mask):
+            neg = torch.finfo(x.dtype).min
+            if x.dtype == torch.float32 and x.is_floating_point():
+                x = x.masked_fill(~mask, neg)
+            return x.softmax(-1)
+
+    _check(M(), _x(2, 4), torch.rand(2, 4) > 0.3)
+
+
+def test_dtype_branch_on_half_input():
+    class M(nn.Module):
+        def forward(self, x):
+            if x.dtype in (torch.float16, torch.bfloat16):
+                x = x.float()
+            return x * torch.finfo(x.dtype).eps
+
+    _check(M(), _x(2, 3).to(torch.bfloat16))
+
+
+def test_pad_with_computed_amount():
+    class M(nn.Module):
+        def __init__(self, multiple=4):
+            super().__init__()
+            self.multiple = multiple
+
+        def forward(self, x):
+            pad = (self.multiple - x.shape[-1] % self.multiple) % self.multiple
+            return F.pad(x, (0, pad), value=-1.0)
+
+    _check(M(), _x(2, 5))
+    _check(M(), _x(2, 8))
+
+
+def test_size_methods_numel_and_ndim():
+    class M(nn.Module):
+        def forward(self, x):
+            return x.flatten() * x.numel() + x.ndim + x.size()[-1] + x.shape.numel()
+
+    _check(M(), _x(2, 3))
+
+
+# --- assorted Python constructs ----------------------------------------------------------------
+
+
+def test_fstring_keys_and_getattr_on_self_modules():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            for i in range(3):
+                setattr(self, f"layer_{i}", nn.Linear(3, 3))
+
+        def forward(self, x):
+            for i in range(3):
+                x = getattr(self, f"layer_{i}")(x)
+            return x
+
+    _check(M(), _x(2, 3))
+
+
+def test_hasattr_on_modules_and_optional_submodule():
+    class M(nn.Module):
+        def __init__(self, with_norm):
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+            self.norm = nn.LayerNorm(3) if with_norm else None
+
+        def forward(self, x):
+            x = self.lin(x)
+            if self.norm is not None:
+                x = self.norm(x)
+            if hasattr(self.lin, "bias") and self.lin.bias is not None:
+                x = x + 1
+            return x
+
+    _check(M(True), _x(2, 3))
+    _check(M(False), _x(2, 3))
+
+
+def test_dict_get_with_default_and_setdefault():
+    class M(nn.Module):
+        def forward(self, x, extra=None):
+            cache = {}
+            cache.setdefault("a", x * 2)
+            cache.setdefault("a", x * 100)
+            opts = extra or {}
+            return cache["a"] + opts.get("bias", 0.5) + cache.get("missing", x)
+
+    _check(M(), _x(3))
+
+
+def test_tuple_return_with_none_and_dict_output():
+    class M(nn.Module):
+        def forward(self, x):
+            hidden = x.relu()
+            return {"logits": hidden * 2, "hidden": (hidden, hidden.sum())}
+
+    _check(M(), _x(2, 3))
+
+
+def test_ternary_on_python_flags_and_min_of_sizes():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.window = 4
+
+        def forward(self, x):
+            w = min(self.window, x.shape[-1])
+            y = x[..., :w] if w < x.shape[-1] else x
+            return y.cumsum(-1)
+
+    _check(M(), _x(2, 6))
+    _check(M(), _x(2, 3))
+
+
+def test_string_join_and_split_config():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.spec = "relu,tanh,sigmoid"
+
+        def forward(self, x):
+            for name in self.spec.split(","):
+                x = getattr(torch, name.strip())(x)
+            return x
+
+    _check(M(), _x(2, 3))
+
+
+def test_slice_object_and_ellipsis_indexing():
+    class M(nn.Module):
+        def forward(self, x):
+            sl = slice(1, None, 2)
+            idx = (Ellipsis, sl)
+            return x[idx] + x[..., ::2][..., : x[idx].shape[-1]]
+
+    _check(M(), _x(2, 6))
+
+
+def test_zip_strict_false_and_star_unpack_in_call():
+    class M(nn.Module):
+        def forward(self, x):
+            a, b = x.chunk(2, dim=-1)
+            pairs = list(zip(a.unbind(0), b.unbind(0)))
+            return torch.stack([torch.maximum(*p) for p in pairs])
+
+    _check(M(), _x(3, 4))
+
+
+def test_inplace_update_of_python_float_accumulator():
+    class M(nn.Module):
+        def forward(self, x):
+            total = 0.0
+            for t in x.unbind(0):
+                total += 1.5
+                x = x + t * total
+            return x
+
+    _check(M(), _x(3, 2))
+
+
+def test_named_tuple_returned_by_torch_max():
+    class M(nn.Module):
+        def forward(self, x):
+            res = torch.max(x, dim=-1)
+            values, indices = res
+            return res.values + values, indices
+
+    _check(M(), _x(3, 4))

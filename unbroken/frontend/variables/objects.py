@@ -278,9 +278,11 @@ class ContextManagerVariable(VariableTracker):
             raise AttributeMissing(name)
         return found
 
-    def enter(self, tx) -> VariableTracker:
+    def enter(self, tx) -> tuple[VariableTracker, VariableTracker]:
+        """Enter natively; returns (the exit callable to push, the value ``as`` binds)."""
         from .builder import wrap
-            result = self.value.__enter__()
+
+        result = self.value.__enter__()
         exit_fn = ExitVariable(self.value)
         return exit_fn, (ConstantVariable(None) if result is None else wrap(tx, result))
 
@@ -295,7 +297,7 @@ class ExitVariable(VariableTracker):
         self.value = value
 
     def call(self, tx, args, kwargs):
-            self.value.__exit__(None, None, None)
+        self.value.__exit__(None, None, None)
         return ConstantVariable(None)
 
 

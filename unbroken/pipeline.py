@@ -174,10 +174,15 @@ class _Export:
     def _lift_tensor(self, name, tensor, stand_ins, *, parameter) -> str:
         meta = stand_ins.get(id(tensor))
         if meta is None:
-            meta = stand_ins[id(tensor)] = meta_like(tensor)
+            meta = meta_like(tensor)
+            if parameter:  # native code checks isinstance(p, nn.Parameter) (get_parameter...)
+                meta = torch.nn.Parameter(meta, requires_grad=False)
+            stand_ins[id(tensor)] = meta
             self.output.mark_state(meta, parameter=parameter, requires_grad=tensor.requires_grad)
-        return self.recorder.add_placeholder(name, meta, user_input=False,
-                                             device=tensor.device).name
+        node = self.recorder.add_placeholder(name, meta, user_input=False, device=tensor.device)
+        if isinstance(meta, torch.nn.Parameter):
+            node.meta["val"] = meta_like(meta)  # the graph's value is a plain tensor
+        return node.name
 
     def _lift_inputs(self, signature, dims):
         """Placeholders for the flattened user inputs, in the order of ``(args, kwargs)``."""
@@ -330,6 +335,9 @@ def _tracing(root, metas):
     """Python dispatcher on (symbolic sizes need it); parameters and buffers swapped for their
     meta stand-ins for the duration of the trace."""
     with contextlib.ExitStack() as stack:
+        # forward() may flip grad mode with a plain call (torch.set_grad_enabled(False)):
+        # restore the caller's mode when tracing ends, as eager scoping would not.
+        stack.enter_context(torch.set_grad_enabled(torch.is_grad_enabled()))
         stack.enter_context(enable_python_dispatcher())
         if root is not None and metas:
             stack.enter_context(_reparametrize_module(root, metas, strict=False))

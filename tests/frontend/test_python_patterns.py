@@ -1,6 +1,7 @@
 """Python-level patterns that real ``forward()`` code uses, mixed with tensors: each small module
 is exported with ``unbroken.export`` and compared against eager on the example input and on one
 fresh input of the same shape (and dtype)."""
+import collections
 import enum
 import functools
 import logging
@@ -411,18 +412,28 @@ def test_dict_comprehension_keyed_by_names():
     _check(M(), _x(4, 3))
 
 
-def test_sorted_module_dict_items():
-    class M(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.blocks = nn.ModuleDict({"z": nn.Linear(3, 3), "a": nn.Linear(3, 3)})
+class _SortedBlocks(nn.Module):
+    def __init__(self, by_items):
+        super().__init__()
+        self.by_items = by_items
+        self.blocks = nn.ModuleDict({"z": nn.Linear(3, 3), "a": nn.Linear(3, 3)})
 
-        def forward(self, x):
+    def forward(self, x):
+        if self.by_items:
             for _, block in sorted(self.blocks.items()):
                 x = block(x)
-            return x
+        else:
+            for name in sorted(self.blocks.keys()):
+                x = self.blocks[name](x)
+        return x
 
-    _check(M(), _x(2, 3))
+
+def test_sorted_module_dict_keys():
+    _check(_SortedBlocks(by_items=False), _x(2, 3))
+
+
+def test_sorted_module_dict_items():
+    _check(_SortedBlocks(by_items=True), _x(2, 3))
 
 
 def test_sorted_plain_dict_items_with_key():
@@ -868,6 +879,7 @@ def test_logging_calls_inside_forward():
                 _log.info("verbose")
             return x * 2
 
+    _log._cache.clear()  # cold level cache, as on a model's first call (the bug needs it)
     _check(M(), _x(2, 3))
 
 
@@ -1085,3 +1097,142 @@ def test_named_tuple_returned_by_torch_max():
             return res.values + values, indices
 
     _check(M(), _x(3, 4))
+
+
+# --- global state and library helpers (found while probing) ------------------------------------
+
+
+_Point = collections.namedtuple("_Point", "a b")
+
+
+def test_namedtuple_replace_in_forward():
+    class M(nn.Module):
+        def forward(self, x):
+            p = _Point(x, x * 2)._replace(a=x + 1)
+            return p.a + p.b
+
+    _check(M(), _x(3))
+
+
+def test_functools_reduce_over_tensors():
+    class M(nn.Module):
+        def forward(self, x):
+            return functools.reduce(operator.add, [x, x * 2, x * 3])
+
+    _check(M(), _x(3))
+
+
+def test_ordered_dict_built_in_forward():
+    class M(nn.Module):
+        def forward(self, x):
+            d = collections.OrderedDict(a=x, b=x * 2)
+            return torch.stack(list(d.values()))
+
+    _check(M(), _x(3))
+
+
+def test_manual_seed_in_forward_is_not_silently_dropped():
+    class M(nn.Module):
+        def forward(self, x):
+            torch.manual_seed(0)
+            return x + torch.rand(3)
+
+    x = torch.zeros(3)
+    try:
+        ep = unbroken.export(M(), (x,))
+    except unbroken.GraphBreakError:
+        return  # a refusal is a fine answer
+    first, second = ep.module()(x), ep.module()(x)
+    torch.testing.assert_close(second, first)  # eager gives the same value every call
+
+
+def test_set_default_dtype_inside_forward_is_refused():
+    class M(nn.Module):
+        def forward(self, x):
+            torch.set_default_dtype(torch.float64)
+            y = torch.ones(3)
+            torch.set_default_dtype(torch.float32)
+            return x + y
+
+    try:
+        with pytest.raises(unbroken.GraphBreakError) as info:
+            unbroken.export(M(), (_x(3),))
+        assert info.value.code == "UB107"
+    finally:
+        torch.set_default_dtype(torch.float32)
+
+
+def test_factories_record_the_default_dtype_in_force_at_export():
+    class M(nn.Module):
+        def forward(self, x):
+            return x + torch.ones(3)
+
+    torch.set_default_dtype(torch.float64)
+    try:
+        ep = unbroken.export(M(), (torch.zeros(3, dtype=torch.float64),))
+    finally:
+        torch.set_default_dtype(torch.float32)
+    out = ep.module()(torch.zeros(3, dtype=torch.float64))  # default is float32 again
+    assert out.dtype == torch.float64
+
+
+def test_set_grad_enabled_call_does_not_leak_out_of_export():
+    class M(nn.Module):
+        def forward(self, x):
+            torch.set_grad_enabled(False)
+            return x * 2
+
+    try:
+        try:
+            unbroken.export(M(), (_x(3),))
+        except unbroken.GraphBreakError:
+            pass  # a refusal is a fine answer too
+        assert torch.is_grad_enabled()
+    finally:
+        torch.set_grad_enabled(True)
+
+
+def test_set_grad_enabled_pair_and_is_grad_enabled_branch():
+    class M(nn.Module):
+        def forward(self, x):
+            with torch.no_grad():
+                inside = torch.is_grad_enabled()
+            torch.set_grad_enabled(False)
+            y = x * (2 if inside else 3)
+            torch.set_grad_enabled(True)
+            return y * (5 if torch.is_grad_enabled() else 7)
+
+    _check(M(), _x(3))
+    assert torch.is_grad_enabled()
+
+
+def test_autocast_enabled_is_refused_ub110():
+    class M(nn.Module):
+        def forward(self, x):
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                return x @ x
+
+    with pytest.raises(unbroken.GraphBreakError) as info:
+        unbroken.export(M(), (_x(3, 3),))
+    assert info.value.code == "UB110"
+
+
+def test_user_config_object_with_getattr_fallback():
+    class Cfg:
+        def __init__(self):
+            self.table = {"act": "relu"}
+
+        def __getattr__(self, name):
+            if name == "table":
+                raise AttributeError(name)
+            return self.table[name]
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.cfg = Cfg()
+
+        def forward(self, x):
+            return getattr(F, self.cfg.act)(x)
+
+    _check(M(), _x(3))

@@ -9,7 +9,10 @@ graph break.
 from __future__ import annotations
 
 import builtins
+import collections
+import enum
 import functools
+import operator
 
 import torch
 from torch.utils import _pytree as pytree
@@ -229,13 +232,43 @@ def _any_all(fn):
     return handler
 
 
+class _Opaque:
+    """Stands for a non-constant value inside a sort key: comparing it is refused (Python
+    would compare the values themselves), but a key decided before reaching it sorts fine
+    (``sorted(module_dict.items())`` with distinct names)."""
+
+    def _refuse(self, other):
+        raise _Incomparable
+
+    __lt__ = __gt__ = __le__ = __ge__ = _refuse
+
+    def __eq__(self, other):
+        return self is other
+
+    __hash__ = object.__hash__
+
+
+class _Incomparable(Exception):
+    pass
+
+
+def _sort_key(tracker):
+    if tracker.is_constant():
+        return tracker.as_constant()
+    if isinstance(tracker, TupleVariable):
+        return tuple(_sort_key(e) for e in tracker.elements)
+    return _Opaque()
+
+
 def sorted_trackers(tx, items, key=None, reverse=None) -> list:
     """Sort trackers like Python's stable sort, calling ``key`` through the interpreter."""
-    keys = [key.call(tx, [v], {}) if key is not None else v for v in items]
-    if not all(k.is_constant() for k in keys):
-        raise graph_break("UB117", "sorting values that are not constants", frames=tx.user_frames())
-    order = sorted(range(len(items)), key=lambda i: keys[i].as_constant(),
-                   reverse=bool(reverse.as_constant()) if reverse is not None else False)
+    keys = [_sort_key(key.call(tx, [v], {}) if key is not None else v) for v in items]
+    try:
+        order = sorted(range(len(items)), key=lambda i: keys[i],
+                       reverse=bool(reverse.as_constant()) if reverse is not None else False)
+    except _Incomparable:
+        raise graph_break("UB117", "sorting needs to compare values that are not constants "
+                          "(tensors, modules, objects)", frames=tx.user_frames()) from None
     return [items[i] for i in order]
 
 
@@ -315,6 +348,16 @@ def _super(tx, *args):
     return SuperVariable(cls, obj, obj.unwrap(tx))
 
 
+def _reduce(tx, fn, iterable, *initial):
+    items = _iterate(tx, iterable)
+    if not initial and not items:
+        raise tx.user_exception(TypeError("reduce() of empty iterable with no initial value"))
+    acc, rest = (initial[0], items) if initial else (items[0], items[1:])
+    for item in rest:
+        acc = fn.call(tx, [acc, item], {})
+    return acc
+
+
 def _object(tx):
     raise graph_break("UB112", "`object()` creates a new Python object", frames=tx.user_frames())
 
@@ -328,7 +371,7 @@ _HANDLERS = {
     sorted: _sorted, map: _map, filter: _filter, int: _scalar(int), float: _scalar(float),
     bool: _scalar(bool), complex: _scalar(complex), str: _textual(str),
     repr: _textual(repr), ascii: _textual(ascii), format: _textual(format), slice: _slice, super: _super,
-    object: _object,
+    object: _object, functools.reduce: _reduce,
 }
 
 
@@ -344,6 +387,10 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
         return NamedTupleVariable([bound[f] for f in cls._fields], cls)
     if cls is torch.Size:
         return SizeVariable(_iterate(tx, args[0]) if args else [])
+    if cls in _CONSTRUCTORS:
+        return _CONSTRUCTORS[cls](tx, cls, args, kwargs)
+    if issubclass(cls, enum.Enum):  # Mode("mean"): a lookup by value
+        return _fold_or_leaf(tx, cls, args, kwargs)
     native = _construct_native(tx, cls, args, kwargs)
     if native is not None:
         return native
@@ -355,6 +402,28 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
         return instance
     raise graph_break("UB108", f"constructing an instance of `{cls.__qualname__}` inside "
                       "traced code is not supported yet", frames=tx.user_frames())
+
+
+def _partial(tx, cls, args, kwargs):
+    from .variables.objects import PartialVariable
+
+    return PartialVariable(args[0], args[1:], kwargs)
+
+
+def _ordered_dict(tx, cls, args, kwargs):
+    result = _dict(tx, *args, **kwargs)
+    result.python_class = cls
+    return result
+
+
+def _getter(tx, cls, args, kwargs):
+    from .variables.objects import GetterVariable
+
+    return GetterVariable(cls, [a.as_constant() for a in args])
+
+
+_CONSTRUCTORS = {functools.partial: _partial, collections.OrderedDict: _ordered_dict,
+                 operator.itemgetter: _getter, operator.attrgetter: _getter}
 
 
 def _construct_native(tx, cls, args, kwargs):

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from ..symbolic.diagnostics import UnbrokenError
 
-__all__ = ["BreakKind", "CATALOGUE", "GraphBreakError", "graph_break", "render_markdown"]
+__all__ = ["BreakKind", "CATALOGUE", "GraphBreakError", "TracedException", "graph_break",
+           "render_markdown"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,11 +73,12 @@ _KINDS = [
         "return x + 1",
     ),
     BreakKind(
-        "UB104", "Exception raised in traced code",
-        "Raising and catching exceptions is control flow that the graph cannot express.",
-        "For a condition on sizes, state it as torch._check(cond, lambda: 'message'): unbroken "
-        "proves it from dynamic_shapes (or reports the guard). Otherwise remove the try/raise "
-        "from forward() and validate inputs before calling the model.",
+        "UB104", "Uncaught exception in traced code",
+        "The traced program raised an exception that none of its own `except` clauses caught, "
+        "so eager execution would fail on these inputs too.",
+        "Fix the failing statement, or catch the exception in forward(). For a condition on "
+        "sizes, state it as torch._check(cond, lambda: 'message'): unbroken proves it from "
+        "dynamic_shapes (or reports the guard).",
         "if x.shape[0] > 4:\n    raise ValueError('too big')",
         "torch._check(x.shape[0] <= 4, lambda: 'too big')",
     ),
@@ -227,6 +229,19 @@ class GraphBreakError(UnbrokenError):
         self.reason = reason
         super().__init__(f"{self.kind.title}: {reason}", code=kind_id, frames=frames,
                          details=details or self.kind.explain, hint=self.kind.hint)
+
+
+class TracedException(GraphBreakError):
+    """An exception raised by the traced program itself (``raise``, a failed ``d[k]``, an
+    ``AttributeError``...). The interpreter delivers it to the program's own ``except``
+    handlers; only when none catches it does export fail, as UB104.
+
+    exception: the Python exception object the program raised.
+    """
+
+    def __init__(self, exception: BaseException, *, frames=()):
+        self.exception = exception
+        super().__init__("UB104", f"{type(exception).__name__}: {exception}", frames=frames)
 
 
 def graph_break(kind_id: str, reason: str, *, frames=(), details: str = "") -> GraphBreakError:

@@ -13,7 +13,7 @@ import types
 import torch
 
 from ..symbolic.diagnostics import DataDependentError, UnbrokenError, UnsupportedError
-from .graph_breaks import GraphBreakError, graph_break
+from .graph_breaks import GraphBreakError, TracedException, graph_break
 
 __all__ = ["TraceContext"]
 
@@ -23,6 +23,12 @@ _UNBROKEN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os
 
 def _is_internal(filename: str) -> bool:
     return filename.startswith((_TORCH_DIR, _UNBROKEN_DIR))
+
+
+# Exceptions PyTorch's Python code raises as ordinary Python control flow (a missing attribute
+# or key), which the traced program may catch like eager code would. Errors of the operators
+# themselves (RuntimeError...) are not caught: they are reported as UB120.
+_PYTHON_LEVEL = (AttributeError, KeyError, IndexError, StopIteration)
 
 
 def _raised_inside_unbroken(exc: BaseException) -> bool:
@@ -135,6 +141,8 @@ class TraceContext:
 
                 raise InternalError("a leaf call failed inside unbroken",
                                     frames=self.user_frames(), cause=exc) from exc
+            if isinstance(exc, _PYTHON_LEVEL):  # e.g. nn.Module.__getattr__: may be caught
+                raise TracedException(exc, frames=self.user_frames()) from None
             name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
             first_line = (str(exc).strip().splitlines() or [""])[0]
             raise graph_break(

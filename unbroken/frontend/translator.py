@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import bytecode
 
 from ..symbolic.diagnostics import UnbrokenError, frame_from_code
-from .graph_breaks import GraphBreakError, graph_break
+from .graph_breaks import TracedException, graph_break
 from .variables.base import VariableTracker
 from .variables.builder import wrap
 from .variables.functions import CellVariable
@@ -52,20 +52,36 @@ NULL = _Null()
 
 
 @dataclass(frozen=True, slots=True)
+class Handler:
+    """The exception-table entry covering an instruction: where to jump when it raises.
+
+    target: instruction index of the handler; depth: stack depth to unwind to;
+    push_lasti: whether the handler expects the raising instruction's offset on the stack.
+    """
+
+    target: int
+    depth: int
+    push_lasti: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Instruction:
-    """One decoded instruction. ``target``: the index a jump goes to (None if not a jump)."""
+    """One decoded instruction. ``target``: the index a jump goes to (None if not a jump);
+    ``handler``: the exception handler covering it (None outside any ``try``)."""
 
     name: str
     arg: object
     lineno: int | None
     target: int | None
+    handler: Handler | None = None
 
 
 _DECODED: dict = {}
 
 
 def decode(code) -> list[Instruction]:
-    """Decode ``code`` into instructions with jump targets as indices (cached per code)."""
+    """Decode ``code`` into instructions with jump targets and exception handlers as
+    instruction indices (cached per code object)."""
     cached = _DECODED.get(code)
     if cached is not None:
         return cached
@@ -77,11 +93,43 @@ def decode(code) -> list[Instruction]:
             labels[id(item)] = index
         else:
             index += 1
+    instrs = [i for i in raw if isinstance(i, bytecode.Instr)]
+    handlers = _handlers(code, len(instrs))
     result = [Instruction(i.name, i.arg, i.lineno,
-                          labels[id(i.arg)] if isinstance(i.arg, bytecode.Label) else None)
-              for i in raw if isinstance(i, bytecode.Instr)]
+                          labels[id(i.arg)] if isinstance(i.arg, bytecode.Label) else None,
+                          handler)
+              for i, handler in zip(instrs, handlers)]
     _DECODED[code] = result
     return result
+
+
+def _handlers(code, count: int) -> list:
+    """The exception handler covering each instruction, from the code's exception table.
+
+    The abstract ``Bytecode`` keeps try regions but not their stack depth, so the table is read
+    from ``ConcreteBytecode`` (offsets in code units) and mapped onto the abstract instructions,
+    which are the concrete ones without CACHE entries and with EXTENDED_ARG prefixes folded.
+    """
+    concrete = bytecode.ConcreteBytecode.from_code(code)
+    if not concrete.exception_table:
+        return [None] * count
+    offsets, offset, prefix = [], 0, None
+    for instr in concrete:
+        if instr.name == "EXTENDED_ARG":
+            prefix = offset if prefix is None else prefix
+        elif instr.name != "CACHE":
+            offsets.append(offset if prefix is None else prefix)
+            prefix = None
+        offset += instr.size // 2
+    assert len(offsets) == count, "concrete and abstract instructions do not line up"
+    index_of = {off: i for i, off in enumerate(offsets)}
+    handlers = []
+    for off in offsets:
+        entry = next((e for e in concrete.exception_table
+                      if e.start_offset <= off <= e.stop_offset), None)
+        handlers.append(None if entry is None else
+                        Handler(index_of[entry.target], entry.stack_depth, entry.push_lasti))
+    return handlers
 
 
 class InstructionTranslator:
@@ -113,6 +161,7 @@ class InstructionTranslator:
         self.returned: VariableTracker | None = None
         self.paused = False          # a generator stopped at RETURN_GENERATOR or YIELD_VALUE
         self.yielded: VariableTracker | None = None
+        self.current_exception: VariableTracker | None = None  # inside an except block
 
     # ----------------------------------------------------------------- running
     def run(self) -> VariableTracker:
@@ -149,6 +198,9 @@ class InstructionTranslator:
     def _execute(self, handler, instruction) -> None:
         try:
             handler(self, instruction)
+        except TracedException as exc:
+            if not self._unwind_to_handler(instruction, exc):
+                raise exc.with_frames(self.user_frames())
         except UnbrokenError as exc:
             raise exc.with_frames(self.user_frames())
         except RecursionError:
@@ -159,6 +211,21 @@ class InstructionTranslator:
 
             raise InternalError(f"while executing {instruction.name} in `{self.name}`",
                                 frames=self.user_frames(), cause=exc) from exc
+
+    def _unwind_to_handler(self, instruction, exc: TracedException) -> bool:
+        """Deliver ``exc`` to the ``except``/``finally`` handler covering ``instruction``, as
+        CPython's exception table says; False when no handler covers it."""
+        handler = instruction.handler
+        if handler is None:
+            return False
+        from .variables.builder import wrap
+
+        del self.stack[handler.depth:]
+        if handler.push_lasti:
+            self.push(wrap(self, self.ip - 1))
+        self.push(wrap(self, exc.exception))
+        self.ip = handler.target
+        return True
 
     def jump(self, instruction) -> None:
         self.ip = instruction.target
@@ -185,9 +252,10 @@ class InstructionTranslator:
         """The user's stack, outermost first, ending at this translator's current line."""
         return self.output.user_frames()
 
-    def user_exception(self, exc: BaseException) -> GraphBreakError:
-        """The error for an exception the traced program itself raises (eager would too)."""
-        return graph_break("UB104", f"{type(exc).__name__}: {exc}", frames=self.user_frames())
+    def user_exception(self, exc: BaseException) -> TracedException:
+        """An exception the traced program itself raises (eager would too); the program's own
+        handlers may catch it."""
+        return TracedException(exc, frames=self.user_frames())
 
     # ----------------------------------------------------------------- calls
     def call_leaf(self, fn, args, kwargs) -> VariableTracker:

@@ -299,6 +299,8 @@ class Recorder(TorchDispatchMode):
         kwargs = dict(kwargs)
         if kwargs.get("device") is not None:
             kwargs["device"] = self._user_device(kwargs["device"])
+        if _takes_default_dtype(func, args, kwargs) and isinstance(out, torch.Tensor):
+            kwargs["dtype"] = out.dtype  # the default dtype at export time, made explicit
         node = self.graph.create_node(
             "call_function", func, pytree.tree_map(to_arg, tuple(args)),
             pytree.tree_map(to_arg, kwargs), name=_node_name(func))
@@ -429,6 +431,14 @@ def _integer_indexing(func, args) -> bool:
         return False
     indices = [i for i in args[1] if i is not None]
     return all(not (i.dtype == torch.bool or i.dtype == torch.uint8) for i in indices)
+
+
+def _takes_default_dtype(func, args, kwargs) -> bool:
+    """A factory (no tensor inputs) whose dtype comes from torch's global default: recording
+    that dtype keeps the program independent of the default in force when it runs."""
+    return (kwargs.get("dtype") is None
+            and any(a.name == "dtype" for a in func._schema.arguments)
+            and not any(isinstance(a, torch.Tensor) for a in pytree.tree_leaves(args)))
 
 
 def _has_device_argument(func) -> bool:

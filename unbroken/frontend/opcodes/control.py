@@ -108,22 +108,64 @@ def before_with(tx, instruction):
     tx.push(entered)
 
 
+def exception_of(tx, value) -> BaseException:
+    """The exception object that ``raise value`` raises (a class is instantiated)."""
+    raw = value.unwrap(tx) if hasattr(value, "unwrap") else None
+    if isinstance(raw, type) and issubclass(raw, BaseException):
+        return raw()
+    if isinstance(raw, BaseException):
+        return raw
+    return TypeError("exceptions must derive from BaseException")
+
+
 @opcode("RAISE_VARARGS")
 def raise_varargs(tx, instruction):
     values = tx.popn(instruction.arg)
-    what = values[0].describe() if values else "the active exception"
-    if values and hasattr(values[0], "value") and isinstance(values[0].value, BaseException):
-        error = values[0].value
-        what = f"{type(error).__name__}({', '.join(map(repr, error.args))})"
-    elif values and values[0].is_constant():
-        what = getattr(values[0].as_constant(), "__name__", what)
-    raise graph_break("UB104", f"`raise {what}`")
+    if not values:  # a bare `raise` re-raises the exception being handled
+        if tx.current_exception is None:
+            raise tx.user_exception(RuntimeError("No active exception to reraise"))
+        raise tx.user_exception(exception_of(tx, tx.current_exception))
+    raise tx.user_exception(exception_of(tx, values[0]))
 
 
-@opcode("RERAISE", "PUSH_EXC_INFO", "POP_EXCEPT", "CHECK_EXC_MATCH", "WITH_EXCEPT_START",
-        "CHECK_EG_MATCH", "PREP_RERAISE_STAR")
-def exception_handling(tx, instruction):
-    raise graph_break("UB104", "an exception handler was reached")
+@opcode("RERAISE")
+def reraise(tx, instruction):
+    raise tx.user_exception(exception_of(tx, tx.pop()))
+
+
+@opcode("PUSH_EXC_INFO")
+def push_exc_info(tx, instruction):
+    exception = tx.pop()
+    tx.push(tx.current_exception or ConstantVariable(None))
+    tx.current_exception = exception
+    tx.push(exception)
+
+
+@opcode("POP_EXCEPT")
+def pop_except(tx, instruction):
+    previous = tx.pop()
+    tx.current_exception = None if previous.is_constant() and previous.as_constant() is None \
+        else previous
+
+
+@opcode("CHECK_EXC_MATCH")
+def check_exc_match(tx, instruction):
+    expected = tx.pop().as_constant()
+    raised = exception_of(tx, tx.stack[-1])
+    tx.push(ConstantVariable(isinstance(raised, expected)))
+
+
+@opcode("WITH_EXCEPT_START")
+def with_except_start(tx, instruction):
+    from ..variables.builder import wrap
+
+    exit_fn, raised = tx.stack[-4], exception_of(tx, tx.stack[-1])
+    tx.push(exit_fn.call(tx, [wrap(tx, type(raised)), tx.stack[-1], ConstantVariable(None)], {}))
+
+
+@opcode("CHECK_EG_MATCH", "PREP_RERAISE_STAR")
+def exception_groups(tx, instruction):
+    raise graph_break("UB104", "`except*` (exception groups) is not supported")
 
 
 @opcode("GET_YIELD_FROM_ITER", "SEND", "ASYNC_GEN_WRAP", "GET_AWAITABLE", "GET_AITER",

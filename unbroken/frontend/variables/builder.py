@@ -5,7 +5,9 @@ import collections
 import collections.abc
 import enum
 import functools
+import logging
 import types
+import warnings
 
 import torch
 
@@ -13,7 +15,7 @@ from ..graph_breaks import graph_break
 from .base import VariableTracker
 from .constant import ConstantVariable, is_constant_value
 from .containers import (DictVariable, ListVariable, NamedTupleVariable, SizeVariable,
-                         SliceVariable, TupleVariable)
+                         SliceVariable, TupleVariable, tuple_fields)
 from .functions import (BuiltinVariable, PureCallableVariable, TorchFunctionVariable,
                         UserFunctionVariable, is_torch_callable)
 from .tensor import SymbolicVariable, TensorVariable
@@ -37,6 +39,15 @@ def wrap(tx, value, source=None) -> VariableTracker:
         return SizeVariable([wrap(tx, v) for v in value], source)
     if is_constant_value(value) or isinstance(value, enum.Enum):
         return ConstantVariable(value, source)
+    if callable(value) and _is_hashable(value):
+        if value in _IGNORED_CALLS:
+            from .functions import IgnoredCallVariable
+
+            return IgnoredCallVariable(value, source)
+        if value in _NATIVE_QUERIES:
+            return PureCallableVariable(value, source)
+        if value is functools.reduce:
+            return BuiltinVariable(value, source)
     for check, builder in _BUILDERS:
         if check(value):
             return builder(tx, value, source)
@@ -47,6 +58,20 @@ def wrap(tx, value, source=None) -> VariableTracker:
     return ObjectVariable(value, source)
 
 
+# Diagnostics output that does not change what forward() computes: dropped from the trace.
+_LOGGING_METHODS = ("debug", "info", "warning", "warn", "error", "exception", "critical",
+                    "fatal", "log")
+_IGNORED_CALLS = frozenset([warnings.warn, warnings.warn_explicit] + [
+    getattr(owner, name) for owner in (logging, logging.Logger, logging.LoggerAdapter)
+    for name in _LOGGING_METHODS if hasattr(owner, name)])
+
+
+# Read-only queries of library state, called natively (interpreting them would walk into
+# locks and caches): `if logger.isEnabledFor(logging.DEBUG):`.
+_NATIVE_QUERIES = frozenset([logging.Logger.isEnabledFor, logging.Logger.getEffectiveLevel,
+                             logging.Logger.hasHandlers])
+
+
 def _wrap_tensor(tx, value: torch.Tensor, source) -> VariableTracker:
     recorder = tx.output.recorder
     if not recorder.is_tracked(value):
@@ -54,6 +79,14 @@ def _wrap_tensor(tx, value: torch.Tensor, source) -> VariableTracker:
         value = recorder.lift_constant(value, name.replace(".", "_"))
     return TensorVariable(value, source, is_parameter=tx.output.is_parameter(value),
                           requires_grad=tx.output.requires_grad(value))
+
+
+def _is_hashable(value) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
 
 
 def _wrap_symbolic(value, source) -> VariableTracker:
@@ -68,7 +101,7 @@ def _wrap_tuple(tx, value, source):
     from ..sources import ItemSource
 
     elements = [wrap(tx, v, ItemSource(source, i) if source else None) for i, v in enumerate(value)]
-    if hasattr(type(value), "_fields"):
+    if tuple_fields(type(value)) is not None:
         return NamedTupleVariable(elements, type(value), source)
     return TupleVariable(elements, source)
 
@@ -127,7 +160,11 @@ def _wrap_builtin(tx, value, source):
                                                       torch._ops.OpOverloadPacket)):
         return TorchFunctionVariable(value, source)
     self_obj = getattr(value, "__self__", None)
-    if self_obj is not None and not isinstance(self_obj, types.ModuleType):
+    if value is tuple.__new__:  # namedtuple._make / _replace build instances through it
+        from .functions import TupleNewVariable
+
+        return TupleNewVariable(value, source)
+    if self_obj is not None and not isinstance(self_obj, (types.ModuleType, type)):
         return wrap(tx, self_obj).getattr(tx, value.__name__)
     raise graph_break("UB108", f"the native function `{getattr(value, '__qualname__', value)}` "
                       f"from `{module or '?'}` is not supported", frames=tx.user_frames())
@@ -189,5 +226,8 @@ _BUILDERS = [
     (lambda v: isinstance(v, type), _wrap_class),
     (lambda v: isinstance(v, types.ModuleType), _wrap_python_module),
     (lambda v: isinstance(v, functools.partial), _wrap_partial),
+    # a cache is transparent for the pure functions it may wrap: trace the function itself
+    (lambda v: isinstance(v, functools._lru_cache_wrapper),
+     lambda tx, v, source: wrap(tx, v.__wrapped__, source)),
     (lambda v: isinstance(v, types.GeneratorType), _wrap_generator),
 ]

@@ -90,8 +90,16 @@ class SizeVariable(TupleVariable):
         return torch.Size([e.as_constant() for e in self.elements])
 
 
+def tuple_fields(cls) -> tuple | None:
+    """Field names of a namedtuple or a struct sequence (``torch.return_types.max``)."""
+    fields = getattr(cls, "_fields", None)
+    if fields is None and hasattr(cls, "n_fields"):
+        fields = getattr(cls, "__match_args__", None)
+    return tuple(fields) if fields is not None else None
+
+
 class NamedTupleVariable(TupleVariable):
-    """A namedtuple instance. ``cls``: its class."""
+    """A namedtuple or struct-sequence instance. ``cls``: its class."""
 
     __slots__ = ("cls",)
 
@@ -105,25 +113,36 @@ class NamedTupleVariable(TupleVariable):
     def rebuild(self, elements):
         return TupleVariable(elements)
 
+    def _build(self, values):
+        if hasattr(self.cls, "_fields"):
+            return self.cls(*values)
+        return self.cls(tuple(values))  # a struct sequence takes one sequence
+
     def unwrap(self, tx):
-        return self.cls(*(e.unwrap(tx) for e in self.elements))
+        return self._build([e.unwrap(tx) for e in self.elements])
 
     def as_constant(self):
-        return self.cls(*(e.as_constant() for e in self.elements))
+        return self._build([e.as_constant() for e in self.elements])
 
     def getattr(self, tx, name: str) -> VariableTracker:
-        if name in self.cls._fields:
-            return self.elements[self.cls._fields.index(name)]
-        from .builder import wrap
+        fields = tuple_fields(self.cls)
+        if name in fields:
+            return self.elements[fields.index(name)]
+        import inspect
+        import types
 
-        attr = getattr(self.cls, name, None)
-        if attr is None:
-            raise AttributeMissing(name)
-        if name in ("_fields", "_field_defaults"):
-            return wrap(tx, attr)
+        from .builder import wrap
         from .functions import BoundMethodVariable
 
-        return BoundMethodVariable(self, wrap(tx, attr))
+        try:
+            static = inspect.getattr_static(self.cls, name)
+        except AttributeError:
+            raise AttributeMissing(name) from None
+        if isinstance(static, types.FunctionType):
+            return BoundMethodVariable(self, wrap(tx, static))
+        if isinstance(static, property):
+            return wrap(tx, static.fget).call(tx, [self], {})
+        return wrap(tx, getattr(self.cls, name))  # classmethods come bound to the class
 
 
 class ListVariable(SequenceVariable):

@@ -240,6 +240,36 @@ class PureCallableVariable(NativeCallableVariable):
         return tx.call_leaf(fn, args, kwargs)
 
 
+class IgnoredCallVariable(NativeCallableVariable):
+    """``warnings.warn`` and logger methods: they report, they do not compute, so the call is
+    dropped from the trace (its arguments were already evaluated) and returns None."""
+
+    __slots__ = ()
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        from .constant import ConstantVariable
+
+        return ConstantVariable(None)
+
+
+class TupleNewVariable(NativeCallableVariable):
+    """``tuple.__new__(cls, iterable)``, which namedtuples' ``_make``/``_replace`` call."""
+
+    __slots__ = ()
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        from .containers import NamedTupleVariable, TupleVariable, tuple_fields
+
+        cls = args[0].as_constant()
+        elements = args[1].items(tx) if len(args) > 1 else []
+        if tuple_fields(cls) is not None:
+            return NamedTupleVariable(elements, cls)
+        if cls is tuple:
+            return TupleVariable(elements)
+        raise graph_break("UB108", f"`tuple.__new__` for the tuple subclass `{cls.__name__}`",
+                          frames=tx.user_frames())
+
+
 class BuiltinVariable(NativeCallableVariable):
     """A Python builtin (``len``, ``isinstance``, ``range``...)."""
 

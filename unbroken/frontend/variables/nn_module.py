@@ -15,6 +15,7 @@ from ..graph_breaks import graph_break
 from ..sources import AttrSource, ModuleSource
 from .base import AttributeMissing, VariableTracker
 from .constant import ConstantVariable
+from .objects import getattr_fallback
 
 __all__ = ["NNModuleVariable", "is_leaf_module"]
 
@@ -90,7 +91,7 @@ class NNModuleVariable(VariableTracker):
         if name in submodules:
             child = submodules[name]
             return ConstantVariable(None) if child is None else self._child(tx, name, child)
-        raise AttributeMissing(name)
+        return getattr_fallback(tx, self, type(module), name, nn.Module.__getattr__)
 
     def _check_method(self, found, name):
         from .functions import BoundMethodVariable, TorchFunctionVariable

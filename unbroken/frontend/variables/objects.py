@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import inspect
+import operator
 import types
 
 import torch
@@ -12,7 +13,7 @@ from ..graph_breaks import graph_break
 from .base import AttributeMissing, VariableTracker
 from .constant import ConstantVariable
 
-__all__ = ["ObjectVariable", "NewObjectVariable", "construct_user_object", "ClassVariable", "PythonModuleVariable", "PartialVariable",
+__all__ = ["GetterVariable", "ObjectVariable", "NewObjectVariable", "construct_user_object", "ClassVariable", "PythonModuleVariable", "PartialVariable",
            "ContextManagerVariable", "SuperVariable", "resolve_attribute"]
 
 # Context managers that may be entered natively inside forward(): they change autograd or
@@ -49,6 +50,17 @@ def resolve_attribute(tx, receiver: VariableTracker, obj, name: str, source):
     return wrap(tx, static, attr_source)
 
 
+def getattr_fallback(tx, receiver, cls, name: str, default=None):
+    """Python calls ``cls.__getattr__`` when normal lookup fails: inline it when the user's
+    class defines one (other than ``default``); else the attribute is missing."""
+    fallback = _class_attribute(cls, "__getattr__")
+    if isinstance(fallback, types.FunctionType) and fallback is not default:
+        from .builder import wrap
+
+        return wrap(tx, fallback).call(tx, [receiver, ConstantVariable(name)], {})
+    raise AttributeMissing(name)
+
+
 class ObjectVariable(VariableTracker):
     """A Python object read during tracing (a config object, an enum...). ``value``: the object.
     Attribute reads are tracked; writes are refused (side effects on Python state)."""
@@ -79,7 +91,7 @@ class ObjectVariable(VariableTracker):
     def getattr(self, tx, name: str) -> VariableTracker:
         found = resolve_attribute(tx, self, self.value, name, self.source)
         if found is None:
-            raise AttributeMissing(name)
+            return getattr_fallback(tx, self, type(self.value), name)
         return found
 
     def call(self, tx, args, kwargs):
@@ -118,7 +130,7 @@ class NewObjectVariable(VariableTracker):
             return self.attributes[name]
         found = resolve_attribute(tx, self, self.value, name, None)
         if found is None:
-            raise AttributeMissing(name)
+            return getattr_fallback(tx, self, type(self.value), name)
         return found
 
     def setattr(self, tx, name: str, value: VariableTracker) -> None:
@@ -251,6 +263,36 @@ class PartialVariable(VariableTracker):
         return self.func.call(tx, [*self.args, *args], {**self.kwargs, **kwargs})
 
 
+class GetterVariable(VariableTracker):
+    """``operator.itemgetter(*items)`` / ``operator.attrgetter(*names)`` made in forward.
+    kind: the class (itemgetter or attrgetter); keys: the constant items or dotted names."""
+
+    __slots__ = ("kind", "keys")
+
+    def __init__(self, kind, keys):
+        super().__init__(None)
+        self.kind, self.keys = kind, list(keys)
+
+    def describe(self) -> str:
+        return f"`{self.kind.__name__}({', '.join(map(repr, self.keys))})`"
+
+    def call(self, tx, args, kwargs):
+        from .containers import TupleVariable
+
+        values = [self._get(tx, args[0], key) for key in self.keys]
+        return values[0] if len(values) == 1 else TupleVariable(values)
+
+    def _get(self, tx, obj, key):
+        from ..opcodes.containers import subscript
+        from ..opcodes.loads import load_attribute
+
+        if self.kind is operator.itemgetter:
+            return subscript(tx, obj, ConstantVariable(key))
+        for name in key.split("."):
+            obj = load_attribute(tx, obj, name)
+        return obj
+
+
 class ContextManagerVariable(VariableTracker):
     """A context manager that is entered natively (grad mode). ``value``: the instance."""
 
@@ -297,8 +339,8 @@ class ExitVariable(VariableTracker):
         self.value = value
 
     def call(self, tx, args, kwargs):
-        self.value.__exit__(None, None, None)
-        return ConstantVariable(None)
+        raw = [a.unwrap(tx) for a in args] or [None, None, None]
+        return ConstantVariable(bool(self.value.__exit__(*raw)))
 
 
 class SuperVariable(VariableTracker):

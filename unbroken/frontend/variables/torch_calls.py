@@ -62,6 +62,21 @@ def _tensor_from_data(name):
     return handler
 
 
+def _global_state(name):
+    def handler(tx, args, kwargs):
+        raise graph_break("UB107", f"`{name}()` changes PyTorch's global state, which an "
+                          "exported program cannot replay", frames=tx.user_frames(),
+                          details="Set it before calling the model (and before export).")
+
+    return handler
+
+
+_GLOBAL_STATE_SETTERS = ("manual_seed", "seed", "set_rng_state", "set_default_dtype",
+                         "set_default_device", "set_default_tensor_type",
+                         "use_deterministic_algorithms", "set_num_threads",
+                         "set_num_interop_threads", "set_printoptions",
+                         "set_float32_matmul_precision", "set_flush_denormal")
+
 _SPECIAL = {
     torch.tensor: _tensor_from_data("tensor"),
     torch.as_tensor: _tensor_from_data("as_tensor"),
@@ -73,6 +88,10 @@ _SPECIAL = {
     torch._check_is_size: _check,
     torch.cond: _refuse_control_flow("torch.cond"),
 }
+for _name in _GLOBAL_STATE_SETTERS:
+    for _owner in (torch, torch.random):
+        if hasattr(_owner, _name):
+            _SPECIAL[getattr(_owner, _name)] = _global_state(f"torch.{_name}")
 for _name in ("cond", "map", "while_loop", "scan", "associative_scan"):
     _op = getattr(torch.ops.higher_order, _name, None)
     if _op is not None:

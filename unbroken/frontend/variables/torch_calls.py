@@ -100,12 +100,22 @@ for _name in ("cond", "map", "while_loop", "scan", "associative_scan"):
 
 def call_torch_function(tx, fn, args, kwargs):
     """Call the PyTorch callable ``fn`` on trackers."""
-    handler = _SPECIAL.get(fn) if _hashable(fn) else None
+    handler = _special(fn)
     if handler is not None:
         return handler(tx, args, kwargs)
     if getattr(fn, "__qualname__", "") == "Function.apply":
         raise graph_break("UB113", "a custom torch.autograd.Function", frames=tx.user_frames())
     return tx.call_leaf(fn, args, kwargs)
+
+
+def _special(fn):
+    """The special handler of ``fn``, looking through wrappers: importing torch._dynamo
+    replaces some functions (``torch.manual_seed``) by wrappers with ``__wrapped__``."""
+    while fn is not None and _hashable(fn):
+        if fn in _SPECIAL:
+            return _SPECIAL[fn]
+        fn = getattr(fn, "__wrapped__", None)
+    return None
 
 
 def _hashable(fn) -> bool:

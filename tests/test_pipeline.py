@@ -1077,3 +1077,23 @@ def test_tied_buffers_mutation():
     for _ in range(2):
         x = torch.randn(3)
         assert_close(gm(x), eager(x))
+
+
+def test_mutating_an_input_list_is_refused():
+    # eager would change the caller's list; an exported program cannot replay that
+    def f(xs):
+        xs.append(xs[0] * 2)
+        return torch.stack(xs)
+
+    with pytest.raises(GraphBreakError) as info:
+        unbroken.export(f, ([torch.randn(2), torch.randn(2)],))
+    assert info.value.code == "UB107"
+
+
+def test_copying_an_input_list_then_mutating_the_copy_exports():
+    def f(xs):
+        ys = list(xs)
+        ys.append(xs[0] * 2)
+        return torch.stack(ys)
+
+    check(f, ([torch.randn(2), torch.randn(2)],))

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..ir.recorder import Recorder
 from .output import TraceContext
+from .sources import LocalSource
 from .translator import InstructionTranslator, check_python_version
 from .variables.builder import wrap
 from .variables.containers import DictVariable, TupleVariable
@@ -23,13 +24,25 @@ def entry_translator(output: TraceContext, callee, args, kwargs) -> InstructionT
                                  "export")
 
 
-def trace_call(output: TraceContext, callee, args: list, kwargs: dict):
+def trace_call(output: TraceContext, callee, args: list, kwargs: dict, *,
+               inputs_are_external: bool = True):
     """Interpret ``callee(*args, **kwargs)`` where all three are trackers (or values to wrap);
-    returns the result tracker and the entry translator (for unwrapping)."""
+    returns the result tracker and the entry translator (for unwrapping).
+
+    inputs_are_external: the caller keeps the input lists/dicts, so mutating them would be a
+    side effect the program cannot replay (refused, UB107). ``interpret`` passes False: its
+    oracle tests compare the results only.
+    """
     check_python_version()
     tx = entry_translator(output, None, None, None)
-    tx.locals = {"callee": wrap(tx, callee), "args": TupleVariable([wrap(tx, a) for a in args]),
-                 "kwargs": DictVariable({k: wrap(tx, v) for k, v in kwargs.items()})}
+
+    def source(name):
+        return LocalSource(name) if inputs_are_external else None
+
+    tx.locals = {"callee": wrap(tx, callee),
+                 "args": TupleVariable([wrap(tx, a, source(f"args[{i}]"))
+                                        for i, a in enumerate(args)]),
+                 "kwargs": DictVariable({k: wrap(tx, v, source(k)) for k, v in kwargs.items()})}
     return tx.run(), tx
 
 
@@ -48,5 +61,5 @@ def interpret(fn, *args, **kwargs):
     output = TraceContext(recorder)
     recorder.frames_provider = output.user_frames
     recorder.module_stack_provider = output.nn_module_stack
-    result, tx = trace_call(output, fn, list(args), dict(kwargs))
+    result, tx = trace_call(output, fn, list(args), dict(kwargs), inputs_are_external=False)
     return result.unwrap(tx)

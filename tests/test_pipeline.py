@@ -289,8 +289,6 @@ class InplaceView(nn.Module):
         return z
 
 
-@pytest.mark.xfail(strict=True, reason="GAP: writes into a view (z[:, 0] = 0.0) -> UB121 "
-                   "'not supported yet' (torch.export functionalizes it)")
 def test_inplace_through_views_of_intermediates():
     ep = check(InplaceView(), (torch.randn(3, 4),))
     assert mutable_targets(ep) == []
@@ -345,8 +343,6 @@ class MutateInputSlice(nn.Module):
         return x.sum()
 
 
-@pytest.mark.xfail(strict=True, reason="GAP: x[0] = 7.0 on a user input -> UB121 (torch.export "
-                   "accepts and writes back)")
 def test_user_input_mutation_through_view():
     ep = unbroken.export(MutateInputSlice(), (torch.randn(3, 2),))
     x = torch.randn(3, 2)

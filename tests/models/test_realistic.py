@@ -20,9 +20,6 @@ from tests.models.realistic import REALISTIC
 FRESH_SEEDS = (1, 2)
 
 XFAIL: dict[str, str] = {
-    "kv_cache_attention": ("GAP (known limitation, README 'Next'): slice assignment into a buffer "
-                           "`self.cache_k[:bsz, :seqlen] = xk` refused with UB121 (copy_ into a "
-                           "view made by aten.slice); torch.export strict exports it"),
 }
 
 

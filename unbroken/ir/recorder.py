@@ -34,6 +34,7 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode_temporarily
 
 from ..symbolic.diagnostics import DataDependentError, UnsupportedError, format_stack
+from .aliasing import Aliases, is_inplace_op, is_view_op
 
 __all__ = ["Recorder"]
 
@@ -90,6 +91,8 @@ class Recorder(TorchDispatchMode):
         # itself lives on the meta device (no values to keep); otherwise their data was lost.
         self.allow_meta_constants = False
         self.symint_factory = None
+        self.aliases = Aliases(self)  # views and their bases, for writes through views
+        self._this_call: set[int] = set()  # ids of tensors made during the current leaf call
         self._recording = 0   # depth of recording() contexts
         self._suspended = 0   # depth of composite ops being computed without recording  # expr -> SymInt; set by the pipeline when sizes are symbolic
 
@@ -170,6 +173,8 @@ class Recorder(TorchDispatchMode):
     @contextlib.contextmanager
     def recording(self):
         """Activate the mode for the duration of one leaf call."""
+        if self._recording == 0:
+            self._this_call.clear()
         self._recording += 1
         try:
             with self:
@@ -203,16 +208,38 @@ class Recorder(TorchDispatchMode):
             return self._elide_detach(func, args[0], compute_args, device)
         if func in _FUNCTIONAL_WRITERS:
             return self._record_writer(func, args, kwargs, compute_args, compute_kwargs, device)
+        if func is aten.lift_fresh.default:  # a tensor built from Python data: its own copy
+            func = aten.lift_fresh_copy.default
         out = func(*compute_args, **compute_kwargs)
         node = self._record(func, args, kwargs, out)
         self._bind_outputs(node, out, device)
+        self._track_aliasing(func, compute_args, compute_kwargs, out, node)
+        return out
+
+    def _track_aliasing(self, func, args, kwargs, out, node) -> None:
+        if is_view_op(func):
+            self.aliases.note_view(func, args, kwargs, out)
+        elif is_inplace_op(func) and isinstance(args[0], torch.Tensor) \
+                and self.aliases.is_aliased(args[0]):
+            self.aliases.after_write(args[0], node)
+
+    def emit(self, func, args, kwargs=None):
+        """Compute ``func`` on tracked meta tensors and record it (used while recording
+        another op, when the mode is already off): returns the meta output."""
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        node = self._record(func, args, kwargs, out)
+        self._bind_outputs(node, out, self.device_of(args[0]))
         return out
 
     def _is_unused_factory_output(self, tensor) -> bool:
-        """True for a tensor just made by an op that returns fresh memory (``zeros``,
-        ``zeros_like``, ``full``... not a view) and that nothing has used yet."""
-        node = self._nodes.get(id(self._lifted.get(id(tensor), tensor)))
-        return (node is not None and node.op == "call_function" and not node.users
+        """True for a tensor made by an op returning fresh memory (``zeros``, ``zeros_like``,
+        ``full``... not a view) earlier in this same leaf call, that nothing has used yet: the
+        user's program cannot hold it (PyTorch's factory bindings detach their result)."""
+        tensor = self._lifted.get(id(tensor), tensor)
+        node = self._nodes.get(id(tensor))
+        return (node is not None and id(tensor) in self._this_call
+                and node.op == "call_function" and not node.users
                 and isinstance(node.target, torch._ops.OpOverload)
                 and not node.target._schema.is_mutable
                 and all(r.alias_info is None for r in node.target._schema.returns))
@@ -316,6 +343,7 @@ class Recorder(TorchDispatchMode):
 
     def _bind_outputs(self, node: fx.Node, out, device) -> None:
         if isinstance(out, torch.Tensor):
+            self._this_call.add(id(out))
             self.bind(out, node, device)
         elif isinstance(out, (tuple, list)):
             for i, item in enumerate(out):

@@ -216,6 +216,11 @@ class _Analysis:
         if not isinstance(target, torch.fx.Node):
             raise InternalError(f"in-place node {node.name} writes a non-tensor argument",
                                 frames=node.meta.get("user_frames", ()))
+        if node.meta.get("view_write"):
+            # A write through a view whose base the recorder already updated (scatter + copy_
+            # into the base, views re-derived; see ir.aliasing): only the op itself changes.
+            self.rewrites.append(_Rewrite(node, functional, target))
+            return
         root = self.root_of(target)
         self._check_root(node, root)
         self._check_views_and_stale_uses(node, root)

@@ -1,0 +1,208 @@
+"""Writes through views, made visible to every alias in the recorded graph.
+
+In eager PyTorch a view shares memory with its base: ``v = x[0]; v.add_(1)`` changes ``x``,
+and every other view of ``x``. The recorder maps each tensor to the node holding its value, so
+after such a write the base and the other views would still map to their old nodes. This
+module keeps them consistent while recording:
+
+- every output of a view op (an op whose schema returns an alias of its input, e.g.
+  ``select``, ``slice``, ``view``, ``transpose``, ``unbind``) is registered with its parent and
+  the op that made it;
+- after an in-place op writes a tensor that is a view or has views, the new value is carried
+  up to the storage owner (the *root*) with the inverse ``*_scatter`` op of each view on the
+  way (``select_scatter``, ``slice_scatter``, a reverse ``view``/``permute``...), the root is
+  rewritten with one ``copy_`` (so ``passes.functionalize`` sees an ordinary in-place write to
+  it: a mutated input or buffer becomes a mutation output), and every other registered view of
+  the root is re-derived from the root's new value by replaying its view op.
+
+The scatter ops are layout-independent (they index logically, like the view ops), so the graph
+stays correct when the program runs on inputs whose strides differ from the example's.
+A write through a view whose op has no inverse here (``as_strided``, ``expand``, ``unfold``,
+...) is refused with UB121.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..symbolic.diagnostics import UnsupportedError
+
+__all__ = ["Aliases", "is_view_op", "is_inplace_op"]
+
+aten = torch.ops.aten
+
+
+def is_view_op(func) -> bool:
+    """The op returns an alias of an input without writing it (``select``, ``view``...)."""
+    schema = func._schema
+    return not schema.is_mutable and any(r.alias_info is not None for r in schema.returns)
+
+
+def is_inplace_op(func) -> bool:
+    """The op writes its first argument and returns it (``add_``, ``copy_``, ``fill_``...)."""
+    arguments = func._schema.arguments
+    return bool(arguments) and arguments[0].alias_info is not None and \
+        arguments[0].alias_info.is_write and not arguments[0].kwarg_only
+
+
+@dataclass(frozen=True, slots=True)
+class ViewOf:
+    """How a view was made. parent: the tensor it views; func/args/kwargs: the view op call
+    (``args[0]`` is ``parent``); index: which output, for ops returning several views."""
+
+    parent: torch.Tensor
+    func: object
+    args: tuple
+    kwargs: dict
+    index: int | None
+
+
+class Aliases:
+    """The view registry of one recording (see the module docstring).
+
+    recorder: the ``Recorder`` whose ``emit`` records the scatter / copy / replay nodes.
+    """
+
+    def __init__(self, recorder):
+        self.recorder = recorder
+        self._view_of: dict[int, ViewOf] = {}
+        self._views_of_root: dict[int, list[torch.Tensor]] = {}
+
+    def note_view(self, func, args, kwargs, out) -> None:
+        """Register the output(s) of the view op ``func(*args, **kwargs)``."""
+        parent = args[0]
+        outputs = list(out) if isinstance(out, (tuple, list)) else [out]
+        multi = isinstance(out, (tuple, list))
+        root = self.root(parent)
+        for index, view in enumerate(outputs):
+            if isinstance(view, torch.Tensor):
+                self._view_of[id(view)] = ViewOf(parent, func, tuple(args), dict(kwargs),
+                                                  index if multi else None)
+                self._views_of_root.setdefault(id(root), []).append(view)
+
+    def root(self, tensor: torch.Tensor) -> torch.Tensor:
+        while id(tensor) in self._view_of:
+            tensor = self._view_of[id(tensor)].parent
+        return tensor
+
+    def is_aliased(self, tensor: torch.Tensor) -> bool:
+        return id(tensor) in self._view_of or bool(self._views_of_root.get(id(tensor)))
+
+    def after_write(self, target: torch.Tensor, node) -> None:
+        """``target`` was just written in place by ``node``: update its root and views."""
+        root = self.root(target)
+        if root is not target:
+            node.meta["view_write"] = True  # functionalize: the base is updated below
+            value, tensor = target, target
+            while tensor is not root:
+                view = self._view_of[id(tensor)]
+                value = self._scatter(view, value)
+                tensor = view.parent
+            self.recorder.emit(aten.copy_.default, (root, value))
+        for view in self._views_of_root.get(id(root), []):
+            if view is not target:
+                self._replay(view)
+
+    # ----------------------------------------------------------------- inverse and replay
+    def _replay(self, view: torch.Tensor) -> None:
+        """Re-derive ``view`` from its parent's current value."""
+        made = self._view_of[id(view)]
+        out = self.recorder.emit(made.func, (made.parent, *made.args[1:]), made.kwargs)
+        fresh = out[made.index] if made.index is not None else out
+        self.recorder.bind(view, self.recorder.node_of(fresh))
+
+    def _scatter(self, view: ViewOf, value: torch.Tensor) -> torch.Tensor:
+        """The parent's new value when ``view`` (made by ``view.func``) now holds ``value``."""
+        if view.func in (aten.alias.default, aten.detach.default):
+            return value  # same elements, same shape: the parent's new value is the value
+        builder = _INVERSES.get(view.func)
+        if builder is None:
+            raise UnsupportedError(
+                f"an in-place write into a view made by `{view.func}` cannot be carried back "
+                "to its base yet", code="UB121", frames=self.recorder.frames_provider(),
+                hint="Write into a clone (`v = v.clone()`) or build the new value out of place "
+                     "(torch.where, torch.cat, index_put).")
+        func, args = builder(view, value)
+        return self.recorder.emit(func, args)
+
+
+def _argument(view: ViewOf, position: int, name: str, default):
+    """An argument of the view op call, given positionally or by name."""
+    if len(view.args) > position:
+        return view.args[position]
+    return view.kwargs.get(name, default)
+
+
+def _select(view, value):
+    return aten.select_scatter.default, (view.parent, value, view.args[1], view.args[2])
+
+
+def _slice(view, value):
+    return aten.slice_scatter.default, (
+        view.parent, value, _argument(view, 1, "dim", 0), _argument(view, 2, "start", None),
+        _argument(view, 3, "end", None), _argument(view, 4, "step", 1))
+
+
+def _diagonal(view, value):
+    return aten.diagonal_scatter.default, (
+        view.parent, value, _argument(view, 1, "offset", 0), _argument(view, 2, "dim1", 0),
+        _argument(view, 3, "dim2", 1))
+
+
+def _reshape_back(view, value):
+    return aten.reshape.default, (value, list(view.parent.shape))
+
+
+def _transpose(view, value):
+    return aten.transpose.int, (value, view.args[1], view.args[2])
+
+
+def _t(view, value):
+    return aten.t.default, (value,)
+
+
+def _permute(view, value):
+    dims = [d % view.parent.dim() for d in view.args[1]]
+    return aten.permute.default, (value, sorted(range(len(dims)), key=dims.__getitem__))
+
+
+def _unsqueeze(view, value):
+    return aten.squeeze.dim, (value, view.args[1])
+
+
+def _unbind(view, value):
+    return aten.select_scatter.default, (view.parent, value, _argument(view, 1, "dim", 0),
+                                         view.index)
+
+
+def _split(view, value):
+    dim = _argument(view, 2, "dim", 0)
+    size = view.args[1]
+    start = view.index * size
+    return aten.slice_scatter.default, (view.parent, value, dim, start, start + value.shape[dim], 1)
+
+
+def _split_with_sizes(view, value):
+    dim = _argument(view, 2, "dim", 0)
+    start = sum(view.args[1][:view.index])
+    return aten.slice_scatter.default, (view.parent, value, dim, start, start + value.shape[dim], 1)
+
+
+_INVERSES = {
+    aten.select.int: _select,
+    aten.slice.Tensor: _slice,
+    aten.diagonal.default: _diagonal,
+    aten.view.default: _reshape_back,
+    aten._unsafe_view.default: _reshape_back,
+    aten.squeeze.default: _reshape_back,
+    aten.squeeze.dim: _reshape_back,
+    aten.squeeze.dims: _reshape_back,
+    aten.unsqueeze.default: _unsqueeze,
+    aten.transpose.int: _transpose,
+    aten.t.default: _t,
+    aten.permute.default: _permute,
+    aten.unbind.int: _unbind,
+    aten.split.Tensor: _split,
+    aten.split_with_sizes.default: _split_with_sizes,
+}

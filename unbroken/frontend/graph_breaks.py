@@ -202,13 +202,15 @@ _KINDS = [
         "return x @ torch.ones(4, 3)",
     ),
     BreakKind(
-        "UB121", "Mutation not supported yet",
-        "This in-place update (through a view, of a parameter, or one that changes a tensor's "
-        "shape) cannot be made functional yet.",
-        "Use the out-of-place form (`y = x + 1` instead of `x.add_(1)` on a view, "
-        "`torch.cat`/`index_put` instead of slice assignment).",
-        "x[:, 0] += 1",
-        "x = x + torch.nn.functional.pad(torch.ones_like(x[:, :1]), (0, x.shape[1] - 1))",
+        "UB121", "Mutation not supported",
+        "This in-place update cannot be made functional: it writes a parameter or a lifted "
+        "constant, changes a tensor's shape or strides in place (`resize_`, `t_`, "
+        "`unsqueeze_`), writes through a view that has no inverse (`as_strided`, `expand`, "
+        "`unfold`), or uses `out=`.",
+        "Keep changing state in buffers (`self.register_buffer`), rebind instead of resizing "
+        "(`x = x.unsqueeze(0)`), or write into a clone.",
+        "self.weight[0] = 0.0",
+        "self.register_buffer('scale', torch.ones(3))\n...\nself.scale[0] = 0.0",
     ),
 ]
 

@@ -28,7 +28,37 @@ import torch  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
+from tests.models.realistic import REALISTIC  # noqa: E402
 from tests.models.zoo import ZOO  # noqa: E402
+
+
+def _deep_transformer(depth: int = 24):
+    """24 of the zoo's hand-written transformer blocks in a ModuleList: export time at the
+    size of a real network, with all of its Python interpreted."""
+    import copy
+
+    block, args = ZOO["transformer_block"].make()
+
+    class Stack(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = torch.nn.ModuleList(copy.deepcopy(block) for _ in range(depth))
+
+        def forward(self, x):
+            for layer in self.blocks:
+                x = layer(x)
+            return x
+
+    return Stack().eval(), args
+
+
+# name -> () -> (model, example args): the zoo, two realistic models, and a deep stack.
+MODELS: dict[str, Callable] = {
+    **{name: entry.make for name, entry in ZOO.items()},
+    "gpt2_block": REALISTIC["gpt2_block"].make,
+    "tiny_resnet": REALISTIC["tiny_resnet"].make,
+    "transformer_x24": _deep_transformer,
+}
 
 
 def unbroken_export(model, args):
@@ -63,7 +93,7 @@ def time_side(export: Callable, model, args, runs: int) -> dict:
 
 
 def measure(name: str, runs: int) -> dict:
-    model, args = ZOO[name].make()
+    model, args = MODELS[name]()
     row = {"model": name}
     for side, export in SIDES.items():
         row[side] = time_side(export, model, args, runs)
@@ -104,15 +134,15 @@ def environment() -> dict:
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5, help="timed runs per side (default 5)")
-    parser.add_argument("--models", help=f"comma-separated subset of: {', '.join(ZOO)}")
+    parser.add_argument("--models", help=f"comma-separated subset of: {', '.join(MODELS)}")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     options = parser.parse_args(argv)
     if options.runs < 1:
         parser.error("--runs must be at least 1")
-    options.names = options.models.split(",") if options.models else list(ZOO)
-    unknown = [n for n in options.names if n not in ZOO]
+    options.names = options.models.split(",") if options.models else list(MODELS)
+    unknown = [n for n in options.names if n not in MODELS]
     if unknown:
-        parser.error(f"unknown model(s): {', '.join(unknown)}; choose from {', '.join(ZOO)}")
+        parser.error(f"unknown model(s): {', '.join(unknown)}; choose from {', '.join(MODELS)}")
     return options
 
 

@@ -342,8 +342,6 @@ def test_dim_auto(b, t):
     _close(ep.module()(x), TwoDims()(x))
 
 
-@pytest.mark.xfail(strict=True, reason="GAP: Dim.AUTO is treated like a strict named Dim: x+y "
-                   "with two AUTO dims -> UB003 instead of inferring equality (torch.export accepts)")
 def test_dim_auto_infers_equality():
     # AddTwo forces x.shape[0] == y.shape[0]: AUTO must accept that rather than refuse.
     ep = unbroken.export(AddTwo(), (torch.randn(4, 3), torch.randn(4, 3)),
@@ -354,8 +352,6 @@ def test_dim_auto_infers_equality():
         ep.module()(torch.randn(7, 3), torch.randn(8, 3))
 
 
-@pytest.mark.xfail(strict=True, reason="GAP: Dim.AUTO on a dim nn.Linear(100, 10) needs -> UB003 "
-                   "instead of specializing it to 100 (torch.export accepts)")
 def test_dim_auto_specializes_when_code_does():
     ep = unbroken.export(LinearOnDynamic(), (torch.randn(4, 100),),
                          dynamic_shapes={"x": {0: Dim.AUTO, 1: Dim.AUTO}})
@@ -512,3 +508,20 @@ def test_symint_outputs():
         out = ep.module()(x)
         assert_close(out[0], x * 2)
         assert out[1:] == (b, 2 * b + 1)
+
+
+def test_dim_auto_adopts_equality_with_a_named_dim():
+    ep = unbroken.export(AddTwo(), (torch.randn(4, 3), torch.randn(4, 3)),
+                         dynamic_shapes={"x": {0: Dim("rows", max=32)}, "y": {0: Dim.AUTO}})
+    assert len(ep.range_constraints) == 1  # y's dim became x's symbol
+    x, y = torch.randn(9, 3), torch.randn(9, 3)
+    assert_close(ep.module()(x, y), AddTwo()(x, y))
+    with pytest.raises(InputMismatchError):
+        ep.module()(torch.randn(9, 3), torch.randn(5, 3))
+
+
+def test_named_dims_are_never_adopted():
+    # only Dim.AUTO lets export change the spec; a named Dim that the code constrains is refused
+    with pytest.raises(ConstraintViolationError):
+        unbroken.export(AddTwo(), (torch.randn(4, 3), torch.randn(4, 3)),
+                        dynamic_shapes={"x": {0: Dim("a")}, "y": {0: Dim("b")}})

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 
+import sympy
 import torch
 import torch.fx as fx
 from torch._dispatch.python import enable_python_dispatcher
@@ -70,8 +71,14 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict: bool = True,
     """
     args, kwargs = _check_call(mod, args, kwargs)
     check_python_version()
+    refinements: dict[str, str] = {}
     try:
-        return _Export(mod, args, kwargs, dynamic_shapes).run()
+        for _ in range(_MAX_AUTO_ROUNDS):
+            try:
+                return _Export(mod, args, kwargs, dynamic_shapes, refinements).run()
+            except _AdoptAuto as adopt:  # Dim.AUTO dims take what the code requires: retrace
+                refinements.update(adopt.refinements)
+        raise InternalError(f"Dim.AUTO refinements did not settle in {_MAX_AUTO_ROUNDS} traces")
     except UnbrokenError:
         raise
     except Exception as exc:  # a bug in unbroken: say so, with what we know
@@ -101,14 +108,27 @@ def _check_call(mod, args, kwargs):
     return args, dict(kwargs or {})
 
 
+_MAX_AUTO_ROUNDS = 4
+
+
+class _AdoptAuto(Exception):
+    """The trace found equalities that only ``Dim.AUTO`` dims take part in: adopt them
+    (``refinements``: source -> "static" or the source of the dim it equals) and trace again."""
+
+    def __init__(self, refinements: dict[str, str]):
+        super().__init__(refinements)
+        self.refinements = refinements
+
+
 class _Export:
     """One export: the state shared by the stages."""
 
-    def __init__(self, mod, args, kwargs, dynamic_shapes):
+    def __init__(self, mod, args, kwargs, dynamic_shapes, auto_refinements=None):
         self.mod = mod
         self.root = mod if isinstance(mod, torch.nn.Module) else None
         self.args, self.kwargs = args, kwargs
         self.dynamic_shapes = dynamic_shapes
+        self.auto_refinements = auto_refinements or {}
         self.recorder = Recorder()
         self.output = TraceContext(self.recorder, self.root)
         self.env = ShapeEnvironment(location_provider=self.output.user_frames)
@@ -141,7 +161,8 @@ class _Export:
         """id(tensor) -> tuple of dim entries (int or sympy expr), for dynamic inputs."""
         if self.dynamic_shapes is None:
             return {}
-        resolved = resolve_dynamic_shapes(combined, self.dynamic_shapes, self.env)
+        resolved = resolve_dynamic_shapes(combined, self.dynamic_shapes, self.env,
+                                          self.auto_refinements)
         dims = {}
         for name, value in combined.items():
             leaves, spec = pytree.tree_flatten(value)
@@ -226,6 +247,9 @@ class _Export:
             return
         violations = check_guards(self.env, Solver(self.env, assume_checks=False))
         if violations:
+            adopted = _auto_refinements(self.env, violations)
+            if adopted:
+                raise _AdoptAuto(adopted)
             raise _constraint_error(self.env, violations)
 
     # ----------------------------------------------------------------- program
@@ -342,6 +366,33 @@ def _tracing(root, metas):
         if root is not None and metas:
             stack.enter_context(_reparametrize_module(root, metas, strict=False))
         yield
+
+
+def _auto_refinements(env, violations) -> dict[str, str] | None:
+    """What ``Dim.AUTO`` dims must become for every violated guard to hold, when each one is an
+    equality that only AUTO dims (and possibly one other dim) take part in; else None.
+
+    ``f(s) == c`` over one AUTO size makes it static (its example satisfies the guard);
+    ``s == t`` makes the AUTO one (the later one if both are) the same symbol as the other.
+    """
+    refinements: dict[str, str] = {}
+    for violation in violations:
+        fact = violation.guard.as_fact()
+        if not isinstance(fact, sympy.Eq):
+            return None
+        symbols = sorted(fact.free_symbols, key=lambda s: int(str(s)[1:]) if str(s)[1:].isdigit()
+                         else 0)
+        autos = [s for s in symbols if s in env.auto_symbols]
+        if len(symbols) == 1 and autos:
+            refinements[env.auto_symbols[autos[0]]] = "static"
+        elif len(symbols) == 2 and autos and sympy.expand(fact.lhs - fact.rhs) in (
+                symbols[0] - symbols[1], symbols[1] - symbols[0]):
+            later = autos[-1]
+            other = symbols[0] if later == symbols[1] else symbols[1]
+            refinements[env.auto_symbols[later]] = env.source_of(other)
+        else:
+            return None
+    return refinements
 
 
 def _constraint_error(env, violations) -> ConstraintViolationError:

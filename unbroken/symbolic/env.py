@@ -72,6 +72,9 @@ class ShapeEnvironment:
         self.spec_ranges: dict[sympy.Symbol, ValueRange] = {}
         self.guards: list[Guard] = []
         self.facts: list[sympy.Basic] = []
+        # Dim.AUTO symbols: the spec lets export adopt what the code requires of them.
+        # symbol -> the source of its dimension (``x.shape[0]``), the key of a refinement.
+        self.auto_symbols: dict[sympy.Symbol, str] = {}
         self._hints: dict[sympy.Symbol, int | float] = {}
         self._op_stack: list[str] = []
         self._decided: dict[tuple, bool] = {}

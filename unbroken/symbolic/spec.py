@@ -57,17 +57,21 @@ class _Occurrence:
 
 
 def resolve_dynamic_shapes(combined_args: dict[str, Any], dynamic_shapes,
-                           env: ShapeEnvironment) -> dict[str, Any]:
+                           env: ShapeEnvironment, auto_refinements=None) -> dict[str, Any]:
     """Return ``combined_args`` with every tensor replaced by a tuple of dim entries.
 
     Each entry is an ``int`` (static) or a sympy expression over symbols created in ``env``
     (with their ranges and example values). Raises ``ExportUsageError`` for any malformed
     spec or an example input that the spec does not admit.
+
+    ``auto_refinements`` adopts what a previous trace found the code requires of ``Dim.AUTO``
+    dims: ``{source: "static"}`` makes the dim static, ``{source: other_source}`` makes it the
+    same symbol as another (earlier) dim. Sources are ``x.shape[0]``-style descriptions.
     """
     specs = _top_level(combined_args, dynamic_shapes)
     occurrences: list[_Occurrence] = []
     shaped = {name: _walk(value, specs[name], name, occurrences) for name, value in combined_args.items()}
-    resolved = _Resolver(env).resolve(occurrences)
+    resolved = _Resolver(env, auto_refinements or {}).resolve(occurrences)
     return {name: _fill(value, resolved) for name, value in shaped.items()}
 
 
@@ -265,15 +269,21 @@ def _per_dim(spec, ndim: int, path: str) -> list:
 class _Resolver:
     """Turns occurrences into symbols: groups named Dims, solves roots, checks examples."""
 
-    def __init__(self, env: ShapeEnvironment):
+    def __init__(self, env: ShapeEnvironment, auto_refinements: dict):
         self.env = env
+        self.auto_refinements = auto_refinements
+        self._by_source: dict[str, Any] = {}
 
     def resolve(self, occurrences: list[_Occurrence]) -> dict[_Ref, Any]:
         roots = self._group_roots(occurrences)
         symbols = {name: self._root_symbol(name, dim, uses) for name, (dim, uses) in roots.items()}
+        for name, (_, uses) in roots.items():  # AUTO dims refined to a named dim find it here
+            for occ, derived in uses:
+                if derived is None:
+                    self._by_source[occ.source] = symbols[name]
         out = {}
         for index, occ in enumerate(occurrences):
-            out[_Ref(index)] = self._entry(occ, symbols)
+            out[_Ref(index)] = self._by_source[occ.source] = self._entry(occ, symbols)
         return out
 
     def _entry(self, occ: _Occurrence, symbols: dict):
@@ -290,12 +300,21 @@ class _Resolver:
     def _hint_symbol(self, occ: _Occurrence, hint: _DimHint):
         label = "Dim.DYNAMIC" if hint.type is _DimHintType.DYNAMIC else "Dim.AUTO"
         lower, upper = _bounds(hint.min, hint.max, f"{label} at {occ.source}")
+        auto = hint.type is _DimHintType.AUTO
         if occ.size in (0, 1):
-            if hint.type is _DimHintType.AUTO:
+            if auto:
                 return occ.size
             raise _small_example(occ, "Dim.DYNAMIC")
         _check_in_range(occ, occ.size, lower, upper, label)
-        return self.env.create_symbol("", occ.size, lower=lower, upper=upper, source=occ.source)
+        refinement = self.auto_refinements.get(occ.source) if auto else None
+        if refinement == "static":
+            return occ.size
+        if refinement is not None:
+            return self._by_source[refinement]
+        symbol = self.env.create_symbol("", occ.size, lower=lower, upper=upper, source=occ.source)
+        if auto:
+            self.env.auto_symbols[symbol] = occ.source
+        return symbol
 
     def _group_roots(self, occurrences):
         """``{root name: (root Dim, [(occurrence, derived Dim or None)])}``."""

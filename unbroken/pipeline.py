@@ -34,7 +34,7 @@ from .ir.signature import (ConstantArgument, ExportGraphSignature, InputKind, In
 from .passes.dce import dead_code_elimination
 from .passes.functionalize import functionalize
 from .symbolic.diagnostics import (ConstraintViolationError, ExportUsageError, InternalError,
-                                   UnbrokenError)
+                                   UnbrokenError, UnsupportedError)
 from .symbolic.env import ShapeEnvironment
 from .symbolic.solver import Solver, check_guards
 from .symbolic.spec import resolve_dynamic_shapes
@@ -256,7 +256,8 @@ class _Export:
     def _build(self, flat_outputs, out_spec) -> ExportedProgram:
         self._lift_constant_specs()
         self.recorder.set_output(flat_outputs)
-        graph_module = fx.GraphModule(torch.nn.Module(), self.recorder.graph)
+        graph_module = self.recorder.graph_module()
+        _functionalize_branches(graph_module)
         signature = ExportGraphSignature(self._ordered_input_specs(), self._output_specs())
         graph_module, signature = functionalize(graph_module, signature)
         graph_module = dead_code_elimination(graph_module)
@@ -366,6 +367,31 @@ def _tracing(root, metas):
         if root is not None and metas:
             stack.enter_context(_reparametrize_module(root, metas, strict=False))
         yield
+
+
+def _functionalize_branches(graph_module) -> None:
+    """Functionalize and clean the subgraphs of torch.cond (recursively). A branch may update
+    its own intermediates in place, but not its inputs."""
+    for node in graph_module.graph.nodes:
+        if node.op != "get_attr":
+            continue
+        branch = getattr(graph_module, node.target)
+        if not isinstance(branch, fx.GraphModule):
+            continue
+        _functionalize_branches(branch)
+        inputs = [InputSpec(InputKind.USER_INPUT, TensorArgument(n.name), None)
+                  for n in branch.graph.nodes if n.op == "placeholder"]
+        outputs = [OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(v.name), None)
+                   for v in next(n for n in branch.graph.nodes if n.op == "output").args[0]]
+        _, signature = functionalize(branch, ExportGraphSignature(inputs, outputs))
+        mutated = signature.mutation_specs
+        if mutated:
+            node_in_branch = next(n for n in branch.graph.nodes if n.name == mutated[0].arg.name)
+            raise UnsupportedError(
+                "a torch.cond branch modifies one of its inputs in place", code="UB121",
+                frames=node_in_branch.meta.get("user_frames", ()),
+                hint="Compute the new value out of place and return it from both branches.")
+        dead_code_elimination(branch)
 
 
 def _auto_refinements(env, violations) -> dict[str, str] | None:

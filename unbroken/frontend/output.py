@@ -14,6 +14,7 @@ import torch
 
 from ..symbolic.diagnostics import DataDependentError, UnbrokenError, UnsupportedError
 from .graph_breaks import GraphBreakError, TracedException, graph_break
+from .variables.base import CREATION_ORDER
 
 __all__ = ["TraceContext"]
 
@@ -54,6 +55,7 @@ class TraceContext:
         self.root = root
         self.translators: list = []
         self.module_stack: list[tuple[str, type]] = []
+        self.branch_starts: list[int] = []  # creation stamps at which open branches began
         self._paths = {}
         self._parameters: set[int] = set()
         self._requires_grad: dict[int, bool] = {}
@@ -94,6 +96,20 @@ class TraceContext:
             key = "L__self___" + fqn.replace(".", "_")
             stack[key] = (fqn, f"{cls.__module__}.{cls.__qualname__}")
         return stack
+
+    @contextlib.contextmanager
+    def branch(self):
+        """While a torch.cond branch is traced: state created before it is read-only (both
+        branches are traced, but only one runs)."""
+        self.branch_starts.append(next(CREATION_ORDER))
+        try:
+            yield
+        finally:
+            self.branch_starts.pop()
+
+    def created_outside_branch(self, stamp: int) -> bool:
+        """True when something stamped ``stamp`` predates the innermost open branch."""
+        return bool(self.branch_starts) and stamp < self.branch_starts[-1]
 
     @contextlib.contextmanager
     def module_scope(self, module_var):

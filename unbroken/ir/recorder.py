@@ -71,7 +71,7 @@ class Recorder(TorchDispatchMode):
 
     def __init__(self, frames_provider=tuple, module_stack_provider=dict):
         super().__init__()
-        self.graph = fx.Graph()
+        self._scopes: list[_Scope] = [_Scope(fx.Graph())]  # [root, branch subgraphs...]
         self.frames_provider = frames_provider
         self.module_stack_provider = module_stack_provider
         self.constants: dict[str, torch.Tensor] = {}   # lifted placeholder name -> real tensor
@@ -96,6 +96,19 @@ class Recorder(TorchDispatchMode):
         self._recording = 0   # depth of recording() contexts
         self._suspended = 0   # depth of composite ops being computed without recording  # expr -> SymInt; set by the pipeline when sizes are symbolic
 
+    @property
+    def graph(self) -> fx.Graph:
+        """The graph being recorded into: the root graph, or the innermost open branch."""
+        return self._scopes[-1].graph
+
+    @property
+    def root_graph(self) -> fx.Graph:
+        return self._scopes[0].graph
+
+    def graph_module(self) -> fx.GraphModule:
+        """The root graph as a GraphModule that owns the branch subgraphs it references."""
+        return self._scopes[0].module()
+
     # ----------------------------------------------------------------- inputs and constants
     def unique_name(self, base: str) -> str:
         base = _sanitize(base)
@@ -108,11 +121,12 @@ class Recorder(TorchDispatchMode):
     def add_placeholder(self, name: str, value, *, user_input: bool, device=_CPU) -> fx.Node:
         """A graph input. ``value`` is a meta tensor, a SymInt/int, or another constant."""
         name = self.unique_name(name)
+        root = self.root_graph
         if user_input or self._first_user_input is None:
-            node = self.graph.placeholder(name)
+            node = root.placeholder(name)
         else:
-            with self.graph.inserting_before(self._first_user_input):
-                node = self.graph.placeholder(name)
+            with root.inserting_before(self._first_user_input):
+                node = root.placeholder(name)
         if user_input and self._first_user_input is None:
             self._first_user_input = node
         node.meta["val"] = value
@@ -164,7 +178,13 @@ class Recorder(TorchDispatchMode):
         return id(tensor) in self._nodes
 
     def node_of(self, tensor: torch.Tensor) -> fx.Node:
-        return self._nodes[id(tensor)]
+        """The node holding ``tensor``'s value, usable in the graph being recorded: a value of
+        an enclosing graph becomes an extra input of the open branch."""
+        node = self._nodes[id(tensor)]
+        scope = self._scopes[-1]
+        if node.graph is scope.graph:
+            return node
+        return scope.capture(tensor, node)
 
     def device_of(self, tensor: torch.Tensor) -> torch.device:
         return self._devices.get(id(tensor), _CPU)
@@ -352,6 +372,61 @@ class Recorder(TorchDispatchMode):
                     self._annotate(getter, item)
                     self.bind(item, getter, device)
 
+    # ----------------------------------------------------------------- branches (torch.cond)
+    def open_branch(self, operands: list) -> list:
+        """Start recording a ``torch.cond`` branch into a new subgraph whose inputs are the
+        ``operands`` (meta tensors); returns the meta tensors that stand for them inside."""
+        scope = _Scope(fx.Graph())
+        self._scopes.append(scope)
+        stand_ins = []
+        for index, operand in enumerate(operands):
+            stand_in = meta_like(operand)
+            node = scope.graph.placeholder(f"arg{index}")
+            node.meta["val"] = stand_in
+            self.bind(stand_in, node, self.device_of(operand))
+            stand_ins.append(stand_in)
+            scope.operands.append(node)
+        return stand_ins
+
+    def close_branch(self, outputs: list) -> "_Scope":
+        """Finish the open branch, returning ``outputs`` (meta tensors); returns its scope."""
+        scope = self._scopes[-1]
+        scope.graph.output(tuple(self.node_of(t) for t in outputs))
+        self._scopes.pop()
+        return scope
+
+    def abandon_branch(self) -> None:
+        """Drop an open branch after a failure inside it."""
+        if len(self._scopes) > 1:
+            self._scopes.pop()
+
+    def record_cond(self, pred, branches, operands: list, outputs: list) -> list:
+        """Record ``torch.ops.higher_order.cond`` over two closed branches.
+
+        pred: a meta tensor (one element) or a bool; operands: the outer meta tensors passed in;
+        outputs: the meta values one branch returned (both agree). Values of the enclosing
+        graphs that a branch read become extra operands of both. Returns fresh meta tensors
+        for the results, bound to the cond node's outputs.
+        """
+        captured: dict[int, torch.Tensor] = {}
+        for scope in branches:
+            captured.update(scope.captured_tensors)
+        extra = list(captured.values())
+        modules = []
+        for scope, label in zip(branches, ("true", "false")):
+            scope.order_inputs(extra, self)
+            name = self._scopes[-1].add_module(label, scope.module())
+            modules.append(self.graph.get_attr(name))
+        pred_arg = self.node_of(pred) if isinstance(pred, torch.Tensor) else pred
+        results = [meta_like(t) for t in outputs]
+        node = self.graph.create_node(
+            "call_function", torch.ops.higher_order.cond,
+            (pred_arg, *modules, tuple(self.node_of(t) for t in [*operands, *extra])), {},
+            name="cond")
+        self._annotate(node, tuple(results))
+        self._bind_outputs(node, tuple(results), self.device_of(operands[0]) if operands else _CPU)
+        return results
+
     # ----------------------------------------------------------------- symbolic sizes
     def sym_node(self, value) -> fx.Node | int | float | bool:
         """The node computing a SymInt/SymFloat/SymBool argument (built from its expression)."""
@@ -372,6 +447,12 @@ class Recorder(TorchDispatchMode):
         return node
 
     def _build_expr(self, expr) -> fx.Node:
+        if len(self._scopes) > 1:
+            raise UnsupportedError(
+                "dynamic sizes used as values inside a torch.cond branch are not supported yet",
+                code="UB113", frames=self.frames_provider(),
+                hint="Compute the size-dependent value outside the branch and pass it in as a "
+                     "tensor operand.")
         if isinstance(expr, sympy.Symbol):
             if expr not in self._symbol_sources:
                 raise UnsupportedError(
@@ -441,15 +522,71 @@ class Recorder(TorchDispatchMode):
 _NARY = {"Add": operator.add, "Mul": operator.mul, "FloorDiv": operator.floordiv,
          "PythonMod": operator.mod, "Mod": operator.mod, "Max": torch.sym_max,
          "Min": torch.sym_min, "FloatTrueDiv": operator.truediv, "IntTrueDiv": operator.truediv,
-         "FloatPow": operator.pow, "PowByNatural": operator.pow, "Pow": operator.pow}
+         "FloatPow": operator.pow, "PowByNatural": operator.pow, "Pow": operator.pow,
+         "StrictGreaterThan": operator.gt, "GreaterThan": operator.ge,
+         "StrictLessThan": operator.lt, "LessThan": operator.le, "Equality": operator.eq,
+         "Unequality": operator.ne, "And": operator.and_, "Or": operator.or_}
 _UNARY = {"ToFloat": torch.sym_float, "TruncToInt": math.trunc, "FloorToInt": math.floor,
-          "CeilToInt": math.ceil, "RoundToInt": round, "OpaqueUnaryFn_sqrt": torch._sym_sqrt}
+          "CeilToInt": math.ceil, "RoundToInt": round, "OpaqueUnaryFn_sqrt": torch._sym_sqrt,
+          "Not": torch.sym_not}
 
 
 def _node_name(func) -> str:
     """``add`` for ``aten.add.Tensor``: the op's name, as torch.export names its nodes."""
     packet = getattr(func, "overloadpacket", None)
     return _sanitize(packet.__name__ if packet is not None else getattr(func, "__name__", "op"))
+
+
+class _Scope:
+    """One graph being recorded: the root graph, or the body of a ``torch.cond`` branch.
+
+    graph: the fx graph; operands: a branch's inputs for its declared operands (first);
+    captured: id(outer tensor) -> this graph's input standing for it (values the branch read
+    from enclosing graphs); modules: name -> GraphModule of the branches it calls.
+    """
+
+    def __init__(self, graph: fx.Graph):
+        self.graph = graph
+        self.operands: list[fx.Node] = []
+        self.captured: dict[int, fx.Node] = {}
+        self.captured_tensors: dict[int, torch.Tensor] = {}
+        self.modules: dict[str, fx.GraphModule] = {}
+
+    def capture(self, tensor: torch.Tensor, outer: fx.Node) -> fx.Node:
+        node = self.captured.get(id(tensor))
+        if node is None:
+            first = next(iter(self.graph.nodes), None)
+            with self.graph.inserting_before(first) if first is not None else \
+                    contextlib.nullcontext():
+                node = self.graph.placeholder(f"captured_{len(self.captured)}")
+            node.meta.update(val=outer.meta.get("val"), user_frames=(), stack_trace="",
+                             nn_module_stack={})
+            self.captured[id(tensor)] = node
+            self.captured_tensors[id(tensor)] = tensor
+        return node
+
+    def order_inputs(self, extra: list[torch.Tensor], recorder) -> None:
+        """Make the inputs: the declared operands, then one per tensor of ``extra`` (creating
+        unused inputs for values only the other branch read), in that order."""
+        ordered = list(self.operands)
+        for tensor in extra:
+            if id(tensor) not in self.captured:
+                self.capture(tensor, recorder._nodes[id(tensor)])
+            ordered.append(self.captured[id(tensor)])
+        first_other = next(n for n in self.graph.nodes if n.op != "placeholder")
+        for node in ordered:
+            first_other.prepend(node)
+
+    def add_module(self, label: str, module: fx.GraphModule) -> str:
+        name = f"{label}_graph_{len(self.modules) // 2}"
+        self.modules[name] = module
+        return name
+
+    def module(self) -> fx.GraphModule:
+        owner = torch.nn.Module()
+        for name, module in self.modules.items():
+            owner.add_module(name, module)
+        return fx.GraphModule(owner, self.graph)
 
 
 def _integer_indexing(func, args) -> bool:

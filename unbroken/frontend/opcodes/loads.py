@@ -5,6 +5,7 @@ from ..graph_breaks import graph_break
 from ..translator import NULL
 from ..variables.base import AttributeMissing
 from ..variables.builder import wrap
+from ..variables.containers import check_mutable
 from ..variables.functions import CellVariable
 from . import opcode
 
@@ -68,7 +69,9 @@ def load_deref(tx, instruction):
 
 @opcode("STORE_DEREF")
 def store_deref(tx, instruction):
-    tx.cells[instruction.arg.name].contents = tx.pop()
+    cell = tx.cells[instruction.arg.name]
+    check_mutable(tx, cell, f"assigning `{instruction.arg.name}`")
+    cell.contents = tx.pop()
 
 
 @opcode("DELETE_DEREF")

@@ -10,10 +10,16 @@ cell), whose mutation during tracing mirrors the program's own.
 """
 from __future__ import annotations
 
+import itertools
+
 from ..graph_breaks import graph_break
 from ..sources import Source
 
-__all__ = ["VariableTracker", "AttributeMissing"]
+__all__ = ["VariableTracker", "AttributeMissing", "CREATION_ORDER"]
+
+# Stamps for mutable trackers (lists, dicts, cells, new objects): torch.cond branches may not
+# change state stamped before the branch began.
+CREATION_ORDER = itertools.count()
 
 
 class AttributeMissing(Exception):

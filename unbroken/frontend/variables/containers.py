@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from ..graph_breaks import graph_break
-from .base import AttributeMissing, VariableTracker
+from .base import CREATION_ORDER, AttributeMissing, VariableTracker
 from .constant import ConstantVariable
 
 __all__ = ["check_mutable", "GeneratorVariable", "TupleVariable", "ListVariable", "SizeVariable", "NamedTupleVariable", "DictVariable",
@@ -152,22 +152,28 @@ class ListVariable(SequenceVariable):
     argument): mutating it would be a side effect the exported program cannot replay, so it is
     refused (see ``check_mutable``)."""
 
-    __slots__ = ("external",)
+    __slots__ = ("external", "created")
     python_class = list
 
     def __init__(self, elements, source=None, *, external=False):
         super().__init__(elements, source)
         self.external = external
+        self.created = next(CREATION_ORDER)
 
     def rebuild(self, elements):
         return ListVariable(elements)
 
 
 def check_mutable(tx, container, what: str) -> None:
-    """Refuse ``what`` (a mutation) on a list or dict that lives outside the trace."""
+    """Refuse ``what`` (a mutation) on a list, dict, cell or object that lives outside the
+    trace, or outside the torch.cond branch being traced."""
     if getattr(container, "external", False):
         raise graph_break("UB107", f"{what} modifies {container.describe()}, which exists "
                           "outside forward()", frames=tx.user_frames())
+    if tx.output.created_outside_branch(getattr(container, "created", 0)):
+        raise graph_break("UB107", f"{what} modifies {container.describe()} from inside a "
+                          "torch.cond branch (both branches are traced, one runs)",
+                          frames=tx.user_frames())
 
 
 class SliceVariable(VariableTracker):
@@ -195,7 +201,7 @@ class SliceVariable(VariableTracker):
 class DictVariable(VariableTracker):
     """A dict with constant (hashable, trace-time known) keys. ``entries``: key -> tracker."""
 
-    __slots__ = ("entries", "python_class", "external")
+    __slots__ = ("entries", "python_class", "external", "created")
 
     def __init__(self, entries: dict, source=None, python_class: type = dict, *,
                  external=False):
@@ -203,6 +209,7 @@ class DictVariable(VariableTracker):
         self.entries = dict(entries)
         self.python_class = python_class
         self.external = external
+        self.created = next(CREATION_ORDER)
 
     def python_type(self) -> type:
         return self.python_class

@@ -9,7 +9,7 @@ import torch
 
 from ..graph_breaks import graph_break
 from ..sources import ConstantSource
-from .base import VariableTracker
+from .base import CREATION_ORDER, VariableTracker
 
 __all__ = ["UserFunctionVariable", "NestedFunctionVariable", "BoundMethodVariable",
            "TorchFunctionVariable", "PureCallableVariable", "BuiltinVariable", "CellVariable"]
@@ -18,11 +18,15 @@ __all__ = ["UserFunctionVariable", "NestedFunctionVariable", "BoundMethodVariabl
 class CellVariable(VariableTracker):
     """A closure cell. ``contents``: the tracker it holds (None while unbound)."""
 
-    __slots__ = ("contents",)
+    __slots__ = ("contents", "created")
 
     def __init__(self, contents: VariableTracker | None = None, source=None):
         super().__init__(source)
         self.contents = contents
+        self.created = next(CREATION_ORDER)
+
+    def describe(self) -> str:
+        return "a variable of an enclosing function"
 
 
 DEFAULT_SOURCE = ConstantSource("a default argument value")

@@ -10,7 +10,7 @@ import types
 import torch
 
 from ..graph_breaks import graph_break
-from .base import AttributeMissing, VariableTracker
+from .base import CREATION_ORDER, AttributeMissing, VariableTracker
 from .constant import ConstantVariable
 
 __all__ = ["GetterVariable", "ObjectVariable", "NewObjectVariable", "construct_user_object", "ClassVariable", "PythonModuleVariable", "PartialVariable",
@@ -111,12 +111,13 @@ class NewObjectVariable(VariableTracker):
     attributes: attribute name -> tracker, in assignment order.
     """
 
-    __slots__ = ("value", "attributes")
+    __slots__ = ("value", "attributes", "created")
 
     def __init__(self, value):
         super().__init__(None)
         self.value = value
         self.attributes: dict[str, VariableTracker] = {}
+        self.created = next(CREATION_ORDER)
 
     def python_type(self) -> type:
         return type(self.value)
@@ -142,6 +143,9 @@ class NewObjectVariable(VariableTracker):
 
             wrap(tx, static.fset).call(tx, [self, value], {})
             return
+        from .containers import check_mutable
+
+        check_mutable(tx, self, f"setting `.{name}`")
         self.attributes[name] = value
 
     def unwrap(self, tx):

@@ -3,6 +3,7 @@ during export."""
 from __future__ import annotations
 
 import torch
+from torch.utils import _pytree as pytree
 
 from ..graph_breaks import graph_break
 from .constant import ConstantVariable
@@ -86,16 +87,80 @@ _SPECIAL = {
     torch.jit.is_tracing: _constant(False),
     torch._check: _check,
     torch._check_is_size: _check,
-    torch.cond: _refuse_control_flow("torch.cond"),
+    torch.cond: lambda tx, args, kwargs: call_cond(tx, *args, **kwargs),
 }
 for _name in _GLOBAL_STATE_SETTERS:
     for _owner in (torch, torch.random):
         if hasattr(_owner, _name):
             _SPECIAL[getattr(_owner, _name)] = _global_state(f"torch.{_name}")
-for _name in ("cond", "map", "while_loop", "scan", "associative_scan"):
+_SPECIAL[torch.ops.higher_order.cond] = _SPECIAL[torch.cond]
+for _name in ("map", "while_loop", "scan", "associative_scan"):
     _op = getattr(torch.ops.higher_order, _name, None)
     if _op is not None:
         _SPECIAL[_op] = _refuse_control_flow(f"torch.ops.higher_order.{_name}")
+
+
+def call_cond(tx, pred, true_fn, false_fn, operands=None):
+    """``torch.cond(pred, true_fn, false_fn, operands)``.
+
+    A constant predicate just calls its branch. Otherwise each branch is traced into its own
+    subgraph (operands in, tensors out; values it reads from outside become extra operands)
+    and one ``higher_order.cond`` node is recorded. Branches must return the same structure of
+    tensors with equal shapes and dtypes, and may not change state created outside them.
+    """
+    from .builder import wrap
+    from .tensor import SymbolicVariable, TensorVariable
+
+    operands = operands.items(tx) if operands is not None else []
+    if pred.is_constant():
+        branch = true_fn if pred.as_constant() else false_fn
+        return branch.call(tx, operands, {})
+    if isinstance(pred, SymbolicVariable):
+        pred = tx.call_leaf(torch.scalar_tensor, [pred], {"dtype": ConstantVariable(torch.bool)})
+    if not isinstance(pred, TensorVariable) or pred.meta.numel() != 1:
+        raise graph_break("UB113", "the predicate of torch.cond must be a bool or a tensor with "
+                          "one element", frames=tx.user_frames())
+    if not all(isinstance(o, TensorVariable) for o in operands):
+        raise graph_break("UB113", "the operands of torch.cond must be tensors",
+                          frames=tx.user_frames())
+    recorder = tx.output.recorder
+    metas = [o.meta for o in operands]
+    traced = [_trace_branch(tx, fn, metas) for fn in (true_fn, false_fn)]
+    (scope_t, outs_t, spec_t), (scope_f, outs_f, spec_f) = traced
+    _check_branches_agree(tx, outs_t, spec_t, outs_f, spec_f)
+    with tx.output.leaf_errors(torch.cond):
+        results = recorder.record_cond(pred.meta, (scope_t, scope_f), metas, outs_t)
+    return wrap(tx, pytree.tree_unflatten(results, spec_t))
+
+
+def _trace_branch(tx, fn, metas):
+    from .tensor import TensorVariable
+
+    recorder = tx.output.recorder
+    with tx.output.branch():
+        stand_ins = recorder.open_branch(metas)
+        try:
+            out = fn.call(tx, [TensorVariable(m) for m in stand_ins], {})
+            flat, spec = pytree.tree_flatten(out.unwrap(tx))
+            if not all(isinstance(t, torch.Tensor) for t in flat):
+                raise graph_break("UB113", "a torch.cond branch must return tensors only",
+                                  frames=tx.user_frames())
+            return recorder.close_branch(flat), flat, spec
+        except BaseException:
+            recorder.abandon_branch()
+            raise
+
+
+def _check_branches_agree(tx, outs_t, spec_t, outs_f, spec_f):
+    same = spec_t == spec_f and len(outs_t) == len(outs_f) and all(
+        a.dtype == b.dtype and len(a.shape) == len(b.shape)
+        and all(str(x) == str(y) for x, y in zip(a.shape, b.shape))
+        for a, b in zip(outs_t, outs_f))
+    if not same:
+        describe = lambda outs: ", ".join(f"{t.dtype}{list(t.shape)}" for t in outs)  # noqa: E731
+        raise graph_break("UB113", "the branches of torch.cond return different results: "
+                          f"true_fn gives ({describe(outs_t)}), false_fn gives "
+                          f"({describe(outs_f)})", frames=tx.user_frames())
 
 
 def call_torch_function(tx, fn, args, kwargs):

@@ -1,0 +1,123 @@
+"""torch.cond: each branch traced into its own subgraph, one higher-order node recorded."""
+import pytest
+import torch
+import torch.nn as nn
+from torch.export import Dim
+
+import unbroken
+
+
+def _check(model, args, fresh):
+    ep = unbroken.export(model, args)
+    for inputs in [args, *fresh]:
+        torch.testing.assert_close(ep.module()(*inputs), model(*inputs))
+    return ep
+
+
+def seed_cond(x):
+    def true_fn(x):
+        return torch.sin(x)
+
+    def false_fn(x):
+        return torch.cos(x)
+
+    return torch.cond(x.sum() > 0, true_fn, false_fn, [x])
+
+
+def test_seed_example_takes_both_branches():
+    ep = _check(seed_cond, (torch.randn(3, 3),), [(torch.ones(3, 3),), (-torch.ones(3, 3),)])
+    targets = [n.target for n in ep.graph.nodes if n.op == "call_function"]
+    assert torch.ops.higher_order.cond in targets
+
+
+class Gated(nn.Module):
+    """Branches read parameters and an outer tensor (extra operands), use in-place ops on
+    their own intermediates, return several tensors, and nest."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = nn.Linear(4, 4)
+        self.down = nn.Linear(4, 4)
+
+    def forward(self, x, scale):
+        offset = x.mean()
+
+        def inner_true(h):
+            return h * 2
+
+        def inner_false(h):
+            return h - 1
+
+        def true_fn(h):
+            y = self.up(h)
+            y.relu_()
+            return y + offset, torch.cond(y.sum() > 0, inner_true, inner_false, (y,))
+
+        def false_fn(h):
+            y = self.down(h) * scale
+            return y, y.abs()
+
+        return torch.cond(x.max() > 0.5, true_fn, false_fn, (x,))
+
+
+def test_closures_parameters_nesting_and_several_outputs():
+    fresh = [(torch.randn(2, 4), torch.tensor(3.0)), (-torch.rand(2, 4), torch.tensor(0.5))]
+    _check(Gated(), (torch.randn(2, 4), torch.tensor(2.0)), fresh)
+
+
+def test_constant_predicate_calls_its_branch_only():
+    def f(x, flag: bool):
+        return torch.cond(flag, lambda t: t + 1, lambda t: t - 1, (x,))
+
+    ep = unbroken.export(f, (torch.randn(3), True))
+    assert all(n.target is not torch.ops.higher_order.cond for n in ep.graph.nodes)
+    x = torch.randn(3)
+    torch.testing.assert_close(ep.module()(x, True), x + 1)
+
+
+def test_predicate_on_a_dynamic_size():
+    def f(x):
+        return torch.cond(x.shape[0] > 4, lambda t: t.sin(), lambda t: t.cos(), (x,))
+
+    ep = unbroken.export(f, (torch.randn(6, 2),), dynamic_shapes={"x": {0: Dim("n", max=16)}})
+    for n in (2, 4, 5, 16):
+        x = torch.randn(n, 2)
+        torch.testing.assert_close(ep.module()(x), f(x))
+
+
+def test_branch_may_not_change_state_created_outside_it():
+    def f(x):
+        log = []
+
+        def true_fn(t):
+            log.append(1)
+            return t + 1
+
+        out = torch.cond(x.sum() > 0, true_fn, lambda t: t - 1, (x,))
+        return out * len(log)
+
+    with pytest.raises(unbroken.GraphBreakError) as info:
+        unbroken.export(f, (torch.randn(3),))
+    assert info.value.code == "UB107"
+
+
+def test_branch_may_not_modify_its_inputs():
+    def f(x):
+        def true_fn(t):
+            t.add_(1)
+            return t * 1
+
+        return torch.cond(x.sum() > 0, true_fn, lambda t: t - 1, (x,))
+
+    with pytest.raises(unbroken.UnbrokenError) as info:
+        unbroken.export(f, (torch.randn(3),))
+    assert info.value.code == "UB121"
+
+
+def test_branches_must_agree_on_their_results():
+    def f(x):
+        return torch.cond(x.sum() > 0, lambda t: t.sum(0), lambda t: t, (x,))
+
+    with pytest.raises(unbroken.GraphBreakError) as info:
+        unbroken.export(f, (torch.randn(3, 3),))
+    assert info.value.code == "UB113" and "different results" in info.value.message

@@ -31,6 +31,7 @@ from .ir.program import ExportedProgram
 from .ir.recorder import Recorder, meta_like
 from .ir.signature import (ConstantArgument, ExportGraphSignature, InputKind, InputSpec,
                            OutputKind, OutputSpec, SymIntArgument, TensorArgument)
+from .passes import decompose as _decompose  # noqa: F401  (installs run_decompositions)
 from .passes.dce import dead_code_elimination
 from .passes.functionalize import functionalize
 from .symbolic.diagnostics import (ConstraintViolationError, ExportUsageError, InternalError,

@@ -21,11 +21,21 @@ from typing import Any, Iterator
 
 import torch
 
-from unbroken.symbolic.diagnostics import ExportUsageError
+from unbroken.symbolic.diagnostics import ExportUsageError, InternalError
 from unbroken.ir import printer, runtime, verifier
 from unbroken.ir.signature import ExportGraphSignature
 
-__all__ = ["ExportedProgram", "CallSpec"]
+__all__ = ["ExportedProgram", "CallSpec", "register_decomposer"]
+
+# The implementation of run_decompositions lives in unbroken.passes.decompose (a transform;
+# ir may not import passes), which registers it here when it is imported.
+_DECOMPOSER = None
+
+
+def register_decomposer(decomposer) -> None:
+    """Install ``decomposer(program, decomp_table) -> ExportedProgram``."""
+    global _DECOMPOSER
+    _DECOMPOSER = decomposer
 
 CallSpec = namedtuple("CallSpec", ["in_spec", "out_spec"])
 
@@ -165,6 +175,24 @@ class ExportedProgram:
         """A callable ``nn.Module`` with the original FQNs that checks its inputs, runs the graph
         and writes mutations back. See :class:`unbroken.ir.runtime.ExportedModule`."""
         return runtime.build_module(self)
+
+    def run_decompositions(self, decomp_table=None, decompose_custom_triton_ops=False):
+        """A new program whose ops are lowered through ``decomp_table``.
+
+        With no table, lower to the core ATen operator set (every composite decomposes). With a
+        table (e.g. ``torch.export.default_decompositions()`` with entries added or removed),
+        the ops in it are replaced by their decompositions and other ops are kept whole; an
+        empty table keeps the graph as it is. ``decompose_custom_triton_ops`` is accepted for
+        compatibility (there are no Triton ops on CPU).
+
+        Example::
+
+            core = ep.run_decompositions()          # conv2d -> convolution, linear -> addmm...
+        """
+        if _DECOMPOSER is None:
+            raise InternalError("run_decompositions needs unbroken.passes.decompose; "
+                                "import unbroken first")
+        return _DECOMPOSER(self, decomp_table)
 
     def validate(self) -> None:
         """Run the dialect verifier; raises ``InternalError`` if the program is malformed."""

@@ -92,6 +92,8 @@ class Recorder(TorchDispatchMode):
         self.allow_meta_constants = False
         self.symint_factory = None
         self.aliases = Aliases(self)  # views and their bases, for writes through views
+        self.decompositions: dict = {}  # op -> decomposition applied as ops arrive
+        self.decompose_composites = False  # run_decompositions(): lower every composite
         self._this_call: set[int] = set()  # ids of tensors made during the current leaf call
         self._recording = 0   # depth of recording() contexts
         self._suspended = 0   # depth of composite ops being computed without recording  # expr -> SymInt; set by the pipeline when sizes are symbolic
@@ -220,8 +222,20 @@ class Recorder(TorchDispatchMode):
         self._bind_outputs(node, out, device)
         return out
 
+    def record_opaque(self, op, args, kwargs):
+        """Record ``op`` whole, whatever it is: its meta output is computed with recording
+        suspended (``run_decompositions`` keeps the ops its table does not name this way)."""
+        return self.record_composite(op, args, kwargs, lambda f, a, k: f(*a, **k))
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if func in self.decompositions:  # run_decompositions: record what it calls instead
+            with self:
+                return self.decompositions[func](*args, **kwargs)
+        if self.decompose_composites and func._can_decompose():
+            # Inside a mode, CompositeImplicitAutograd kernels are skipped; run them here.
+            with self:
+                return func.decompose(*args, **kwargs)
         self._refuse_value_dependent(func, args)
         compute_args, compute_kwargs, device = self._prepare(func, args, kwargs)
         if func is aten.detach.default and self._is_unused_factory_output(args[0]):

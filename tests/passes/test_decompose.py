@@ -1,0 +1,79 @@
+"""run_decompositions (passes.decompose): the seed tutorial's IR/Decompositions section, and
+lowering to the core ATen set on the zoo, with the program still matching eager."""
+import operator
+
+import pytest
+import torch
+from torch.export import Dim
+
+import unbroken
+from tests.models.zoo import ZOO
+
+
+class DecompExample(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(1, 3, 1, 1)
+        self.bn = torch.nn.BatchNorm2d(3)
+
+    def forward(self, x):
+        x = self.conv(x)
+        x = self.bn(x)
+        return (x,)
+
+
+def _targets(ep):
+    return [n.target for n in ep.graph.nodes if n.op == "call_function"]
+
+
+def _is_core(target) -> bool:
+    if target is operator.getitem:
+        return True
+    return isinstance(target, torch._ops.OpOverload) and torch.Tag.core in target.tags
+
+
+def test_empty_table_keeps_the_graph():
+    ep = unbroken.export(DecompExample(), (torch.randn(1, 1, 3, 3),))
+    assert _targets(ep.run_decompositions(decomp_table={})) == _targets(ep)
+
+
+def test_default_lowers_to_core_aten():
+    ep = unbroken.export(DecompExample(), (torch.randn(1, 1, 3, 3),))
+    core = ep.run_decompositions()
+    assert torch.ops.aten.conv2d.default not in _targets(core)
+    assert torch.ops.aten.convolution.default in _targets(core)
+    x = torch.randn(1, 1, 3, 3)
+    torch.testing.assert_close(core.module()(x), ep.module()(x))
+
+
+def test_custom_decomposition_as_in_the_seed():
+    ep = unbroken.export(DecompExample(), (torch.randn(1, 1, 3, 3),))
+    table = torch.export.default_decompositions()
+
+    def doubled_conv2d(x, weight, bias, stride=[1, 1], padding=[0, 0], dilation=[1, 1],
+                       groups=1):
+        return 2 * torch.ops.aten.convolution(x, weight, bias, stride, padding, dilation,
+                                              False, [0, 0], groups)
+
+    table[torch.ops.aten.conv2d.default] = doubled_conv2d
+    mine = ep.run_decompositions(table)
+    targets = _targets(mine)
+    assert torch.ops.aten.convolution.default in targets and torch.ops.aten.mul.Tensor in targets
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn", "transformer_block", "embedding_posenc"])
+def test_zoo_lowers_to_core_and_still_matches(name):
+    model, args = ZOO[name].make()
+    core = unbroken.export(model, args).run_decompositions()
+    assert all(_is_core(t) for t in _targets(core)), [t for t in _targets(core) if not _is_core(t)]
+    fresh = ZOO[name].fresh_args(3)
+    torch.testing.assert_close(core.module()(*fresh), model(*fresh))
+
+
+def test_dynamic_program_decomposes_and_stays_dynamic():
+    model, args = ZOO["mlp"].make()
+    ep = unbroken.export(model, args, dynamic_shapes=({0: Dim("batch", max=64)},))
+    core = ep.run_decompositions()
+    assert core.range_constraints == ep.range_constraints
+    x = torch.randn(13, args[0].shape[1])
+    torch.testing.assert_close(core.module()(x), model(x))

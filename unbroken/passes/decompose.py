@@ -1,0 +1,139 @@
+"""Decompositions: lower an exported program's operators through a decomposition table.
+
+Input: a verified ``ExportedProgram`` (functional graph). Output: a new ``ExportedProgram``
+with the same signature (inputs, mutations, outputs in the same order; output names updated)
+whose graph is re-recorded node by node:
+
+- an ``OpOverload`` in the table is replaced by whatever its decomposition function records;
+  the ops it calls go through the recorder, where the table applies again (composites inside
+  decompose through PyTorch's dispatcher as usual);
+- with no table given (``run_decompositions()``), the core ATen table of ``torch._decomp`` is
+  used and every other composite (CompositeImplicitAutograd) op decomposes too, which lowers
+  the graph to the core ATen set;
+- with a table given, an op absent from it is kept whole (as ``torch.export`` does: remove an
+  entry from ``default_decompositions()`` to preserve that op);
+- size arithmetic and ``getitem`` are recomputed from the new values.
+
+The user's stack and module path of each original node are kept on the nodes it becomes. The
+result is functionalized and verified like an export. Programs containing ``torch.cond``
+subgraphs are refused for now.
+"""
+from __future__ import annotations
+
+import torch
+import torch.fx as fx
+from torch._decomp import core_aten_decompositions
+from torch._dispatch.python import enable_python_dispatcher
+from torch._ops import OpOverload
+from torch.utils import _pytree as pytree
+
+from ..ir.program import ExportedProgram, register_decomposer
+from ..ir.recorder import Recorder
+from ..ir.signature import ExportGraphSignature, OutputSpec
+from ..symbolic.diagnostics import UnsupportedError
+from .dce import dead_code_elimination
+from .functionalize import functionalize
+
+__all__ = ["decompose"]
+
+
+def decompose(program: ExportedProgram, decomp_table=None) -> ExportedProgram:
+    """The program with its ops lowered through ``decomp_table`` (see the module docstring)."""
+    if any(node.op == "get_attr" for node in program.graph.nodes):
+        raise UnsupportedError("run_decompositions() on a program with torch.cond is not "
+                               "supported yet", code="UB117",
+                               hint="Decompose before adding control flow, or keep the program "
+                                    "as exported.")
+    table, keep_others = _table(decomp_table)
+    recorder, current = _new_recorder(program)
+    recorder.decompositions = table  # also for the ops that decompositions themselves call
+    recorder.decompose_composites = not keep_others
+    values: dict[fx.Node, object] = {}
+    with enable_python_dispatcher():
+        for node in program.graph.nodes:
+            current[0] = node
+            values[node] = _rerecord(recorder, node, values, table, keep_others)
+    graph_module = recorder.graph_module()
+    signature = _renamed(program.graph_signature, recorder.graph)
+    graph_module, signature = functionalize(graph_module, signature)
+    dead_code_elimination(graph_module)
+    return ExportedProgram(graph_module, signature, program.state_dict, program.constants,
+                           program.range_constraints, program.in_spec, program.out_spec,
+                           example_inputs=program.example_inputs)
+
+
+def _table(decomp_table):
+    """(op -> decomposition, whether ops absent from the table are kept whole)."""
+    if decomp_table is None:
+        return dict(core_aten_decompositions()), False
+    return dict(decomp_table.items()), True
+
+
+def _new_recorder(program):
+    current = [None]  # the original node being re-recorded: its location is the new nodes'
+    recorder = Recorder(
+        frames_provider=lambda: current[0].meta.get("user_frames", ()) if current[0] else (),
+        module_stack_provider=lambda: current[0].meta.get("nn_module_stack", {})
+        if current[0] else {})
+    recorder.allow_meta_constants = True
+    env = _shape_env(program)
+    if env is not None:
+        recorder.symint_factory = env.symint
+    return recorder, current
+
+
+def _shape_env(program):
+    for node in program.graph.nodes:
+        val = node.meta.get("val")
+        for size in getattr(val, "shape", ()):
+            if isinstance(size, torch.SymInt):
+                return size.node.shape_env
+    return None
+
+
+def _rerecord(recorder, node, values, table, keep_others):
+    if node.op == "placeholder":
+        return _placeholder(recorder, node)
+    if node.op == "output":
+        recorder.set_output([_value(v, values) for v in node.args[0]])
+        return None
+    args = pytree.tree_map(lambda v: _value(v, values), node.args)
+    kwargs = pytree.tree_map(lambda v: _value(v, values), node.kwargs)
+    target = node.target
+    if not isinstance(target, OpOverload):
+        return target(*args, **kwargs)  # getitem on recorded outputs, size arithmetic
+    with recorder.recording():
+        if target in table:
+            return table[target](*args, **kwargs)
+        if keep_others:
+            return recorder.record_opaque(target, args, kwargs)
+        return target(*args, **kwargs)
+
+
+def _placeholder(recorder, node):
+    val = node.meta.get("val")
+    new = recorder.add_placeholder(node.name, val, user_input=True)
+    if isinstance(val, torch.Tensor):
+        for dim, size in enumerate(val.shape):
+            if isinstance(size, torch.SymInt):
+                recorder.bind_symbol(size.node.expr, new, dim)
+    return val
+
+
+def _value(value, values):
+    return values[value] if isinstance(value, fx.Node) else value
+
+
+def _renamed(signature: ExportGraphSignature, graph: fx.Graph) -> ExportGraphSignature:
+    """The signature with the output specs naming the new output nodes (same order)."""
+    output = next(n for n in graph.nodes if n.op == "output")
+    specs = []
+    for spec, value in zip(signature.output_specs, output.args[0]):
+        if isinstance(value, fx.Node) and hasattr(spec.arg, "name") and \
+                type(spec.arg).__name__ != "ConstantArgument":
+            spec = OutputSpec(spec.kind, type(spec.arg)(value.name), spec.target)
+        specs.append(spec)
+    return signature.replace(output_specs=specs)
+
+
+register_decomposer(decompose)

@@ -17,6 +17,7 @@ __all__ = [
     "ConstraintViolationError", "DataDependentError", "Dim", "ExportUsageError",
     "ExportedProgram", "GraphBreakError", "InputMismatchError", "InternalError",
     "SerializationError", "UnbrokenError", "UnsupportedError", "__version__", "case", "export",
+    "load", "save",
 ]
 
 
@@ -35,4 +36,8 @@ def __getattr__(name):
         from .cases import case
 
         return case
+    if name in ("save", "load"):
+        from .ir import serialize
+
+        return getattr(serialize, name)
     raise AttributeError(f"module 'unbroken' has no attribute '{name}'")

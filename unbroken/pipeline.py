@@ -37,6 +37,7 @@ from .passes.functionalize import functionalize
 from .symbolic.diagnostics import (ConstraintViolationError, ExportUsageError, InternalError,
                                    UnbrokenError, UnsupportedError)
 from .symbolic.env import ShapeEnvironment
+from .symbolic.fixes import suggest_fix
 from .symbolic.solver import Solver, check_guards
 from .symbolic.spec import resolve_dynamic_shapes
 
@@ -140,6 +141,10 @@ class _Export:
         self.state_dict: dict = {}
         self.constants: dict = {}
         self.metas: dict[str, torch.Tensor] = {}
+        # top-level argument name -> its dims (ints / sympy exprs), None when not a tensor, or
+        # "nested" when it holds tensors inside a container (used to render suggested fixes)
+        self.top_dims: dict[str, object] = {}
+        self.suggest_fixes = True
 
     def run(self) -> ExportedProgram:
         forward = self.root.forward if self.root is not None else self.mod
@@ -213,6 +218,7 @@ class _Export:
             for path, leaf in pytree.tree_flatten_with_path(value)[0]:
                 name = top_name + "".join(_path_suffix(k) for k in path)
                 trackers[id(leaf)] = self._user_input(name, leaf, dims.get(id(leaf)))
+            self.top_dims[top_name] = _dims_of(value, trackers)
 
         def to_tracker(leaf):
             return trackers.get(id(leaf)) or ConstantVariable(leaf)
@@ -251,7 +257,34 @@ class _Export:
             adopted = _auto_refinements(self.env, violations)
             if adopted:
                 raise _AdoptAuto(adopted)
-            raise _constraint_error(self.env, violations)
+            suggestion = self._verified_fix(violations) if self.suggest_fixes else None
+            raise _constraint_error(self.env, violations, suggestion)
+
+    def _verified_fix(self, violations):
+        """A suggested ``dynamic_shapes`` that the solver proves and a re-export confirms, as
+        (notes, code), or None."""
+        from .fix_rendering import render_fix
+
+        env = self.env
+        backed = [s for s, info in env.symbols.items() if info.hint is not None]
+        try:
+            fix = suggest_fix([v.guard.as_fact() for v in violations],
+                              {s: (env.spec_ranges[s].lower, _upper(env.spec_ranges[s]))
+                               for s in backed},
+                              {s: env.hint_of(s) for s in backed}, env.source_of)
+        except Exception:  # a suggestion is best effort: never hide the violation itself
+            return None
+        rendered = render_fix(fix, self.top_dims, env) if fix is not None else None
+        if rendered is None:
+            return None
+        spec, code = rendered
+        retry = _Export(self.mod, self.args, self.kwargs, spec)
+        retry.suggest_fixes = False
+        try:
+            retry.run()
+        except UnbrokenError:
+            return None
+        return fix.notes, code
 
     # ----------------------------------------------------------------- program
     def _build(self, flat_outputs, out_spec) -> ExportedProgram:
@@ -422,10 +455,30 @@ def _auto_refinements(env, violations) -> dict[str, str] | None:
     return refinements
 
 
-def _constraint_error(env, violations) -> ConstraintViolationError:
-    lines = []
+def _upper(value_range):
+    upper = value_range.upper
+    try:
+        number = int(upper)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if number < 2 ** 62 else None
+
+
+def _dims_of(value, trackers):
+    if isinstance(value, torch.Tensor):
+        return tuple(s.node.expr if isinstance(s, torch.SymInt) else int(s)
+                     for s in trackers[id(value)].meta.shape)
+    return "nested" if any(isinstance(v, torch.Tensor) for v in pytree.tree_leaves(value)) \
+        else None
+
+
+def _constraint_error(env, violations, suggestion=None) -> ConstraintViolationError:
+    lines, seen = [], set()
     for violation in violations:
         guard = violation.guard
+        if guard.as_fact() in seen:
+            continue
+        seen.add(guard.as_fact())
         where = f"  at {guard.frames[-1].short()}: {guard.frames[-1].source}" if guard.frames else ""
         example = ""
         if violation.counterexample:
@@ -433,8 +486,17 @@ def _constraint_error(env, violations) -> ConstraintViolationError:
             example = f"  (fails for {values})"
         lines.append(f"- {guard.describe(env.source_of)}{example}{where}")
     first = violations[0].guard
+    details = "Guards not implied by the spec:\n" + "\n".join(lines)
+    if suggestion is not None:
+        notes, code = suggestion
+        details += ("\n\nSuggested fix (proven for every admitted size, and verified by "
+                    "exporting again with it):\n" + "\n".join(f"- {n}" for n in notes)
+                    + "\n\n" + code)
+        hint = "Use the suggested dynamic_shapes above."
+    else:
+        hint = ("Narrow the Dim ranges (min/max), declare the related dims equal or derived, "
+                "or mark the dim static, so that every guard above holds for all admitted "
+                "sizes.")
     return ConstraintViolationError(
         "the model's code constrains dimensions that dynamic_shapes declares dynamic",
-        frames=first.frames, details="Guards not implied by the spec:\n" + "\n".join(lines),
-        hint="Narrow the Dim ranges (min/max), declare the related dims equal or derived, or mark "
-             "the dim static, so that every guard above holds for all admitted sizes.")
+        frames=first.frames, details=details, hint=hint)

@@ -1,0 +1,87 @@
+"""symbolic.fixes: each suggested fix makes every fact implied (checked independently by
+sampling the new spec), and the search picks the expected kind of change."""
+import itertools
+
+import sympy
+from hypothesis import given, settings, strategies as st
+
+from unbroken.symbolic.expr import PythonMod, evaluate_at
+from unbroken.symbolic.fixes import implied, suggest_fix
+
+s0, s1, s2 = (sympy.Symbol(f"s{i}", integer=True, positive=True) for i in range(3))
+WIDE = (2, 200)
+
+
+def _admitted(fix, symbols, limit=40):
+    """Concrete assignments admitted by the fixed spec (roots sampled, the rest derived)."""
+    roots = [s for s in fix.ranges]
+    grids = [range(lo, min(hi if hi is not None else limit, lo + limit) + 1)
+             for lo, hi in (fix.ranges[r] for r in roots)]
+    for values in itertools.product(*grids):
+        env = dict(zip(roots, values))
+        full = {s: int(fix.apply(s).subs(env)) for s in symbols}
+        yield full
+
+
+def _holds_everywhere(fix, facts, symbols):
+    for values in itertools.islice(_admitted(fix, symbols), 2000):
+        for fact in facts:
+            assert evaluate_at(fact, values), (fact, values)
+
+
+def test_equality_with_a_constant_makes_the_dim_static():
+    fix = suggest_fix([sympy.Eq(s0, 100)], {s0: WIDE}, {s0: 100})
+    assert fix.static == {s0: 100}
+
+
+def test_inequalities_tighten_the_range():
+    facts = [sympy.Ge(s0, 5), sympy.Lt(2 * s0, 61)]
+    fix = suggest_fix(facts, {s0: (2, None)}, {s0: 8})
+    assert fix.ranges[s0] == (5, 30)
+    _holds_everywhere(fix, facts, [s0])
+
+
+def test_two_dims_made_equal_or_derived():
+    fix = suggest_fix([sympy.Eq(s1, s0)], {s0: WIDE, s1: WIDE}, {s0: 4, s1: 4})
+    assert fix.derived == {s1: s0}
+    facts = [sympy.Eq(s1, 2 * s0 + 1)]
+    fix = suggest_fix(facts, {s0: WIDE, s1: WIDE}, {s0: 4, s1: 9})
+    assert fix.derived == {s1: 2 * s0 + 1}
+    assert fix.ranges[s0] == (2, 99)  # keeps s1 = 2*s0 + 1 within its own range
+    _holds_everywhere(fix, facts, [s0, s1])
+
+
+def test_divisibility_introduces_a_new_root():
+    facts = [sympy.Eq(PythonMod(3 * s0, 12), 0)]
+    fix = suggest_fix(facts, {s0: WIDE}, {s0: 8})
+    (root,) = fix.new_roots
+    assert fix.derived[s0] == 4 * root
+    _holds_everywhere(fix, facts, [s0])
+
+
+def test_not_equal_moves_a_range_end_or_specializes():
+    fix = suggest_fix([sympy.Ne(s0, 2)], {s0: WIDE}, {s0: 8})
+    assert fix.ranges[s0] == (3, 200)
+    fix = suggest_fix([sympy.Ne(s0, 7)], {s0: WIDE}, {s0: 8})
+    assert fix.static == {s0: 8}
+
+
+def test_a_product_of_dims_falls_back_to_static_dims():
+    facts = [sympy.Eq(s2, s0 * s1)]
+    fix = suggest_fix(facts, {s0: WIDE, s1: WIDE, s2: WIDE}, {s0: 4, s1: 8, s2: 32})
+    assert fix is not None and implied(fix.apply(facts[0]), fix.ranges)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(2, 30), st.integers(1, 4), st.integers(0, 5), st.integers(2, 6))
+def test_every_fix_found_is_proven(hint, k, m, modulus):
+    # facts that hold at the hints; the fix must make them hold for all admitted sizes
+    hints = {s0: hint, s1: k * hint + m}
+    facts = [sympy.Eq(s1, k * s0 + m), sympy.Ge(s0, 2), sympy.Le(s0 + s1, 10 * (hint + 20))]
+    if (k * hint + m) % modulus == 0:
+        facts.append(sympy.Eq(PythonMod(s1, modulus), 0))
+    fix = suggest_fix(facts, {s0: (2, None), s1: (2, None)}, hints)
+    assert fix is not None
+    for fact in facts:
+        assert implied(fix.apply(fact), fix.ranges)
+    _holds_everywhere(fix, facts, [s0, s1])

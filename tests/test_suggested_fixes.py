@@ -1,0 +1,103 @@
+"""Suggested fixes end to end: the printed dynamic_shapes is pasted (exec'd) as a user would,
+and exporting with it must succeed and match eager over the sizes it admits."""
+import re
+
+import pytest
+import torch
+import torch.nn as nn
+from torch.export import Dim
+
+import unbroken
+
+
+def _suggested_code(error) -> str:
+    match = re.search(r"(from torch.export import Dim\n.*?\n\})", error.details, re.S)
+    assert match, error.render()
+    return match.group(1)
+
+
+def _paste(error) -> dict:
+    scope: dict = {}
+    exec(_suggested_code(error), scope)  # what a user does with the message
+    return scope["dynamic_shapes"]
+
+
+def _refused(model, args, spec):
+    with pytest.raises(unbroken.ConstraintViolationError) as info:
+        unbroken.export(model, args, dynamic_shapes=spec)
+    return info.value
+
+
+class DynamicModel(nn.Module):
+    """The seed tutorial's model: x + y broadcasts, Linear(5, 3), flatten + z."""
+
+    def __init__(self):
+        super().__init__()
+        self.l = nn.Linear(5, 3)
+
+    def forward(self, w, x, y, z):
+        x0 = x + y
+        x1 = self.l(w)
+        x2 = x0.flatten()
+        x3 = x2 + z
+        return x1, x3
+
+
+def test_seed_dynamic_model_fix_exports():
+    args = (torch.randn(6, 5), torch.randn(4), torch.randn(8, 4), torch.randn(32))
+    spec = {"w": (Dim("w0"), Dim("w1")), "x": (Dim("x0"),), "y": (Dim("y0"), Dim("y1")),
+            "z": (Dim("z0"),)}
+    model = DynamicModel()
+    error = _refused(model, args, spec)
+    assert "w.shape[1] == 5" in error.details
+    ep = unbroken.export(model, args, dynamic_shapes=_paste(error))
+    w = torch.randn(11, 5)
+    torch.testing.assert_close(ep.module()(w, *args[1:]), model(w, *args[1:]))
+
+
+class Broadcast(nn.Module):
+    def forward(self, x, y):
+        return x * 2 + y
+
+
+def test_two_dims_become_one():
+    args = (torch.randn(6, 3), torch.randn(6, 3))
+    error = _refused(Broadcast(), args, {"x": {0: Dim("a")}, "y": {0: Dim("b")}})
+    assert "equals" in error.details
+    ep = unbroken.export(Broadcast(), args, dynamic_shapes=_paste(error))
+    assert len(ep.range_constraints) == 1
+    x, y = torch.randn(9, 3), torch.randn(9, 3)
+    torch.testing.assert_close(ep.module()(x, y), Broadcast()(x, y))
+
+
+class Pairs(nn.Module):
+    def forward(self, x):
+        return x.view(-1, 4, 2).sum(1)
+
+
+def test_divisibility_becomes_a_derived_dim():
+    error = _refused(Pairs(), (torch.randn(16, 2),), {"x": {0: Dim("n", max=100)}})
+    code = _suggested_code(error)
+    assert "4 * _n" in code
+    ep = unbroken.export(Pairs(), (torch.randn(16, 2),), dynamic_shapes=_paste(error))
+    for n in (8, 12, 100):
+        x = torch.randn(n, 2)
+        torch.testing.assert_close(ep.module()(x), Pairs()(x))
+    for n in (6, 4):  # not a multiple of 4; a root of 1 (dynamic sizes start at 2)
+        with pytest.raises(unbroken.InputMismatchError):
+            ep.module()(torch.randn(n, 2))
+
+
+class PicksRow(nn.Module):
+    def forward(self, x):
+        if x.shape[0] > 4:      # specializes a branch: needs x.shape[0] >= 5
+            return x[4]
+        return x[0]
+
+
+def test_a_branch_on_a_size_tightens_the_range():
+    error = _refused(PicksRow(), (torch.randn(8, 3),), {"x": {0: Dim("rows")}})
+    assert "rows = Dim(\"rows\", min=5)" in _suggested_code(error)
+    ep = unbroken.export(PicksRow(), (torch.randn(8, 3),), dynamic_shapes=_paste(error))
+    x = torch.randn(5, 3)
+    torch.testing.assert_close(ep.module()(x), PicksRow()(x))

@@ -1,0 +1,128 @@
+"""Render a :class:`unbroken.symbolic.fixes.Fix` as a ``dynamic_shapes`` spec: both the
+object (torch's ``Dim``s, to export again with) and the Python code to paste.
+
+The spec covers every top-level argument of ``forward`` by name: tensors get
+``{dim: Dim or derived Dim}`` (static dims are left out), other arguments ``None``. A fix that
+involves tensors nested in containers, or ``*args``, is not rendered (returns None).
+"""
+from __future__ import annotations
+
+import keyword
+import re
+
+import sympy
+from torch.export import Dim
+
+__all__ = ["render_fix"]
+
+
+def render_fix(fix, top_dims: dict, env):
+    """``(spec, code)`` for ``fix`` over the arguments ``top_dims`` (see ``pipeline``), or
+    None when it cannot be written as a ``dynamic_shapes`` dict."""
+    names = _Names(fix, env)
+    spec, entries = {}, {}
+    for arg, dims in top_dims.items():
+        if dims == "nested":
+            if _nested_dynamic(arg, env):
+                return None
+            spec[arg], entries[arg] = None, None
+            continue
+        if dims is None:
+            spec[arg], entries[arg] = None, None
+            continue
+        per_dim, text = {}, {}
+        for index, expr in enumerate(dims):
+            if isinstance(expr, int):
+                continue
+            rendered = _dim(fix.apply(expr), names)
+            if rendered is None:
+                continue
+            per_dim[index], text[index] = rendered
+        spec[arg] = per_dim or None
+        entries[arg] = text or None
+    if not all(a.isidentifier() for a in spec):
+        return None  # *args positions have no parameter name to key a dict by
+    return spec, _code(names, entries)
+
+
+def _dim(expr, names):
+    """(Dim object, code) for a dim expression under the fix; None when static."""
+    expr = sympy.expand(expr)
+    if expr.is_Integer:
+        return None
+    symbols = list(expr.free_symbols)
+    if len(symbols) != 1:
+        raise ValueError(f"a dim of several symbols: {expr}")
+    root = symbols[0]
+    k, m = int(expr.coeff(root, 1)), int(sympy.expand(expr - expr.coeff(root, 1) * root))
+    dim, name = names.dim(root)
+    value, text = dim, name
+    if k != 1:
+        value, text = k * value, f"{k} * {text}"
+    if m:
+        value, text = value + m, f"{text} {'+' if m > 0 else '-'} {abs(m)}"
+    return value, text
+
+
+class _Names:
+    """One ``Dim`` per remaining root symbol, named after the user's Dim or the dim's source."""
+
+    def __init__(self, fix, env):
+        self.fix, self.env = fix, env
+        self.dims: dict = {}
+        self.used: set[str] = set()
+
+    def dim(self, symbol):
+        if symbol not in self.dims:
+            name = self._name(symbol)
+            lower, upper = self.fix.ranges.get(symbol, (2, None))
+            kwargs = {"min": lower} | ({"max": upper} if upper is not None else {})
+            self.dims[symbol] = (Dim(name, **kwargs), name, lower, upper)
+        dim, name, _, _ = self.dims[symbol]
+        return dim, name
+
+    def _name(self, symbol) -> str:
+        base = self._base(symbol)
+        name, i = base, 2
+        while name in self.used or keyword.iskeyword(name):
+            name, i = f"{base}_{i}", i + 1
+        self.used.add(name)
+        return name
+
+    def _base(self, symbol) -> str:
+        info = self.env.symbols.get(symbol)
+        if info is not None:
+            return info.name or _identifier(self.env.source_of(symbol))
+        dependent = next((d for d, e in self.fix.derived.items() if symbol in e.free_symbols),
+                         None)  # a new root: named after the dim it divides
+        return "_" + (self._base(dependent) if dependent is not None else "d")
+
+    def definitions(self) -> list[str]:
+        lines = []
+        for _, name, lower, upper in self.dims.values():
+            bounds = f", min={lower}" + (f", max={upper}" if upper is not None else "")
+            lines.append(f'{name} = Dim("{name}"{bounds})')
+        return lines
+
+
+def _identifier(source: str) -> str:
+    text = re.sub(r"\.shape\[(\d+)\]", r"_dim\1", source)
+    text = re.sub(r"[^0-9a-zA-Z_]", "_", text).strip("_") or "dim"
+    return text if not text[0].isdigit() else f"d_{text}"
+
+
+def _nested_dynamic(arg: str, env) -> bool:
+    return any(info.source.startswith((f"{arg}[", f"{arg}.")) and not
+               info.source.startswith(f"{arg}.shape") for info in env.symbols.values())
+
+
+def _code(names, entries) -> str:
+    body = []
+    for arg, text in entries.items():
+        if text is None:
+            body.append(f'    "{arg}": None,')
+        else:
+            inner = ", ".join(f"{i}: {t}" for i, t in text.items())
+            body.append(f'    "{arg}": {{{inner}}},')
+    return "\n".join(["from torch.export import Dim", "", *names.definitions(),
+                      "dynamic_shapes = {", *body, "}"])

@@ -1,0 +1,268 @@
+"""Suggested fixes: the smallest change to a dynamic-shapes spec under which every guard holds.
+
+Input: the facts the trace needs (each violated guard's ``as_fact()``), the symbols' spec
+ranges and example values. Output: a :class:`Fix` — symbols made static, symbols expressed
+through others (equal or derived dims), tightened ranges — that makes *every* fact implied for
+all values the new spec admits, or None when no change expressible as a ``dynamic_shapes`` spec
+does it. The search is deterministic and greedy, one change at a time, re-deciding every fact
+after each change (one fix can settle others: an equality can make a multivariate guard
+univariate), until all are implied:
+
+- ``f(s) == c`` with one symbol: ``s`` becomes static (its example value);
+- ``a*s + b <op> c`` (``<``, ``<=``, ``>``, ``>=``): ``s``'s range is tightened;
+- ``s != c``: a range end moves when ``c`` is one, else ``s`` becomes static (a range cannot
+  exclude a value in its middle);
+- ``a*s + b == c*t + d`` solvable as ``t = k*s + m`` (integers, ``k > 0``): ``t`` becomes a
+  derived dim (equal dims when ``k = 1, m = 0``), the later symbol in terms of the earlier;
+- ``(a*s + b) % m == 0``: ``s`` becomes ``m'*r + r0`` for a new root ``r`` (a derived dim).
+
+Every decision is made with z3 over the new ranges (``implied`` below), so what is returned is
+proven for the symbolic spec; the pipeline then re-exports with the rendered spec to verify it
+end to end.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import sympy
+import z3
+
+from .expr import Mod, PythonMod
+from .guards import render_expr
+from .solver import to_z3
+
+__all__ = ["Fix", "suggest_fix", "implied"]
+
+MAX_CHANGES = 32
+
+
+@dataclass
+class Fix:
+    """A spec change. ``static``: symbol -> value; ``derived``: symbol -> expression of other
+    symbols (roots); ``ranges``: root symbol -> (lower, upper or None); ``hints``: example value
+    of every symbol (new roots included); ``notes``: one line per change, for the message."""
+
+    static: dict = field(default_factory=dict)
+    derived: dict = field(default_factory=dict)
+    ranges: dict = field(default_factory=dict)
+    hints: dict = field(default_factory=dict)
+    notes: list = field(default_factory=list)
+    new_roots: list = field(default_factory=list)
+
+    def substitution(self) -> dict:
+        return {**{s: sympy.Integer(v) for s, v in self.static.items()}, **self.derived}
+
+    def apply(self, expr):
+        """``expr`` under the fix (static values and derived expressions substituted)."""
+        substitution = self.substitution()
+        for _ in range(4):  # derived expressions only name roots, but be safe about chains
+            new = sympy.sympify(expr).xreplace(substitution)
+            if new == expr:
+                break
+            expr = new
+        return sympy.expand(expr) if isinstance(expr, sympy.Expr) else expr
+
+
+def implied(fact, ranges: dict) -> bool:
+    """Whether ``fact`` holds for every integer assignment within ``ranges`` (z3)."""
+    fact = sympy.sympify(fact)
+    if fact is sympy.true:
+        return True
+    if fact is sympy.false:
+        return False
+    solver = z3.Solver()
+    solver.set("timeout", 2000)
+    for symbol in fact.free_symbols:
+        lower, upper = ranges.get(symbol, (None, None))
+        var = z3.Int(str(symbol))
+        if lower is not None:
+            solver.add(var >= lower)
+        if upper is not None:
+            solver.add(var <= upper)
+    try:
+        solver.add(z3.Not(to_z3(fact)))
+    except Exception:  # untranslatable: never claim it is implied
+        return False
+    return solver.check() == z3.unsat
+
+
+def suggest_fix(facts, ranges: dict, hints: dict, describe=str) -> Fix | None:
+    """The fix for ``facts`` (see the module docstring), or None.
+
+    ranges: symbol -> (lower, upper or None) of the current spec; hints: symbol -> example
+    value; describe: symbol -> text for notes (``x.shape[0]``).
+    """
+    fix = Fix(ranges=dict(ranges), hints=dict(hints))
+    for _ in range(MAX_CHANGES):
+        pending = [f for f in facts if not implied(fix.apply(f), fix.ranges)]
+        if not pending:
+            return fix
+        if not any(_change(fix, fix.apply(f), describe) for f in pending):
+            if not _specialize_last(fix, fix.apply(pending[0]), describe):
+                return None
+    return None
+
+
+def _specialize_last(fix: Fix, fact, describe) -> bool:
+    """Fallback for a relation no spec can state (``z == x*y``): make its latest symbol
+    static; the search then goes on with what is left of the relation."""
+    symbols = sorted(fact.free_symbols, key=_order)
+    if not symbols:
+        return False
+    return _make_static(fix, symbols[-1], f"`{render_expr(fact, describe)}` cannot be stated in "
+                        "dynamic_shapes", describe)
+
+
+def _order(symbol) -> tuple:
+    name = str(symbol)
+    return (name.rstrip("0123456789"), int(name[len(name.rstrip("0123456789")):] or 0))
+
+
+def _change(fix: Fix, fact, describe) -> bool:
+    if not isinstance(fact, sympy.core.relational.Relational):
+        return False
+    symbols = sorted(fact.free_symbols, key=_order)
+    if len(symbols) == 1:
+        return _univariate(fix, fact, symbols[0], describe)
+    if len(symbols) == 2 and isinstance(fact, sympy.Eq):
+        return _relate(fix, fact, symbols, describe)
+    return False
+
+
+def _linear(expr, symbol):
+    """(a, b) with expr == a*symbol + b and integer a != 0, b; else None."""
+    expr = sympy.expand(expr)
+    a = expr.coeff(symbol, 1)
+    b = sympy.expand(expr - a * symbol)
+    if a.is_Integer and b.is_Integer and a != 0 and symbol not in b.free_symbols:
+        return int(a), int(b)
+    return None
+
+
+def _univariate(fix: Fix, fact, s, describe) -> bool:
+    lhs = sympy.expand(fact.lhs - fact.rhs)
+    if isinstance(fact, sympy.Eq) and _divisibility(fix, fact, s, describe):
+        return True
+    linear = _linear(lhs, s)
+    if isinstance(fact, sympy.Eq) or (linear is None and not isinstance(fact, sympy.Ne)):
+        return _make_static(fix, s, f"the code needs `{render_expr(fact, describe)}`", describe)
+    if linear is None:
+        return _make_static(fix, s, f"the code needs `{render_expr(fact, describe)}`", describe)
+    a, b = linear
+    if isinstance(fact, sympy.Ne):
+        return _exclude(fix, s, sympy.Rational(-b, a), describe)
+    return _bound(fix, fact, s, a, b, describe)
+
+
+def _make_static(fix: Fix, s, reason: str, describe) -> bool:
+    if s in fix.static:
+        return False
+    fix.static[s] = fix.hints[s]
+    fix.ranges.pop(s, None)
+    fix.notes.append(f"{describe(s)} is static ({fix.hints[s]}): {reason}")
+    return True
+
+
+def _exclude(fix: Fix, s, value, describe) -> bool:
+    lower, upper = fix.ranges.get(s, (2, None))
+    if value.is_Integer and value == lower:
+        fix.ranges[s] = (lower + 1, upper)
+    elif value.is_Integer and upper is not None and value == upper:
+        fix.ranges[s] = (lower, upper - 1)
+    else:
+        return _make_static(fix, s, f"it may not be {value}, which a range cannot exclude",
+                            describe)
+    fix.notes.append(f"{describe(s)} may not be {value}: range {_range(fix.ranges[s])}")
+    return True
+
+
+def _bound(fix: Fix, fact, s, a, b, describe) -> bool:
+    """Tighten ``s``'s range so that ``a*s + b <op> 0`` always holds."""
+    lower, upper = fix.ranges.get(s, (2, None))
+    op = type(fact)
+    if a < 0:  # a*s + b >= 0  <=>  -a*s - b <= 0
+        a, b = -a, -b
+        op = {sympy.Ge: sympy.Le, sympy.Gt: sympy.Lt, sympy.Le: sympy.Ge,
+              sympy.Lt: sympy.Gt}[op]
+    if op in (sympy.Ge, sympy.Gt):   # s >= -b/a  (strict: +1 after ceiling of the >= form)
+        bound = math.ceil(sympy.Rational(-b, a)) + (1 if op is sympy.Gt and (-b) % a == 0 else 0)
+        new = (max(lower, bound), upper)
+    else:                            # s <= -b/a
+        bound = math.floor(sympy.Rational(-b, a)) - (1 if op is sympy.Lt and (-b) % a == 0 else 0)
+        new = (lower, bound if upper is None else min(upper, bound))
+    if new == (lower, upper):
+        return False
+    if new[1] is not None and new[0] > new[1]:
+        return _make_static(fix, s, f"no range satisfies `{render_expr(fact, describe)}`",
+                            describe)
+    fix.ranges[s] = new
+    fix.notes.append(f"{describe(s)} in {_range(new)}: the code needs "
+                     f"`{render_expr(fact, describe)}`")
+    return True
+
+
+def _relate(fix: Fix, fact, symbols, describe) -> bool:
+    """``a*s + b == c*t + d``: express the later symbol through the earlier one."""
+    first, later = symbols
+    for root, dependent in ((first, later), (later, first)):
+        try:
+            solved = sympy.solve(fact, dependent)
+        except (NotImplementedError, ValueError, TypeError):  # not a relation we can solve
+            continue
+        if len(solved) != 1:
+            continue
+        linear = _linear(solved[0], root)
+        if linear is None or linear[0] <= 0:
+            continue
+        k, m = linear
+        fix.derived[dependent] = k * root + m
+        lower_d, upper_d = fix.ranges.pop(dependent, (2, None))
+        lower_r, upper_r = fix.ranges.get(root, (2, None))
+        lower_r = max(lower_r, math.ceil(sympy.Rational(lower_d - m, k)))
+        if upper_d is not None:
+            bound = math.floor(sympy.Rational(upper_d - m, k))
+            upper_r = bound if upper_r is None else min(upper_r, bound)
+        fix.ranges[root] = (lower_r, upper_r)
+        fix.notes.append(f"{describe(dependent)} equals {describe(root)}" if (k, m) == (1, 0)
+                         else f"{describe(dependent)} = {_text(k, m, describe(root))}")
+        return True
+    return False
+
+
+def _divisibility(fix: Fix, fact, s, describe) -> bool:
+    """``(a*s + b) % m == 0``: ``s = m' * r + r0`` for a new root ``r``."""
+    other = fact.rhs if fact.lhs.has(Mod, PythonMod) else fact.lhs
+    mod = fact.lhs if fact.lhs.has(Mod, PythonMod) else fact.rhs
+    if other != 0 or not isinstance(mod, (Mod, PythonMod)) or not mod.args[1].is_Integer:
+        return False
+    linear = _linear(mod.args[0], s)
+    if linear is None:
+        return False
+    a, b = linear
+    modulus = int(mod.args[1])
+    step = modulus // math.gcd(a, modulus)
+    offset = fix.hints[s] % step
+    root = sympy.Symbol(f"{s}_r", integer=True, positive=True)
+    lower, upper = fix.ranges.pop(s, (2, None))
+    fix.derived[s] = step * root + offset
+    fix.hints[root] = (fix.hints[s] - offset) // step
+    # every dynamic size, roots included, ranges over [2, ...] (see symbolic.spec)
+    fix.ranges[root] = (max(2, math.ceil(sympy.Rational(lower - offset, step))),
+                        None if upper is None else (upper - offset) // step)
+    fix.new_roots.append(root)
+    fix.notes.append(f"{describe(s)} is a multiple of {step}" + (f" plus {offset}" if offset
+                                                                  else "")
+                     + f": the code needs `{render_expr(fact, describe)}`")
+    return True
+
+
+def _text(k, m, name) -> str:
+    base = name if k == 1 else f"{k}*{name}"
+    return base if m == 0 else f"{base} + {m}" if m > 0 else f"{base} - {-m}"
+
+
+def _range(value) -> str:
+    lower, upper = value
+    return f"[{lower}, {'inf' if upper is None else upper}]"
+

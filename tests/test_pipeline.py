@@ -810,8 +810,10 @@ def test_module_wrong_pytree_structure():
 
 class BItem(nn.Module):
     def forward(self, x):
-        s = x.sum().item()  # MARK
-        return x * s
+        s = x.sum().item()
+        if s > 0:  # MARK
+            return x * s
+        return x
 
 
 class BTolist(nn.Module):
@@ -882,13 +884,13 @@ class BSetattr(nn.Module):
 
 class BNonzero(nn.Module):
     def forward(self, x):
-        idx = x.nonzero()  # MARK
-        return idx
+        values = torch.unique(x)  # MARK
+        return values
 
 
 class BMaskIndex(nn.Module):
     def forward(self, x):
-        return x[x > 0]  # MARK
+        return x[:, x[0] > 0]  # MARK
 
 
 class MyFn(torch.autograd.Function):

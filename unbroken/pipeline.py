@@ -35,10 +35,10 @@ from .passes import decompose as _decompose  # noqa: F401  (installs run_decompo
 from .passes.dce import dead_code_elimination
 from .passes.functionalize import functionalize
 from .symbolic.diagnostics import (ConstraintViolationError, ExportUsageError, InternalError,
-                                   UnbrokenError, UnsupportedError)
+                                   UnbrokenError, UnsupportedError, format_stack)
 from .symbolic.env import ShapeEnvironment
 from .symbolic.fixes import suggest_fix
-from .symbolic.solver import Solver, check_guards
+from .symbolic.solver import Solver, Violation, check_guards
 from .symbolic.spec import resolve_dynamic_shapes
 
 __all__ = ["export"]
@@ -137,6 +137,7 @@ class _Export:
         self.recorder.frames_provider = self.output.user_frames
         self.recorder.module_stack_provider = self.output.nn_module_stack
         self.recorder.symint_factory = self.env.symint
+        self.recorder.env = self.env
         self.input_specs: list[InputSpec] = []
         self.state_dict: dict = {}
         self.constants: dict = {}
@@ -145,6 +146,7 @@ class _Export:
         # "nested" when it holds tensors inside a container (used to render suggested fixes)
         self.top_dims: dict[str, object] = {}
         self.suggest_fixes = True
+        self._asserts_after: dict = {}  # node -> the last runtime assert placed after it
 
     def run(self) -> ExportedProgram:
         forward = self.root.forward if self.root is not None else self.mod
@@ -250,15 +252,47 @@ class _Export:
 
     # ----------------------------------------------------------------- guards
     def _check_guards(self) -> None:
+        """Every guard must be implied by the spec (assuming the program's torch._check facts);
+        a torch._check on data-dependent values becomes a runtime assert, one on input sizes
+        must be implied by the spec too."""
         if not self.env.guards:
             return
-        violations = check_guards(self.env, Solver(self.env, assume_checks=False))
+        violations = check_guards(self.env, Solver(self.env, assume_checks=True))
+        strict = Solver(self.env, assume_checks=False)
+        for guard in self.env.guards:
+            if guard.kind != "expect_true":
+                continue
+            if _mentions_unbacked(guard.expr, self.env):
+                self._runtime_assert(guard)
+            else:
+                decision = strict.decide(guard.as_fact())
+                if decision.verdict != "true":
+                    violations.append(Violation(guard, decision, decision.counterexample))
         if violations:
             adopted = _auto_refinements(self.env, violations)
             if adopted:
                 raise _AdoptAuto(adopted)
             suggestion = self._verified_fix(violations) if self.suggest_fixes else None
             raise _constraint_error(self.env, violations, suggestion)
+
+    def _runtime_assert(self, guard) -> None:
+        """``aten._assert_scalar`` of a torch._check fact on data-dependent values: the
+        program raises, like eager, when a run breaks it."""
+        recorder = self.recorder
+        fact = guard.as_fact()
+        order = {n: i for i, n in enumerate(recorder.graph.nodes)}
+        defined = [d for d in map(recorder.definition_of, fact.free_symbols) if d is not None]
+        known = max(defined, key=order.__getitem__)  # as early as its values are known,
+        after = self._asserts_after.get(known, known)  # after earlier asserts there
+        text = f"Runtime assertion failed for expression {guard.describe(self.env.source_of)}"
+        with recorder.graph.inserting_after(after):
+            node = recorder.graph.call_function(torch.ops.aten._assert_scalar.default,
+                                                (None, text))
+        with recorder.graph.inserting_before(node):
+            node.args = (recorder._expr_node(fact), text)
+        recorder._annotate(node, None)
+        node.meta.update(user_frames=guard.frames, stack_trace=format_stack(guard.frames) + "\n")
+        self._asserts_after[known] = node
 
     def _verified_fix(self, violations):
         """A suggested ``dynamic_shapes`` that the solver proves and a re-export confirms, as
@@ -324,8 +358,9 @@ class _Export:
         return specs
 
     def _range_constraints(self) -> dict:
-        return {symbol: self.env.spec_ranges[symbol] for symbol, info in self.env.symbols.items()
-                if info.hint is not None}
+        """Input sizes: the spec's ranges; data-dependent values: what torch._check proved."""
+        return {symbol: self.env.spec_ranges[symbol] if info.hint is not None
+                else self.env.var_ranges[symbol] for symbol, info in self.env.symbols.items()}
 
 
 _OUTPUT_CONSTANTS = (int, float, bool, str, type(None), torch.dtype, torch.device)
@@ -453,6 +488,10 @@ def _auto_refinements(env, violations) -> dict[str, str] | None:
         else:
             return None
     return refinements
+
+
+def _mentions_unbacked(expr, env) -> bool:
+    return any(env.symbols[s].hint is None for s in expr.free_symbols if s in env.symbols)
 
 
 def _upper(value_range):

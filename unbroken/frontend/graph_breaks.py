@@ -83,12 +83,15 @@ _KINDS = [
         "torch._check(x.shape[0] <= 4, lambda: 'too big')",
     ),
     BreakKind(
-        "UB105", "Tensor value converted to Python",
-        "`.item()`, `.tolist()`, `int(t)`, `float(t)`, `bool(t)` or `.numpy()` need the value in a "
-        "tensor, which is unknown at export time.",
-        "Keep the value as a tensor (e.g. `x * t` instead of `x * t.item()`).",
-        "scale = t.item()\nreturn x * scale",
-        "return x * t",
+        "UB105", "Decision on a data-dependent value",
+        "A value read from a tensor (`.item()`, a `nonzero()` count) is a symbol whose value is "
+        "known only at run time: it can flow into sizes and computations, but a Python decision "
+        "on it (`if`, `int()`, `range()`, an index bound no fact covers) or converting a tensor "
+        "to a Python list or array (`.tolist()`, `.numpy()`) cannot be made at export time.",
+        "State what holds with torch._check(...) (checked at run time), branch with torch.cond, "
+        "or keep the value as a tensor.",
+        "n = t.item()\nif n > 0:\n    x = x[:n]",
+        "n = t.item()\ntorch._check(n > 0)\ntorch._check(n <= x.shape[0])\nx = x[:n]",
     ),
     BreakKind(
         "UB106", "Coroutine or delegating generator",
@@ -226,11 +229,12 @@ class GraphBreakError(UnbrokenError):
 
     default_code = "UB100"
 
-    def __init__(self, kind_id: str, reason: str, *, frames=(), details: str = ""):
+    def __init__(self, kind_id: str, reason: str, *, frames=(), details: str = "",
+                 hint: str = ""):
         self.kind = CATALOGUE[kind_id]
         self.reason = reason
         super().__init__(f"{self.kind.title}: {reason}", code=kind_id, frames=frames,
-                         details=details or self.kind.explain, hint=self.kind.hint)
+                         details=details or self.kind.explain, hint=hint or self.kind.hint)
 
 
 class TracedException(GraphBreakError):
@@ -246,9 +250,11 @@ class TracedException(GraphBreakError):
         super().__init__("UB104", f"{type(exception).__name__}: {exception}", frames=frames)
 
 
-def graph_break(kind_id: str, reason: str, *, frames=(), details: str = "") -> GraphBreakError:
-    """Build (not raise) a :class:`GraphBreakError`; the caller raises it."""
-    return GraphBreakError(kind_id, reason, frames=frames, details=details)
+def graph_break(kind_id: str, reason: str, *, frames=(), details: str = "",
+                hint: str = "") -> GraphBreakError:
+    """Build (not raise) a :class:`GraphBreakError`; the caller raises it. ``hint`` replaces
+    the catalogue's generic fix when the caller knows a more precise one."""
+    return GraphBreakError(kind_id, reason, frames=frames, details=details, hint=hint)
 
 
 def render_markdown() -> str:

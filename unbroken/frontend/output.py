@@ -143,7 +143,7 @@ class TraceContext:
             raise exc.with_frames(self.user_frames())
         except DataDependentError as exc:
             raise graph_break("UB105", exc.message, frames=exc.frames or self.user_frames(),
-                              details=exc.details) from None
+                              details=exc.details, hint=exc.hint) from None
         except UnsupportedError as exc:
             if exc.code in ("UB114", "UB117", "UB121"):
                 raise graph_break(exc.code, exc.message, frames=exc.frames or self.user_frames(),

@@ -91,6 +91,7 @@ class Recorder(TorchDispatchMode):
         # itself lives on the meta device (no values to keep); otherwise their data was lost.
         self.allow_meta_constants = False
         self.symint_factory = None
+        self.env = None  # the ShapeEnvironment: with one, .item() and nonzero() get symbols
         self.aliases = Aliases(self)  # views and their bases, for writes through views
         self.decompositions: dict = {}  # op -> decomposition applied as ops arrive
         self.decompose_composites = False  # run_decompositions(): lower every composite
@@ -244,11 +245,50 @@ class Recorder(TorchDispatchMode):
             return self._record_writer(func, args, kwargs, compute_args, compute_kwargs, device)
         if func is aten.lift_fresh.default:  # a tensor built from Python data: its own copy
             func = aten.lift_fresh_copy.default
-        out = func(*compute_args, **compute_kwargs)
+        if self.env is not None and func in _SCALAR_OPS:
+            return self._record_scalar(func, args, compute_args)
+        data_dependent = self.env is not None and func in _DATA_DEPENDENT_SIZES \
+            and not _integer_indexing(func, compute_args)
+        if data_dependent:
+            out = _DATA_DEPENDENT_SIZES[func](self, *compute_args, **compute_kwargs)
+        else:
+            out = func(*compute_args, **compute_kwargs)
         node = self._record(func, args, kwargs, out)
         self._bind_outputs(node, out, device)
         self._track_aliasing(func, compute_args, compute_kwargs, out, node)
+        if data_dependent:  # later code can read the count back with sym_size
+            self.bind_symbol(out.shape[0].node.expr, node, 0)
         return out
+
+    def _record_scalar(self, func, args, compute_args):
+        """``t.item()``: a fresh unbacked symbol (value unknown at export time), recorded as
+        the node that reads it, so later sizes and arguments can be computed from it."""
+        tensor = compute_args[0]
+        kind = "float" if tensor.dtype.is_floating_point else "int"
+        symbol = self.env.create_unbacked_symbol(kind, source=f"{self.node_of(tensor).name}.item()")
+        value = self.env.symfloat(symbol) if kind == "float" else (
+            self.env.symbool(sympy.Eq(symbol, 1)) if tensor.dtype == torch.bool
+            else self.env.symint(symbol))
+        node = self._record(aten.item.default, args, {}, value)
+        self._sym_nodes[symbol] = node
+        return value
+
+    def definition_of(self, symbol) -> fx.Node | None:
+        """The node after which a data-dependent symbol is known (``item`` / the op whose output
+        size it is), or None for input sizes."""
+        if symbol in self._sym_nodes and self._sym_nodes[symbol].target is aten.item.default:
+            return self._sym_nodes[symbol]
+        source = self._symbol_sources.get(symbol)
+        return source[0] if source is not None and source[0].op != "placeholder" else None
+
+    def unbacked_size(self, source: str, upper=None):
+        """A fresh size (>= 0, at most ``upper``) that only tensor values decide."""
+        symbol = self.env.create_unbacked_symbol("size", source=source)
+        if upper is not None:
+            from ..symbolic.ranges import ValueRange
+
+            self.env.set_range(symbol, ValueRange(0, upper), spec=True)
+        return self.env.symint(symbol)
 
     def _track_aliasing(self, func, args, kwargs, out, node) -> None:
         if is_view_op(func):
@@ -308,12 +348,13 @@ class Recorder(TorchDispatchMode):
         return tuple(out[:returned])
 
     def _refuse_value_dependent(self, func, args) -> None:
-        if func in _VALUE_OPS:
+        if func in _VALUE_OPS and not (self.env is not None and func in _SCALAR_OPS):
             raise DataDependentError(
                 f"`{func.overloadpacket.__name__}` needs the value stored in a tensor, which is "
                 "unknown at export time", code="UB105", frames=self.frames_provider(),
                 hint="Keep the value as a tensor instead of converting it to a Python number.")
-        if torch.Tag.dynamic_output_shape in func.tags and not _integer_indexing(func, args):
+        if torch.Tag.dynamic_output_shape in func.tags and not _integer_indexing(func, args) \
+                and not (self.env is not None and func in _DATA_DEPENDENT_SIZES):
             raise UnsupportedError(
                 f"`{func.overloadpacket.__name__}` returns a tensor whose size depends on tensor "
                 "values", code="UB114", frames=self.frames_provider(),
@@ -601,6 +642,48 @@ class _Scope:
         for name, module in self.modules.items():
             owner.add_module(name, module)
         return fx.GraphModule(owner, self.graph)
+
+
+def _nonzero(recorder, tensor):
+    count = recorder.unbacked_size("nonzero() count", upper=_static_numel(tensor))
+    return torch.empty((count, tensor.dim()), dtype=torch.long, device=_META)
+
+
+def _masked_select(recorder, tensor, mask):
+    shape = torch.broadcast_shapes(tensor.shape, mask.shape)
+    count = recorder.unbacked_size("masked_select() count", upper=_static_numel(shape))
+    return torch.empty((count,), dtype=tensor.dtype, device=_META)
+
+
+def _bool_index(recorder, tensor, indices):
+    """``x[mask]`` with one boolean mask over the leading dims (other index forms refused)."""
+    masks = [i for i in indices if i is not None]
+    if len(masks) != 1 or indices[0] is None or masks[0].dtype not in (torch.bool, torch.uint8):
+        raise UnsupportedError("indexing with several tensors where one is a boolean mask",
+                               code="UB114", frames=recorder.frames_provider())
+    mask = masks[0]
+    count = recorder.unbacked_size("mask count", upper=_static_numel(mask.shape))
+    return torch.empty((count, *tensor.shape[mask.dim():]), dtype=tensor.dtype, device=_META)
+
+
+def _static_numel(shape_or_tensor):
+    shape = getattr(shape_or_tensor, "shape", shape_or_tensor)
+    total = 1
+    for size in shape:
+        if not isinstance(size, int):
+            return None
+        total *= size
+    return total
+
+
+# .item() and the ops whose output sizes depend on tensor values: with a shape environment they
+# produce unbacked symbols instead of being refused.
+_SCALAR_OPS = {aten.item.default, aten._local_scalar_dense.default}
+_DATA_DEPENDENT_SIZES = {
+    aten.nonzero.default: _nonzero,
+    aten.masked_select.default: _masked_select,
+    aten.index.Tensor: _bool_index,
+}
 
 
 def _integer_indexing(func, args) -> bool:

@@ -14,7 +14,7 @@ from .base import AttributeMissing, VariableTracker
 __all__ = ["TensorVariable", "SymbolicVariable", "TensorMethodVariable"]
 
 # Methods that need the values inside the tensor: refused with UB105.
-_VALUE_METHODS = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__",
+_VALUE_METHODS = {"tolist", "numpy", "__bool__", "__int__", "__float__", "__index__",
                   "__complex__", "__array__"}
 _REFUSED_METHODS = {"backward": "UB108", "register_hook": "UB109", "retain_grad": "UB108",
                     "data_ptr": "UB103", "storage": "UB102", "untyped_storage": "UB102",

@@ -17,17 +17,17 @@ __all__ = [
     "ConstraintViolationError", "DataDependentError", "Dim", "ExportUsageError",
     "ExportedProgram", "GraphBreakError", "InputMismatchError", "InternalError",
     "SerializationError", "UnbrokenError", "UnsupportedError", "__version__", "case", "export",
-    "load", "save",
+    "find_graph_breaks", "load", "save",
 ]
 
 
 def __getattr__(name):
     # export/ExportedProgram/case are imported on first use: importing the pipeline pulls in
     # z3 and the frontend, which `unbroken --version` and error handling do not need.
-    if name == "export":
-        from .pipeline import export
+    if name in ("export", "find_graph_breaks"):
+        from . import pipeline
 
-        return export
+        return getattr(pipeline, name)
     if name == "ExportedProgram":
         from .ir.program import ExportedProgram
 

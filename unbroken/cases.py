@@ -82,6 +82,13 @@ class ExportCase:
         return unbroken.export(self.model, self.args, self.kwargs,
                                dynamic_shapes=self.dynamic_shapes)
 
+    def find_graph_breaks(self) -> list:
+        """Every graph break of this case, in one run (:func:`unbroken.find_graph_breaks`)."""
+        import unbroken
+
+        return unbroken.find_graph_breaks(self.model, self.args, self.kwargs,
+                                          dynamic_shapes=self.dynamic_shapes)
+
 
 class CaseCollectionError(Exception):
     """A path given to ``unbroken check`` could not be read for cases (a usage error).

@@ -27,6 +27,7 @@ from rich.table import Table
 from rich.text import Text
 
 from unbroken.cases import CaseCollectionError, ExportCase, collect_cases
+from unbroken.frontend.graph_breaks import GraphBreakError
 from unbroken.symbolic.diagnostics import BUG_NOTE, InternalError, UnbrokenError
 
 __all__ = ["main"]
@@ -48,6 +49,7 @@ class CaseResult:
     seconds:   wall time of the ``export`` call.
     error:     the exception, or None.
     traceback: for internal errors, the Python traceback text; else ''.
+    breaks:    for a graph break, every graph break of the case (found in one more run).
     """
 
     case: ExportCase
@@ -55,11 +57,14 @@ class CaseResult:
     seconds: float
     error: BaseException | None = None
     traceback: str = ""
+    breaks: tuple = ()
 
     def error_id(self) -> str:
         if isinstance(self.error, UnbrokenError):
             where = self.error.location
-            return f"{self.error.code} {where.short()}" if where else self.error.code
+            text = f"{self.error.code} {where.short()}" if where else self.error.code
+            more = len(self.breaks) - 1
+            return text + (f" (+{more} more)" if more > 0 else "")
         return type(self.error).__name__ if self.error is not None else ""
 
     def to_dict(self) -> dict:
@@ -71,6 +76,7 @@ class CaseResult:
             "status": self.status,
             "seconds": round(self.seconds, 6),
             "error": _error_dict(self.error, self.traceback),
+            "graph_breaks": [b.to_dict() for b in self.breaks],
         }
 
 
@@ -177,11 +183,23 @@ def _run_case(case: ExportCase) -> CaseResult:
         return CaseResult(case, INTERNAL, time.perf_counter() - start, err,
                           traceback.format_exc())
     except UnbrokenError as err:
-        return CaseResult(case, REFUSED, time.perf_counter() - start, err)
+        elapsed = time.perf_counter() - start
+        return CaseResult(case, REFUSED, elapsed, err, breaks=_all_breaks(case, err))
     except Exception as err:  # anything else escaping export() is a bug in unbroken
         return CaseResult(case, INTERNAL, time.perf_counter() - start, err,
                           traceback.format_exc())
     return CaseResult(case, OK, time.perf_counter() - start)
+
+
+def _all_breaks(case: ExportCase, error: UnbrokenError) -> tuple:
+    """Every graph break of a case refused for one, so a single CI run lists them all."""
+    if not isinstance(error, GraphBreakError):
+        return ()
+    try:
+        breaks = case.find_graph_breaks()
+    except Exception:  # the first break is still reported; the rest is a bonus
+        return (error,)
+    return tuple(breaks) or (error,)
 
 
 # -- printing ------------------------------------------------------------------------------------
@@ -216,6 +234,10 @@ def _print_failures(console: Console, results: list[CaseResult]) -> None:
 
 def _failure_text(result: CaseResult) -> str:
     err = result.error
+    if result.status == REFUSED and len(result.breaks) > 1:
+        parts = [f"{len(result.breaks)} graph breaks (all of them, found in one run):"]
+        parts += [f"({i}) {b.render()}" for i, b in enumerate(result.breaks, 1)]
+        return "\n\n".join(parts)
     if result.status == REFUSED:
         return err.render()
     head = err.render() if isinstance(err, UnbrokenError) else \

@@ -29,6 +29,7 @@ from .frontend.variables.tensor import TensorVariable
 from .ir.composites import preserving
 from .ir.program import ExportedProgram
 from .ir.recorder import Recorder, meta_like
+from .ir.shadow import Shadow
 from .ir.signature import (ConstantArgument, ExportGraphSignature, InputKind, InputSpec,
                            OutputKind, OutputSpec, SymIntArgument, TensorArgument)
 from .passes import decompose as _decompose  # noqa: F401  (installs run_decompositions)
@@ -41,7 +42,7 @@ from .symbolic.fixes import suggest_fix
 from .symbolic.solver import Solver, Violation, check_guards
 from .symbolic.spec import resolve_dynamic_shapes
 
-__all__ = ["export"]
+__all__ = ["export", "find_graph_breaks"]
 
 
 def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict: bool = True,
@@ -149,6 +150,23 @@ class _Export:
         self._asserts_after: dict = {}  # node -> the last runtime assert placed after it
 
     def run(self) -> ExportedProgram:
+        flat_outputs, out_spec = self._trace()
+        _check_outputs(flat_outputs, self.output.user_frames() or ())
+        self._check_guards()
+        return self._build(flat_outputs, out_spec)
+
+    def find_breaks(self) -> list:
+        """Trace in "find them all" mode: every graph break on the path the example inputs
+        take, in order; a failure that cannot be stepped over ends the list."""
+        self.recorder.shadow = Shadow()
+        self.output.find_all = True
+        try:
+            self._trace()
+        except UnbrokenError as error:
+            self.output.breaks.append(error.with_frames(self.output.user_frames()))
+        return _unique(self.output.breaks)
+
+    def _trace(self):
         forward = self.root.forward if self.root is not None else self.mod
         signature = _signature(forward)
         combined = _bind(signature, forward, self.args, self.kwargs)
@@ -159,10 +177,7 @@ class _Export:
         with _tracing(self.root, self.metas), preserving(self.recorder):
             result, tx = trace_call(self.output, self.mod, arg_trackers, kwarg_trackers)
             outputs = result.unwrap(tx)
-        flat_outputs, out_spec = pytree.tree_flatten(outputs)
-        _check_outputs(flat_outputs, self.output.user_frames() or ())
-        self._check_guards()
-        return self._build(flat_outputs, out_spec)
+        return pytree.tree_flatten(outputs)
 
     # ----------------------------------------------------------------- inputs
     def _resolve_dims(self, combined) -> dict:
@@ -207,6 +222,7 @@ class _Export:
             if parameter:  # native code checks isinstance(p, nn.Parameter) (get_parameter...)
                 meta = torch.nn.Parameter(meta, requires_grad=False)
             stand_ins[id(tensor)] = meta
+            self._shadow(meta, tensor)
             self.output.mark_state(meta, parameter=parameter, requires_grad=tensor.requires_grad)
         node = self.recorder.add_placeholder(name, meta, user_input=False, device=tensor.device)
         if isinstance(meta, torch.nn.Parameter):
@@ -236,12 +252,18 @@ class _Export:
             return ConstantVariable(leaf, LocalSource(name))
         meta = self.env.make_meta_tensor(leaf, dims) if dims is not None else meta_like(leaf)
         node = self.recorder.add_placeholder(name, meta, user_input=True, device=leaf.device)
+        self._shadow(meta, leaf)
         for index, size in enumerate(meta.shape):
             if isinstance(size, torch.SymInt):
                 self.recorder.bind_symbol(size.node.expr, node, index)  # s, or a*s + b
         self.output.mark_state(meta, parameter=False, requires_grad=leaf.requires_grad)
         self.input_specs.append(InputSpec(InputKind.USER_INPUT, TensorArgument(node.name), None))
         return TensorVariable(meta, LocalSource(name), requires_grad=leaf.requires_grad)
+
+    def _shadow(self, meta, real) -> None:
+        """In find-all mode: a private copy of the real value (nothing the user owns changes)."""
+        if self.recorder.shadow is not None and real.device.type != "meta":
+            self.recorder.shadow.set(meta, real.detach().clone())
 
     def _on_meta_device(self) -> bool:
         """True when the model's state or inputs live on the meta device (no values anywhere)."""
@@ -436,6 +458,42 @@ def _tracing(root, metas):
         if root is not None and metas:
             stack.enter_context(_reparametrize_module(root, metas, strict=False))
         yield
+
+
+def find_graph_breaks(mod, args, kwargs=None, *, dynamic_shapes=None) -> list:
+    """Every graph break in ``mod(*args, **kwargs)``, found in one run.
+
+    Where :func:`export` stops at the first construct it cannot capture, this goes on along
+    the path the example inputs take (running the model on a copy of its state beside the
+    trace, to know which branch an ``if`` on a tensor takes), and returns every
+    ``GraphBreakError`` in program order; a failure that cannot be stepped over (an uncaught
+    exception, an unsupported call) ends the list. An empty list means no graph break:
+    ``export`` may still refuse for other reasons (shapes, usage). ``dynamic_shapes`` is
+    accepted for the same call shape as ``export`` and not used: breaks are about code.
+
+    Example::
+
+        for error in unbroken.find_graph_breaks(model, (x,)):
+            print(error.code, error.location.short(), error.reason)
+    """
+    args, kwargs = _check_call(mod, args, kwargs)
+    check_python_version()
+    try:
+        return _Export(mod, args, kwargs, None).find_breaks()
+    except UnbrokenError as error:
+        return [error]
+
+
+def _unique(errors) -> list:
+    """Drop repeats of the same break at the same place (a loop reports it once)."""
+    seen, unique = set(), []
+    for error in errors:
+        key = (error.code, error.location.filename if error.location else None,
+               error.location.lineno if error.location else None)
+        if key not in seen:
+            seen.add(key)
+            unique.append(error)
+    return unique
 
 
 def _functionalize_branches(graph_module) -> None:

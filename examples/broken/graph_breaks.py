@@ -31,7 +31,23 @@ class TensorData(torch.nn.Module):
         return x
 
 
+class Legacy(torch.nn.Module):
+    """Several breaks: `unbroken check` lists all of them in one run."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        if x.mean() > 0:               # UB101: use torch.cond or torch.where
+            x = x * 2
+        self.calls = self.calls + 1    # UB107: keep counters in a buffer
+        scale = len(x.tolist())        # UB105: x.shape[0] gives the same without the data
+        return x * scale + id(x)       # UB103: drop id()
+
+
 unbroken.case(DataDependentBranch(), (torch.randn(3, 3),))
+unbroken.case(Legacy(), (torch.randn(3, 3),))
 unbroken.case(ObjectIdentity(), (torch.randn(3, 3),))
 unbroken.case(TensorData(), (torch.randn(3, 3),))
 

@@ -39,7 +39,10 @@ _PURE = {abs, divmod, pow, round, chr, ord, bin, hex, oct, callable}
 
 def call_builtin(tx, fn, args: list, kwargs: dict) -> VariableTracker:
     if fn in _REFUSED:
-        raise graph_break(_REFUSED[fn], f"`{fn.__name__}()` is called", frames=tx.user_frames())
+        error = graph_break(_REFUSED[fn], f"`{fn.__name__}()` is called", frames=tx.user_frames())
+        if fn in (id, print, hash) and tx.output.recover(error):
+            return ConstantVariable(0 if fn is not print else None)  # go on: no graph effect
+        raise error
     handler = _HANDLERS.get(fn)
     if handler is not None:
         return handler(tx, *args, **kwargs)

@@ -56,6 +56,10 @@ class TraceContext:
         self.translators: list = []
         self.module_stack: list[tuple[str, type]] = []
         self.branch_starts: list[int] = []  # creation stamps at which open branches began
+        # "find them all" mode: breaks are collected here and tracing goes on along the path
+        # the example inputs take (the recorder's shadow knows their real values)
+        self.find_all = False
+        self.breaks: list = []
         self._paths = {}
         self._parameters: set[int] = set()
         self._requires_grad: dict[int, bool] = {}
@@ -96,6 +100,20 @@ class TraceContext:
             key = "L__self___" + fqn.replace(".", "_")
             stack[key] = (fqn, f"{cls.__module__}.{cls.__qualname__}")
         return stack
+
+    def recover(self, error) -> bool:
+        """In "find them all" mode, note ``error`` and tell the caller to go on with the real
+        value; otherwise False (the caller raises)."""
+        if not self.find_all:
+            return False
+        error.with_frames(self.user_frames())
+        self.breaks.append(error)
+        return True
+
+    def real_value(self, meta):
+        """The real tensor behind a meta tensor in "find them all" mode, or None."""
+        shadow = self.recorder.shadow
+        return None if shadow is None else shadow.value_of(meta)
 
     @contextlib.contextmanager
     def branch(self):

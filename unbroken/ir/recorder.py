@@ -92,6 +92,7 @@ class Recorder(TorchDispatchMode):
         self.allow_meta_constants = False
         self.symint_factory = None
         self.env = None  # the ShapeEnvironment: with one, .item() and nonzero() get symbols
+        self.shadow = None  # ir.shadow.Shadow in "find them all" mode: real values beside
         self.aliases = Aliases(self)  # views and their bases, for writes through views
         self.decompositions: dict = {}  # op -> decomposition applied as ops arrive
         self.decompose_composites = False  # run_decompositions(): lower every composite
@@ -174,6 +175,8 @@ class Recorder(TorchDispatchMode):
         self.constants[name] = real
         self.constant_targets[name] = name_hint
         self._lifted[id(real)] = meta
+        if self.shadow is not None and real.device.type != "meta":
+            self.shadow.set(meta, real)
         self._alive.append(real)
         return meta
 
@@ -271,6 +274,8 @@ class Recorder(TorchDispatchMode):
             else self.env.symint(symbol))
         node = self._record(aten.item.default, args, {}, value)
         self._sym_nodes[symbol] = node
+        if self.shadow is not None and self.shadow.value_of(tensor) is not None:
+            self.shadow.symbols[symbol] = self.shadow.value_of(tensor).item()
         return value
 
     def definition_of(self, symbol) -> fx.Node | None:
@@ -327,6 +332,8 @@ class Recorder(TorchDispatchMode):
         out = func(*compute_args)
         node = self._nodes.pop(id(tensor))
         self.bind(out, node, device)
+        if self.shadow is not None and self.shadow.value_of(tensor) is not None:
+            self.shadow.set(out, self.shadow.value_of(tensor).detach())
         return out
 
     def _record_writer(self, func, args, kwargs, compute_args, compute_kwargs, device):
@@ -407,7 +414,12 @@ class Recorder(TorchDispatchMode):
             "call_function", func, pytree.tree_map(to_arg, tuple(args)),
             pytree.tree_map(to_arg, kwargs), name=_node_name(func))
         self._annotate(node, out)
+        if self.shadow is not None and func is not aten.item.default:
+            self.shadow.run(func, [self._lifted_meta(a) for a in args], kwargs, out)
         return node
+
+    def _lifted_meta(self, value):
+        return self._lifted.get(id(value), value) if isinstance(value, torch.Tensor) else value
 
     def _annotate(self, node: fx.Node, val) -> None:
         frames = tuple(self.frames_provider())
@@ -439,6 +451,8 @@ class Recorder(TorchDispatchMode):
             node = scope.graph.placeholder(f"arg{index}")
             node.meta["val"] = stand_in
             self.bind(stand_in, node, self.device_of(operand))
+            if self.shadow is not None and self.shadow.value_of(operand) is not None:
+                self.shadow.set(stand_in, self.shadow.value_of(operand))
             stand_ins.append(stand_in)
             scope.operands.append(node)
         return stand_ins

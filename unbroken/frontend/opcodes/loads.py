@@ -1,7 +1,7 @@
 """Loads and stores: locals, globals, cells, constants and attributes."""
 from __future__ import annotations
 
-from ..graph_breaks import graph_break
+from ..graph_breaks import GraphBreakError, graph_break
 from ..translator import NULL
 from ..variables.base import AttributeMissing
 from ..variables.builder import wrap
@@ -44,7 +44,12 @@ def load_global(tx, instruction):
 
 @opcode("STORE_GLOBAL", "DELETE_GLOBAL")
 def store_global(tx, instruction):
-    raise graph_break("UB107", f"the global variable `{instruction.arg}` is modified")
+    error = graph_break("UB107", f"the global variable `{instruction.arg}` is modified",
+                        frames=tx.user_frames())
+    if not tx.output.recover(error):
+        raise error
+    if instruction.name == "STORE_GLOBAL":
+        tx.pop()  # find-all mode: the write is skipped
 
 
 @opcode("MAKE_CELL")
@@ -103,7 +108,11 @@ def load_method(tx, instruction):
 def store_attr(tx, instruction):
     obj = tx.pop()
     value = tx.pop()
-    obj.setattr(tx, instruction.arg, value)
+    try:
+        obj.setattr(tx, instruction.arg, value)
+    except GraphBreakError as error:
+        if not tx.output.recover(error):  # find-all mode: the write is skipped
+            raise
 
 
 @opcode("DELETE_ATTR")

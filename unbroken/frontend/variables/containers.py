@@ -168,8 +168,10 @@ def check_mutable(tx, container, what: str) -> None:
     """Refuse ``what`` (a mutation) on a list, dict, cell or object that lives outside the
     trace, or outside the torch.cond branch being traced."""
     if getattr(container, "external", False):
-        raise graph_break("UB107", f"{what} modifies {container.describe()}, which exists "
-                          "outside forward()", frames=tx.user_frames())
+        error = graph_break("UB107", f"{what} modifies {container.describe()}, which exists "
+                            "outside forward()", frames=tx.user_frames())
+        if not tx.output.recover(error):  # find-all mode: go on mutating the trace's copy
+            raise error
     if tx.output.created_outside_branch(getattr(container, "created", 0)):
         raise graph_break("UB107", f"{what} modifies {container.describe()} from inside a "
                           "torch.cond branch (both branches are traced, one runs)",

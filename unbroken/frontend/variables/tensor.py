@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from ..graph_breaks import graph_break
+from ..graph_breaks import GraphBreakError, graph_break
 from .base import AttributeMissing, VariableTracker
 
 __all__ = ["TensorVariable", "SymbolicVariable", "TensorMethodVariable"]
@@ -46,9 +46,13 @@ class TensorVariable(VariableTracker):
         return self.meta
 
     def truth(self, tx) -> bool:
-        raise graph_break(
+        error = graph_break(
             "UB101", f"the truth value of {self.describe()} decides which code runs",
             frames=tx.user_frames())
+        real = tx.output.real_value(self.meta)
+        if real is not None and tx.output.recover(error):
+            return bool(real)
+        raise error
 
     def items(self, tx) -> list:
         if self.meta.dim() == 0:
@@ -66,8 +70,11 @@ class TensorVariable(VariableTracker):
 
         if name in _REFUSED_ATTRIBUTES:
             kind = _REFUSED_ATTRIBUTES[name]
-            raise graph_break(kind, f"`{name}` of {self.describe()} cannot be captured",
-                              frames=tx.user_frames())
+            error = graph_break(kind, f"`{name}` of {self.describe()} cannot be captured",
+                                frames=tx.user_frames())
+            if tx.output.recover(error):  # go on as if the tensor itself were used
+                return self if name in ("data", "_base") else ConstantVariable(None)
+            raise error
         if name == "device":
             return ConstantVariable(tx.output.recorder.device_of(self.meta))
         if name in ("is_cuda", "is_cpu", "is_meta"):
@@ -107,8 +114,14 @@ class TensorMethodVariable(VariableTracker):
 
     def call(self, tx, args, kwargs) -> VariableTracker:
         if self.name in _VALUE_METHODS:
-            raise graph_break("UB105", f"`.{self.name}()` on {self.tensor.describe()}",
-                              frames=tx.user_frames())
+            error = graph_break("UB105", f"`.{self.name}()` on {self.tensor.describe()}",
+                                frames=tx.user_frames())
+            real = tx.output.real_value(self.tensor.meta)
+            if real is not None and tx.output.recover(error):
+                from .builder import wrap
+
+                return wrap(tx, getattr(real, self.name)())
+            raise error
         if self.name in _REFUSED_METHODS:
             raise graph_break(_REFUSED_METHODS[self.name],
                               f"`.{self.name}()` on {self.tensor.describe()} cannot be captured",
@@ -150,8 +163,15 @@ class SymbolicVariable(VariableTracker):
         return self.value
 
     def truth(self, tx) -> bool:
-        with tx.output.leaf_errors():
-            return bool(self.value)
+        try:
+            with tx.output.leaf_errors():
+                return bool(self.value)
+        except GraphBreakError as error:
+            shadow = tx.output.recorder.shadow
+            real = shadow.concrete(self.value) if shadow is not None else None
+            if real is not None and error.code == "UB105" and tx.output.recover(error):
+                return bool(real)
+            raise
 
     def getattr(self, tx, name: str) -> VariableTracker:
         from .constant import ConstantVariable

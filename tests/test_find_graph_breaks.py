@@ -1,0 +1,90 @@
+"""find_graph_breaks: every break in one run, in program order, without touching the model."""
+import inspect
+import json
+
+import torch
+import torch.nn as nn
+
+import unbroken
+from unbroken.cli import main
+
+
+def _line(obj, marker: str) -> int:
+    lines, start = inspect.getsourcelines(obj)
+    return start + next(i for i, text in enumerate(lines) if marker in text)
+
+
+class Legacy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+        self.norm = nn.BatchNorm1d(3)  # train mode: running stats would change if run for real
+
+    def forward(self, x):
+        x = self.norm(x)
+        if x.mean() > 0:  # B1
+            x = x * 2
+        self.calls = self.calls + 1  # B2
+        rows = x.tolist()  # B3
+        if x.sum() < 1000:  # B4
+            x = x - 1
+        return x * len(rows) + id(x)  # B5
+
+
+def test_every_break_in_order_with_its_line():
+    model = Legacy()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    breaks = unbroken.find_graph_breaks(model, (torch.randn(4, 3),))
+    assert [b.code for b in breaks] == ["UB101", "UB107", "UB105", "UB101", "UB103"]
+    assert [b.location.lineno for b in breaks] == [_line(Legacy, f"# B{i}") for i in range(1, 6)]
+    assert model.calls == 0  # nothing the user owns changed
+    for key, value in model.state_dict().items():
+        torch.testing.assert_close(value, before[key])
+
+
+def test_no_break_gives_an_empty_list():
+    assert unbroken.find_graph_breaks(nn.Linear(3, 2), (torch.randn(4, 3),)) == []
+
+
+def test_the_path_taken_follows_the_example_values():
+    class Branches(nn.Module):
+        def forward(self, x):
+            if x.sum() > 0:
+                return x + id(x)  # POSITIVE
+            return x - id(x)  # NEGATIVE
+
+    positive = unbroken.find_graph_breaks(Branches(), (torch.ones(2),))
+    negative = unbroken.find_graph_breaks(Branches(), (-torch.ones(2),))
+    assert positive[-1].location.lineno == _line(Branches, "# POSITIVE")
+    assert negative[-1].location.lineno == _line(Branches, "# NEGATIVE")
+
+
+def test_a_failure_that_cannot_be_stepped_over_ends_the_list():
+    class Stops(nn.Module):
+        def forward(self, x):
+            if x.sum() > 0:
+                x = x * 2
+            raise ValueError("no")
+
+    breaks = unbroken.find_graph_breaks(Stops(), (torch.ones(2),))
+    assert [b.code for b in breaks] == ["UB101", "UB104"]
+
+
+def test_check_reports_all_breaks_in_its_json(tmp_path):
+    source = tmp_path / "cases.py"
+    source.write_text(inspect.cleandoc('''
+        import torch
+        import unbroken
+
+        class Two(torch.nn.Module):
+            def forward(self, x):
+                if x.sum() > 0:
+                    x = x + 1
+                return x + id(x)
+
+        unbroken.case(Two(), (torch.ones(3),))
+    '''))
+    report = tmp_path / "report.json"
+    assert main(["check", str(source), "--json", str(report), "--quiet"]) == 1
+    case = json.loads(report.read_text())["cases"][0]
+    assert [b["code"] for b in case["graph_breaks"]] == ["UB101", "UB103"]

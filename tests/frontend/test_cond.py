@@ -121,3 +121,28 @@ def test_branches_must_agree_on_their_results():
     with pytest.raises(unbroken.GraphBreakError) as info:
         unbroken.export(f, (torch.randn(3, 3),))
     assert info.value.code == "UB113" and "different results" in info.value.message
+
+
+def test_seed_map_example_is_unrolled():
+    from torch._higher_order_ops.map import map as torch_map
+
+    class MapModule(nn.Module):
+        def forward(self, xs, y, z):
+            def body(x, y, z):
+                return x + y + z
+
+            return torch_map(body, xs, y, z)
+
+    inputs = (torch.ones(6, 4), torch.tensor(5), torch.tensor(4))
+    _check(MapModule(), inputs, [(torch.randn(6, 4), torch.tensor(1), torch.tensor(-2))])
+
+
+def test_map_over_a_dynamic_first_dim_is_refused():
+    from torch._higher_order_ops.map import map as torch_map
+
+    def f(xs):
+        return torch_map(lambda x: x * 2, xs)
+
+    with pytest.raises(unbroken.GraphBreakError) as info:
+        unbroken.export(f, (torch.randn(4, 3),), dynamic_shapes={"xs": {0: Dim("n")}})
+    assert info.value.code == "UB117"

@@ -2,6 +2,8 @@
 during export."""
 from __future__ import annotations
 
+import importlib
+
 import torch
 from torch.utils import _pytree as pytree
 
@@ -94,7 +96,10 @@ for _name in _GLOBAL_STATE_SETTERS:
         if hasattr(_owner, _name):
             _SPECIAL[getattr(_owner, _name)] = _global_state(f"torch.{_name}")
 _SPECIAL[torch.ops.higher_order.cond] = _SPECIAL[torch.cond]
-for _name in ("map", "while_loop", "scan", "associative_scan"):
+# the module, not the function torch._higher_order_ops re-exports under the same name
+_SPECIAL[importlib.import_module("torch._higher_order_ops.map").map] = \
+    lambda tx, args, kwargs: call_map(tx, *args)
+for _name in ("while_loop", "scan", "associative_scan"):
     _op = getattr(torch.ops.higher_order, _name, None)
     if _op is not None:
         _SPECIAL[_op] = _refuse_control_flow(f"torch.ops.higher_order.{_name}")
@@ -161,6 +166,36 @@ def _check_branches_agree(tx, outs_t, spec_t, outs_f, spec_f):
         raise graph_break("UB113", "the branches of torch.cond return different results: "
                           f"true_fn gives ({describe(outs_t)}), false_fn gives "
                           f"({describe(outs_f)})", frames=tx.user_frames())
+
+
+def call_map(tx, f, xs, *args):
+    """``torch._higher_order_ops.map.map(f, xs, *args)``: ``f`` applied to each slice of ``xs``
+    along its first dim, results stacked. The first dim is known at export time, so the loop
+    is unrolled into the graph (each call traced like any user code); a dynamic first dim is
+    refused (the number of iterations would be specialized)."""
+    from .builder import wrap
+    from .containers import ListVariable
+    from .tensor import TensorVariable
+
+    leaves = xs.items(tx) if not isinstance(xs, TensorVariable) else [xs]
+    if not leaves or not all(isinstance(t, TensorVariable) for t in leaves):
+        raise graph_break("UB113", "map() needs a tensor (or a tuple of tensors) to map over",
+                          frames=tx.user_frames())
+    count = leaves[0].meta.shape[0]
+    if not isinstance(count, int):
+        raise graph_break("UB117", "map() over a dynamic first dimension (the loop would be "
+                          "unrolled for one size only)", frames=tx.user_frames())
+    results = []
+    for index in range(count):
+        slices = [tx.call_leaf(torch.select, [t, ConstantVariable(0), ConstantVariable(index)],
+                               {}) for t in leaves]
+        item = slices[0] if isinstance(xs, TensorVariable) else xs.rebuild(slices)
+        results.append(f.call(tx, [item, *args], {}))
+    flat = [pytree.tree_flatten(r.unwrap(tx)) for r in results]
+    columns = zip(*(leaves for leaves, _ in flat))
+    stacked = [tx.call_leaf(torch.stack, [ListVariable([wrap(tx, v) for v in column])], {})
+               for column in columns]
+    return wrap(tx, pytree.tree_unflatten([s.unwrap(tx) for s in stacked], flat[0][1]))
 
 
 def call_torch_function(tx, fn, args, kwargs):

@@ -297,14 +297,10 @@ class GetterVariable(VariableTracker):
         return obj
 
 
-class ContextManagerVariable(VariableTracker):
+class ContextManagerVariable(ObjectVariable):
     """A context manager that is entered natively (grad mode). ``value``: the instance."""
 
-    __slots__ = ("value",)
-
-    def __init__(self, value, source=None):
-        super().__init__(source)
-        self.value = value
+    __slots__ = ()
 
     @staticmethod
     def supports(value) -> bool:
@@ -314,15 +310,6 @@ class ContextManagerVariable(VariableTracker):
 
     def describe(self) -> str:
         return f"the context manager `{type(self.value).__name__}`"
-
-    def unwrap(self, tx):
-        return self.value
-
-    def getattr(self, tx, name: str) -> VariableTracker:
-        found = resolve_attribute(tx, self, self.value, name, self.source)
-        if found is None:
-            raise AttributeMissing(name)
-        return found
 
     def enter(self, tx) -> tuple[VariableTracker, VariableTracker]:
         """Enter natively; returns (the exit callable to push, the value ``as`` binds)."""

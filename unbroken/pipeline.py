@@ -506,6 +506,11 @@ def _functionalize_branches(graph_module) -> None:
         if not isinstance(branch, fx.GraphModule):
             continue
         _functionalize_branches(branch)
+        returned = next(n for n in branch.graph.nodes if n.op == "output").args[0]
+        if isinstance(returned, fx.Node):  # while_loop's cond_fn returns one tensor
+            _refuse_mutation_in(branch)
+            dead_code_elimination(branch)
+            continue
         inputs = [InputSpec(InputKind.USER_INPUT, TensorArgument(n.name), None)
                   for n in branch.graph.nodes if n.op == "placeholder"]
         outputs = [OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(v.name), None)
@@ -519,6 +524,16 @@ def _functionalize_branches(graph_module) -> None:
                 frames=node_in_branch.meta.get("user_frames", ()),
                 hint="Compute the new value out of place and return it from both branches.")
         dead_code_elimination(branch)
+
+
+def _refuse_mutation_in(branch) -> None:
+    for node in branch.graph.nodes:
+        target = node.target
+        if node.op == "call_function" and isinstance(target, torch._ops.OpOverload) \
+                and target._schema.is_mutable:
+            raise UnsupportedError("a while_loop cond_fn updates a tensor in place",
+                                   code="UB121", frames=node.meta.get("user_frames", ()),
+                                   hint="Compute the condition out of place.")
 
 
 def _auto_refinements(env, violations) -> dict[str, str] | None:

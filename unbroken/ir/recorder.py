@@ -457,10 +457,12 @@ class Recorder(TorchDispatchMode):
             scope.operands.append(node)
         return stand_ins
 
-    def close_branch(self, outputs: list) -> "_Scope":
-        """Finish the open branch, returning ``outputs`` (meta tensors); returns its scope."""
+    def close_branch(self, outputs: list, *, single: bool = False) -> "_Scope":
+        """Finish the open branch, returning ``outputs`` (meta tensors; ``single``: the one
+        output itself rather than a tuple, as while_loop's cond_fn must); returns its scope."""
         scope = self._scopes[-1]
-        scope.graph.output(tuple(self.node_of(t) for t in outputs))
+        nodes = tuple(self.node_of(t) for t in outputs)
+        scope.graph.output(nodes[0] if single else nodes)
         self._scopes.pop()
         return scope
 
@@ -473,25 +475,38 @@ class Recorder(TorchDispatchMode):
         """Record ``torch.ops.higher_order.cond`` over two closed branches.
 
         pred: a meta tensor (one element) or a bool; operands: the outer meta tensors passed in;
-        outputs: the meta values one branch returned (both agree). Values of the enclosing
-        graphs that a branch read become extra operands of both. Returns fresh meta tensors
+        outputs: the meta values one branch returned (both agree). Returns fresh meta tensors
         for the results, bound to the cond node's outputs.
         """
+        pred_arg = self.node_of(pred) if isinstance(pred, torch.Tensor) else pred
+        return self._record_subgraphs(
+            torch.ops.higher_order.cond, "cond", branches, ("true", "false"), operands, outputs,
+            lambda modules, inputs, extra: (pred_arg, *modules, (*inputs, *extra)))
+
+    def record_while_loop(self, scopes, carried: list) -> list:
+        """Record ``torch.ops.higher_order.while_loop`` (cond and body subgraphs over the
+        carried values); returns fresh meta tensors for the final carried values."""
+        return self._record_subgraphs(
+            torch.ops.higher_order.while_loop, "while_loop", scopes, ("cond", "body"), carried,
+            carried, lambda modules, inputs, extra: (*modules, tuple(inputs), tuple(extra)))
+
+    def _record_subgraphs(self, hop, name, scopes, labels, operands, outputs, arguments) -> list:
+        """One higher-order node over closed subgraph scopes. Values of the enclosing graphs
+        that a subgraph read become extra inputs of every subgraph (after the operands)."""
         captured: dict[int, torch.Tensor] = {}
-        for scope in branches:
+        for scope in scopes:
             captured.update(scope.captured_tensors)
         extra = list(captured.values())
         modules = []
-        for scope, label in zip(branches, ("true", "false")):
+        for scope, label in zip(scopes, labels):
             scope.order_inputs(extra, self)
-            name = self._scopes[-1].add_module(label, scope.module())
-            modules.append(self.graph.get_attr(name))
-        pred_arg = self.node_of(pred) if isinstance(pred, torch.Tensor) else pred
+            attribute = self._scopes[-1].add_module(label, scope.module())
+            modules.append(self.graph.get_attr(attribute))
         results = [meta_like(t) for t in outputs]
         node = self.graph.create_node(
-            "call_function", torch.ops.higher_order.cond,
-            (pred_arg, *modules, tuple(self.node_of(t) for t in [*operands, *extra])), {},
-            name="cond")
+            "call_function", hop,
+            arguments(modules, [self.node_of(t) for t in operands],
+                      [self.node_of(t) for t in extra]), {}, name=name)
         self._annotate(node, tuple(results))
         self._bind_outputs(node, tuple(results), self.device_of(operands[0]) if operands else _CPU)
         return results
@@ -647,7 +662,8 @@ class _Scope:
             first_other.prepend(node)
 
     def add_module(self, label: str, module: fx.GraphModule) -> str:
-        name = f"{label}_graph_{len(self.modules) // 2}"
+        index = sum(n.startswith(f"{label}_graph_") for n in self.modules)
+        name = f"{label}_graph_{index}"
         self.modules[name] = module
         return name
 

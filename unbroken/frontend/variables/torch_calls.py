@@ -99,7 +99,9 @@ _SPECIAL[torch.ops.higher_order.cond] = _SPECIAL[torch.cond]
 # the module, not the function torch._higher_order_ops re-exports under the same name
 _SPECIAL[importlib.import_module("torch._higher_order_ops.map").map] = \
     lambda tx, args, kwargs: call_map(tx, *args)
-for _name in ("while_loop", "scan", "associative_scan"):
+_SPECIAL[torch.while_loop] = lambda tx, args, kwargs: call_while_loop(tx, *args, **kwargs)
+_SPECIAL[torch.ops.higher_order.while_loop] = _SPECIAL[torch.while_loop]
+for _name in ("scan", "associative_scan"):
     _op = getattr(torch.ops.higher_order, _name, None)
     if _op is not None:
         _SPECIAL[_op] = _refuse_control_flow(f"torch.ops.higher_order.{_name}")
@@ -138,7 +140,7 @@ def call_cond(tx, pred, true_fn, false_fn, operands=None):
     return wrap(tx, pytree.tree_unflatten(results, spec_t))
 
 
-def _trace_branch(tx, fn, metas):
+def _trace_branch(tx, fn, metas, *, single: bool = False):
     from .tensor import TensorVariable
 
     recorder = tx.output.recorder
@@ -150,7 +152,10 @@ def _trace_branch(tx, fn, metas):
             if not all(isinstance(t, torch.Tensor) for t in flat):
                 raise graph_break("UB113", "a torch.cond branch must return tensors only",
                                   frames=tx.user_frames())
-            return recorder.close_branch(flat), flat, spec
+            if single and len(flat) != 1:
+                raise graph_break("UB113", "while_loop's cond_fn must return one boolean "
+                                  "tensor", frames=tx.user_frames())
+            return recorder.close_branch(flat, single=single), flat, spec
         except BaseException:
             recorder.abandon_branch()
             raise
@@ -163,9 +168,33 @@ def _check_branches_agree(tx, outs_t, spec_t, outs_f, spec_f):
         for a, b in zip(outs_t, outs_f))
     if not same:
         describe = lambda outs: ", ".join(f"{t.dtype}{list(t.shape)}" for t in outs)  # noqa: E731
-        raise graph_break("UB113", "the branches of torch.cond return different results: "
-                          f"true_fn gives ({describe(outs_t)}), false_fn gives "
+        raise graph_break("UB113", "the branches of torch.cond (or a while_loop body and its "
+                          f"carried inputs) differ: ({describe(outs_t)}) against "
                           f"({describe(outs_f)})", frames=tx.user_frames())
+
+
+def call_while_loop(tx, cond_fn, body_fn, carried):
+    """``torch.while_loop(cond_fn, body_fn, carried_inputs)``: both functions are traced into
+    subgraphs over the carried tensors (values they read from outside become extra inputs),
+    and one ``higher_order.while_loop`` node is recorded: the number of iterations is decided
+    at run time. The body must return tensors shaped like the carried ones."""
+    from .builder import wrap
+    from .tensor import TensorVariable
+
+    values = carried.items(tx)
+    if not values or not all(isinstance(v, TensorVariable) for v in values):
+        raise graph_break("UB113", "the carried inputs of while_loop must be tensors",
+                          frames=tx.user_frames())
+    metas = [v.meta for v in values]
+    cond_scope, (pred,), _ = _trace_branch(tx, cond_fn, metas, single=True)
+    if pred.numel() != 1 or pred.dtype != torch.bool:
+        raise graph_break("UB113", "while_loop's cond_fn must return a boolean tensor with one "
+                          "element", frames=tx.user_frames())
+    body_scope, outs, _ = _trace_branch(tx, body_fn, metas)
+    _check_branches_agree(tx, outs, None, metas, None)
+    with tx.output.leaf_errors(torch.while_loop):
+        results = tx.output.recorder.record_while_loop((cond_scope, body_scope), metas)
+    return wrap(tx, tuple(results))
 
 
 def call_map(tx, f, xs, *args):

@@ -34,7 +34,7 @@ _REFUSED = {id: "UB103", print: "UB103", open: "UB103", input: "UB103", globals:
             breakpoint: "UB103", __import__: "UB111", setattr: "UB107", delattr: "UB107",
             hash: "UB103", memoryview: "UB103", help: "UB103"}
 # Builtins that fold natively when every argument is a constant, else run as leaf calls.
-_PURE = {abs, divmod, pow, round, chr, ord, bin, hex, oct, callable}
+_PURE = {abs, divmod, pow, round, chr, ord, bin, hex, oct}
 
 
 def call_builtin(tx, fn, args: list, kwargs: dict) -> VariableTracker:
@@ -361,6 +361,20 @@ def _reduce(tx, fn, iterable, *initial):
     return acc
 
 
+def _callable(tx, obj):
+    from .variables.functions import BoundMethodVariable, NativeCallableVariable
+    from .variables.nn_module import NNModuleVariable
+    from .variables.objects import ClassVariable
+
+    kinds = (BoundMethodVariable, NativeCallableVariable, NNModuleVariable, ClassVariable)
+    if isinstance(obj, kinds) or type(obj).__name__.endswith("FunctionVariable"):
+        return ConstantVariable(True)
+    return ConstantVariable(callable(obj.python_type()) and
+                            hasattr(obj.python_type(), "__call__") and
+                            not obj.is_constant()) if not obj.is_constant() else \
+        ConstantVariable(callable(obj.as_constant()))
+
+
 def _object(tx):
     raise graph_break("UB112", "`object()` creates a new Python object", frames=tx.user_frames())
 
@@ -374,7 +388,7 @@ _HANDLERS = {
     sorted: _sorted, map: _map, filter: _filter, int: _scalar(int), float: _scalar(float),
     bool: _scalar(bool), complex: _scalar(complex), str: _textual(str),
     repr: _textual(repr), ascii: _textual(ascii), format: _textual(format), slice: _slice, super: _super,
-    object: _object, functools.reduce: _reduce,
+    object: _object, functools.reduce: _reduce, callable: _callable,
 }
 
 

@@ -138,7 +138,8 @@ _KINDS = [
     ),
     BreakKind(
         "UB111", "Import inside forward()",
-        "Importing runs arbitrary module code with side effects.",
+        "Importing a module for the first time runs its code, with side effects (a module "
+        "that is already imported is only looked up, which is fine).",
         "Move the import to the top of the file.",
         "def forward(self, x):\n    import math\n    ...",
         "import math  # at module level",

@@ -43,7 +43,9 @@ def trace_call(output: TraceContext, callee, args: list, kwargs: dict, *,
                  "args": TupleVariable([wrap(tx, a, source(f"args[{i}]"))
                                         for i, a in enumerate(args)]),
                  "kwargs": DictVariable({k: wrap(tx, v, source(k)) for k, v in kwargs.items()})}
-    return tx.run(), tx
+    result = tx.run()
+    output.overlay.check_restored()
+    return result, tx
 
 
 def interpret(fn, *args, **kwargs):

@@ -12,7 +12,7 @@ import operator
 from ..variables.constant import ConstantVariable
 from ..variables.containers import DictVariable, ListVariable, SequenceVariable, check_mutable
 from ..variables.nn_module import NNModuleVariable
-from ..variables.objects import ObjectVariable
+from ..variables.objects import NewObjectVariable, ObjectVariable
 from ..variables.tensor import TensorVariable
 from ..variables.builder import wrap
 from . import opcode
@@ -147,6 +147,12 @@ def is_op(tx, instruction):
 
 
 def contains(tx, item, container) -> bool:
+    if isinstance(container, (ObjectVariable, NewObjectVariable)):
+        from ..variables.objects import call_protocol
+
+        result = call_protocol(tx, container, container.value, "__contains__", [item])
+        if result is not None:
+            return result.truth(tx)
     if isinstance(container, DictVariable):
         return item.is_constant() and item.as_constant() in container.entries
     if isinstance(container, NNModuleVariable):

@@ -11,6 +11,7 @@ from ..variables.constant import ConstantVariable
 from ..variables.containers import (DictVariable, ListVariable, SequenceVariable, SliceVariable,
                                     TupleVariable, check_mutable, dict_key)
 from ..variables.nn_module import NNModuleVariable
+from ..variables.objects import NewObjectVariable, ObjectVariable
 from ..variables.tensor import SymbolicVariable, TensorVariable
 from ..variables.builder import wrap
 from . import opcode
@@ -139,6 +140,12 @@ def subscript(tx, container, index):
             return wrap(tx, container.as_constant()[index.as_constant()])
         except Exception as exc:
             raise tx.user_exception(exc)
+    if isinstance(container, (ObjectVariable, NewObjectVariable)):
+        from ..variables.objects import call_protocol
+
+        result = call_protocol(tx, container, container.value, "__getitem__", [index])
+        if result is not None:
+            return result
     if isinstance(container, TensorVariable) and _has_symbolic(index):
         return _symbolic_tensor_index(tx, container, index)
     return tx.call_leaf(operator.getitem, [container, index], {})

@@ -2,6 +2,9 @@
 and the instructions that are refused (imports, class bodies, async, match)."""
 from __future__ import annotations
 
+import importlib.util
+import sys
+
 from ..graph_breaks import graph_break
 from ..variables.constant import ConstantVariable
 from ..variables.containers import IteratorVariable
@@ -174,9 +177,40 @@ def generators(tx, instruction):
     raise graph_break("UB106", f"{instruction.name.lower()} (generators and coroutines)")
 
 
-@opcode("IMPORT_NAME", "IMPORT_FROM", "IMPORT_STAR")
-def imports(tx, instruction):
-    raise graph_break("UB111", f"`import {instruction.arg}`")
+@opcode("IMPORT_NAME")
+def import_name(tx, instruction):
+    """``import x`` of a module that is already imported runs no code: it is a lookup in
+    ``sys.modules``. Importing a module for the first time would run it: refused."""
+    fromlist = tx.pop().as_constant()
+    level = tx.pop().as_constant()
+    name = instruction.arg
+    if level:
+        name = importlib.util.resolve_name("." * level + name, tx.f_globals.get("__package__"))
+    if name not in sys.modules:
+        raise graph_break("UB111", f"`import {name}` (not imported yet: importing runs its code)")
+    module = sys.modules[name] if fromlist else sys.modules[name.partition(".")[0]]
+    from ..variables.builder import wrap
+
+    tx.push(wrap(tx, module))
+
+
+@opcode("IMPORT_FROM")
+def import_from(tx, instruction):
+    from ..variables.builder import wrap
+
+    module = tx.stack[-1].as_constant()
+    name = instruction.arg
+    if hasattr(module, name):
+        tx.push(wrap(tx, getattr(module, name)))
+    elif f"{module.__name__}.{name}" in sys.modules:
+        tx.push(wrap(tx, sys.modules[f"{module.__name__}.{name}"]))
+    else:
+        raise graph_break("UB111", f"`from {module.__name__} import {name}` (not imported yet)")
+
+
+@opcode("IMPORT_STAR")
+def import_star(tx, instruction):
+    raise graph_break("UB111", "`from ... import *` inside a function")
 
 
 @opcode("LOAD_BUILD_CLASS")

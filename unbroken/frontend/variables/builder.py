@@ -5,6 +5,7 @@ import collections
 import collections.abc
 import enum
 import functools
+import inspect
 import logging
 import types
 import warnings
@@ -48,6 +49,10 @@ def wrap(tx, value, source=None) -> VariableTracker:
             return PureCallableVariable(value, source)
         if value is functools.reduce:
             return BuiltinVariable(value, source)
+        if value is inspect.signature:
+            from .functions import SignatureVariable
+
+            return SignatureVariable(value, source)
     for check, builder in _BUILDERS:
         if check(value):
             return builder(tx, value, source)
@@ -165,9 +170,17 @@ def _wrap_builtin(tx, value, source):
 
         return TupleNewVariable(value, source)
     if self_obj is not None and not isinstance(self_obj, (types.ModuleType, type)):
-        return wrap(tx, self_obj).getattr(tx, value.__name__)
+        if value.__name__ in _READ_ONLY_METHODS:  # e.g. super().get(...) in a dict subclass
+            return PureCallableVariable(value, source)
+        raise graph_break("UB108", f"the native method `{value.__qualname__}` of an object that "
+                          "exists outside forward() may change it", frames=tx.user_frames())
     raise graph_break("UB108", f"the native function `{getattr(value, '__qualname__', value)}` "
                       f"from `{module or '?'}` is not supported", frames=tx.user_frames())
+
+
+# C methods of containers that only read: safe to call natively on an object from outside.
+_READ_ONLY_METHODS = frozenset({"get", "keys", "values", "items", "__getitem__", "__contains__",
+                                "__len__", "copy", "index", "count", "__iter__"})
 
 
 def _wrap_method(tx, value, source):
@@ -208,11 +221,24 @@ def _wrap_op(tx, value, source):
     return TorchFunctionVariable(value, source)
 
 
+def _plain(value, base: type) -> bool:
+    """A list/dict whose class does not override the container's own methods: its tracker
+    may model it with the builtin semantics. Subclasses that do (a registry whose ``get``
+    looks keys up differently) are objects: their methods are interpreted."""
+    for klass in type(value).__mro__:
+        if klass is base or klass.__module__ in ("collections", "builtins"):
+            return True
+        if any(name in vars(base) for name in vars(klass) if not name.startswith("__")
+               or name in ("__getitem__", "__setitem__", "__contains__", "__iter__")):
+            return False
+    return True
+
+
 _BUILDERS = [
     (lambda v: isinstance(v, torch.nn.Module), _wrap_module),
     (lambda v: isinstance(v, tuple), _wrap_tuple),
-    (lambda v: isinstance(v, list), _wrap_list),
-    (lambda v: isinstance(v, (dict, collections.OrderedDict)), _wrap_dict),
+    (lambda v: isinstance(v, list) and _plain(v, list), _wrap_list),
+    (lambda v: isinstance(v, (dict, collections.OrderedDict)) and _plain(v, dict), _wrap_dict),
     (lambda v: isinstance(v, slice), _wrap_slice),
     (lambda v: isinstance(v, (collections.abc.ItemsView, collections.abc.KeysView,
                               collections.abc.ValuesView)), _wrap_mapping_view),

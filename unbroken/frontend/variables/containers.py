@@ -251,11 +251,21 @@ class DictVariable(VariableTracker):
 
 
 def dict_key(key: VariableTracker):
-    """The Python key for a tracker used as a dict key (constants only)."""
+    """The Python key for a tracker used as a dict key: a constant's value, or the object
+    itself for values hashed by identity (modules, functions, objects, tensors)."""
     if key.is_constant():
         return key.as_constant()
-    raise graph_break("UB117", f"{key.describe()} used as a dict key (only constant keys are "
-                      "supported)")
+    from .tensor import SymbolicVariable, TensorVariable
+
+    if isinstance(key, TensorVariable):
+        return key.meta
+    identity = getattr(key, "module", None) or getattr(key, "fn", None)
+    if identity is None and not isinstance(key, SymbolicVariable):
+        identity = getattr(key, "value", None)
+    if identity is not None and type(identity).__hash__ is object.__hash__:
+        return identity
+    raise graph_break("UB117", f"{key.describe()} used as a dict key (keys must be constants "
+                      "or objects hashed by identity)")
 
 
 class IteratorVariable(VariableTracker):

@@ -256,6 +256,30 @@ class IgnoredCallVariable(NativeCallableVariable):
         return ConstantVariable(None)
 
 
+class SignatureVariable(NativeCallableVariable):
+    """``inspect.signature(f)``: read-only introspection, computed natively on the function
+    the tracker stands for (a user function, a bound method, a module)."""
+
+    __slots__ = ()
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        from .builder import wrap
+
+        return wrap(tx, inspect.signature(python_callable(tx, args[0])))
+
+
+def python_callable(tx, tracker):
+    """The Python callable a tracker stands for, for introspection only (never called)."""
+    if isinstance(tracker, BoundMethodVariable):
+        return types.MethodType(python_callable(tx, tracker.function),
+                                tracker.receiver.unwrap(tx))
+    if isinstance(tracker, (UserFunctionVariable, NativeCallableVariable)):
+        return tracker.fn
+    if isinstance(tracker, NestedFunctionVariable):
+        return types.FunctionType(tracker.code, tracker.f_globals, tracker.code.co_name)
+    return tracker.unwrap(tx)
+
+
 class TupleNewVariable(NativeCallableVariable):
     """``tuple.__new__(cls, iterable)``, which namedtuples' ``_make``/``_replace`` call."""
 

@@ -50,6 +50,20 @@ def resolve_attribute(tx, receiver: VariableTracker, obj, name: str, source):
     return wrap(tx, static, attr_source)
 
 
+def call_protocol(tx, receiver, obj, name: str, args) -> VariableTracker | None:
+    """Call ``obj``'s class method ``name`` (``__iter__``, ``__len__``, ``__contains__``,
+    ``__getitem__``...): interpreted when the class defines it in Python, called natively
+    when it is a read-only C method of a container base; None when the class has none."""
+    from .builder import wrap
+
+    method = _class_attribute(type(obj), name)
+    if isinstance(method, types.FunctionType):
+        return wrap(tx, method).call(tx, [receiver, *args], {})
+    if method is not None and name in ("__len__", "__contains__", "__getitem__", "__iter__"):
+        return tx.call_leaf(getattr(obj, name), args, {})
+    return None
+
+
 def getattr_fallback(tx, receiver, cls, name: str, default=None):
     """Python calls ``cls.__getattr__`` when normal lookup fails: inline it when the user's
     class defines one (other than ``default``); else the attribute is missing."""
@@ -89,10 +103,32 @@ class ObjectVariable(VariableTracker):
         return True
 
     def getattr(self, tx, name: str) -> VariableTracker:
+        written = tx.output.overlay.read(self.value, name)
+        if written is not None:
+            return written
         found = resolve_attribute(tx, self, self.value, name, self.source)
         if found is None:
             return getattr_fallback(tx, self, type(self.value), name)
         return found
+
+    def items(self, tx) -> list:
+        iterator = call_protocol(tx, self, self.value, "__iter__", [])
+        if iterator is None:
+            return super().items(tx)
+        return iterator.items(tx)
+
+    def length(self, tx):
+        result = call_protocol(tx, self, self.value, "__len__", [])
+        return super().length(tx) if result is None else result
+
+    def setattr(self, tx, name: str, value: VariableTracker) -> None:
+        """A write to an object that outlives forward(): kept in the trace's overlay; it must
+        be undone before forward() returns (``token = var.set(x) ... var.reset(token)``),
+        else export refuses it (UB107)."""
+        if isinstance(_class_attribute(type(self.value), name), property):
+            return super().setattr(tx, name, value)
+        original = self.getattr(tx, name) if hasattr(self.value, name) else None
+        tx.output.overlay.write(self.value, name, value, original, tx.user_frames())
 
     def call(self, tx, args, kwargs):
         call = getattr(type(self.value), "__call__", None)

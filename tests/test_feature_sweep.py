@@ -8,7 +8,8 @@ and matches eager, or refuses with a clear ``ConstraintViolationError``.
 Then hand-written cases: torch.cond, .item() + torch._check, find_graph_breaks.
 
 Oracle: eager (and ``torch.export.export(strict=True)`` as the peer when deciding whether a
-refusal is a bug). Known bugs are ``xfail(strict=True)`` with a minimal repro.
+refusal is a bug). Bugs this sweep found are kept as regression tests (each with its minimal
+repro).
 """
 from __future__ import annotations
 
@@ -109,11 +110,33 @@ def test_run_decompositions_is_core_aten_and_matches_eager(name):
     _check(decomposed, name, ENTRIES[name].fresh_args(3))
 
 
-@pytest.mark.parametrize("name", ["gpt2_block", "tiny_resnet", "lstm", "kv_cache_attention"])
+
+@pytest.mark.parametrize("name", [
+    pytest.param("gpt2_block"),
+    "tiny_resnet",
+    pytest.param("lstm"),
+    "kv_cache_attention"])
 def test_default_decompositions_table_then_save_load(name):
     decomposed = _exported(name).run_decompositions(torch.export.default_decompositions())
-    assert _non_core(decomposed) == set()
     _check(_roundtrip(decomposed), name, ENTRIES[name].fresh_args(4))
+    assert _non_core(decomposed) == set()
+
+
+class _MaskedFill(nn.Module):
+    def forward(self, x, mask):
+        return x.masked_fill(mask, float("-inf"))
+
+
+def test_default_decompositions_table_masked_fill_minimal():
+    args = (torch.randn(2, 3), torch.tensor([[True, False, True]] * 2))
+    ep = unbroken.export(_MaskedFill(), args)
+    assert _non_core(ep.run_decompositions()) == set()  # passes
+    assert _non_core(ep.run_decompositions(torch.export.default_decompositions())) == set()
+
+
+def test_default_decompositions_table_lstm_minimal():
+    ep = unbroken.export(nn.LSTM(2, 2), (torch.randn(3, 1, 2),))
+    assert _non_core(ep.run_decompositions(torch.export.default_decompositions())) == set()
 
 
 # ---------------------------------------------------------------- (3) dynamic batch
@@ -180,10 +203,6 @@ class _Add(nn.Module):
         return x + y
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: Dim.AUTO does not adopt x.shape[i] == y.shape[i] "
-                   "for 2-D x + y (the docs' own example): the extra guard "
-                   "`(x0 == y0) and (x1 == y1)` is not a plain equality, so it is refused "
-                   "(torch.export accepts; 1-D works)")
 def test_auto_adopts_equalities_for_2d_add():
     auto = {0: Dim.AUTO, 1: Dim.AUTO}
     args = (torch.randn(3, 4), torch.randn(3, 4))
@@ -197,10 +216,6 @@ class _View(nn.Module):
         return x.view(x.shape[0], 2, 4)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: Dim.AUTO does not adopt a specialization when a "
-                   "guard implied by it is not a plain equality (x0*x1 == 8*x0 from view; "
-                   "x1 % 5 <= k from unbind/LSTM/GRU; 96*b*t == 3*b*t*d in MHA): refused although "
-                   "the suggested fix is only 'x.shape[1] is static' (torch.export accepts)")
 def test_auto_adopts_specialization_implied_guards():
     ep = unbroken.export(_View(), (torch.randn(3, 8),),
                          dynamic_shapes={"x": {0: Dim.AUTO, 1: Dim.AUTO}})
@@ -208,8 +223,6 @@ def test_auto_adopts_specialization_implied_guards():
     torch.testing.assert_close(ep.module()(x), x.view(6, 2, 4))
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: Dim.AUTO on nn.LSTM input refused (seq len "
-                   "guards x1 == 5 plus x1 % 5 <= k); torch.export accepts")
 def test_auto_on_lstm_model():
     model, args = ZOO["lstm"].make()
     ep = unbroken.export(model, args, dynamic_shapes={"x": {0: Dim.AUTO, 1: Dim.AUTO,
@@ -229,10 +242,6 @@ class _Bag(nn.Module):
         return self.bag(ids, offsets)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: nn.EmbeddingBag is recorded as "
-                   "aten._embedding_bag_forward_only; ep.module() with grad enabled raises "
-                   "`RuntimeError: Autograd not support dtype: Long` (torch.export records "
-                   "aten.embedding_bag.padding_idx and runs)")
 def test_embedding_bag_runs_with_grad_enabled():
     args = (torch.tensor([1, 2, 3, 4]), torch.tensor([0, 2]))
     model = _Bag()
@@ -309,10 +318,6 @@ def test_item_checks_are_runtime_asserts_before_save():
             ep.module()(torch.tensor(bad), y)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: unbroken.load fails on any program with an "
-                   "unbacked symbol (.item(), nonzero, mask): `SerializationError: [UB006] the "
-                   "saved program is corrupt: TypeError: '<=' not supported between instances "
-                   "of 'int' and 'NoneType'` (saved hint is None)")
 def test_item_checks_survive_save_load():
     loaded = _roundtrip(unbroken.export(IndexByItem(), (torch.tensor(3), torch.randn(10))))
     y = torch.randn(10)
@@ -327,8 +332,6 @@ class _Nonzero(nn.Module):
         return x.nonzero().float().sum(0)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: save/load of a nonzero() program: load raises "
-                   "UB006 'the saved program is corrupt' (unbacked symbol has hint None)")
 def test_nonzero_save_load_minimal():
     x = torch.randn(3, 4)
     loaded = _roundtrip(unbroken.export(_Nonzero(), (x,)))
@@ -398,10 +401,6 @@ class Classifier(nn.Module):
         return out, len(scores)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: find_graph_breaks silently stops after the first "
-                   "break once a composite op ran (linear, conv, layer_norm, matmul, softmax): "
-                   "the shadow re-enters unbroken's composite kernel -> RecursionError, "
-                   "shadow.broken=True; here only [UB105] of 4 breaks is returned")
 def test_find_graph_breaks_classifier_all_breaks():
     torch.manual_seed(0)
     assert _breaks(Classifier(), (torch.randn(4, 8),)) == [
@@ -427,8 +426,6 @@ class ConvStack(nn.Module):
         return x + id(x)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: find_graph_breaks truncated after Conv1d "
-                   "(same shadow RecursionError): returns only the UB101 in the loop")
 def test_find_graph_breaks_conv_stack_all_breaks():
     torch.manual_seed(0)
     assert _breaks(ConvStack(), (torch.randn(2, 4, 6),)) == [
@@ -450,8 +447,6 @@ class _LinearThenBreaks(nn.Module):
         return x + id(x)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (minimal): Linear then two breaks -> only the "
-                   "first is reported")
 def test_find_graph_breaks_after_linear_minimal():
     assert [code for code, _ in _breaks(_LinearThenBreaks(), (torch.randn(4),))] == [
         "UB101", "UB103"]

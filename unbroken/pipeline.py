@@ -537,29 +537,28 @@ def _refuse_mutation_in(branch) -> None:
 
 
 def _auto_refinements(env, violations) -> dict[str, str] | None:
-    """What ``Dim.AUTO`` dims must become for every violated guard to hold, when each one is an
-    equality that only AUTO dims (and possibly one other dim) take part in; else None.
-
-    ``f(s) == c`` over one AUTO size makes it static (its example satisfies the guard);
-    ``s == t`` makes the AUTO one (the later one if both are) the same symbol as the other.
-    """
-    refinements: dict[str, str] = {}
-    for violation in violations:
-        fact = violation.guard.as_fact()
-        if not isinstance(fact, sympy.Eq):
+    """What ``Dim.AUTO`` dims must become for every violated guard to hold, when the fix the
+    solver finds only makes AUTO dims static or equal to another dim (no new ranges, no derived
+    dims); else None. Guards implied by such a fix (``(x0 == y0) and (x1 == y1)``,
+    ``x0*x1 == 8*x0``) are adopted with it."""
+    backed = [s for s, info in env.symbols.items() if info.hint is not None]
+    ranges = {s: (env.spec_ranges[s].lower, _upper(env.spec_ranges[s])) for s in backed}
+    try:
+        fix = suggest_fix([v.guard.as_fact() for v in violations], ranges,
+                          {s: env.hint_of(s) for s in backed}, env.source_of)
+    except Exception:  # best effort: the violation is reported as such
+        return None
+    if fix is None or fix.new_roots or not (fix.static or fix.derived):
+        return None
+    changed = set(fix.static) | set(fix.derived)
+    if not changed <= set(env.auto_symbols) or any(
+            fix.ranges.get(s, ranges[s]) != ranges[s] for s in backed if s not in changed):
+        return None
+    refinements = {env.auto_symbols[s]: "static" for s in fix.static}
+    for symbol, expr in fix.derived.items():
+        if not isinstance(expr, sympy.Symbol):
             return None
-        symbols = sorted(fact.free_symbols, key=lambda s: int(str(s)[1:]) if str(s)[1:].isdigit()
-                         else 0)
-        autos = [s for s in symbols if s in env.auto_symbols]
-        if len(symbols) == 1 and autos:
-            refinements[env.auto_symbols[autos[0]]] = "static"
-        elif len(symbols) == 2 and autos and sympy.expand(fact.lhs - fact.rhs) in (
-                symbols[0] - symbols[1], symbols[1] - symbols[0]):
-            later = autos[-1]
-            other = symbols[0] if later == symbols[1] else symbols[1]
-            refinements[env.auto_symbols[later]] = env.source_of(other)
-        else:
-            return None
+        refinements[env.auto_symbols[symbol]] = env.source_of(expr)
     return refinements
 
 

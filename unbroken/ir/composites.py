@@ -37,6 +37,7 @@ PRESERVED = (
     aten.matmul.default,
     aten.softmax.int, aten.log_softmax.int,
     aten.lstm.input, aten.gru.input, aten.rnn_tanh.input, aten.rnn_relu.input,
+    aten.embedding_bag.padding_idx,  # else _embedding_bag_forward_only: fails under autograd
 )
 
 

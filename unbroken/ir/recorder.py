@@ -31,7 +31,8 @@ import sympy
 import torch
 import torch.fx as fx
 from torch.utils import _pytree as pytree
-from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode_temporarily
+from torch.utils._python_dispatch import (TorchDispatchMode, _disable_current_modes,
+                                          _pop_mode_temporarily)
 
 from ..symbolic.diagnostics import DataDependentError, UnsupportedError, format_stack
 from .aliasing import Aliases, is_inplace_op, is_view_op
@@ -95,7 +96,9 @@ class Recorder(TorchDispatchMode):
         self.shadow = None  # ir.shadow.Shadow in "find them all" mode: real values beside
         self.aliases = Aliases(self)  # views and their bases, for writes through views
         self.decompositions: dict = {}  # op -> decomposition applied as ops arrive
-        self.decompose_composites = False  # run_decompositions(): lower every composite
+        # run_decompositions(): True lowers every composite; "aliasing" only those that return
+        # views (to.dtype, tensor_split...), which a decomposition table never preserves
+        self.decompose_composites = False
         self._this_call: set[int] = set()  # ids of tensors made during the current leaf call
         self._recording = 0   # depth of recording() contexts
         self._suspended = 0   # depth of composite ops being computed without recording  # expr -> SymInt; set by the pipeline when sizes are symbolic
@@ -236,7 +239,8 @@ class Recorder(TorchDispatchMode):
         if func in self.decompositions:  # run_decompositions: record what it calls instead
             with self:
                 return self.decompositions[func](*args, **kwargs)
-        if self.decompose_composites and func._can_decompose():
+        if self.decompose_composites and func._can_decompose() and (
+                self.decompose_composites is True or not _functional(func)):
             # Inside a mode, CompositeImplicitAutograd kernels are skipped; run them here.
             with self:
                 return func.decompose(*args, **kwargs)
@@ -415,8 +419,17 @@ class Recorder(TorchDispatchMode):
             pytree.tree_map(to_arg, kwargs), name=_node_name(func))
         self._annotate(node, out)
         if self.shadow is not None and func is not aten.item.default:
-            self.shadow.run(func, [self._lifted_meta(a) for a in args], kwargs, out)
+            self._run_shadow(func, args, kwargs, out)
         return node
+
+    def _run_shadow(self, func, args, kwargs, out) -> None:
+        """The real computation beside the recorded one: no mode, no recording kernels."""
+        self._suspended += 1
+        try:
+            with _disable_current_modes():
+                self.shadow.run(func, [self._lifted_meta(a) for a in args], kwargs, out)
+        finally:
+            self._suspended -= 1
 
     def _lifted_meta(self, value):
         return self._lifted.get(id(value), value) if isinstance(value, torch.Tensor) else value
@@ -723,6 +736,11 @@ def _integer_indexing(func, args) -> bool:
         return False
     indices = [i for i in args[1] if i is not None]
     return all(not (i.dtype == torch.bool or i.dtype == torch.uint8) for i in indices)
+
+
+def _functional(func) -> bool:
+    schema = func._schema
+    return not schema.is_mutable and all(r.alias_info is None for r in schema.returns)
 
 
 def _takes_default_dtype(func, args, kwargs) -> bool:

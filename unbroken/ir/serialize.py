@@ -254,8 +254,13 @@ def _program(document: dict, tensors: dict) -> ExportedProgram:
 def _rebuild_symbols(env: ShapeEnvironment, entries: list) -> dict:
     symbols = {}
     for entry in entries:
-        symbol = env.create_symbol(entry["name"], entry["hint"], lower=entry["lower"],
-                                   upper=entry["upper"], source=entry["name"])
+        if entry["hint"] is None:  # a data-dependent value (.item(), nonzero count)
+            kind = "float" if entry["name"].startswith("zuf") else "int"
+            symbol = env.create_unbacked_symbol(kind, source=entry["name"])
+            env.set_range(symbol, ValueRange(entry["lower"], entry["upper"]), spec=True)
+        else:
+            symbol = env.create_symbol(entry["name"], entry["hint"], lower=entry["lower"],
+                                       upper=entry["upper"], source=entry["name"])
         symbols[entry["name"]] = symbol
     return symbols
 

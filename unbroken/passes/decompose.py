@@ -47,7 +47,7 @@ def decompose(program: ExportedProgram, decomp_table=None) -> ExportedProgram:
     table, keep_others = _table(decomp_table)
     recorder, current = _new_recorder(program)
     recorder.decompositions = table  # also for the ops that decompositions themselves call
-    recorder.decompose_composites = not keep_others
+    recorder.decompose_composites = "aliasing" if keep_others else True
     values: dict[fx.Node, object] = {}
     with enable_python_dispatcher():
         for node in program.graph.nodes:

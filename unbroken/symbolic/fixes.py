@@ -94,6 +94,7 @@ def suggest_fix(facts, ranges: dict, hints: dict, describe=str) -> Fix | None:
     value; describe: symbol -> text for notes (``x.shape[0]``).
     """
     fix = Fix(ranges=dict(ranges), hints=dict(hints))
+    facts = [part for fact in facts for part in _conjuncts(sympy.sympify(fact))]
     for _ in range(MAX_CHANGES):
         pending = [f for f in facts if not implied(fix.apply(f), fix.ranges)]
         if not pending:
@@ -102,6 +103,12 @@ def suggest_fix(facts, ranges: dict, hints: dict, describe=str) -> Fix | None:
             if not _specialize_last(fix, fix.apply(pending[0]), describe):
                 return None
     return None
+
+
+def _conjuncts(fact) -> list:
+    """``a and b`` is two facts (each may need its own change)."""
+    return [p for arg in fact.args for p in _conjuncts(arg)] if isinstance(fact, sympy.And) \
+        else [fact]
 
 
 def _specialize_last(fix: Fix, fact, describe) -> bool:
@@ -212,6 +219,9 @@ def _relate(fix: Fix, fact, symbols, describe) -> bool:
             continue
         if len(solved) != 1:
             continue
+        if solved[0].is_Integer:  # x*y == 8*x: y is 8 whatever x is
+            return _make_static(fix, dependent, f"the code needs "
+                                f"`{render_expr(fact, describe)}`", describe)
         linear = _linear(solved[0], root)
         if linear is None or linear[0] <= 0:
             continue

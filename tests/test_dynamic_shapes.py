@@ -525,3 +525,20 @@ def test_named_dims_are_never_adopted():
     with pytest.raises(ConstraintViolationError):
         unbroken.export(AddTwo(), (torch.randn(4, 3), torch.randn(4, 3)),
                         dynamic_shapes={"x": {0: Dim("a")}, "y": {0: Dim("b")}})
+
+
+class BranchOnSize(nn.Module):
+    def forward(self, x):
+        if x.shape[0] > 4:
+            return x[:4] * 2
+        return x
+
+
+def test_dim_auto_adopts_a_narrower_range():
+    ep = unbroken.export(BranchOnSize(), (torch.randn(8, 3),), dynamic_shapes={"x": {0: Dim.AUTO}})
+    (value_range,) = ep.range_constraints.values()
+    assert value_range.lower == 5
+    x = torch.randn(6, 3)
+    assert_close(ep.module()(x), BranchOnSize()(x))
+    with pytest.raises(InputMismatchError):
+        ep.module()(torch.randn(4, 3))

@@ -538,9 +538,9 @@ def _refuse_mutation_in(branch) -> None:
 
 def _auto_refinements(env, violations) -> dict[str, str] | None:
     """What ``Dim.AUTO`` dims must become for every violated guard to hold, when the fix the
-    solver finds only makes AUTO dims static or equal to another dim (no new ranges, no derived
-    dims); else None. Guards implied by such a fix (``(x0 == y0) and (x1 == y1)``,
-    ``x0*x1 == 8*x0``) are adopted with it."""
+    solver finds only changes AUTO dims — static, equal to another dim, or a narrower range —
+    (no derived dims); else None. Guards implied by such a fix (``(x0 == y0) and (x1 == y1)``,
+    ``x0*x1 == 8*x0``, ``x0 > 4``) are adopted with it."""
     backed = [s for s, info in env.symbols.items() if info.hint is not None]
     ranges = {s: (env.spec_ranges[s].lower, _upper(env.spec_ranges[s])) for s in backed}
     try:
@@ -548,13 +548,14 @@ def _auto_refinements(env, violations) -> dict[str, str] | None:
                           {s: env.hint_of(s) for s in backed}, env.source_of)
     except Exception:  # best effort: the violation is reported as such
         return None
-    if fix is None or fix.new_roots or not (fix.static or fix.derived):
+    if fix is None or fix.new_roots:
         return None
-    changed = set(fix.static) | set(fix.derived)
-    if not changed <= set(env.auto_symbols) or any(
-            fix.ranges.get(s, ranges[s]) != ranges[s] for s in backed if s not in changed):
+    narrowed = {s for s in backed if s in fix.ranges and fix.ranges[s] != ranges[s]}
+    changed = set(fix.static) | set(fix.derived) | narrowed
+    if not changed or not changed <= set(env.auto_symbols):
         return None
     refinements = {env.auto_symbols[s]: "static" for s in fix.static}
+    refinements.update({env.auto_symbols[s]: ("range",) + tuple(fix.ranges[s]) for s in narrowed})
     for symbol, expr in fix.derived.items():
         if not isinstance(expr, sympy.Symbol):
             return None

@@ -66,7 +66,8 @@ def resolve_dynamic_shapes(combined_args: dict[str, Any], dynamic_shapes,
 
     ``auto_refinements`` adopts what a previous trace found the code requires of ``Dim.AUTO``
     dims: ``{source: "static"}`` makes the dim static, ``{source: other_source}`` makes it the
-    same symbol as another (earlier) dim. Sources are ``x.shape[0]``-style descriptions.
+    same symbol as another (earlier) dim, ``{source: ("range", lower, upper)}`` narrows its
+    range. Sources are ``x.shape[0]``-style descriptions.
     """
     specs = _top_level(combined_args, dynamic_shapes)
     occurrences: list[_Occurrence] = []
@@ -309,7 +310,9 @@ class _Resolver:
         refinement = self.auto_refinements.get(occ.source) if auto else None
         if refinement == "static":
             return occ.size
-        if refinement is not None:
+        if isinstance(refinement, tuple):  # ("range", lower, upper): a narrower range
+            lower, upper = refinement[1], refinement[2]
+        elif refinement is not None:
             return self._by_source[refinement]
         symbol = self.env.create_symbol("", occ.size, lower=lower, upper=upper, source=occ.source)
         if auto:

@@ -7,6 +7,7 @@ and will key guards on Python state in later versions.
 """
 from __future__ import annotations
 
+import abc
 from dataclasses import dataclass
 
 __all__ = ["Source", "LocalSource", "GlobalSource", "AttrSource", "ItemSource", "ClosureSource",
@@ -14,11 +15,12 @@ __all__ = ["Source", "LocalSource", "GlobalSource", "AttrSource", "ItemSource", 
 
 
 @dataclass(frozen=True, slots=True)
-class Source:
+class Source(abc.ABC):
     """Base class. ``name()`` renders the access path as Python code."""
 
-    def name(self) -> str:  # pragma: no cover - overridden
-        raise NotImplementedError(type(self).__name__)
+    @abc.abstractmethod
+    def name(self) -> str:
+        """The access path as Python code (``self.layers[0].weight``)."""
 
     def path(self) -> str:
         """A dotted path usable as an identifier stem (``layers.0.weight``)."""

@@ -122,3 +122,75 @@ def test_importing_a_module_for_the_first_time_is_refused():
 
 
 _ = math  # imported at module level so that `import math as m` above is a lookup
+
+
+class Config:
+    """Attribute aliases through __getattribute__, like transformers' PretrainedConfig."""
+
+    aliases = {"num_layers": "n_layer"}
+
+    def __init__(self):
+        self.n_layer = 3
+
+    def __getattribute__(self, key):
+        if key != "aliases" and key in super().__getattribute__("aliases"):
+            key = super().__getattribute__("aliases")[key]
+        return super().__getattribute__(key)
+
+
+CONFIG = Config()
+
+
+class Output(dict):
+    """A dict subclass that is also a dataclass-like object (transformers' ModelOutput)."""
+
+    def __init__(self, logits=None, hidden=None):
+        super().__init__()
+        self.logits = logits
+        self.hidden = hidden
+        for key in ("logits", "hidden"):
+            if getattr(self, key) is not None:
+                self[key] = getattr(self, key)
+
+    def to_tuple(self):
+        return tuple(self[k] for k in self.keys())
+
+
+torch.utils._pytree.register_pytree_node(
+    Output, lambda o: (list(o.values()), list(o.keys())),
+    lambda values, keys: Output(**dict(zip(keys, values))))
+
+
+class UsesConfig(nn.Module):
+    def forward(self, x):
+        CONFIG.is_causal = True            # set for the call ...
+        try:
+            depth = CONFIG.num_layers      # ... read through the alias ...
+            out = Output(logits=x * depth)
+            first, = out.to_tuple()
+        finally:
+            del CONFIG.is_causal           # ... and removed again: nothing left changed
+        return Output(logits=first, hidden=x if "logits" in out else None)
+
+
+def test_config_aliases_temporary_attributes_and_dict_outputs():
+    model = UsesConfig()
+    ep = unbroken.export(model, (torch.randn(2),))
+    x = torch.randn(2)
+    out, ref = ep.module()(x), model(x)
+    assert type(out) is Output and list(out.keys()) == list(ref.keys()) == ["logits", "hidden"]
+    torch.testing.assert_close(out["logits"], ref["logits"])
+    assert not hasattr(CONFIG, "is_causal")
+
+
+def test_hugging_face_models_when_installed():
+    transformers = pytest.importorskip("transformers")  # not a dependency: run it by hand
+    torch.manual_seed(0)
+    config = transformers.BertConfig(num_hidden_layers=2, hidden_size=32, num_attention_heads=2,
+                                     intermediate_size=64, vocab_size=100)
+    model = transformers.BertModel(config).eval()
+    ids = torch.randint(0, 100, (2, 10))
+    ep = unbroken.export(model, (ids,))
+    fresh = torch.randint(0, 100, (2, 10))
+    torch.testing.assert_close(ep.module()(fresh).last_hidden_state,
+                               model(fresh).last_hidden_state)

@@ -17,7 +17,7 @@ import operator
 import torch
 from torch.utils import _pytree as pytree
 
-from .graph_breaks import graph_break
+from .graph_breaks import TracedException, graph_break
 from .variables.base import AttributeMissing, VariableTracker
 from .variables.constant import ConstantVariable
 from .variables.containers import (DictVariable, IteratorVariable, ListVariable,
@@ -95,7 +95,10 @@ def _type(tx, obj, *rest):
 def _getattr(tx, obj, name, *default):
     try:
         return obj.getattr(tx, name.as_constant())
-    except AttributeMissing:
+    except (AttributeMissing, TracedException) as missing:
+        if isinstance(missing, TracedException) and \
+                not isinstance(missing.exception, AttributeError):
+            raise
         if default:
             return default[0]
         raise tx.user_exception(AttributeError(
@@ -105,7 +108,10 @@ def _getattr(tx, obj, name, *default):
 def _hasattr(tx, obj, name):
     try:
         obj.getattr(tx, name.as_constant())
-    except AttributeMissing:
+    except (AttributeMissing, TracedException) as missing:
+        if isinstance(missing, TracedException) and \
+                not isinstance(missing.exception, AttributeError):
+            raise
         return ConstantVariable(False)
     return ConstantVariable(True)
 

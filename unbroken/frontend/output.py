@@ -41,6 +41,9 @@ def _raised_inside_unbroken(exc: BaseException) -> bool:
     return tb is not None and tb.tb_frame.f_code.co_filename.startswith(_UNBROKEN_DIR)
 
 
+DELETED = object()  # an overlay entry for an attribute deleted by the trace
+
+
 class Overlay:
     """Writes to attributes of Python objects that outlive the trace, kept aside (the real
     objects are never changed). A write is acceptable only if undone by the end of the trace:
@@ -73,6 +76,8 @@ class Overlay:
 
 
 def _same_value(original, current) -> bool:
+    if current is DELETED:
+        return original is None
     if original is None or current is None:
         return original is current or (original is None and current.is_constant()
                                        and current.as_constant() is None) or \

@@ -199,6 +199,12 @@ def store_subscr(tx, instruction):
     index = tx.pop()
     container = tx.pop()
     value = tx.pop()
+    if isinstance(container, (ObjectVariable, NewObjectVariable)):
+        from ..variables.objects import call_protocol
+
+        if call_protocol(tx, container, container.value, "__setitem__", [index, value]) \
+                is not None:
+            return
     check_mutable(tx, container, "item assignment")
     if isinstance(container, ListVariable):
         key = index.as_constant()
@@ -218,6 +224,11 @@ def store_subscr(tx, instruction):
 def delete_subscr(tx, instruction):
     index = tx.pop()
     container = tx.pop()
+    if isinstance(container, (ObjectVariable, NewObjectVariable)):
+        from ..variables.objects import call_protocol
+
+        if call_protocol(tx, container, container.value, "__delitem__", [index]) is not None:
+            return
     check_mutable(tx, container, "item deletion")
     if isinstance(container, ListVariable):
         del container.elements[index.as_constant()]

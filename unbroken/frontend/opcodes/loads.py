@@ -117,7 +117,14 @@ def store_attr(tx, instruction):
 
 @opcode("DELETE_ATTR")
 def delete_attr(tx, instruction):
-    raise graph_break("UB107", f"attribute `{instruction.arg}` is deleted")
+    obj = tx.pop()
+    if hasattr(obj, "delattr"):  # an outside object: kept in the overlay, must end restored
+        obj.delattr(tx, instruction.arg)
+        return
+    error = graph_break("UB107", f"attribute `{instruction.arg}` is deleted",
+                        frames=tx.user_frames())
+    if not tx.output.recover(error):
+        raise error
 
 
 @opcode("LOAD_ASSERTION_ERROR")

@@ -163,7 +163,40 @@ def _update(tx, d, other=None, **kwargs):
     return _NONE
 
 
-_DICT_METHODS = {"items": _items, "keys": _keys, "values": _values, "get": _get,
+def _dict_setitem(tx, d, key, value):
+    _mutable(tx, d, "__setitem__")
+    d.entries[dict_key(key)] = value
+    return _NONE
+
+
+def _dict_getitem(tx, d, key):
+    return d.getitem(tx, key)
+
+
+def _dict_delitem(tx, d, key):
+    _mutable(tx, d, "__delitem__")
+    d.entries.pop(dict_key(key))
+    return _NONE
+
+
+def _dict_contains(tx, d, key):
+    return ConstantVariable(key.is_constant() and key.as_constant() in d.entries)
+
+
+def _dict_len(tx, d):
+    return ConstantVariable(len(d.entries))
+
+
+def _dict_iter(tx, d):
+    from .containers import IteratorVariable
+
+    return IteratorVariable([ConstantVariable(k) for k in d.entries])
+
+
+_DICT_METHODS = {"__setitem__": _dict_setitem, "__getitem__": _dict_getitem,
+                 "__delitem__": _dict_delitem, "__contains__": _dict_contains,
+                 "__len__": _dict_len, "__iter__": _dict_iter,
+                 "items": _items, "keys": _keys, "values": _values, "get": _get,
                  "pop": _dict_pop, "setdefault": _setdefault, "update": _update, "clear": _clear,
                  "copy": _copy}
 

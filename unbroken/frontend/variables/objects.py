@@ -59,6 +59,9 @@ def call_protocol(tx, receiver, obj, name: str, args) -> VariableTracker | None:
     method = _class_attribute(type(obj), name)
     if isinstance(method, types.FunctionType):
         return wrap(tx, method).call(tx, [receiver, *args], {})
+    if method is not None and isinstance(receiver, NewObjectVariable):
+        native = receiver.native_method(name, method)
+        return None if native is None else native.call(tx, list(args), {})
     if method is not None and name in ("__len__", "__contains__", "__getitem__", "__iter__"):
         return tx.call_leaf(getattr(obj, name), args, {})
     return None
@@ -103,13 +106,33 @@ class ObjectVariable(VariableTracker):
         return True
 
     def getattr(self, tx, name: str) -> VariableTracker:
+        custom = _class_attribute(type(self.value), "__getattribute__")
+        if isinstance(custom, types.FunctionType):  # the class decides every lookup
+            from .builder import wrap
+
+            return wrap(tx, custom).call(tx, [self, ConstantVariable(name)], {})
+        return self.plain_getattr(tx, name)
+
+    def plain_getattr(self, tx, name: str) -> VariableTracker:
+        """``object.__getattribute__`` (then ``__getattr__``), seeing the trace's writes."""
+        from ..output import DELETED
+
         written = tx.output.overlay.read(self.value, name)
+        if written is DELETED:
+            return getattr_fallback(tx, self, type(self.value), name)
         if written is not None:
             return written
         found = resolve_attribute(tx, self, self.value, name, self.source)
         if found is None:
             return getattr_fallback(tx, self, type(self.value), name)
         return found
+
+    def delattr(self, tx, name: str) -> None:
+        """``del obj.name`` on an object from outside: an overlay entry (must end restored)."""
+        from ..output import DELETED
+
+        original = self.plain_getattr(tx, name) if hasattr(self.value, name) else None
+        tx.output.overlay.write(self.value, name, DELETED, original, tx.user_frames())
 
     def items(self, tx) -> list:
         iterator = call_protocol(tx, self, self.value, "__iter__", [])
@@ -143,17 +166,21 @@ class NewObjectVariable(VariableTracker):
     """An instance of a user class created while tracing (a dataclass output, a helper object,
     a context manager). It is local to the trace, so its attributes may be written.
 
-    value:      the instance, made by ``object.__new__`` (its own ``__dict__`` stays empty);
-    attributes: attribute name -> tracker, in assignment order.
+    value:      the instance, made by its class's ``__new__`` without ``__init__`` (its own
+                state stays empty: the trackers below hold it);
+    attributes: attribute name -> tracker, in assignment order;
+    mapping:    for a ``dict`` subclass (Hugging Face's ``ModelOutput``), the dict part, as a
+                DictVariable that the inherited C methods (``__setitem__``, ``keys``...) act on.
     """
 
-    __slots__ = ("value", "attributes", "created")
+    __slots__ = ("value", "attributes", "created", "mapping")
 
-    def __init__(self, value):
+    def __init__(self, value, mapping=None):
         super().__init__(None)
         self.value = value
         self.attributes: dict[str, VariableTracker] = {}
         self.created = next(CREATION_ORDER)
+        self.mapping = mapping
 
     def python_type(self) -> type:
         return type(self.value)
@@ -165,12 +192,45 @@ class NewObjectVariable(VariableTracker):
         static = _class_attribute(type(self.value), name)
         if name in self.attributes and not _is_data_descriptor(static):
             return self.attributes[name]
+        if name == "__dict__":
+            from .containers import DictVariable
+
+            return DictVariable(self.attributes)
+        native = self.native_method(name, static)
+        if native is not None:
+            return native
         found = resolve_attribute(tx, self, self.value, name, None)
         if found is None:
             return getattr_fallback(tx, self, type(self.value), name)
         return found
 
+    def native_method(self, name: str, static) -> VariableTracker | None:
+        """An inherited C method acting on this object's trackers (dict methods on the mapping,
+        ``object.__setattr__`` on the attributes), or None."""
+        from .containers import ContainerMethodVariable
+
+        owner = getattr(static, "__objclass__", None)
+        if self.mapping is not None and owner is not None and issubclass(owner, dict) \
+                and owner is not object:
+            return ContainerMethodVariable(self.mapping, name)
+        if name == "__setattr__" and owner is object:
+            return _RawSetattr(self)
+        return None
+
+    def raw_setattr(self, tx, name: str, value: VariableTracker) -> None:
+        """``object.__setattr__``: store the attribute, ignoring the class's ``__setattr__``."""
+        from .containers import check_mutable
+
+        check_mutable(tx, self, f"setting `.{name}`")
+        self.attributes[name] = value
+
     def setattr(self, tx, name: str, value: VariableTracker) -> None:
+        custom = _class_attribute(type(self.value), "__setattr__")
+        if isinstance(custom, types.FunctionType):  # the class's own __setattr__ decides
+            from .builder import wrap
+
+            wrap(tx, custom).call(tx, [self, ConstantVariable(name), value], {})
+            return
         static = _class_attribute(type(self.value), name)
         if isinstance(static, property):
             if static.fset is None:
@@ -179,20 +239,35 @@ class NewObjectVariable(VariableTracker):
 
             wrap(tx, static.fset).call(tx, [self, value], {})
             return
-        from .containers import check_mutable
-
-        check_mutable(tx, self, f"setting `.{name}`")
-        self.attributes[name] = value
+        self.raw_setattr(tx, name, value)
 
     def unwrap(self, tx):
-        """A real instance holding the unwrapped attribute values (for outputs: pytree then
-        flattens it if its class is registered)."""
-        instance = object.__new__(type(self.value))
+        """A real instance holding the unwrapped attribute values and dict entries (for
+        outputs: pytree then flattens it if its class is registered)."""
+        cls = type(self.value)
+        instance = cls.__new__(cls)
         for name, value in self.attributes.items():
             object.__setattr__(instance, name, value.unwrap(tx))
+        if self.mapping is not None:
+            base = next(k for k in cls.__mro__ if k.__module__ in ("builtins", "collections"))
+            for key, value in self.mapping.entries.items():
+                base.__setitem__(instance, key, value.unwrap(tx))
         return instance
 
+    def items(self, tx) -> list:
+        iterator = call_protocol(tx, self, self.value, "__iter__", [])
+        if iterator is None:
+            return super().items(tx)
+        return iterator.items(tx)
+
+    def length(self, tx):
+        result = call_protocol(tx, self, self.value, "__len__", [])
+        return super().length(tx) if result is None else result
+
     def truth(self, tx) -> bool:
+        if self.mapping is not None and not isinstance(
+                _class_attribute(type(self.value), "__bool__"), types.FunctionType):
+            return bool(self.mapping.entries)
         for method in ("__bool__", "__len__"):
             if isinstance(_class_attribute(type(self.value), method), types.FunctionType):
                 result = self.getattr(tx, method).call(tx, [], {})
@@ -201,6 +276,38 @@ class NewObjectVariable(VariableTracker):
 
     def call(self, tx, args, kwargs):
         return self.getattr(tx, "__call__").call(tx, args, kwargs)
+
+
+class _RawGetattr(VariableTracker):
+    """``object.__getattribute__`` bound to an object from outside the trace (reached through
+    ``super()`` in a class that overrides ``__getattribute__``)."""
+
+    __slots__ = ("target",)
+
+    def __init__(self, target):
+        super().__init__(None)
+        self.target = target
+
+    def call(self, tx, args, kwargs):
+        name = args[0].as_constant()
+        try:
+            return self.target.plain_getattr(tx, name)
+        except AttributeMissing:
+            raise tx.user_exception(AttributeError(name)) from None
+
+
+class _RawSetattr(VariableTracker):
+    """``object.__setattr__`` bound to an object created in the trace."""
+
+    __slots__ = ("target",)
+
+    def __init__(self, target):
+        super().__init__(None)
+        self.target = target
+
+    def call(self, tx, args, kwargs):
+        self.target.raw_setattr(tx, args[0].as_constant(), args[1])
+        return ConstantVariable(None)
 
 
 def _class_attribute(cls, name):
@@ -218,12 +325,20 @@ def construct_user_object(tx, cls, args, kwargs):
     """``cls(*args, **kwargs)`` for a plain user class: a new instance whose ``__init__`` is
     interpreted. Returns None when the class is not plain (custom ``__new__`` or metaclass)."""
     from .builder import wrap
+    from .containers import DictVariable
 
-    if cls.__new__ is not object.__new__ or type(cls) not in (type, abc.ABCMeta):
+    mapping_base = issubclass(cls, dict) and not isinstance(
+        _class_attribute(cls, "__new__"), (types.FunctionType, staticmethod))
+    if (cls.__new__ is not object.__new__ and not mapping_base) or \
+            type(cls) not in (type, abc.ABCMeta):
         return None
-    instance = NewObjectVariable(object.__new__(cls))
-    if cls.__init__ is not object.__init__:
-        wrap(tx, cls.__init__).call(tx, [instance, *args], kwargs)
+    instance = NewObjectVariable(cls.__new__(cls), DictVariable({}) if mapping_base else None)
+    init = _class_attribute(cls, "__init__")
+    if isinstance(init, types.FunctionType):
+        wrap(tx, init).call(tx, [instance, *args], kwargs)
+    elif mapping_base:
+        instance.native_method("update", _class_attribute(cls, "update")).call(
+            tx, list(args[:1]), kwargs)
     elif args or kwargs:
         raise tx.user_exception(TypeError(f"{cls.__name__}() takes no arguments"))
     return instance
@@ -370,6 +485,16 @@ class ExitVariable(VariableTracker):
         return ConstantVariable(bool(self.value.__exit__(*raw)))
 
 
+class _NoOpInit(VariableTracker):
+    """``super().__init__()`` reaching ``object``/``dict`` for an object created in the trace
+    (its state lives in trackers already)."""
+
+    __slots__ = ()
+
+    def call(self, tx, args, kwargs):
+        return ConstantVariable(None)
+
+
 class SuperVariable(VariableTracker):
     """``super(cls, obj)``. ``cls``: the class to start after; ``receiver``: obj's tracker;
     ``obj``: the underlying Python object."""
@@ -395,5 +520,13 @@ class SuperVariable(VariableTracker):
                     return BoundMethodVariable(self.receiver, wrap(tx, static))
                 if isinstance(static, property):
                     return wrap(tx, static.fget).call(tx, [self.receiver], {})
+                if isinstance(self.receiver, NewObjectVariable):
+                    native = self.receiver.native_method(name, static)
+                    if native is not None:
+                        return native
+                if name == "__getattribute__" and isinstance(self.receiver, ObjectVariable):
+                    return _RawGetattr(self.receiver)
+                    if name == "__init__" and klass in (object, dict):
+                        return _NoOpInit()
                 return wrap(tx, getattr(super(self.cls, self.obj), name))
         raise AttributeMissing(name)

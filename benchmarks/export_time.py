@@ -52,12 +52,36 @@ def _deep_transformer(depth: int = 24):
     return Stack().eval(), args
 
 
-# name -> () -> (model, example args): the zoo, two realistic models, and a deep stack.
+def _hugging_face():
+    """Small randomly initialised Hugging Face models, when transformers is installed (it is
+    not a dependency of unbroken: `pip install transformers` to measure these)."""
+    try:
+        import transformers
+    except ImportError:
+        return {}
+
+    def bert():
+        config = transformers.BertConfig(num_hidden_layers=2, hidden_size=32,
+                                         num_attention_heads=2, intermediate_size=64,
+                                         vocab_size=100)
+        return transformers.BertModel(config).eval(), (torch.randint(0, 100, (2, 10)),)
+
+    def gpt2():
+        config = transformers.GPT2Config(n_layer=2, n_head=2, n_embd=32, vocab_size=100,
+                                         n_positions=64, use_cache=False)
+        return transformers.GPT2LMHeadModel(config).eval(), (torch.randint(0, 100, (2, 10)),)
+
+    return {"hf_bert": bert, "hf_gpt2": gpt2}
+
+
+# name -> () -> (model, example args): the zoo, two realistic models, a deep stack, and Hugging
+# Face models when transformers is installed.
 MODELS: dict[str, Callable] = {
     **{name: entry.make for name, entry in ZOO.items()},
     "gpt2_block": REALISTIC["gpt2_block"].make,
     "tiny_resnet": REALISTIC["tiny_resnet"].make,
     "transformer_x24": _deep_transformer,
+    **_hugging_face(),
 }
 
 

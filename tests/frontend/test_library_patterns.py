@@ -183,14 +183,46 @@ def test_config_aliases_temporary_attributes_and_dict_outputs():
     assert not hasattr(CONFIG, "is_causal")
 
 
-def test_hugging_face_models_when_installed():
-    transformers = pytest.importorskip("transformers")  # not a dependency: run it by hand
+def _hugging_face_cases():
+    """Small randomly initialised Hugging Face models (transformers is not a dependency: these
+    run when it is installed, e.g. `pip install transformers` in .venv)."""
+    try:
+        import transformers as T
+    except ImportError:
+        return []
+    text = lambda: torch.randint(0, 100, (2, 10))  # noqa: E731
+    return [
+        ("bert", lambda: T.BertModel(T.BertConfig(
+            num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=64,
+            vocab_size=100)), text, "last_hidden_state"),
+        ("gpt2", lambda: T.GPT2LMHeadModel(T.GPT2Config(
+            n_layer=2, n_head=2, n_embd=32, vocab_size=100, n_positions=64, use_cache=False)),
+         text, "logits"),
+        ("llama", lambda: T.LlamaForCausalLM(T.LlamaConfig(
+            num_hidden_layers=2, hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+            intermediate_size=64, vocab_size=100, use_cache=False)), text, "logits"),
+        ("distilbert", lambda: T.DistilBertModel(T.DistilBertConfig(
+            n_layers=2, dim=32, n_heads=2, hidden_dim=64, vocab_size=100)), text,
+         "last_hidden_state"),
+        ("roberta", lambda: T.RobertaModel(T.RobertaConfig(
+            num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=64,
+            vocab_size=100)), text, "last_hidden_state"),
+        ("vit", lambda: T.ViTModel(T.ViTConfig(
+            num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=64,
+            image_size=32, patch_size=8)), lambda: torch.randn(2, 3, 32, 32),
+         "last_hidden_state"),
+        ("t5_encoder", lambda: T.T5EncoderModel(T.T5Config(
+            num_layers=2, d_model=32, d_kv=8, num_heads=2, d_ff=64, vocab_size=100)), text,
+         "last_hidden_state"),
+    ]
+
+
+@pytest.mark.skipif(not _hugging_face_cases(), reason="transformers is not installed")
+@pytest.mark.parametrize("name, make, inputs, key", _hugging_face_cases(),
+                         ids=[c[0] for c in _hugging_face_cases()])
+def test_hugging_face_models_when_installed(name, make, inputs, key):
     torch.manual_seed(0)
-    config = transformers.BertConfig(num_hidden_layers=2, hidden_size=32, num_attention_heads=2,
-                                     intermediate_size=64, vocab_size=100)
-    model = transformers.BertModel(config).eval()
-    ids = torch.randint(0, 100, (2, 10))
-    ep = unbroken.export(model, (ids,))
-    fresh = torch.randint(0, 100, (2, 10))
-    torch.testing.assert_close(ep.module()(fresh).last_hidden_state,
-                               model(fresh).last_hidden_state)
+    model = make().eval()
+    ep = unbroken.export(model, (inputs(),))
+    fresh = inputs()
+    torch.testing.assert_close(ep.module()(fresh)[key], model(fresh)[key])

@@ -148,7 +148,9 @@ class ObjectVariable(VariableTracker):
         """A write to an object that outlives forward(): kept in the trace's overlay; it must
         be undone before forward() returns (``token = var.set(x) ... var.reset(token)``),
         else export refuses it (UB107)."""
-        if isinstance(_class_attribute(type(self.value), name), property):
+        if isinstance(_class_attribute(type(self.value), name), property) or \
+                type(self.value).__module__.startswith("torch"):
+            # PyTorch's own objects are read by native code, which the overlay cannot reach
             return super().setattr(tx, name, value)
         original = self.getattr(tx, name) if hasattr(self.value, name) else None
         tx.output.overlay.write(self.value, name, value, original, tx.user_frames())

@@ -216,7 +216,7 @@ class NewObjectVariable(VariableTracker):
                 and owner is not object:
             return ContainerMethodVariable(self.mapping, name)
         if name == "__setattr__" and owner is object:
-            return _RawSetattr(self)
+            return _raw_setattr(self)
         return None
 
     def raw_setattr(self, tx, name: str, value: VariableTracker) -> None:
@@ -278,38 +278,6 @@ class NewObjectVariable(VariableTracker):
 
     def call(self, tx, args, kwargs):
         return self.getattr(tx, "__call__").call(tx, args, kwargs)
-
-
-class _RawGetattr(VariableTracker):
-    """``object.__getattribute__`` bound to an object from outside the trace (reached through
-    ``super()`` in a class that overrides ``__getattribute__``)."""
-
-    __slots__ = ("target",)
-
-    def __init__(self, target):
-        super().__init__(None)
-        self.target = target
-
-    def call(self, tx, args, kwargs):
-        name = args[0].as_constant()
-        try:
-            return self.target.plain_getattr(tx, name)
-        except AttributeMissing:
-            raise tx.user_exception(AttributeError(name)) from None
-
-
-class _RawSetattr(VariableTracker):
-    """``object.__setattr__`` bound to an object created in the trace."""
-
-    __slots__ = ("target",)
-
-    def __init__(self, target):
-        super().__init__(None)
-        self.target = target
-
-    def call(self, tx, args, kwargs):
-        self.target.raw_setattr(tx, args[0].as_constant(), args[1])
-        return ConstantVariable(None)
 
 
 def _class_attribute(cls, name):
@@ -469,32 +437,57 @@ class ContextManagerVariable(ObjectVariable):
         from .builder import wrap
 
         result = self.value.__enter__()
-        exit_fn = ExitVariable(self.value)
+        exit_fn = _native_exit(self.value)
         return exit_fn, (ConstantVariable(None) if result is None else wrap(tx, result))
 
 
-class ExitVariable(VariableTracker):
-    """The bound ``__exit__`` pushed by BEFORE_WITH."""
+class CallbackVariable(VariableTracker):
+    """A callable that the interpreter implements itself: ``callback(tx, args)`` gives the
+    result. Used for ``object.__setattr__``/``__getattribute__`` bound to traced objects, a
+    native context manager's ``__exit__``, and no-op base ``__init__`` calls.
+    what: a short description for messages."""
 
-    __slots__ = ("value",)
+    __slots__ = ("callback", "what")
 
-    def __init__(self, value):
+    def __init__(self, callback, what: str):
         super().__init__(None)
-        self.value = value
+        self.callback, self.what = callback, what
+
+    def describe(self) -> str:
+        return self.what
 
     def call(self, tx, args, kwargs):
-        raw = [a.unwrap(tx) for a in args] or [None, None, None]
-        return ConstantVariable(bool(self.value.__exit__(*raw)))
+        return self.callback(tx, args)
 
 
-class _NoOpInit(VariableTracker):
-    """``super().__init__()`` reaching ``object``/``dict`` for an object created in the trace
-    (its state lives in trackers already)."""
-
-    __slots__ = ()
-
-    def call(self, tx, args, kwargs):
+def _raw_setattr(target):
+    def callback(tx, args):
+        target.raw_setattr(tx, args[0].as_constant(), args[1])
         return ConstantVariable(None)
+
+    return CallbackVariable(callback, "object.__setattr__")
+
+
+def _raw_getattr(target):
+    def callback(tx, args):
+        name = args[0].as_constant()
+        try:
+            return target.plain_getattr(tx, name)
+        except AttributeMissing:
+            raise tx.user_exception(AttributeError(name)) from None
+
+    return CallbackVariable(callback, "object.__getattribute__")
+
+
+def _native_exit(manager):
+    def callback(tx, args):
+        raw = [a.unwrap(tx) for a in args] or [None, None, None]
+        return ConstantVariable(bool(manager.__exit__(*raw)))
+
+    return CallbackVariable(callback, f"`{type(manager).__name__}.__exit__`")
+
+
+_NO_OP_INIT = CallbackVariable(lambda tx, args: ConstantVariable(None), "object.__init__")
 
 
 class SuperVariable(VariableTracker):
@@ -527,8 +520,8 @@ class SuperVariable(VariableTracker):
                     if native is not None:
                         return native
                 if name == "__getattribute__" and isinstance(self.receiver, ObjectVariable):
-                    return _RawGetattr(self.receiver)
+                    return _raw_getattr(self.receiver)
                     if name == "__init__" and klass in (object, dict):
-                        return _NoOpInit()
+                        return _NO_OP_INIT
                 return wrap(tx, getattr(super(self.cls, self.obj), name))
         raise AttributeMissing(name)

@@ -178,3 +178,22 @@ def test_while_loop_body_must_keep_the_carried_shapes():
     with pytest.raises(unbroken.GraphBreakError) as info:
         unbroken.export(f, (torch.ones(2),))
     assert info.value.code == "UB113"
+
+
+def test_branches_may_use_dynamic_sizes_as_values():
+    def f(x):
+        def t(v):
+            return v.reshape(v.shape[0], -1).sum(1) * v.shape[0]
+
+        def e(v):
+            return v.reshape(v.shape[0], -1).mean(1)
+
+        return torch.cond(x.sum() > 0, t, e, (x,))
+
+    ep = unbroken.export(f, (torch.randn(4, 2, 3),), dynamic_shapes={"x": {0: Dim("b", max=64)}})
+    for n in (2, 9, 64):
+        for sign in (1, -1):
+            x = sign * torch.rand(n, 2, 3)
+            torch.testing.assert_close(ep.module()(x), f(x))
+    # the branch reads the size from its own input, not from the outer graph
+    assert "sym_size" in ep.graph_module.true_graph_0.code

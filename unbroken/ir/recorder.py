@@ -84,8 +84,9 @@ class Recorder(TorchDispatchMode):
         self._devices: dict[int, torch.device] = {}    # id(meta tensor) -> user-visible device
         self._alive: list[torch.Tensor] = []           # keeps ids stable during the trace
         self._lifted: dict[int, torch.Tensor] = {}     # id(real tensor) -> its meta copy
-        self._symbol_sources: dict[sympy.Symbol, tuple[fx.Node, int]] = {}
-        self._sym_nodes: dict[sympy.Expr, fx.Node] = {}
+        # symbol -> (node, dim, a, b, tensor): the size of `tensor` (made by `node`) at `dim` is
+        # a*symbol + b; inside a branch the tensor becomes an input of the subgraph
+        self._symbol_sources: dict[sympy.Symbol, tuple] = {}
         self._first_user_input: fx.Node | None = None
         self._names: set[str] = set()
         # Native PyTorch code reads `.device` off our meta tensors and asks for `meta`; such
@@ -144,7 +145,12 @@ class Recorder(TorchDispatchMode):
             self.bind(value, node, device)
         return node
 
-    def bind_symbol(self, expr, node: fx.Node, dim: int) -> None:
+    @property
+    def _sym_nodes(self) -> dict:
+        """expr -> the node computing it, in the graph being recorded."""
+        return self._scopes[-1].sym_nodes
+
+    def bind_symbol(self, expr, node: fx.Node, dim: int, tensor=None) -> None:
         """Record that input ``node``'s size at ``dim`` is ``expr``: a symbol, or ``a*s + b``
         (a derived dim), from which the graph can compute ``s = (size - b) // a``."""
         symbols = expr.free_symbols
@@ -155,7 +161,9 @@ class Recorder(TorchDispatchMode):
         if a.is_Integer and b.is_Integer and int(a) > 0 and expr == a * symbol + b:
             current = self._symbol_sources.get(symbol)
             if current is None or (current[2], current[3]) != (1, 0):  # prefer a plain dim
-                self._symbol_sources[symbol] = (node, dim, int(a), int(b))
+                self._symbol_sources[symbol] = (node, dim, int(a), int(b),
+                                                tensor if tensor is not None else
+                                                node.meta.get("val"))
 
     def bind(self, tensor: torch.Tensor, node: fx.Node, device=None) -> None:
         """Make ``node`` the current producer of ``tensor``'s value."""
@@ -267,7 +275,7 @@ class Recorder(TorchDispatchMode):
         self._bind_outputs(node, out, device)
         self._track_aliasing(func, compute_args, compute_kwargs, out, node)
         if data_dependent:  # later code can read the count back with sym_size
-            self.bind_symbol(out.shape[0].node.expr, node, 0)
+            self.bind_symbol(out.shape[0].node.expr, node, 0, out)
         return out
 
     def _record_scalar(self, func, args, compute_args):
@@ -288,8 +296,9 @@ class Recorder(TorchDispatchMode):
     def definition_of(self, symbol) -> fx.Node | None:
         """The node after which a data-dependent symbol is known (``item`` / the op whose output
         size it is), or None for input sizes."""
-        if symbol in self._sym_nodes and self._sym_nodes[symbol].target is aten.item.default:
-            return self._sym_nodes[symbol]
+        root = self._scopes[0].sym_nodes
+        if symbol in root and root[symbol].target is aten.item.default:
+            return root[symbol]
         source = self._symbol_sources.get(symbol)
         return source[0] if source is not None and source[0].op != "placeholder" else None
 
@@ -547,18 +556,17 @@ class Recorder(TorchDispatchMode):
         return node
 
     def _build_expr(self, expr) -> fx.Node:
-        if len(self._scopes) > 1:
-            raise UnsupportedError(
-                "dynamic sizes used as values inside a torch.cond branch are not supported yet",
-                code="UB113", frames=self.frames_provider(),
-                hint="Compute the size-dependent value outside the branch and pass it in as a "
-                     "tensor operand.")
         if isinstance(expr, sympy.Symbol):
             if expr not in self._symbol_sources:
                 raise UnsupportedError(
-                    f"the size `{expr}` has no input it can be read from", code="UB117",
-                    frames=self.frames_provider(), hint="Derive sizes from input tensors.")
-            source, dim, a, b = self._symbol_sources[expr]
+                    f"the size `{expr}` has no input it can be read from"
+                    + (" inside this branch" if len(self._scopes) > 1 else ""), code="UB117",
+                    frames=self.frames_provider(),
+                    hint="Derive sizes from input tensors (inside a torch.cond branch, from "
+                         "tensors the branch receives or reads).")
+            source, dim, a, b, tensor = self._symbol_sources[expr]
+            if source.graph is not self.graph and isinstance(tensor, torch.Tensor):
+                source = self.node_of(tensor)  # a branch reads the size from its own input
             node = self.graph.call_function(aten.sym_size.int, (source, dim))
             if (a, b) != (1, 0):
                 node.meta["val"] = self.symint_factory(a * expr + b) if self.symint_factory else None
@@ -651,6 +659,7 @@ class _Scope:
         self.captured: dict[int, fx.Node] = {}
         self.captured_tensors: dict[int, torch.Tensor] = {}
         self.modules: dict[str, fx.GraphModule] = {}
+        self.sym_nodes: dict = {}  # expr -> node computing it in this graph
 
     def capture(self, tensor: torch.Tensor, outer: fx.Node) -> fx.Node:
         node = self.captured.get(id(tensor))

@@ -78,7 +78,21 @@ def getattr_fallback(tx, receiver, cls, name: str, default=None):
     raise AttributeMissing(name)
 
 
-class ObjectVariable(VariableTracker):
+class _UserProtocols:
+    """Iteration and len() of a user object go through its own __iter__/__len__, traced."""
+
+    def items(self, tx) -> list:
+        iterator = call_protocol(tx, self, self.value, "__iter__", [])
+        if iterator is None:
+            return super().items(tx)
+        return iterator.items(tx)
+
+    def length(self, tx):
+        result = call_protocol(tx, self, self.value, "__len__", [])
+        return super().length(tx) if result is None else result
+
+
+class ObjectVariable(_UserProtocols, VariableTracker):
     """A Python object read during tracing (a config object, an enum...). ``value``: the object.
     Attribute reads are tracked; writes are refused (side effects on Python state)."""
 
@@ -134,16 +148,6 @@ class ObjectVariable(VariableTracker):
         original = self.plain_getattr(tx, name) if hasattr(self.value, name) else None
         tx.output.overlay.write(self.value, name, DELETED, original, tx.user_frames())
 
-    def items(self, tx) -> list:
-        iterator = call_protocol(tx, self, self.value, "__iter__", [])
-        if iterator is None:
-            return super().items(tx)
-        return iterator.items(tx)
-
-    def length(self, tx):
-        result = call_protocol(tx, self, self.value, "__len__", [])
-        return super().length(tx) if result is None else result
-
     def setattr(self, tx, name: str, value: VariableTracker) -> None:
         """A write to an object that outlives forward(): kept in the trace's overlay; it must
         be undone before forward() returns (``token = var.set(x) ... var.reset(token)``),
@@ -164,7 +168,7 @@ class ObjectVariable(VariableTracker):
         return super().call(tx, args, kwargs)
 
 
-class NewObjectVariable(VariableTracker):
+class NewObjectVariable(_UserProtocols, VariableTracker):
     """An instance of a user class created while tracing (a dataclass output, a helper object,
     a context manager). It is local to the trace, so its attributes may be written.
 
@@ -255,16 +259,6 @@ class NewObjectVariable(VariableTracker):
             for key, value in self.mapping.entries.items():
                 base.__setitem__(instance, key, value.unwrap(tx))
         return instance
-
-    def items(self, tx) -> list:
-        iterator = call_protocol(tx, self, self.value, "__iter__", [])
-        if iterator is None:
-            return super().items(tx)
-        return iterator.items(tx)
-
-    def length(self, tx):
-        result = call_protocol(tx, self, self.value, "__len__", [])
-        return super().length(tx) if result is None else result
 
     def truth(self, tx) -> bool:
         if self.mapping is not None and not isinstance(

@@ -511,11 +511,19 @@ def _functionalize_branches(graph_module) -> None:
             _refuse_mutation_in(branch)
             dead_code_elimination(branch)
             continue
+        # autograd_function_apply's bodies return nested tuples, with None for no gradient:
+        # functionalized over the flat values, then given their structure back
+        output_node = next(n for n in branch.graph.nodes if n.op == "output")
+        flat, structure = pytree.tree_flatten(output_node.args[0])
+        output_node.args = (tuple(flat),)
         inputs = [InputSpec(InputKind.USER_INPUT, TensorArgument(n.name), None)
                   for n in branch.graph.nodes if n.op == "placeholder"]
         outputs = [OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(v.name), None)
-                   for v in next(n for n in branch.graph.nodes if n.op == "output").args[0]]
+                   for v in flat]
         _, signature = functionalize(branch, ExportGraphSignature(inputs, outputs))
+        if not signature.mutation_specs:
+            output_node.args = (pytree.tree_unflatten(list(output_node.args[0]), structure),)
+            branch.recompile()
         mutated = signature.mutation_specs
         if mutated:
             node_in_branch = next(n for n in branch.graph.nodes if n.name == mutated[0].arg.name)

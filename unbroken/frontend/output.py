@@ -133,6 +133,11 @@ class TraceContext:
     def requires_grad(self, meta) -> bool:
         return self._requires_grad.get(id(meta), False)
 
+    def any_requires_grad(self) -> bool:
+        """True when a parameter, buffer or input of the export requires grad (so a gradient
+        may reach values computed from them while grad mode is on)."""
+        return any(self._requires_grad.values())
+
     def module_path(self, module, source) -> str:
         if id(module) in self._paths:
             return self._paths[id(module)]

@@ -482,11 +482,16 @@ class Recorder(TorchDispatchMode):
             scope.operands.append(node)
         return stand_ins
 
-    def close_branch(self, outputs: list, *, single: bool = False) -> "_Scope":
-        """Finish the open branch, returning ``outputs`` (meta tensors; ``single``: the one
-        output itself rather than a tuple, as while_loop's cond_fn must); returns its scope."""
+    def close_branch(self, outputs: list, *, single: bool = False,
+                     split: int | None = None) -> "_Scope":
+        """Finish the open branch, returning ``outputs`` (meta tensors, or None for no value;
+        ``single``: the one output itself rather than a tuple, as while_loop's cond_fn must;
+        ``split``: two tuples, ``outputs[:split]`` and the rest, as autograd_function_apply's
+        forward returns its outputs and its saved values); returns its scope."""
         scope = self._scopes[-1]
-        nodes = tuple(self.node_of(t) for t in outputs)
+        nodes = tuple(None if t is None else self.node_of(t) for t in outputs)
+        if split is not None:
+            nodes = (nodes[:split], nodes[split:])
         scope.graph.output(nodes[0] if single else nodes)
         self._scopes.pop()
         return scope
@@ -515,7 +520,19 @@ class Recorder(TorchDispatchMode):
             torch.ops.higher_order.while_loop, "while_loop", scopes, ("cond", "body"), carried,
             carried, lambda modules, inputs, extra: (*modules, tuple(inputs), tuple(extra)))
 
-    def _record_subgraphs(self, hop, name, scopes, labels, operands, outputs, arguments) -> list:
+    def record_autograd_function(self, scopes, operands: list, outputs: list,
+                                 **options) -> list:
+        """Record ``torch.ops.higher_order.autograd_function_apply`` over a custom Function's
+        forward and backward subgraphs (neither reads values of the enclosing graph);
+        ``options``: its ``non_differentiable_idx`` and ``saved_for_backward_idx``. Returns
+        fresh meta tensors for the forward's outputs."""
+        return self._record_subgraphs(
+            torch.ops.higher_order.autograd_function_apply, "autograd_function_apply", scopes,
+            ("fwd", "bwd"), operands, outputs,
+            lambda modules, inputs, extra: (*modules, *inputs), options)
+
+    def _record_subgraphs(self, hop, name, scopes, labels, operands, outputs, arguments,
+                          options=None) -> list:
         """One higher-order node over closed subgraph scopes. Values of the enclosing graphs
         that a subgraph read become extra inputs of every subgraph (after the operands)."""
         captured: dict[int, torch.Tensor] = {}
@@ -531,7 +548,7 @@ class Recorder(TorchDispatchMode):
         node = self.graph.create_node(
             "call_function", hop,
             arguments(modules, [self.node_of(t) for t in operands],
-                      [self.node_of(t) for t in extra]), {}, name=name)
+                      [self.node_of(t) for t in extra]), options or {}, name=name)
         self._annotate(node, tuple(results))
         self._bind_outputs(node, tuple(results), self.device_of(operands[0]) if operands else _CPU)
         return results

@@ -39,9 +39,11 @@ __all__ = ["decompose"]
 
 def decompose(program: ExportedProgram, decomp_table=None) -> ExportedProgram:
     """The program with its ops lowered through ``decomp_table`` (see the module docstring)."""
-    if any(node.op == "get_attr" for node in program.graph.nodes):
-        raise UnsupportedError("run_decompositions() on a program with torch.cond is not "
-                               "supported yet", code="UB117",
+    operators = sorted({user.target.__name__ for node in program.graph.nodes
+                        if node.op == "get_attr" for user in node.users})
+    if operators:
+        raise UnsupportedError(f"run_decompositions() on a program with subgraphs "
+                               f"({', '.join(operators)}) is not supported yet", code="UB117",
                                hint="Decompose before adding control flow, or keep the program "
                                     "as exported.")
     table, keep_others = _table(decomp_table)

@@ -8,6 +8,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from ..graph_breaks import graph_break
+from .autograd_function import call_autograd_function, is_autograd_function_apply
 from .constant import ConstantVariable
 
 __all__ = ["call_torch_function"]
@@ -232,8 +233,8 @@ def call_torch_function(tx, fn, args, kwargs):
     handler = _special(fn)
     if handler is not None:
         return handler(tx, args, kwargs)
-    if getattr(fn, "__qualname__", "") == "Function.apply":
-        raise graph_break("UB113", "a custom torch.autograd.Function", frames=tx.user_frames())
+    if is_autograd_function_apply(fn, args):
+        return call_autograd_function(tx, fn, args, kwargs)
     return tx.call_leaf(fn, args, kwargs)
 
 

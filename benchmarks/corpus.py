@@ -11,6 +11,7 @@ audio), then the program runs on batch 3 / seq 9 too.
 
     python benchmarks/corpus.py [--only bert,gpt2] [--exporters unbroken,strict,nonstrict]
         [--dynamic] [--timeout 300] [--jobs 1] [--json FILE] [--markdown FILE]
+        [--single-call] [--reuse OLD.json]
 """
 from __future__ import annotations
 
@@ -69,7 +70,8 @@ class ForkServer:
 def spawn(task: dict) -> dict:
     """Run one task in a new interpreter (``--spawn``): the same answer as ``ForkServer.run``."""
     command = [sys.executable, str(WORKER), task["case"], task["exporter"], task["out"],
-               "--group", task["group"]] + (["--dynamic"] if task["dynamic"] else [])
+               "--group", task["group"]] + (["--dynamic"] if task["dynamic"] else []) + (
+               ["--single-call"] if task["single_call"] else [])
     start = time.perf_counter()
     with open(task["log"], "w") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
@@ -84,13 +86,14 @@ def spawn(task: dict) -> dict:
 
 
 def run_one(runner, case: str, group: str, exporter: str, dynamic: bool,
-            timeout: float) -> dict:
+            timeout: float, single_call: bool = False) -> dict:
     """Run one (case, exporter) in a fresh process; the record the worker wrote, or the
     driver's own for a timeout or a crash."""
     base = {"case": case, "group": group, "exporter": exporter, "dynamic": dynamic}
     with tempfile.TemporaryDirectory(prefix="corpus-") as tmp:
         out, log = Path(tmp) / "record.json", Path(tmp) / "log.txt"
-        answer = runner({**base, "out": str(out), "log": str(log), "timeout": timeout})
+        answer = runner({**base, "out": str(out), "log": str(log), "timeout": timeout,
+                         "single_call": single_call})
         if answer["timeout"]:
             return {**base, "status": "timeout", "process_s": timeout,
                     "error": {"type": "timeout", "line": f"no result after {timeout:.0f} s"}}
@@ -129,6 +132,13 @@ def _parse(argv):
     parser.add_argument("--jobs", type=int, default=1, help="processes at a time")
     parser.add_argument("--json", type=Path, help="write every record and the environment")
     parser.add_argument("--markdown", type=Path, help="write the Markdown report")
+    parser.add_argument("--single-call", action="store_true",
+                        help="export once per process (no second, timed call): about half "
+                             "the time on a loaded machine")
+    parser.add_argument("--reuse", type=Path,
+                        help="a previous --json report: its records for the exporters not "
+                             "selected with --exporters are kept in this report (e.g. rerun "
+                             "unbroken only after a change, keep torch's)")
     parser.add_argument("--spawn", action="store_true",
                         help="a new interpreter per case instead of a fork of a pre-imported one")
     parser.add_argument("--list", action="store_true", help="print the cases and exit")
@@ -176,7 +186,8 @@ def main(argv=None) -> int:
         name, group, exporter = tasks[index]
         runner = runners.get()
         try:
-            record = run_one(runner, name, group, exporter, options.dynamic, options.timeout)
+            record = run_one(runner, name, group, exporter, options.dynamic, options.timeout,
+                             options.single_call)
         finally:
             runners.put(runner)
         with lock:
@@ -191,16 +202,30 @@ def main(argv=None) -> int:
     for server in servers:
         server.close()
     ordered = [records[i] for i in range(len(tasks))]
+    exporters = options.exporters
+    if options.reuse:
+        ordered, exporters = reuse(options.reuse, ordered, cases, options.exporters)
     _write_json(options, env, command, ordered)
-    report = render(ordered, GROUPS, env, command, options.exporters)
+    report = render(ordered, GROUPS, env, command, exporters)
     if options.markdown:
         options.markdown.parent.mkdir(parents=True, exist_ok=True)
         options.markdown.write_text(report)
-    header = ["set"] + [e for e in ("strict", "nonstrict", "unbroken") if e in options.exporters]
+    header = ["set"] + [e for e in ("strict", "nonstrict", "unbroken") if e in exporters]
     print(" | ".join(header))
-    for row in summary_rows(ordered, GROUPS, options.exporters):
+    for row in summary_rows(ordered, GROUPS, exporters):
         print(" | ".join(row))
     return 0
+
+
+def reuse(path: Path, fresh: list[dict], cases: dict, exporters: list[str]):
+    """``fresh`` plus the records of ``path`` (a previous --json report) for the selected
+    cases and the exporters not rerun, in case order; and the exporters the report shows."""
+    kept = [r for r in json.loads(path.read_text())["records"]
+            if r["case"] in cases and r["exporter"] not in exporters]
+    order = {name: i for i, name in enumerate(cases)}
+    merged = sorted(fresh + kept, key=lambda r: (order[r["case"]], EXPORTERS.index(r["exporter"])))
+    shown = [e for e in EXPORTERS if e in exporters or any(r["exporter"] == e for r in kept)]
+    return merged, shown
 
 
 def _write_json(options, env, command, records) -> None:

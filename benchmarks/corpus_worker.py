@@ -148,7 +148,7 @@ def _check_run(ep, reference, plan, record, key, resized=False):
     record[key] = compare(reference, out).to_dict()
 
 
-def measure(case: Case, exporter: str, dynamic: bool) -> dict:
+def measure(case: Case, exporter: str, dynamic: bool, single_call: bool = False) -> dict:
     record: dict = {"case": case.name, "group": case.group, "exporter": exporter,
                     "dynamic": dynamic}
     try:
@@ -172,10 +172,11 @@ def measure(case: Case, exporter: str, dynamic: bool) -> dict:
                       traceback=traceback.format_exc(limit=-8))
         record["peak_rss_mb"] = _rss_mb()
         return record
-    try:
-        _timed_export(export, model, plan, record, "export2_s")
-    except Exception as error:  # noqa: BLE001
-        record["second_error"] = describe_error(error)
+    if not single_call:
+        try:
+            _timed_export(export, model, plan, record, "export2_s")
+        except Exception as error:  # noqa: BLE001
+            record["second_error"] = describe_error(error)
     _check_run(ep, reference, plan, record, "match")
     shapes = input_shapes(input_leaves(plan.args, plan.kwargs), _placeholder_shapes(ep))
     record["input_shapes"] = shapes
@@ -190,9 +191,10 @@ def measure(case: Case, exporter: str, dynamic: bool) -> dict:
     return record
 
 
-def run_case(name: str, group: str, exporter: str, dynamic: bool, out: str) -> None:
+def run_case(name: str, group: str, exporter: str, dynamic: bool, out: str,
+             single_call: bool = False) -> None:
     """Measure one (case, exporter) and write its record to ``out``."""
-    record = measure(all_cases((group,))[name], exporter, dynamic)
+    record = measure(all_cases((group,))[name], exporter, dynamic, single_call)
     Path(out).write_text(json.dumps(record, indent=1, default=str))
 
 
@@ -228,7 +230,8 @@ def _child(task: dict) -> None:
         log = os.open(task["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         os.dup2(log, 1)
         os.dup2(log, 2)
-        run_case(task["case"], task["group"], task["exporter"], task["dynamic"], task["out"])
+        run_case(task["case"], task["group"], task["exporter"], task["dynamic"], task["out"],
+                 task.get("single_call", False))
         code = 0
     except BaseException:  # noqa: BLE001 -- reported through the log and the exit code
         traceback.print_exc()
@@ -258,6 +261,7 @@ def main(argv=None) -> int:
     parser.add_argument("out", nargs="?")
     parser.add_argument("--dynamic", action="store_true")
     parser.add_argument("--group", choices=GROUPS, help="the case's set (loads only that set)")
+    parser.add_argument("--single-call", action="store_true", help="no second export call")
     parser.add_argument("--serve", action="store_true", help="fork server (see serve())")
     options = parser.parse_args(argv)
     if options.serve:
@@ -266,7 +270,8 @@ def main(argv=None) -> int:
     if not (options.case and options.exporter and options.out):
         parser.error("CASE EXPORTER OUT are required without --serve")
     group = options.group or next(g for g in GROUPS if options.case in all_cases((g,)))
-    run_case(options.case, group, options.exporter, options.dynamic, options.out)
+    run_case(options.case, group, options.exporter, options.dynamic, options.out,
+             options.single_call)
     return 0
 
 

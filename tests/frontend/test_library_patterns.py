@@ -2,8 +2,12 @@
 modules, dict subclasses with their own methods, imports inside functions, global state set
 and reset around a call, introspection, objects with container protocols."""
 import contextvars
+import functools
+import importlib.metadata
+import importlib.util
 import inspect
 import math
+import re
 
 import pytest
 import torch
@@ -226,3 +230,55 @@ def test_hugging_face_models_when_installed(name, make, inputs, key):
     ep = unbroken.export(model, (inputs(),))
     fresh = inputs()
     torch.testing.assert_close(ep.module()(fresh)[key], model(fresh)[key])
+
+
+CALLS = []
+
+
+@functools.lru_cache
+def backend_available(name):
+    """An environment probe, like transformers' is_torch_available(): cached, constant."""
+    CALLS.append(name)
+    found = importlib.util.find_spec(name) is not None
+    return found and re.fullmatch(r"\d+\.\d+.*", importlib.metadata.version(name)) is not None
+
+
+class Probe:
+    def __init__(self):
+        self.scale = 2.0
+
+
+class Probing(nn.Module):
+    """Wav2Vec2's encoder asks is_fsdp_managed_module(self), which probes installed packages
+    (importlib.metadata, a version regex) and reads vars(module)."""
+
+    def __init__(self):
+        super().__init__()
+        self.probe = Probe()
+
+    def forward(self, x):
+        if backend_available("torch") and "scale" in vars(self.probe):
+            x = x * vars(self.probe)["scale"]
+        return x + len(vars(self))
+
+
+def test_environment_probes_and_vars_match_eager():
+    x = torch.randn(3)
+    ep = unbroken.export(Probing(), (x,))
+    torch.testing.assert_close(ep.module()(x), Probing()(x))
+    assert CALLS == ["torch"]  # called natively once (then cached), as eager does
+
+
+def test_writes_through_vars_of_an_outside_object_are_refused():
+    class Writes(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.probe = Probe()
+
+        def forward(self, x):
+            vars(self.probe)["scale"] = 3.0
+            return x
+
+    with pytest.raises(unbroken.GraphBreakError) as info:
+        unbroken.export(Writes(), (torch.randn(2),))
+    assert info.value.code == "UB107"

@@ -38,6 +38,8 @@ _PURE = {abs, divmod, pow, round, chr, ord, bin, hex, oct}
 
 
 def call_builtin(tx, fn, args: list, kwargs: dict) -> VariableTracker:
+    if fn is vars and len(args) == 1 and not kwargs:  # vars(obj) is obj.__dict__
+        return args[0].getattr(tx, "__dict__")
     if fn in _REFUSED:
         error = graph_break(_REFUSED[fn], f"`{fn.__name__}()` is called", frames=tx.user_frames())
         if fn in (id, print, hash) and tx.output.recover(error):

@@ -7,6 +7,7 @@ objects to their qualified names, and the leaf-call machinery.
 from __future__ import annotations
 
 import contextlib
+import operator
 import os
 import types
 
@@ -40,6 +41,10 @@ def _raised_inside_unbroken(exc: BaseException) -> bool:
         tb = tb.tb_next
     return tb is not None and tb.tb_frame.f_code.co_filename.startswith(_UNBROKEN_DIR)
 
+
+# Tensor indexing, whose list indexes become index tensors (see index_lists_as_tensors).
+_INDEXING = (operator.getitem, operator.setitem, torch.Tensor.__getitem__,
+             torch.Tensor.__setitem__)
 
 DELETED = object()  # an overlay entry for an attribute deleted by the trace
 
@@ -200,7 +205,10 @@ class TraceContext:
         """Call ``fn`` natively on the unwrapped arguments while the recorder records."""
         from .variables.builder import wrap
         from .variables.containers import IteratorVariable
+        from .variables.tensor import TensorVariable, index_lists_as_tensors
 
+        if fn in _INDEXING and len(args) > 1 and isinstance(args[0], TensorVariable):
+            args = [args[0], index_lists_as_tensors(tx, args[1]), *args[2:]]
         values = [a.unwrap(tx) for a in args]
         named = {k: v.unwrap(tx) for k, v in kwargs.items()}
         with self.leaf_errors(fn), self.recorder.recording():

@@ -5,8 +5,11 @@ import collections
 import collections.abc
 import enum
 import functools
+import importlib.metadata
+import importlib.util
 import inspect
 import logging
+import re
 import types
 import warnings
 
@@ -73,8 +76,12 @@ _IGNORED_CALLS = frozenset([warnings.warn, warnings.warn_explicit] + [
 
 # Read-only queries of library state, called natively (interpreting them would walk into
 # locks and caches): `if logger.isEnabledFor(logging.DEBUG):`.
+# Installed-package metadata is fixed for the process: `is_torch_available()`-style probes
+# in library code read it (interpreting importlib's finders would walk the file system).
 _NATIVE_QUERIES = frozenset([logging.Logger.isEnabledFor, logging.Logger.getEffectiveLevel,
-                             logging.Logger.hasHandlers])
+                             logging.Logger.hasHandlers, importlib.metadata.version,
+                             importlib.metadata.distribution, importlib.metadata.metadata,
+                             importlib.metadata.requires, importlib.util.find_spec])
 
 
 def _wrap_tensor(tx, value: torch.Tensor, source) -> VariableTracker:
@@ -194,7 +201,7 @@ def _wrap_descriptor(tx, value, source):
     owner = getattr(value, "__objclass__", None)
     if owner is not None and issubclass(owner, torch._C.TensorBase):
         return TorchFunctionVariable(value, source)
-    if owner in (str, int, float, tuple, list, dict, bytes, object):
+    if owner in (str, int, float, tuple, list, dict, bytes, object, re.Pattern, re.Match):
         return PureCallableVariable(value, source)
     raise graph_break("UB108", f"the native method `{value!r}` is not supported",
                       frames=tx.user_frames())
@@ -215,6 +222,15 @@ def _wrap_partial(tx, value, source):
 
 def _wrap_generator(tx, value, source):
     raise graph_break("UB106", "a generator object is used in traced code", frames=tx.user_frames())
+
+
+def _wrap_cached(tx, value, source):
+    """A function under ``functools.lru_cache``/``cache``: called natively when every argument
+    is a constant (the cache declares the result a function of its arguments, and eager calls
+    it the same way: ``is_torch_available()``), else traced through the function itself."""
+    from .functions import CachedFunctionVariable
+
+    return CachedFunctionVariable(value, wrap(tx, value.__wrapped__, source), source)
 
 
 def _wrap_op(tx, value, source):
@@ -252,8 +268,6 @@ _BUILDERS = [
     (lambda v: isinstance(v, type), _wrap_class),
     (lambda v: isinstance(v, types.ModuleType), _wrap_python_module),
     (lambda v: isinstance(v, functools.partial), _wrap_partial),
-    # a cache is transparent for the pure functions it may wrap: trace the function itself
-    (lambda v: isinstance(v, functools._lru_cache_wrapper),
-     lambda tx, v, source: wrap(tx, v.__wrapped__, source)),
+    (lambda v: isinstance(v, functools._lru_cache_wrapper), _wrap_cached),
     (lambda v: isinstance(v, types.GeneratorType), _wrap_generator),
 ]

@@ -326,3 +326,31 @@ def is_torch_callable(fn) -> bool:
         return module == "torch" or module.startswith(("torch.", "torch._"))
     return False
 
+
+
+class CachedFunctionVariable(NativeCallableVariable):
+    """A function under ``functools.lru_cache``/``cache`` (``fn``: the cache wrapper;
+    ``traced``: the tracker of the function it wraps).
+
+    With constant arguments it is called natively when its result is a constant: the cache
+    declares the result a function of the arguments (``is_torch_available()``, a parsed
+    version), and eager makes the same call. Otherwise the wrapped function is traced."""
+
+    __slots__ = ("traced",)
+
+    def __init__(self, fn, traced: VariableTracker, source=None):
+        super().__init__(fn, source)
+        self.traced = traced
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        from .constant import ConstantVariable, is_constant_value
+
+        if all(a.is_constant() for a in [*args, *kwargs.values()]):
+            try:
+                value = self.fn(*(a.as_constant() for a in args),
+                                **{k: v.as_constant() for k, v in kwargs.items()})
+            except Exception as exc:  # the program's own error, raised at its line
+                raise tx.user_exception(exc) from None
+            if is_constant_value(value):
+                return ConstantVariable(value)
+        return self.traced.call(tx, args, kwargs)

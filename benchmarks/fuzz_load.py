@@ -1,0 +1,147 @@
+"""A fuzz campaign against unbroken.load (issue 5), larger than the suite's.
+
+Usage: python benchmarks/fuzz_load.py [files per mutation, default 500] [seed]
+
+Mutates the format-2 golden program (bit flips, truncation, byte edits inside members,
+inflated members, JSON edits with random values and deep nesting) and the format-1 golden
+(bit flips, byte edits) and loads each file; a loaded program is run on its example inputs.
+Prints, per mutation: files tried, refused cleanly (SerializationError), loaded and ran,
+anything else (by exception type, with one example), and the mean / max time per file.
+"""
+import io
+import json
+import random
+import sys
+import time
+import traceback
+import zipfile
+from collections import Counter
+from pathlib import Path
+
+import unbroken
+from unbroken.ir.serialize import Limits
+
+GOLDEN = Path(__file__).resolve().parents[1] / "tests" / "golden"
+LIMITS = Limits(json_bytes=1 << 20, tensor_bytes=1 << 20)
+
+
+def members_of(data: bytes) -> dict:
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        return {n: archive.read(n) for n in archive.namelist()}
+
+
+def rezip(members: dict) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+def bit_flips(rng, original, members):
+    data = bytearray(original)
+    for _ in range(rng.randint(1, 8)):
+        bit = rng.randrange(len(data) * 8)
+        data[bit // 8] ^= 1 << (bit % 8)
+    return bytes(data)
+
+
+def truncation(rng, original, members):
+    return original[:rng.randrange(len(original))]
+
+
+def byte_edits(rng, original, members):
+    name = rng.choice(sorted(members))
+    content = bytearray(members[name])
+    for _ in range(rng.randint(1, 4)):
+        at = rng.randrange(max(len(content), 1))
+        content[at:at + 1] = bytes(rng.randrange(256) for _ in range(rng.randint(0, 3)))
+    return rezip({**members, name: bytes(content)})
+
+
+def inflated(rng, original, members):
+    name = rng.choice(sorted(members))
+    return rezip({**members, name: members[name] + b" " * rng.randint(1, 8 << 20)})
+
+
+def random_json(rng, depth=0):
+    choice = rng.randrange(9 if depth < 3 else 6)
+    return [None, rng.random() < 0.5, rng.randint(-2 ** 70, 2 ** 70), rng.uniform(-1e9, 1e9),
+            rng.choice(["s0", "u0", "x", "mul", "BUFFER", "(s0//2)", "9**9**9", "", "\r"]),
+            rng.randint(-3, 70),
+            [random_json(rng, depth + 1) for _ in range(rng.randint(0, 3))],
+            {rng.choice(["node", "tuple", "list", "dict", "tensor", "sym", "value", "x"]):
+             random_json(rng, depth + 1)},
+            json.loads("[" * 90 + "]" * 90)][choice]
+
+
+def paths(value, prefix=()):
+    yield prefix
+    items = value.items() if isinstance(value, dict) else enumerate(value) \
+        if isinstance(value, list) else ()
+    for key, item in items:
+        yield from paths(item, prefix + (key,))
+
+
+def json_edits(rng, original, members):
+    document = json.loads(members["program.json"])
+    for _ in range(rng.randint(1, 3)):
+        path = rng.choice([p for p in paths(document) if p])
+        parent = document
+        for key in path[:-1]:
+            parent = parent[key]
+        parent[path[-1]] = random_json(rng)
+    return rezip({**members, "program.json": json.dumps(document).encode()})
+
+
+def outcome(data: bytes):
+    try:
+        program = unbroken.load(io.BytesIO(data), limits=LIMITS)
+        args, kwargs = program.example_inputs or ((), {})
+        if program.example_inputs is not None:
+            program.module()(*args, **kwargs)
+        return "loaded", None
+    except unbroken.SerializationError:
+        return "refused", None
+    except Exception as error:  # what the campaign is looking for: report, do not stop
+        return f"other: {type(error).__name__}", traceback.format_exc(limit=-3)
+
+
+def campaign(label, original, mutation, count, rng):
+    members = members_of(original)
+    counts, examples, times = Counter(), {}, []
+    for _ in range(count):
+        data = mutation(rng, original, members)
+        start = time.perf_counter()
+        result, detail = outcome(data)
+        times.append(time.perf_counter() - start)
+        counts[result] += 1
+        if detail:
+            examples.setdefault(result, detail)
+    print(f"{label:<28} tried {count:5d}  refused {counts['refused']:5d}  loaded "
+          f"{counts['loaded']:5d}  other {count - counts['refused'] - counts['loaded']:3d}  "
+          f"mean {1000 * sum(times) / len(times):6.1f} ms  max {1000 * max(times):6.1f} ms")
+    for result, detail in examples.items():
+        print(f"    {result}\n{detail}")
+    return counts
+
+
+def main():
+    count = int(sys.argv[1]) if len(sys.argv) > 1 else 500
+    rng = random.Random(int(sys.argv[2]) if len(sys.argv) > 2 else 0)
+    v2 = (GOLDEN / "program_v2.ubp").read_bytes()
+    v1 = (GOLDEN / "program_v1.ubp").read_bytes()
+    total = Counter()
+    for label, original, mutation in [
+            ("v2 bit flips", v2, bit_flips), ("v2 truncation", v2, truncation),
+            ("v2 byte edits in members", v2, byte_edits), ("v2 inflated members", v2, inflated),
+            ("v2 JSON edits", v2, json_edits), ("v1 bit flips", v1, bit_flips),
+            ("v1 byte edits in members", v1, byte_edits), ("v1 JSON edits", v1, json_edits)]:
+        total.update(campaign(label, original, mutation, count, rng))
+    tried = sum(total.values())
+    print(f"{'total':<28} tried {tried:5d}  refused {total['refused']:5d}  loaded "
+          f"{total['loaded']:5d}  other {tried - total['refused'] - total['loaded']:3d}")
+
+
+if __name__ == "__main__":
+    main()

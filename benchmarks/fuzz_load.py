@@ -3,7 +3,8 @@
 Usage: python benchmarks/fuzz_load.py [files per mutation, default 500] [seed]
 
 Mutates the format-2 golden program (bit flips, truncation, byte edits inside members,
-inflated members, JSON edits with random values and deep nesting) and the format-1 golden
+inflated members, JSON edits with random values and deep nesting, small plausible edits of
+scalars) and the format-1 golden
 (bit flips, byte edits) and loads each file; a loaded program is run on its example inputs.
 Prints, per mutation: files tried, refused cleanly (SerializationError), loaded and ran,
 anything else (by exception type, with one example), and the mean / max time per file.
@@ -66,13 +67,24 @@ def inflated(rng, original, members):
 
 def random_json(rng, depth=0):
     choice = rng.randrange(9 if depth < 3 else 6)
-    return [None, rng.random() < 0.5, rng.randint(-2 ** 70, 2 ** 70), rng.uniform(-1e9, 1e9),
-            rng.choice(["s0", "u0", "x", "mul", "BUFFER", "(s0//2)", "9**9**9", "", "\r"]),
-            rng.randint(-3, 70),
-            [random_json(rng, depth + 1) for _ in range(rng.randint(0, 3))],
-            {rng.choice(["node", "tuple", "list", "dict", "tensor", "sym", "value", "x"]):
-             random_json(rng, depth + 1)},
-            json.loads("[" * 90 + "]" * 90)][choice]
+    if choice == 0:
+        return None
+    if choice == 1:
+        return rng.random() < 0.5
+    if choice == 2:
+        return rng.randint(-2 ** 70, 2 ** 70)
+    if choice == 3:
+        return rng.uniform(-1e9, 1e9)
+    if choice == 4:
+        return rng.choice(["s0", "u0", "x", "mul", "BUFFER", "(s0//2)", "9**9**9", "", "\r"])
+    if choice == 5:
+        return rng.randint(-3, 70)
+    if choice == 6:
+        return [random_json(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    if choice == 7:
+        tag = rng.choice(["node", "tuple", "list", "dict", "tensor", "sym", "value", "x"])
+        return {tag: random_json(rng, depth + 1)}
+    return json.loads("[" * 90 + "]" * 90)
 
 
 def paths(value, prefix=()):
@@ -92,6 +104,31 @@ def json_edits(rng, original, members):
             parent = parent[key]
         parent[path[-1]] = random_json(rng)
     return rezip({**members, "program.json": json.dumps(document).encode()})
+
+
+def leaf_tweaks(rng, original, members):
+    """Small plausible edits of scalars: ints moved by a little, strings swapped for other
+    strings of the same document (op names, node names, kinds, dtypes, expressions)."""
+    document = json.loads(members["program.json"])
+    leaves = [p for p in paths(document) if p and not isinstance(get(document, p), (dict, list))]
+    strings = sorted({get(document, p) for p in leaves if isinstance(get(document, p), str)})
+    for _ in range(rng.randint(1, 2)):
+        path = rng.choice(leaves)
+        value = get(document, path)
+        if isinstance(value, bool) or value is None:
+            value = rng.choice([True, False, None, 0, 1])
+        elif isinstance(value, (int, float)):
+            value = value + rng.choice([-2, -1, 1, 2, 64])
+        else:
+            value = rng.choice(strings)
+        get(document, path[:-1])[path[-1]] = value
+    return rezip({**members, "program.json": json.dumps(document).encode()})
+
+
+def get(document, path):
+    for key in path:
+        document = document[key]
+    return document
 
 
 def outcome(data: bytes):
@@ -135,8 +172,10 @@ def main():
     for label, original, mutation in [
             ("v2 bit flips", v2, bit_flips), ("v2 truncation", v2, truncation),
             ("v2 byte edits in members", v2, byte_edits), ("v2 inflated members", v2, inflated),
-            ("v2 JSON edits", v2, json_edits), ("v1 bit flips", v1, bit_flips),
-            ("v1 byte edits in members", v1, byte_edits), ("v1 JSON edits", v1, json_edits)]:
+            ("v2 JSON edits", v2, json_edits), ("v2 leaf tweaks", v2, leaf_tweaks),
+            ("v1 bit flips", v1, bit_flips),
+            ("v1 byte edits in members", v1, byte_edits), ("v1 JSON edits", v1, json_edits),
+            ("v1 leaf tweaks", v1, leaf_tweaks)]:
         total.update(campaign(label, original, mutation, count, rng))
     tried = sum(total.values())
     print(f"{'total':<28} tried {tried:5d}  refused {total['refused']:5d}  loaded "

@@ -69,6 +69,13 @@ def _node(document, name):
     return next(n for n in _nodes(document) if n["name"] == name)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _warm_up():
+    """The first load in a process imports torch's meta kernels (about a second); time the
+    attacks, not that."""
+    unbroken.load(GOLDEN / "program_v2.ubp")
+
+
 @pytest.fixture
 def marker(tmp_path):
     return tmp_path / "pwned"
@@ -278,3 +285,24 @@ def test_placeholders_take_no_default_values(marker):
     def change(document):
         _node(document, "x")["args"] = {"tuple": [f"{_payload(marker)}"]}
     _refused(_with_document(V2, change), marker, "takes no arguments")
+
+
+# -- the metadata must be what the ops compute ----------------------------------------------------
+def test_saved_values_must_be_what_the_ops_compute(marker):
+    def change(document):
+        _node(document, "relu")["args"] = {"tuple": [{"node": "add"}]}  # an int64 scalar
+    _refused(_with_document(V2, change), marker, r"node relu \(aten.relu.default\): the saved "
+                                                 r"value torch.float32\[s0, 3\] is not what")
+
+
+def test_ops_that_fail_on_their_saved_inputs_are_refused(marker):
+    def change(document):
+        _node(document, "linear")["args"]["tuple"][1] = {"node": "x"}
+    _refused(_with_document(V2, change), marker, "linear.*fails on its saved inputs")
+
+
+def test_mutation_outputs_must_fit_their_buffer(marker):
+    def change(document):
+        _nodes(document)[-1]["args"]["tuple"][0]["tuple"][0] = {"node": "mul"}
+        document["signature"]["outputs"][0]["arg"]["name"] = "mul"
+    _refused(_with_document(V2, change), marker, "does not fit|fails the verifier")

@@ -29,8 +29,10 @@ _CHUNK = 1 << 20
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 # What the zip layer raises on a damaged archive: bad structures, CRC mismatches (BadZipFile),
 # truncated or corrupt deflate streams (zlib.error, EOFError), seeks before the start
-# (ValueError on BytesIO, OSError on files), undecodable names (UnicodeDecodeError).
-ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, struct.error)
+# (ValueError on BytesIO, OSError on files), undecodable names (UnicodeDecodeError), zip
+# versions and methods zipfile does not implement (NotImplementedError).
+ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, struct.error,
+              NotImplementedError)
 _COMPRESSIONS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
 
 

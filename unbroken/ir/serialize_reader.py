@@ -23,11 +23,13 @@ from ..symbolic.env import ShapeEnvironment
 from ..symbolic.ranges import ValueRange
 from .program import ExportedProgram
 from .serialize_archive import open_archive, read_member, read_members
+from .serialize_check import check_values, same_value
 from .serialize_format import (FORMAT_NAME, KNOWN_VERSIONS, MEMBERS, Limits,
                                check_attribute_path, check_identifier, fail)
 from .serialize_graph import GraphReader
 from .serialize_json import Fields, decode_json
 from .serialize_v1 import read_v1_tensors
+from .verifier import verify
 from .signature import (ConstantArgument, ExportGraphSignature, InputKind, InputSpec,
                         OutputKind, OutputSpec, SymIntArgument, TensorArgument)
 
@@ -79,11 +81,14 @@ class _Loader:
         reader = GraphReader(self.env, symbols, self.limits, self.version, DOCUMENT)
         graph_module = reader.graph_module(f.get(doc, "graph", "dict", "the document"))
         signature = self._signature(f.get(doc, "signature", "dict", "the document"))
+        _verify(graph_module, signature)
+        check_values(graph_module, DOCUMENT)
         in_spec = self._treespec(doc, "in_spec")
         out_spec = self._treespec(doc, "out_spec")
         state, constants, examples = self._tensors(tensor_bytes, reader)
         placeholders = {n.name: n for n in graph_module.graph.nodes if n.op == "placeholder"}
         _check_state(signature, placeholders, state, constants)
+        _check_mutations(graph_module, signature, placeholders)
         _check_specs(signature, in_spec, out_spec)
         if examples is not None and not _examples_fit(examples, in_spec, signature,
                                                       placeholders):
@@ -92,9 +97,7 @@ class _Loader:
             return ExportedProgram(graph_module, signature, state, constants, ranges, in_spec,
                                    out_spec, example_inputs=examples)
         except InternalError as error:  # the verifier: here it judges the file's content
-            raise fail(DOCUMENT, f"the program fails the verifier: "
-                                 f"{error.message.removeprefix('Internal error in unbroken: ')}"
-                       ) from None
+            raise _verifier_failure(error) from None
 
     # -- symbols ----------------------------------------------------------------------------------
     def _symbols(self, entries: list) -> tuple[dict, dict]:
@@ -318,6 +321,19 @@ class _TensorIndex:
         return pytree.tree_unflatten(leaves, spec)
 
 
+def _verify(graph_module, signature) -> None:
+    """The dialect verifier on the graph and signature alone (before tensors are checked)."""
+    try:
+        verify(graph_module, signature)
+    except InternalError as error:  # the verifier: here it judges the file's content
+        raise _verifier_failure(error) from None
+
+
+def _verifier_failure(error: InternalError) -> SerializationError:
+    message = error.message.removeprefix("Internal error in unbroken: ")
+    return fail(DOCUMENT, f"the program fails the verifier: {message}")
+
+
 # -- everything against everything ------------------------------------------------------------------
 def _store_of(spec, state: dict, constants: dict):
     if spec.kind.name == "PARAMETER" or (spec.kind.name == "BUFFER" and spec.persistent):
@@ -366,6 +382,22 @@ def _dense(shape, stride) -> bool:
             return False
         expected *= size
     return True
+
+
+def _check_mutations(graph_module, signature, placeholders: dict) -> None:
+    """A mutation output has the dtype and shape of the buffer or input it is written to."""
+    output = next(n for n in graph_module.graph.nodes if n.op == "output")
+    buffers = {s.target: s.arg.name for s in signature.input_specs if s.kind.name == "BUFFER"}
+    for value, spec in zip(output.args[0], signature.output_specs):
+        if spec.kind.name == "USER_OUTPUT":
+            continue
+        name = buffers.get(spec.target) if spec.kind.name == "BUFFER_MUTATION" else spec.target
+        target = placeholders.get(name)
+        new, old = value.meta.get("val"), target.meta.get("val") if target is not None else None
+        if not (isinstance(new, torch.Tensor) and isinstance(old, torch.Tensor)
+                and same_value(new, old)):
+            raise fail(DOCUMENT, f"the mutation output {spec.arg.name} does not fit "
+                                 f"{spec.target!r}")
 
 
 def _check_specs(signature, in_spec, out_spec) -> None:

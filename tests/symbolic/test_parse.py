@@ -25,6 +25,8 @@ EXAMPLES = [
     sympy.Or(S0 > 2, U0 < 3), sympy.Not(sympy.And(S0 > 2, U0 < 3)), 1.5 * Z0, -S0 ** 2,
     1 / (S0 + 1), E.Max(1, S0, U0, 3), 4 * E.FloorDiv(S0 * U0 + 2, 3) - E.PythonMod(U0, S0),
     sympy.sqrt(S0), sympy.Abs(U0), sympy.true,
+    # a sign over a whole product must not be distributed into its first factor
+    -(S0 + S1) * E.FloorDiv(S0, 3), E.FloorDiv(-S0, 3), -E.FloorDiv(S0 * U0, 3),
 ]
 
 

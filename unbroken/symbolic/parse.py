@@ -282,13 +282,23 @@ class _Parser:
         return _fold(_build(sympy.Add, _numeric(value), *terms))
 
     def parse_product(self):
+        # A leading sign is kept aside and applied to the whole product, as sympy prints
+        # Mul(-1, a + b, c) as "-(a + b)*c": negating the first factor alone would distribute
+        # over a + b and read back a different (equal) expression. Negation commutes with * and
+        # /, not with // and %: the pending sign is applied before either, as Python would.
+        negative = False
+        while (sign := self.accept("-", "+")) is not None:
+            self.count()
+            negative ^= sign == "-"
         value = self.parse_unary()
         while (operator := self.accept("*", "/", "//", "%")) is not None:
             self.count()
             if operator in ("//", "%"):
                 self.count_division()
+                if negative:
+                    value, negative = _fold(-_numeric(value)), False
             value = _product(operator, _numeric(value), _numeric(self.parse_unary()))
-        return value
+        return _fold(-_numeric(value)) if negative else value
 
     def parse_unary(self):
         operator = self.accept("-", "+")

@@ -93,7 +93,16 @@ def test_size_strings_are_never_sympified(members, marker):
 def test_placeholder_targets_are_never_pasted_into_code(members, marker):
     def change(document):
         _node(document, "x")["target"] = f"x={_payload(marker)}"
-    _refused(_with_document(members, change), marker, "target must be its name")
+    _refused(_with_document(members, change), marker, "not a plain Python identifier")
+
+
+@pytest.mark.parametrize("target", ["torch", "self", "len", "mul"])
+def test_placeholder_targets_never_shadow_what_generated_code_reads(target, marker):
+    """A target may differ from its node's name (fx snake-cases names: p_LayerNorm_weight is
+    named p_layer_norm_weight) but must not shadow the globals, ``self`` or another node."""
+    def change(document):
+        _node(document, "x")["target"] = target
+    _refused(_with_document(V2, change), marker, "would shadow")
 
 
 @pytest.mark.parametrize("members", [V1, V2], ids=["v1", "v2"])

@@ -2,7 +2,8 @@
 
 A node becomes an ``fx.Node`` only after each of its strings passed the check for where fx will
 put it (``serialize_format``): node names and placeholder targets are identifiers (and a
-placeholder's target is its name), ``get_attr`` targets name a subgraph of this graph,
+placeholder's target, the argument name fx generates, is its name or another identifier that
+shadows no global of the generated code and no other node), ``get_attr`` targets name a subgraph of this graph,
 keyword-argument names are argument names of the op's schema, call targets resolve only
 through the allow-list, argument values are decoded from a closed set of tagged forms and may
 reference only nodes defined earlier in the same graph. Symbolic sizes are read by
@@ -11,6 +12,7 @@ budget per file.
 """
 from __future__ import annotations
 
+import builtins
 import inspect
 import math
 
@@ -27,6 +29,9 @@ from .serialize_json import Fields
 __all__ = ["GraphReader"]
 
 _OPS = ("placeholder", "call_function", "get_attr", "output")
+# Names the code fx generates reads as globals (and ``self``): a forward argument of that name
+# would shadow them.
+_RESERVED = frozenset(dir(builtins)) | frozenset(fx.graph._custom_builtins) | {"self"}
 _MAX_RANK = 64
 _MAX_SIZE = 1 << 62
 _ENUMS = {
@@ -66,11 +71,19 @@ class GraphReader:
                                  self.member, f"{where}: subgraph name")
             owner.add_module(name, self.graph_module(sub, f"{where}.modules[{name!r}]"))
         graph, nodes = fx.Graph(), {}
+        self._arguments: set[str] = set()
         entries = f.get(data, "nodes", "list", where)
         for index, entry in enumerate(entries):
             self._count_node()
             node = self._node(graph, entry, nodes, owner, f"{where}.nodes[{index}]")
             nodes[node.name] = node
+        for node in graph.find_nodes(op="placeholder"):
+            # fx assigns each argument to its node's name: an argument named like another node
+            # would be read after that node overwrote it
+            other = nodes.get(node.target)
+            if other is not None and other is not node:
+                raise f.fail(where, f"the placeholder target {node.target!r} would shadow a "
+                                    "name the generated code uses (another node's name)")
         if not entries or entries[-1].get("op") != "output":
             raise f.fail(where, "the last node must be the output node")
         return fx.GraphModule(owner, graph)
@@ -106,7 +119,12 @@ class GraphReader:
         f = self.fields
         target = f.get(entry, "target", "str", where)
         if op == "placeholder" and target != name:
-            raise f.fail(where, f"a placeholder's target must be its name, got {target[:80]!r}")
+            check_identifier(target, self.member, f"{where}: placeholder target")
+            if target in _RESERVED or target in self._arguments:
+                raise f.fail(where, f"the placeholder target {target!r} would shadow a name "
+                                    "the generated code uses")
+        if op == "placeholder":
+            self._arguments.add(target)
         if op == "get_attr" and target not in owner._modules:
             raise f.fail(where, f"get_attr target {target[:80]!r} names no subgraph")
         if op == "output" and target != "output":

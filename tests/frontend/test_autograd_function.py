@@ -92,6 +92,10 @@ def test_training_program_saves_and_loads(tmp_path):
     loaded = unbroken.load(tmp_path / "model.ubp")
     with torch.no_grad():
         assert torch.equal(loaded.module()(x), model(x))
+    x_eager, x_loaded = x.clone().requires_grad_(), x.clone().requires_grad_()
+    model(x_eager).sum().backward()
+    loaded.module()(x_loaded).sum().backward()
+    assert torch.allclose(x_loaded.grad, x_eager.grad)  # the custom backward, saved and loaded
 
 
 def test_tensor_read_from_outside_is_refused_with_the_fix():

@@ -282,3 +282,32 @@ def test_writes_through_vars_of_an_outside_object_are_refused():
     with pytest.raises(unbroken.GraphBreakError) as info:
         unbroken.export(Writes(), (torch.randn(2),))
     assert info.value.code == "UB107"
+
+
+class Activation(nn.Module):
+    """Like transformers' SiLUActivation: a stateless module a model builds in forward."""
+
+    def forward(self, x):
+        return x * torch.sigmoid(x)
+
+
+class BuildsModules(nn.Module):
+    def forward(self, x):
+        return nn.Softmax(dim=-1)(x) + Activation()(x)
+
+
+def test_stateless_module_made_in_forward_matches_eager():
+    x = torch.randn(3, 4)
+    ep = unbroken.export(BuildsModules(), (x,))
+    torch.testing.assert_close(ep.module()(x), BuildsModules()(x), rtol=0, atol=0)
+
+
+def test_module_with_weights_made_in_forward_is_refused():
+    class BuildsLinear(nn.Module):
+        def forward(self, x):
+            return nn.Linear(4, 4)(x)
+
+    with pytest.raises(unbroken.GraphBreakError) as info:
+        unbroken.export(BuildsLinear(), (torch.randn(2, 4),))
+    assert info.value.code == "UB108" and "anew on every call" in info.value.message
+    assert "Create it in __init__" in str(info.value)

@@ -28,6 +28,9 @@ SLICE = [
     "bert", "gpt2", "llama", "t5", "vit", "wav2vec2",
     "bloom",    # custom autograd.Function (GeLUFunction)
     "falcon",   # list index: fused_qkv[..., [-2], :]
+    "codegen",  # nn.Softmax(dim=-1) made in forward
+    "mamba",    # SiLUActivation() made in forward
+    "wavlm",    # vars(module), importlib.metadata probes (as wav2vec2)
 ]
 
 

@@ -187,8 +187,8 @@ class Recorder(TorchDispatchMode):
         name = self.add_placeholder(f"c_{name_hint}", meta, user_input=False,
                                     device=real.device).name
         self.constants[name] = real
-        # the placeholder's name is unique, so is its target: two constants lifted under one
-        # hint (two anonymous index tensors) must not share a slot in ep.constants
+        # the state name is the placeholder's, whose uniqueness fx guarantees: two constants
+        # with one hint (every torch.tensor(...) made in forward) must not share a slot
         self.constant_targets[name] = name.removeprefix("c_")
         self._lifted[id(real)] = meta
         if self.shadow is not None and real.device.type != "meta":

@@ -1,5 +1,6 @@
 """Render a :class:`unbroken.symbolic.fixes.Fix` as a ``dynamic_shapes`` spec: both the
-object (torch's ``Dim``s, to export again with) and the Python code to paste.
+object (torch's ``Dim``s, to export again with) and the Python code to paste; and render the
+``ConstraintViolationError`` that shows the violated guards with that fix.
 
 The spec covers every top-level argument of ``forward`` by name: tensors get
 ``{dim: Dim or derived Dim}`` (static dims are left out), other arguments ``None``. A fix that
@@ -13,7 +14,9 @@ import re
 import sympy
 from torch.export import Dim
 
-__all__ = ["render_fix"]
+from .symbolic.diagnostics import ConstraintViolationError
+
+__all__ = ["constraint_error", "render_fix"]
 
 
 def render_fix(fix, top_dims: dict, env):
@@ -126,3 +129,37 @@ def _code(names, entries) -> str:
             body.append(f'    "{arg}": {{{inner}}},')
     return "\n".join(["from torch.export import Dim", "", *names.definitions(),
                       "dynamic_shapes = {", *body, "}"])
+
+
+def constraint_error(env, violations, suggestion=None) -> ConstraintViolationError:
+    """The error for guards the spec does not imply: each violated guard once, in the user's
+    terms (``x.shape[0] == 4``), with a counterexample and the line that made it, then the
+    suggested fix (``suggestion``: (notes, code) from :func:`render_fix`, verified) or a
+    generic hint."""
+    lines, seen = [], set()
+    for violation in violations:
+        guard = violation.guard
+        if guard.as_fact() in seen:
+            continue
+        seen.add(guard.as_fact())
+        where = f"  at {guard.frames[-1].short()}: {guard.frames[-1].source}" if guard.frames else ""
+        example = ""
+        if violation.counterexample:
+            values = ", ".join(f"{env.source_of(s)} = {v}" for s, v in violation.counterexample.items())
+            example = f"  (fails for {values})"
+        lines.append(f"- {guard.describe(env.source_of)}{example}{where}")
+    first = violations[0].guard
+    details = "Guards not implied by the spec:\n" + "\n".join(lines)
+    if suggestion is not None:
+        notes, code = suggestion
+        details += ("\n\nSuggested fix (proven for every admitted size, and verified by "
+                    "exporting again with it):\n" + "\n".join(f"- {n}" for n in notes)
+                    + "\n\n" + code)
+        hint = "Use the suggested dynamic_shapes above."
+    else:
+        hint = ("Narrow the Dim ranges (min/max), declare the related dims equal or derived, "
+                "or mark the dim static, so that every guard above holds for all admitted "
+                "sizes.")
+    return ConstraintViolationError(
+        "the model's code constrains dimensions that dynamic_shapes declares dynamic",
+        frames=first.frames, details=details, hint=hint)

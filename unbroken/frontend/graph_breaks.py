@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-from ..symbolic.diagnostics import UnbrokenError
+from ..symbolic.diagnostics import RefusalError
 
 __all__ = ["BreakKind", "CATALOGUE", "GraphBreakError", "TracedException", "graph_break",
            "render_markdown"]
@@ -221,7 +221,7 @@ _KINDS = [
 CATALOGUE: dict[str, BreakKind] = {kind.id: kind for kind in _KINDS}
 
 
-class GraphBreakError(UnbrokenError):
+class GraphBreakError(RefusalError):
     """Export refused: the model contains a construct that breaks the graph.
 
     ``kind`` is the catalogue entry (see ``docs/graph-breaks.md``); ``reason`` the specific

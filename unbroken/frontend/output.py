@@ -30,6 +30,11 @@ def _is_internal(filename: str) -> bool:
 # or key), which the traced program may catch like eager code would. Errors of the operators
 # themselves (RuntimeError...) are not caught: they are reported as UB120.
 _PYTHON_LEVEL = (AttributeError, KeyError, IndexError, StopIteration)
+# What PyTorch raises when it rejects a program (operator errors, bad arguments, a failed
+# torch._check): reported at the user's line. Any other exception escaping a leaf call is a
+# bug in unbroken, reported as InternalError where the instruction is executed.
+_PROGRAM_ERRORS = (RuntimeError, TypeError, ValueError, ArithmeticError, LookupError,
+                   AssertionError, AttributeError, StopIteration)
 
 
 def _raised_inside_unbroken(exc: BaseException) -> bool:
@@ -222,7 +227,7 @@ class TraceContext:
             raise exc.with_frames(self.user_frames())
         except UnbrokenError as exc:
             raise exc.with_frames(self.user_frames())
-        except Exception as exc:
+        except _PROGRAM_ERRORS as exc:
             if _raised_inside_unbroken(exc):
                 from ..symbolic.diagnostics import InternalError
 

@@ -7,7 +7,7 @@ import importlib
 import torch
 from torch.utils import _pytree as pytree
 
-from ..graph_breaks import graph_break
+from ..graph_breaks import GraphBreakError, graph_break
 from .constant import ConstantVariable
 
 __all__ = ["call_torch_function"]
@@ -36,11 +36,28 @@ def _check(tx, args, kwargs):
             if message is not None and hasattr(message, "call"):
                 try:
                     text = message.call(tx, [], {}).as_constant()
-                except Exception:  # the message itself failed: keep the generic text
+                except GraphBreakError:  # the message itself cannot run: the generic text
                     pass
             raise tx.user_exception(RuntimeError(text))
         return ConstantVariable(None)
     return tx.call_leaf(torch._check, [condition], {})
+
+
+def _nonnegative(value) -> None:
+    """What ``torch._check_is_size(value)`` asserts; the shape environment then treats an
+    unbacked ``value`` as a size (its range starts at 0)."""
+    torch._check(value >= 0)
+
+
+def _check_is_size(tx, args, kwargs):
+    """``torch._check_is_size(n)``: ``n >= 0``, checked now for a constant, else a fact."""
+    value = args[0]
+    if isinstance(value, ConstantVariable):
+        if value.as_constant() < 0:
+            raise tx.user_exception(RuntimeError(
+                f"Expected {value.as_constant()} to be a size (>= 0)"))
+        return ConstantVariable(None)
+    return tx.call_leaf(_nonnegative, [value], {})
 
 
 def _contains_tensor(tracker) -> bool:
@@ -88,7 +105,7 @@ _SPECIAL = {
     torch.jit.is_scripting: _constant(False),
     torch.jit.is_tracing: _constant(False),
     torch._check: _check,
-    torch._check_is_size: _check,
+    torch._check_is_size: _check_is_size,
     torch.cond: lambda tx, args, kwargs: call_cond(tx, *args, **kwargs),
 }
 for _name in _GLOBAL_STATE_SETTERS:

@@ -20,6 +20,7 @@ from torch._dispatch.python import enable_python_dispatcher
 from torch.nn.utils.stateless import _reparametrize_module
 from torch.utils import _pytree as pytree
 
+from .frontend.graph_breaks import TracedException
 from .frontend.output import TraceContext
 from .frontend.sources import LocalSource
 from .frontend.tracer import trace_call
@@ -42,6 +43,7 @@ from .symbolic.env import ShapeEnvironment
 from .symbolic.fixes import suggest_fix
 from .symbolic.solver import Solver, Violation, check_guards
 from .symbolic.spec import resolve_dynamic_shapes
+from .uncaught import checked_against_eager
 
 __all__ = ["export", "find_graph_breaks"]
 
@@ -83,6 +85,8 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict: bool = True,
             except _AdoptAuto as adopt:  # Dim.AUTO dims take what the code requires: retrace
                 refinements.update(adopt.refinements)
         raise InternalError(f"Dim.AUTO refinements did not settle in {_MAX_AUTO_ROUNDS} traces")
+    except TracedException as error:  # "eager fails too" is claimed only once checked
+        raise checked_against_eager(error, mod, args, kwargs) from None
     except UnbrokenError:
         raise
     except Exception as exc:  # a bug in unbroken: say so, with what we know
@@ -459,9 +463,21 @@ def find_graph_breaks(mod, args, kwargs=None, *, dynamic_shapes=None) -> list:
     args, kwargs = _check_call(mod, args, kwargs)
     check_python_version()
     try:
-        return _Export(mod, args, kwargs, None, find_all=True).find_breaks()
+        breaks = _Export(mod, args, kwargs, None, find_all=True).find_breaks()
     except RefusalError as error:
-        return [error]
+        breaks = [error]
+    return [_checked(error, mod, args, kwargs) for error in breaks]
+
+
+def _checked(error, mod, args, kwargs):
+    """A break that is an uncaught exception, checked against eager; an InternalError (the
+    exception is unbroken's) is raised, never listed as a graph break."""
+    if not isinstance(error, TracedException):
+        return error
+    checked = checked_against_eager(error, mod, args, kwargs)
+    if isinstance(checked, InternalError):
+        raise checked
+    return checked
 
 
 def _unique(errors) -> list:

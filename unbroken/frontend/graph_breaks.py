@@ -74,8 +74,10 @@ _KINDS = [
     ),
     BreakKind(
         "UB104", "Uncaught exception in traced code",
-        "The traced program raised an exception that none of its own `except` clauses caught, "
-        "so eager execution would fail on these inputs too.",
+        "The traced program raised an exception that none of its own `except` clauses caught. "
+        "unbroken then runs the model eagerly on copies of the same inputs: the details say "
+        "whether eager fails too (when it does not, the error is reported as a bug in unbroken "
+        "instead).",
         "Fix the failing statement, or catch the exception in forward(). For a condition on "
         "sizes, state it as torch._check(cond, lambda: 'message'): unbroken proves it from "
         "dynamic_shapes (or reports the guard).",

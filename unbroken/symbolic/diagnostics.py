@@ -111,6 +111,12 @@ class UnbrokenError(Exception):
             self.args = (self.render(),)
         return self
 
+    def add_details(self, text: str) -> "UnbrokenError":
+        """Append a paragraph to the details; returns self."""
+        self.details = f"{self.details}\n\n{text}" if self.details else text
+        self.args = (self.render(),)
+        return self
+
     def render(self) -> str:
         parts = [f"[{self.code}] {self.message}"]
         if self.frames:

@@ -2,6 +2,7 @@
 import inspect
 import json
 
+import pytest
 import torch
 import torch.nn as nn
 
@@ -88,3 +89,31 @@ def test_check_reports_all_breaks_in_its_json(tmp_path):
     assert main(["check", str(source), "--json", str(report), "--quiet"]) == 1
     case = json.loads(report.read_text())["cases"][0]
     assert [b["code"] for b in case["graph_breaks"]] == ["UB101", "UB103"]
+
+
+def test_unbrokens_own_bug_is_raised_not_listed(monkeypatch):
+    """An InternalError during the trace is unbroken's bug: never a graph break in the list."""
+    from unbroken import pipeline
+
+    def broken(self, signature, dims):
+        raise unbroken.InternalError("a bug planted by the test")
+
+    monkeypatch.setattr(pipeline._Export, "_lift_inputs", broken)
+    with pytest.raises(unbroken.InternalError, match="planted"):
+        unbroken.find_graph_breaks(lambda x: x + 1, (torch.randn(2),))
+
+
+def test_uncaught_exception_eager_does_not_raise_is_a_bug():
+    """A forward replaced on the instance (here by its own bound method) runs eagerly; the
+    interpreter's failure on it is reported as unbroken's (InternalError), not as a break
+    ("eager would fail too")."""
+
+    class Wrapped(nn.Module):
+        def forward(self, x):
+            return x + 1
+
+    model = Wrapped()
+    model.forward = model.forward  # a bound method stored on the instance
+    model(torch.randn(2))  # eager works
+    with pytest.raises(unbroken.InternalError, match="eager execution on the same inputs"):
+        unbroken.find_graph_breaks(model, (torch.randn(2),))

@@ -1,0 +1,72 @@
+"""UB104 (an uncaught exception in the traced program) claims that eager fails too only after
+checking it (unbroken.uncaught); otherwise the failure is unbroken's."""
+import pytest
+import torch
+import torch.nn as nn
+
+import unbroken
+
+
+class Raises(nn.Module):
+    def forward(self, x):
+        if x.shape[0] > 2:
+            raise ValueError("too big")
+        return x
+
+
+def test_checked_when_eager_fails_too():
+    with pytest.raises(unbroken.GraphBreakError) as info:
+        unbroken.export(Raises(), (torch.randn(3),))
+    assert info.value.code == "UB104"
+    assert "Checked: running the model eagerly on the same inputs fails too (ValueError: too " \
+           "big)" in info.value.details
+
+
+class Wrapped(nn.Module):
+    def forward(self, x):
+        return x + 1
+
+
+def test_forward_replaced_on_instance_that_eager_runs_is_an_internal_error():
+    model = Wrapped()
+    model.forward = model.forward  # a bound method stored on the instance
+    torch.testing.assert_close(model(torch.ones(2)), torch.full((2,), 2.0))
+    with pytest.raises(unbroken.InternalError) as info:
+        unbroken.export(model, (torch.ones(2),))
+    assert "does not raise" in info.value.message
+    assert "eager execution would fail" not in info.value.render()
+
+
+class Uncopyable(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lock = __import__("threading").Lock()  # deepcopy refuses locks
+
+    def forward(self, x):
+        raise KeyError("missing")
+
+
+def test_not_checked_when_the_model_cannot_be_copied():
+    with pytest.raises(unbroken.GraphBreakError) as info:
+        unbroken.export(Uncopyable(), (torch.randn(2),))
+    assert "was not checked" in info.value.details
+
+
+def test_eager_check_changes_nothing_the_user_owns():
+    class Counts(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("seen", torch.zeros(()))
+
+        def forward(self, x):
+            self.seen.add_(1)
+            torch.randn(3)
+            raise RuntimeError("stop")
+
+    model, x = Counts(), torch.randn(2)
+    torch.manual_seed(0)
+    state = torch.random.get_rng_state()
+    with pytest.raises(unbroken.GraphBreakError, match="Checked"):
+        unbroken.export(model, (x,))
+    assert model.seen.item() == 0
+    assert torch.equal(torch.random.get_rng_state(), state)

@@ -1,6 +1,8 @@
 """Values that only tensor data decide: .item() and data-dependent sizes are unbacked symbols;
 torch._check facts about them become runtime asserts; what the facts cannot decide is refused
 with a hint. Examples from the seed tutorial's data-dependent section."""
+import warnings
+
 import pytest
 import torch
 import torch.nn as nn
@@ -86,8 +88,6 @@ class SizeFromData(torch.nn.Module):
 def test_check_is_size_means_nonnegative():
     """torch._check_is_size(n) asserts n >= 0 (it was mapped to torch._check(n), which failed
     with UB120 "cond must be a bool"); torch.export exports the same program."""
-    import warnings
-
     model = SizeFromData()
     x, counts = torch.randn(4, 2), torch.tensor([1, 2])
     with warnings.catch_warnings():
@@ -96,10 +96,11 @@ def test_check_is_size_means_nonnegative():
         torch.export.export(model, (x, counts))  # the peer accepts it too
     torch.testing.assert_close(ep.module()(x, counts), model(x, counts))
     torch.testing.assert_close(ep.module()(x, torch.tensor([0, 0])), x[:0] + 1)
-    with pytest.raises(Exception):
+    with pytest.raises(RuntimeError, match=r"Runtime assertion failed .* >= 0"):
         ep.module()(x, torch.tensor([-2, 0]))  # n >= 0 is checked at run time
 
 
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # torch deprecates _check_is_size
 def test_check_is_size_of_a_negative_constant_fails_like_eager():
     def negative(x):
         torch._check_is_size(x.shape[0] - 5)

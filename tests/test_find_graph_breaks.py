@@ -7,6 +7,7 @@ import torch
 import torch.nn as nn
 
 import unbroken
+from unbroken import pipeline
 from unbroken.cli import main
 
 
@@ -93,8 +94,6 @@ def test_check_reports_all_breaks_in_its_json(tmp_path):
 
 def test_unbrokens_own_bug_is_raised_not_listed(monkeypatch):
     """An InternalError during the trace is unbroken's bug: never a graph break in the list."""
-    from unbroken import pipeline
-
     def broken(self, signature, dims):
         raise unbroken.InternalError("a bug planted by the test")
 
@@ -104,16 +103,21 @@ def test_unbrokens_own_bug_is_raised_not_listed(monkeypatch):
 
 
 def test_uncaught_exception_eager_does_not_raise_is_a_bug():
-    """A forward replaced on the instance (here by its own bound method) runs eagerly; the
-    interpreter's failure on it is reported as unbroken's (InternalError), not as a break
-    ("eager would fail too")."""
+    """An exception only the trace raises (eager, on a copy of the model, returns) is
+    unbroken's failure (InternalError), not a graph break ("eager would fail too")."""
 
-    class Wrapped(nn.Module):
+    class RaisesOnlyWhenTraced(nn.Module):
+        def __init__(self, fail=True):
+            super().__init__()
+            self.fail = fail
+
         def forward(self, x):
+            if self.fail:
+                raise ValueError("only in the trace")
             return x + 1
 
-    model = Wrapped()
-    model.forward = model.forward  # a bound method stored on the instance
-    model(torch.randn(2))  # eager works
+        def __deepcopy__(self, memo):
+            return RaisesOnlyWhenTraced(fail=False)
+
     with pytest.raises(unbroken.InternalError, match="eager execution on the same inputs"):
-        unbroken.find_graph_breaks(model, (torch.randn(2),))
+        unbroken.find_graph_breaks(RaisesOnlyWhenTraced(), (torch.randn(2),))

@@ -8,6 +8,7 @@ import torch.nn as nn
 from torch.export import Dim
 
 import unbroken
+from unbroken import pipeline
 
 
 def _suggested_code(error) -> str:
@@ -106,8 +107,6 @@ def test_a_branch_on_a_size_tightens_the_range():
 def test_a_bug_while_verifying_the_fix_is_raised_not_dropped(monkeypatch):
     """The fix search re-exports with the suggestion; a bug in that re-export (InternalError)
     must surface, not read as "no fix found"."""
-    from unbroken import pipeline
-
     run = pipeline._Export.run
 
     def run_or_fail(self):

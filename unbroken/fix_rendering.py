@@ -4,7 +4,8 @@ object (torch's ``Dim``s, to export again with) and the Python code to paste; an
 
 The spec covers every top-level argument of ``forward`` by name: tensors get
 ``{dim: Dim or derived Dim}`` (static dims are left out), other arguments ``None``. A fix that
-involves tensors nested in containers, or ``*args``, is not rendered (returns None).
+involves tensors nested in containers, ``*args``, or a dim of several symbols (a ``Dim`` is
+derived from one root) is not rendered (returns None).
 """
 from __future__ import annotations
 
@@ -37,7 +38,10 @@ def render_fix(fix, top_dims: dict, env):
         for index, expr in enumerate(dims):
             if isinstance(expr, int):
                 continue
-            rendered = _dim(fix.apply(expr), names)
+            expr = sympy.expand(fix.apply(expr))
+            if len(expr.free_symbols) > 1:
+                return None  # a Dim is derived from one root: no spec can state this dim
+            rendered = _dim(expr, names)
             if rendered is None:
                 continue
             per_dim[index], text[index] = rendered
@@ -49,14 +53,11 @@ def render_fix(fix, top_dims: dict, env):
 
 
 def _dim(expr, names):
-    """(Dim object, code) for a dim expression under the fix; None when static."""
-    expr = sympy.expand(expr)
+    """(Dim object, code) for a dim expression (of at most one symbol) under the fix; None
+    when static."""
     if expr.is_Integer:
         return None
-    symbols = list(expr.free_symbols)
-    if len(symbols) != 1:
-        raise ValueError(f"a dim of several symbols: {expr}")
-    root = symbols[0]
+    (root,) = expr.free_symbols
     k, m = int(expr.coeff(root, 1)), int(sympy.expand(expr - expr.coeff(root, 1) * root))
     dim, name = names.dim(root)
     value, text = dim, name

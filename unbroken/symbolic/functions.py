@@ -13,7 +13,9 @@ relations and logic, and the Python-semantics functions of ``torch.utils._sympy.
 
 A rule that is ``None`` is not modelled by that layer: the range is then unbounded, z3 refuses
 the fact as untranslatable, and the recorder refuses to write the expression (UB117).
-``ranges``, ``solver``, ``node`` and ``ir.recorder`` read this table; none keeps its own.
+``ranges``, ``solver`` and ``ir.graph_builder`` read this table; none keeps its own.
+(``node`` maps torch's protocol methods, ``add``, ``int_floordiv``..., to constructors of
+these classes, and computes hints with Python's operators, which are these ``python`` rules.)
 N-ary entries (``nary=True``) fold their arguments left to right with the binary rule; the
 rules of other entries take the arguments as positional parameters.
 """

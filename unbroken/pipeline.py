@@ -1,12 +1,15 @@
-"""``export()``: runs the stages of DESIGN.md in order.
+"""``export()`` and ``find_graph_breaks()``: the stages of ``docs/architecture.md``, in order.
 
 1. validate the call and bind the inputs to ``forward``'s parameters;
 2. ``symbolic.spec`` turns ``dynamic_shapes`` into one symbol or constant per input dim, and
    ``symbolic.env`` makes the meta tensors that stand for the inputs, parameters and buffers;
 3. the frontend interprets ``mod(*args, **kwargs)`` while ``ir.recorder`` records ATen ops;
-4. ``symbolic.solver`` decides every guard against the spec;
-5. passes: functionalization, dead-code elimination;
+4. ``symbolic.solver`` decides every guard against the spec; violated guards get a fix
+   (``symbolic.fixes``), verified by exporting again, rendered by ``fix_rendering``;
+5. passes: subgraph and root functionalization, dead-code elimination;
 6. ``ir.program`` builds the ``ExportedProgram`` (which runs the verifier).
+
+An uncaught exception of the traced program is checked against eager (``uncaught``).
 """
 from __future__ import annotations
 

@@ -161,3 +161,16 @@ def test_the_recorder_is_inactive_after_a_failure_inside_recording():
     x.cos()
     assert len(recorder.builder.graph.nodes) == before
     assert not recorder.is_recording()
+
+
+def test_guards_recorded_by_an_ops_meta_kernel_name_the_op():
+    env = ShapeEnvironment()
+    size = env.symint(env.create_symbol("b", 8, source="x.shape[0]"))
+    recorder = Recorder(env=env)
+    x = torch.empty(size, 3, device="meta")
+    recorder.builder.add_placeholder("x", x, user_input=True)
+    with enable_python_dispatcher(), recorder.recording():
+        x.view(4, -1)
+    assert env.guards and {g.op for g in env.guards} == {"aten.view.default"}
+    assert size == 8  # user code comparing sizes directly: outside any op
+    assert env.guards[-1].op is None

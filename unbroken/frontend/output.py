@@ -105,6 +105,14 @@ class TraceContext:
     root:           the exported module (or None when a plain function is traced);
     translators:    the running translators, outermost first;
     module_stack:   ``(fqn, type)`` of the modules being called, outermost first;
+    branch_starts:  creation stamps at which the open ``torch.cond`` branches began;
+    find_all:       "find them all" mode (``find_graph_breaks``): breaks are collected in
+                    ``breaks`` and tracing goes on along the path the example inputs take;
+    breaks:         the graph breaks collected in that mode, in program order;
+    overlay:        writes to objects outside the trace, undone when the trace ends;
+    private:        module id -> qualified name (``_paths``), ids of the meta tensors standing
+                    for parameters (``_parameters``) and their eager ``requires_grad``
+                    (``_requires_grad``), see ``mark_state``.
     """
 
     def __init__(self, recorder, root=None):

@@ -191,6 +191,14 @@ class Recorder(TorchDispatchMode):
             # Inside a mode, CompositeImplicitAutograd kernels are skipped; run them here.
             with self:
                 return func.decompose(*args, **kwargs)
+        if self.env is None:
+            return self._dispatch(func, args, kwargs)
+        with self.env.op_context(str(func)):  # the guards its meta kernel records name it
+            return self._dispatch(func, args, kwargs)
+
+    def _dispatch(self, func, args, kwargs):
+        """Compute ``func`` on meta tensors and record it (``__torch_dispatch__`` once the
+        decomposition choices are made)."""
         self._refuse_value_dependent(func, args)
         compute_args, compute_kwargs, device = self._prepare(func, args, kwargs)
         if func is aten.detach.default and self._is_unused_factory_output(args[0]):

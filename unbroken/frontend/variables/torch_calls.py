@@ -117,7 +117,8 @@ _SPECIAL[torch.ops.higher_order.cond] = _SPECIAL[torch.cond]
 _SPECIAL[importlib.import_module("torch._higher_order_ops.map").map] = \
     lambda tx, args, kwargs: call_map(tx, *args)
 _SPECIAL[torch.while_loop] = lambda tx, args, kwargs: call_while_loop(tx, *args, **kwargs)
-_SPECIAL[torch.ops.higher_order.while_loop] = _SPECIAL[torch.while_loop]
+_SPECIAL[torch.ops.higher_order.while_loop] = \
+    lambda tx, args, kwargs: _while_loop_op(tx, *args, **kwargs)
 for _name in ("scan", "associative_scan"):
     _op = getattr(torch.ops.higher_order, _name, None)
     if _op is not None:
@@ -212,6 +213,17 @@ def call_while_loop(tx, cond_fn, body_fn, carried):
     with tx.output.leaf_errors(torch.while_loop):
         results = tx.output.recorder.record_while_loop((cond_scope, body_scope), metas)
     return wrap(tx, tuple(results))
+
+
+def _while_loop_op(tx, cond_fn, body_fn, carried, additional_inputs=None):
+    """``torch.ops.higher_order.while_loop(cond_fn, body_fn, carried, additional_inputs)``, the
+    operator form: its functions also take the additional inputs, supported when there are
+    none (``torch.while_loop`` never passes any)."""
+    if additional_inputs is not None and additional_inputs.items(tx):
+        raise graph_break("UB113", "higher_order.while_loop with additional_inputs (read the "
+                          "values from the enclosing scope instead, as torch.while_loop does)",
+                          frames=tx.user_frames())
+    return call_while_loop(tx, cond_fn, body_fn, carried)
 
 
 def call_map(tx, f, xs, *args):

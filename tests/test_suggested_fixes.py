@@ -118,3 +118,20 @@ def test_a_bug_while_verifying_the_fix_is_raised_not_dropped(monkeypatch):
     args = (torch.randn(6, 3), torch.randn(6, 3))
     with pytest.raises(unbroken.InternalError, match="planted"):
         unbroken.export(Broadcast(), args, dynamic_shapes={"x": {0: Dim("a")}, "y": {0: Dim("b")}})
+
+
+def test_the_fix_is_searched_once_per_refusal(monkeypatch):
+    """Issue 11 item 5: the solver's fix search ran twice on the same violations."""
+    calls = []
+    search = pipeline.suggest_fix
+
+    def counted(*args, **kwargs):
+        calls.append(args[0])
+        return search(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "suggest_fix", counted)
+    args = (torch.randn(6, 3), torch.randn(6, 3))
+    with pytest.raises(unbroken.ConstraintViolationError) as info:
+        unbroken.export(Broadcast(), args, dynamic_shapes={"x": {0: Dim("a")}, "y": {0: Dim("b")}})
+    assert "Suggested fix" in info.value.details
+    assert len(calls) == 1

@@ -13,7 +13,7 @@ Internal class names (trackers, nodes) never appear in a message.
 from __future__ import annotations
 
 import linecache
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 __all__ = [
     "UserFrame",

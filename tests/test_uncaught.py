@@ -81,3 +81,42 @@ def test_eager_check_changes_nothing_the_user_owns():
         unbroken.export(model, (x,))
     assert model.seen.item() == 0
     assert torch.equal(torch.random.get_rng_state(), state)
+
+
+class _Sub(torch.Tensor):
+    pass
+
+
+class SubclassParameter(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(2).as_subclass(_Sub))
+
+    def forward(self, x):
+        return x * self.w
+
+
+def _forward_on_instance():
+    model = Wrapped()
+    model.forward = model.forward  # a bound method stored on the instance
+    return model
+
+
+class Wrapped(nn.Module):
+    def forward(self, x):
+        return x + 1
+
+
+@pytest.mark.parametrize("make", [_forward_on_instance, SubclassParameter],
+                         ids=["forward_on_instance", "tensor_subclass_parameter"])
+def test_the_cases_eager_runs_are_never_said_to_fail_in_eager(make):
+    """Issue 6 item 9's examples: eager runs them, so unbroken either exports a program equal
+    to eager or reports its own failure (InternalError); never a refusal claiming that
+    "eager execution would fail on these inputs too"."""
+    model, x = make(), torch.ones(2)
+    expected = model(x)
+    try:
+        ep = unbroken.export(model, (x,))
+    except unbroken.InternalError:
+        return
+    torch.testing.assert_close(ep.module()(x), expected.as_subclass(torch.Tensor))

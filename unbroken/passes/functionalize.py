@@ -183,7 +183,7 @@ class _Analysis:
             self.rewrites.append(_Rewrite(node, functional, target))
             return
         root = self.root_of(target)
-        if _op_name(node.target)[1] in _RESTRIDE_INPLACE:
+        if op_name(node.target)[1] in _RESTRIDE_INPLACE:
             self._check_restride(node, root)
             self.rewrites.append(_Rewrite(node, functional, root))
             return
@@ -213,7 +213,7 @@ class _Analysis:
 
     def _check_restride(self, node: torch.fx.Node, root: torch.fx.Node) -> None:
         if root.op == "placeholder":
-            name = _op_name(node.target)[1]
+            name = op_name(node.target)[1]
             raise _refuse(node, f"{_describe(node)} changes the shape or strides of an input of "
                           f"forward() in place, which the caller would see; this is not "
                           f"supported.", f"use the out-of-place form and rebind the name, e.g. "

@@ -36,6 +36,7 @@ from .passes import decompose as _decompose  # noqa: F401  (installs run_decompo
 from .passes.dce import dead_code_elimination
 from .passes.functionalize import functionalize
 from .symbolic.diagnostics import (ConstraintViolationError, ExportUsageError, InternalError,
+                                   ViolatedGuard,
                                    UnbrokenError, UnsupportedError, format_stack)
 from .symbolic.env import ShapeEnvironment
 from .symbolic.fixes import suggest_fix
@@ -340,7 +341,7 @@ class _Export:
             retry.run()
         except UnbrokenError:
             return None
-        return fix.notes, code
+        return fix.notes, code, spec
 
     # ----------------------------------------------------------------- program
     def _build(self, flat_outputs, out_spec) -> ExportedProgram:
@@ -600,7 +601,7 @@ def _constraint_error(env, violations, suggestion=None) -> ConstraintViolationEr
     first = violations[0].guard
     details = "Guards not implied by the spec:\n" + "\n".join(lines)
     if suggestion is not None:
-        notes, code = suggestion
+        notes, code, spec = suggestion
         details += ("\n\nSuggested fix (proven for every admitted size, and verified by "
                     "exporting again with it):\n" + "\n".join(f"- {n}" for n in notes)
                     + "\n\n" + code)
@@ -611,4 +612,18 @@ def _constraint_error(env, violations, suggestion=None) -> ConstraintViolationEr
                 "sizes.")
     return ConstraintViolationError(
         "the model's code constrains dimensions that dynamic_shapes declares dynamic",
-        frames=first.frames, details=details, hint=hint)
+        frames=first.frames, details=details, hint=hint, violations=_violated_guards(env, violations),
+        suggested_dynamic_shapes=spec if suggestion else None,
+        suggested_code=code if suggestion else "")
+
+
+def _violated_guards(env, violations) -> list[ViolatedGuard]:
+    """The violations as data (``ConstraintViolationError.violations``), one per guard."""
+    guards, seen = [], set()
+    for v in violations:
+        if v.guard.as_fact() not in seen:
+            seen.add(v.guard.as_fact())
+            example = {env.source_of(s): int(n) for s, n in (v.counterexample or {}).items()}
+            guards.append(ViolatedGuard(v.guard.describe(env.source_of), example,
+                                        tuple(v.guard.frames)))
+    return guards

@@ -90,6 +90,7 @@ def run_target_case(target: str, wanted_id: str, root: str) -> CaseOutcome:
 def run_case(case: ExportCase, target: str, root: str) -> CaseOutcome:
     """Export ``case`` and describe the outcome. An exception that is not an ``UnbrokenError``
     (``SystemExit`` included) escaped ``export()``: that is an internal error."""
+    linecache.checkcache()  # a file edited since an earlier run in this process: read it anew
     start = time.perf_counter()
     base = dict(id=case_id(case, root), name=case.name, file=relative(case.filename, root),
                 line=case.lineno, target=target)

@@ -10,6 +10,7 @@ import torch
 from torch.export import Dim
 
 import unbroken
+from unbroken.check.suggest import user_condition
 from unbroken.cli import main
 
 DYNAMIC = Path(__file__).parent / "project" / "more" / "dynamic.py"
@@ -71,3 +72,44 @@ def test_suggest_without_dynamic_cases_is_a_usage_error(tmp_path, capsys):
     (tmp_path / "static.py").write_text(
         "import torch, unbroken\nunbroken.case(lambda x: x * 2, (torch.ones(2),))\n")
     assert main(["suggest", "static.py"]) == 2
+
+
+GATE = """\
+import torch
+import unbroken
+from torch.export import Dim
+
+
+class Gate(torch.nn.Module):
+    def forward(self, x):
+        n = x.nonzero().shape[0]
+        if n > 2:
+            return x * 2
+        return x
+
+
+unbroken.case(Gate(), (torch.ones(6),), dynamic_shapes={"x": {0: Dim("n", max=64)}})
+"""
+
+
+def test_suggest_prints_the_check_to_add_in_the_users_words(tmp_path, capsys):
+    (tmp_path / "gate.py").write_text(GATE)
+    assert main(["check", "gate.py", "--in-process", "-q"]) == 1
+    capsys.readouterr()
+    assert main(["suggest", "gate.py"]) == 0
+    out = capsys.readouterr().out
+    assert "gate.py:9: before `if n > 2:` add\n      torch._check(n > 2)\n" in out
+    assert "torch._check(not (n > 2))" in out
+    # the line as printed, pasted where it says: the case exports
+    (tmp_path / "gate.py").write_text(GATE.replace(
+        "        if n > 2:", "        torch._check(n > 2)\n        if n > 2:"))
+    assert main(["check", "gate.py", "--in-process", "-q"]) == 0
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("if n > 2:", "n > 2"), ("elif a.shape[0] == k:", "a.shape[0] == k"),
+    ("while i < n:", "i < n"), ("assert n >= 0, 'negative'", "n >= 0"),
+    ("x = y[:n]", None), ("if (n >:", None),
+])
+def test_user_condition(source, expected):
+    assert user_condition(source) == expected

@@ -3,7 +3,9 @@
 For every case that declares ``dynamic_shapes``, export it here (in this process). When the
 spec does not hold, print the spec that ``ConstraintViolationError.suggested_dynamic_shapes``
 carries — proven by the solver and verified by exporting again with it — and, for decisions
-on data-dependent values, the ``torch._check(...)`` lines to add at the lines named.
+on data-dependent values, the ``torch._check(...)`` lines to add at the lines named: written
+with the user's own expression when the line is an ``if``/``elif``/``while``/``assert`` whose
+condition parses (``torch._check(n > 2)``), else with the error's description of the value.
 
 ``--write`` replaces the ``dynamic_shapes=`` argument of the ``unbroken.case(...)`` call in the
 declaring file, when that argument is written in the call as a dict, tuple or list display.
@@ -107,8 +109,36 @@ def _check_lines(case: ExportCase, error: UnbrokenError, root: str) -> list[str]
         match = _CHECK.search(b.hint or "")
         if match and b.location is not None:
             where = f"{relative(b.location.filename, root)}:{b.location.lineno}"
-            lines.append(f"  {where}: before `{b.location.source}` add\n      {match.group(1)}")
+            condition = user_condition(b.location.source)
+            check = f"torch._check({condition})" if condition else match.group(1)
+            way = (f"\n      (or torch._check(not ({condition})) if it must go the other way)"
+                   if condition else "  # in terms of the values the error names")
+            lines.append(f"  {where}: before `{b.location.source}` add\n      {check}{way}")
     return lines
+
+
+def user_condition(source: str) -> str | None:
+    """The condition of an ``if``/``elif``/``while`` line or an ``assert``, as the user wrote
+    it, when it is a valid expression; else None."""
+    text = source.strip()
+    for keyword in ("if ", "elif ", "while "):
+        if text.startswith(keyword) and text.endswith(":"):
+            return _expression(text[len(keyword):-1])
+    if text.startswith("assert "):
+        try:
+            statement = ast.parse(text).body[0]
+        except SyntaxError:
+            return None
+        return ast.unparse(statement.test) if isinstance(statement, ast.Assert) else None
+    return None
+
+
+def _expression(text: str) -> str | None:
+    try:
+        ast.parse(text.strip(), mode="eval")
+    except SyntaxError:
+        return None
+    return text.strip()
 
 
 def _write(say, case: ExportCase, code: str) -> int:

@@ -87,3 +87,15 @@ def test_plugin_collects_cases_only_when_asked(tmp_path):
     assert "1 failed, 2 passed" in done.stdout
     assert "models/zoo.py::Branchy" in done.stdout and "[UB101]" in done.stdout
     assert "if x.sum() > 0:" in done.stdout and "Traceback" not in done.stdout
+
+
+def test_plugin_reads_the_paths_from_the_ini_file(tmp_path):
+    cases = tmp_path / "models"
+    cases.mkdir()
+    (cases / "zoo.py").write_text(
+        "import torch, unbroken\n"
+        "unbroken.case(lambda x: x * 2, (torch.ones(2),), name='double')\n")
+    (tmp_path / "pytest.ini").write_text("[pytest]\nunbroken_paths = models\n")
+    done = _pytest(tmp_path, "-q", "-rA")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "PASSED models/zoo.py::double" in done.stdout and "1 passed" in done.stdout

@@ -165,11 +165,13 @@ def isolation_probe(root: str) -> None:
         run_case(case, info.target, root)
     in_process = time.perf_counter() - start
     run_jobs([Job("empty", os.getpid, ())], 1, 600, lambda result: None)  # start the server
+    exports = []
     start = time.perf_counter()
     run_jobs([Job(i.id, jobs.case_job, (i.target, i.id, root)) for i in infos], 1, 600,
-             lambda result: None)
+             lambda result: exports.append(result.value["outcome"]["seconds"]))
     workers = time.perf_counter() - start
-    print(json.dumps({"cases": len(infos), "in_process": in_process, "workers": workers}))
+    print(json.dumps({"cases": len(infos), "in_process": in_process, "workers": workers,
+                      "worker_exports": sum(exports)}))
 
 
 def probe(root: Path, repeat: int) -> dict:

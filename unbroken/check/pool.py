@@ -9,10 +9,11 @@ and the job's outcome says what happened.
 Start-up cost decides the design. A ``spawn``-ed process imports torch again (seconds per
 job on the CI machine); ``fork`` of a process that has run torch ops copies its thread pools in
 an unusable state. The ``forkserver`` context avoids both: one server process imports torch,
-unbroken and the modules a first export loads (:mod:`unbroken.check.preload`) without running
-any op, and every job is a fork of that server — a fresh process that starts in about 0.1 s
-(measured: ``benchmarks/check_scaling.py``). Where ``forkserver`` does not exist (Windows),
-``spawn`` is used.
+unbroken and the modules a first export loads, and exports once on meta tensors, running no
+kernel (:mod:`unbroken.check.preload`); every job is a fork of that warm server. What a job
+costs beyond the export itself (the fork, importing the case's file again, sending the
+outcome back) is measured by ``benchmarks/check_scaling.py``. Where ``forkserver`` does not
+exist (Windows), ``spawn`` is used.
 
 User output of a job (prints, warnings, a segfault's stack from ``faulthandler``) goes to a
 temporary file that is returned with the job's result, so that parallel jobs never mix their

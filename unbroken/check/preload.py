@@ -7,7 +7,7 @@ export fills lazily (op schemas, decomposition tables, solver set-up, caches) is
 the fork: a worker's export then costs what a second export costs in one process (about 0.03 s
 instead of 0.2 s for a small model; measured with ``benchmarks/check_scaling.py --probe``). Meta tensors run no
 kernel, so no thread pool exists when the server forks (a fork of a process whose OpenMP pool
-has started is unusable); a worker starts warm in about 0.1 s instead of importing torch again.
+has started is unusable), and a worker starts warm instead of importing torch again.
 """
 import torch
 import torch._dynamo  # noqa: F401  (loaded by a first export anyway; here even if the warm-up fails)

@@ -4,10 +4,11 @@ It imports what every export needs — torch, unbroken's pipeline, and the torch
 first export loads lazily (``torch._dynamo`` and what it pulls in: about 350 modules, 1.4 s on
 the CI machine) — and then exports a small model on meta tensors once, so that what a first
 export fills lazily (op schemas, decomposition tables, solver set-up, caches) is filled before
-the fork: a worker's export then costs what a second export costs in one process (about 0.03 s
-instead of 0.2 s for a small model; measured with ``benchmarks/check_scaling.py --probe``). Meta tensors run no
-kernel, so no thread pool exists when the server forks (a fork of a process whose OpenMP pool
-has started is unusable), and a worker starts warm instead of importing torch again.
+the fork: a worker's export then costs what a second export costs in one process (for a small
+model about 0.03 s instead of 0.2 s; ``benchmarks/check_scaling.py --probe`` shows the sums).
+Meta tensors run no kernel, so no thread pool exists when the server forks (a fork of a process
+whose OpenMP pool has started is unusable), and a worker starts warm instead of importing torch
+again.
 """
 import torch
 import torch._dynamo  # noqa: F401  (loaded by a first export anyway; here even if the warm-up fails)

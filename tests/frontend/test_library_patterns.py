@@ -317,3 +317,20 @@ def test_module_with_weights_made_in_forward_is_refused():
         unbroken.export(BuildsLinear(), (torch.randn(2, 4),))
     assert info.value.code == "UB108" and "anew on every call" in info.value.message
     assert "Create it in __init__" in str(info.value)
+
+
+def test_signature_parameters_mapping_is_read():
+    """LLaVA's output capturing reads inspect.signature(...).parameters (a mappingproxy)."""
+
+    def helper(x, scale=2.0, *, shift=1.0):
+        return x * scale + shift
+
+    class ReadsSignature(nn.Module):
+        def forward(self, x):
+            params = inspect.signature(helper).parameters
+            defaults = [p.default for p in params.values() if p.default is not p.empty]
+            return helper(x, *defaults[:1]) + len(params) + ("shift" in params)
+
+    x = torch.randn(3)
+    ep = unbroken.export(ReadsSignature(), (x,))
+    torch.testing.assert_close(ep.module()(x), ReadsSignature()(x), rtol=0, atol=0)

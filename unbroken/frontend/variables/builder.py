@@ -255,6 +255,8 @@ _BUILDERS = [
     (lambda v: isinstance(v, tuple), _wrap_tuple),
     (lambda v: isinstance(v, list) and _plain(v, list), _wrap_list),
     (lambda v: isinstance(v, (dict, collections.OrderedDict)) and _plain(v, dict), _wrap_dict),
+    # a read-only view of a dict (inspect.Signature.parameters): a dict that cannot change
+    (lambda v: isinstance(v, types.MappingProxyType), _wrap_dict),
     (lambda v: isinstance(v, slice), _wrap_slice),
     (lambda v: isinstance(v, (collections.abc.ItemsView, collections.abc.KeysView,
                               collections.abc.ValuesView)), _wrap_mapping_view),

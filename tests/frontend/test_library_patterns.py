@@ -334,3 +334,32 @@ def test_signature_parameters_mapping_is_read():
     x = torch.randn(3)
     ep = unbroken.export(ReadsSignature(), (x,))
     torch.testing.assert_close(ep.module()(x), ReadsSignature()(x), rtol=0, atol=0)
+
+
+class AssumesConstant(nn.Module):
+    """ExportDB's assume_constant_result: the decorator makes the result a program constant."""
+
+    @torch._dynamo.assume_constant_result
+    def get_item(self, y):
+        return y.int().item()
+
+    def forward(self, x, y):
+        return x[: self.get_item(y)]
+
+
+def test_assume_constant_result_is_honoured():
+    x, y = torch.randn(5, 2), torch.tensor(4)
+    ep = unbroken.export(AssumesConstant(), (x, y))
+    assert torch.equal(ep.module()(x, y), AssumesConstant()(x, y))
+    slices = [n for n in ep.graph.nodes if "slice" in str(n.target)]
+    assert slices and slices[0].args[-1] == 4  # the constant, not a data-dependent size
+
+
+def test_assume_constant_result_on_a_computed_value_is_refused():
+    class Computed(AssumesConstant):
+        def forward(self, x, y):
+            return x[: self.get_item(y + 1)]
+
+    with pytest.raises(unbroken.GraphBreakError) as info:
+        unbroken.export(Computed(), (torch.randn(5, 2), torch.tensor(3)))
+    assert info.value.code == "UB105" and "assume_constant_result" in info.value.message

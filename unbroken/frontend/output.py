@@ -134,16 +134,27 @@ class TraceContext:
         self._paths = {}
         self._parameters: set[int] = set()
         self._requires_grad: dict[int, bool] = {}
+        self._examples: dict[int, torch.Tensor] = {}
         if root is not None:
             for name, module in root.named_modules(remove_duplicate=False):
                 self._paths.setdefault(id(module), name)
 
     # ----------------------------------------------------------------- bookkeeping
-    def mark_state(self, meta: torch.Tensor, *, parameter: bool, requires_grad: bool) -> None:
-        """Remember what the eager tensor behind ``meta`` was (a Parameter? requires grad?)."""
+    def mark_state(self, meta: torch.Tensor, *, parameter: bool, requires_grad: bool,
+                   example: torch.Tensor | None = None) -> None:
+        """Remember what the eager tensor behind ``meta`` was (a Parameter? requires grad? the
+        example input itself, for the functions marked ``assume_constant_result``)."""
         if parameter:
             self._parameters.add(id(meta))
         self._requires_grad[id(meta)] = requires_grad
+        if example is not None:
+            self._examples[id(meta)] = example
+
+    def example_value(self, meta):
+        """The real tensor behind ``meta``: an example input, or any value in "find them all"
+        mode; None for values computed in forward()."""
+        return self._examples.get(id(meta)) if self.real_value(meta) is None else \
+            self.real_value(meta)
 
     def is_parameter(self, meta) -> bool:
         return id(meta) in self._parameters

@@ -157,6 +157,10 @@ def _wrap_python_module(tx, value, source):
 
 
 def _wrap_function(tx, value, source):
+    if getattr(value, "_dynamo_marked_constant", False):  # @assume_constant_result
+        from .functions import AssumedConstantVariable
+
+        return AssumedConstantVariable(value, source)
     if is_torch_callable(value):
         return TorchFunctionVariable(value, source)
     return UserFunctionVariable(value, source)

@@ -354,3 +354,38 @@ class CachedFunctionVariable(NativeCallableVariable):
             if is_constant_value(value):
                 return ConstantVariable(value)
         return self.traced.call(tx, args, kwargs)
+
+
+class AssumedConstantVariable(NativeCallableVariable):
+    """A function decorated ``@torch._dynamo.assume_constant_result``: the decorator says its
+    result is a constant of the program. It is called natively, once, on the example inputs
+    (tensors that are inputs of forward() are passed as the example tensors), and its result
+    is put into the graph as a constant, as torch.export does."""
+
+    __slots__ = ()
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        from .builder import wrap
+
+        values = [self._example(tx, a) for a in args]
+        named = {k: self._example(tx, v) for k, v in kwargs.items()}
+        try:
+            result = self.fn(*values, **named)
+        except Exception as exc:  # the function's own error on the example inputs
+            raise tx.user_exception(exc) from None
+        return wrap(tx, result)
+
+    def _example(self, tx, tracker):
+        from .tensor import TensorVariable
+
+        if isinstance(tracker, TensorVariable):
+            real = tx.output.example_value(tracker.meta)
+            if real is None:
+                raise graph_break(
+                    "UB105", f"`{self.fn.__qualname__}` is marked assume_constant_result but is "
+                    f"called with {tracker.describe()}, a value computed in forward(), which has "
+                    "no example value", frames=tx.user_frames(),
+                    details="Call it with inputs of forward() (or constants), or compute the "
+                            "constant before export and store it on the module.")
+            return real
+        return tracker.unwrap(tx)

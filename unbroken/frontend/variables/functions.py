@@ -318,12 +318,23 @@ class BuiltinVariable(NativeCallableVariable):
         return call_builtin(tx, self.fn, args, kwargs)
 
 
+# Example programs shipped inside the torch package: user code, traced like any model.
+_USER_CODE_IN_TORCH = ("torch._export.db.examples.",)
+
+
+def is_pytorch_module_name(module: str) -> bool:
+    """True for PyTorch's own library modules (``torch``, ``torch.nn.functional``...), not the
+    example programs that ship inside the package (ExportDB's)."""
+    return (module == "torch" or module.startswith("torch.")) and \
+        not module.startswith(_USER_CODE_IN_TORCH)
+
+
 def is_torch_callable(fn) -> bool:
     """True for callables that belong to PyTorch and are called as leaves."""
     module = getattr(fn, "__module__", None) or ""
     if isinstance(fn, (types.FunctionType, types.BuiltinFunctionType, types.MethodDescriptorType,
                        types.WrapperDescriptorType, types.BuiltinMethodType)):
-        return module == "torch" or module.startswith(("torch.", "torch._"))
+        return is_pytorch_module_name(module)
     return False
 
 

@@ -15,6 +15,7 @@ from ..graph_breaks import graph_break
 from ..sources import AttrSource, ModuleSource
 from .base import AttributeMissing, VariableTracker
 from .constant import ConstantVariable
+from .functions import is_pytorch_module_name
 from .objects import getattr_fallback
 
 __all__ = ["NNModuleVariable", "is_leaf_module"]
@@ -31,7 +32,7 @@ _GLOBAL_HOOKS = ("_global_forward_pre_hooks", "_global_forward_hooks",
 
 
 def _is_torch_class(cls) -> bool:
-    return cls.__module__.startswith("torch.")
+    return is_pytorch_module_name(cls.__module__)
 
 
 def is_leaf_module(module: nn.Module) -> bool:

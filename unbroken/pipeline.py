@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import warnings
 
 import sympy
 import torch
@@ -37,6 +38,7 @@ from .passes.dce import dead_code_elimination
 from .passes.functionalize import functionalize
 from .symbolic.diagnostics import (ConstraintViolationError, ExportUsageError, InternalError,
                                    UnbrokenError, UnsupportedError, format_stack)
+from .symbolic.auto import Adoption, Specialization, SpecializationWarning, plan_adoption
 from .symbolic.env import ShapeEnvironment
 from .symbolic.fixes import suggest_fix
 from .symbolic.solver import Solver, Violation, check_guards
@@ -74,13 +76,19 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict: bool = True,
     """
     args, kwargs = _check_call(mod, args, kwargs)
     check_python_version()
-    refinements: dict[str, str] = {}
+    refinements: dict = {}
+    specializations: list[Specialization] = []
     try:
         for _ in range(_MAX_AUTO_ROUNDS):
             try:
-                return _Export(mod, args, kwargs, dynamic_shapes, refinements).run()
+                ep = _Export(mod, args, kwargs, dynamic_shapes, refinements,
+                             tuple(specializations)).run()
             except _AdoptAuto as adopt:  # Dim.AUTO dims take what the code requires: retrace
-                refinements.update(adopt.refinements)
+                refinements.update(adopt.adoption.refinements)
+                specializations.extend(adopt.adoption.specializations)
+                continue
+            _warn_specializations(ep.specializations)
+            return ep
         raise InternalError(f"Dim.AUTO refinements did not settle in {_MAX_AUTO_ROUNDS} traces")
     except UnbrokenError:
         raise
@@ -111,27 +119,35 @@ def _check_call(mod, args, kwargs):
     return args, dict(kwargs or {})
 
 
-_MAX_AUTO_ROUNDS = 4
+_MAX_AUTO_ROUNDS = 8
 
 
 class _AdoptAuto(Exception):
-    """The trace found equalities that only ``Dim.AUTO`` dims take part in: adopt them
-    (``refinements``: source -> "static" or the source of the dim it equals) and trace again."""
+    """The trace found what the code requires of ``Dim.AUTO``/``Dim.DYNAMIC`` dims, and it
+    changes their symbols (``adoption.refinements``): adopt it and trace again."""
 
-    def __init__(self, refinements: dict[str, str]):
-        super().__init__(refinements)
-        self.refinements = refinements
+    def __init__(self, adoption: Adoption):
+        super().__init__(adoption.refinements)
+        self.adoption = adoption
+
+
+def _warn_specializations(specializations) -> None:
+    """One warning per ``Dim.AUTO`` dim the code pinned, naming the dim and the line."""
+    for specialization in specializations:
+        warnings.warn(specialization.describe(), SpecializationWarning, stacklevel=3)
 
 
 class _Export:
     """One export: the state shared by the stages."""
 
-    def __init__(self, mod, args, kwargs, dynamic_shapes, auto_refinements=None):
+    def __init__(self, mod, args, kwargs, dynamic_shapes, auto_refinements=None,
+                 specializations=()):
         self.mod = mod
         self.root = mod if isinstance(mod, torch.nn.Module) else None
         self.args, self.kwargs = args, kwargs
         self.dynamic_shapes = dynamic_shapes
         self.auto_refinements = auto_refinements or {}
+        self.specializations = tuple(specializations)  # Dim.AUTO dims earlier traces pinned
         self.recorder = Recorder()
         self.output = TraceContext(self.recorder, self.root)
         self.env = ShapeEnvironment(location_provider=self.output.user_frames)
@@ -291,11 +307,24 @@ class _Export:
                 if decision.verdict != "true":
                     violations.append(Violation(guard, decision, decision.counterexample))
         if violations:
-            adopted = _auto_refinements(self.env, violations)
-            if adopted:
-                raise _AdoptAuto(adopted)
+            adoption = plan_adoption(self.env, violations)
+            if adoption is not None and adoption.refinements:
+                raise _AdoptAuto(adoption)
+            if adoption is not None:  # the symbols have settled: what is left is asserted
+                for guard in adoption.asserted:
+                    self._input_assert(guard)
+                return
             suggestion = self._verified_fix(violations) if self.suggest_fixes else None
             raise _constraint_error(self.env, violations, suggestion)
+
+    def _input_assert(self, guard) -> None:
+        """``aten._assert_scalar`` of a fact over input sizes that no spec can state, right
+        after the placeholders: the program refuses, before computing anything, the inputs
+        for which the graph would not compute what eager does."""
+        text = (f"the exported program requires {guard.describe(self.env.source_of)}"
+                + (f" (from {guard.frames[-1].short()})" if guard.frames else ""))
+        node = self.recorder.assert_at_inputs(guard.as_fact(), text)
+        node.meta.update(user_frames=guard.frames, stack_trace=format_stack(guard.frames) + "\n")
 
     def _runtime_assert(self, guard) -> None:
         """``aten._assert_scalar`` of a torch._check fact on data-dependent values: the
@@ -354,7 +383,8 @@ class _Export:
         _, in_spec = pytree.tree_flatten((self.args, self.kwargs))
         return ExportedProgram(graph_module, signature, self.state_dict, self.constants,
                                self._range_constraints(), in_spec, out_spec,
-                               example_inputs=(self.args, self.kwargs))
+                               example_inputs=(self.args, self.kwargs),
+                               specializations=self.specializations)
 
     def _lift_constant_specs(self) -> None:
         for name, tensor in self.recorder.constants.items():
@@ -534,33 +564,6 @@ def _refuse_mutation_in(branch) -> None:
             raise UnsupportedError("a while_loop cond_fn updates a tensor in place",
                                    code="UB121", frames=node.meta.get("user_frames", ()),
                                    hint="Compute the condition out of place.")
-
-
-def _auto_refinements(env, violations) -> dict[str, str] | None:
-    """What ``Dim.AUTO`` dims must become for every violated guard to hold, when the fix the
-    solver finds only changes AUTO dims — static, equal to another dim, or a narrower range —
-    (no derived dims); else None. Guards implied by such a fix (``(x0 == y0) and (x1 == y1)``,
-    ``x0*x1 == 8*x0``, ``x0 > 4``) are adopted with it."""
-    backed = [s for s, info in env.symbols.items() if info.hint is not None]
-    ranges = {s: (env.spec_ranges[s].lower, _upper(env.spec_ranges[s])) for s in backed}
-    try:
-        fix = suggest_fix([v.guard.as_fact() for v in violations], ranges,
-                          {s: env.hint_of(s) for s in backed}, env.source_of)
-    except Exception:  # best effort: the violation is reported as such
-        return None
-    if fix is None or fix.new_roots:
-        return None
-    narrowed = {s for s in backed if s in fix.ranges and fix.ranges[s] != ranges[s]}
-    changed = set(fix.static) | set(fix.derived) | narrowed
-    if not changed or not changed <= set(env.auto_symbols):
-        return None
-    refinements = {env.auto_symbols[s]: "static" for s in fix.static}
-    refinements.update({env.auto_symbols[s]: ("range",) + tuple(fix.ranges[s]) for s in narrowed})
-    for symbol, expr in fix.derived.items():
-        if not isinstance(expr, sympy.Symbol):
-            return None
-        refinements[env.auto_symbols[symbol]] = env.source_of(expr)
-    return refinements
 
 
 def _mentions_unbacked(expr, env) -> bool:

@@ -542,6 +542,24 @@ class Recorder(TorchDispatchMode):
         expr = value.node.expr
         return self._expr_node(expr)
 
+    def assert_at_inputs(self, fact, message: str) -> fx.Node:
+        """An ``aten._assert_scalar(fact, message)`` node right after the placeholders of the
+        root graph, computing ``fact`` (over input sizes only) with size nodes of its own: a
+        node cached for an expression may be defined later in the graph than this point."""
+        graph = self.root_graph
+        last = [n for n in graph.nodes if n.op == "placeholder"][-1]
+        with graph.inserting_after(last):
+            node = graph.call_function(aten._assert_scalar.default, (None, message))
+        scope = self._scopes[0]
+        cached, scope.sym_nodes = scope.sym_nodes, {}
+        try:
+            with graph.inserting_before(node):
+                node.args = (self._expr_node(fact), message)
+        finally:
+            scope.sym_nodes = cached
+        self._annotate(node, None)
+        return node
+
     def _expr_node(self, expr):
         if expr.is_Integer:
             return int(expr)
@@ -577,7 +595,8 @@ class Recorder(TorchDispatchMode):
                 return node
         else:
             node = self._build_compound(expr)
-        node.meta["val"] = self.symint_factory(expr) if self.symint_factory else None
+        if isinstance(expr, sympy.Expr):  # a condition (Eq, Or...) keeps the SymBool it computed
+            node.meta["val"] = self.symint_factory(expr) if self.symint_factory else None
         node.meta["user_frames"] = ()
         node.meta["stack_trace"] = ""
         node.meta["nn_module_stack"] = {}

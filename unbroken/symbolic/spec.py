@@ -65,9 +65,11 @@ def resolve_dynamic_shapes(combined_args: dict[str, Any], dynamic_shapes,
     spec or an example input that the spec does not admit.
 
     ``auto_refinements`` adopts what a previous trace found the code requires of ``Dim.AUTO``
-    dims: ``{source: "static"}`` makes the dim static, ``{source: other_source}`` makes it the
-    same symbol as another (earlier) dim, ``{source: ("range", lower, upper)}`` narrows its
-    range. Sources are ``x.shape[0]``-style descriptions.
+    and ``Dim.DYNAMIC`` dims (``symbolic.auto``): ``{source: "static"}`` makes an AUTO dim
+    static, ``{source: other_source}`` makes it the same symbol as another (earlier) dim,
+    ``{source: ("range", lower, upper)}`` narrows its range, ``{source: ("expr", e)}`` makes it
+    the expression ``e`` whose symbols are named after earlier dims' sources (``x.shape[0] *
+    y.shape[0]``). Sources are ``x.shape[0]``-style descriptions.
     """
     specs = _top_level(combined_args, dynamic_shapes)
     occurrences: list[_Occurrence] = []
@@ -307,16 +309,21 @@ class _Resolver:
                 return occ.size
             raise _small_example(occ, "Dim.DYNAMIC")
         _check_in_range(occ, occ.size, lower, upper, label)
-        refinement = self.auto_refinements.get(occ.source) if auto else None
-        if refinement == "static":
+        refinement = self.auto_refinements.get(occ.source)
+        if refinement == "static" and auto:
             return occ.size
+        if isinstance(refinement, tuple) and refinement[0] == "expr":  # z.shape[0] == x0 * y0
+            expr = refinement[1]
+            return sympy.expand(expr.xreplace(
+                {s: sympy.sympify(self._by_source[s.name]) for s in expr.free_symbols}))
         if isinstance(refinement, tuple):  # ("range", lower, upper): a narrower range
             lower, upper = refinement[1], refinement[2]
-        elif refinement is not None:
+        elif isinstance(refinement, str) and refinement != "static":
             return self._by_source[refinement]
         symbol = self.env.create_symbol("", occ.size, lower=lower, upper=upper, source=occ.source)
-        if auto:
-            self.env.auto_symbols[symbol] = occ.source
+        self.env.auto_symbols[symbol] = occ.source
+        if not auto:
+            self.env.dynamic_symbols.add(symbol)
         return symbol
 
     def _group_roots(self, occurrences):

@@ -14,7 +14,6 @@ import contextlib
 import inspect
 import warnings
 
-import sympy
 import torch
 import torch.fx as fx
 from torch._dispatch.python import enable_python_dispatcher

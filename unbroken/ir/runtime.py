@@ -201,7 +201,9 @@ class _SymbolBinder:
             sources = ", ".join(f"{s} = {known[s]} from {self.bindings[s][1]}"
                                 for s in sorted(expr.free_symbols, key=str))
             raise _mismatch(f"{where} = {value} but the program requires it to equal {expr} = "
-                            f"{expected} ({sources}).", hint=_SIZE_HINT)
+                            f"{expected} ({sources}).",
+                            hint="pass inputs whose sizes keep this relation: the model's code "
+                                 "needs it (it was exported for those sizes only).")
 
     def _solve(self, expr, symbol, value: int, where: str) -> None:
         try:

@@ -542,3 +542,18 @@ def test_dim_auto_adopts_a_narrower_range():
     assert_close(ep.module()(x), BranchOnSize()(x))
     with pytest.raises(InputMismatchError):
         ep.module()(torch.randn(4, 3))
+
+
+class DynamicShapeRound(nn.Module):
+    """ExportDB ``dynamic_shape_round`` (torch.export refuses it)."""
+
+    def forward(self, x):
+        return x[: round(x.shape[0] / 2)]
+
+
+def test_exportdb_dynamic_shape_round_exports():
+    ep = unbroken.export(DynamicShapeRound(), (torch.randn(3, 2),),
+                         dynamic_shapes={"x": {0: Dim("dimx")}})
+    for n in (2, 5, 6, 7, 40):  # odd halves round to even: 5 -> 2, 7 -> 4
+        x = torch.randn(n, 2)
+        assert_close(ep.module()(x), DynamicShapeRound()(x))

@@ -16,7 +16,7 @@ reused ``z3.Solver`` with push/pop. z3 may answer ``unknown`` on non-linear inte
 (typically ``%`` over symbols); we then retry once with a fresh solver and a longer timeout,
 and never treat ``unknown`` as "implied".
 
-Python semantics of ``//`` and ``%`` are encoded exactly: z3's integer ``div``/``mod`` are
+Python semantics of ``//``, ``%`` and ``round`` (ties to even) are encoded exactly: z3's integer ``div``/``mod`` are
 Euclidean (``mod`` is never negative), Python's floor. For ``b > 0`` they agree; for ``b < 0``
 we use ``a // b == (-a) div (-b)``; and ``a % b == a - b * (a // b)`` always.
 """
@@ -355,6 +355,14 @@ def _python_mod(a, b):
     return a - b * _floordiv(a, b)
 
 
+def _round_half_even(a):
+    """Python ``round(a)`` of a real: the nearest integer, ties to the even one."""
+    shifted = _as_real(a) + z3.RealVal("1/2")
+    nearest = z3.ToInt(shifted)  # floor(a + 1/2)
+    tie_to_odd = z3.And(z3.ToReal(nearest) == shifted, nearest % 2 == 1)
+    return z3.If(tie_to_odd, nearest - 1, nearest)
+
+
 def _max(a, b):
     return z3.If(a >= b, a, b)
 
@@ -381,6 +389,7 @@ _HANDLERS = {
     E.FloatTrueDiv: lambda a, b: _as_real(a) / _as_real(b),
     E.FloorToInt: lambda a: z3.ToInt(_as_real(a)),
     E.CeilToInt: lambda a: -z3.ToInt(-_as_real(a)),
+    E.RoundToInt: _round_half_even,
     E.TruncToInt: lambda a: z3.If(_as_real(a) >= 0, z3.ToInt(_as_real(a)), -z3.ToInt(-_as_real(a))),
     E.Identity: lambda a: a,
     sympy.floor: lambda a: z3.ToInt(_as_real(a)) if not a.is_int() else a,

@@ -18,6 +18,7 @@ import torch
 import torch.fx as fx
 from torch._dispatch.python import enable_python_dispatcher
 from torch.nn.utils.stateless import _reparametrize_module
+from torch.export.dynamic_shapes import AdditionalInputs, ShapesCollection
 from torch.utils import _pytree as pytree
 
 from .frontend.output import TraceContext
@@ -35,8 +36,9 @@ from .ir.signature import (ConstantArgument, ExportGraphSignature, InputKind, In
 from .passes import decompose as _decompose  # noqa: F401  (installs run_decompositions)
 from .passes.dce import dead_code_elimination
 from .passes.functionalize import functionalize
-from .symbolic.diagnostics import (ConstraintViolationError, ExportUsageError, InternalError,
-                                   UnbrokenError, UnsupportedError, format_stack)
+from .symbolic.diagnostics import (ConstraintViolationError, ExportUsageError,
+                                   InputMismatchError, InternalError, UnbrokenError,
+                                   UnsupportedError, format_stack)
 from .symbolic.auto import Adoption, Specialization, SpecializationWarning, plan_adoption
 from .symbolic.env import ShapeEnvironment
 from .symbolic.fixes import suggest_fix
@@ -75,6 +77,7 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict: bool = True,
     """
     args, kwargs = _check_call(mod, args, kwargs)
     check_python_version()
+    helper, dynamic_shapes = dynamic_shapes, _from_helper(mod, args, kwargs, dynamic_shapes)
     refinements: dict = {}
     specializations: list[Specialization] = []
     try:
@@ -87,6 +90,8 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict: bool = True,
                 specializations.extend(adopt.adoption.specializations)
                 continue
             _warn_specializations(ep.specializations)
+            if isinstance(helper, AdditionalInputs):
+                _verify_additional_inputs(ep, helper)
             return ep
         raise InternalError(f"Dim.AUTO refinements did not settle in {_MAX_AUTO_ROUNDS} traces")
     except UnbrokenError:
@@ -128,6 +133,37 @@ class _AdoptAuto(Exception):
     def __init__(self, adoption: Adoption):
         super().__init__(adoption.refinements)
         self.adoption = adoption
+
+
+def _from_helper(mod, args, kwargs, dynamic_shapes):
+    """torch's spec builders (``ShapesCollection``, ``AdditionalInputs``) as the plain
+    ``dynamic_shapes`` they stand for; anything else as given."""
+    if not isinstance(dynamic_shapes, (ShapesCollection, AdditionalInputs)):
+        return dynamic_shapes
+    try:
+        return dynamic_shapes.dynamic_shapes(mod, args, kwargs)
+    except (ValueError, AssertionError, TypeError) as error:  # what torch's builders raise
+        raise ExportUsageError(f"{type(dynamic_shapes).__name__} could not build dynamic_shapes "
+                               f"for these inputs: {error}",
+                               hint="Give shapes only for tensors that are among the inputs, and "
+                                    "additional inputs with the same structure and types.") \
+            from None
+
+
+def _verify_additional_inputs(ep, helper: AdditionalInputs) -> None:
+    """Every additional input of ``AdditionalInputs`` must be admitted by the program (what
+    ``AdditionalInputs.verify`` does for torch.export)."""
+    module = ep.module()
+    for index, (args, kwargs) in enumerate(helper._examples):  # noqa: SLF001 (torch's store)
+        try:
+            module.check_inputs(*args, **(kwargs or {}))
+        except InputMismatchError as error:
+            raise ConstraintViolationError(
+                f"additional input #{index + 1} of AdditionalInputs is not admitted by the "
+                f"exported program: {error.message}",
+                hint="The model's code specializes on a size these inputs vary; see the "
+                     "specialization warnings, or export with a Dim for that dimension.") \
+                from None
 
 
 def _warn_specializations(specializations) -> None:

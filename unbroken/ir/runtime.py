@@ -447,6 +447,11 @@ class ExportedModule(torch.nn.Module):
         owner = self.get_submodule(owner_path) if owner_path else self
         return getattr(owner, name)
 
+    def check_inputs(self, *args, **kwargs) -> None:
+        """Raise InputMismatchError unless the program admits these inputs; runs nothing."""
+        runner = self._runner
+        runner.checker.check(flatten_user_inputs(runner.in_spec, runner.user_names, args, kwargs))
+
     def forward(self, *args, **kwargs):
         runner = self._runner
         leaves = flatten_user_inputs(runner.in_spec, runner.user_names, args, kwargs)

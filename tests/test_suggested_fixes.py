@@ -101,3 +101,18 @@ def test_a_branch_on_a_size_tightens_the_range():
     ep = unbroken.export(PicksRow(), (torch.randn(8, 3),), dynamic_shapes=_paste(error))
     x = torch.randn(5, 3)
     torch.testing.assert_close(ep.module()(x), PicksRow()(x))
+
+
+class Rows4(nn.Module):
+    def forward(self, x):
+        return x.view(-1, 4) * 2
+
+
+def test_view_into_rows_suggests_a_multiple_not_a_static_dim():
+    # x.view(-1, 4) also asks `x.shape[0] // 4 != 1` (strides): the multiple 4*k, k >= 2,
+    # settles it, so the fix is the derived dim, not "make x static" (issue 8)
+    error = _refused(Rows4(), (torch.randn(16),), {"x": {0: Dim("n")}})
+    assert "4 * _n" in _suggested_code(error)
+    ep = unbroken.export(Rows4(), (torch.randn(16),), dynamic_shapes=_paste(error))
+    x = torch.randn(36)
+    torch.testing.assert_close(ep.module()(x), Rows4()(x))

@@ -122,10 +122,22 @@ def suggest_fix(facts, ranges: dict, hints: dict, describe=str, *,
                 fix.asserted.append(pending[0])
                 fix.notes.append(f"`{render_expr(pending[0], describe)}` is checked at run time")
             continue
+        pending.sort(key=lambda f: _priority(fix.apply(f)))
         if not any(_change(fix, fix.apply(f), describe) for f in pending):
             if not _specialize_last(fix, fix.apply(pending[0]), describe):
                 return None
     return None
+
+
+def _priority(fact) -> int:
+    """Structural changes first: a divisibility root (``n == 4*k``) or a relation between dims
+    can settle other facts (``n // 4 != 1`` holds once ``k >= 2``) that alone would make a dim
+    static."""
+    if isinstance(fact, sympy.Eq) and fact.has(Mod, PythonMod):
+        return 0
+    if isinstance(fact, sympy.Eq) and len(fact.free_symbols) > 1:
+        return 1
+    return 2
 
 
 def _adopt_change(fix: Fix, fact, original, describe, fixed) -> bool:

@@ -14,6 +14,8 @@ import contextlib
 import inspect
 import warnings
 
+import sympy
+
 import torch
 import torch.fx as fx
 from torch._dispatch.python import enable_python_dispatcher
@@ -40,6 +42,7 @@ from .symbolic.diagnostics import (ConstraintViolationError, ExportUsageError,
                                    InputMismatchError, InternalError, UnbrokenError,
                                    UnsupportedError, format_stack)
 from .symbolic.auto import Adoption, Specialization, SpecializationWarning, plan_adoption
+from .symbolic import guard_log
 from .symbolic.env import ShapeEnvironment
 from .symbolic.fixes import suggest_fix
 from .symbolic.solver import Solver, Violation, check_guards
@@ -329,6 +332,7 @@ class _Export:
         a torch._check on data-dependent values becomes a runtime assert, one on input sizes
         must be implied by the spec too."""
         if not self.env.guards:
+            self._log_guards(())
             return
         violations = check_guards(self.env, Solver(self.env, assume_checks=True))
         strict = Solver(self.env, assume_checks=False)
@@ -348,9 +352,32 @@ class _Export:
             if adoption is not None:  # the symbols have settled: what is left is asserted
                 for guard in adoption.asserted:
                     self._input_assert(guard)
+                self._log_guards(adoption.asserted)
                 return
             suggestion = self._verified_fix(violations) if self.suggest_fixes else None
             raise _constraint_error(self.env, violations, suggestion)
+        self._log_guards(())
+
+    def _log_guards(self, asserted) -> None:
+        """The guard log (``UNBROKEN_LOG=guards``): each guard and how it was decided."""
+        if not guard_log.enabled():
+            return
+        solver = Solver(self.env)
+        run_time = {g.as_fact() for g in asserted}
+        decided = []
+        for guard in self.env.guards:
+            fact = guard.as_fact()
+            if guard.kind == "expect_true" and _mentions_unbacked(guard.expr, self.env):
+                how = "run-time assert (torch._check on data-dependent values)"
+            elif fact in run_time or set(sympy.And.make_args(fact)) & run_time:
+                how = "checked at run time (a relation no dynamic_shapes can state)"
+            else:
+                decision = solver.decide(fact)
+                how = f"proven by {decision.reason}" if decision.verdict == "true" \
+                    else f"assumed ({guard.kind})"
+            decided.append((guard, how))
+        guard_log.log_guards(decided, self.specializations, self.env.source_of,
+                             self.auto_refinements)
 
     def _input_assert(self, guard) -> None:
         """``aten._assert_scalar`` of a fact over input sizes that no spec can state, right

@@ -116,3 +116,22 @@ def test_view_into_rows_suggests_a_multiple_not_a_static_dim():
     ep = unbroken.export(Rows4(), (torch.randn(16),), dynamic_shapes=_paste(error))
     x = torch.randn(36)
     torch.testing.assert_close(ep.module()(x), Rows4()(x))
+
+
+class PairAndDict(nn.Module):
+    def forward(self, x, pair, extra):
+        return x.view(-1, 4).sum(1), pair[0] + pair[1], extra["a"] * extra["b"]
+
+
+def test_fix_for_dims_inside_containers():
+    args = (torch.randn(16), (torch.randn(5, 3), torch.randn(5, 3)),
+            {"a": torch.randn(2), "b": 3})
+    spec = {"x": {0: Dim("n")}, "pair": ({0: Dim("p")}, {0: Dim("q")}),
+            "extra": {"a": None, "b": None}}
+    error = _refused(PairAndDict(), args, spec)
+    code = _suggested_code(error)
+    assert '"pair": ({0: p}, {0: p}),' in code and '"x": {0: 4 * _n},' in code
+    ep = unbroken.export(PairAndDict(), args, dynamic_shapes=_paste(error))
+    fresh = (torch.randn(24), (torch.randn(7, 3), torch.randn(7, 3)), {"a": torch.randn(2), "b": 3})
+    for got, want in zip(ep.module()(*fresh), PairAndDict()(*fresh)):
+        torch.testing.assert_close(got, want)

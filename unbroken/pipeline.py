@@ -42,6 +42,7 @@ from .symbolic.diagnostics import (ConstraintViolationError, ExportUsageError,
                                    InputMismatchError, InternalError, UnbrokenError,
                                    UnsupportedError, format_stack)
 from .symbolic.auto import Adoption, Specialization, SpecializationWarning, plan_adoption
+from .fix_rendering import TensorDims, render_fix
 from .symbolic import guard_log
 from .symbolic.env import ShapeEnvironment
 from .symbolic.fixes import suggest_fix
@@ -197,8 +198,8 @@ class _Export:
         self.state_dict: dict = {}
         self.constants: dict = {}
         self.metas: dict[str, torch.Tensor] = {}
-        # top-level argument name -> its dims (ints / sympy exprs), None when not a tensor, or
-        # "nested" when it holds tensors inside a container (used to render suggested fixes)
+        # top-level argument name -> its dims (ints / sympy exprs), None when it holds no
+        # tensor, or the container with a TensorDims per tensor (to render suggested fixes)
         self.top_dims: dict[str, object] = {}
         self.suggest_fixes = True
         self._asserts_after: dict = {}  # node -> the last runtime assert placed after it
@@ -410,8 +411,6 @@ class _Export:
     def _verified_fix(self, violations):
         """A suggested ``dynamic_shapes`` that the solver proves and a re-export confirms, as
         (notes, code), or None."""
-        from .fix_rendering import render_fix
-
         env = self.env
         backed = [s for s, info in env.symbols.items() if info.hint is not None]
         try:
@@ -642,11 +641,19 @@ def _upper(value_range):
 
 
 def _dims_of(value, trackers):
+    """The dims of an argument for rendering fixes: a tuple for a tensor, the container with a
+    ``TensorDims`` per tensor, or None when it holds no tensor."""
     if isinstance(value, torch.Tensor):
-        return tuple(s.node.expr if isinstance(s, torch.SymInt) else int(s)
-                     for s in trackers[id(value)].meta.shape)
-    return "nested" if any(isinstance(v, torch.Tensor) for v in pytree.tree_leaves(value)) \
-        else None
+        return _tensor_dims(trackers[id(value)])
+    if not any(isinstance(v, torch.Tensor) for v in pytree.tree_leaves(value)):
+        return None
+    return pytree.tree_map(lambda leaf: TensorDims(_tensor_dims(trackers[id(leaf)]))
+                           if isinstance(leaf, torch.Tensor) else None, value)
+
+
+def _tensor_dims(tracker) -> tuple:
+    return tuple(s.node.expr if isinstance(s, torch.SymInt) else int(s)
+                 for s in tracker.meta.shape)
 
 
 def _constraint_error(env, violations, suggestion=None) -> ConstraintViolationError:

@@ -43,6 +43,7 @@ from .symbolic.diagnostics import (ConstraintViolationError, ExportUsageError,
                                    UnsupportedError, format_stack)
 from .symbolic.auto import Adoption, Specialization, SpecializationWarning, plan_adoption
 from .fix_rendering import TensorDims, render_fix
+from .size_one import admit_size_one
 from .symbolic import guard_log
 from .symbolic.env import ShapeEnvironment
 from .symbolic.fixes import suggest_fix
@@ -86,13 +87,15 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict: bool = True,
     specializations: list[Specialization] = []
     try:
         for _ in range(_MAX_AUTO_ROUNDS):
+            exporter = _Export(mod, args, kwargs, dynamic_shapes, refinements,
+                               tuple(specializations))
             try:
-                ep = _Export(mod, args, kwargs, dynamic_shapes, refinements,
-                             tuple(specializations)).run()
+                ep = exporter.run()
             except _AdoptAuto as adopt:  # Dim.AUTO dims take what the code requires: retrace
                 refinements.update(adopt.adoption.refinements)
                 specializations.extend(adopt.adoption.specializations)
                 continue
+            ep = _admit_size_one(exporter, ep)
             _warn_specializations(ep.specializations)
             if isinstance(helper, AdditionalInputs):
                 _verify_additional_inputs(ep, helper)
@@ -170,6 +173,29 @@ def _verify_additional_inputs(ep, helper: AdditionalInputs) -> None:
                 from None
 
 
+def _admit_size_one(exporter: "_Export", ep: ExportedProgram) -> ExportedProgram:
+    """Dims declared ``min=1`` get ``[1, ...]`` when a trace at size 1 gives the same program
+    (see ``unbroken.size_one``)."""
+    if not exporter.env.admits_one:
+        return ep
+
+    def trace_at(args, kwargs, forced):
+        retry = _Export(exporter.mod, args, kwargs, exporter.dynamic_shapes,
+                        exporter.auto_refinements, exporter.specializations,
+                        forced_static=forced)
+        retry.suggest_fixes = False
+        try:
+            other = retry.run()
+        except _AdoptAuto:  # size 1 needs another spec: not the same program
+            return None
+        ours = {info.source: s for s, info in exporter.env.symbols.items()}
+        return other, {s: ours[info.source] for s, info in retry.env.symbols.items()
+                       if info.source in ours}
+
+    return admit_size_one(ep, exporter.env.admits_one, exporter.leaf_dims,
+                          exporter.env.hint_of, exporter.args, exporter.kwargs, trace_at)
+
+
 def _warn_specializations(specializations) -> None:
     """One warning per ``Dim.AUTO`` dim the code pinned, naming the dim and the line."""
     for specialization in specializations:
@@ -180,13 +206,15 @@ class _Export:
     """One export: the state shared by the stages."""
 
     def __init__(self, mod, args, kwargs, dynamic_shapes, auto_refinements=None,
-                 specializations=()):
+                 specializations=(), forced_static=frozenset()):
         self.mod = mod
         self.root = mod if isinstance(mod, torch.nn.Module) else None
         self.args, self.kwargs = args, kwargs
         self.dynamic_shapes = dynamic_shapes
         self.auto_refinements = auto_refinements or {}
         self.specializations = tuple(specializations)  # Dim.AUTO dims earlier traces pinned
+        self.forced_static = forced_static  # (id(tensor), dim) static whatever the spec says
+        self.leaf_dims: dict = {}  # id(example tensor) -> its dims, once traced
         self.recorder = Recorder()
         self.output = TraceContext(self.recorder, self.root)
         self.env = ShapeEnvironment(location_provider=self.output.user_frames)
@@ -225,7 +253,7 @@ class _Export:
         forward = self.root.forward if self.root is not None else self.mod
         signature = _signature(forward)
         combined = _bind(signature, forward, self.args, self.kwargs)
-        dims = self._resolve_dims(combined)
+        dims = self.leaf_dims = self._resolve_dims(combined)
         self._lift_state()
         arg_trackers, kwarg_trackers = self._lift_inputs(signature, dims)
         self.recorder.allow_meta_constants = self._on_meta_device()
@@ -240,7 +268,7 @@ class _Export:
         if self.dynamic_shapes is None:
             return {}
         resolved = resolve_dynamic_shapes(combined, self.dynamic_shapes, self.env,
-                                          self.auto_refinements)
+                                          self.auto_refinements, self.forced_static)
         dims = {}
         for name, value in combined.items():
             leaves, spec = pytree.tree_flatten(value)

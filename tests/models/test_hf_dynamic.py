@@ -40,3 +40,15 @@ def test_bert_mask_relation_is_checked_at_run_time():
     inputs["attention_mask"] = torch.ones(3, 7, dtype=torch.long)
     with pytest.raises(unbroken.InputMismatchError, match="attention_mask.shape.1. = 7"):
         ep.module()(**inputs)
+
+
+def test_bert_batch_one_with_min_1():
+    # the most common inference call: the program traced at batch 2 serves batch 1
+    entry = next(e for e in TEXT_MODELS if e.name == "bert")
+    model = entry.build()
+    example = entry.inputs(2, 12)
+    batch = Dim("batch", min=1, max=32)
+    spec = {name: {0: batch, 1: Dim.AUTO} for name in example}
+    ep = unbroken.export(model, (), example, dynamic_shapes=spec)
+    one = entry.inputs(1, 9, seed=2)
+    torch.testing.assert_close(ep.module()(**one)[0], model(**one)[0])

@@ -8,6 +8,7 @@ import torch.nn as nn
 from torch.export import Dim
 
 import unbroken
+from unbroken import pipeline
 
 
 def _suggested_code(error) -> str:
@@ -135,3 +136,36 @@ def test_fix_for_dims_inside_containers():
     fresh = (torch.randn(24), (torch.randn(7, 3), torch.randn(7, 3)), {"a": torch.randn(2), "b": 3})
     for got, want in zip(ep.module()(*fresh), PairAndDict()(*fresh)):
         torch.testing.assert_close(got, want)
+
+
+def test_a_bug_while_verifying_the_fix_is_raised_not_dropped(monkeypatch):
+    """The fix search re-exports with the suggestion; a bug in that re-export (InternalError)
+    must surface, not read as "no fix found"."""
+    run = pipeline._Export.run
+
+    def run_or_fail(self):
+        if not self.suggest_fixes:  # the verifying re-export
+            raise unbroken.InternalError("a bug planted by the test")
+        return run(self)
+
+    monkeypatch.setattr(pipeline._Export, "run", run_or_fail)
+    args = (torch.randn(6, 3), torch.randn(6, 3))
+    with pytest.raises(unbroken.InternalError, match="planted"):
+        unbroken.export(Broadcast(), args, dynamic_shapes={"x": {0: Dim("a")}, "y": {0: Dim("b")}})
+
+
+def test_the_fix_is_searched_once_per_refusal(monkeypatch):
+    """Issue 11 item 5: the solver's fix search ran twice on the same violations."""
+    calls = []
+    search = pipeline.suggest_fix
+
+    def counted(*args, **kwargs):
+        calls.append(args[0])
+        return search(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "suggest_fix", counted)
+    args = (torch.randn(6, 3), torch.randn(6, 3))
+    with pytest.raises(unbroken.ConstraintViolationError) as info:
+        unbroken.export(Broadcast(), args, dynamic_shapes={"x": {0: Dim("a")}, "y": {0: Dim("b")}})
+    assert "Suggested fix" in info.value.details
+    assert len(calls) == 1

@@ -1,11 +1,12 @@
 """Render a :class:`unbroken.symbolic.fixes.Fix` as a ``dynamic_shapes`` spec: both the
-object (torch's ``Dim``s, to export again with) and the Python code to paste.
+object (torch's ``Dim``s, to export again with) and the Python code to paste; and render the
+``ConstraintViolationError`` that shows the violated guards with that fix.
 
 The spec covers every top-level argument of ``forward`` by name: tensors get
 ``{dim: Dim or derived Dim}`` (static dims are left out), other arguments ``None``; containers
 of tensors (lists, tuples, dicts, registered pytree nodes) get the same structure, a list of
-child specs for containers other than dicts and tuples. A fix that involves ``*args`` is not
-rendered (returns None).
+child specs for containers other than dicts and tuples. A fix that involves ``*args``, or a
+dim of several symbols (a ``Dim`` is derived from one root), is not rendered (returns None).
 """
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ import sympy
 import torch.utils._pytree as pytree
 from torch.export import Dim
 
-__all__ = ["TensorDims", "render_fix"]
+from .symbolic.diagnostics import ConstraintViolationError
+
+__all__ = ["TensorDims", "constraint_error", "render_fix"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,13 +31,20 @@ class TensorDims:
     dims: tuple
 
 
+class _Unrenderable(Exception):
+    """A dim under the fix is an expression of several symbols: no ``Dim`` states it."""
+
+
 def render_fix(fix, top_dims: dict, env):
     """``(spec, code)`` for ``fix`` over the arguments ``top_dims`` (see ``pipeline``), or
     None when it cannot be written as a ``dynamic_shapes`` dict."""
     names = _Names(fix, env)
     spec, entries = {}, {}
     for arg, dims in top_dims.items():
-        spec[arg], entries[arg] = _value(dims, fix, names)
+        try:
+            spec[arg], entries[arg] = _value(dims, fix, names)
+        except _Unrenderable:
+            return None
     if not all(a.isidentifier() for a in spec):
         return None  # *args positions have no parameter name to key a dict by
     return spec, _code(names, entries)
@@ -53,7 +63,10 @@ def _value(dims, fix, names):
     for index, expr in enumerate(dims):
         if isinstance(expr, int):
             continue
-        rendered = _dim(fix.apply(expr), names)
+        expr = sympy.expand(fix.apply(expr))
+        if len(expr.free_symbols) > 1:
+            raise _Unrenderable(expr)
+        rendered = _dim(expr, names)
         if rendered is not None:
             per_dim[index], text[index] = rendered
     if not per_dim:
@@ -86,14 +99,11 @@ def _is_node(value) -> bool:
 
 
 def _dim(expr, names):
-    """(Dim object, code) for a dim expression under the fix; None when static."""
-    expr = sympy.expand(expr)
+    """(Dim object, code) for a dim expression (of at most one symbol) under the fix; None
+    when static."""
     if expr.is_Integer:
         return None
-    symbols = list(expr.free_symbols)
-    if len(symbols) != 1:
-        raise ValueError(f"a dim of several symbols: {expr}")
-    root = symbols[0]
+    (root,) = expr.free_symbols
     k, m = int(expr.coeff(root, 1)), int(sympy.expand(expr - expr.coeff(root, 1) * root))
     dim, name = names.dim(root)
     value, text = dim, name
@@ -155,3 +165,37 @@ def _code(names, entries) -> str:
     body = [f'    "{arg}": {text},' for arg, text in entries.items()]
     return "\n".join(["from torch.export import Dim", "", *names.definitions(),
                       "dynamic_shapes = {", *body, "}"])
+
+
+def constraint_error(env, violations, suggestion=None) -> ConstraintViolationError:
+    """The error for guards the spec does not imply: each violated guard once, in the user's
+    terms (``x.shape[0] == 4``), with a counterexample and the line that made it, then the
+    suggested fix (``suggestion``: (notes, code) from :func:`render_fix`, verified) or a
+    generic hint."""
+    lines, seen = [], set()
+    for violation in violations:
+        guard = violation.guard
+        if guard.as_fact() in seen:
+            continue
+        seen.add(guard.as_fact())
+        where = f"  at {guard.frames[-1].short()}: {guard.frames[-1].source}" if guard.frames else ""
+        example = ""
+        if violation.counterexample:
+            values = ", ".join(f"{env.source_of(s)} = {v}" for s, v in violation.counterexample.items())
+            example = f"  (fails for {values})"
+        lines.append(f"- {guard.describe(env.source_of)}{example}{where}")
+    first = violations[0].guard
+    details = "Guards not implied by the spec:\n" + "\n".join(lines)
+    if suggestion is not None:
+        notes, code = suggestion
+        details += ("\n\nSuggested fix (proven for every admitted size, and verified by "
+                    "exporting again with it):\n" + "\n".join(f"- {n}" for n in notes)
+                    + "\n\n" + code)
+        hint = "Use the suggested dynamic_shapes above."
+    else:
+        hint = ("Narrow the Dim ranges (min/max), declare the related dims equal or derived, "
+                "or mark the dim static, so that every guard above holds for all admitted "
+                "sizes.")
+    return ConstraintViolationError(
+        "the model's code constrains dimensions that dynamic_shapes declares dynamic",
+        frames=first.frames, details=details, hint=hint)

@@ -96,7 +96,7 @@ def implied(fact, ranges: dict, assumptions=()) -> bool:
     try:
         solver.add(*(to_z3(sympy.sympify(a)) for a in assumptions))
         solver.add(z3.Not(to_z3(fact)))
-    except (Untranslatable, z3.Z3Exception):  # never claim an untranslatable fact is implied
+    except (Untranslatable, z3.Z3Exception):  # z3 cannot express it: never claim it implied
         return False
     return solver.check() == z3.unsat
 

@@ -25,6 +25,8 @@ cannot serve it and sizes >= 2 soundly. Every dynamic dimension therefore has th
 ``[max(min, 2), max]``. ``Dim.AUTO`` with an example size of 0 or 1 becomes static (as in
 PyTorch); a named ``Dim`` or ``Dim.DYNAMIC`` with such an example raises ``ExportUsageError``
 asking for an example of size >= 2 (PyTorch would fail later with a constraint violation).
+A dim declared ``min=1`` is still traced from 2; its symbol goes into ``env.admits_one``, and
+``unbroken.size_one`` widens its range to 1 when a trace at size 1 gives the same program.
 """
 from __future__ import annotations
 

@@ -5,8 +5,9 @@
 #   make test-fast  the suite without tests marked `slow`
 #   make bench      export time of unbroken vs torch.export(strict=True) on the model zoo
 #   make corpus     unbroken vs torch.export strict/non-strict on ~120 real models and programs,
-#                   one fresh process each (benchmarks/corpus.py; slow: about an hour on 2
-#                   cores). Options through ARGS, e.g. make corpus ARGS="--dynamic --jobs 2"
+#                   one fresh process each (benchmarks/corpus.py; slow: 77 min with --jobs 2
+#                   --single-call on 2 busy cores). Options through ARGS, e.g.
+#                   make corpus ARGS="--jobs 2 --single-call", ARGS="--dynamic --jobs 2"
 #   make docs       regenerate docs/graph-breaks.md from the graph-break catalogue
 #
 # The set-up is one stamp file: it reruns only when pyproject.toml changes or .venv is gone.

@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import inspect
 import typing
 
 import pytest
 import torch
 
+import unbroken
 from tests.frontend.parity import check
+from unbroken import Dim
 from unbroken.frontend import interpret
 from unbroken.frontend.protocol import class_attribute
+from unbroken.frontend.translator import InstructionTranslator
+from unbroken.frontend.variables.base import Interpreter
 
 Pair = collections.namedtuple("Pair", "x y")
 
@@ -148,12 +153,34 @@ def test_missing_attribute_is_the_programs_attribute_error():
     check(f)
 
 
-def test_symbolic_index_goes_through_the_tensor_tracker():
-    def f(x):
-        return x[1:3]
+class _LastRow(torch.nn.Module):
+    def forward(self, x):
+        return x[x.shape[0] - 1]
 
-    result = interpret(f, torch.arange(5))
-    assert result.shape == (2,)
+
+def test_symbolic_index_goes_through_the_tensor_tracker():
+    """``x[n - 1]`` with a symbolic ``n`` is an ``aten.select`` whose index is the size
+    expression, not the example's value (Python's own indexing would guard ``n`` to it): the
+    program is right at every admitted size."""
+    ep = unbroken.export(_LastRow(), (torch.randn(6, 3),),
+                         dynamic_shapes={"x": {0: Dim("b", min=2, max=64)}})
+    selects = [n for n in ep.graph.nodes if n.target is torch.ops.aten.select.int]
+    assert selects and isinstance(selects[0].args[2], torch.fx.Node), ep.graph
+    for rows in (2, 7, 64):
+        x = torch.randn(rows, 3)
+        torch.testing.assert_close(ep.module()(x), x[rows - 1])
+
+
+def test_the_translator_implements_the_interpreter_interface():
+    """Trackers reach the interpreter only through ``variables.base.Interpreter``: every member
+    it declares is implemented by ``InstructionTranslator``, with the same parameters."""
+    members = [name for name in vars(Interpreter)
+               if not name.startswith("_") and callable(vars(Interpreter)[name])]
+    assert {"wrap", "call_leaf", "inline_call", "user_exception"} <= set(members)
+    for name in members:
+        declared = inspect.signature(getattr(Interpreter, name))
+        implemented = inspect.signature(getattr(InstructionTranslator, name))
+        assert list(implemented.parameters) == list(declared.parameters), name
 
 
 @pytest.mark.parametrize("name, expected", [("kind", "child"), ("helper", Base.__dict__["helper"]),

@@ -12,7 +12,8 @@ import types
 
 import torch
 
-from ..symbolic.diagnostics import DataDependentError, UnbrokenError, UnsupportedError
+from ..symbolic.diagnostics import (DataDependentError, InternalError, UnbrokenError,
+                                    UnsupportedError)
 from .graph_breaks import GraphBreakError, TracedException, graph_break
 from .overlay import Overlay
 from .variables.base import CREATION_ORDER
@@ -172,8 +173,6 @@ class TraceContext:
             raise exc.with_frames(self.user_frames())
         except Exception as exc:
             if _raised_inside_unbroken(exc):
-                from ..symbolic.diagnostics import InternalError
-
                 raise InternalError("a leaf call failed inside unbroken",
                                     frames=self.user_frames(), cause=exc) from exc
             if isinstance(exc, _PYTHON_LEVEL):  # e.g. nn.Module.__getattr__: may be caught

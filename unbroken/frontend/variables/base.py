@@ -109,9 +109,12 @@ class VariableTracker:
     def getitem(self, tx, index: "VariableTracker") -> "VariableTracker":
         """``self[index]``: folded natively when both are constants, else a leaf call."""
         if self.is_constant() and index.is_constant():
+            container, key = self.as_constant(), index.as_constant()
+            # only the program's own indexing runs in the try (IndexError, KeyError, an enum
+            # lookup, a class's __class_getitem__...): whatever it raises, eager raises too
             try:
-                value = self.as_constant()[index.as_constant()]
-            except Exception as exc:  # IndexError, KeyError, TypeError...: the program's own
+                value = container[key]
+            except Exception as exc:
                 raise tx.user_exception(exc)
             return tx.wrap(value)
         return tx.call_leaf(operator.getitem, [self, index], {})

@@ -12,4 +12,5 @@ from .registry import HANDLERS, NULL, opcode, unhandled_opcodes
 
 __all__ = ["HANDLERS", "NULL", "opcode", "unhandled_opcodes", "FAMILIES"]
 
+# The handler families: importing them registers their handlers in HANDLERS.
 FAMILIES = (arithmetic, calls, containers, control, loads, stack)

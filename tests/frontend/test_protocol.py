@@ -187,3 +187,49 @@ def test_the_translator_implements_the_interpreter_interface():
                                             ("absent", None)])
 def test_class_attribute_walks_the_mro(name, expected):
     assert class_attribute(Child, name) is expected or class_attribute(Child, name) == expected
+
+
+class _Shadowed:
+    """Instance attributes named like special methods: Python's implicit calls ignore them."""
+
+    def __init__(self):
+        self.__bool__ = lambda: False
+        self.__call__ = lambda: "instance"
+        self.__enter__ = lambda: "instance"
+
+    def __bool__(self):
+        return True
+
+    def __call__(self, *args, scale=1):
+        return ("class", args, scale)
+
+    def __enter__(self):
+        return "class"
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _entered(obj):
+    with obj as value:
+        return value
+
+
+@pytest.mark.parametrize("use", [
+    pytest.param(lambda obj: "yes" if obj else "no", id="if"),
+    pytest.param(lambda obj: bool(obj), id="bool"),
+    pytest.param(lambda obj: obj(2, scale=3), id="call"),
+    pytest.param(_entered, id="with"),
+])
+def test_special_methods_come_from_the_class(use):
+    check(lambda: use(_Shadowed()))
+
+
+def test_calling_an_object_without_call_is_the_programs_type_error():
+    def f():
+        try:
+            Base(1)()
+        except TypeError as exc:
+            return str(exc)
+
+    check(f)

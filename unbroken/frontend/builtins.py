@@ -27,8 +27,9 @@ from .variables.containers import (DictVariable, IteratorVariable, ListVariable,
 from .variables.functions import bind_arguments
 from .variables.native import NativeCallableVariable
 from .variables.nn_module import NNModuleVariable
-from .variables.objects import (ContextManagerVariable, GetterVariable, ObjectVariable,
-                                PartialVariable, SuperVariable, construct_user_object)
+from .variables.objects import (ContextManagerVariable, GetterVariable, NewObjectVariable,
+                                ObjectVariable, PartialVariable, SuperVariable,
+                                construct_user_object)
 from .variables.tensor import TensorVariable
 
 __all__ = ["BuiltinVariable", "ClassVariable", "call_builtin", "construct", "concrete"]
@@ -288,8 +289,10 @@ def _scalar(py_type):
         if isinstance(value, TensorVariable):
             raise graph_break("UB105", f"`{py_type.__name__}()` of {value.describe()}",
                               frames=tx.user_frames())
-        if py_type is bool and not value.is_constant() and not hasattr(value, "value"):
-            return ConstantVariable(value.truth(tx))  # containers, modules, objects
+        if py_type is bool and not value.is_constant() and (
+                isinstance(value, NewObjectVariable) or not hasattr(value, "value")):
+            # containers, modules, objects created in the trace: their own (traced) truth
+            return ConstantVariable(value.truth(tx))
         return _fold_or_leaf(tx, py_type, [value, *rest], {})
 
     return handler

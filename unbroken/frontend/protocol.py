@@ -10,7 +10,8 @@ themselves use to ask them, and the parts of Python's semantics that several fam
   the class dicts, with the descriptor protocol applied on trackers (functions bind to the
   receiver, properties are inlined, static and class methods unwrap);
 - ``getattr_fallback``: the class's ``__getattr__`` when normal lookup fails;
-- ``call_special``: a special method (``__len__``, ``__getitem__``...) looked up on the class;
+- ``special_method`` / ``call_special``: a special method (``__len__``, ``__enter__``...) as
+  Python's implicit calls find it: on the class, never on the instance;
 - ``load_attribute`` / ``read_attribute``: ``obj.name`` with a missing attribute reported as
   the program's ``AttributeError``, or as None for ``hasattr``/``getattr(..., default)``;
 - ``subscript``, ``iterate``, ``call``: ``obj[index]``, ``iter(obj)`` to a list, ``f(...)``.
@@ -29,7 +30,7 @@ from .variables.base import AttributeMissing, VariableTracker
 from .variables.constant import ConstantVariable
 
 __all__ = ["BoundMethodVariable", "CallbackVariable", "class_attribute", "lookup",
-           "getattr_fallback", "call_special", "call_python", "load_attribute", "read_attribute",
+           "getattr_fallback", "special_method", "call_special", "call_python", "load_attribute", "read_attribute",
            "subscript", "iterate", "call"]
 
 _MISSING = object()
@@ -179,8 +180,18 @@ def call_python(tx, fn, args: list, kwargs: dict | None = None) -> VariableTrack
 _READ_ONLY_SPECIALS = ("__len__", "__contains__", "__getitem__", "__iter__")
 
 
-def call_special(tx, receiver, instance, name: str, args: list,
-                 native=None) -> VariableTracker | None:
+def special_method(tx, receiver, cls: type, name: str) -> VariableTracker | None:
+    """The special method ``name`` that Python's implicit calls (``with``, ``bool()``, a call)
+    use: looked up on ``cls`` only, an instance attribute of that name is ignored; bound to
+    ``receiver``. None unless the class defines it in Python."""
+    method = class_attribute(cls, name)
+    if isinstance(method, types.FunctionType):
+        return BoundMethodVariable(receiver, tx.wrap(method))
+    return None
+
+
+def call_special(tx, receiver, instance, name: str, args: list, native=None,
+                 kwargs: dict | None = None) -> VariableTracker | None:
     """Call the special method ``name`` (``__iter__``, ``__len__``, ``__getitem__``...) of
     ``instance``'s class, as Python does for its protocols: interpreted when the class defines
     it in Python; ``native(name, method)`` gives the tracker of an inherited C method when the
@@ -188,10 +199,10 @@ def call_special(tx, receiver, instance, name: str, args: list,
     container base is called natively. None when the class has no such method."""
     method = class_attribute(type(instance), name)
     if isinstance(method, types.FunctionType):
-        return call_python(tx, method, [receiver, *args])
+        return call_python(tx, method, [receiver, *args], kwargs)
     if method is not None and native is not None:
         bound = native(name, method)
-        return None if bound is None else bound.call(tx, list(args), {})
+        return None if bound is None else bound.call(tx, list(args), dict(kwargs or {}))
     if method is not None and name in _READ_ONLY_SPECIALS:
         return tx.call_leaf(getattr(instance, name), args, {})
     return None

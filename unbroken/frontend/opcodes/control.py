@@ -6,7 +6,7 @@ import importlib.util
 import sys
 
 from ..graph_breaks import graph_break
-from ..protocol import iterate
+from ..protocol import iterate, special_method
 from ..variables.builder import wrap
 from ..variables.constant import ConstantVariable
 from ..variables.containers import IteratorVariable
@@ -105,8 +105,13 @@ def before_with(tx, instruction):
     if isinstance(manager, ContextManagerVariable):
         exit_fn, entered = manager.enter(tx)
     elif isinstance(manager, NewObjectVariable):  # a user context manager: inline its methods
-        exit_fn = manager.getattr(tx, "__exit__")
-        entered = manager.getattr(tx, "__enter__").call(tx, [], {})
+        cls = type(manager.value)
+        enter = special_method(tx, manager, cls, "__enter__")
+        exit_fn = special_method(tx, manager, cls, "__exit__")
+        if enter is None or exit_fn is None:
+            raise tx.user_exception(TypeError(
+                f"'{cls.__name__}' object does not support the context manager protocol"))
+        entered = enter.call(tx, [], {})
     else:
         raise graph_break("UB110", f"`with` on {manager.describe()}")
     tx.push(exit_fn)

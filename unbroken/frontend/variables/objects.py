@@ -37,9 +37,9 @@ class _UserProtocols:
 
     __slots__ = ()
 
-    def special(self, tx, name: str, args: list) -> VariableTracker | None:
+    def special(self, tx, name: str, args: list, kwargs=None) -> VariableTracker | None:
         """Call the special method ``name`` of the object's class; None if it has none."""
-        return call_special(tx, self, self.value, name, args)
+        return call_special(tx, self, self.value, name, args, kwargs=kwargs)
 
     def items(self, tx) -> list:
         iterator = self.special(tx, "__iter__", [])
@@ -150,8 +150,9 @@ class NewObjectVariable(_UserProtocols, VariableTracker):
     def describe(self) -> str:
         return f"the {type(self.value).__name__} object created in forward()"
 
-    def special(self, tx, name: str, args: list) -> VariableTracker | None:
-        return call_special(tx, self, self.value, name, args, native=self.native_method)
+    def special(self, tx, name: str, args: list, kwargs=None) -> VariableTracker | None:
+        return call_special(tx, self, self.value, name, args, native=self.native_method,
+                            kwargs=kwargs)
 
     def getattr(self, tx, name: str) -> VariableTracker:
         static = class_attribute(type(self.value), name)
@@ -217,13 +218,17 @@ class NewObjectVariable(_UserProtocols, VariableTracker):
                 class_attribute(type(self.value), "__bool__"), types.FunctionType):
             return bool(self.mapping.entries)
         for method in ("__bool__", "__len__"):
-            if isinstance(class_attribute(type(self.value), method), types.FunctionType):
-                result = self.getattr(tx, method).call(tx, [], {})
+            result = self.special(tx, method, [])
+            if result is not None:
                 return bool(result.as_constant()) if result.is_constant() else result.truth(tx)
         return True
 
     def call(self, tx, args, kwargs):
-        return self.getattr(tx, "__call__").call(tx, args, kwargs)
+        result = self.special(tx, "__call__", list(args), kwargs)
+        if result is None:
+            raise tx.user_exception(TypeError(
+                f"'{type(self.value).__name__}' object is not callable"))
+        return result
 
 
 def construct_user_object(tx, cls, args, kwargs):

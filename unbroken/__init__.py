@@ -43,6 +43,10 @@ def __getattr__(name):
         from .cases import case
 
         return case
+    if name == "testing":
+        from . import testing
+
+        return testing
     if name in ("save", "load"):
         from .ir import serialize
 

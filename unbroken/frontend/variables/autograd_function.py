@@ -14,13 +14,23 @@ Eager runs the class's ``forward`` (under no_grad) and, when a gradient can flow
 """
 from __future__ import annotations
 
+import inspect
+
 import torch
 from torch.utils import _pytree as pytree
 
 from ..graph_breaks import graph_break
 from .constant import ConstantVariable
+from .containers import TupleVariable
+from .functions import TorchFunctionVariable
+from .objects import construct_user_object
+from .tensor import TensorVariable
 
-__all__ = ["FunctionContext", "is_autograd_function_apply", "call_autograd_function"]
+__all__ = ["FunctionContext", "AutogradFunctionApplyVariable", "is_autograd_function_apply",
+           "call_autograd_function"]
+
+FUNCTION_APPLY = torch.autograd.Function.__dict__["apply"].__func__
+"""The function behind the ``Function.apply`` class method (what ``MyFunction.apply`` binds)."""
 
 
 class FunctionContext:
@@ -65,8 +75,6 @@ def is_autograd_function_apply(fn, args) -> bool:
 
 def call_autograd_function(tx, fn, args, kwargs):
     """``cls.apply(*args, **kwargs)`` (``args[0]`` is the class tracker)."""
-    from .tensor import TensorVariable
-
     cls, inputs = args[0].as_constant(), list(args[1:])
     if kwargs:
         inputs += _bind_keywords(tx, cls, inputs, kwargs)
@@ -79,8 +87,6 @@ def call_autograd_function(tx, fn, args, kwargs):
 
 def _bind_keywords(tx, cls, inputs, kwargs) -> list:
     """Keyword arguments of ``apply`` in the order of ``forward``'s parameters."""
-    import inspect
-
     names = list(inspect.signature(cls.forward).parameters)[len(inputs) + _takes_ctx(cls):]
     unknown = set(kwargs) - set(names)
     if unknown:
@@ -95,30 +101,23 @@ def _takes_ctx(cls) -> bool:
 
 
 def _context(tx, needs_input_grad: list, saved=()):
-    from .containers import TupleVariable
-    from .objects import construct_user_object
-
+    """A traced ``FunctionContext`` (a user object: its methods are interpreted)."""
     return construct_user_object(
         tx, FunctionContext, [TupleVariable(needs_input_grad), TupleVariable(list(saved))], {})
 
 
 def _run_forward(tx, cls, ctx, inputs):
     """Trace ``cls.forward`` (and ``setup_context``) with ``ctx``; its result tracker."""
-    from .builder import wrap
-    from .containers import TupleVariable
-
-    forward = wrap(tx, cls.forward)
+    forward = tx.wrap(cls.forward)
     if _takes_ctx(cls):
         return forward.call(tx, [ctx, *inputs], {})
     output = forward.call(tx, list(inputs), {})
-    wrap(tx, cls.setup_context).call(tx, [ctx, TupleVariable(list(inputs)), output], {})
+    tx.wrap(cls.setup_context).call(tx, [ctx, TupleVariable(list(inputs)), output], {})
     return output
 
 
 def _record_apply(tx, cls, inputs, tensor_positions):
     """Trace forward and backward into subgraphs; one ``autograd_function_apply`` node."""
-    from .builder import wrap
-
     recorder = tx.output.recorder
     operands = [inputs[i].meta for i in tensor_positions]
     needs = [ConstantVariable(i in tensor_positions and _differentiable(inputs[i].meta))
@@ -138,7 +137,7 @@ def _record_apply(tx, cls, inputs, tensor_positions):
         results = recorder.record_autograd_function(
             (fwd_scope, bwd_scope), operands, outputs,
             non_differentiable_idx=non_diff, saved_for_backward_idx=list(range(saved_count)))
-    return wrap(tx, pytree.tree_unflatten(results, spec))
+    return tx.wrap(pytree.tree_unflatten(results, spec))
 
 
 def _differentiable(meta) -> bool:
@@ -147,8 +146,6 @@ def _differentiable(meta) -> bool:
 
 def _trace_forward(tx, cls, inputs, tensor_positions, operands, needs):
     """The forward subgraph: tensor inputs in; (outputs, values backward reads) out."""
-    from .tensor import TensorVariable
-
     recorder = tx.output.recorder
     stand_ins = recorder.open_branch(operands)
     try:
@@ -187,9 +184,6 @@ def _indices(flat, chosen, tx) -> list[int]:
 def _trace_backward(tx, cls, outputs, saved, state, needs, tensor_positions):
     """The backward subgraph: one gradient per forward output, then the saved values, in;
     one gradient per tensor input of ``apply`` out."""
-    from .builder import wrap
-    from .tensor import TensorVariable
-
     recorder = tx.output.recorder
     stand_ins = recorder.open_branch([*outputs, *saved])
     try:
@@ -201,7 +195,7 @@ def _trace_backward(tx, cls, outputs, saved, state, needs, tensor_positions):
             if isinstance(value, TensorVariable):
                 value = TensorVariable(by_id[id(value.meta)])
             ctx.raw_setattr(tx, name, value)
-        result = wrap(tx, cls.backward).call(tx, [ctx, *[TensorVariable(g) for g in grads]], {})
+        result = tx.wrap(cls.backward).call(tx, [ctx, *[TensorVariable(g) for g in grads]], {})
         returned = result.items(tx) if isinstance(result.unwrap(tx), (tuple, list)) else [result]
         chosen = [returned[i] if i < len(returned) else ConstantVariable(None)
                   for i in tensor_positions]
@@ -218,6 +212,18 @@ def _trace_backward(tx, cls, outputs, saved, state, needs, tensor_positions):
 
 
 def _stashed(state) -> int:
-    from .tensor import TensorVariable
 
     return sum(isinstance(v, TensorVariable) for v in state.values())
+
+
+class AutogradFunctionApplyVariable(TorchFunctionVariable):
+    """``Function.apply`` (bound to a custom Function class by the class-method lookup): the
+    class's forward/backward are traced (see the module docstring); called any other way it is
+    an ordinary PyTorch call."""
+
+    __slots__ = ()
+
+    def call(self, tx, args, kwargs):
+        if is_autograd_function_apply(self.fn, args):
+            return call_autograd_function(tx, self.fn, args, kwargs)
+        return super().call(tx, args, kwargs)

@@ -35,6 +35,7 @@ from .ir.signature import (ConstantArgument, ExportGraphSignature, InputKind, In
 from .passes import decompose as _decompose  # noqa: F401  (installs run_decompositions)
 from .passes.dce import dead_code_elimination
 from .passes.functionalize import functionalize
+from .process_state import isolated
 from .symbolic.diagnostics import (ConstraintViolationError, ExportUsageError, InternalError,
                                    UnbrokenError, UnsupportedError, format_stack)
 from .symbolic.env import ShapeEnvironment
@@ -74,6 +75,11 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict: bool = True,
     """
     args, kwargs = _check_call(mod, args, kwargs)
     check_python_version()
+    with isolated():
+        return _export(mod, args, kwargs, dynamic_shapes)
+
+
+def _export(mod, args, kwargs, dynamic_shapes) -> ExportedProgram:
     refinements: dict[str, str] = {}
     try:
         for _ in range(_MAX_AUTO_ROUNDS):
@@ -478,10 +484,11 @@ def find_graph_breaks(mod, args, kwargs=None, *, dynamic_shapes=None) -> list:
     """
     args, kwargs = _check_call(mod, args, kwargs)
     check_python_version()
-    try:
-        return _Export(mod, args, kwargs, None).find_breaks()
-    except UnbrokenError as error:
-        return [error]
+    with isolated():
+        try:
+            return _Export(mod, args, kwargs, None).find_breaks()
+        except UnbrokenError as error:
+            return [error]
 
 
 def _unique(errors) -> list:

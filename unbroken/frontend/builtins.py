@@ -23,6 +23,7 @@ from .variables.constant import ConstantVariable
 from .variables.containers import (DictVariable, IteratorVariable, ListVariable,
                                    NamedTupleVariable, SizeVariable,
                                    SliceVariable, TupleVariable, dict_key)
+from .variables.grad_mode import GRAD_MODE_CLASSES, GradModeVariable
 from .variables.objects import (ContextManagerVariable, ObjectVariable, SuperVariable,
                                 construct_user_object)
 from .variables.tensor import TensorVariable
@@ -455,6 +456,8 @@ def _construct_native(tx, cls, args, kwargs):
 
     if not cls.__module__.startswith("torch"):
         return None
+    if cls in GRAD_MODE_CLASSES:  # never entered natively: the trace keeps its own mode
+        return GradModeVariable.construct(tx, cls, args, kwargs)
     values = [a.unwrap(tx) for a in args]
     named = {k: v.unwrap(tx) for k, v in kwargs.items()}
     instance = cls(*values, **named)

@@ -327,6 +327,28 @@ class Recorder(TorchDispatchMode):
         self._bind_outputs(node, out, self.device_of(args[0]))
         return out
 
+    # ----------------------------------------------------------------- grad mode
+    def record_grad_mode(self, enabled: bool, previous_value: bool) -> fx.Node:
+        """Record the start of a grad-mode region (``no_grad``, ``enable_grad``...):
+        ``previous = torch.is_grad_enabled()`` then ``torch._C._set_grad_enabled(enabled)``.
+        Returns the ``previous`` node, which :meth:`record_grad_mode_restore` sets back: at run
+        time the region ends in the caller's mode, not in the mode of the export.
+        ``previous_value`` is that mode during tracing (the node's ``val``)."""
+        previous = self.graph.call_function(torch.is_grad_enabled, ())
+        self._annotate(previous, previous_value)
+        self._annotate(self.graph.call_function(torch._C._set_grad_enabled, (enabled,)), None)
+        return previous
+
+    def record_grad_mode_restore(self, previous: fx.Node) -> None:
+        """End the region :meth:`record_grad_mode` started; a region that recorded no op
+        leaves nothing in the graph."""
+        setter = previous.next
+        if setter.next.op == "root" and not previous.users:
+            self.graph.erase_node(setter)
+            self.graph.erase_node(previous)
+            return
+        self._annotate(self.graph.call_function(torch._C._set_grad_enabled, (previous,)), None)
+
     def _is_unused_factory_output(self, tensor) -> bool:
         """True for a tensor made by an op returning fresh memory (``zeros``, ``zeros_like``,
         ``full``... not a view) earlier in this same leaf call, that nothing has used yet: the

@@ -405,7 +405,10 @@ class ExportedModule(torch.nn.Module):
         leaves = flatten_user_inputs(runner.in_spec, runner.user_names, args, kwargs)
         runner.checker.check(leaves)
         state = [self._lookup(fqn) for fqn in runner.state_fqns]
-        results = runner.graph_module(*state, *leaves)
+        # the graph sets grad mode in its no_grad regions: the caller's comes back however
+        # the graph ends
+        with torch.set_grad_enabled(torch.is_grad_enabled()):
+            results = runner.graph_module(*state, *leaves)
         self._write_back(results, leaves)
         return self._unflatten(list(results[len(runner.mutations):]))
 

@@ -36,14 +36,14 @@ from ..symbolic.ranges import ValueRange
 from .program import ExportedProgram
 from .signature import (ConstantArgument, ExportGraphSignature, InputKind, InputSpec,
                         OutputKind, OutputSpec, SymIntArgument, TensorArgument)
-from .verifier import ALLOWED_BUILTINS
+from .verifier import ALLOWED_BUILTINS, GRAD_MODE_BUILTINS
 
 __all__ = ["save", "load", "FORMAT_VERSION"]
 
 FORMAT_NAME = "unbroken.exported_program"
 FORMAT_VERSION = 1
 _BUILTINS = {f"{f.__module__}.{f.__name__}": f
-             for f in (*ALLOWED_BUILTINS, operator.getitem)}
+             for f in (*ALLOWED_BUILTINS, *GRAD_MODE_BUILTINS, operator.getitem)}
 _ARGUMENTS = {"tensor": TensorArgument, "symint": SymIntArgument, "constant": ConstantArgument}
 
 

@@ -8,6 +8,7 @@ import sys
 from ..graph_breaks import graph_break
 from ..variables.constant import ConstantVariable
 from ..variables.containers import IteratorVariable
+from ..variables.grad_mode import GradModeVariable
 from ..variables.objects import ContextManagerVariable, NewObjectVariable
 from . import opcode
 
@@ -100,7 +101,7 @@ def yield_value(tx, instruction):
 @opcode("BEFORE_WITH")
 def before_with(tx, instruction):
     manager = tx.pop()
-    if isinstance(manager, ContextManagerVariable):
+    if isinstance(manager, (ContextManagerVariable, GradModeVariable)):
         exit_fn, entered = manager.enter(tx)
     elif isinstance(manager, NewObjectVariable):  # a user context manager: inline its methods
         exit_fn = manager.getattr(tx, "__exit__")

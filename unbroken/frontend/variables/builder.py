@@ -17,6 +17,7 @@ from .base import VariableTracker
 from .constant import ConstantVariable, is_constant_value
 from .containers import (DictVariable, ListVariable, NamedTupleVariable, SizeVariable,
                          SliceVariable, TupleVariable, tuple_fields)
+from .grad_mode import GRAD_MODE_CLASSES, GradModeVariable
 from .functions import (BuiltinVariable, PureCallableVariable, TorchFunctionVariable,
                         UserFunctionVariable, is_torch_callable)
 from .tensor import SymbolicVariable, TensorVariable
@@ -53,12 +54,17 @@ def wrap(tx, value, source=None) -> VariableTracker:
             from .functions import SignatureVariable
 
             return SignatureVariable(value, source)
+    owner = getattr(value, "__self__", None)
+    if isinstance(owner, GRAD_MODE_CLASSES):  # `self.clone` kept by @torch.inference_mode()
+        return GradModeVariable.from_instance(owner).getattr(tx, value.__name__)
     for check, builder in _BUILDERS:
         if check(value):
             return builder(tx, value, source)
     from .objects import ContextManagerVariable, ObjectVariable
 
-    if ContextManagerVariable.supports(value):  # e.g. no_grad().clone() in @torch.no_grad()
+    if isinstance(value, GRAD_MODE_CLASSES):  # e.g. no_grad().clone() in @torch.no_grad()
+        return GradModeVariable.from_instance(value, source)
+    if ContextManagerVariable.supports(value):
         return ContextManagerVariable(value, source)
     return ObjectVariable(value, source)
 

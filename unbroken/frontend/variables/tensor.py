@@ -80,9 +80,9 @@ class TensorVariable(VariableTracker):
         if name in ("is_cuda", "is_cpu", "is_meta"):
             return ConstantVariable(tx.output.recorder.device_of(self.meta).type == name[3:])
         if name == "requires_grad":
-            return ConstantVariable(self.requires_grad)
+            return ConstantVariable(tx.output.requires_grad(self.meta))
         if name == "is_leaf":
-            return ConstantVariable(self.is_parameter or not self.requires_grad)
+            return ConstantVariable(self.is_parameter or not tx.output.requires_grad(self.meta))
         try:
             descriptor = getattr(torch.Tensor, name)
         except AttributeError:

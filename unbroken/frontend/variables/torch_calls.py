@@ -65,6 +65,20 @@ def _tensor_from_data(name):
     return handler
 
 
+def _is_grad_enabled(tx, args, kwargs):
+    return ConstantVariable(tx.output.grad_enabled)
+
+
+def _is_inference_mode_enabled(tx, args, kwargs):
+    return ConstantVariable(tx.output.inference_mode)
+
+
+def _set_grad_enabled(tx, args, kwargs):
+    """``torch._C._set_grad_enabled(flag)``: a region that only a later call closes."""
+    tx.output.set_grad_mode(bool(args[0].as_constant()))
+    return ConstantVariable(None)
+
+
 def _global_state(name):
     def handler(tx, args, kwargs):
         raise graph_break("UB107", f"`{name}()` changes PyTorch's global state, which an "
@@ -90,6 +104,9 @@ _SPECIAL = {
     torch._check: _check,
     torch._check_is_size: _check,
     torch.cond: lambda tx, args, kwargs: call_cond(tx, *args, **kwargs),
+    torch.is_grad_enabled: _is_grad_enabled,
+    torch.is_inference_mode_enabled: _is_inference_mode_enabled,
+    torch._C._set_grad_enabled: _set_grad_enabled,
 }
 for _name in _GLOBAL_STATE_SETTERS:
     for _owner in (torch, torch.random):

@@ -54,7 +54,7 @@ def wrap(tx, value, source=None) -> VariableTracker:
             from .functions import SignatureVariable
 
             return SignatureVariable(value, source)
-    owner = getattr(value, "__self__", None)
+    owner = value.__self__ if isinstance(value, types.MethodType) else None
     if isinstance(owner, GRAD_MODE_CLASSES):  # `self.clone` kept by @torch.inference_mode()
         return GradModeVariable.from_instance(owner).getattr(tx, value.__name__)
     for check, builder in _BUILDERS:

@@ -17,7 +17,6 @@ import sympy
 import torch
 import torch.fx as fx
 from torch._dispatch.python import enable_python_dispatcher
-from torch.nn.utils.stateless import _reparametrize_module
 from torch.utils import _pytree as pytree
 
 from .frontend.output import TraceContext
@@ -462,8 +461,29 @@ def _tracing(root, metas):
         stack.enter_context(torch.set_grad_enabled(torch.is_grad_enabled()))
         stack.enter_context(enable_python_dispatcher())
         if root is not None and metas:
-            stack.enter_context(_reparametrize_module(root, metas, strict=False))
+            stack.enter_context(_swapped_state(root, metas))
         yield
+
+
+@contextlib.contextmanager
+def _swapped_state(root, metas):
+    """Parameters and buffers of ``root`` replaced by their meta stand-ins (by FQN) for the
+    duration, and put back however the body ends. A module reachable by two paths (``self.tail
+    = self.seq[1:]``) is one owner: its original tensor is saved once, before either path
+    swaps it, so the user's model never keeps a meta tensor."""
+    saved: dict = {}  # (id(owner), kind, name) -> (owner's dict, name, original tensor)
+    try:
+        for fqn, meta in metas.items():
+            owner_path, _, name = fqn.rpartition(".")
+            owner = root.get_submodule(owner_path) if owner_path else root
+            kind = "_parameters" if name in owner._parameters else "_buffers"
+            table = getattr(owner, kind)
+            saved.setdefault((id(owner), kind, name), (table, name, table[name]))
+            table[name] = meta
+        yield
+    finally:
+        for table, name, original in saved.values():
+            table[name] = original
 
 
 def find_graph_breaks(mod, args, kwargs=None, *, dynamic_shapes=None) -> list:

@@ -16,7 +16,8 @@ __version__ = "0.1.0"
 __all__ = [
     "ConstraintViolationError", "DataDependentError", "Dim", "ExportUsageError",
     "ExportedProgram", "GraphBreakError", "InputMismatchError", "InternalError",
-    "SerializationError", "UnbrokenError", "UnsupportedError", "__version__", "case", "export",
+    "SerializationError", "UnbrokenError", "UnsupportedError", "__version__", "budget", "case",
+    "export",
     "find_graph_breaks", "load", "save",
 ]
 
@@ -32,6 +33,10 @@ def __getattr__(name):
         from .ir.program import ExportedProgram
 
         return ExportedProgram
+    if name == "budget":
+        from .frontend.budget import budget
+
+        return budget
     if name == "case":
         from .cases import case
 

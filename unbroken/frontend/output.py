@@ -15,6 +15,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from ..symbolic.diagnostics import DataDependentError, UnbrokenError, UnsupportedError
+from .budget import BudgetMeter, current_budget
 from .graph_breaks import GraphBreakError, TracedException, graph_break
 from .variables.base import CREATION_ORDER
 
@@ -139,6 +140,7 @@ class TraceContext:
         self.grad_enabled = self.initial_grad_enabled = torch.is_grad_enabled()
         self.inference_mode = False
         self.native_contexts: list = []  # context managers entered natively, innermost last
+        self.meter = BudgetMeter(current_budget())  # instructions and time of this trace
         if root is not None:
             for name, module in root.named_modules(remove_duplicate=False):
                 self._paths.setdefault(id(module), name)

@@ -349,6 +349,13 @@ class Recorder(TorchDispatchMode):
             return
         self._annotate(self.graph.call_function(torch._C._set_grad_enabled, (previous,)), None)
 
+    def record_grad_mode_call(self, target, args, val) -> fx.Node:
+        """Copy one grad-mode call (``torch.is_grad_enabled()`` / ``_set_grad_enabled(x)``)
+        into the graph; returns its node (which later copies take as their argument)."""
+        node = self.graph.call_function(target, tuple(args))
+        self._annotate(node, val)
+        return node
+
     def _is_unused_factory_output(self, tensor) -> bool:
         """True for a tensor made by an op returning fresh memory (``zeros``, ``zeros_like``,
         ``full``... not a view) earlier in this same leaf call, that nothing has used yet: the

@@ -30,6 +30,7 @@ from torch.utils import _pytree as pytree
 from ..ir.program import ExportedProgram, register_decomposer
 from ..ir.recorder import Recorder
 from ..ir.signature import ExportGraphSignature, OutputSpec
+from ..ir.verifier import GRAD_MODE_BUILTINS
 from ..symbolic.diagnostics import UnsupportedError
 from .dce import dead_code_elimination
 from .functionalize import functionalize
@@ -100,6 +101,8 @@ def _rerecord(recorder, node, values, table, keep_others):
     args = pytree.tree_map(lambda v: _value(v, values), node.args)
     kwargs = pytree.tree_map(lambda v: _value(v, values), node.kwargs)
     target = node.target
+    if target in GRAD_MODE_BUILTINS:  # copied, never run: they would set this process's mode
+        return recorder.record_grad_mode_call(target, args, node.meta.get("val"))
     if not isinstance(target, OpOverload):
         return target(*args, **kwargs)  # getitem on recorded outputs, size arithmetic
     with recorder.recording():

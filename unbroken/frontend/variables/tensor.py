@@ -128,8 +128,24 @@ class TensorMethodVariable(VariableTracker):
                               frames=tx.user_frames())
         if self.name == "new_tensor":
             return self._new_tensor(tx, args, kwargs)
+        if self.name == "requires_grad_":
+            return self._requires_grad_(tx, args, kwargs)
         method = getattr(torch.Tensor, self.name)
         return tx.call_leaf(method, [self.tensor, *args], kwargs)
+
+    def _requires_grad_(self, tx, args, kwargs):
+        """``x.requires_grad_(flag)``: a no-op when ``x`` already has that flag; turning
+        autograd on or off for a tensor is not an ATen op, so a program cannot replay it."""
+        flag = (kwargs.get("requires_grad") or (args[0] if args else None))
+        wanted = True if flag is None else bool(flag.as_constant())
+        if wanted != tx.output.requires_grad(self.tensor.meta):
+            raise graph_break("UB116", f"`.requires_grad_({wanted})` on "
+                              f"{self.tensor.describe()} changes whether autograd tracks it",
+                              frames=tx.user_frames(),
+                              details="An exported program cannot make a tensor start or stop "
+                                      "requiring grad; do it to the inputs or parameters "
+                                      "before calling the model.")
+        return self.tensor
 
     def _new_tensor(self, tx, args, kwargs):
         """``x.new_tensor(data)`` is ``torch.tensor(data)`` with x's dtype and device: built

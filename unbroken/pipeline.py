@@ -236,18 +236,22 @@ class _Export:
 
     def _lift_inputs(self, signature, dims):
         """Placeholders for the flattened user inputs, in the order of ``(args, kwargs)``."""
-        trackers = {}
+        # one placeholder per position, even when the example passes one tensor twice
+        # (export(m, (x, x))): the program is traced for separate inputs; module() refuses a
+        # call whose inputs share memory with one the program writes (ir.runtime)
+        bound = {}
         for top_name, value in _top_level_names(signature, self.args, self.kwargs):
-            for path, leaf in pytree.tree_flatten_with_path(value)[0]:
+            leaves, spec = pytree.tree_flatten_with_path(value)
+            trackers = {}
+            for path, leaf in leaves:
                 name = top_name + "".join(_path_suffix(k) for k in path)
                 trackers[id(leaf)] = self._user_input(name, leaf, dims.get(id(leaf)))
+                bound.setdefault(top_name, []).append(trackers[id(leaf)])
             self.top_dims[top_name] = _dims_of(value, trackers)
-
-        def to_tracker(leaf):
-            return trackers.get(id(leaf)) or ConstantVariable(leaf)
-
-        return (list(pytree.tree_map(to_tracker, self.args)),
-                {k: pytree.tree_map(to_tracker, v) for k, v in self.kwargs.items()})
+            bound[top_name] = pytree.tree_unflatten(bound.get(top_name, []), spec)
+        names = list(bound)
+        positional = [bound[n] for n in names[:len(self.args)]]
+        return positional, {k: bound[k] for k in names[len(self.args):]}
 
     def _user_input(self, name, leaf, dims):
         if not isinstance(leaf, torch.Tensor):
@@ -355,11 +359,30 @@ class _Export:
         _functionalize_branches(graph_module)
         signature = ExportGraphSignature(self._ordered_input_specs(), self._output_specs())
         graph_module, signature = functionalize(graph_module, signature)
+        self._refuse_written_overlapping_state(signature)
         graph_module = dead_code_elimination(graph_module)
         _, in_spec = pytree.tree_flatten((self.args, self.kwargs))
         return ExportedProgram(graph_module, signature, self.state_dict, self.constants,
                                self._range_constraints(), in_spec, out_spec,
                                example_inputs=(self.args, self.kwargs))
+
+    def _refuse_written_overlapping_state(self, signature) -> None:
+        """A buffer written in place that shares memory with another buffer or parameter (a
+        buffer registered as a view of another) would be read stale through the other name:
+        the program treats state tensors as separate. Refused (UB121)."""
+        state = {**self.state_dict, **self.constants}
+        for spec in signature.mutation_specs:
+            written = state.get(spec.target)
+            if not isinstance(written, torch.Tensor):
+                continue
+            for fqn, other in state.items():
+                if other is not written and isinstance(other, torch.Tensor) \
+                        and _shares_memory(written, other):
+                    raise UnsupportedError(
+                        f"forward() writes the buffer `{spec.target}` in place, and it shares "
+                        f"memory with `{fqn}` (one is a view of the other)", code="UB121",
+                        hint=f"Register `{fqn}` as its own tensor (e.g. a clone), or compute it "
+                             f"from `{spec.target}` inside forward().")
 
     def _lift_constant_specs(self) -> None:
         for name, tensor in self.recorder.constants.items():
@@ -405,6 +428,13 @@ def _check_outputs(leaves, frames) -> None:
                 hint=f"Register the class as a pytree node, e.g. "
                      f"torch.export.register_dataclass({kind.__name__}) for a dataclass or "
                      "torch.utils._pytree.register_pytree_node(...), or return a tuple/dict.")
+
+
+def _shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.device.type == "meta" or b.device.type == "meta":
+        return False
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr() \
+        and a.untyped_storage().nbytes() > 0
 
 
 def _signature(forward) -> inspect.Signature:

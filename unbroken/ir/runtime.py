@@ -244,6 +244,62 @@ def _check_tensor(user: _UserInput, value, binder: _SymbolBinder) -> None:
         _check_dim(want, int(got), f"{user.name}.shape[{index}]", binder)
 
 
+_LAYOUT_HINT = ("pass a tensor laid out like the example given to export() (e.g. "
+                "x.contiguous(), or .contiguous(memory_format=torch.channels_last)), or "
+                "re-export with an example of this layout.")
+
+
+def _check_layout(user: _UserInput, value, known: dict) -> None:
+    """Strides are part of what the trace saw (``view`` decisions, ``x.stride()``,
+    ``is_contiguous()``, the output layout of kernels): every input must have the example's
+    strides, except along dims of size 1, whose stride never changes an element's address."""
+    if value.numel() == 0:
+        return
+    for index, (want, got) in enumerate(zip(user.val.stride(), value.stride())):
+        if value.shape[index] == 1:
+            continue
+        expected = sympy.sympify(want.node.expr).xreplace(known) \
+            if isinstance(want, torch.SymInt) else want
+        if expected != got:
+            raise _mismatch(
+                f"Input {user.name} has strides {tuple(value.stride())}; the program was "
+                f"exported for the layout of the example input (stride[{index}] = {expected}, "
+                f"got {got}).", hint=_LAYOUT_HINT)
+
+
+def _check_user_aliasing(runner, leaves) -> None:
+    """A program that writes a user input in place was traced with that input separate from
+    the others: called with an input sharing memory with the written one, eager would see the
+    write through the other name and the program would not."""
+    tensors = [(n, v) for n, v in zip(runner.user_names, leaves) if isinstance(v, torch.Tensor)]
+    written = {target for kind, target in runner.mutations
+               if kind == OutputKind.USER_INPUT_MUTATION}
+    for name, value in tensors:
+        if name not in written:
+            continue
+        for other, other_value in tensors:
+            if other != name and _overlap(value, other_value):
+                raise _mismatch(
+                    f"Inputs {name} and {other} share memory, and the program writes {name} in "
+                    "place: eager would see the write through both.",
+                    hint=f"pass separate tensors (e.g. {other}.clone()).")
+
+
+def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.device != b.device or a.numel() == 0 or b.numel() == 0:
+        return False
+    start_a, end_a = _extent(a)
+    start_b, end_b = _extent(b)
+    return start_a < end_b and start_b < end_a
+
+
+def _extent(t: torch.Tensor) -> tuple[int, int]:
+    """[first byte, last byte + 1) that ``t`` may touch."""
+    start = t.data_ptr()
+    last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+    return start, start + (last + 1) * t.element_size()
+
+
 def _shape_text(shape) -> str:
     return "[" + ", ".join(str(d) for d in shape) + "]"
 
@@ -296,6 +352,10 @@ class InputChecker:
         for user, value in zip(self.users, leaves):
             self._check_one(user, value, binder)
         binder.finish()
+        known = {s: v for s, (v, _) in binder.bindings.items()}
+        for user, value in zip(self.users, leaves):
+            if isinstance(user.val, torch.Tensor):
+                _check_layout(user, value, known)
 
     def _check_one(self, user: _UserInput, value, binder: _SymbolBinder) -> None:
         if isinstance(user.val, torch.Tensor):
@@ -404,6 +464,7 @@ class ExportedModule(torch.nn.Module):
         runner = self._runner
         leaves = flatten_user_inputs(runner.in_spec, runner.user_names, args, kwargs)
         runner.checker.check(leaves)
+        _check_user_aliasing(runner, leaves)
         state = [self._lookup(fqn) for fqn in runner.state_fqns]
         # the graph sets grad mode in its no_grad regions: the caller's comes back however
         # the graph ends

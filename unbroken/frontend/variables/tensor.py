@@ -128,6 +128,12 @@ class TensorMethodVariable(VariableTracker):
                               frames=tx.user_frames())
         if self.name == "new_tensor":
             return self._new_tensor(tx, args, kwargs)
+        if self.name == "type" and not args and not kwargs:  # the eager tensor's type name
+            from .constant import ConstantVariable
+
+            device = tx.output.recorder.device_of(self.tensor.meta)
+            return ConstantVariable(torch.empty(0, dtype=self.tensor.meta.dtype,
+                                                device=device).type())
         if self.name == "requires_grad_":
             return self._requires_grad_(tx, args, kwargs)
         method = getattr(torch.Tensor, self.name)

@@ -500,8 +500,11 @@ def _swapped_state(root, metas):
     """Parameters and buffers of ``root`` replaced by their meta stand-ins (by FQN) for the
     duration, and put back however the body ends. A module reachable by two paths (``self.tail
     = self.seq[1:]``) is one owner: its original tensor is saved once, before either path
-    swaps it, so the user's model never keeps a meta tensor."""
+    swaps it, so the user's model never keeps a meta tensor. PyTorch's own modules may cache
+    what they saw (``RNNBase._flat_weights`` is rebuilt when the weights look changed): every
+    module's attributes are put back as they were too."""
     saved: dict = {}  # (id(owner), kind, name) -> (owner's dict, name, original tensor)
+    attributes = [(vars(m), dict(vars(m))) for m in root.modules()]
     try:
         for fqn, meta in metas.items():
             owner_path, _, name = fqn.rpartition(".")
@@ -514,6 +517,10 @@ def _swapped_state(root, metas):
     finally:
         for table, name, original in saved.values():
             table[name] = original
+        for current, before in attributes:
+            for name in current.keys() - before.keys():
+                del current[name]
+            current.update((k, v) for k, v in before.items() if current.get(k) is not v)
 
 
 def find_graph_breaks(mod, args, kwargs=None, *, dynamic_shapes=None) -> list:

@@ -8,9 +8,11 @@ Policies:
   the call (InputMismatchError), since eager would see the write through both names.
 - 2c, a buffer written in place that shares memory with another state tensor: export refuses
   (UB121). Views of buffers that nothing writes are fine.
-- 3, layout: ``module()`` checks every tensor input's strides against the example's
-  (InputMismatchError), except along dims of size 1, so ``x.stride()``, ``is_contiguous()``
-  and ``view`` decisions taken on the example hold for every accepted call.
+- 3, layout: when the trace read a layout fact (``x.stride()``, ``is_contiguous(...)``) or
+  the program writes its inputs, ``module()`` checks every tensor input's strides against the
+  example's (InputMismatchError), except along dims of size 1. Otherwise any layout is taken;
+  a ``view`` recorded for a ``reshape`` that fails on another layout is reported as an
+  InputMismatchError naming the input (not a raw RuntimeError).
 """
 from __future__ import annotations
 
@@ -104,12 +106,40 @@ def test_example_layout_is_the_accepted_layout():
         ep.module()(fresh.contiguous())
 
 
-def test_channels_last_layout_is_checked():
-    conv = torch.nn.Conv2d(3, 4, 3)
-    x = torch.randn(2, 3, 8, 8)
-    ep = unbroken.export(conv, (x,))
+class ChannelsLastScale(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+
+    def forward(self, x):
+        y = self.conv(x)
+        return y * (1.5 if y.is_contiguous(memory_format=torch.channels_last) else 1.0)
+
+
+def test_channels_last_fact_is_checked():
+    model, x = ChannelsLastScale(), torch.randn(2, 3, 8, 8)
+    ep = unbroken.export(model, (x,))
     with pytest.raises(unbroken.InputMismatchError):
         ep.module()(x.contiguous(memory_format=torch.channels_last))
+    torch.testing.assert_close(ep.module()(x), model(x))
+
+
+def test_layout_free_program_takes_any_layout():
+    conv, x = torch.nn.Conv2d(3, 4, 3), torch.randn(2, 3, 8, 8)
+    ep = unbroken.export(conv, (x,))
+    last = x.contiguous(memory_format=torch.channels_last)
+    torch.testing.assert_close(ep.module()(last), conv(last))
+
+
+class ViewsInput(torch.nn.Module):
+    def forward(self, x):
+        return x.reshape(-1) * 2
+
+
+def test_view_that_fails_on_another_layout_is_an_input_mismatch():
+    ep = unbroken.export(ViewsInput(), (torch.randn(3, 4),))
+    with pytest.raises(unbroken.InputMismatchError, match="strides"):
+        ep.module()(torch.randn(4, 3).t())
 
 
 def test_dynamic_sizes_check_strides_symbolically():
@@ -196,3 +226,20 @@ def test_closure_read_is_fine():
 
     x = torch.randn(2)
     torch.testing.assert_close(unbroken.export(Reads(), (x,)).module()(x), x * 3)
+
+
+class WritesThroughContiguous(torch.nn.Module):
+    def forward(self, x):
+        y = x.contiguous()  # x itself on a contiguous input, a copy on a transposed one
+        y.add_(1)
+        return y * 2
+
+
+def test_write_through_layout_dependent_alias_checks_the_layout():
+    ep = unbroken.export(WritesThroughContiguous(), (torch.zeros(3, 4),))
+    transposed = torch.zeros(4, 3).t()
+    with pytest.raises(unbroken.InputMismatchError, match="strides"):
+        ep.module()(transposed)
+    x, eager_x = torch.zeros(3, 4), torch.zeros(3, 4)
+    torch.testing.assert_close(ep.module()(x), WritesThroughContiguous()(eager_x))
+    torch.testing.assert_close(x, eager_x)

@@ -28,6 +28,7 @@ from .frontend.variables.tensor import TensorVariable
 from .ir.composites import preserving
 from .ir.program import ExportedProgram
 from .ir.recorder import Recorder, meta_like
+from .ir.runtime import LAYOUT_READ
 from .ir.shadow import Shadow
 from .ir.signature import (ConstantArgument, ExportGraphSignature, InputKind, InputSpec,
                            OutputKind, OutputSpec, SymIntArgument, TensorArgument)
@@ -360,6 +361,10 @@ class _Export:
         signature = ExportGraphSignature(self._ordered_input_specs(), self._output_specs())
         graph_module, signature = functionalize(graph_module, signature)
         self._refuse_written_overlapping_state(signature)
+        writes_inputs = any(s.kind == OutputKind.USER_INPUT_MUTATION
+                            for s in signature.mutation_specs)
+        graph_module.meta[LAYOUT_READ] = self.output.layout_read or (
+            writes_inputs and self.output.layout_aliasing)
         graph_module = dead_code_elimination(graph_module)
         _, in_spec = pytree.tree_flatten((self.args, self.kwargs))
         return ExportedProgram(graph_module, signature, self.state_dict, self.constants,

@@ -141,6 +141,8 @@ class TraceContext:
         self.inference_mode = False
         self.native_contexts: list = []  # context managers entered natively, innermost last
         self.meter = BudgetMeter(current_budget())  # instructions and time of this trace
+        self.layout_read = False  # forward() read a stride or contiguity fact
+        self.layout_aliasing = False  # it called an op that copies or aliases by layout
         if root is not None:
             for name, module in root.named_modules(remove_duplicate=False):
                 self._paths.setdefault(id(module), name)

@@ -249,10 +249,16 @@ _LAYOUT_HINT = ("pass a tensor laid out like the example given to export() (e.g.
                 "re-export with an example of this layout.")
 
 
+#: ``graph_module.meta`` key: the program holds for the example's strides only (the trace read
+#: a layout fact, or it writes an input and called an op that aliases or copies by layout).
+LAYOUT_READ = "unbroken_layout_read"
+
+
 def _check_layout(user: _UserInput, value, known: dict) -> None:
-    """Strides are part of what the trace saw (``view`` decisions, ``x.stride()``,
-    ``is_contiguous()``, the output layout of kernels): every input must have the example's
-    strides, except along dims of size 1, whose stride never changes an element's address."""
+    """When the trace read layout facts (``x.stride()``, ``is_contiguous()``) or the program
+    writes its inputs after a ``reshape``/``flatten``/``contiguous`` (which copy or alias
+    depending on the layout), every input must have the example's strides, except along dims
+    of size 1, whose stride never changes an element's address."""
     if value.numel() == 0:
         return
     for index, (want, got) in enumerate(zip(user.val.stride(), value.stride())):
@@ -265,6 +271,20 @@ def _check_layout(user: _UserInput, value, known: dict) -> None:
                 f"Input {user.name} has strides {tuple(value.stride())}; the program was "
                 f"exported for the layout of the example input (stride[{index}] = {expected}, "
                 f"got {got}).", hint=_LAYOUT_HINT)
+
+
+def _blame_layout(users, leaves, error: RuntimeError) -> None:
+    """A kernel failed inside the graph: when an input's layout differs from the example's,
+    the trace's ``view`` decisions (a ``reshape`` that was a view on the example) are the
+    likely cause; say so, as an InputMismatchError naming the input."""
+    for user, value in zip(users, leaves):
+        if isinstance(value, torch.Tensor) and isinstance(user.val, torch.Tensor) and any(
+                size > 1 and not isinstance(want, torch.SymInt) and want != got
+                for size, want, got in zip(value.shape, user.val.stride(), value.stride())):
+            raise _mismatch(
+                f"Input {user.name} has strides {tuple(value.stride())}, unlike the example "
+                f"given to export(), and the program failed on it: {str(error).splitlines()[0]}",
+                hint=_LAYOUT_HINT) from error
 
 
 def _check_user_aliasing(runner, leaves) -> None:
@@ -342,9 +362,10 @@ class InputChecker:
     range_constraints: symbol -> range (``lower``/``upper``) of the dynamic dims.
     """
 
-    def __init__(self, users, range_constraints):
+    def __init__(self, users, range_constraints, strict_layout: bool = False):
         self.users = tuple(users)
         self.range_constraints = range_constraints
+        self.strict_layout = strict_layout
 
     def check(self, leaves) -> None:
         """Raise InputMismatchError naming the first input that does not fit."""
@@ -352,10 +373,11 @@ class InputChecker:
         for user, value in zip(self.users, leaves):
             self._check_one(user, value, binder)
         binder.finish()
-        known = {s: v for s, (v, _) in binder.bindings.items()}
-        for user, value in zip(self.users, leaves):
-            if isinstance(user.val, torch.Tensor):
-                _check_layout(user, value, known)
+        if self.strict_layout:
+            known = {s: v for s, (v, _) in binder.bindings.items()}
+            for user, value in zip(self.users, leaves):
+                if isinstance(user.val, torch.Tensor):
+                    _check_layout(user, value, known)
 
     def _check_one(self, user: _UserInput, value, binder: _SymbolBinder) -> None:
         if isinstance(user.val, torch.Tensor):
@@ -425,9 +447,11 @@ class _Runner:
         self.graph_module = program.graph_module
         self.state_fqns = [s.target for s in sig.input_specs if s.kind != InputKind.USER_INPUT]
         self.user_names = [u.name for u in users]
-        self.checker = InputChecker(users, program.range_constraints)
         self.in_spec, self.out_spec = program.in_spec, program.out_spec
         self.mutations = [(s.kind, s.target) for s in sig.mutation_specs]
+        strict = program.graph_module.meta.get(LAYOUT_READ, False)
+        self.checker = InputChecker(users, program.range_constraints, strict_layout=strict)
+        self.users = users
 
 
 class ExportedModule(torch.nn.Module):
@@ -469,7 +493,11 @@ class ExportedModule(torch.nn.Module):
         # the graph sets grad mode in its no_grad regions: the caller's comes back however
         # the graph ends
         with torch.set_grad_enabled(torch.is_grad_enabled()):
-            results = runner.graph_module(*state, *leaves)
+            try:
+                results = runner.graph_module(*state, *leaves)
+            except RuntimeError as error:
+                _blame_layout(runner.users, leaves, error)
+                raise
         self._write_back(results, leaves)
         return self._unflatten(list(results[len(runner.mutations):]))
 

@@ -19,6 +19,9 @@ _VALUE_METHODS = {"tolist", "numpy", "__bool__", "__int__", "__float__", "__inde
 _REFUSED_METHODS = {"backward": "UB108", "register_hook": "UB109", "retain_grad": "UB108",
                     "data_ptr": "UB103", "storage": "UB102", "untyped_storage": "UB102",
                     "set_": "UB121", "resize_": "UB121", "share_memory_": "UB108"}
+_LAYOUT_QUERIES = {"stride", "is_contiguous", "is_non_overlapping_and_dense", "storage_offset"}
+# Views on one layout, copies on another: whether a later write reaches the input depends on it.
+LAYOUT_ALIASING = {"reshape", "reshape_as", "flatten", "contiguous", "unflatten"}
 _REFUSED_ATTRIBUTES = {"data": "UB102", "grad": "UB105", "grad_fn": "UB105", "_version": "UB103",
                        "_base": "UB102"}
 
@@ -136,6 +139,10 @@ class TensorMethodVariable(VariableTracker):
                                                 device=device).type())
         if self.name == "requires_grad_":
             return self._requires_grad_(tx, args, kwargs)
+        if self.name in _LAYOUT_QUERIES:  # the program then holds only for this layout
+            tx.output.layout_read = True
+        if self.name in LAYOUT_ALIASING:
+            tx.output.layout_aliasing = True
         method = getattr(torch.Tensor, self.name)
         return tx.call_leaf(method, [self.tensor, *args], kwargs)
 

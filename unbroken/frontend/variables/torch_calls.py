@@ -9,6 +9,7 @@ from torch.utils import _pytree as pytree
 
 from ..graph_breaks import graph_break
 from .constant import ConstantVariable
+from .tensor import LAYOUT_ALIASING
 
 __all__ = ["call_torch_function"]
 
@@ -249,6 +250,9 @@ def call_torch_function(tx, fn, args, kwargs):
     handler = _special(fn)
     if handler is not None:
         return handler(tx, args, kwargs)
+    if getattr(fn, "__name__", None) in LAYOUT_ALIASING and fn in (torch.reshape, torch.flatten,
+                                                                   torch.unflatten):
+        tx.output.layout_aliasing = True
     if getattr(fn, "__qualname__", "") == "Function.apply":
         raise graph_break("UB113", "a custom torch.autograd.Function", frames=tx.user_frames())
     return tx.call_leaf(fn, args, kwargs)

@@ -208,6 +208,27 @@ def test_plain_tensor_attribute_is_lifted_constant():
     assert any(n.startswith("c_") for n in names), names
 
 
+class TensorsMadeInForward(nn.Module):
+    """Each torch.tensor(...) made in forward is its own lifted constant (DeBERTa's relative
+    position buckets: an int64 7 and a float 7.875 once both read the last one lifted)."""
+
+    def forward(self, x):
+        mid = torch.tensor(7)
+        ratio = torch.tensor(7.875)
+        scale = torch.tensor(16.0)
+        return (x * mid + torch.log(ratio)) / torch.sqrt(scale)
+
+
+def test_constants_made_in_forward_each_keep_their_value():
+    model, x = TensorsMadeInForward(), torch.randn(2, 3)
+    ep = check(model, (x,))
+    targets = [s.target for s in ep.graph_signature.input_specs
+               if s.kind.name == "CONSTANT_TENSOR"]
+    assert len(targets) == len(set(targets)) == 3
+    assert sorted(ep.constants[t].item() for t in targets) == [7, 7.875, 16.0]
+    assert torch.equal(ep.module()(x), model(x))
+
+
 class NonPersistent(nn.Module):
     def __init__(self):
         super().__init__()

@@ -187,7 +187,9 @@ class Recorder(TorchDispatchMode):
         name = self.add_placeholder(f"c_{name_hint}", meta, user_input=False,
                                     device=real.device).name
         self.constants[name] = real
-        self.constant_targets[name] = name_hint
+        # the state name is the placeholder's, whose uniqueness fx guarantees: two constants
+        # with one hint (every torch.tensor(...) made in forward) must not share a slot
+        self.constant_targets[name] = name.removeprefix("c_")
         self._lifted[id(real)] = meta
         if self.shadow is not None and real.device.type != "meta":
             self.shadow.set(meta, real)

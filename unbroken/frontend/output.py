@@ -120,6 +120,12 @@ class TraceContext:
     root:           the exported module (or None when a plain function is traced);
     translators:    the running translators, outermost first;
     module_stack:   ``(fqn, type)`` of the modules being called, outermost first;
+    grad_enabled / inference_mode: the traced program's grad mode (regions are recorded in the
+                    graph; the process's own mode is set only around each leaf call);
+    native_contexts: context managers entered natively, exited if the trace stops inside;
+    meter:          the interpreter's budget (``frontend.budget``);
+    layout_read / layout_aliasing: forward() read a stride/contiguity fact / called an op
+                    that views or copies depending on the layout (``ir.runtime`` checks).
     """
 
     def __init__(self, recorder, root=None):
@@ -208,9 +214,6 @@ class TraceContext:
                 if id(tensor) in input_ids:
                     flag = flag or self._requires_grad.get(id(tensor), False)
                 self._requires_grad[id(tensor)] = flag
-
-    def set_requires_grad(self, meta, flag: bool) -> None:
-        self._requires_grad[id(meta)] = flag
 
     # ----------------------------------------------------------------- native context managers
     def entered_natively(self, manager) -> None:

@@ -288,3 +288,9 @@ def test_program_under_callers_no_grad_keeps_it_off():
 
 def teardown_module(module):
     print(f"\nsoundness suite: {FIGURES}")
+
+
+@pytest.mark.parametrize("step", STEPS, ids=lambda s: s.__name__)
+def test_each_construct_after_a_module_call_matches_eager(step):
+    """After ``Linear`` (run natively), ``requires_grad`` comes from the module's parameters."""
+    check_program([_lin, step], False, True)

@@ -29,6 +29,18 @@ _NON_DIFFERENTIABLE = frozenset(
        ("zeros", "ones", "empty", "full", "rand", "randn", "randint")])
 
 
+def _tensor_inputs(fn, values, named) -> list:
+    """The tensors a leaf call reads: its tensor arguments, and the parameters and buffers
+    of the modules among its receiver and arguments (``Linear.forward`` runs natively)."""
+    owner = fn.__self__ if isinstance(fn, types.MethodType) else None
+    leaves = pytree.tree_leaves((owner, values, named))
+    tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
+    for module in (v for v in leaves if isinstance(v, torch.nn.Module)):
+        tensors.extend(module.parameters())
+        tensors.extend(module.buffers())
+    return tensors
+
+
 @dataclass(frozen=True, slots=True)
 class GradRegion:
     """An open grad-mode region: the trace's mode before it (``grad_enabled``,
@@ -294,8 +306,7 @@ class TraceContext:
             result = fn(*values, **named)
             if isinstance(result, types.GeneratorType):
                 result, generated = list(result), True
-        inputs = [t for t in pytree.tree_leaves((values, named)) if isinstance(t, torch.Tensor)]
-        self.note_results(fn, inputs, result)
+        self.note_results(fn, _tensor_inputs(fn, values, named), result)
         if generated:
             return IteratorVariable([wrap(tx, v) for v in result])
         return wrap(tx, result)

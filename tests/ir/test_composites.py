@@ -62,6 +62,77 @@ def test_torch_kernels_are_restored_even_when_export_fails():
     assert torch.ops.aten.linear.default(torch.ones(1, 3), torch.ones(2, 3)).shape == (1, 2)
 
 
+def _kernels():
+    return {op: dict(op.py_kernels) for op in PRESERVED}
+
+
+def test_kernels_record_only_in_the_tracing_thread():
+    """Another thread running a preserved op while a trace records gets torch's result, and
+    nothing of its call lands in the trace's graph."""
+    import threading
+
+    from torch._dispatch.python import enable_python_dispatcher
+
+    from unbroken.ir.composites import preserving
+    from unbroken.ir.recorder import Recorder
+
+    recorder = Recorder()
+    x, w = torch.randn(2, 3), torch.randn(4, 3)
+    result = {}
+
+    def other_thread():
+        with enable_python_dispatcher():
+            result["out"] = torch.ops.aten.linear.default(x, w)
+
+    with enable_python_dispatcher(), preserving(recorder), recorder.recording():
+        assert recorder.is_recording()
+        thread = threading.Thread(target=other_thread)
+        thread.start()
+        thread.join()
+    torch.testing.assert_close(result["out"], x @ w.T)
+    assert not any(n.op == "call_function" for n in recorder.builder.graph.nodes)
+
+
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt, RuntimeError])
+def test_kernels_restored_on_any_exit(interrupt):
+    from unbroken.ir.composites import preserving
+    from unbroken.ir.recorder import Recorder
+
+    before = _kernels()
+    with pytest.raises(interrupt):
+        with preserving(Recorder()):
+            assert _kernels() != before
+            raise interrupt()
+    assert _kernels() == before
+
+
+def test_kernels_stay_while_another_thread_traces():
+    """Concurrent traces share the installed kernels: the first to end leaves them for the
+    other; the last one restores torch's."""
+    import threading
+
+    from unbroken.ir.composites import preserving
+    from unbroken.ir.recorder import Recorder
+
+    before = _kernels()
+    entered, release = threading.Event(), threading.Event()
+
+    def other_trace():
+        with preserving(Recorder()):
+            entered.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=other_trace)
+    thread.start()
+    entered.wait(10)
+    with preserving(Recorder()):
+        pass
+    assert _kernels() != before  # the other trace is still running
+    release.set()
+    thread.join()
+    assert _kernels() == before
+
+
 _FUSED = [
     ("nearest", lambda x: F.interpolate(x, scale_factor=2, mode="nearest"), 4),
     ("nearest_size", lambda x: F.interpolate(x, size=(7, 5), mode="nearest"), 4),

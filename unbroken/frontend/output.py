@@ -62,6 +62,11 @@ def _is_internal(filename: str) -> bool:
 # or key), which the traced program may catch like eager code would. Errors of the operators
 # themselves (RuntimeError...) are not caught: they are reported as UB120.
 _PYTHON_LEVEL = (AttributeError, KeyError, IndexError, StopIteration)
+# What PyTorch raises when it rejects a program (operator errors, bad arguments, a failed
+# torch._check): reported at the user's line. Any other exception escaping a leaf call is a
+# bug in unbroken, reported as InternalError where the instruction is executed.
+_PROGRAM_ERRORS = (RuntimeError, TypeError, ValueError, ArithmeticError, LookupError,
+                   AssertionError, AttributeError, StopIteration)
 
 
 def _raised_inside_unbroken(exc: BaseException) -> bool:
@@ -132,6 +137,15 @@ class TraceContext:
     root:           the exported module (or None when a plain function is traced);
     translators:    the running translators, outermost first;
     module_stack:   ``(fqn, type)`` of the modules being called, outermost first;
+    branch_starts:  creation stamps at which the open ``torch.cond`` branches began;
+    find_all:       "find them all" mode (``find_graph_breaks``): breaks are collected in
+                    ``breaks`` and tracing goes on along the path the example inputs take;
+    breaks:         the graph breaks collected in that mode, in program order;
+    overlay:        writes to objects outside the trace, undone when the trace ends;
+    private:        module id -> qualified name (``_paths``), ids of the meta tensors standing
+                    for parameters (``_parameters``) and their eager ``requires_grad``
+                    (``_requires_grad``, also set for every leaf call's results), see
+                    ``mark_state`` and ``note_results``;
     grad_enabled / inference_mode: the traced program's grad mode (regions are recorded in the
                     graph; the process's own mode is set only around each leaf call);
     native_contexts: context managers entered natively, exited if the trace stops inside;
@@ -187,13 +201,13 @@ class TraceContext:
     def set_grad_mode(self, enabled: bool, *, inference: bool = False) -> GradRegion:
         """Open a grad-mode region (recorded in the graph); returns what closes it."""
         region = GradRegion(self.grad_enabled, self.inference_mode,
-                            self.recorder.record_grad_mode(enabled, self.grad_enabled))
+                            self.recorder.builder.record_grad_mode(enabled, self.grad_enabled))
         self.grad_enabled, self.inference_mode = enabled, inference or (
             self.inference_mode and not enabled)
         return region
 
     def restore_grad_mode(self, region: GradRegion) -> None:
-        self.recorder.record_grad_mode_restore(region.previous_node)
+        self.recorder.builder.record_grad_mode_restore(region.previous_node)
         self.grad_enabled, self.inference_mode = region.grad_enabled, region.inference_mode
 
     def check_grad_mode_restored(self) -> None:
@@ -328,7 +342,7 @@ class TraceContext:
             raise exc.with_frames(self.user_frames())
         except UnbrokenError as exc:
             raise exc.with_frames(self.user_frames())
-        except Exception as exc:
+        except _PROGRAM_ERRORS as exc:
             if _raised_inside_unbroken(exc):
                 from ..symbolic.diagnostics import InternalError
 

@@ -19,8 +19,10 @@ An exported graph module holds, and :func:`verify` checks:
    ``constants`` as its kind says, with its placeholder's dtype and (static) shape, and no two
    inputs read the same entry.
 
-A violation is our bug, so it raises :class:`InternalError` naming the node and the user location
-recorded on it.
+A violation raises :class:`DialectViolation`, an :class:`InternalError` naming the node and the
+user location recorded on it: in a program unbroken built it is our bug; ``ir.serialize``
+catches exactly this type to blame a loaded file's content instead (any other InternalError
+met while loading stays ours).
 """
 from __future__ import annotations
 
@@ -39,7 +41,7 @@ from unbroken.ir.signature import (
     TensorArgument,
 )
 
-__all__ = ["verify", "ALLOWED_BUILTINS", "GRAD_MODE_BUILTINS"]
+__all__ = ["verify", "ALLOWED_BUILTINS", "GRAD_MODE_BUILTINS", "DialectViolation"]
 
 #: Python callables allowed as ``call_function`` targets: arithmetic on symbolic ints.
 ALLOWED_BUILTINS = frozenset({
@@ -57,11 +59,15 @@ GRAD_MODE_BUILTINS = frozenset({torch.is_grad_enabled, torch._C._set_grad_enable
 _MUTATION_KINDS = (OutputKind.BUFFER_MUTATION, OutputKind.USER_INPUT_MUTATION)
 
 
-def _fail(message: str, node: torch.fx.Node | None = None, cause=None) -> InternalError:
+class DialectViolation(InternalError):
+    """The graph breaks a rule of the exported dialect (see the module docstring)."""
+
+
+def _fail(message: str, node: torch.fx.Node | None = None, cause=None) -> DialectViolation:
     frames = node.meta.get("user_frames", ()) if node is not None else ()
     where = f" (node {node.format_node()})" if node is not None else ""
-    return InternalError(f"exported graph is invalid: {message}{where}", frames=frames,
-                         cause=cause)
+    return DialectViolation(f"exported graph is invalid: {message}{where}", frames=frames,
+                            cause=cause)
 
 
 def verify(ep_or_graph_module, signature=None) -> None:

@@ -27,6 +27,7 @@ from torch._dispatch.python import enable_python_dispatcher
 from torch._ops import OpOverload
 from torch.utils import _pytree as pytree
 
+from ..ir.data_dependent import DATA_DEPENDENT_SIZES, SCALAR_OPS
 from ..ir.program import ExportedProgram, register_decomposer
 from ..ir.recorder import Recorder
 from ..ir.signature import ExportGraphSignature, OutputSpec
@@ -46,16 +47,14 @@ def decompose(program: ExportedProgram, decomp_table=None) -> ExportedProgram:
                                hint="Decompose before adding control flow, or keep the program "
                                     "as exported.")
     table, keep_others = _table(decomp_table)
-    recorder, current = _new_recorder(program)
-    recorder.decompositions = table  # also for the ops that decompositions themselves call
-    recorder.decompose_composites = "aliasing" if keep_others else True
+    recorder, current = _new_recorder(program, table, keep_others)
     values: dict[fx.Node, object] = {}
     with enable_python_dispatcher():
         for node in program.graph.nodes:
             current[0] = node
             values[node] = _rerecord(recorder, node, values, table, keep_others)
-    graph_module = recorder.graph_module()
-    signature = _renamed(program.graph_signature, recorder.graph)
+    graph_module = recorder.builder.graph_module()
+    signature = _renamed(program.graph_signature, recorder.builder.graph)
     graph_module, signature = functionalize(graph_module, signature)
     dead_code_elimination(graph_module)
     return ExportedProgram(graph_module, signature, program.state_dict, program.constants,
@@ -70,25 +69,28 @@ def _table(decomp_table):
     return dict(decomp_table.items()), True
 
 
-def _new_recorder(program):
-    current = [None]  # the original node being re-recorded: its location is the new nodes'
+def _new_recorder(program, table, keep_others):
+    """A recorder over the program's shape environment (its symbols, ranges and facts), with
+    the table applied to the ops decompositions call too; ``current[0]`` is the original node
+    being re-recorded, whose location the new nodes take."""
+    current = [None]
     recorder = Recorder(
+        env=_shape_env(program),
         frames_provider=lambda: current[0].meta.get("user_frames", ()) if current[0] else (),
         module_stack_provider=lambda: current[0].meta.get("nn_module_stack", {})
-        if current[0] else {})
-    recorder.allow_meta_constants = True
-    env = _shape_env(program)
-    if env is not None:
-        recorder.symint_factory = env.symint
+        if current[0] else {},
+        allow_meta_constants=True, decompositions=table,
+        decompose_composites="aliasing" if keep_others else True)
     return recorder, current
 
 
 def _shape_env(program):
+    """The ``ShapeEnvironment`` the program's symbolic values belong to, or None."""
     for node in program.graph.nodes:
         val = node.meta.get("val")
-        for size in getattr(val, "shape", ()):
-            if isinstance(size, torch.SymInt):
-                return size.node.shape_env
+        for value in (val, *getattr(val, "shape", ())):
+            if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+                return value.node.shape_env
     return None
 
 
@@ -96,15 +98,18 @@ def _rerecord(recorder, node, values, table, keep_others):
     if node.op == "placeholder":
         return _placeholder(recorder, node)
     if node.op == "output":
-        recorder.set_output([_value(v, values) for v in node.args[0]])
+        recorder.builder.set_output([_value(v, values) for v in node.args[0]])
         return None
     args = pytree.tree_map(lambda v: _value(v, values), node.args)
     kwargs = pytree.tree_map(lambda v: _value(v, values), node.kwargs)
     target = node.target
     if target in GRAD_MODE_BUILTINS:  # copied, never run: they would set this process's mode
-        return recorder.record_grad_mode_call(target, args, node.meta.get("val"))
+        return recorder.builder.record_grad_mode_call(target, args, node.meta.get("val"))
     if not isinstance(target, OpOverload):
         return target(*args, **kwargs)  # getitem on recorded outputs, size arithmetic
+    if target in SCALAR_OPS or target in DATA_DEPENDENT_SIZES:
+        # the value only tensor data decides: keep the program's symbol (and its facts)
+        return recorder.record_data_dependent(target, args, kwargs, node.meta["val"])
     with recorder.recording():
         if target in table:
             return table[target](*args, **kwargs)
@@ -115,11 +120,11 @@ def _rerecord(recorder, node, values, table, keep_others):
 
 def _placeholder(recorder, node):
     val = node.meta.get("val")
-    new = recorder.add_placeholder(node.name, val, user_input=True)
+    new = recorder.builder.add_placeholder(node.name, val, user_input=True)
     if isinstance(val, torch.Tensor):
         for dim, size in enumerate(val.shape):
             if isinstance(size, torch.SymInt):
-                recorder.bind_symbol(size.node.expr, new, dim)
+                recorder.builder.bind_symbol(size.node.expr, new, dim)
     return val
 
 

@@ -18,9 +18,11 @@ from dataclasses import dataclass, field
 __all__ = [
     "UserFrame",
     "UnbrokenError",
+    "RefusalError",
     "ExportUsageError",
     "InputMismatchError",
     "ConstraintViolationError",
+    "ViolatedGuard",
     "DataDependentError",
     "UnsupportedError",
     "InternalError",
@@ -70,7 +72,13 @@ def format_stack(frames) -> str:
 
 
 class UnbrokenError(Exception):
-    """Base class of every error that unbroken raises on purpose.
+    """Root of every error unbroken raises: ``except unbroken.UnbrokenError`` catches them all.
+
+    It has exactly two kinds of subclass, and code that must tell them apart catches one:
+
+    - :class:`RefusalError`: raised on purpose; the model, the call or a file is outside what
+      unbroken accepts, and the message says how to change it;
+    - :class:`InternalError`: a bug in unbroken itself (never the user's fault).
 
     Attributes:
         code:    stable diagnostic id (``UB001`` ...); see ``docs/graph-breaks.md``.
@@ -104,6 +112,12 @@ class UnbrokenError(Exception):
             self.args = (self.render(),)
         return self
 
+    def add_details(self, text: str) -> "UnbrokenError":
+        """Append a paragraph to the details; returns self."""
+        self.details = f"{self.details}\n\n{text}" if self.details else text
+        self.args = (self.render(),)
+        return self
+
     def render(self) -> str:
         parts = [f"[{self.code}] {self.message}"]
         if self.frames:
@@ -132,46 +146,100 @@ class UnbrokenError(Exception):
         }
 
 
-class ExportUsageError(UnbrokenError):
+class RefusalError(UnbrokenError):
+    """Base of every error unbroken raises on purpose: export (or loading, or running a
+    program) refused, with the user's location and the fix. Graph breaks, constraint
+    violations, usage errors, input mismatches and unreadable files are refusals; an
+    :class:`InternalError` is not."""
+
+    default_code = "UB000"
+
+
+class ExportUsageError(RefusalError):
     """The call to ``export()`` (or to a program it returned) was malformed: wrong argument
     count, a ``dynamic_shapes`` spec that does not match the inputs, an unsupported input type."""
 
     default_code = "UB001"
 
 
-class InputMismatchError(UnbrokenError):
+class InputMismatchError(RefusalError):
     """An input given to ``ExportedProgram.module()`` violates what the program was exported for
     (count, dtype, a specialized size, a dynamic dim's range)."""
 
     default_code = "UB002"
 
 
-class ConstraintViolationError(UnbrokenError):
-    """The model's code constrains a dimension that ``dynamic_shapes`` declared dynamic."""
+@dataclass(frozen=True, slots=True)
+class ViolatedGuard:
+    """One guard on input sizes that the ``dynamic_shapes`` spec does not imply.
+
+    guard:          the condition in the user's terms (``"w.shape[1] == 5"``).
+    counterexample: sizes the spec admits for which the guard fails (source text -> value);
+                    empty when the solver gave none.
+    frames:         the user's stack where the guard was made (``UserFrame`` tuple).
+    """
+
+    guard: str
+    counterexample: dict = field(default_factory=dict)
+    frames: tuple = ()
+
+    def to_dict(self) -> dict:
+        where = self.frames[-1] if self.frames else None
+        return {"guard": self.guard, "counterexample": dict(self.counterexample),
+                "file": where.filename if where else None, "line": where.lineno if where else None,
+                "source": where.source if where else None}
+
+
+class ConstraintViolationError(RefusalError):
+    """The model's code constrains a dimension that ``dynamic_shapes`` declared dynamic.
+
+    Besides the message, the error carries its content as data:
+
+    violations:               the guards the spec does not imply (``ViolatedGuard`` tuple).
+    suggested_dynamic_shapes: a spec that ``export`` accepts as is and that has been proven and
+                              verified by exporting again, or None when none was found.
+    suggested_code:           the same spec as Python code to paste ('' when None).
+    """
 
     default_code = "UB003"
 
+    def __init__(self, message: str, *, violations=(), suggested_dynamic_shapes=None,
+                 suggested_code: str = "", **kwargs):
+        self.violations = tuple(violations)
+        self.suggested_dynamic_shapes = suggested_dynamic_shapes
+        self.suggested_code = suggested_code
+        super().__init__(message, **kwargs)
 
-class DataDependentError(UnbrokenError):
+    def to_dict(self) -> dict:
+        data = UnbrokenError.to_dict(self)
+        data["violations"] = [v.to_dict() for v in self.violations]
+        data["suggested_dynamic_shapes"] = self.suggested_code or None
+        return data
+
+
+class DataDependentError(RefusalError):
     """A decision depends on the value inside a tensor, which is unknown at export time."""
 
     default_code = "UB004"
 
 
-class UnsupportedError(UnbrokenError):
+class UnsupportedError(RefusalError):
     """A construct that is valid Python/PyTorch but that unbroken cannot capture soundly yet."""
 
     default_code = "UB005"
 
 
-class SerializationError(UnbrokenError):
+class SerializationError(RefusalError):
     """A saved program is corrupt, from an unknown format version, or names an unknown op."""
 
     default_code = "UB006"
 
 
 class InternalError(UnbrokenError):
-    """A failure inside unbroken itself; always carries the user location and the bug note."""
+    """A failure inside unbroken itself; always carries the user location and the bug note.
+
+    Not a :class:`RefusalError`: no caller may treat it as "the model is unsupported" (list
+    it as a graph break, drop it as a failed attempt, or report it as a corrupt file)."""
 
     default_code = "UB999"
 

@@ -4,7 +4,7 @@
 They are never entered natively (a native ``inference_mode`` guard left open by a failing
 trace would break every later eager op of the process). The trace keeps its own grad mode
 (``TraceContext.grad_enabled``) and records each region in the graph (see
-``Recorder.record_grad_mode``), so that ``ep.module()`` computes ``requires_grad`` and
+``GraphBuilder.record_grad_mode``), so that ``ep.module()`` computes ``requires_grad`` and
 gradients as eager does. ``inference_mode`` regions are recorded as ``no_grad`` regions: the
 program computes the same values, and its outputs are ordinary tensors.
 """

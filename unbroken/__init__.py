@@ -23,8 +23,8 @@ __version__ = "0.1.0"
 __all__ = [
     "ConstraintViolationError", "DataDependentError", "Dim", "ExportUsageError",
     "ExportedProgram", "GraphBreakError", "InputMismatchError", "InternalError",
-    "RefusalError", "SerializationError", "UnbrokenError", "UnsupportedError", "__version__",
-    "budget", "case", "export",
+    "RefusalError", "SerializationError", "Specialization", "SpecializationWarning",
+    "UnbrokenError", "UnsupportedError", "__version__", "budget", "case", "export",
     "find_graph_breaks", "load", "save",
 ]
 
@@ -44,6 +44,10 @@ def __getattr__(name):
         from .frontend.budget import budget
 
         return budget
+    if name in ("Specialization", "SpecializationWarning"):
+        from .symbolic import auto
+
+        return getattr(auto, name)
     if name == "case":
         from .cases import case
 

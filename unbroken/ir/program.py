@@ -63,6 +63,8 @@ class ExportedProgram:
         in_spec: ``TreeSpec`` of the example ``(args, kwargs)``.
         out_spec: ``TreeSpec`` of the user outputs.
         example_inputs: the ``(args, kwargs)`` used for export, or None.
+        specializations: the ``Dim.AUTO`` dims export made static because the code pins them
+            (``symbolic.auto.Specialization``: dim, value, reason, user frames), in order.
         verifier: run :func:`unbroken.ir.verifier.verify` now (default True).
 
     Example::
@@ -74,7 +76,7 @@ class ExportedProgram:
 
     def __init__(self, graph_module, graph_signature: ExportGraphSignature, state_dict: dict,
                  constants: dict, range_constraints: dict, in_spec, out_spec,
-                 example_inputs=None, verifier: bool = True):
+                 example_inputs=None, verifier: bool = True, specializations=()):
         self._graph_module = _as_graph_module(graph_module)
         self._graph_signature = graph_signature
         self._state_dict = dict(state_dict)
@@ -83,6 +85,7 @@ class ExportedProgram:
         self._in_spec = in_spec
         self._out_spec = out_spec
         self._example_inputs = example_inputs
+        self._specializations = tuple(specializations)
         if verifier:
             self.validate()
 
@@ -141,6 +144,12 @@ class ExportedProgram:
     def example_inputs(self):
         """The ``(args, kwargs)`` given to export, or None."""
         return self._example_inputs
+
+    @property
+    def specializations(self) -> tuple:
+        """The ``Dim.AUTO`` dims export made static, each with the fact and the line that pin
+        it (``Specialization.describe()``); empty when every AUTO dim stayed dynamic."""
+        return self._specializations
 
     @property
     def dialect(self) -> str:

@@ -201,7 +201,9 @@ class _SymbolBinder:
             sources = ", ".join(f"{s} = {known[s]} from {self.bindings[s][1]}"
                                 for s in sorted(expr.free_symbols, key=str))
             raise _mismatch(f"{where} = {value} but the program requires it to equal {expr} = "
-                            f"{expected} ({sources}).", hint=_SIZE_HINT)
+                            f"{expected} ({sources}).",
+                            hint="pass inputs whose sizes keep this relation: the model's code "
+                                 "needs it (it was exported for those sizes only).")
 
     def _solve(self, expr, symbol, value: int, where: str) -> None:
         try:
@@ -355,16 +357,45 @@ def _check_constant(user: _UserInput, value) -> None:
                              "(or a dynamic int) so the value is not baked into the graph.")
 
 
+@dataclass(frozen=True, slots=True)
+class _SizeAssertion:
+    """A run-time assertion of the graph on input sizes (``aten._assert_scalar``).
+
+    fact: the sympy boolean over the program's size symbols; message: the node's message.
+    """
+
+    fact: object
+    message: str
+
+
+def size_assertions(graph) -> tuple[_SizeAssertion, ...]:
+    """The ``aten._assert_scalar`` nodes of ``graph`` whose condition is a symbolic boolean
+    (their ``meta["val"]``), in graph order."""
+    found = []
+    for node in graph.nodes:
+        if node.op != "call_function" or node.target is not torch.ops.aten._assert_scalar.default:
+            continue
+        condition = node.args[0]
+        value = condition.meta.get("val") if isinstance(condition, torch.fx.Node) else None
+        if isinstance(value, (torch.SymBool, torch.SymInt)) and \
+                not isinstance(value.node.expr, sympy.Expr):
+            found.append(_SizeAssertion(sympy.sympify(value.node.expr), str(node.args[1])))
+    return tuple(found)
+
+
 class InputChecker:
     """Checks flattened user inputs against the placeholders of an exported graph.
 
     users:             one :class:`_UserInput` per flattened user input, in order.
     range_constraints: symbol -> range (``lower``/``upper``) of the dynamic dims.
+    assertions:        run-time assertions of the graph; those over input sizes only (relations
+                       no ``dynamic_shapes`` spec can state) are checked before the graph runs.
     """
 
-    def __init__(self, users, range_constraints, strict_layout: bool = False):
+    def __init__(self, users, range_constraints, assertions=(), strict_layout: bool = False):
         self.users = tuple(users)
         self.range_constraints = range_constraints
+        self.assertions = tuple(assertions)
         self.strict_layout = strict_layout
 
     def check(self, leaves) -> None:
@@ -373,6 +404,8 @@ class InputChecker:
         for user, value in zip(self.users, leaves):
             self._check_one(user, value, binder)
         binder.finish()
+        for assertion in self.assertions:
+            _check_assertion(assertion, binder)
         if self.strict_layout:
             known = {s: v for s, (v, _) in binder.bindings.items()}
             for user, value in zip(self.users, leaves):
@@ -386,6 +419,19 @@ class InputChecker:
             _check_symint_input(user, value, binder)
         else:
             _check_constant(user, value)
+
+
+def _check_assertion(assertion: _SizeAssertion, binder: _SymbolBinder) -> None:
+    symbols = assertion.fact.free_symbols
+    if not symbols or not symbols <= set(binder.bindings):
+        return  # data-dependent: the graph checks it when the value is known
+    holds = assertion.fact.xreplace({s: sympy.Integer(binder.bindings[s][0]) for s in symbols})
+    if holds is sympy.false:
+        sizes = ", ".join(f"{binder.bindings[s][1]} = {binder.bindings[s][0]}"
+                          for s in sorted(symbols, key=str))
+        raise _mismatch(f"{assertion.message}, which these inputs break ({sizes}).",
+                        hint="pass inputs whose sizes satisfy it: the program was exported for "
+                             "them only (the model's code needs this relation between sizes).")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -450,7 +496,8 @@ class _Runner:
         self.in_spec, self.out_spec = program.in_spec, program.out_spec
         self.mutations = [(s.kind, s.target) for s in sig.mutation_specs]
         strict = program.graph_module.meta.get(LAYOUT_READ, False)
-        self.checker = InputChecker(users, program.range_constraints, strict_layout=strict)
+        self.checker = InputChecker(users, program.range_constraints,
+                                    size_assertions(program.graph), strict_layout=strict)
         self.users = users
 
 
@@ -483,6 +530,11 @@ class ExportedModule(torch.nn.Module):
         owner_path, name = _split_fqn(fqn)
         owner = self.get_submodule(owner_path) if owner_path else self
         return getattr(owner, name)
+
+    def check_inputs(self, *args, **kwargs) -> None:
+        """Raise InputMismatchError unless the program admits these inputs; runs nothing."""
+        runner = self._runner
+        runner.checker.check(flatten_user_inputs(runner.in_spec, runner.user_names, args, kwargs))
 
     def forward(self, *args, **kwargs):
         runner = self._runner

@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 from ..graph_breaks import graph_break
+from ..protocol import CallbackVariable
 from .base import AttributeMissing, VariableTracker
 from .constant import ConstantVariable
 
@@ -72,8 +73,6 @@ class GradModeVariable(VariableTracker):
 
     def enter(self, tx):
         """Open the region; returns (the exit callable to push, the value ``as`` binds)."""
-        from .objects import CallbackVariable
-
         if self.token is None:
             inference = self.cls is torch.inference_mode and not self.enabled
             self.token = tx.output.set_grad_mode(self.enabled, inference=inference)
@@ -86,8 +85,6 @@ class GradModeVariable(VariableTracker):
         return CallbackVariable(exit_, f"`{self.cls.__name__}.__exit__`"), ConstantVariable(None)
 
     def getattr(self, tx, name: str) -> VariableTracker:
-        from .objects import CallbackVariable
-
         if name == "clone":  # what torch's @no_grad() decorator calls before each `with`
             return CallbackVariable(
                 lambda tx, args: GradModeVariable(self.cls, self.enabled), "clone")

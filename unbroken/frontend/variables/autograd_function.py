@@ -79,7 +79,7 @@ def call_autograd_function(tx, fn, args, kwargs):
     if kwargs:
         inputs += _bind_keywords(tx, cls, inputs, kwargs)
     tensor_positions = [i for i, a in enumerate(inputs) if isinstance(a, TensorVariable)]
-    if not (torch.is_grad_enabled() and tx.output.any_requires_grad()):
+    if not (tx.output.grad_enabled and tx.output.any_requires_grad()):
         ctx = _context(tx, [ConstantVariable(False)] * len(inputs))
         return _run_forward(tx, cls, ctx, inputs)
     return _record_apply(tx, cls, inputs, tensor_positions)

@@ -37,7 +37,7 @@ __all__ = ["BuiltinVariable", "ClassVariable", "call_builtin", "construct", "con
 
 _REFUSED = {id: "UB103", print: "UB103", open: "UB103", input: "UB103", globals: "UB103",
             locals: "UB103", vars: "UB103", exec: "UB103", eval: "UB103", compile: "UB103",
-            breakpoint: "UB103", __import__: "UB111", setattr: "UB107", delattr: "UB107",
+            breakpoint: "UB103", __import__: "UB111",
             hash: "UB103", memoryview: "UB103", help: "UB103"}
 # Builtins that fold natively when every argument is a constant, else run as leaf calls.
 _PURE = {abs, divmod, pow, round, chr, ord, bin, hex, oct}
@@ -146,6 +146,21 @@ def _getattr(tx, obj, name, *default):
 
 def _hasattr(tx, obj, name):
     return ConstantVariable(read_attribute(tx, obj, name.as_constant()) is not None)
+
+
+def _setattr(tx, obj, name, value):
+    """``setattr(obj, "name", value)``: the same write as ``obj.name = value``."""
+    obj.setattr(tx, name.as_constant(), value)
+    return ConstantVariable(None)
+
+
+def _delattr(tx, obj, name):
+    """``delattr(obj, "name")``: the same as ``del obj.name``."""
+    if not hasattr(obj, "delattr"):
+        raise graph_break("UB107", f"attribute `{name.as_constant()}` of {obj.describe()} is "
+                          "deleted", frames=tx.user_frames())
+    obj.delattr(tx, name.as_constant())
+    return ConstantVariable(None)
 
 
 def _range(tx, *args):
@@ -373,7 +388,7 @@ def _object(tx):
 
 _HANDLERS = {
     len: _len, isinstance: _isinstance, issubclass: _issubclass, type: _type,
-    getattr: _getattr, hasattr: _hasattr, range: _range, enumerate: _enumerate, zip: _zip,
+    getattr: _getattr, hasattr: _hasattr, setattr: _setattr, delattr: _delattr, range: _range, enumerate: _enumerate, zip: _zip,
     reversed: _reversed, iter: _iter, next: _next, tuple: _tuple, list: _list, dict: _dict,
     set: _set, frozenset: functools.partial(_set, cls=frozenset), min: _reduce_pairwise(min),
     max: _reduce_pairwise(max), sum: _sum, any: _any_all(any), all: _any_all(all),

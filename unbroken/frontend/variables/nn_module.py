@@ -8,18 +8,21 @@ tensors while the recorder records the ATen ops. Containers (``Sequential``, ``M
 """
 from __future__ import annotations
 
+import torch
 import torch.nn as nn
 from torch.nn.modules import module as module_globals
 
 from ..graph_breaks import graph_break
-from ..protocol import BoundMethodVariable, call_python, getattr_fallback, lookup
+from ..protocol import (BoundMethodVariable, call_python, class_attribute, getattr_fallback,
+                        lookup)
 from ..sources import AttrSource, ModuleSource
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .containers import DictVariable, TupleVariable
+from .tensor import TensorVariable
 from .functions import TorchFunctionVariable, UserFunctionVariable, is_pytorch_module_name
 
-__all__ = ["NNModuleVariable", "is_leaf_module"]
+__all__ = ["NNModuleVariable", "assign_module_attribute", "is_leaf_module", "write_back_buffers"]
 
 _CONTAINERS = (nn.Sequential, nn.ModuleList, nn.ModuleDict, nn.ParameterList, nn.ParameterDict)
 # nn.Module methods that only read the module tree; safe to call natively.
@@ -76,6 +79,9 @@ class NNModuleVariable(VariableTracker):
         module = self.module
         if name in ("forward", "__call__", "_call_impl", "_wrapped_call_impl"):
             return _ModuleCallVariable(self, name)
+        written = tx.output.overlay.read(module, name)
+        if written is not None:
+            return written
         found = lookup(tx, self, name, instance=module, source=self.source)
         if found is not None:
             return self._check_method(found, name)
@@ -99,8 +105,8 @@ class NNModuleVariable(VariableTracker):
         return found
 
     def setattr(self, tx, name, value) -> None:
-        raise graph_break("UB107", f"assignment to `{self.source.name()}.{name}` inside forward()",
-                          frames=tx.user_frames())
+        """``module.name = value`` in forward: see ``assign_module_attribute``."""
+        assign_module_attribute(tx, self, name, value)
 
     # ----------------------------------------------------------------- containers
     def items(self, tx) -> list:
@@ -131,6 +137,80 @@ class NNModuleVariable(VariableTracker):
     # ----------------------------------------------------------------- calls
     def call(self, tx, args, kwargs) -> VariableTracker:
         return call_module(tx, self, args, kwargs)
+
+
+def assign_module_attribute(tx, var: NNModuleVariable, name: str, value) -> None:
+    """``module.name = value`` in forward, as eager's ``nn.Module.__setattr__`` would do it,
+    on the trace's overlay (the caller's model is never changed):
+
+    - a plain attribute (a flag, a counter, a list, a tensor that is not a buffer): kept in the
+      overlay, so the rest of forward reads it (``torch.export`` does the same);
+    - a buffer given a tensor: a buffer mutation (the program writes the buffer, see
+      ``write_back_buffers``); given anything else, eager's own TypeError;
+    - a parameter or a submodule replaced, or a class with its own ``__setattr__``: refused
+      (UB107), the program's parameters and modules are fixed at export.
+    """
+    module = var.module
+    where = f"`{var.source.name()}.{name}`"
+    static = class_attribute(type(module), name)
+    if isinstance(static, property) and static.fset is not None:
+        call_python(tx, static.fset, [var, value])
+        return
+    if class_attribute(type(module), "__setattr__") is not nn.Module.__setattr__:
+        raise graph_break("UB107", f"assignment to {where} inside forward(): "
+                          f"{type(module).__name__} has its own __setattr__",
+                          frames=tx.user_frames())
+    replaced = next((kind for kind, table in (("parameter", "_parameters"),
+                                              ("submodule", "_modules"))
+                     if name in module.__dict__.get(table, {})), None)
+    if replaced is None and (isinstance(value, NNModuleVariable) or
+                             getattr(value, "is_parameter", False)):
+        replaced = "submodule" if isinstance(value, NNModuleVariable) else "parameter"
+    if replaced is not None:
+        raise graph_break("UB107", f"assignment to {where} inside forward() sets a {replaced}",
+                          frames=tx.user_frames(),
+                          details=f"An exported program's {replaced}s are fixed at export: "
+                          "assign it in __init__, or keep the value in a local variable.")
+    if name in module.__dict__.get("_buffers", {}) and not isinstance(value, TensorVariable):
+        if value.is_constant() and value.as_constant() is None:
+            raise graph_break("UB107", f"assignment of None to the buffer {where} inside "
+                              "forward()", frames=tx.user_frames(),
+                              details="An exported program's buffers are fixed at export.")
+        raise tx.user_exception(TypeError(
+            f"cannot assign '{value.python_type().__name__}' as buffer '{name}' "
+            "(torch.Tensor or None expected)"))
+    # only a buffer's original is used (written back at the end); reading another one would
+    # lift values the program never uses
+    original = var.getattr(tx, name) if name_is_buffer(module, name) else None
+    tx.output.overlay.write(module, name, value, original, tx.user_frames(), kept=True)
+
+
+def write_back_buffers(tx) -> None:
+    """At the end of the trace, each buffer that forward() assigned a tensor to is written
+    with that tensor's final value (a later in-place change of it reaches the buffer, as the
+    buffer *is* that tensor in eager). The program keeps each buffer's shape and dtype: an
+    assignment that changes them is refused (UB107)."""
+    for entry in tx.output.overlay.entries.values():
+        if not (isinstance(entry.obj, nn.Module) and isinstance(entry.current, TensorVariable)
+                and name_is_buffer(entry.obj, entry.name)):
+            continue
+        buffer, value = entry.original, entry.current
+        if value.meta is buffer.meta:
+            continue
+        if buffer.meta.dtype != value.meta.dtype or buffer.meta.dim() != value.meta.dim() or \
+                any(a != b for a, b in zip(buffer.meta.shape, value.meta.shape)):
+            raise graph_break("UB107", f"forward() assigns the buffer `{buffer.source.name()}` a "
+                              f"tensor of shape {tuple(value.meta.shape)} and dtype "
+                              f"{value.meta.dtype} (the buffer has {tuple(buffer.meta.shape)}, "
+                              f"{buffer.meta.dtype})", frames=entry.frames,
+                              details="An exported program's buffers keep their shape and dtype: "
+                              "register the buffer with its final shape, or keep the value in "
+                              "a plain attribute.")
+        tx.call_leaf(torch.Tensor.copy_, [buffer, value], {})
+
+
+def name_is_buffer(module: nn.Module, name: str) -> bool:
+    return name in module.__dict__.get("_buffers", {})
 
 
 class _ModuleCallVariable(VariableTracker):

@@ -13,6 +13,8 @@ import pytest
 import torch
 
 import unbroken
+from tests.exactness import assert_bit_exact
+from tests.state_leak import ModelSnapshot
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
@@ -54,3 +56,28 @@ def _export_and_compare(name: str, *, grad: bool):
 def test_real_model_matches_eager(name):
     match = _export_and_compare(name, grad=True)
     assert match.ok, match.detail
+
+
+# Cases whose forward() writes attributes of the model (issue 7 item 1): the program computes
+# what eager computes, and the caller's model is left exactly as it was.
+STATE_WRITES = [
+    "funnel",  # self.pooling_mult = 1, then *= 2, on a submodule
+    "detr",    # setattr() on the ModelOutput it builds
+    "rwkv",    # self.layers_are_rescaled = ..., weights rescaled in place under no_grad
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", STATE_WRITES)
+def test_forward_writing_model_state_matches_eager_and_leaves_the_model(name):
+    case = CASES[name]
+    example = case.inputs(BATCH, SEQ)
+    torch.manual_seed(0)
+    model = case.build()
+    before = ModelSnapshot.of(model)
+    ep = unbroken.export(model, example.args, example.kwargs)
+    assert before.diff(ModelSnapshot.of(model)) == []
+    with torch.no_grad():
+        got = ep.module()(*example.args, **example.kwargs)
+        want = model(*example.args, **example.kwargs)  # eager's first call, from the same state
+    assert_bit_exact(got, want)

@@ -13,14 +13,15 @@ Output invariants:
 - no ``call_function`` node has a mutable schema; each in-place node became the functional op
   found from the schemas (``relu_`` -> ``relu``, ``add_.Tensor`` -> ``add.Tensor``, ``normal_`` ->
   ``normal_functional``), with the same arguments and ``meta``, and its uses were rewired;
+- a parameter written in place is used with its new value by the later nodes, and not written
+  back (no output: each call starts from the exported parameters, as ``torch.export``);
 - each mutated buffer / user input has one extra output, its final value, placed before the user
   outputs in placeholder order, with an output spec ``BUFFER_MUTATION`` (target: the buffer's FQN)
   or ``USER_INPUT_MUTATION`` (target: the input's placeholder name);
 - output specs name the (possibly renamed) output nodes.
 
 Refused with :class:`UnsupportedError` at the user's line (the graph is left untouched): writes
-to a view or to a tensor that has a view still used afterwards, writes to parameters or lifted
-constants, ``out=`` variants, ops that write arguments other than ``self`` or several
+to a view or to a tensor that has a view still used afterwards, writes to lifted constants, ``out=`` variants, ops that write arguments other than ``self`` or several
 arguments, in-place ops that change storage (``resize_``, ``set_``), in-place metadata changes
 (``t_``, ``unsqueeze_``, ``as_strided_`` ...) of an input of forward(), and in-place ops without
 a functional variant. Metadata changes of other tensors become their view op (``as_strided``,
@@ -190,7 +191,10 @@ class _Analysis:
         self._check_root(node, root)
         self._check_views_and_stale_uses(node, root)
         self.rewrites.append(_Rewrite(node, functional, root))
-        if root.op == "placeholder":
+        # a parameter written in place (under no_grad: eager refuses it otherwise) is used with
+        # its new value by the rest of the program but not written back, as torch.export: each
+        # call computes what eager's forward computes from the parameters as exported
+        if root.op == "placeholder" and self.inputs[root].kind != InputKind.PARAMETER:
             self.final[root] = node
 
     def _check_root(self, node: torch.fx.Node, root: torch.fx.Node) -> None:
@@ -200,12 +204,7 @@ class _Analysis:
         spec = self.inputs.get(root)
         if spec is None:
             return
-        if spec.kind == InputKind.PARAMETER:
-            raise _refuse(node, f"{_describe(node)} modifies the parameter '{spec.target}', "
-                          f"which is not supported.",
-                          "do not modify parameters in forward(); keep state that changes in a "
-                          "buffer (self.register_buffer) instead.")
-        if spec.kind not in (InputKind.BUFFER, InputKind.USER_INPUT):
+        if spec.kind not in (InputKind.BUFFER, InputKind.USER_INPUT, InputKind.PARAMETER):
             raise _refuse(node, f"{_describe(node)} modifies the constant tensor "
                           f"'{spec.target}', which is not supported.",
                           "register the tensor as a buffer if forward() modifies it, or "

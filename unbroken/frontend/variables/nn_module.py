@@ -178,7 +178,7 @@ def assign_module_attribute(tx, var: NNModuleVariable, name: str, value) -> None
                               details="An exported program's buffers are fixed at export.")
         raise tx.user_exception(TypeError(
             f"cannot assign '{value.python_type().__name__}' as buffer '{name}' "
-            "(torch.Tensor or None expected)"))
+            "(torch.nn.Buffer, torch.Tensor or None expected)"))
     # only a buffer's original is used (written back at the end); reading another one would
     # lift values the program never uses
     original = var.getattr(tx, name) if name_is_buffer(module, name) else None

@@ -13,6 +13,7 @@ An uncaught exception of the traced program is checked against eager (``uncaught
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import inspect
 import warnings
@@ -525,6 +526,7 @@ class _Export:
 
 
 _OUTPUT_CONSTANTS = (int, float, bool, str, type(None), torch.dtype, torch.device)
+_PLAIN_CONTAINERS = (tuple, list, dict, collections.deque)  # namedtuples, OrderedDict included
 
 
 def _check_outputs(leaves, frames) -> None:
@@ -719,8 +721,20 @@ def _dims_of(value, trackers):
         return _tensor_dims(trackers[id(value)])
     if not any(isinstance(v, torch.Tensor) for v in pytree.tree_leaves(value)):
         return None
-    return pytree.tree_map(lambda leaf: TensorDims(_tensor_dims(trackers[id(leaf)]))
-                           if isinstance(leaf, torch.Tensor) else None, value)
+    return _dims_tree(value, trackers)
+
+
+def _dims_tree(value, trackers):
+    """``value`` with a ``TensorDims`` per tensor and None for other leaves. A class registered
+    with pytree (a ``transformers`` cache) becomes the list of its children, as
+    ``dynamic_shapes`` states it; it is never rebuilt (its constructor may read its tensors)."""
+    if isinstance(value, torch.Tensor):
+        return TensorDims(_tensor_dims(trackers[id(value)]))
+    children, spec = pytree.tree_flatten(value, is_leaf=lambda child: child is not value)
+    if spec.is_leaf():
+        return None
+    dims = [_dims_tree(child, trackers) for child in children]
+    return spec.unflatten(dims) if issubclass(spec.type, _PLAIN_CONTAINERS) else dims
 
 
 def _tensor_dims(tracker) -> tuple:

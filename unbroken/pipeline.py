@@ -537,10 +537,21 @@ def _check_outputs(leaves, frames) -> None:
             kind = type(leaf)
             raise ExportUsageError(
                 f"forward() returns an object of type {kind.__qualname__}, which unbroken cannot "
-                "flatten into graph outputs", frames=frames,
-                hint=f"Register the class as a pytree node, e.g. "
-                     f"torch.export.register_dataclass({kind.__name__}) for a dataclass or "
-                     "torch.utils._pytree.register_pytree_node(...), or return a tuple/dict.")
+                "flatten into graph outputs", frames=frames, hint=_registration_hint(kind))
+
+
+def _registration_hint(kind: type) -> str:
+    """How to register ``kind`` with pytree: ``transformers`` ships the registration of its
+    cache classes (its export integration), other classes need their own."""
+    if kind.__module__.startswith("transformers.") and kind.__name__.endswith("Cache"):
+        return ("transformers registers its cache classes with pytree for export; before "
+                "exporting, call:\n"
+                "    from transformers.exporters.exporter_dynamo import "
+                "register_cache_pytrees_for_model\n"
+                "    register_cache_pytrees_for_model(model)")
+    return (f"Register the class as a pytree node, e.g. torch.export.register_dataclass("
+            f"{kind.__name__}) for a dataclass or torch.utils._pytree.register_pytree_node("
+            f"{kind.__name__}, flatten_fn, unflatten_fn), or return a tuple/dict.")
 
 
 def _shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:

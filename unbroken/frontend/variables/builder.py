@@ -33,6 +33,7 @@ from .functions import (AssumedConstantVariable, CachedFunctionVariable, Ignored
 from .grad_mode import GRAD_MODE_CLASSES, GradModeVariable
 from .native import PureCallableVariable
 from .nn_module import NNModuleVariable
+from .numpy_values import NumpyCallVariable, freeze, is_numpy_callable, is_numpy_value
 from .objects import (ContextManagerVariable, ObjectSetattrVariable, ObjectVariable,
                       PartialVariable, PythonModuleVariable)
 from .tensor import SymbolicVariable, TensorVariable
@@ -56,6 +57,8 @@ def wrap(tx, value, source=None) -> VariableTracker:
         return SizeVariable([wrap(tx, v) for v in value], source)
     if is_constant_value(value) or isinstance(value, enum.Enum):
         return ConstantVariable(value, source)
+    if is_numpy_value(value):  # a constant of the trace, never written (see numpy_values)
+        return ConstantVariable(freeze(value), source)
     if callable(value) and _is_hashable(value):
         if value in _IGNORED_CALLS:
             return IgnoredCallVariable(value, source)
@@ -250,6 +253,7 @@ def _plain(value, base: type) -> bool:
 
 _BUILDERS = [
     (lambda v: isinstance(v, torch.nn.Module), _wrap_module),
+    (is_numpy_callable, lambda tx, value, source: NumpyCallVariable(value, source)),
     (lambda v: isinstance(v, tuple), _wrap_tuple),
     (lambda v: isinstance(v, list) and _plain(v, list), _wrap_list),
     (lambda v: isinstance(v, (dict, collections.OrderedDict)) and _plain(v, dict), _wrap_dict),

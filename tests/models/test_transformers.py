@@ -58,18 +58,20 @@ def test_real_model_matches_eager(name):
     assert match.ok, match.detail
 
 
-# Cases whose forward() writes attributes of the model (issue 7 item 1): the program computes
-# what eager computes, and the caller's model is left exactly as it was.
-STATE_WRITES = [
-    "funnel",  # self.pooling_mult = 1, then *= 2, on a submodule
-    "detr",    # setattr() on the ModelOutput it builds
-    "rwkv",    # self.layers_are_rescaled = ..., weights rescaled in place under no_grad
+# Cases issue 7 fixed after the first corpus run (the comment says which construct): the
+# program equals eager bit for bit and the caller's model is left exactly as it was.
+FIXED = [
+    "funnel",          # self.pooling_mult = 1, then *= 2, on a submodule
+    "detr",            # setattr() on the ModelOutput it builds
+    "rwkv",            # self.layers_are_rescaled = ..., weights rescaled in place under no_grad
+    "big_bird",        # NumPy on constants: np.array(plan) // block, np.zeros, np.stack
+    "llama_kv_cache",  # a DynamicCache output (transformers' cache pytrees registered)
 ]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", STATE_WRITES)
-def test_forward_writing_model_state_matches_eager_and_leaves_the_model(name):
+@pytest.mark.parametrize("name", FIXED)
+def test_fixed_case_is_bit_exact_and_leaves_the_model(name):
     case = CASES[name]
     example = case.inputs(BATCH, SEQ)
     torch.manual_seed(0)

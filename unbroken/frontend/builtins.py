@@ -28,6 +28,7 @@ from .variables.functions import bind_arguments
 from .variables.grad_mode import GRAD_MODE_CLASSES, GradModeVariable
 from .variables.native import NativeCallableVariable
 from .variables.nn_module import NNModuleVariable
+from .variables.numpy_values import NumpyCallVariable
 from .variables.objects import (ContextManagerVariable, GetterVariable, NewObjectVariable,
                                 ObjectVariable, PartialVariable, SuperVariable,
                                 construct_user_object)
@@ -412,6 +413,8 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
         return _CONSTRUCTORS[cls](tx, cls, args, kwargs)
     if issubclass(cls, enum.Enum):  # Mode("mean"): a lookup by value
         return _fold_or_leaf(tx, cls, args, kwargs)
+    if cls.__module__.split(".")[0] == "numpy":  # np.float64(0.5), np.dtype(...): constants
+        return NumpyCallVariable(cls).call(tx, args, kwargs)
     native = _construct_native(tx, cls, args, kwargs)
     if native is not None:
         return native

@@ -22,7 +22,6 @@ import torch
 import torch.fx as fx
 from torch._dispatch.python import enable_python_dispatcher
 from torch.export.dynamic_shapes import AdditionalInputs, ShapesCollection
-from torch.nn.utils.stateless import _reparametrize_module
 from torch.utils import _pytree as pytree
 
 from .frontend.graph_breaks import TracedException
@@ -35,6 +34,7 @@ from .frontend.variables.tensor import TensorVariable
 from .ir.composites import preserving
 from .ir.program import ExportedProgram
 from .ir.recorder import Recorder, meta_like
+from .ir.runtime import LAYOUT_READ
 from .ir.shadow import Shadow
 from .ir.signature import (ConstantArgument, ExportGraphSignature, InputKind, InputSpec,
                            OutputKind, OutputSpec, SymIntArgument, TensorArgument)
@@ -48,7 +48,8 @@ from .symbolic import guard_log
 from .symbolic.auto import Adoption, Specialization, SpecializationWarning, plan_adoption
 from .symbolic.diagnostics import (ConstraintViolationError, ExportUsageError,
                                    InputMismatchError, InternalError, RefusalError,
-                                   UnbrokenError)
+                                   UnbrokenError, UnsupportedError)
+from .process_state import isolated
 from .symbolic.env import ShapeEnvironment
 from .symbolic.fixes import suggest_fix
 from .symbolic.solver import Solver, Violation, check_guards
@@ -87,6 +88,11 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict: bool = True,
     """
     args, kwargs = _check_call(mod, args, kwargs)
     check_python_version()
+    with isolated():
+        return _export(mod, args, kwargs, dynamic_shapes)
+
+
+def _export(mod, args, kwargs, dynamic_shapes) -> ExportedProgram:
     helper, dynamic_shapes = dynamic_shapes, _from_helper(mod, args, kwargs, dynamic_shapes)
     refinements: dict = {}
     specializations: list[Specialization] = []
@@ -322,18 +328,22 @@ class _Export:
 
     def _lift_inputs(self, signature, dims):
         """Placeholders for the flattened user inputs, in the order of ``(args, kwargs)``."""
-        trackers = {}
+        # one placeholder per position, even when the example passes one tensor twice
+        # (export(m, (x, x))): the program is traced for separate inputs; module() refuses a
+        # call whose inputs share memory with one the program writes (ir.runtime)
+        bound = {}
         for top_name, value in _top_level_names(signature, self.args, self.kwargs):
-            for path, leaf in pytree.tree_flatten_with_path(value)[0]:
+            leaves, spec = pytree.tree_flatten_with_path(value)
+            trackers = {}
+            for path, leaf in leaves:
                 name = top_name + "".join(_path_suffix(k) for k in path)
                 trackers[id(leaf)] = self._user_input(name, leaf, dims.get(id(leaf)))
+                bound.setdefault(top_name, []).append(trackers[id(leaf)])
             self.top_dims[top_name] = _dims_of(value, trackers)
-
-        def to_tracker(leaf):
-            return trackers.get(id(leaf)) or ConstantVariable(leaf)
-
-        return (list(pytree.tree_map(to_tracker, self.args)),
-                {k: pytree.tree_map(to_tracker, v) for k, v in self.kwargs.items()})
+            bound[top_name] = pytree.tree_unflatten(bound.get(top_name, []), spec)
+        names = list(bound)
+        positional = [bound[n] for n in names[:len(self.args)]]
+        return positional, {k: bound[k] for k in names[len(self.args):]}
 
     def _user_input(self, name, leaf, dims):
         if not isinstance(leaf, torch.Tensor):
@@ -454,12 +464,35 @@ class _Export:
         graph_module = functionalize_subgraphs(self.builder.graph_module())
         signature = ExportGraphSignature(self._ordered_input_specs(), self._output_specs())
         graph_module, signature = functionalize(graph_module, signature)
+        self._refuse_written_overlapping_state(signature)
+        writes_inputs = any(s.kind == OutputKind.USER_INPUT_MUTATION
+                            for s in signature.mutation_specs)
+        graph_module.meta[LAYOUT_READ] = self.output.layout_read or (
+            writes_inputs and self.output.layout_aliasing)
         graph_module = dead_code_elimination(graph_module)
         _, in_spec = pytree.tree_flatten((self.args, self.kwargs))
         return ExportedProgram(graph_module, signature, self.state_dict, self.constants,
                                self._range_constraints(), in_spec, out_spec,
                                example_inputs=(self.args, self.kwargs),
                                specializations=self.specializations)
+
+    def _refuse_written_overlapping_state(self, signature) -> None:
+        """A buffer written in place that shares memory with another buffer or parameter (a
+        buffer registered as a view of another) would be read stale through the other name:
+        the program treats state tensors as separate. Refused (UB121)."""
+        state = {**self.state_dict, **self.constants}
+        for spec in signature.mutation_specs:
+            written = state.get(spec.target)
+            if not isinstance(written, torch.Tensor):
+                continue
+            for fqn, other in state.items():
+                if other is not written and isinstance(other, torch.Tensor) \
+                        and _shares_memory(written, other):
+                    raise UnsupportedError(
+                        f"forward() writes the buffer `{spec.target}` in place, and it shares "
+                        f"memory with `{fqn}` (one is a view of the other)", code="UB121",
+                        hint=f"Register `{fqn}` as its own tensor (e.g. a clone), or compute it "
+                             f"from `{spec.target}` inside forward().")
 
     def _lift_constant_specs(self) -> None:
         for name, tensor in self.recorder.constants.items():
@@ -505,6 +538,13 @@ def _check_outputs(leaves, frames) -> None:
                 hint=f"Register the class as a pytree node, e.g. "
                      f"torch.export.register_dataclass({kind.__name__}) for a dataclass or "
                      "torch.utils._pytree.register_pytree_node(...), or return a tuple/dict.")
+
+
+def _shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.device.type == "meta" or b.device.type == "meta":
+        return False
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr() \
+        and a.untyped_storage().nbytes() > 0
 
 
 def _signature(forward) -> inspect.Signature:
@@ -561,8 +601,36 @@ def _tracing(root, metas):
         stack.enter_context(torch.set_grad_enabled(torch.is_grad_enabled()))
         stack.enter_context(enable_python_dispatcher())
         if root is not None and metas:
-            stack.enter_context(_reparametrize_module(root, metas, strict=False))
+            stack.enter_context(_swapped_state(root, metas))
         yield
+
+
+@contextlib.contextmanager
+def _swapped_state(root, metas):
+    """Parameters and buffers of ``root`` replaced by their meta stand-ins (by FQN) for the
+    duration, and put back however the body ends. A module reachable by two paths (``self.tail
+    = self.seq[1:]``) is one owner: its original tensor is saved once, before either path
+    swaps it, so the user's model never keeps a meta tensor. PyTorch's own modules may cache
+    what they saw (``RNNBase._flat_weights`` is rebuilt when the weights look changed): every
+    module's attributes are put back as they were too."""
+    saved: dict = {}  # (id(owner), kind, name) -> (owner's dict, name, original tensor)
+    attributes = [(vars(m), dict(vars(m))) for m in root.modules()]
+    try:
+        for fqn, meta in metas.items():
+            owner_path, _, name = fqn.rpartition(".")
+            owner = root.get_submodule(owner_path) if owner_path else root
+            kind = "_parameters" if name in owner._parameters else "_buffers"
+            table = getattr(owner, kind)
+            saved.setdefault((id(owner), kind, name), (table, name, table[name]))
+            table[name] = meta
+        yield
+    finally:
+        for table, name, original in saved.values():
+            table[name] = original
+        for current, before in attributes:
+            for name in current.keys() - before.keys():
+                del current[name]
+            current.update((k, v) for k, v in before.items() if current.get(k) is not v)
 
 
 def find_graph_breaks(mod, args, kwargs=None, *, dynamic_shapes=None) -> list:
@@ -583,11 +651,12 @@ def find_graph_breaks(mod, args, kwargs=None, *, dynamic_shapes=None) -> list:
     """
     args, kwargs = _check_call(mod, args, kwargs)
     check_python_version()
-    try:
-        breaks = _Export(mod, args, kwargs, None, find_all=True).find_breaks()
-    except RefusalError as error:
-        breaks = [error]
-    return [_checked(error, mod, args, kwargs) for error in breaks]
+    with isolated():
+        try:
+            breaks = _Export(mod, args, kwargs, None, find_all=True).find_breaks()
+        except RefusalError as error:
+            breaks = [error]
+        return [_checked(error, mod, args, kwargs) for error in breaks]
 
 
 def _checked(error, mod, args, kwargs):

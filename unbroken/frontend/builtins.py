@@ -25,6 +25,7 @@ from .variables.containers import (DictVariable, IteratorVariable, ListVariable,
                                    NamedTupleVariable, SizeVariable, SliceVariable,
                                    TupleVariable, dict_key, sorted_trackers)
 from .variables.functions import bind_arguments
+from .variables.grad_mode import GRAD_MODE_CLASSES, GradModeVariable
 from .variables.native import NativeCallableVariable
 from .variables.nn_module import NNModuleVariable
 from .variables.objects import (ContextManagerVariable, GetterVariable, NewObjectVariable,
@@ -429,6 +430,8 @@ def _construct_native(tx, cls, args, kwargs):
     """PyTorch classes that are safe to construct natively from constants."""
     if not cls.__module__.startswith("torch"):
         return None
+    if cls in GRAD_MODE_CLASSES:  # never entered natively: the trace keeps its own mode
+        return GradModeVariable.construct(tx, cls, args, kwargs)
     values = [a.unwrap(tx) for a in args]
     named = {k: v.unwrap(tx) for k, v in kwargs.items()}
     instance = cls(*values, **named)

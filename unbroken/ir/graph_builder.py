@@ -266,6 +266,35 @@ class GraphBuilder:
         self.annotate(node, out)
         return node
 
+    # ----------------------------------------------------------------- grad mode
+    def record_grad_mode(self, enabled: bool, previous_value: bool) -> fx.Node:
+        """Record the start of a grad-mode region (``no_grad``, ``enable_grad``...):
+        ``previous = torch.is_grad_enabled()`` then ``torch._C._set_grad_enabled(enabled)``.
+        Returns the ``previous`` node, which :meth:`record_grad_mode_restore` sets back: at run
+        time the region ends in the caller's mode, not in the mode of the export.
+        ``previous_value`` is that mode during tracing (the node's ``val``)."""
+        previous = self.graph.call_function(torch.is_grad_enabled, ())
+        self.annotate(previous, previous_value)
+        self.annotate(self.graph.call_function(torch._C._set_grad_enabled, (enabled,)), None)
+        return previous
+
+    def record_grad_mode_restore(self, previous: fx.Node) -> None:
+        """End the region :meth:`record_grad_mode` started; a region that recorded no op
+        leaves nothing in the graph."""
+        setter = previous.next
+        if setter.next.op == "root" and not previous.users:
+            self.graph.erase_node(setter)
+            self.graph.erase_node(previous)
+            return
+        self.annotate(self.graph.call_function(torch._C._set_grad_enabled, (previous,)), None)
+
+    def record_grad_mode_call(self, target, args, val) -> fx.Node:
+        """Copy one grad-mode call (``torch.is_grad_enabled()`` / ``_set_grad_enabled(x)``)
+        into the graph; returns its node (which later copies take as their argument)."""
+        node = self.graph.call_function(target, tuple(args))
+        self.annotate(node, val)
+        return node
+
     def annotate(self, node: fx.Node, val) -> None:
         """``val`` and the current user location (stack, module path) on ``node``."""
         frames = tuple(self.frames_provider())

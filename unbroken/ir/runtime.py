@@ -246,6 +246,82 @@ def _check_tensor(user: _UserInput, value, binder: _SymbolBinder) -> None:
         _check_dim(want, int(got), f"{user.name}.shape[{index}]", binder)
 
 
+_LAYOUT_HINT = ("pass a tensor laid out like the example given to export() (e.g. "
+                "x.contiguous(), or .contiguous(memory_format=torch.channels_last)), or "
+                "re-export with an example of this layout.")
+
+
+#: ``graph_module.meta`` key: the program holds for the example's strides only (the trace read
+#: a layout fact, or it writes an input and called an op that aliases or copies by layout).
+LAYOUT_READ = "unbroken_layout_read"
+
+
+def _check_layout(user: _UserInput, value, known: dict) -> None:
+    """When the trace read layout facts (``x.stride()``, ``is_contiguous()``) or the program
+    writes its inputs after a ``reshape``/``flatten``/``contiguous`` (which copy or alias
+    depending on the layout), every input must have the example's strides, except along dims
+    of size 1, whose stride never changes an element's address."""
+    if value.numel() == 0:
+        return
+    for index, (want, got) in enumerate(zip(user.val.stride(), value.stride())):
+        if value.shape[index] == 1:
+            continue
+        expected = sympy.sympify(want.node.expr).xreplace(known) \
+            if isinstance(want, torch.SymInt) else want
+        if expected != got:
+            raise _mismatch(
+                f"Input {user.name} has strides {tuple(value.stride())}; the program was "
+                f"exported for the layout of the example input (stride[{index}] = {expected}, "
+                f"got {got}).", hint=_LAYOUT_HINT)
+
+
+def _blame_layout(users, leaves, error: RuntimeError) -> None:
+    """A kernel failed inside the graph: when an input's layout differs from the example's,
+    the trace's ``view`` decisions (a ``reshape`` that was a view on the example) are the
+    likely cause; say so, as an InputMismatchError naming the input."""
+    for user, value in zip(users, leaves):
+        if isinstance(value, torch.Tensor) and isinstance(user.val, torch.Tensor) and any(
+                size > 1 and not isinstance(want, torch.SymInt) and want != got
+                for size, want, got in zip(value.shape, user.val.stride(), value.stride())):
+            raise _mismatch(
+                f"Input {user.name} has strides {tuple(value.stride())}, unlike the example "
+                f"given to export(), and the program failed on it: {str(error).splitlines()[0]}",
+                hint=_LAYOUT_HINT) from error
+
+
+def _check_user_aliasing(runner, leaves) -> None:
+    """A program that writes a user input in place was traced with that input separate from
+    the others: called with an input sharing memory with the written one, eager would see the
+    write through the other name and the program would not."""
+    tensors = [(n, v) for n, v in zip(runner.user_names, leaves) if isinstance(v, torch.Tensor)]
+    written = {target for kind, target in runner.mutations
+               if kind == OutputKind.USER_INPUT_MUTATION}
+    for name, value in tensors:
+        if name not in written:
+            continue
+        for other, other_value in tensors:
+            if other != name and _overlap(value, other_value):
+                raise _mismatch(
+                    f"Inputs {name} and {other} share memory, and the program writes {name} in "
+                    "place: eager would see the write through both.",
+                    hint=f"pass separate tensors (e.g. {other}.clone()).")
+
+
+def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.device != b.device or a.numel() == 0 or b.numel() == 0:
+        return False
+    start_a, end_a = _extent(a)
+    start_b, end_b = _extent(b)
+    return start_a < end_b and start_b < end_a
+
+
+def _extent(t: torch.Tensor) -> tuple[int, int]:
+    """[first byte, last byte + 1) that ``t`` may touch."""
+    start = t.data_ptr()
+    last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+    return start, start + (last + 1) * t.element_size()
+
+
 def _shape_text(shape) -> str:
     return "[" + ", ".join(str(d) for d in shape) + "]"
 
@@ -316,10 +392,11 @@ class InputChecker:
                        no ``dynamic_shapes`` spec can state) are checked before the graph runs.
     """
 
-    def __init__(self, users, range_constraints, assertions=()):
+    def __init__(self, users, range_constraints, assertions=(), strict_layout: bool = False):
         self.users = tuple(users)
         self.range_constraints = range_constraints
         self.assertions = tuple(assertions)
+        self.strict_layout = strict_layout
 
     def check(self, leaves) -> None:
         """Raise InputMismatchError naming the first input that does not fit."""
@@ -329,6 +406,11 @@ class InputChecker:
         binder.finish()
         for assertion in self.assertions:
             _check_assertion(assertion, binder)
+        if self.strict_layout:
+            known = {s: v for s, (v, _) in binder.bindings.items()}
+            for user, value in zip(self.users, leaves):
+                if isinstance(user.val, torch.Tensor):
+                    _check_layout(user, value, known)
 
     def _check_one(self, user: _UserInput, value, binder: _SymbolBinder) -> None:
         if isinstance(user.val, torch.Tensor):
@@ -411,10 +493,12 @@ class _Runner:
         self.graph_module = program.graph_module
         self.state_fqns = [s.target for s in sig.input_specs if s.kind != InputKind.USER_INPUT]
         self.user_names = [u.name for u in users]
-        self.checker = InputChecker(users, program.range_constraints,
-                                    size_assertions(program.graph))
         self.in_spec, self.out_spec = program.in_spec, program.out_spec
         self.mutations = [(s.kind, s.target) for s in sig.mutation_specs]
+        strict = program.graph_module.meta.get(LAYOUT_READ, False)
+        self.checker = InputChecker(users, program.range_constraints,
+                                    size_assertions(program.graph), strict_layout=strict)
+        self.users = users
 
 
 class ExportedModule(torch.nn.Module):
@@ -456,8 +540,16 @@ class ExportedModule(torch.nn.Module):
         runner = self._runner
         leaves = flatten_user_inputs(runner.in_spec, runner.user_names, args, kwargs)
         runner.checker.check(leaves)
+        _check_user_aliasing(runner, leaves)
         state = [self._lookup(fqn) for fqn in runner.state_fqns]
-        results = runner.graph_module(*state, *leaves)
+        # the graph sets grad mode in its no_grad regions: the caller's comes back however
+        # the graph ends
+        with torch.set_grad_enabled(torch.is_grad_enabled()):
+            try:
+                results = runner.graph_module(*state, *leaves)
+            except RuntimeError as error:
+                _blame_layout(runner.users, leaves, error)
+                raise
         self._write_back(results, leaves)
         return self._unflatten(list(results[len(runner.mutations):]))
 

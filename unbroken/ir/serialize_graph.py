@@ -43,6 +43,9 @@ _ENUMS = {
 _DEVICE_TYPES = ("cpu", "meta", "cuda", "mps", "xpu")
 
 
+# C builtins without an inspectable signature: how many positional arguments each takes.
+_GRAD_MODE_ARITY = {torch.is_grad_enabled: 0, torch._C._set_grad_enabled: 1}
+
 class GraphReader:
     """Reads the graphs of one document (v1 or v2 encoding).
 
@@ -168,6 +171,10 @@ class GraphReader:
                                for a in args[:2] if target.name() == "while_loop"):
                 raise f.fail(where, f"{target.name()} takes four arguments, its branches or "
                                     f"loop functions as subgraphs")
+        elif target in _GRAD_MODE_ARITY:
+            if len(args) != _GRAD_MODE_ARITY[target] or kwargs:
+                raise f.fail(where, f"{target.__name__} takes "
+                                    f"{_GRAD_MODE_ARITY[target]} argument(s)")
         elif op == "call_function":
             try:
                 inspect.signature(target).bind(*args)

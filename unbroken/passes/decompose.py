@@ -31,6 +31,7 @@ from ..ir.data_dependent import DATA_DEPENDENT_SIZES, SCALAR_OPS
 from ..ir.program import ExportedProgram, register_decomposer
 from ..ir.recorder import Recorder
 from ..ir.signature import ExportGraphSignature, OutputSpec
+from ..ir.verifier import GRAD_MODE_BUILTINS
 from ..symbolic.diagnostics import UnsupportedError
 from .dce import dead_code_elimination
 from .functionalize import functionalize
@@ -102,6 +103,8 @@ def _rerecord(recorder, node, values, table, keep_others):
     args = pytree.tree_map(lambda v: _value(v, values), node.args)
     kwargs = pytree.tree_map(lambda v: _value(v, values), node.kwargs)
     target = node.target
+    if target in GRAD_MODE_BUILTINS:  # copied, never run: they would set this process's mode
+        return recorder.builder.record_grad_mode_call(target, args, node.meta.get("val"))
     if not isinstance(target, OpOverload):
         return target(*args, **kwargs)  # getitem on recorded outputs, size arithmetic
     if target in SCALAR_OPS or target in DATA_DEPENDENT_SIZES:

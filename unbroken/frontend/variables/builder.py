@@ -25,6 +25,7 @@ from .containers import (DictVariable, ListVariable, NamedTupleVariable, SizeVar
                          SliceVariable, TupleVariable, tuple_fields)
 from .functions import (IgnoredCallVariable, SignatureVariable, TorchFunctionVariable,
                         TupleNewVariable, UserFunctionVariable, is_torch_callable)
+from .grad_mode import GRAD_MODE_CLASSES, GradModeVariable
 from .native import PureCallableVariable
 from .nn_module import NNModuleVariable
 from .objects import (ContextManagerVariable, ObjectSetattrVariable, ObjectVariable,
@@ -59,10 +60,15 @@ def wrap(tx, value, source=None) -> VariableTracker:
             return BuiltinVariable(value, source)
         if value is inspect.signature:
             return SignatureVariable(value, source)
+    owner = value.__self__ if isinstance(value, types.MethodType) else None
+    if isinstance(owner, GRAD_MODE_CLASSES):  # `self.clone` kept by @torch.inference_mode()
+        return GradModeVariable.from_instance(owner).getattr(tx, value.__name__)
     for check, builder in _BUILDERS:
         if check(value):
             return builder(tx, value, source)
-    if ContextManagerVariable.supports(value):  # e.g. no_grad().clone() in @torch.no_grad()
+    if isinstance(value, GRAD_MODE_CLASSES):  # e.g. no_grad().clone() in @torch.no_grad()
+        return GradModeVariable.from_instance(value, source)
+    if ContextManagerVariable.supports(value):
         return ContextManagerVariable(value, source)
     return ObjectVariable(value, source)
 

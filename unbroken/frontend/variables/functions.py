@@ -24,14 +24,18 @@ __all__ = ["UserFunctionVariable", "NestedFunctionVariable", "TorchFunctionVaria
 
 
 class CellVariable(VariableTracker):
-    """A closure cell. ``contents``: the tracker it holds (None while unbound)."""
+    """A closure cell. ``contents``: the tracker it holds (None while unbound);
+    ``external``: the cell of a function defined outside the trace, which a ``nonlocal``
+    assignment would change for good (refused, UB107)."""
 
-    __slots__ = ("contents", "created")
+    __slots__ = ("contents", "created", "external")
 
-    def __init__(self, contents: VariableTracker | None = None, source=None):
+    def __init__(self, contents: VariableTracker | None = None, source=None, *,
+                 external: bool = False):
         super().__init__(source)
         self.contents = contents
         self.created = next(CREATION_ORDER)
+        self.external = external
 
     def describe(self) -> str:
         return "a variable of an enclosing function"
@@ -56,7 +60,7 @@ class UserFunctionVariable(VariableTracker):
         return f"the function `{self.fn.__qualname__}`"
 
     def call(self, tx, args, kwargs) -> VariableTracker:
-        cells = [CellVariable(_cell_contents(tx, cell, name), None)
+        cells = [CellVariable(_cell_contents(tx, cell, name), None, external=True)
                  for name, cell in zip(self.fn.__code__.co_freevars, self.fn.__closure__ or ())]
         bound = bind_arguments(tx, self.fn, args, kwargs, lambda v: tx.wrap(v, DEFAULT_SOURCE))
         return tx.inline_call(self.fn.__code__, self.fn.__globals__, bound, cells,

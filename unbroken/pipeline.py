@@ -357,7 +357,8 @@ class _Export:
         for index, size in enumerate(meta.shape):
             if isinstance(size, torch.SymInt):
                 self.builder.bind_symbol(size.node.expr, node, index)  # s, or a*s + b
-        self.output.mark_state(meta, parameter=False, requires_grad=leaf.requires_grad)
+        self.output.mark_state(meta, parameter=False, requires_grad=leaf.requires_grad,
+                               example=leaf)
         self.input_specs.append(InputSpec(InputKind.USER_INPUT, TensorArgument(node.name), None))
         return TensorVariable(meta, LocalSource(name), requires_grad=leaf.requires_grad)
 

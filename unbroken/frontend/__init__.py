@@ -22,7 +22,8 @@ value model           ``variables.base`` (``VariableTracker`` and ``Interpreter`
 object protocol       ``protocol``: attribute lookup and method binding, special-method
                       calls, subscript, iteration, calls: one implementation for all
 trackers              ``variables.tensor`` < ``grad_mode`` < ``containers`` <
-                      ``torch_calls`` < ``functions`` < ``objects`` < ``nn_module``
+                      ``torch_calls`` < ``functions`` < ``objects`` < ``autograd_function``
+                      < ``nn_module``
 builtins              ``builtins``: builtin functions, classes and constructors
 builder               ``variables.builder``: ``wrap``, the tracker for any Python value
 opcodes               ``opcodes.registry`` and the handler families
@@ -45,7 +46,8 @@ LAYERS = (
     ("value model", ("variables", "variables.base", "variables.native", "variables.constant")),
     ("object protocol", ("protocol",)),
     ("trackers", ("variables.tensor", "variables.grad_mode", "variables.containers",
-                  "variables.torch_calls", "variables.functions", "variables.objects", "variables.nn_module")),
+                  "variables.torch_calls", "variables.functions", "variables.objects",
+                  "variables.autograd_function", "variables.nn_module")),
     ("builtins", ("builtins",)),
     ("builder", ("variables.builder",)),
     ("opcodes", ("opcodes.registry", "opcodes.arithmetic", "opcodes.calls",

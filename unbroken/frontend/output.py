@@ -7,6 +7,7 @@ objects to their qualified names, and the leaf-call machinery.
 from __future__ import annotations
 
 import contextlib
+import operator
 import os
 import types
 from dataclasses import dataclass
@@ -21,7 +22,8 @@ from .graph_breaks import GraphBreakError, TracedException, graph_break
 from .overlay import Overlay
 from .variables.base import CREATION_ORDER
 from .variables.builder import wrap
-from .variables.containers import IteratorVariable
+from .variables.containers import IteratorVariable, index_lists_as_tensors
+from .variables.tensor import TensorVariable
 
 __all__ = ["TraceContext", "GradRegion"]
 
@@ -82,6 +84,11 @@ def _raised_inside_unbroken(exc: BaseException) -> bool:
     return tb is not None and tb.tb_frame.f_code.co_filename.startswith(_UNBROKEN_DIR)
 
 
+# Tensor indexing, whose list indexes become index tensors (see index_lists_as_tensors).
+_INDEXING = (operator.getitem, operator.setitem, torch.Tensor.__getitem__,
+             torch.Tensor.__setitem__)
+
+
 class TraceContext:
     """State of one trace.
 
@@ -120,6 +127,7 @@ class TraceContext:
         self._paths = {}
         self._parameters: set[int] = set()
         self._requires_grad: dict[int, bool] = {}
+        self._examples: dict[int, torch.Tensor] = {}
         # the trace's own grad mode (the process's is never changed by forward())
         self.grad_enabled = self.initial_grad_enabled = torch.is_grad_enabled()
         self.inference_mode = False
@@ -132,17 +140,32 @@ class TraceContext:
                 self._paths.setdefault(id(module), name)
 
     # ----------------------------------------------------------------- bookkeeping
-    def mark_state(self, meta: torch.Tensor, *, parameter: bool, requires_grad: bool) -> None:
-        """Remember what the eager tensor behind ``meta`` was (a Parameter? requires grad?)."""
+    def mark_state(self, meta: torch.Tensor, *, parameter: bool, requires_grad: bool,
+                   example: torch.Tensor | None = None) -> None:
+        """Remember what the eager tensor behind ``meta`` was (a Parameter? requires grad? the
+        example input itself, for the functions marked ``assume_constant_result``)."""
         if parameter:
             self._parameters.add(id(meta))
         self._requires_grad[id(meta)] = requires_grad
+        if example is not None:
+            self._examples[id(meta)] = example
+
+    def example_value(self, meta):
+        """The real tensor behind ``meta``: an example input, or any value in "find them all"
+        mode; None for values computed in forward()."""
+        return self._examples.get(id(meta)) if self.real_value(meta) is None else \
+            self.real_value(meta)
 
     def is_parameter(self, meta) -> bool:
         return id(meta) in self._parameters
 
     def requires_grad(self, meta) -> bool:
         return self._requires_grad.get(id(meta), False)
+
+    def any_requires_grad(self) -> bool:
+        """True when a parameter, buffer or input of the export requires grad (so a gradient
+        may reach values computed from them while grad mode is on)."""
+        return any(self._requires_grad.values())
 
     def module_path(self, module, source) -> str:
         if id(module) in self._paths:
@@ -261,6 +284,8 @@ class TraceContext:
     # ----------------------------------------------------------------- leaf calls
     def call_leaf(self, tx, fn, args, kwargs):
         """Call ``fn`` natively on the unwrapped arguments while the recorder records."""
+        if fn in _INDEXING and len(args) > 1 and isinstance(args[0], TensorVariable):
+            args = [args[0], index_lists_as_tensors(tx, args[1]), *args[2:]]
         values = [a.unwrap(tx) for a in args]
         named = {k: v.unwrap(tx) for k, v in kwargs.items()}
         generated = False

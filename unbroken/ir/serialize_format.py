@@ -129,7 +129,10 @@ DTYPES = {str(d): d for d in vars(torch).values() if isinstance(d, torch.dtype)}
 # -- call targets ---------------------------------------------------------------------------------
 #: Higher-order ops unbroken records (``torch.cond``, ``torch.while_loop``).
 HIGHER_ORDER_OPS = {"cond": torch.ops.higher_order.cond,
-                    "while_loop": torch.ops.higher_order.while_loop}
+                    "while_loop": torch.ops.higher_order.while_loop,
+                    # a custom autograd.Function exported under grad mode (forward, backward)
+                    "autograd_function_apply":
+                        torch.ops.higher_order.autograd_function_apply}
 #: ``module.name`` -> function, for the Python callables a graph may call.
 BUILTINS = {f"{f.__module__}.{f.__name__}": f
             for f in (*ALLOWED_BUILTINS, *GRAD_MODE_BUILTINS, operator.getitem)}

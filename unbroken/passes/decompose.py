@@ -39,11 +39,19 @@ from .functionalize import functionalize
 __all__ = ["decompose"]
 
 
+# How the user wrote the higher-order ops whose subgraphs block decomposition.
+_SUBGRAPH_OPS = {"cond": "torch.cond", "while_loop": "torch.while_loop",
+                 "autograd_function_apply": "a custom autograd.Function (under grad mode)"}
+
+
 def decompose(program: ExportedProgram, decomp_table=None) -> ExportedProgram:
     """The program with its ops lowered through ``decomp_table`` (see the module docstring)."""
-    if any(node.op == "get_attr" for node in program.graph.nodes):
-        raise UnsupportedError("run_decompositions() on a program with torch.cond is not "
-                               "supported yet", code="UB117",
+    operators = sorted({_SUBGRAPH_OPS.get(user.target.__name__, user.target.__name__)
+                        for node in program.graph.nodes if node.op == "get_attr"
+                        for user in node.users})
+    if operators:
+        raise UnsupportedError(f"run_decompositions() on a program with "
+                               f"{' and '.join(operators)} is not supported yet", code="UB117",
                                hint="Decompose before adding control flow, or keep the program "
                                     "as exported.")
     table, keep_others = _table(decomp_table)

@@ -17,7 +17,7 @@ from ..sources import AttrSource, ModuleSource
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .containers import DictVariable, TupleVariable
-from .functions import TorchFunctionVariable, UserFunctionVariable
+from .functions import TorchFunctionVariable, UserFunctionVariable, is_pytorch_module_name
 
 __all__ = ["NNModuleVariable", "is_leaf_module"]
 
@@ -33,7 +33,7 @@ _GLOBAL_HOOKS = ("_global_forward_pre_hooks", "_global_forward_hooks",
 
 
 def _is_torch_class(cls) -> bool:
-    return cls.__module__.startswith("torch.")
+    return is_pytorch_module_name(cls.__module__)
 
 
 def is_leaf_module(module: nn.Module) -> bool:

@@ -8,8 +8,20 @@ transformers' export integration builds it, with the cache classes registered wi
 """
 from __future__ import annotations
 
-from corpus_cases import (HIDDEN, VOCAB, Case, Inputs, audio, bert_like, hf, llama_like, pixels,
-                          seq2seq, text, with_)
+from corpus_cases import (
+    HIDDEN,
+    VOCAB,
+    Case,
+    Inputs,
+    audio,
+    bert_like,
+    hf,
+    llama_like,
+    pixels,
+    seq2seq,
+    text,
+    with_,
+)
 
 _TT = with_(text, token_types=True)
 _NO_MASK = with_(text, mask=False)
@@ -134,7 +146,6 @@ COMMON = [
 def whisper(batch: int, seq: int) -> Inputs:
     """Log-mel features (8 bins, 32 frames: ``2 * max_source_positions``) and decoder ids."""
     import torch
-
     from corpus_cases import _gen
 
     g = _gen(batch, seq)
@@ -148,7 +159,6 @@ def llava(batch: int, seq: int) -> Inputs:
     """A prompt of ``seq`` text tokens after 16 image tokens (one 32x32 image of 8x8 patches),
     and the image: batch and text length dynamic, the image only in batch."""
     import torch
-
     from corpus_cases import _gen, padding_mask
 
     g = _gen(batch, seq)

@@ -18,8 +18,13 @@ from torch.testing import assert_close
 from torch.utils import _pytree as pytree
 
 import unbroken
-from unbroken import (ExportUsageError, GraphBreakError, InputMismatchError, RefusalError,
-                      UnbrokenError)
+from unbroken import (
+    ExportUsageError,
+    GraphBreakError,
+    InputMismatchError,
+    RefusalError,
+    UnbrokenError,
+)
 
 torch.manual_seed(0)
 
@@ -257,7 +262,7 @@ class Tied(nn.Module):
 
 def test_tied_weights():
     m = Tied()
-    ep = check(m, (torch.randn(2, 4),))
+    check(m, (torch.randn(2, 4),))
     # updating the shared weight through one name is seen through the other
     with torch.no_grad():
         m.a.weight.mul_(2)
@@ -458,7 +463,7 @@ class DictViews(nn.Module):
         self.md = nn.ModuleDict({"a": nn.Linear(4, 4), "b": nn.Sigmoid()})
 
     def forward(self, x):
-        for k, v in self.md.items():
+        for _k, v in self.md.items():
             x = v(x)
         for v in self.md.values():
             x = v(x)
@@ -817,9 +822,10 @@ def test_module_wrong_type(two_ep):
 
 
 def test_module_wrong_pytree_structure():
-    ep = unbroken.export(PytreeIO(), (((torch.randn(2), torch.randn(2)), [torch.randn(2), (torch.randn(2),)],
-                                       {"u": torch.randn(2), "v": {"w": torch.randn(2)}},
-                                       Pair(torch.randn(2), torch.randn(2))),))
+    example = ((torch.randn(2), torch.randn(2)), [torch.randn(2), (torch.randn(2),)],
+               {"u": torch.randn(2), "v": {"w": torch.randn(2)}},
+               Pair(torch.randn(2), torch.randn(2)))
+    ep = unbroken.export(PytreeIO(), (example,))
     with pytest.raises(InputMismatchError):
         ep.module()(((torch.randn(2), torch.randn(2)), [torch.randn(2), (torch.randn(2),)],
                      {"u": torch.randn(2), "zz": {"w": torch.randn(2)}},

@@ -25,6 +25,7 @@ from torch._dispatch.python import enable_python_dispatcher
 from torch.export.dynamic_shapes import AdditionalInputs, ShapesCollection
 from torch.utils import _pytree as pytree
 
+from .fix_rendering import TensorDims, constraint_error, render_fix
 from .frontend.graph_breaks import TracedException
 from .frontend.output import TraceContext
 from .frontend.sources import LocalSource
@@ -37,20 +38,33 @@ from .ir.program import ExportedProgram
 from .ir.recorder import Recorder, meta_like
 from .ir.runtime import LAYOUT_READ
 from .ir.shadow import Shadow
-from .ir.signature import (ConstantArgument, ExportGraphSignature, InputKind, InputSpec,
-                           OutputKind, OutputSpec, SymIntArgument, TensorArgument)
+from .ir.signature import (
+    ConstantArgument,
+    ExportGraphSignature,
+    InputKind,
+    InputSpec,
+    OutputKind,
+    OutputSpec,
+    SymIntArgument,
+    TensorArgument,
+)
 from .passes import decompose as _decompose  # noqa: F401  (installs run_decompositions)
 from .passes.dce import dead_code_elimination
 from .passes.functionalize import functionalize
 from .passes.subgraphs import functionalize_subgraphs
-from .fix_rendering import TensorDims, constraint_error, render_fix
+from .process_state import isolated
 from .size_one import admit_size_one
 from .symbolic import guard_log
 from .symbolic.auto import Adoption, Specialization, SpecializationWarning, plan_adoption
-from .symbolic.diagnostics import (ConstraintViolationError, ExportUsageError,
-                                   InputMismatchError, InternalError, RefusalError,
-                                   UnbrokenError, UnsupportedError)
-from .process_state import isolated
+from .symbolic.diagnostics import (
+    ConstraintViolationError,
+    ExportUsageError,
+    InputMismatchError,
+    InternalError,
+    RefusalError,
+    UnbrokenError,
+    UnsupportedError,
+)
 from .symbolic.env import ShapeEnvironment
 from .symbolic.fixes import suggest_fix
 from .symbolic.solver import Solver, Violation, check_guards
@@ -187,7 +201,7 @@ def _verify_additional_inputs(ep, helper: AdditionalInputs) -> None:
                 from None
 
 
-def _admit_size_one(exporter: "_Export", ep: ExportedProgram) -> ExportedProgram:
+def _admit_size_one(exporter: _Export, ep: ExportedProgram) -> ExportedProgram:
     """Dims declared ``min=1`` get ``[1, ...]`` when a trace at size 1 gives the same program
     (see ``unbroken.size_one``)."""
     if not exporter.env.admits_one:
@@ -575,7 +589,8 @@ def _bind(signature, forward, args, kwargs) -> dict:
         names = ", ".join(signature.parameters)
         raise ExportUsageError(
             f"the example inputs do not match forward({names}): {exc}",
-            hint=f"Pass one example value per parameter of {getattr(forward, '__qualname__', 'forward')}.") from None
+            hint="Pass one example value per parameter of "
+                 f"{getattr(forward, '__qualname__', 'forward')}.") from None
     return dict(bound.arguments)
 
 

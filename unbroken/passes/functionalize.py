@@ -21,10 +21,11 @@ Output invariants:
 - output specs name the (possibly renamed) output nodes.
 
 Refused with :class:`UnsupportedError` at the user's line (the graph is left untouched): writes
-to a view or to a tensor that has a view still used afterwards, writes to lifted constants, ``out=`` variants, ops that write arguments other than ``self`` or several
-arguments, in-place ops that change storage (``resize_``, ``set_``), in-place metadata changes
-(``t_``, ``unsqueeze_``, ``as_strided_`` ...) of an input of forward(), and in-place ops without
-a functional variant. Metadata changes of other tensors become their view op (``as_strided``,
+to a view or to a tensor that has a view still used afterwards, writes to lifted constants,
+``out=`` variants, ops that write arguments other than ``self`` or several arguments, in-place
+ops that change storage (``resize_``, ``set_``), in-place metadata changes (``t_``,
+``unsqueeze_``, ``as_strided_`` ...) of an input of forward(), and in-place ops without a
+functional variant. Metadata changes of other tensors become their view op (``as_strided``,
 ``unsqueeze``...), as PyTorch's own kernels make them (``adaptive_avg_pool1d`` restrides its
 result with ``as_strided_``).
 """

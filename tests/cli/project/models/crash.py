@@ -2,6 +2,7 @@ import os
 
 import torch
 import torch.utils._pytree as pytree
+
 import unbroken
 
 

@@ -2,6 +2,7 @@ import sys
 
 import torch
 import torch.utils._pytree as pytree
+
 import unbroken
 
 

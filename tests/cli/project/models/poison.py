@@ -1,6 +1,7 @@
 import torch
-import unbroken
 from torch.overrides import TorchFunctionMode
+
+import unbroken
 
 
 def double(x):

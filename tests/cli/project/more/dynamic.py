@@ -1,6 +1,7 @@
 import torch
-import unbroken
 from torch.export import Dim
+
+import unbroken
 
 
 class Pairs(torch.nn.Module):

@@ -13,7 +13,6 @@ An uncaught exception of the traced program is checked against eager (``uncaught
 """
 from __future__ import annotations
 
-import collections
 import contextlib
 import inspect
 import warnings
@@ -25,7 +24,7 @@ from torch._dispatch.python import enable_python_dispatcher
 from torch.export.dynamic_shapes import AdditionalInputs, ShapesCollection
 from torch.utils import _pytree as pytree
 
-from .fix_rendering import TensorDims, constraint_error, render_fix
+from .fix_rendering import constraint_error, render_fix
 from .frontend.graph_breaks import TracedException
 from .frontend.output import TraceContext
 from .frontend.sources import LocalSource
@@ -33,6 +32,13 @@ from .frontend.tracer import trace_call
 from .frontend.translator import check_python_version
 from .frontend.variables.constant import ConstantVariable
 from .frontend.variables.tensor import TensorVariable
+from .input_trees import (
+    dims_of,
+    flatten_with_paths,
+    leaf_entries,
+    materialize,
+    unflatten_inputs,
+)
 from .ir.composites import preserving
 from .ir.program import ExportedProgram
 from .ir.recorder import Recorder, meta_like
@@ -287,6 +293,8 @@ class _Export:
         self._lift_state()
         arg_trackers, kwarg_trackers = self._lift_inputs(signature, dims)
         with _tracing(self.root, self.metas), preserving(self.recorder):
+            arg_trackers, kwarg_trackers = materialize(self.output, (arg_trackers,
+                                                                     kwarg_trackers))
             result, tx = trace_call(self.output, self.mod, arg_trackers, kwarg_trackers)
             outputs = result.unwrap(tx)
         return pytree.tree_flatten(outputs)
@@ -301,7 +309,7 @@ class _Export:
         dims = {}
         for name, value in combined.items():
             leaves, spec = pytree.tree_flatten(value)
-            for leaf, entry in zip(leaves, spec.flatten_up_to(resolved[name])):
+            for leaf, entry in zip(leaves, leaf_entries(spec, resolved[name]), strict=True):
                 if isinstance(leaf, torch.Tensor):
                     dims[id(leaf)] = entry
         return dims
@@ -348,14 +356,16 @@ class _Export:
         # call whose inputs share memory with one the program writes (ir.runtime)
         bound = {}
         for top_name, value in _top_level_names(signature, self.args, self.kwargs):
-            leaves, spec = pytree.tree_flatten_with_path(value)
+            leaves, spec = flatten_with_paths(value)
             trackers = {}
             for path, leaf in leaves:
                 name = top_name + "".join(_path_suffix(k) for k in path)
                 trackers[id(leaf)] = self._user_input(name, leaf, dims.get(id(leaf)))
                 bound.setdefault(top_name, []).append(trackers[id(leaf)])
-            self.top_dims[top_name] = _dims_of(value, trackers)
-            bound[top_name] = pytree.tree_unflatten(bound.get(top_name, []), spec)
+            self.top_dims[top_name] = dims_of(value, spec, [
+                trackers[id(leaf)] if isinstance(leaf, torch.Tensor) else None
+                for _, leaf in leaves])
+            bound[top_name] = unflatten_inputs(bound.get(top_name, []), spec)
         names = list(bound)
         positional = [bound[n] for n in names[:len(self.args)]]
         return positional, {k: bound[k] for k in names[len(self.args):]}
@@ -540,7 +550,6 @@ class _Export:
 
 
 _OUTPUT_CONSTANTS = (int, float, bool, str, type(None), torch.dtype, torch.device)
-_PLAIN_CONTAINERS = (tuple, list, dict, collections.deque)  # namedtuples, OrderedDict included
 
 
 def _check_outputs(leaves, frames) -> None:
@@ -738,31 +747,3 @@ def _upper(value_range):
     except (TypeError, ValueError, OverflowError):
         return None
     return number if number < 2 ** 62 else None
-
-
-def _dims_of(value, trackers):
-    """The dims of an argument for rendering fixes: a tuple for a tensor, the container with a
-    ``TensorDims`` per tensor, or None when it holds no tensor."""
-    if isinstance(value, torch.Tensor):
-        return _tensor_dims(trackers[id(value)])
-    if not any(isinstance(v, torch.Tensor) for v in pytree.tree_leaves(value)):
-        return None
-    return _dims_tree(value, trackers)
-
-
-def _dims_tree(value, trackers):
-    """``value`` with a ``TensorDims`` per tensor and None for other leaves. A class registered
-    with pytree (a ``transformers`` cache) becomes the list of its children, as
-    ``dynamic_shapes`` states it; it is never rebuilt (its constructor may read its tensors)."""
-    if isinstance(value, torch.Tensor):
-        return TensorDims(_tensor_dims(trackers[id(value)]))
-    children, spec = pytree.tree_flatten(value, is_leaf=lambda child: child is not value)
-    if spec.is_leaf():
-        return None
-    dims = [_dims_tree(child, trackers) for child in children]
-    return spec.unflatten(dims) if issubclass(spec.type, _PLAIN_CONTAINERS) else dims
-
-
-def _tensor_dims(tracker) -> tuple:
-    return tuple(s.node.expr if isinstance(s, torch.SymInt) else int(s)
-                 for s in tracker.meta.shape)

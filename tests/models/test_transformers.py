@@ -83,3 +83,29 @@ def test_fixed_case_is_bit_exact_and_leaves_the_model(name):
         got = ep.module()(*example.args, **example.kwargs)
         want = model(*example.args, **example.kwargs)  # eager's first call, from the same state
     assert_bit_exact(got, want)
+
+
+@pytest.mark.slow
+def test_llama_decode_step_with_a_cache_input():
+    """A DynamicCache input (past_key_values) is rebuilt inside the trace by transformers' own
+    unflatten function; the step's program equals eager and leaves the caller's cache as is."""
+    import copy
+
+    from transformers.exporters.exporter_dynamo import register_cache_pytrees_for_model
+
+    case = CASES["llama_kv_cache"]
+    torch.manual_seed(0)
+    model = case.build()
+    register_cache_pytrees_for_model(model)
+    prompt = case.inputs(BATCH, SEQ).kwargs
+    with torch.no_grad():
+        cache = model(**prompt).past_key_values
+    step = {"input_ids": torch.randint(0, 100, (BATCH, 1)), "past_key_values": cache,
+            "attention_mask": torch.ones(BATCH, SEQ + 1, dtype=torch.long)}
+    keys = [layer.keys.clone() for layer in cache.layers]
+    ep = unbroken.export(model, (), step)
+    assert all(torch.equal(layer.keys, k) for layer, k in zip(cache.layers, keys, strict=True))
+    with torch.no_grad():
+        got = ep.module()(**copy.deepcopy(step))
+        want = model(**copy.deepcopy(step))
+    assert_bit_exact(got, want)

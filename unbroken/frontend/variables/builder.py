@@ -8,6 +8,7 @@ import collections
 import collections.abc
 import enum
 import functools
+import importlib
 import importlib.metadata
 import importlib.util
 import inspect
@@ -45,11 +46,12 @@ from .functions import (
     is_torch_callable,
 )
 from .grad_mode import GRAD_MODE_CLASSES, GradModeVariable
-from .native import PureCallableVariable
+from .native import ImportModuleVariable, PureCallableVariable
 from .nn_module import NNModuleVariable
 from .numpy_values import NumpyCallVariable, freeze, is_numpy_callable, is_numpy_value
 from .objects import (
     ContextManagerVariable,
+    ObjectNewVariable,
     ObjectSetattrVariable,
     ObjectVariable,
     PartialVariable,
@@ -87,6 +89,8 @@ def wrap(tx, value, source=None) -> VariableTracker:
             return BuiltinVariable(value, source)
         if value is inspect.signature:
             return SignatureVariable(value, source)
+        if value is importlib.import_module:
+            return ImportModuleVariable(value, source)
     owner = value.__self__ if isinstance(value, types.MethodType) else None
     if isinstance(owner, GRAD_MODE_CLASSES):  # `self.clone` kept by @torch.inference_mode()
         return GradModeVariable.from_instance(owner).getattr(tx, value.__name__)
@@ -191,6 +195,8 @@ def _wrap_function(tx, value, source):
 
 
 def _wrap_builtin(tx, value, source):
+    if value is object.__new__:
+        return ObjectNewVariable(value, source)
     module = getattr(value, "__module__", None) or ""
     if module == "builtins":
         return BuiltinVariable(value, source)

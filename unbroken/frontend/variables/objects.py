@@ -33,7 +33,7 @@ from .native import PureCallableVariable
 
 __all__ = ["GetterVariable", "ObjectVariable", "NewObjectVariable", "construct_user_object",
            "PythonModuleVariable", "PartialVariable", "ContextManagerVariable", "SuperVariable",
-           "ObjectSetattrVariable"]
+           "ObjectNewVariable", "ObjectSetattrVariable"]
 
 
 
@@ -167,8 +167,10 @@ class NewObjectVariable(_UserProtocols, VariableTracker):
         if name in self.attributes and (not is_data_descriptor(static) or
                                         isinstance(static, types.MemberDescriptorType)):
             return self.attributes[name]
-        if name == "__dict__":
-            return DictVariable(self.attributes)
+        if name == "__dict__":  # a live view: `obj.__dict__[k] = v` sets the attribute
+            view = DictVariable({})
+            view.entries = self.attributes
+            return view
         native = self.native_method(name, static)
         if native is not None:
             return native
@@ -268,6 +270,22 @@ class ObjectSetattrVariable(PureCallableVariable):
             args[0].attributes[args[1].as_constant()] = args[2]
             return ConstantVariable(None)
         return super().call(tx, args, kwargs)
+
+
+class ObjectNewVariable(PureCallableVariable):
+    """``object.__new__`` itself: ``cls.__new__(cls)`` of a plain user class makes an empty
+    instance created in the trace (no ``__init__``: the caller fills its ``__dict__``, as
+    unpicklers and pytree unflatten functions do)."""
+
+    __slots__ = ()
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        cls = args[0].as_constant() if len(args) == 1 and not kwargs else None
+        if not isinstance(cls, type) or type(cls) not in (type, abc.ABCMeta) or \
+                cls.__new__ is not object.__new__ or cls.__module__.startswith("torch"):
+            raise graph_break("UB108", f"`object.__new__` of {args[0].describe() if args else '?'}"
+                              " (only a plain Python class)", frames=tx.user_frames())
+        return NewObjectVariable(cls.__new__(cls))
 
 
 class PythonModuleVariable(ConstantVariable):

@@ -125,6 +125,42 @@ def test_replacing_a_submodule_is_refused_and_a_bad_buffer_value_raises_as_eager
     assert info.value.code == "UB104" and "fails too" in str(info.value)
 
 
+class DropoutRate(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, x):
+        self.drop.p = 0.0  # nn.Dropout's forward runs natively: it would read the real p
+        return self.drop(x)
+
+
+def test_write_to_an_attribute_of_pytorch_own_module_is_refused():
+    error = refusal(DropoutRate(), torch.randn(3))
+    assert error.code == "UB107" and "Dropout is PyTorch's own module" in str(error)
+
+
+class BranchWrite(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.flag = 0
+
+    def forward(self, x):
+        def positive(x):
+            self.flag = 1
+            return x + 1
+
+        def negative(x):
+            return x - self.flag  # eager reads 0 here: the other branch's write never ran
+
+        return torch.cond(x.sum() > 0, positive, negative, (x,))
+
+
+def test_write_to_model_state_inside_a_cond_branch_is_refused():
+    error = refusal(BranchWrite(), torch.randn(3))
+    assert error.code == "UB107" and "torch.cond branch" in str(error)
+
+
 class Settings:
     verbose = False
 

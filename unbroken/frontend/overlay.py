@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from .graph_breaks import graph_break
 
-__all__ = ["DELETED", "Overlay", "Write"]
+__all__ = ["DELETED", "Overlay", "Write", "refuse_in_branch"]
 
 DELETED = object()  # an overlay entry for an attribute deleted by the trace
 
@@ -70,6 +70,15 @@ class Overlay:
                 raise graph_break("UB107", f"forward() leaves `{type(entry.obj).__name__}."
                                   f"{entry.name}` changed (an object that exists outside "
                                   "forward())", frames=entry.frames)
+
+
+def refuse_in_branch(tx, what: str) -> None:
+    """Refuse (UB107) a write to the model's own state from inside a torch.cond branch: both
+    branches are traced and the overlay would show one branch's write to the other."""
+    if tx.output.branch_starts:
+        raise graph_break("UB107", f"{what} from inside a torch.cond branch (both branches "
+                          "are traced, one runs)", frames=tx.user_frames(),
+                          details="Return the value from the branch instead.")
 
 
 def _same_value(original, current) -> bool:

@@ -13,6 +13,7 @@ import torch.nn as nn
 from torch.nn.modules import module as module_globals
 
 from ..graph_breaks import graph_break
+from ..overlay import refuse_in_branch
 from ..protocol import BoundMethodVariable, call_python, class_attribute, getattr_fallback, lookup
 from ..sources import AttrSource, ModuleSource
 from .base import VariableTracker
@@ -148,11 +149,19 @@ def assign_module_attribute(tx, var: NNModuleVariable, name: str, value) -> None
       overlay, so the rest of forward reads it (``torch.export`` does the same);
     - a buffer given a tensor: a buffer mutation (the program writes the buffer, see
       ``write_back_buffers``); given anything else, eager's own TypeError;
-    - a parameter or a submodule replaced, or a class with its own ``__setattr__``: refused
-      (UB107), the program's parameters and modules are fixed at export.
+    - a parameter or a submodule replaced, a class with its own ``__setattr__``, or an
+      attribute of one of PyTorch's own modules (its native forward reads the real one):
+      refused (UB107), the program's parameters and modules are fixed at export.
     """
     module = var.module
     where = f"`{var.source.name()}.{name}`"
+    refuse_in_branch(tx, f"assignment to {where}")
+    if is_leaf_module(module) and type(module).forward is not nn.Module.forward:
+        # its forward runs natively: it would read the real attribute, not the trace's
+        raise graph_break("UB107", f"assignment to {where} inside forward(): "
+                          f"{type(module).__name__} is PyTorch's own module, whose native "
+                          "forward would not see the new value", frames=tx.user_frames(),
+                          details="Pass the value as an argument, or set it before export.")
     static = class_attribute(type(module), name)
     if isinstance(static, property) and static.fset is not None:
         call_python(tx, static.fset, [var, value])

@@ -11,6 +11,7 @@ import operator
 import torch
 
 from ..graph_breaks import GraphBreakError, graph_break
+from ..overlay import refuse_in_branch
 from .base import AttributeMissing, VariableTracker
 from .constant import ConstantVariable
 from .native import PureCallableVariable
@@ -112,6 +113,7 @@ class TensorVariable(VariableTracker):
         if hasattr(torch.Tensor, name):
             raise graph_break("UB116", f"assignment to `{name}` of {self.describe()}",
                               frames=tx.user_frames())
+        refuse_in_branch(tx, f"assignment to `{name}` of {self.describe()}")
         tx.output.overlay.write(self.meta, name, value, None, tx.user_frames(), kept=True)
 
 

@@ -195,6 +195,13 @@ class NewObjectVariable(_UserProtocols, VariableTracker):
         check_mutable(tx, self, f"setting `.{name}`")
         self.attributes[name] = value
 
+    def delattr(self, tx, name: str) -> None:
+        """``del obj.name`` on an object the trace made: its attribute goes."""
+        check_mutable(tx, self, f"deleting `.{name}`")
+        if name not in self.attributes:
+            raise tx.user_exception(AttributeError(name))
+        del self.attributes[name]
+
     def setattr(self, tx, name: str, value: VariableTracker) -> None:
         custom = class_attribute(type(self.value), "__setattr__")
         if isinstance(custom, types.FunctionType):  # the class's own __setattr__ decides

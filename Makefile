@@ -20,7 +20,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.unbroken-setup-stamp
 
-.PHONY: demo test test-fast bench corpus docs setup clean
+.PHONY: demo test test-fast lint bench corpus docs setup clean
 
 setup: $(STAMP)
 

@@ -19,23 +19,13 @@ from torch.utils import _pytree as pytree
 from .fix_rendering import TensorDims
 from .frontend.tracer import trace_call
 
-__all__ = ["Rebuild", "dims_of", "flatten_with_paths", "leaf_entries", "materialize",
-           "unflatten_inputs"]
+__all__ = ["Rebuild", "dims_of", "leaf_entries", "materialize", "unflatten_inputs"]
 
 
 def _is_plain(spec) -> bool:
     """A node PyTorch registers (builtins, collections, torch's own structs)."""
     module = getattr(spec.type, "__module__", "") or ""
     return module.split(".")[0] in ("builtins", "collections", "torch")
-
-
-def flatten_with_paths(value) -> tuple[list, object]:
-    """``pytree.tree_flatten_with_path(value)``; a class registered without a
-    ``flatten_with_keys_fn`` gets its leaves' positions as their path (input names)."""
-    leaves, spec = pytree.tree_flatten(value)
-    if all(_has_keys(node) for node in _nodes(spec)):
-        return pytree.tree_flatten_with_path(value)
-    return [((pytree.SequenceKey(i),), leaf) for i, leaf in enumerate(leaves)], spec
 
 
 def leaf_entries(spec, mirrored) -> list:
@@ -48,17 +38,6 @@ def leaf_entries(spec, mirrored) -> list:
         mirrored = pytree.SUPPORTED_NODES[spec.type].flatten_fn(mirrored)[0]
     return [entry for child, part in zip(spec.children(), mirrored, strict=True)
             for entry in leaf_entries(child, part)]
-
-
-def _nodes(spec):
-    if not spec.is_leaf():
-        yield spec
-        for child in spec.children():
-            yield from _nodes(child)
-
-
-def _has_keys(spec) -> bool:
-    return pytree.SUPPORTED_NODES[spec.type].flatten_with_keys_fn is not None
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import traceback
 import warnings
 
 import sympy
@@ -34,7 +35,6 @@ from .frontend.variables.constant import ConstantVariable
 from .frontend.variables.tensor import TensorVariable
 from .input_trees import (
     dims_of,
-    flatten_with_paths,
     leaf_entries,
     materialize,
     unflatten_inputs,
@@ -70,6 +70,7 @@ from .symbolic.diagnostics import (
     RefusalError,
     UnbrokenError,
     UnsupportedError,
+    frame_from_code,
 )
 from .symbolic.env import ShapeEnvironment
 from .symbolic.fixes import suggest_fix
@@ -154,7 +155,7 @@ def _check_call(mod, args, kwargs):
             hint="Wrap a single input in a tuple: export(model, (x,)).")
     if kwargs is not None and not isinstance(kwargs, dict):
         raise ExportUsageError(f"`kwargs` must be a dict, got {type(kwargs).__name__}")
-    for leaf in pytree.tree_leaves((args, kwargs or {})):
+    for leaf in user_pytree_leaves((args, kwargs or {}), "the example inputs"):
         if not isinstance(leaf, (torch.Tensor, int, float, bool, str, type(None), torch.dtype,
                                  torch.device)):
             raise ExportUsageError(
@@ -162,6 +163,36 @@ def _check_call(mod, args, kwargs):
                 hint="Inputs must be tensors, Python numbers/strings, or tuples/lists/dicts of "
                      "them (register other containers with torch.utils._pytree).")
     return args, dict(kwargs or {})
+
+
+def user_pytree_leaves(value, what: str) -> list:
+    """``pytree.tree_leaves(value)``; a flatten function the user registered for a container
+    type (``register_pytree_node``) that raises is the user's error, reported at its line."""
+    try:
+        return pytree.tree_leaves(value)
+    except Exception as exc:  # only a flatten function registered by the user can raise here
+        culprit = _failing_container(value)
+        name = culprit.__qualname__ if culprit else "a container type"
+        last = traceback.extract_tb(exc.__traceback__)[-1]
+        frame = frame_from_code(last.filename, last.lineno, last.name)
+        raise ExportUsageError(
+            f"flattening {what} failed: the pytree flatten function registered for {name} "
+            f"raised {type(exc).__name__}: {exc}", frames=(frame,),
+            hint=f"Make the flatten function registered for {name} (with "
+                 "torch.utils._pytree.register_pytree_node) return (children, context) for "
+                 "every instance.") from exc
+
+
+def _failing_container(value):
+    """The innermost registered container type in ``value`` whose flatten function raises."""
+    node = pytree.SUPPORTED_NODES.get(type(value))
+    if node is None:
+        return None
+    try:
+        children, _ = node.flatten_fn(value)
+    except Exception:  # the same failure tree_leaves met, found
+        return type(value)
+    return next((t for t in map(_failing_container, children) if t is not None), None)
 
 
 _MAX_AUTO_ROUNDS = 8
@@ -297,6 +328,7 @@ class _Export:
                                                                      kwarg_trackers))
             result, tx = trace_call(self.output, self.mod, arg_trackers, kwarg_trackers)
             outputs = result.unwrap(tx)
+        user_pytree_leaves(outputs, "forward()'s result")  # the user's flatten functions run
         return pytree.tree_flatten(outputs)
 
     # ----------------------------------------------------------------- inputs
@@ -356,7 +388,8 @@ class _Export:
         # call whose inputs share memory with one the program writes (ir.runtime)
         bound = {}
         for top_name, value in _top_level_names(signature, self.args, self.kwargs):
-            leaves, spec = flatten_with_paths(value)
+            leaves = _leaves_with_paths(value)
+            spec = pytree.tree_structure(value)
             trackers = {}
             for path, leaf in leaves:
                 name = top_name + "".join(_path_suffix(k) for k in path)
@@ -614,6 +647,25 @@ def _top_level_names(signature, args, kwargs):
             f"{var_positional}_{i - len(positional)}"
         yield name, value
     yield from kwargs.items()
+
+
+def _leaves_with_paths(value) -> list:
+    """``(path, leaf)`` pairs of ``value``. A container type registered without a
+    ``flatten_with_keys_fn`` (allowed by ``register_pytree_node``) has no keys: its leaves are
+    then named by position, as if ``value`` were a flat sequence."""
+    if _keyed(value):
+        return pytree.tree_flatten_with_path(value)[0]
+    return [((pytree.SequenceKey(i),), leaf) for i, leaf in enumerate(pytree.tree_leaves(value))]
+
+
+def _keyed(value) -> bool:
+    """Whether every registered container type in ``value`` can name its children."""
+    node = pytree.SUPPORTED_NODES.get(type(value))
+    if node is None:  # a leaf, or a namedtuple / structseq (keyed by torch itself)
+        return True
+    if node.flatten_with_keys_fn is None:
+        return False
+    return all(_keyed(child) for child in node.flatten_fn(value)[0])
 
 
 def _path_suffix(key) -> str:

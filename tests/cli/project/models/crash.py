@@ -2,7 +2,6 @@ import os
 
 import torch
 import torch.utils._pytree as pytree
-
 import unbroken
 
 

@@ -1,7 +1,6 @@
 import torch
-from torch.overrides import TorchFunctionMode
-
 import unbroken
+from torch.overrides import TorchFunctionMode
 
 
 def double(x):

@@ -1,6 +1,6 @@
 import torch
-from zoo.nets import Classifier
-
 import unbroken
+
+from zoo.nets import Classifier
 
 unbroken.case(Classifier().eval(), (torch.randn(5, 4),), name="classifier")

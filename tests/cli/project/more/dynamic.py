@@ -1,7 +1,6 @@
 import torch
-from torch.export import Dim
-
 import unbroken
+from torch.export import Dim
 
 
 class Pairs(torch.nn.Module):

@@ -1,6 +1,6 @@
 import torch
-
 import unbroken
+
 from zoo.nets import Classifier
 
 

@@ -228,7 +228,15 @@ def test_parameter_written_in_place_is_used_and_not_written_back():
     with torch.no_grad():
         first = module(x)
         assert_bit_exact(module(x), first)  # each call starts from the exported weights
-        assert_bit_exact(first, model(x))  # eager's first call from the same state
+    # with grad: the same values, and the gradient reaches the parameter as in eager (the
+    # weight stays the leaf that linear differentiates)
+    got = module(x)
+    got.sum().backward()
+    want = model(x)  # eager's first call from the same state
+    want.sum().backward()
+    assert_bit_exact(got, want)
+    assert_bit_exact(first, want.detach())
+    assert_bit_exact(module.lin.weight.grad, model.lin.weight.grad)
 
 
 @pytest.mark.parametrize("name", ["model_attr_mutation", "tensor_setattr"])

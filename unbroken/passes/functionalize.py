@@ -55,6 +55,8 @@ from unbroken.ir.signature import (
 )
 from unbroken.symbolic.diagnostics import InternalError, UnsupportedError
 
+aten = torch.ops.aten
+
 __all__ = ["functionalize", "functional_variant", "is_view_node", "inplace_written_index"]
 
 _METADATA_INPLACE = frozenset({
@@ -284,6 +286,54 @@ def _rewrite_outputs(graph, signature, analysis: _Analysis, replaced: dict):
     return signature.replace(output_specs=mutation_specs + user_specs)
 
 
+# -- parameters written in place ---------------------------------------------------------------
+def _keep_parameter_gradients(graph, analysis: _Analysis, replaced: dict) -> None:
+    """Eager writes a parameter in place under no_grad and the parameter stays the leaf that
+    later ops differentiate: their gradient flows to it, computed at the new value. Each use
+    of a new value outside a no_grad region therefore reads ``new.detach() - (p.detach() - p)``:
+    the new value exactly (``x - 0.0`` is ``x``, signed zeros included) whose gradient is the
+    identity to ``p``."""
+    written = {replaced[r.node]: r.root for r in analysis.rewrites
+               if r.root.op == "placeholder"
+               and analysis.inputs[r.root].kind == InputKind.PARAMETER}
+    if not written:
+        return
+    disabled = _grad_disabled_nodes(graph)
+    for new, parameter in written.items():
+        for user in list(new.users):
+            if user in written or user in disabled:
+                continue  # the next write of the chain, or a use that records no gradient
+            with graph.inserting_before(user):
+                leaf_value = _like(graph.call_function(aten.detach.default, (new,)), new)
+                zero = _like(graph.call_function(aten.sub.Tensor, (
+                    _like(graph.call_function(aten.detach.default, (parameter,)), parameter),
+                    parameter)), parameter)
+                user.replace_input_with(new, _like(
+                    graph.call_function(aten.sub.Tensor, (leaf_value, zero)), new))
+
+
+def _like(node: torch.fx.Node, model: torch.fx.Node) -> torch.fx.Node:
+    node.meta = {k: v for k, v in model.meta.items() if k in ("val", "tensor_meta",
+                                                              "user_frames", "stack_trace")}
+    return node
+
+
+def _grad_disabled_nodes(graph) -> set:
+    """The nodes that run inside a region the graph itself puts in no_grad mode
+    (``_set_grad_enabled(False)`` ... ``_set_grad_enabled(previous)``)."""
+    disabled, state, outer = set(), None, []
+    for node in graph.nodes:
+        if node.op == "call_function" and node.target is torch._C._set_grad_enabled:
+            if isinstance(node.args[0], bool):
+                outer.append(state)
+                state = node.args[0]
+            else:  # back to the mode saved before the region
+                state = outer.pop() if outer else None
+        elif state is False:
+            disabled.add(node)
+    return disabled
+
+
 def functionalize(graph_module: torch.fx.GraphModule, signature):
     """Remove every mutation from ``graph_module``; see the module docstring for invariants.
 
@@ -302,6 +352,7 @@ def functionalize(graph_module: torch.fx.GraphModule, signature):
     if not analysis.rewrites:
         return graph_module, signature
     replaced = {r.node: _replace(graph, r) for r in analysis.rewrites}
+    _keep_parameter_gradients(graph, analysis, replaced)
     new_signature = _rewrite_outputs(graph, signature, analysis, replaced)
     graph_module.recompile()
     return graph_module, new_signature

@@ -12,6 +12,7 @@ import builtins
 import collections
 import enum
 import functools
+import itertools
 import operator
 
 import torch
@@ -22,6 +23,7 @@ from .protocol import BoundMethodVariable, iterate, lookup, read_attribute
 from .variables.base import AttributeMissing, VariableTracker
 from .variables.constant import ConstantVariable
 from .variables.containers import (
+    ChainVariable,
     DictVariable,
     IteratorVariable,
     ListVariable,
@@ -479,8 +481,15 @@ def _getter(tx, cls, args, kwargs):
     return GetterVariable(cls, [a.as_constant() for a in args])
 
 
+def _chain(tx, cls, args, kwargs):
+    if kwargs:
+        raise tx.user_exception(TypeError("chain() takes no keyword arguments"))
+    return ChainVariable([_iter(tx, a) for a in args])
+
+
 _CONSTRUCTORS = {functools.partial: _partial, collections.OrderedDict: _ordered_dict,
-                 operator.itemgetter: _getter, operator.attrgetter: _getter}
+                 operator.itemgetter: _getter, operator.attrgetter: _getter,
+                 itertools.chain: _chain}
 
 
 def _construct_native(tx, cls, args, kwargs):

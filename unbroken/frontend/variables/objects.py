@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import abc
 import operator
+import threading
 import types
 
 import torch
@@ -354,16 +355,23 @@ class GetterVariable(VariableTracker):
         return obj
 
 
+_LOCK_TYPES = (type(threading.Lock()), type(threading.RLock()))
+
+
 class ContextManagerVariable(ObjectVariable):
-    """A context manager that is entered natively: ``torch.autocast(enabled=False)``, which
-    changes no recorded op. ``value``: the instance. The trace exits it if it stops inside
-    the block (``TraceContext.exit_native_contexts``). Grad modes are ``GradModeVariable``."""
+    """A context manager that is entered natively: ``torch.autocast(enabled=False)`` or a
+    ``threading`` lock, which change no recorded op. ``value``: the instance. The trace exits
+    it if it stops inside the block (``TraceContext.exit_native_contexts``). Grad modes are
+    ``GradModeVariable``."""
 
     __slots__ = ()
 
     @staticmethod
     def supports(value) -> bool:
-        return isinstance(value, torch.autocast) and not getattr(value, "_enabled", True)
+        # a lock guards Python state across threads; holding it while the trace runs the block
+        # is what eager does, and it changes no recorded op
+        return (isinstance(value, torch.autocast) and not getattr(value, "_enabled", True)) \
+            or isinstance(value, _LOCK_TYPES)
 
     def describe(self) -> str:
         return f"the context manager `{type(self.value).__name__}`"

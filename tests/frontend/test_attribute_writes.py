@@ -246,3 +246,27 @@ def test_exportdb_attribute_writes(name):
     ep = export_unchanged(example.model, *args)
     assert not hasattr(args[0], "attr")
     assert_bit_exact(ep.module()(*args), example.model(*args))
+
+
+class SelectivePrecision(nn.Module):
+    """Switch-Transformers' router: `self.classifier = self.classifier.to(self.dtype)`."""
+
+    def __init__(self, dtype=torch.float32):
+        super().__init__()
+        self.classifier = nn.Linear(3, 2)
+        self.dtype_wanted = dtype
+
+    def forward(self, x):
+        self.classifier = self.classifier.to(self.dtype_wanted)
+        return self.classifier(x.to(self.dtype_wanted))
+
+
+def test_module_to_that_changes_nothing_returns_the_module():
+    model, x = SelectivePrecision(), torch.randn(2, 3)
+    ep = export_unchanged(model, x)
+    assert_bit_exact(ep.module()(x), model(x))
+
+
+def test_module_to_that_converts_is_refused():
+    error = refusal(SelectivePrecision(torch.float64), torch.randn(2, 3))
+    assert error.code == "UB108" and "converts the module" in str(error)

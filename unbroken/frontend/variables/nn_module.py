@@ -84,7 +84,7 @@ class NNModuleVariable(VariableTracker):
             return written
         found = lookup(tx, self, name, instance=module, source=self.source)
         if found is not None:
-            return self._check_method(found, name)
+            return self._check_method(tx, found, name)
         for table in ("_parameters", "_buffers"):
             if name in module.__dict__.get(table, {}):
                 value = module.__dict__[table][name]
@@ -97,12 +97,18 @@ class NNModuleVariable(VariableTracker):
             return ConstantVariable(None) if child is None else self._child(tx, name, child)
         return getattr_fallback(tx, self, type(module), name, nn.Module.__getattr__)
 
-    def _check_method(self, found, name):
+    def _check_method(self, tx, found, name):
         if (isinstance(found, BoundMethodVariable)
                 and isinstance(found.function, TorchFunctionVariable)
                 and getattr(nn.Module, name, None) is found.function.fn
                 and name not in _SAFE_BASE_METHODS):
-            raise graph_break("UB108", f"`nn.Module.{name}` called inside forward()")
+            if name == "to":
+                return _ModuleToVariable(self)
+            raise graph_break("UB108", f"`nn.Module.{name}` called inside forward()",
+                              details="A module method that changes the module (hooks, "
+                              "device, dtype, mode) changes the caller's model: call it "
+                              "before export (for transformers' output-capturing hooks: "
+                              "call the model once).")
         return found
 
     def setattr(self, tx, name, value) -> None:
@@ -141,6 +147,41 @@ class NNModuleVariable(VariableTracker):
         return call_module(tx, self, args, kwargs)
 
 
+class _ModuleToVariable(VariableTracker):
+    """``module.to`` bound to a module: see ``_unchanged_by_to``. module_var: the module."""
+
+    __slots__ = ("module_var",)
+
+    def __init__(self, module_var: NNModuleVariable):
+        super().__init__(None)
+        self.module_var = module_var
+
+    def describe(self) -> str:
+        return f"`{self.module_var.source.name()}.to`"
+
+    def call(self, tx, args, kwargs):
+        return _unchanged_by_to(tx, self.module_var, args, kwargs)
+
+
+def _unchanged_by_to(tx, var: NNModuleVariable, args, kwargs) -> NNModuleVariable:
+    """``module.to(...)`` when it changes nothing (every floating-point tensor already has the
+    dtype, every tensor the device): eager returns the module itself. Otherwise refused
+    (UB108): converting the model changes the caller's model."""
+    device, dtype, _, _ = torch._C._nn._parse_to(*[a.as_constant() for a in args],
+                                                 **{k: v.as_constant() for k, v in kwargs.items()})
+    recorder = tx.output.recorder
+    for tensor in [*var.module.parameters(), *var.module.buffers()]:
+        wrong_dtype = dtype is not None and (tensor.is_floating_point() or tensor.is_complex()) \
+            and tensor.dtype != dtype
+        wrong_device = device is not None and recorder.device_of(tensor) != torch.device(device)
+        if wrong_dtype or wrong_device:
+            raise graph_break("UB108", f"`{var.source.name()}.to(...)` converts the module inside "
+                              "forward()", frames=tx.user_frames(),
+                              details="Converting the model changes the caller's model: convert "
+                              "it before export.")
+    return var
+
+
 def assign_module_attribute(tx, var: NNModuleVariable, name: str, value) -> None:
     """``module.name = value`` in forward, as eager's ``nn.Module.__setattr__`` would do it,
     on the trace's overlay (the caller's model is never changed):
@@ -170,6 +211,9 @@ def assign_module_attribute(tx, var: NNModuleVariable, name: str, value) -> None
         raise graph_break("UB107", f"assignment to {where} inside forward(): "
                           f"{type(module).__name__} has its own __setattr__",
                           frames=tx.user_frames())
+    if isinstance(value, NNModuleVariable) and module.__dict__.get("_modules", {}).get(name) \
+            is value.module:
+        return  # `self.sub = self.sub.to(dtype)` that changed nothing: the same module back
     replaced = next((kind for kind, table in (("parameter", "_parameters"),
                                               ("submodule", "_modules"))
                      if name in module.__dict__.get(table, {})), None)

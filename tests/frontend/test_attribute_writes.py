@@ -4,6 +4,7 @@ Each export is compared with eager bit for bit, and the caller's model must be l
 it was (``tests.state_leak``): the trace keeps its writes in an overlay, never on the model.
 """
 import importlib
+import warnings
 
 import pytest
 import torch
@@ -12,6 +13,7 @@ from torch import nn
 import unbroken
 from tests.exactness import assert_bit_exact
 from tests.state_leak import ModelSnapshot
+from unbroken.frontend.overlay import StateWriteWarning
 
 
 def export_unchanged(model, *args):
@@ -270,3 +272,28 @@ def test_module_to_that_changes_nothing_returns_the_module():
 def test_module_to_that_converts_is_refused():
     error = refusal(SelectivePrecision(torch.float64), torch.randn(2, 3))
     assert error.code == "UB108" and "converts the module" in str(error)
+
+
+def test_a_read_then_changed_attribute_warns_that_calls_do_not_accumulate():
+    with pytest.warns(StateWriteWarning, match=r"`Counter.count` and then changes it at "
+                      r"test_attribute_writes.py:\d+ \(`self.count = self.count \+ 1`\)"):
+        unbroken.export(Counter(), (torch.randn(3),))
+
+
+class WrittenFirst(nn.Module):
+    """Funnel's pattern: the attribute is set before it is read, every call."""
+
+    def __init__(self):
+        super().__init__()
+        self.mult = None
+
+    def forward(self, x):
+        self.mult = 1
+        self.mult *= 2
+        return x * self.mult
+
+
+def test_an_attribute_written_before_it_is_read_does_not_warn():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", StateWriteWarning)
+        unbroken.export(WrittenFirst(), (torch.randn(3),))

@@ -12,11 +12,12 @@ trackers, and checked at the end. Two kinds of write:
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 from .graph_breaks import graph_break
 
-__all__ = ["DELETED", "Overlay", "Write", "refuse_in_branch"]
+__all__ = ["DELETED", "Overlay", "StateWriteWarning", "Write", "refuse_in_branch"]
 
 DELETED = object()  # an overlay entry for an attribute deleted by the trace
 
@@ -36,6 +37,7 @@ class Write:
     current: object
     frames: object
     kept: bool
+    read_first: bool = False
 
 
 class Overlay:
@@ -48,6 +50,11 @@ class Overlay:
 
     def __init__(self):
         self.entries: dict[tuple[int, str], Write] = {}
+        self.reads: set[tuple[int, str]] = set()  # model attributes read before any write
+
+    def note_read(self, obj, name: str) -> None:
+        """The trace read ``obj.name`` (a module attribute)."""
+        self.reads.add((id(obj), name))
 
     def read(self, obj, name):
         """The tracker the trace last wrote to ``obj.name`` (DELETED, or None: no write)."""
@@ -59,7 +66,8 @@ class Overlay:
         first write only); ``kept``: the model's own state, see the module docstring."""
         entry = self.entries.get((id(obj), name))
         if entry is None:
-            self.entries[(id(obj), name)] = Write(obj, name, original, value, frames, kept)
+            self.entries[(id(obj), name)] = Write(obj, name, original, value, frames, kept,
+                                                  (id(obj), name) in self.reads)
         else:
             entry.current, entry.frames = value, frames
             entry.kept = entry.kept and kept
@@ -70,6 +78,31 @@ class Overlay:
                 raise graph_break("UB107", f"forward() leaves `{type(entry.obj).__name__}."
                                   f"{entry.name}` changed (an object that exists outside "
                                   "forward())", frames=entry.frames)
+
+
+    def warn_changed_state(self) -> None:
+        """A :class:`StateWriteWarning` for each attribute of the model that forward() read and
+        then left with another value: eager's next call would read the new one, each call of
+        the program starts from the model as exported."""
+        for entry in self.entries.values():
+            if not (entry.kept and entry.read_first) or entry.current is DELETED or \
+                    entry.original is not None:  # a kept write with an original: a buffer,
+                continue                          # which the program writes back
+            before = vars(entry.obj).get(entry.name) if hasattr(entry.obj, "__dict__") else None
+            if entry.current.is_constant() and entry.current.as_constant() == before:
+                continue
+            where = f" at {entry.frames[-1].short()} (`{entry.frames[-1].source}`)" \
+                if entry.frames else ""
+            warnings.warn(StateWriteWarning(
+                f"forward() reads `{type(entry.obj).__name__}.{entry.name}` and then changes it"
+                f"{where}: the exported program does not keep the change, so each call runs as "
+                "eager's first call from the model as exported (eager's next call would read "
+                "the new value)."), stacklevel=2)
+
+
+class StateWriteWarning(UserWarning):
+    """forward() changes an attribute of the model that it also reads: each call of the
+    exported program runs as eager's first call (see ``Overlay.warn_changed_state``)."""
 
 
 def refuse_in_branch(tx, what: str) -> None:

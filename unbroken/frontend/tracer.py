@@ -50,6 +50,7 @@ def trace_call(output: TraceContext, callee, args: list, kwargs: dict, *,
     finally:
         output.exit_native_contexts()
     output.overlay.check_restored()
+    output.overlay.warn_changed_state()
     output.check_grad_mode_restored()
     return result, tx
 

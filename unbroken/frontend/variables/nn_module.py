@@ -82,6 +82,7 @@ class NNModuleVariable(VariableTracker):
         written = tx.output.overlay.read(module, name)
         if written is not None:
             return written
+        tx.output.overlay.note_read(module, name)
         found = lookup(tx, self, name, instance=module, source=self.source)
         if found is not None:
             return self._check_method(tx, found, name)
@@ -233,8 +234,8 @@ def assign_module_attribute(tx, var: NNModuleVariable, name: str, value) -> None
         raise tx.user_exception(TypeError(
             f"cannot assign '{value.python_type().__name__}' as buffer '{name}' "
             "(torch.nn.Buffer, torch.Tensor or None expected)"))
-    # only a buffer's original is used (written back at the end); reading another one would
-    # lift values the program never uses
+    # only a buffer's original is kept (written back at the end; the overlay tells buffers by
+    # it); reading another one would lift values the program never uses
     original = var.getattr(tx, name) if name_is_buffer(module, name) else None
     tx.output.overlay.write(module, name, value, original, tx.user_frames(), kept=True)
 

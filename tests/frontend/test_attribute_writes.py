@@ -297,3 +297,16 @@ def test_an_attribute_written_before_it_is_read_does_not_warn():
     with warnings.catch_warnings():
         warnings.simplefilter("error", StateWriteWarning)
         unbroken.export(WrittenFirst(), (torch.randn(3),))
+
+
+class RawSetattr(nn.Module):
+    def forward(self, x):
+        object.__setattr__(self, "scale", 4)  # bypasses nn.Module.__setattr__, as eager
+        return x * self.scale
+
+
+def test_object_setattr_on_the_model_is_the_overlay_write():
+    model, x = RawSetattr(), torch.randn(3)
+    ep = export_unchanged(model, x)
+    assert not hasattr(model, "scale")
+    assert_bit_exact(ep.module()(x), RawSetattr()(x))

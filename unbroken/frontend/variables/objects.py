@@ -269,15 +269,20 @@ def construct_user_object(tx, cls, args, kwargs):
 
 class ObjectSetattrVariable(PureCallableVariable):
     """``object.__setattr__`` itself (frozen dataclasses' ``__init__`` call it): on an object
-    created in the trace it stores the attribute's tracker; otherwise a native call."""
+    created in the trace it stores the attribute's tracker; on any other value it is that
+    value's own attribute write (the overlay of a module or an outside object, or a refusal),
+    never a native write to the caller's object."""
 
     __slots__ = ()
 
     def call(self, tx, args, kwargs) -> VariableTracker:
-        if len(args) == 3 and isinstance(args[0], NewObjectVariable):
+        if len(args) != 3 or kwargs:
+            raise tx.user_exception(TypeError("object.__setattr__() takes 3 arguments"))
+        if isinstance(args[0], NewObjectVariable):
             args[0].attributes[args[1].as_constant()] = args[2]
-            return ConstantVariable(None)
-        return super().call(tx, args, kwargs)
+        else:
+            args[0].setattr(tx, args[1].as_constant(), args[2])
+        return ConstantVariable(None)
 
 
 class ObjectNewVariable(PureCallableVariable):

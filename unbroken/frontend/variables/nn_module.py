@@ -243,8 +243,8 @@ def assign_module_attribute(tx, var: NNModuleVariable, name: str, value) -> None
 def write_back_buffers(tx) -> None:
     """At the end of the trace, each buffer that forward() assigned a tensor to is written
     with that tensor's final value (a later in-place change of it reaches the buffer, as the
-    buffer *is* that tensor in eager). The program keeps each buffer's shape and dtype: an
-    assignment that changes them is refused (UB107)."""
+    buffer *is* that tensor in eager). The program keeps each buffer's shape, dtype and device:
+    an assignment that changes them is refused (UB107)."""
     for entry in tx.output.overlay.entries.values():
         if not (isinstance(entry.obj, nn.Module) and isinstance(entry.current, TensorVariable)
                 and name_is_buffer(entry.obj, entry.name)):
@@ -252,16 +252,26 @@ def write_back_buffers(tx) -> None:
         buffer, value = entry.original, entry.current
         if value.meta is buffer.meta:
             continue
-        if buffer.meta.dtype != value.meta.dtype or buffer.meta.dim() != value.meta.dim() or \
-                any(a != b for a, b in zip(buffer.meta.shape, value.meta.shape)):
-            raise graph_break("UB107", f"forward() assigns the buffer `{buffer.source.name()}` a "
-                              f"tensor of shape {tuple(value.meta.shape)} and dtype "
-                              f"{value.meta.dtype} (the buffer has {tuple(buffer.meta.shape)}, "
-                              f"{buffer.meta.dtype})", frames=entry.frames,
-                              details="An exported program's buffers keep their shape and dtype: "
-                              "register the buffer with its final shape, or keep the value in "
-                              "a plain attribute.")
+        _check_same_kind(tx, entry, buffer, value)
         tx.call_leaf(torch.Tensor.copy_, [buffer, value], {})
+
+
+def _check_same_kind(tx, entry, buffer, value) -> None:
+    """Refuse (UB107) a tensor for ``buffer`` with another shape, dtype or device."""
+    device_of = tx.output.recorder.device_of
+
+    def kind(meta):
+        return f"{tuple(meta.shape)}, {meta.dtype} on {device_of(meta)}"
+
+    if buffer.meta.dtype != value.meta.dtype or buffer.meta.dim() != value.meta.dim() or \
+            device_of(buffer.meta) != device_of(value.meta) or \
+            any(a != b for a, b in zip(buffer.meta.shape, value.meta.shape)):
+        raise graph_break("UB107", f"forward() assigns the buffer `{buffer.source.name()}` a "
+                          f"tensor of shape {kind(value.meta)} (the buffer: "
+                          f"{kind(buffer.meta)})", frames=entry.frames,
+                          details="An exported program's buffers keep their shape, dtype and "
+                          "device: register the buffer with its final shape, or keep the value "
+                          "in a plain attribute.")
 
 
 def name_is_buffer(module: nn.Module, name: str) -> bool:

@@ -13,7 +13,6 @@ from torch import nn
 import unbroken
 from tests.exactness import assert_bit_exact
 from tests.state_leak import ModelSnapshot
-from unbroken.frontend.overlay import StateWriteWarning
 
 
 def export_unchanged(model, *args):
@@ -275,7 +274,7 @@ def test_module_to_that_converts_is_refused():
 
 
 def test_a_read_then_changed_attribute_warns_that_calls_do_not_accumulate():
-    with pytest.warns(StateWriteWarning, match=r"`Counter.count` and then changes it at "
+    with pytest.warns(unbroken.StateWriteWarning, match=r"`Counter.count` and then changes it at "
                       r"test_attribute_writes.py:\d+ \(`self.count = self.count \+ 1`\)"):
         unbroken.export(Counter(), (torch.randn(3),))
 
@@ -295,7 +294,7 @@ class WrittenFirst(nn.Module):
 
 def test_an_attribute_written_before_it_is_read_does_not_warn():
     with warnings.catch_warnings():
-        warnings.simplefilter("error", StateWriteWarning)
+        warnings.simplefilter("error", unbroken.StateWriteWarning)
         unbroken.export(WrittenFirst(), (torch.randn(3),))
 
 

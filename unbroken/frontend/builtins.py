@@ -200,6 +200,15 @@ def _zip(tx, *iterables, strict=None):
     return IteratorVariable([TupleVariable(list(row)) for row in zip(*columns)])
 
 
+def _chain(tx, *iterables):
+    # materialized like zip/map/enumerate: each iterable is run to its end in order
+    return IteratorVariable([v for iterable in iterables for v in iterate(tx, iterable)])
+
+
+def _chain_from_iterable(tx, iterables):
+    return _chain(tx, *iterate(tx, iterables))
+
+
 def _reversed(tx, seq):
     return IteratorVariable(list(reversed(iterate(tx, seq))))
 
@@ -415,6 +424,7 @@ _HANDLERS = {
     repr: _textual(repr), ascii: _textual(ascii), format: _textual(format), slice: _slice,
     super: _super,
     object: _object, functools.reduce: _reduce, callable: _callable,
+    itertools.chain: _chain, itertools.chain.from_iterable: _chain_from_iterable,
 }
 
 

@@ -201,8 +201,9 @@ def _zip(tx, *iterables, strict=None):
 
 
 def _chain(tx, *iterables):
-    # materialized like zip/map/enumerate: each iterable is run to its end in order
-    return IteratorVariable([v for iterable in iterables for v in iterate(tx, iterable)])
+    # lazy, as CPython: each iterable's iterator is drawn from only when the chain reaches it
+    # (a half-consumed iterator in the chain, inspect.Signature.bind's, advances in step)
+    return ChainVariable([_iter(tx, iterable) for iterable in iterables])
 
 
 def _chain_from_iterable(tx, iterables):
@@ -491,15 +492,8 @@ def _getter(tx, cls, args, kwargs):
     return GetterVariable(cls, [a.as_constant() for a in args])
 
 
-def _chain(tx, cls, args, kwargs):
-    if kwargs:
-        raise tx.user_exception(TypeError("chain() takes no keyword arguments"))
-    return ChainVariable([_iter(tx, a) for a in args])
-
-
 _CONSTRUCTORS = {functools.partial: _partial, collections.OrderedDict: _ordered_dict,
-                 operator.itemgetter: _getter, operator.attrgetter: _getter,
-                 itertools.chain: _chain}
+                 operator.itemgetter: _getter, operator.attrgetter: _getter}
 
 
 def _construct_native(tx, cls, args, kwargs):

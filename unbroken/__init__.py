@@ -28,16 +28,12 @@ def __getattr__(name):
         from . import pipeline
 
         return getattr(pipeline, name)
-    if name == "ExportedProgram":
-        from .ir.program import ExportedProgram
+    if name in ("ExportedProgram", "save", "load"):
+        from . import program
 
-        return ExportedProgram
+        return getattr(program, name)
     if name == "case":
         from .cases import case
 
         return case
-    if name in ("save", "load"):
-        from .ir import serialize
-
-        return getattr(serialize, name)
     raise AttributeError(f"module 'unbroken' has no attribute '{name}'")

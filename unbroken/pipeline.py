@@ -27,14 +27,14 @@ from .frontend.translator import check_python_version
 from .frontend.variables.constant import ConstantVariable
 from .frontend.variables.tensor import TensorVariable
 from .ir.composites import preserving
-from .ir.program import ExportedProgram
+from .ir.program import ProgramParts
 from .ir.recorder import Recorder, meta_like
 from .ir.shadow import Shadow
 from .ir.signature import (ConstantArgument, ExportGraphSignature, InputKind, InputSpec,
                            OutputKind, OutputSpec, SymIntArgument, TensorArgument)
-from .passes import decompose as _decompose  # noqa: F401  (installs run_decompositions)
 from .passes.dce import dead_code_elimination
 from .passes.functionalize import functionalize
+from .program import ExportedProgram
 from .symbolic.diagnostics import (ConstraintViolationError, ExportUsageError, InternalError,
                                    UnbrokenError, UnsupportedError, format_stack)
 from .symbolic.env import ShapeEnvironment
@@ -352,9 +352,19 @@ class _Export:
         graph_module, signature = functionalize(graph_module, signature)
         graph_module = dead_code_elimination(graph_module)
         _, in_spec = pytree.tree_flatten((self.args, self.kwargs))
-        return ExportedProgram(graph_module, signature, self.state_dict, self.constants,
-                               self._range_constraints(), in_spec, out_spec,
-                               example_inputs=(self.args, self.kwargs))
+        return ExportedProgram.from_parts(ProgramParts(
+            graph_module, signature, self.state_dict, self.constants,
+            self._range_constraints(), in_spec, out_spec,
+            example_inputs=(self.args, self.kwargs),
+            hints={s: self.env.hint_of(s) for s, i in self.env.symbols.items()
+                   if i.hint is not None},
+            forward_arg_names=tuple(self.top_dims), module_types=self._module_types()))
+
+    def _module_types(self) -> dict:
+        """Submodule FQN -> class, for the program's module call graph and node metadata."""
+        if self.root is None:
+            return {}
+        return {fqn: type(module) for fqn, module in self.root.named_modules()}
 
     def _lift_constant_specs(self) -> None:
         for name, tensor in self.recorder.constants.items():

@@ -8,7 +8,6 @@ import torch.utils._pytree as pytree
 from tests.graph_builder import Builder, aten, meta
 from unbroken.ir import (
     ConstantArgument,
-    ExportedProgram,
     InputKind,
     InputSpec,
     OutputKind,
@@ -17,6 +16,8 @@ from unbroken.ir import (
     TensorArgument,
     verify,
 )
+from unbroken.ir.program import ProgramParts
+from unbroken.program import ExportedProgram
 from unbroken.symbolic.diagnostics import InternalError
 
 
@@ -46,12 +47,14 @@ def test_valid_program_passes_and_checks_state():
     in_spec = pytree.tree_flatten(((torch.ones(2, 4),), {}))[1]
     out_spec = pytree.tree_flatten(torch.ones(1))[1]
     state = {"lin.weight": torch.ones(3, 4), "count": torch.zeros(1)}
-    ep = ExportedProgram(b.graph_module(), b.signature(), state, {}, {}, in_spec, out_spec)
+    ep = ExportedProgram.from_parts(
+        ProgramParts(b.graph_module(), b.signature(), state, {}, {}, in_spec, out_spec))
     verify(ep)
     del state["count"]
     with pytest.raises(InternalError, match="buffer 'count' .* missing from the program's "
                        "state_dict"):
-        ExportedProgram(b.graph_module(), b.signature(), state, {}, {}, in_spec, out_spec)
+        ExportedProgram.from_parts(
+        ProgramParts(b.graph_module(), b.signature(), state, {}, {}, in_spec, out_spec))
 
 
 def test_signature_required_for_graph_module():

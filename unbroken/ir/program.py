@@ -1,213 +1,192 @@
-"""``ExportedProgram``: the result of ``unbroken.export``.
+"""The parts of an exported program, and how they become torch's ``ExportedProgram``.
 
-It packages one functional ATen-level ``torch.fx`` graph with everything needed to run it:
+unbroken's stages (the pipeline, ``run_decompositions``, loading a saved file) produce a
+:class:`ProgramParts`: the functional graph with unbroken's values (meta tensors whose sizes are
+unbroken's symbols), the signature, the state, the ranges and the pytree specs.
+:func:`torch_program_args` turns those parts into the arguments of torch's public constructor
+``torch.export.ExportedProgram(...)``, crossing the boundary to torch's conventions:
 
-- ``graph_module`` / ``graph``: the flat graph; its placeholders are
-  ``[*parameters, *buffers, *lifted constants, *flattened user inputs]`` and it returns
-  ``(*mutated buffers and inputs, *flattened user outputs)``;
-- ``graph_signature``: what each placeholder and output means (:mod:`unbroken.ir.signature`);
-- ``state_dict``: parameters and persistent buffers by FQN;
-- ``constants``: lifted tensor constants and non-persistent buffers by name/FQN;
-- ``range_constraints``: ``sympy.Symbol`` -> range (``lower``/``upper``) of each dynamic size;
-- ``in_spec`` / ``out_spec``: pytree specs of the user's ``(args, kwargs)`` and outputs.
+- every ``node.meta["val"]`` becomes a fake tensor on the real device, with sizes from a torch
+  ``ShapeEnv`` built from unbroken's symbols (:mod:`unbroken.ir.fake`);
+- ``range_constraints`` holds torch's ``ValueRanges`` (``int_oo`` for unbounded);
+- ``module_call_graph`` has the root entry (pytree specs, ``forward`` argument names) and one
+  entry per submodule, so ``torch.export.unflatten`` rebuilds the hierarchy;
+- nodes carry the metadata torch's passes read: ``nn_module_stack`` in torch's form (the root
+  module first), ``source_fn_stack``, ``torch_fn``, ``from_node``, ``stack_trace``;
+- the verifier is torch's for the dialect: ``TRAINING`` for ``export()``'s output (as
+  ``torch.export.export`` says), ``ATEN`` after ``run_decompositions()``.
 
-It mirrors ``torch.export.ExportedProgram``'s public surface so tools written for torch's class
-read ours. Call it through ``ep.module()(...)``.
+The product class built from them is :class:`unbroken.program.ExportedProgram` (a package-root
+module: it also runs passes).
 """
 from __future__ import annotations
 
-from collections import namedtuple
-from typing import Any, Iterator
+import sys
+from dataclasses import dataclass, field
+from typing import Mapping
 
 import torch
+import torch.fx as fx
+from torch._export.verifier import TrainingIRVerifier, Verifier
+from torch.export.exported_program import ModuleCallEntry, ModuleCallSignature
+from torch.fx.traceback import NodeSource, NodeSourceAction
 
-from unbroken.symbolic.diagnostics import ExportUsageError, InternalError
-from unbroken.ir import printer, runtime, verifier
-from unbroken.ir.signature import ExportGraphSignature
+from unbroken.ir import fake
+from unbroken.ir.signature import ExportGraphSignature, InputKind
 
-__all__ = ["ExportedProgram", "CallSpec", "register_decomposer"]
+__all__ = ["ProgramParts", "torch_program_args", "as_graph_module", "DIALECT_VERIFIERS"]
 
-# The implementation of run_decompositions lives in unbroken.passes.decompose (a transform;
-# ir may not import passes), which registers it here when it is imported.
-_DECOMPOSER = None
-
-
-def register_decomposer(decomposer) -> None:
-    """Install ``decomposer(program, decomp_table) -> ExportedProgram``."""
-    global _DECOMPOSER
-    _DECOMPOSER = decomposer
-
-CallSpec = namedtuple("CallSpec", ["in_spec", "out_spec"])
+#: torch's verifier for each dialect unbroken produces.
+DIALECT_VERIFIERS = {"TRAINING": TrainingIRVerifier, "ATEN": Verifier}
 
 
-def _as_graph_module(graph_module) -> torch.fx.GraphModule:
-    """A GraphModule with plain (flat) code generation, like torch's exported graphs."""
-    if isinstance(graph_module, torch.fx.Graph):
-        graph_module = torch.fx.GraphModule(torch.nn.Module(), graph_module)
-    if type(graph_module.graph._codegen) is not torch.fx.graph.CodeGen:
-        graph_module.graph._codegen = torch.fx.graph.CodeGen()
-        graph_module.recompile()
+@dataclass(frozen=True, slots=True)
+class ProgramParts:
+    """A captured program in unbroken's terms, before it becomes torch's ``ExportedProgram``.
+
+    graph_module:      the functional graph; placeholders ``[*state, *user inputs]``, output
+                       ``(*mutations, *user outputs)``; ``meta["val"]`` on every value.
+    graph_signature:   what each placeholder and output is.
+    state_dict:        parameters and persistent buffers by FQN.
+    constants:         lifted tensor constants and non-persistent buffers by name.
+    range_constraints: symbol -> range (``lower``/``upper``) of every symbolic size.
+    in_spec, out_spec: pytree specs of the user's ``(args, kwargs)`` and of the outputs.
+    example_inputs:    the ``(args, kwargs)`` given to export, or None.
+    hints:             symbol -> example value of each input-size symbol.
+    forward_arg_names: names of ``forward``'s parameters, as called (None: unknown).
+    module_types:      submodule FQN (``""`` for the root) -> its class, when known.
+    dialect:           ``"TRAINING"`` (export's output) or ``"ATEN"`` (decomposed).
+    """
+
+    graph_module: fx.GraphModule
+    graph_signature: ExportGraphSignature
+    state_dict: dict
+    constants: dict
+    range_constraints: dict
+    in_spec: object
+    out_spec: object
+    example_inputs: object = None
+    hints: Mapping = field(default_factory=dict)
+    forward_arg_names: tuple | None = None
+    module_types: Mapping = field(default_factory=dict)
+    dialect: str = "TRAINING"
+
+
+def as_graph_module(graph_module) -> fx.GraphModule:
+    """A GraphModule for a bare ``fx.Graph`` (over an empty module); a GraphModule as is."""
+    if isinstance(graph_module, fx.Graph):
+        return fx.GraphModule(torch.nn.Module(), graph_module)
     return graph_module
 
 
-class ExportedProgram:
-    """A captured program: a functional graph, its signature, its state and its constraints.
+def torch_program_args(parts: ProgramParts) -> dict:
+    """Keyword arguments of ``torch.export.ExportedProgram(...)`` for ``parts`` (see the module
+    docstring). The parts' graph is converted in place."""
+    graph_module = as_graph_module(parts.graph_module)
+    env = fake.torch_shape_env(parts.range_constraints, parts.hints)
+    fake.to_fake_graph(graph_module, env, parts.hints, _placeholder_devices(parts))
+    _annotate_nodes(graph_module, parts.module_types)
+    return dict(
+        root=graph_module, graph=graph_module.graph, graph_signature=parts.graph_signature,
+        state_dict=dict(parts.state_dict),
+        range_constraints={s: fake.torch_range(r) for s, r in parts.range_constraints.items()},
+        module_call_graph=module_call_graph(parts, graph_module),
+        example_inputs=parts.example_inputs, constants=dict(parts.constants),
+        verifiers=[DIALECT_VERIFIERS[parts.dialect]])
 
-    Args:
-        graph_module: the exported ``torch.fx.GraphModule`` (or a bare ``torch.fx.Graph``).
-        graph_signature: an :class:`ExportGraphSignature` matching the graph's placeholders
-            and outputs.
-        state_dict: parameters and persistent buffers by FQN.
-        constants: lifted tensor constants and non-persistent buffers by name.
-        range_constraints: ``sympy.Symbol`` -> range with ``lower``/``upper``.
-        in_spec: ``TreeSpec`` of the example ``(args, kwargs)``.
-        out_spec: ``TreeSpec`` of the user outputs.
-        example_inputs: the ``(args, kwargs)`` used for export, or None.
-        verifier: run :func:`unbroken.ir.verifier.verify` now (default True).
 
-    Example::
+def _placeholder_devices(parts: ProgramParts) -> dict:
+    """Placeholder name -> device of the real tensor behind it (state, constant or input)."""
+    devices = {}
+    user_leaves = []
+    if parts.example_inputs is not None:
+        user_leaves = torch.utils._pytree.tree_leaves(parts.example_inputs)
+    users = iter(user_leaves)
+    for spec in parts.graph_signature.input_specs:
+        if spec.kind == InputKind.USER_INPUT:
+            value = next(users, None)
+        else:
+            value = parts.state_dict.get(spec.target, parts.constants.get(spec.target))
+        if isinstance(value, torch.Tensor) and value.device.type != "meta":
+            devices[spec.arg.name] = value.device
+    return devices
 
-        ep = unbroken.export(model, (x,))
-        print(ep)                  # graph, signature, range constraints
-        out = ep.module()(x)       # run it
-    """
 
-    def __init__(self, graph_module, graph_signature: ExportGraphSignature, state_dict: dict,
-                 constants: dict, range_constraints: dict, in_spec, out_spec,
-                 example_inputs=None, verifier: bool = True):
-        self._graph_module = _as_graph_module(graph_module)
-        self._graph_signature = graph_signature
-        self._state_dict = dict(state_dict)
-        self._constants = dict(constants or {})
-        self._range_constraints = dict(range_constraints or {})
-        self._in_spec = in_spec
-        self._out_spec = out_spec
-        self._example_inputs = example_inputs
-        if verifier:
-            self.validate()
+# -- module call graph ---------------------------------------------------------------------------
+def module_call_graph(parts: ProgramParts, graph_module: fx.GraphModule) -> list:
+    """The root entry (specs and argument names) then one entry per submodule FQN."""
+    root = ModuleCallEntry("", ModuleCallSignature(
+        inputs=[], outputs=[], in_spec=parts.in_spec, out_spec=parts.out_spec,
+        forward_arg_names=list(parts.forward_arg_names)
+        if parts.forward_arg_names is not None else None))
+    return [root, *(ModuleCallEntry(fqn, None) for fqn in _submodule_fqns(parts, graph_module))]
 
-    # -- the parts ------------------------------------------------------------------------------
-    @property
-    def graph_module(self) -> torch.fx.GraphModule:
-        """The flat functional graph module (takes state + user inputs)."""
-        return self._graph_module
 
-    @property
-    def graph(self) -> torch.fx.Graph:
-        """``graph_module.graph``."""
-        return self._graph_module.graph
+def _submodule_fqns(parts: ProgramParts, graph_module) -> list:
+    """Every submodule FQN: the known module types, the owners of state, and the module paths
+    the nodes were recorded in (``block.0``, ``block.0.attn``...), parents before children."""
+    found = dict.fromkeys(fqn for fqn in parts.module_types if fqn)
+    owners = [fqn.rpartition(".")[0] for fqn in (*parts.state_dict, *parts.constants)]
+    paths = [path for node in graph_module.graph.nodes
+             for path, _ in node.meta.get("nn_module_stack", {}).values()]
+    for fqn in (*owners, *paths):
+        fqn = ".".join(atom.partition("@")[0] for atom in fqn.split(".")) if fqn else ""
+        atoms = fqn.split(".") if fqn else []
+        for end in range(1, len(atoms) + 1):
+            found.setdefault(".".join(atoms[:end]))
+    return list(found)
 
-    @property
-    def graph_signature(self) -> ExportGraphSignature:
-        """What each placeholder and output is."""
-        return self._graph_signature
 
-    @property
-    def state_dict(self) -> dict:
-        """Parameters and persistent buffers by FQN (``lin.weight``)."""
-        return self._state_dict
+# -- node metadata -------------------------------------------------------------------------------
+_ROOT_KEY = "L__self__"
 
-    @property
-    def constants(self) -> dict:
-        """Lifted tensor constants and non-persistent buffers by name."""
-        return self._constants
 
-    @property
-    def tensor_constants(self) -> dict:
-        """Alias of :attr:`constants` (torch's older name)."""
-        return self._constants
+def _type_name(cls) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
 
-    @property
-    def range_constraints(self) -> dict:
-        """``sympy.Symbol`` -> range (``lower``, ``upper``) of every dynamic size."""
-        return self._range_constraints
 
-    @property
-    def in_spec(self):
-        """Pytree spec of the user's ``(args, kwargs)``."""
-        return self._in_spec
+def _resolve_type(name: str):
+    """The class a ``module.Qualified`` name denotes, looked up among imported modules only."""
+    module_name, _, qualname = name.rpartition(".")
+    while module_name and module_name not in sys.modules:
+        module_name, _, head = module_name.rpartition(".")
+        qualname = f"{head}.{qualname}"
+    value = sys.modules.get(module_name)
+    for atom in qualname.split("."):
+        value = getattr(value, atom, None)
+    return value if isinstance(value, type) else None
 
-    @property
-    def out_spec(self):
-        """Pytree spec of the user outputs."""
-        return self._out_spec
 
-    @property
-    def call_spec(self) -> CallSpec:
-        """``(in_spec, out_spec)``, as torch's ``ExportedProgram.call_spec``."""
-        return CallSpec(self._in_spec, self._out_spec)
+def _annotate_nodes(graph_module: fx.GraphModule, module_types: Mapping) -> None:
+    """torch's node metadata (see the module docstring), derived from what the recorder kept."""
+    root_type = module_types.get("")
+    root_entry = {_ROOT_KEY: ("", _type_name(root_type))} if root_type is not None else {}
+    created = [NodeSource(None, "unbroken.export", NodeSourceAction.CREATE)]
+    types: dict = {}
+    for node in graph_module.graph.nodes:
+        if node.op in ("placeholder", "output"):
+            continue
+        stack = node.meta.get("nn_module_stack", {})
+        if root_entry and _ROOT_KEY not in stack:
+            stack = node.meta["nn_module_stack"] = {**root_entry, **stack}
+        node.meta.setdefault("from_node", created)
+        if node.op != "call_function":
+            continue
+        target = node.target
+        node.meta.setdefault("torch_fn", (node.name, f"{type(target).__name__}."
+                                          f"{getattr(target, '__name__', str(target))}"))
+        node.meta.setdefault("source_fn_stack", _source_fns(stack, types))
 
-    @property
-    def example_inputs(self):
-        """The ``(args, kwargs)`` given to export, or None."""
-        return self._example_inputs
 
-    @property
-    def dialect(self) -> str:
-        """The IR dialect: ATen, functional."""
-        return "ATEN"
-
-    # -- state views ----------------------------------------------------------------------------
-    def named_parameters(self) -> Iterator[tuple[str, torch.nn.Parameter]]:
-        """``(fqn, parameter)`` of the original module's parameters, in input order."""
-        for fqn in self._graph_signature.parameters:
-            yield fqn, self._state_dict[fqn]
-
-    def parameters(self) -> Iterator[torch.nn.Parameter]:
-        """The original module's parameters, in input order."""
-        for _, param in self.named_parameters():
-            yield param
-
-    def named_buffers(self) -> Iterator[tuple[str, torch.Tensor]]:
-        """``(fqn, buffer)`` of the original module's buffers (non-persistent ones included)."""
-        non_persistent = set(self._graph_signature.non_persistent_buffers)
-        for fqn in self._graph_signature.buffers:
-            store = self._constants if fqn in non_persistent else self._state_dict
-            yield fqn, store[fqn]
-
-    def buffers(self) -> Iterator[torch.Tensor]:
-        """The original module's buffers, in input order."""
-        for _, buffer in self.named_buffers():
-            yield buffer
-
-    # -- use ------------------------------------------------------------------------------------
-    def module(self) -> torch.nn.Module:
-        """A callable ``nn.Module`` with the original FQNs that checks its inputs, runs the graph
-        and writes mutations back. See :class:`unbroken.ir.runtime.ExportedModule`."""
-        return runtime.build_module(self)
-
-    def run_decompositions(self, decomp_table=None, decompose_custom_triton_ops=False):
-        """A new program whose ops are lowered through ``decomp_table``.
-
-        With no table, lower to the core ATen operator set (every composite decomposes). With a
-        table (e.g. ``torch.export.default_decompositions()`` with entries added or removed),
-        the ops in it are replaced by their decompositions and other ops are kept whole; an
-        empty table keeps the graph as it is. ``decompose_custom_triton_ops`` is accepted for
-        compatibility (there are no Triton ops on CPU).
-
-        Example::
-
-            core = ep.run_decompositions()          # conv2d -> convolution, linear -> addmm...
-        """
-        if _DECOMPOSER is None:
-            raise InternalError("run_decompositions needs unbroken.passes.decompose; "
-                                "import unbroken first")
-        return _DECOMPOSER(self, decomp_table)
-
-    def validate(self) -> None:
-        """Run the dialect verifier; raises ``InternalError`` if the program is malformed."""
-        verifier.verify(self)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        raise ExportUsageError(
-            "An ExportedProgram cannot be called directly.",
-            hint="call `ep.module()(...)` instead: it returns an nn.Module that checks the "
-                 "inputs, runs the graph and writes buffer/input mutations back.")
-
-    def __str__(self) -> str:
-        return printer.format_program(self)
-
-    def __repr__(self) -> str:
-        n_nodes = len(self.graph.nodes)
-        return (f"<ExportedProgram: {n_nodes} nodes, {len(self._graph_signature.input_specs)} "
-                f"inputs, {len(self._graph_signature.output_specs)} outputs>")
+def _source_fns(stack: Mapping, types: dict) -> list:
+    """``[(name, module class)]`` for the modules a node was recorded in (root excluded),
+    outermost first, as torch's ``source_fn_stack``."""
+    result = []
+    for key, (path, type_name) in stack.items():
+        if not path:
+            continue
+        if type_name not in types:
+            types[type_name] = _resolve_type(type_name)
+        if types[type_name] is not None:
+            result.append((key, types[type_name]))
+    return result

@@ -1,19 +1,21 @@
-"""``ExportedProgram.module()``: a callable ``nn.Module`` that runs an exported graph.
+"""``ExportedProgram.module()``: the program as a callable ``torch.fx.GraphModule``.
 
-The returned :class:`ExportedModule` owns the program's parameters and buffers under their
-original FQNs (``lin.weight``), in a submodule hierarchy rebuilt from those names, so that
-``state_dict()``/``load_state_dict()`` work like on the original model. Calling it:
+The module is the one torch's own tools expect (AOTInductor asserts a ``GraphModule``):
+torch's unlifting (``torch.export._unlift``) puts the parameters and buffers back under their
+original FQNs (``lin.weight``, in a submodule hierarchy), turns mutation outputs into in-place
+copies at the end of the graph (buffers, user inputs) and gives ``forward`` the original
+argument names and pytree structure. unbroken adds its input checks, as a forward pre-hook
+(:class:`InputGuard`):
 
-1. flattens ``(args, kwargs)`` with the program's ``in_spec`` (wrong count or structure is an
-   :class:`InputMismatchError` that shows the expected structure);
-2. checks every user input against the graph (:class:`InputChecker`): dtype, rank,
-   specialized sizes, dynamic dims against
-   ``range_constraints`` (shared symbols must agree, derived dims like ``2*s0`` must be
-   consistent), specialized non-tensor inputs;
-3. runs the flat graph on ``parameters + buffers + constants + user inputs``;
-4. writes mutations back (new buffer values are copied into the module's buffers, new user input
-   values into the caller's tensors);
-5. returns the user outputs rebuilt with ``out_spec``.
+1. ``(args, kwargs)`` must have the structure of the example inputs (wrong count or structure
+   is an :class:`InputMismatchError` that shows the expected structure);
+2. every user input is checked against the graph (:class:`InputChecker`): dtype, rank,
+   specialized sizes, dynamic dims against ``range_constraints`` (shared symbols must agree,
+   derived dims like ``2*s0`` must be consistent), specialized non-tensor inputs.
+
+While the module is being traced (``torch.compile``, ``torch.export``, unbroken's own export,
+fake tensors), the checks step aside: the tracer has its own, and they would only specialize
+the sizes they read.
 """
 from __future__ import annotations
 
@@ -23,11 +25,13 @@ from dataclasses import dataclass
 import sympy
 import torch
 import torch.utils._pytree as pytree
+from torch._subclasses.fake_tensor import FakeTensor
+from torch.export._unlift import _unlift_exported_program_lifted_states
 
-from unbroken.symbolic.diagnostics import InputMismatchError, InternalError
-from unbroken.ir.signature import ConstantArgument, InputKind, OutputKind
+from unbroken.symbolic.diagnostics import InputMismatchError
+from unbroken.ir.signature import ConstantArgument, InputKind
 
-__all__ = ["ExportedModule", "InputChecker", "build_module"]
+__all__ = ["InputChecker", "InputGuard", "build_module", "flatten_user_inputs"]
 
 _SIZE_HINT = (
     "pass inputs with the sizes the program was exported for, or re-export with a "
@@ -309,125 +313,53 @@ class InputChecker:
 # ---------------------------------------------------------------------------------------------
 # The module
 # ---------------------------------------------------------------------------------------------
-def _split_fqn(fqn: str) -> tuple[str, str]:
-    owner, _, name = fqn.rpartition(".")
-    return owner, name
+def _user_inputs(program) -> list:
+    placeholders = [n for n in program.graph.nodes if n.op == "placeholder"]
+    return [_UserInput(s.arg.name, s, n.meta.get("val"))
+            for s, n in zip(program.graph_signature.input_specs, placeholders)
+            if s.kind == InputKind.USER_INPUT]
 
 
-def _owner(root: torch.nn.Module, owner_path: str) -> torch.nn.Module:
-    """The submodule at ``owner_path``, creating empty ``nn.Module`` containers on the way."""
-    module = root
-    for atom in owner_path.split(".") if owner_path else ():
-        child = module._modules.get(atom)
-        if child is None:
-            child = torch.nn.Module()
-            module.add_module(atom, child)
-        module = child
-    return module
+def _traced(leaves) -> bool:
+    """True when the call is being traced: compiling/exporting, or fake/symbolic inputs."""
+    if torch.compiler.is_compiling():
+        return True
+    for leaf in leaves:
+        if isinstance(leaf, (torch.SymInt, torch.SymFloat, torch.SymBool, FakeTensor)):
+            return True
+        if isinstance(leaf, torch.Tensor) and leaf.device.type == "meta":
+            return True
+    return False
 
 
-def _attach_state(root: torch.nn.Module, spec, program) -> None:
-    """Register one lifted input on ``root`` at its FQN: parameter, buffer or constant."""
-    owner_path, name = _split_fqn(spec.target)
-    owner = _owner(root, owner_path)
-    if spec.kind == InputKind.PARAMETER:
-        value = program.state_dict[spec.target]
-        if not isinstance(value, torch.nn.Parameter):
-            value = torch.nn.Parameter(value, requires_grad=value.requires_grad)
-        owner.register_parameter(name, value)
-    elif spec.kind == InputKind.BUFFER:
-        store = program.constants if spec.persistent is False else program.state_dict
-        owner.register_buffer(name, store[spec.target], persistent=spec.persistent is not False)
-    elif spec.kind == InputKind.CONSTANT_TENSOR:
-        setattr(owner, name, program.constants[spec.target])
-    else:
-        raise InternalError(f"input kind {spec.kind.name} of {spec.arg.name!r} cannot be lifted "
-                            f"into a module yet")
+class InputGuard:
+    """The forward pre-hook of ``ExportedProgram.module()``: checks ``(args, kwargs)`` against
+    the program (structure, then :class:`InputChecker`) and raises InputMismatchError.
 
-
-class _Runner:
-    """Everything ``ExportedModule.forward`` needs, computed once per ``module()`` call.
-
-    graph_module:  the flat exported graph (takes state + user inputs, returns a tuple).
-    state_fqns:    FQN of each lifted input, in placeholder order.
-    user_names:    placeholder names of the user inputs.
-    checker:       the :class:`InputChecker`.
-    in_spec, out_spec: pytree specs of ``(args, kwargs)`` and of the user outputs.
-    mutations:     (kind, target) of each mutation output, in output order.
+    in_spec: the TreeSpec of the example ``(args, kwargs)``.
+    names:   placeholder names of the flattened user inputs (for the messages).
+    checker: the :class:`InputChecker` of the program's user inputs.
     """
 
     def __init__(self, program):
-        sig = program.graph_signature
-        placeholders = [n for n in program.graph.nodes if n.op == "placeholder"]
-        pairs = list(zip(sig.input_specs, placeholders))
-        users = [_UserInput(s.arg.name, s, n.meta.get("val")) for s, n in pairs
-                 if s.kind == InputKind.USER_INPUT]
-        self.graph_module = program.graph_module
-        self.state_fqns = [s.target for s in sig.input_specs if s.kind != InputKind.USER_INPUT]
-        self.user_names = [u.name for u in users]
+        users = _user_inputs(program)
+        self.in_spec = program.call_spec.in_spec
+        self.names = [u.name for u in users]
         self.checker = InputChecker(users, program.range_constraints)
-        self.in_spec, self.out_spec = program.in_spec, program.out_spec
-        self.mutations = [(s.kind, s.target) for s in sig.mutation_specs]
+
+    def __call__(self, module, args, kwargs):
+        if torch.compiler.is_compiling():
+            return None
+        leaves = pytree.tree_leaves((args, kwargs))
+        if _traced(leaves):
+            return None
+        self.checker.check(flatten_user_inputs(self.in_spec, self.names, args, kwargs))
+        return None
 
 
-class ExportedModule(torch.nn.Module):
-    """The callable form of an exported program (what ``ExportedProgram.module()`` returns).
-
-    Parameters and buffers live under their original FQNs. ``forward`` takes the same arguments
-    as the original model's ``forward``, checks them, runs the exported graph, writes buffer and
-    input mutations back and returns the outputs in the original structure.
-    """
-
-    def __init__(self, program):
-        super().__init__()
-        for spec in program.graph_signature.input_specs:
-            if spec.kind != InputKind.USER_INPUT:
-                _attach_state(self, spec, program)
-        self.__dict__["_runner"] = _Runner(program)
-
-    @property
-    def graph(self) -> torch.fx.Graph:
-        """The exported (flat, functional) graph this module runs."""
-        return self._runner.graph_module.graph
-
-    @property
-    def code(self) -> str:
-        """Python code of the exported graph."""
-        return self._runner.graph_module.code
-
-    def _lookup(self, fqn: str) -> torch.Tensor:
-        owner_path, name = _split_fqn(fqn)
-        owner = self.get_submodule(owner_path) if owner_path else self
-        return getattr(owner, name)
-
-    def forward(self, *args, **kwargs):
-        runner = self._runner
-        leaves = flatten_user_inputs(runner.in_spec, runner.user_names, args, kwargs)
-        runner.checker.check(leaves)
-        state = [self._lookup(fqn) for fqn in runner.state_fqns]
-        results = runner.graph_module(*state, *leaves)
-        self._write_back(results, leaves)
-        return self._unflatten(list(results[len(runner.mutations):]))
-
-    def _unflatten(self, outputs: list):
-        try:
-            return pytree.tree_unflatten(outputs, self._runner.out_spec)
-        except (ValueError, TypeError) as error:
-            raise InternalError(f"the graph returned {len(outputs)} user outputs, which do not "
-                                f"fit the output structure {self._runner.out_spec}",
-                                cause=error) from error
-
-    def _write_back(self, results, leaves) -> None:
-        """Copy new buffer values into the buffers and new input values into the inputs."""
-        runner = self._runner
-        for (kind, target), value in zip(runner.mutations, results):
-            if kind == OutputKind.BUFFER_MUTATION:
-                with torch.no_grad():
-                    self._lookup(target).copy_(value)
-            elif kind == OutputKind.USER_INPUT_MUTATION:
-                leaves[runner.user_names.index(target)].copy_(value)
-
-
-def build_module(program) -> ExportedModule:
-    """``ExportedProgram.module()``: see :class:`ExportedModule`."""
-    return ExportedModule(program)
+def build_module(program) -> torch.fx.GraphModule:
+    """``ExportedProgram.module()``: see the module docstring."""
+    module = _unlift_exported_program_lifted_states(program, check_guards=False)
+    module.validate_inputs = False  # torch's own pre-hook: ours below says it in our words
+    module.register_forward_pre_hook(InputGuard(program), with_kwargs=True)
+    return module

@@ -33,7 +33,7 @@ from torch.utils import _pytree as pytree
 from ..symbolic.diagnostics import SerializationError
 from ..symbolic.env import ShapeEnvironment
 from ..symbolic.ranges import ValueRange
-from .program import ExportedProgram
+from .program import ProgramParts
 from .signature import (ConstantArgument, ExportGraphSignature, InputKind, InputSpec,
                         OutputKind, OutputSpec, SymIntArgument, TensorArgument)
 from .verifier import ALLOWED_BUILTINS
@@ -48,8 +48,9 @@ _ARGUMENTS = {"tensor": TensorArgument, "symint": SymIntArgument, "constant": Co
 
 
 # ================================================================== save
-def save(program: ExportedProgram, f) -> None:
-    """Write ``program`` to ``f`` (a path or a binary file object)."""
+def save(program, f) -> None:
+    """Write ``program`` (an ``unbroken.ExportedProgram``) to ``f`` (a path or a binary file
+    object)."""
     document = {
         "graph": _graph(program.graph_module),
         "signature": _signature(program.graph_signature),
@@ -157,12 +158,7 @@ def _symbols(program) -> list:
 
 
 def _symbol_hints(program) -> dict:
-    for node in program.graph.nodes:
-        for size in getattr(node.meta.get("val"), "shape", ()):
-            if isinstance(size, torch.SymInt):
-                env = size.node.shape_env
-                return {s: env.hint_of(s) for s in program.range_constraints}
-    return {}
+    return program.symbol_hints
 
 
 def _bound(value):
@@ -185,8 +181,9 @@ def _treespec(spec, what: str) -> str:
 
 
 # ================================================================== load
-def load(f) -> ExportedProgram:
-    """Read a program written by :func:`save` from ``f`` (a path or a binary file object)."""
+def load(f) -> ProgramParts:
+    """Read the parts of a program written by :func:`save` from ``f`` (a path or a binary file
+    object); ``unbroken.load`` makes the program of them."""
     try:
         with zipfile.ZipFile(f) as archive:
             header = _json(archive, "format.json")
@@ -238,17 +235,18 @@ def _check_header(header) -> None:
             f"1 to {FORMAT_VERSION})", hint="Upgrade unbroken to load this file.")
 
 
-def _program(document: dict, tensors: dict) -> ExportedProgram:
+def _program(document: dict, tensors: dict) -> ProgramParts:
     env = ShapeEnvironment()
     symbols = _rebuild_symbols(env, document["symbols"])
     graph_module = _rebuild_graph(document["graph"], env, symbols)
     signature = _rebuild_signature(document["signature"])
     ranges = {symbols[s["name"]]: ValueRange(s["lower"], s["upper"])
               for s in document["symbols"]}
-    return ExportedProgram(graph_module, signature, tensors["state_dict"], tensors["constants"],
-                           ranges, pytree.treespec_loads(document["in_spec"]),
-                           pytree.treespec_loads(document["out_spec"]),
-                           example_inputs=tensors.get("example_inputs"))
+    return ProgramParts(graph_module, signature, tensors["state_dict"], tensors["constants"],
+                        ranges, pytree.treespec_loads(document["in_spec"]),
+                        pytree.treespec_loads(document["out_spec"]),
+                        example_inputs=tensors.get("example_inputs"),
+                        hints={symbols[s["name"]]: s["hint"] for s in document["symbols"]})
 
 
 def _rebuild_symbols(env: ShapeEnvironment, entries: list) -> dict:

@@ -1,7 +1,7 @@
 """Decompositions: lower an exported program's operators through a decomposition table.
 
-Input: a verified ``ExportedProgram`` (functional graph). Output: a new ``ExportedProgram``
-with the same signature (inputs, mutations, outputs in the same order; output names updated)
+Input: the :class:`~unbroken.ir.program.ProgramParts` of a verified program (functional
+graph). Output: new parts (dialect ``ATEN``) with the same signature (inputs, mutations, outputs in the same order; output names updated)
 whose graph is re-recorded node by node:
 
 - an ``OpOverload`` in the table is replaced by whatever its decomposition function records;
@@ -12,13 +12,17 @@ whose graph is re-recorded node by node:
   the graph to the core ATen set;
 - with a table given, an op absent from it is kept whole (as ``torch.export`` does: remove an
   entry from ``default_decompositions()`` to preserve that op);
-- size arithmetic and ``getitem`` are recomputed from the new values.
+- size arithmetic and ``getitem`` are recomputed from the new values;
+- the placeholders' values (fake tensors in a program, see :mod:`unbroken.ir.fake`) are rebuilt
+  as meta tensors of a fresh unbroken environment holding the program's symbols.
 
 The user's stack and module path of each original node are kept on the nodes it becomes. The
 result is functionalized and verified like an export. Programs containing ``torch.cond``
 subgraphs are refused for now.
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 import torch
 import torch.fx as fx
@@ -27,9 +31,10 @@ from torch._dispatch.python import enable_python_dispatcher
 from torch._ops import OpOverload
 from torch.utils import _pytree as pytree
 
-from ..ir.program import ExportedProgram, register_decomposer
+from ..ir import fake
+from ..ir.program import ProgramParts
 from ..ir.recorder import Recorder
-from ..ir.signature import ExportGraphSignature, OutputSpec
+from ..ir.signature import ConstantArgument, OutputSpec, replace_specs
 from ..symbolic.diagnostics import UnsupportedError
 from .dce import dead_code_elimination
 from .functionalize import functionalize
@@ -37,29 +42,31 @@ from .functionalize import functionalize
 __all__ = ["decompose"]
 
 
-def decompose(program: ExportedProgram, decomp_table=None) -> ExportedProgram:
+def decompose(program: ProgramParts, decomp_table=None) -> ProgramParts:
     """The program with its ops lowered through ``decomp_table`` (see the module docstring)."""
-    if any(node.op == "get_attr" for node in program.graph.nodes):
+    if any(node.op == "get_attr" for node in program.graph_module.graph.nodes):
         raise UnsupportedError("run_decompositions() on a program with torch.cond is not "
                                "supported yet", code="UB117",
                                hint="Decompose before adding control flow, or keep the program "
                                     "as exported.")
     table, keep_others = _table(decomp_table)
-    recorder, current = _new_recorder(program)
+    recorder, current, symbols = _new_recorder(program)
     recorder.decompositions = table  # also for the ops that decompositions themselves call
     recorder.decompose_composites = "aliasing" if keep_others else True
     values: dict[fx.Node, object] = {}
     with enable_python_dispatcher():
-        for node in program.graph.nodes:
+        for node in program.graph_module.graph.nodes:
             current[0] = node
-            values[node] = _rerecord(recorder, node, values, table, keep_others)
+            values[node] = _rerecord(recorder, node, values, table, keep_others, symbols)
     graph_module = recorder.graph_module()
     signature = _renamed(program.graph_signature, recorder.graph)
     graph_module, signature = functionalize(graph_module, signature)
     dead_code_elimination(graph_module)
-    return ExportedProgram(graph_module, signature, program.state_dict, program.constants,
-                           program.range_constraints, program.in_spec, program.out_spec,
-                           example_inputs=program.example_inputs)
+    mapping = symbols[1]
+    return replace(program, graph_module=graph_module, graph_signature=signature,
+                   range_constraints={mapping[s]: r for s, r in program.range_constraints.items()},
+                   hints={mapping[s]: h for s, h in program.hints.items() if s in mapping},
+                   dialect="ATEN")
 
 
 def _table(decomp_table):
@@ -76,24 +83,14 @@ def _new_recorder(program):
         module_stack_provider=lambda: current[0].meta.get("nn_module_stack", {})
         if current[0] else {})
     recorder.allow_meta_constants = True
-    env = _shape_env(program)
-    if env is not None:
-        recorder.symint_factory = env.symint
-    return recorder, current
+    env, mapping = fake.unbroken_env(program.range_constraints, program.hints)
+    recorder.symint_factory = env.symint
+    return recorder, current, (env, mapping)
 
 
-def _shape_env(program):
-    for node in program.graph.nodes:
-        val = node.meta.get("val")
-        for size in getattr(val, "shape", ()):
-            if isinstance(size, torch.SymInt):
-                return size.node.shape_env
-    return None
-
-
-def _rerecord(recorder, node, values, table, keep_others):
+def _rerecord(recorder, node, values, table, keep_others, symbols):
     if node.op == "placeholder":
-        return _placeholder(recorder, node)
+        return _placeholder(recorder, node, *symbols)
     if node.op == "output":
         recorder.set_output([_value(v, values) for v in node.args[0]])
         return None
@@ -110,8 +107,8 @@ def _rerecord(recorder, node, values, table, keep_others):
         return target(*args, **kwargs)
 
 
-def _placeholder(recorder, node):
-    val = node.meta.get("val")
+def _placeholder(recorder, node, env, mapping):
+    val = fake.to_meta(node.meta.get("val"), env, mapping)
     new = recorder.add_placeholder(node.name, val, user_input=True)
     if isinstance(val, torch.Tensor):
         for dim, size in enumerate(val.shape):
@@ -124,16 +121,12 @@ def _value(value, values):
     return values[value] if isinstance(value, fx.Node) else value
 
 
-def _renamed(signature: ExportGraphSignature, graph: fx.Graph) -> ExportGraphSignature:
+def _renamed(signature, graph: fx.Graph):
     """The signature with the output specs naming the new output nodes (same order)."""
     output = next(n for n in graph.nodes if n.op == "output")
     specs = []
     for spec, value in zip(signature.output_specs, output.args[0]):
-        if isinstance(value, fx.Node) and hasattr(spec.arg, "name") and \
-                type(spec.arg).__name__ != "ConstantArgument":
+        if isinstance(value, fx.Node) and not isinstance(spec.arg, ConstantArgument):
             spec = OutputSpec(spec.kind, type(spec.arg)(value.name), spec.target)
         specs.append(spec)
-    return signature.replace(output_specs=specs)
-
-
-register_decomposer(decompose)
+    return replace_specs(signature, output_specs=specs)

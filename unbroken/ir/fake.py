@@ -33,6 +33,10 @@ __all__ = ["torch_range", "torch_shape_env", "to_fake_graph", "hints_of", "to_me
            "unbroken_env"]
 
 
+#: Boolean expressions (a plain ``Symbol`` is also a sympy ``Boolean``, hence not that class).
+_BOOLEAN = (sympy.core.relational.Relational, sympy.logic.boolalg.BooleanFunction,
+            sympy.logic.boolalg.BooleanAtom)
+
 _INFINITIES = (sympy.oo, -sympy.oo, int_oo, -int_oo, float("inf"), float("-inf"))
 
 
@@ -82,13 +86,26 @@ class _Converter:
         return int(value) if value.is_number else None
 
     def symint(self, value):
+        """A plain int, or the torch SymInt of ``value``'s expression (one per expression)."""
         if not isinstance(value, torch.SymInt):
             return int(value)
-        expr = value.node.expr
+        return self.symbolic(value.node.expr)
+
+    def symbolic(self, expr):
+        """The torch value of a sympy expression, by the expression's kind (unbroken records a
+        comparison such as ``s0 > 4`` as a SymInt whose expression is boolean)."""
+        if isinstance(expr, _BOOLEAN):
+            if expr in (sympy.true, sympy.false):
+                return bool(expr)
+            return self.symbols.setdefault(expr, self.env.create_symboolnode(expr))
         if expr.is_number:
-            return int(expr)
+            return float(expr) if expr.is_Float else int(expr)
         if expr not in self.symbols:
-            self.symbols[expr] = self.env.create_symintnode(expr, hint=self._hint(expr))
+            if expr.is_integer is False or any(s.name.startswith("zuf")
+                                               for s in expr.free_symbols):
+                self.symbols[expr] = self.env.create_symfloatnode(expr, hint=None)
+            else:
+                self.symbols[expr] = self.env.create_symintnode(expr, hint=self._hint(expr))
         return self.symbols[expr]
 
     def value(self, val, device):
@@ -99,14 +116,8 @@ class _Converter:
             stride = [self.symint(s) for s in val.stride()]
             with self.mode:
                 return torch.empty_strided(shape, stride, dtype=val.dtype, device=device)
-        if isinstance(val, torch.SymInt):
-            return self.symint(val)
-        if isinstance(val, torch.SymBool):
-            expr = val.node.expr
-            return bool(expr) if expr in (sympy.true, sympy.false) else \
-                self.env.create_symboolnode(expr)
-        if isinstance(val, torch.SymFloat):
-            return self.env.create_symfloatnode(val.node.expr, hint=None)
+        if isinstance(val, (torch.SymInt, torch.SymBool, torch.SymFloat)):
+            return self.symbolic(val.node.expr)
         if isinstance(val, (tuple, list)):
             return type(val)(self.value(v, device) for v in val)
         return val

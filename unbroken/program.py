@@ -23,12 +23,13 @@ from typing import Any
 
 import torch
 import torch.export
+from torch._export.verifier import SpecViolationError
 
 from unbroken.ir import printer, runtime, serialize, verifier
 from unbroken.ir.fake import hints_of
 from unbroken.ir.program import ProgramParts, torch_program_args
 from unbroken.passes.decompose import decompose
-from unbroken.symbolic.diagnostics import ExportUsageError
+from unbroken.symbolic.diagnostics import ExportUsageError, InternalError
 
 __all__ = ["ExportedProgram", "load", "save"]
 
@@ -105,7 +106,11 @@ class ExportedProgram(torch.export.ExportedProgram):
         """unbroken's dialect check (:mod:`unbroken.ir.verifier`: an ``InternalError`` naming
         the node and the user's line), then torch's verifiers."""
         verifier.verify(self)
-        super().validate()
+        try:
+            super().validate()
+        except SpecViolationError as error:  # unbroken's dialect check passed: our bug
+            raise InternalError(f"torch's verifier refuses the program: {error}",
+                                cause=error) from error
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise ExportUsageError(
@@ -127,6 +132,7 @@ def save(program: ExportedProgram, f) -> None:
     serialize.save(program, f)
 
 
-def load(f) -> ExportedProgram:
-    """Read a program written by :func:`save` (never unpickles code)."""
-    return ExportedProgram.from_parts(serialize.load(f))
+def load(f, *, limits: serialize.Limits | None = None) -> ExportedProgram:
+    """Read a program written by :func:`save` (never runs code from the file; see
+    :func:`unbroken.ir.serialize.load` for ``limits`` and the guarantees)."""
+    return serialize.load(f, ExportedProgram.from_parts, limits=limits)

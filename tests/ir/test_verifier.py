@@ -98,7 +98,7 @@ def test_placeholder_count_and_names():
     with pytest.raises(InternalError, match="3 placeholders but the signature has 2"):
         check(b)
     b = good()
-    b.input_specs[2] = InputSpec(InputKind.USER_INPUT, TensorArgument("y"))
+    b.input_specs[2] = InputSpec(InputKind.USER_INPUT, TensorArgument("y"), None)
     with pytest.raises(InternalError, match="placeholder 'x' does not match input spec y: "
                        "USER_INPUT"):
         check(b)
@@ -117,7 +117,7 @@ def test_placeholder_value_kind_checked():
     b = Builder()
     x = b.input("x", meta(2))
     b.output(b.call(aten.neg.default, x))
-    b.input_specs[0] = InputSpec(InputKind.USER_INPUT, SymIntArgument("x"))
+    b.input_specs[0] = InputSpec(InputKind.USER_INPUT, SymIntArgument("x"), None)
     with pytest.raises(InternalError, match="is a SymIntArgument but its val is a"):
         check(b)
 
@@ -199,7 +199,7 @@ def test_output_mismatches():
     with pytest.raises(InternalError, match="returns 2 values but the signature has 1"):
         check(b)
     b = good()
-    b.output_specs[1] = OutputSpec(OutputKind.USER_OUTPUT, TensorArgument("t"))
+    b.output_specs[1] = OutputSpec(OutputKind.USER_OUTPUT, TensorArgument("t"), None)
     with pytest.raises(InternalError, match="does not match output spec t: USER_OUTPUT"):
         check(b)
     b = good()
@@ -225,7 +225,7 @@ def test_constant_output_checked():
     x = b.input("x", meta(2))
     b.output(b.call(aten.neg.default, x), 3)
     check(b)
-    b.output_specs[1] = OutputSpec(OutputKind.USER_OUTPUT, ConstantArgument("", 4))
+    b.output_specs[1] = OutputSpec(OutputKind.USER_OUTPUT, ConstantArgument("", 4), None)
     with pytest.raises(InternalError, match="does not match constant output spec"):
         check(b)
 

@@ -88,11 +88,21 @@ def torch_program_args(parts: ProgramParts) -> dict:
     _annotate_nodes(graph_module, parts.module_types)
     return dict(
         root=graph_module, graph=graph_module.graph, graph_signature=parts.graph_signature,
-        state_dict=dict(parts.state_dict),
+        state_dict=_state_dict(parts),
         range_constraints={s: fake.torch_range(r) for s, r in parts.range_constraints.items()},
         module_call_graph=module_call_graph(parts, graph_module),
         example_inputs=parts.example_inputs, constants=dict(parts.constants),
         verifiers=[DIALECT_VERIFIERS[parts.dialect]])
+
+
+def _state_dict(parts: ProgramParts) -> dict:
+    """The state with every parameter an ``nn.Parameter`` (torch's verifier requires it; the
+    storage is shared, ``requires_grad`` kept)."""
+    parameters = {s.target for s in parts.graph_signature.input_specs
+                  if s.kind == InputKind.PARAMETER}
+    return {name: torch.nn.Parameter(value, requires_grad=value.requires_grad)
+            if name in parameters and not isinstance(value, torch.nn.Parameter) else value
+            for name, value in parts.state_dict.items()}
 
 
 def _placeholder_devices(parts: ProgramParts) -> dict:

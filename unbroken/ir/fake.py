@@ -140,10 +140,13 @@ def to_fake_graph(graph_module: fx.GraphModule, env: ShapeEnv, hints: dict,
 
     placeholder_devices: placeholder name -> the device of the real tensor it stands for;
     other nodes take the device of their first tensor input (or their ``device=`` argument).
+    Building the values records no guard in ``env``: unbroken decided the program's guards
+    during the capture, and torch would otherwise print (and check) what building them asked.
     """
     converter = _Converter(env, hints)
     default = next(iter(placeholder_devices.values()), torch.device("cpu"))
-    _convert(graph_module, converter, placeholder_devices, default)
+    with env.suppress_guards():
+        _convert(graph_module, converter, placeholder_devices, default)
 
 
 def _convert(graph_module, converter, placeholder_devices, default) -> None:

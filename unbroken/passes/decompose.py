@@ -29,6 +29,7 @@ import torch.fx as fx
 from torch._decomp import core_aten_decompositions
 from torch._dispatch.python import enable_python_dispatcher
 from torch._ops import OpOverload
+from torch.fx.experimental import _config as sym_config
 from torch.utils import _pytree as pytree
 
 from ..ir import fake
@@ -54,7 +55,9 @@ def decompose(program: ProgramParts, decomp_table=None) -> ProgramParts:
     recorder.decompositions = table  # also for the ops that decompositions themselves call
     recorder.decompose_composites = "aliasing" if keep_others else True
     values: dict[fx.Node, object] = {}
-    with enable_python_dispatcher():
+    # unbroken's environment decides every size question; torch's backed-size-oblivious mode
+    # (which torch.onnx.export turns on around this call) would ask torch's own SymNode.
+    with enable_python_dispatcher(), sym_config.patch(backed_size_oblivious=False):
         for node in program.graph_module.graph.nodes:
             current[0] = node
             values[node] = _rerecord(recorder, node, values, table, keep_others, symbols)

@@ -3,7 +3,8 @@
 The module is the one torch's own tools expect (AOTInductor asserts a ``GraphModule``):
 torch's unlifting (``torch.export._unlift``) puts the parameters and buffers back under their
 original FQNs (``lin.weight``, in a submodule hierarchy), turns mutation outputs into in-place
-copies at the end of the graph (buffers, user inputs) and gives ``forward`` the original
+copies at the end of the graph (buffers, user inputs; a buffer's new value is copied without
+autograd history, so state stays a leaf) and gives ``forward`` the original
 argument names and pytree structure. unbroken adds its input checks, as a forward pre-hook
 (:class:`InputGuard`):
 
@@ -361,5 +362,20 @@ def build_module(program) -> torch.fx.GraphModule:
     """``ExportedProgram.module()``: see the module docstring."""
     module = _unlift_exported_program_lifted_states(program, check_guards=False)
     module.validate_inputs = False  # torch's own pre-hook: ours below says it in our words
+    _detach_buffer_write_backs(module)
     module.register_forward_pre_hook(InputGuard(program), with_kwargs=True)
     return module
+
+
+def _detach_buffer_write_backs(module: torch.fx.GraphModule) -> None:
+    """A buffer's new value is copied in without autograd history (the ``copy_`` nodes torch's
+    unlifting appends, on ``get_attr`` buffers): the state stays a leaf that needs no grad, so
+    running the module twice, or saving the program after running it, keeps working. Input
+    mutations are left as they are."""
+    graph = module.graph
+    for node in list(graph.nodes):
+        if node.target is torch.ops.aten.copy_.default and node.args[0].op == "get_attr":
+            with graph.inserting_before(node):
+                value = graph.call_function(torch.ops.aten.detach.default, (node.args[1],))
+            node.update_arg(1, value)
+    module.recompile()

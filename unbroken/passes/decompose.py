@@ -64,12 +64,25 @@ def decompose(program: ProgramParts, decomp_table=None) -> ProgramParts:
     graph_module = recorder.graph_module()
     signature = _renamed(program.graph_signature, recorder.graph)
     graph_module, signature = functionalize(graph_module, signature)
+    _drop_inner_aliases(graph_module)
     dead_code_elimination(graph_module)
     mapping = symbols[1]
     return replace(program, graph_module=graph_module, graph_signature=signature,
                    range_constraints={mapping[s]: r for s, r in program.range_constraints.items()},
                    hints={mapping[s]: h for s, h in program.hints.items() if s in mapping},
                    dialect="ATEN")
+
+
+def _drop_inner_aliases(graph_module: fx.GraphModule) -> None:
+    """Bypass the ``aten.alias`` nodes decompositions leave (torch's references express "the
+    same tensor" as a view of it): in a functional graph a view is its base, except where the
+    graph returns it (an output that is a view of an input stays one, as in eager)."""
+    output = next(n for n in reversed(graph_module.graph.nodes) if n.op == "output")
+    returned = set(output.all_input_nodes)
+    for node in list(graph_module.graph.nodes):
+        if node.target is torch.ops.aten.alias.default and node not in returned:
+            node.replace_all_uses_with(node.args[0])
+    graph_module.recompile()
 
 
 def _table(decomp_table):

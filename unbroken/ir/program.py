@@ -85,6 +85,7 @@ def torch_program_args(parts: ProgramParts) -> dict:
     graph_module = as_graph_module(parts.graph_module)
     env = fake.torch_shape_env(parts.range_constraints, parts.hints)
     fake.to_fake_graph(graph_module, env, parts.hints, _placeholder_devices(parts))
+    _hoist_size_reads(graph_module)
     _annotate_nodes(graph_module, parts.module_types)
     return dict(
         root=graph_module, graph=graph_module.graph, graph_signature=parts.graph_signature,
@@ -165,6 +166,28 @@ def _resolve_type(name: str):
     for atom in qualname.split("."):
         value = getattr(value, atom, None)
     return value if isinstance(value, type) else None
+
+
+def _hoist_size_reads(graph_module: fx.GraphModule) -> None:
+    """Move the size reads of the inputs (``sym_size`` and the integer arithmetic on them,
+    recorded outside any submodule) to just after the placeholders.
+
+    unbroken records an input's size read in the root scope where a submodule first asks for
+    it, which cuts that submodule's run of nodes in two; ``torch.export.unflatten`` would take
+    the two halves for two calls. The moved nodes are pure and depend only on placeholders and
+    on each other, so the order stays topological."""
+    graph = graph_module.graph
+    anchor = next((n for n in graph.nodes if n.op != "placeholder"), None)
+    moved: set = set()
+    for node in list(graph.nodes):
+        if node.op != "call_function" or anchor is None or node is anchor:
+            continue
+        scoped = any(path for path, _ in node.meta.get("nn_module_stack", {}).values())
+        inputs_ready = all(n.op == "placeholder" or n in moved for n in node.all_input_nodes)
+        if not scoped and inputs_ready and isinstance(node.meta.get("val"), torch.SymInt):
+            anchor.prepend(node)
+            moved.add(node)
+    graph_module.recompile()
 
 
 def _annotate_nodes(graph_module: fx.GraphModule, module_types: Mapping) -> None:

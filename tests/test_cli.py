@@ -250,3 +250,18 @@ def test_unwritable_json_report_exits_2(tmp_path, capsys, monkeypatch):
     path = write(tmp_path, "good.py", GOOD)
     assert main(["check", str(path), "--json", str(tmp_path / "no" / "dir" / "r.json")]) == 2
     assert "cannot write the JSON report" in capsys.readouterr().out
+
+
+def test_a_bug_while_listing_the_breaks_is_reported_not_dropped(tmp_path, capsys, monkeypatch):
+    """The export is refused with a graph break; listing every break then meets a bug in
+    unbroken: the case is an internal error, not a refusal with one break."""
+    def broken(*args, **kwargs):
+        raise unbroken.InternalError("a bug planted by the test")
+
+    monkeypatch.setattr(unbroken, "find_graph_breaks", broken, raising=False)
+    report = tmp_path / "r.json"
+    assert main(["check", str(write(tmp_path, "broken.py", BROKEN)), "--json",
+                 str(report)]) == 1
+    assert "INTERNAL ERROR" in capsys.readouterr().out
+    case = json.loads(report.read_text())["cases"][0]
+    assert case["status"] == "internal_error" and case["error"]["kind"] == "InternalError"

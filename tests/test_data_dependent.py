@@ -1,6 +1,8 @@
 """Values that only tensor data decide: .item() and data-dependent sizes are unbacked symbols;
 torch._check facts about them become runtime asserts; what the facts cannot decide is refused
 with a hint. Examples from the seed tutorial's data-dependent section."""
+import warnings
+
 import pytest
 import torch
 import torch.nn as nn
@@ -73,3 +75,39 @@ def test_a_branch_on_a_data_dependent_value_is_refused_with_a_hint():
     assert error.code == "UB105"
     assert error.frames[-1].source == "if s > 0:"
     assert "torch._check" in error.render() or "torch.cond" in error.render()
+
+
+class SizeFromData(torch.nn.Module):
+    def forward(self, x, counts):
+        n = counts.sum().item()
+        torch._check_is_size(n)
+        torch._check(n <= x.shape[0])
+        return x[:n] + 1
+
+
+def test_check_is_size_means_nonnegative():
+    """torch._check_is_size(n) asserts n >= 0 (it was mapped to torch._check(n), which failed
+    with UB120 "cond must be a bool"); torch.export exports the same program."""
+    model = SizeFromData()
+    x, counts = torch.randn(4, 2), torch.tensor([1, 2])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch deprecates _check_is_size
+        ep = unbroken.export(model, (x, counts))
+        torch.export.export(model, (x, counts))  # the peer accepts it too
+    torch.testing.assert_close(ep.module()(x, counts), model(x, counts))
+    torch.testing.assert_close(ep.module()(x, torch.tensor([0, 0])), x[:0] + 1)
+    with pytest.raises(RuntimeError, match=r"Runtime assertion failed .* >= 0"):
+        ep.module()(x, torch.tensor([-2, 0]))  # n >= 0 is checked at run time
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # torch deprecates _check_is_size
+def test_check_is_size_of_a_negative_constant_fails_like_eager():
+    def negative(x):
+        torch._check_is_size(x.shape[0] - 5)
+        return x
+
+    with pytest.raises(RuntimeError):
+        negative(torch.randn(3))
+    with pytest.raises(unbroken.GraphBreakError) as info:
+        unbroken.export(negative, (torch.randn(3),))
+    assert info.value.code == "UB104"

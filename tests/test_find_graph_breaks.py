@@ -2,10 +2,12 @@
 import inspect
 import json
 
+import pytest
 import torch
 import torch.nn as nn
 
 import unbroken
+from unbroken import pipeline
 from unbroken.cli import main
 
 
@@ -88,3 +90,34 @@ def test_check_reports_all_breaks_in_its_json(tmp_path):
     assert main(["check", str(source), "--json", str(report), "--quiet"]) == 1
     case = json.loads(report.read_text())["cases"][0]
     assert [b["code"] for b in case["graph_breaks"]] == ["UB101", "UB103"]
+
+
+def test_unbrokens_own_bug_is_raised_not_listed(monkeypatch):
+    """An InternalError during the trace is unbroken's bug: never a graph break in the list."""
+    def broken(self, signature, dims):
+        raise unbroken.InternalError("a bug planted by the test")
+
+    monkeypatch.setattr(pipeline._Export, "_lift_inputs", broken)
+    with pytest.raises(unbroken.InternalError, match="planted"):
+        unbroken.find_graph_breaks(lambda x: x + 1, (torch.randn(2),))
+
+
+def test_uncaught_exception_eager_does_not_raise_is_a_bug():
+    """An exception only the trace raises (eager, on a copy of the model, returns) is
+    unbroken's failure (InternalError), not a graph break ("eager would fail too")."""
+
+    class RaisesOnlyWhenTraced(nn.Module):
+        def __init__(self, fail=True):
+            super().__init__()
+            self.fail = fail
+
+        def forward(self, x):
+            if self.fail:
+                raise ValueError("only in the trace")
+            return x + 1
+
+        def __deepcopy__(self, memo):
+            return RaisesOnlyWhenTraced(fail=False)
+
+    with pytest.raises(unbroken.InternalError, match="eager execution on the same inputs"):
+        unbroken.find_graph_breaks(RaisesOnlyWhenTraced(), (torch.randn(2),))

@@ -8,6 +8,7 @@ import torch.nn as nn
 from torch.export import Dim
 
 import unbroken
+from unbroken import pipeline
 
 
 def _suggested_code(error) -> str:
@@ -101,3 +102,36 @@ def test_a_branch_on_a_size_tightens_the_range():
     ep = unbroken.export(PicksRow(), (torch.randn(8, 3),), dynamic_shapes=_paste(error))
     x = torch.randn(5, 3)
     torch.testing.assert_close(ep.module()(x), PicksRow()(x))
+
+
+def test_a_bug_while_verifying_the_fix_is_raised_not_dropped(monkeypatch):
+    """The fix search re-exports with the suggestion; a bug in that re-export (InternalError)
+    must surface, not read as "no fix found"."""
+    run = pipeline._Export.run
+
+    def run_or_fail(self):
+        if not self.suggest_fixes:  # the verifying re-export
+            raise unbroken.InternalError("a bug planted by the test")
+        return run(self)
+
+    monkeypatch.setattr(pipeline._Export, "run", run_or_fail)
+    args = (torch.randn(6, 3), torch.randn(6, 3))
+    with pytest.raises(unbroken.InternalError, match="planted"):
+        unbroken.export(Broadcast(), args, dynamic_shapes={"x": {0: Dim("a")}, "y": {0: Dim("b")}})
+
+
+def test_the_fix_is_searched_once_per_refusal(monkeypatch):
+    """Issue 11 item 5: the solver's fix search ran twice on the same violations."""
+    calls = []
+    search = pipeline.suggest_fix
+
+    def counted(*args, **kwargs):
+        calls.append(args[0])
+        return search(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "suggest_fix", counted)
+    args = (torch.randn(6, 3), torch.randn(6, 3))
+    with pytest.raises(unbroken.ConstraintViolationError) as info:
+        unbroken.export(Broadcast(), args, dynamic_shapes={"x": {0: Dim("a")}, "y": {0: Dim("b")}})
+    assert "Suggested fix" in info.value.details
+    assert len(calls) == 1

@@ -3,20 +3,27 @@
 ``unbroken.export(mod, args, kwargs=None, *, dynamic_shapes=None)`` has the call shape of
 ``torch.export.export`` and returns an :class:`ExportedProgram`, or refuses with an error that
 names your file and line and says how to fix it.
+
+Errors: ``except unbroken.UnbrokenError`` catches everything unbroken raises. Its two branches
+are ``unbroken.RefusalError`` (export refused on purpose: graph breaks, constraint violations,
+usage and input errors, unreadable files; the message says what to change) and
+``unbroken.InternalError`` (a bug in unbroken; please report it). Catch ``RefusalError`` to
+treat "this model is not supported" differently from a crash.
 """
 from torch.export import Dim  # torch's own Dim objects are the spec language (drop-in)
 
 from .frontend.graph_breaks import GraphBreakError
 from .symbolic.diagnostics import (ConstraintViolationError, DataDependentError,
                                    ExportUsageError, InputMismatchError, InternalError,
-                                   SerializationError, UnbrokenError, UnsupportedError)
+                                   RefusalError, SerializationError, UnbrokenError,
+                                   UnsupportedError)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ConstraintViolationError", "DataDependentError", "Dim", "ExportUsageError",
     "ExportedProgram", "GraphBreakError", "InputMismatchError", "InternalError",
-    "SerializationError", "UnbrokenError", "UnsupportedError", "__version__", "case", "export",
+    "RefusalError", "SerializationError", "UnbrokenError", "UnsupportedError", "__version__", "case", "export",
     "find_graph_breaks", "load", "save",
 ]
 

@@ -28,7 +28,7 @@ from rich.text import Text
 
 from unbroken.cases import CaseCollectionError, ExportCase, collect_cases
 from unbroken.frontend.graph_breaks import GraphBreakError
-from unbroken.symbolic.diagnostics import BUG_NOTE, InternalError, UnbrokenError
+from unbroken.symbolic.diagnostics import BUG_NOTE, InternalError, RefusalError, UnbrokenError
 
 __all__ = ["main"]
 
@@ -184,7 +184,11 @@ def _run_case(case: ExportCase) -> CaseResult:
                           traceback.format_exc())
     except UnbrokenError as err:
         elapsed = time.perf_counter() - start
-        return CaseResult(case, REFUSED, elapsed, err, breaks=_all_breaks(case, err))
+        try:
+            breaks = _all_breaks(case, err)
+        except InternalError as bug:  # listing the breaks met a bug in unbroken: report it
+            return CaseResult(case, INTERNAL, elapsed, bug, traceback.format_exc())
+        return CaseResult(case, REFUSED, elapsed, err, breaks=breaks)
     except Exception as err:  # anything else escaping export() is a bug in unbroken
         return CaseResult(case, INTERNAL, time.perf_counter() - start, err,
                           traceback.format_exc())
@@ -192,12 +196,13 @@ def _run_case(case: ExportCase) -> CaseResult:
 
 
 def _all_breaks(case: ExportCase, error: UnbrokenError) -> tuple:
-    """Every graph break of a case refused for one, so a single CI run lists them all."""
+    """Every graph break of a case refused for one, so a single CI run lists them all; an
+    ``InternalError`` of the listing pass is raised (a bug is never dropped)."""
     if not isinstance(error, GraphBreakError):
         return ()
     try:
         breaks = case.find_graph_breaks()
-    except Exception:  # the first break is still reported; the rest is a bonus
+    except RefusalError:  # the first break is still reported; the rest is a bonus
         return (error,)
     return tuple(breaks) or (error,)
 

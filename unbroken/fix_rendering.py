@@ -1,9 +1,11 @@
 """Render a :class:`unbroken.symbolic.fixes.Fix` as a ``dynamic_shapes`` spec: both the
-object (torch's ``Dim``s, to export again with) and the Python code to paste.
+object (torch's ``Dim``s, to export again with) and the Python code to paste; and render the
+``ConstraintViolationError`` that shows the violated guards with that fix.
 
 The spec covers every top-level argument of ``forward`` by name: tensors get
 ``{dim: Dim or derived Dim}`` (static dims are left out), other arguments ``None``. A fix that
-involves tensors nested in containers, or ``*args``, is not rendered (returns None).
+involves tensors nested in containers, ``*args``, or a dim of several symbols (a ``Dim`` is
+derived from one root) is not rendered (returns None).
 """
 from __future__ import annotations
 
@@ -13,7 +15,9 @@ import re
 import sympy
 from torch.export import Dim
 
-__all__ = ["render_fix"]
+from .symbolic.diagnostics import ConstraintViolationError
+
+__all__ = ["constraint_error", "render_fix"]
 
 
 def render_fix(fix, top_dims: dict, env):
@@ -34,7 +38,10 @@ def render_fix(fix, top_dims: dict, env):
         for index, expr in enumerate(dims):
             if isinstance(expr, int):
                 continue
-            rendered = _dim(fix.apply(expr), names)
+            expr = sympy.expand(fix.apply(expr))
+            if len(expr.free_symbols) > 1:
+                return None  # a Dim is derived from one root: no spec can state this dim
+            rendered = _dim(expr, names)
             if rendered is None:
                 continue
             per_dim[index], text[index] = rendered
@@ -46,14 +53,11 @@ def render_fix(fix, top_dims: dict, env):
 
 
 def _dim(expr, names):
-    """(Dim object, code) for a dim expression under the fix; None when static."""
-    expr = sympy.expand(expr)
+    """(Dim object, code) for a dim expression (of at most one symbol) under the fix; None
+    when static."""
     if expr.is_Integer:
         return None
-    symbols = list(expr.free_symbols)
-    if len(symbols) != 1:
-        raise ValueError(f"a dim of several symbols: {expr}")
-    root = symbols[0]
+    (root,) = expr.free_symbols
     k, m = int(expr.coeff(root, 1)), int(sympy.expand(expr - expr.coeff(root, 1) * root))
     dim, name = names.dim(root)
     value, text = dim, name
@@ -126,3 +130,37 @@ def _code(names, entries) -> str:
             body.append(f'    "{arg}": {{{inner}}},')
     return "\n".join(["from torch.export import Dim", "", *names.definitions(),
                       "dynamic_shapes = {", *body, "}"])
+
+
+def constraint_error(env, violations, suggestion=None) -> ConstraintViolationError:
+    """The error for guards the spec does not imply: each violated guard once, in the user's
+    terms (``x.shape[0] == 4``), with a counterexample and the line that made it, then the
+    suggested fix (``suggestion``: (notes, code) from :func:`render_fix`, verified) or a
+    generic hint."""
+    lines, seen = [], set()
+    for violation in violations:
+        guard = violation.guard
+        if guard.as_fact() in seen:
+            continue
+        seen.add(guard.as_fact())
+        where = f"  at {guard.frames[-1].short()}: {guard.frames[-1].source}" if guard.frames else ""
+        example = ""
+        if violation.counterexample:
+            values = ", ".join(f"{env.source_of(s)} = {v}" for s, v in violation.counterexample.items())
+            example = f"  (fails for {values})"
+        lines.append(f"- {guard.describe(env.source_of)}{example}{where}")
+    first = violations[0].guard
+    details = "Guards not implied by the spec:\n" + "\n".join(lines)
+    if suggestion is not None:
+        notes, code = suggestion
+        details += ("\n\nSuggested fix (proven for every admitted size, and verified by "
+                    "exporting again with it):\n" + "\n".join(f"- {n}" for n in notes)
+                    + "\n\n" + code)
+        hint = "Use the suggested dynamic_shapes above."
+    else:
+        hint = ("Narrow the Dim ranges (min/max), declare the related dims equal or derived, "
+                "or mark the dim static, so that every guard above holds for all admitted "
+                "sizes.")
+    return ConstraintViolationError(
+        "the model's code constrains dimensions that dynamic_shapes declares dynamic",
+        frames=first.frames, details=details, hint=hint)

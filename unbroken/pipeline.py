@@ -1,12 +1,15 @@
-"""``export()``: runs the stages of DESIGN.md in order.
+"""``export()`` and ``find_graph_breaks()``: the stages of ``docs/architecture.md``, in order.
 
 1. validate the call and bind the inputs to ``forward``'s parameters;
 2. ``symbolic.spec`` turns ``dynamic_shapes`` into one symbol or constant per input dim, and
    ``symbolic.env`` makes the meta tensors that stand for the inputs, parameters and buffers;
 3. the frontend interprets ``mod(*args, **kwargs)`` while ``ir.recorder`` records ATen ops;
-4. ``symbolic.solver`` decides every guard against the spec;
-5. passes: functionalization, dead-code elimination;
-6. ``ir.program`` builds the ``ExportedProgram`` (which runs the verifier).
+4. ``symbolic.solver`` decides every guard against the spec; violated guards get a fix
+   (``symbolic.fixes``), verified by exporting again, rendered by ``fix_rendering``;
+5. passes: subgraph and root functionalization, dead-code elimination;
+6. ``unbroken.program`` builds the ``ExportedProgram`` (which runs the verifiers).
+
+An uncaught exception of the traced program is checked against eager (``uncaught``).
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from torch._dispatch.python import enable_python_dispatcher
 from torch.nn.utils.stateless import _reparametrize_module
 from torch.utils import _pytree as pytree
 
+from .frontend.graph_breaks import TracedException
 from .frontend.output import TraceContext
 from .frontend.sources import LocalSource
 from .frontend.tracer import trace_call
@@ -34,13 +38,15 @@ from .ir.signature import (ConstantArgument, ExportGraphSignature, InputKind, In
                            OutputKind, OutputSpec, SymIntArgument, TensorArgument)
 from .passes.dce import dead_code_elimination
 from .passes.functionalize import functionalize
+from .passes.subgraphs import functionalize_subgraphs
+from .fix_rendering import constraint_error, render_fix
 from .program import ExportedProgram
-from .symbolic.diagnostics import (ConstraintViolationError, ExportUsageError, InternalError,
-                                   UnbrokenError, UnsupportedError, format_stack)
+from .symbolic.diagnostics import ExportUsageError, InternalError, RefusalError, UnbrokenError
 from .symbolic.env import ShapeEnvironment
 from .symbolic.fixes import suggest_fix
 from .symbolic.solver import Solver, Violation, check_guards
 from .symbolic.spec import resolve_dynamic_shapes
+from .uncaught import checked_against_eager
 
 __all__ = ["export", "find_graph_breaks"]
 
@@ -82,6 +88,8 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict: bool = True,
             except _AdoptAuto as adopt:  # Dim.AUTO dims take what the code requires: retrace
                 refinements.update(adopt.refinements)
         raise InternalError(f"Dim.AUTO refinements did not settle in {_MAX_AUTO_ROUNDS} traces")
+    except TracedException as error:  # "eager fails too" is claimed only once checked
+        raise checked_against_eager(error, mod, args, kwargs) from None
     except UnbrokenError:
         raise
     except Exception as exc:  # a bug in unbroken: say so, with what we know
@@ -126,19 +134,24 @@ class _AdoptAuto(Exception):
 class _Export:
     """One export: the state shared by the stages."""
 
-    def __init__(self, mod, args, kwargs, dynamic_shapes, auto_refinements=None):
+    def __init__(self, mod, args, kwargs, dynamic_shapes, auto_refinements=None, *,
+                 find_all: bool = False):
         self.mod = mod
         self.root = mod if isinstance(mod, torch.nn.Module) else None
         self.args, self.kwargs = args, kwargs
         self.dynamic_shapes = dynamic_shapes
         self.auto_refinements = auto_refinements or {}
-        self.recorder = Recorder()
+        # The environment and the recorder read the user's location from the trace context,
+        # which holds the recorder: the closures look it up once both exist.
+        self.env = ShapeEnvironment(location_provider=lambda: self.output.user_frames())
+        self.recorder = Recorder(
+            env=self.env, frames_provider=lambda: self.output.user_frames(),
+            module_stack_provider=lambda: self.output.nn_module_stack(),
+            allow_meta_constants=_on_meta_device(self.root, args, kwargs),
+            shadow=Shadow() if find_all else None)
+        self.builder = self.recorder.builder
         self.output = TraceContext(self.recorder, self.root)
-        self.env = ShapeEnvironment(location_provider=self.output.user_frames)
-        self.recorder.frames_provider = self.output.user_frames
-        self.recorder.module_stack_provider = self.output.nn_module_stack
-        self.recorder.symint_factory = self.env.symint
-        self.recorder.env = self.env
+        self.output.find_all = find_all
         self.input_specs: list[InputSpec] = []
         self.state_dict: dict = {}
         self.constants: dict = {}
@@ -158,11 +171,9 @@ class _Export:
     def find_breaks(self) -> list:
         """Trace in "find them all" mode: every graph break on the path the example inputs
         take, in order; a failure that cannot be stepped over ends the list."""
-        self.recorder.shadow = Shadow()
-        self.output.find_all = True
         try:
             self._trace()
-        except UnbrokenError as error:
+        except RefusalError as error:  # an InternalError is ours: raised, never listed
             self.output.breaks.append(error.with_frames(self.output.user_frames()))
         return _unique(self.output.breaks)
 
@@ -173,7 +184,6 @@ class _Export:
         dims = self._resolve_dims(combined)
         self._lift_state()
         arg_trackers, kwarg_trackers = self._lift_inputs(signature, dims)
-        self.recorder.allow_meta_constants = self._on_meta_device()
         with _tracing(self.root, self.metas), preserving(self.recorder):
             result, tx = trace_call(self.output, self.mod, arg_trackers, kwarg_trackers)
             outputs = result.unwrap(tx)
@@ -224,7 +234,7 @@ class _Export:
             stand_ins[id(tensor)] = meta
             self._shadow(meta, tensor)
             self.output.mark_state(meta, parameter=parameter, requires_grad=tensor.requires_grad)
-        node = self.recorder.add_placeholder(name, meta, user_input=False, device=tensor.device)
+        node = self.builder.add_placeholder(name, meta, user_input=False, device=tensor.device)
         if isinstance(meta, torch.nn.Parameter):
             node.meta["val"] = meta_like(meta)  # the graph's value is a plain tensor
         return node.name
@@ -246,16 +256,16 @@ class _Export:
 
     def _user_input(self, name, leaf, dims):
         if not isinstance(leaf, torch.Tensor):
-            node = self.recorder.add_placeholder(name, leaf, user_input=True)
+            node = self.builder.add_placeholder(name, leaf, user_input=True)
             self.input_specs.append(InputSpec(InputKind.USER_INPUT,
                                               ConstantArgument(node.name, leaf), None))
             return ConstantVariable(leaf, LocalSource(name))
         meta = self.env.make_meta_tensor(leaf, dims) if dims is not None else meta_like(leaf)
-        node = self.recorder.add_placeholder(name, meta, user_input=True, device=leaf.device)
+        node = self.builder.add_placeholder(name, meta, user_input=True, device=leaf.device)
         self._shadow(meta, leaf)
         for index, size in enumerate(meta.shape):
             if isinstance(size, torch.SymInt):
-                self.recorder.bind_symbol(size.node.expr, node, index)  # s, or a*s + b
+                self.builder.bind_symbol(size.node.expr, node, index)  # s, or a*s + b
         self.output.mark_state(meta, parameter=False, requires_grad=leaf.requires_grad)
         self.input_specs.append(InputSpec(InputKind.USER_INPUT, TensorArgument(node.name), None))
         return TensorVariable(meta, LocalSource(name), requires_grad=leaf.requires_grad)
@@ -264,13 +274,6 @@ class _Export:
         """In find-all mode: a private copy of the real value (nothing the user owns changes)."""
         if self.recorder.shadow is not None and real.device.type != "meta":
             self.recorder.shadow.set(meta, real.detach().clone())
-
-    def _on_meta_device(self) -> bool:
-        """True when the model's state or inputs live on the meta device (no values anywhere)."""
-        tensors = [*self.state_dict.values(), *self.constants.values(),
-                   *(t for t in pytree.tree_leaves((self.args, self.kwargs))
-                     if isinstance(t, torch.Tensor))]
-        return any(t.device.type == "meta" for t in tensors)
 
     # ----------------------------------------------------------------- guards
     def _check_guards(self) -> None:
@@ -291,46 +294,31 @@ class _Export:
                 if decision.verdict != "true":
                     violations.append(Violation(guard, decision, decision.counterexample))
         if violations:
-            adopted = _auto_refinements(self.env, violations)
+            fix = _suggest_fix(self.env, violations)
+            adopted = _auto_refinements(self.env, fix)
             if adopted:
                 raise _AdoptAuto(adopted)
-            suggestion = self._verified_fix(violations) if self.suggest_fixes else None
-            raise _constraint_error(self.env, violations, suggestion)
+            suggestion = self._verified_fix(fix) if self.suggest_fixes else None
+            raise constraint_error(self.env, violations, suggestion)
 
     def _runtime_assert(self, guard) -> None:
         """``aten._assert_scalar`` of a torch._check fact on data-dependent values: the
         program raises, like eager, when a run breaks it."""
-        recorder = self.recorder
+        builder = self.builder
         fact = guard.as_fact()
-        order = {n: i for i, n in enumerate(recorder.graph.nodes)}
-        defined = [d for d in map(recorder.definition_of, fact.free_symbols) if d is not None]
+        order = {n: i for i, n in enumerate(builder.graph.nodes)}
+        defined = [d for d in map(builder.definition_of, fact.free_symbols) if d is not None]
         known = max(defined, key=order.__getitem__)  # as early as its values are known,
         after = self._asserts_after.get(known, known)  # after earlier asserts there
         text = f"Runtime assertion failed for expression {guard.describe(self.env.source_of)}"
-        with recorder.graph.inserting_after(after):
-            node = recorder.graph.call_function(torch.ops.aten._assert_scalar.default,
-                                                (None, text))
-        with recorder.graph.inserting_before(node):
-            node.args = (recorder._expr_node(fact), text)
-        recorder._annotate(node, None)
-        node.meta.update(user_frames=guard.frames, stack_trace=format_stack(guard.frames) + "\n")
+        node = builder.assert_after(after, fact, text, guard.frames)
         self._asserts_after[known] = node
 
-    def _verified_fix(self, violations):
-        """A suggested ``dynamic_shapes`` that the solver proves and a re-export confirms, as
-        (notes, code), or None."""
-        from .fix_rendering import render_fix
-
-        env = self.env
-        backed = [s for s, info in env.symbols.items() if info.hint is not None]
-        try:
-            fix = suggest_fix([v.guard.as_fact() for v in violations],
-                              {s: (env.spec_ranges[s].lower, _upper(env.spec_ranges[s]))
-                               for s in backed},
-                              {s: env.hint_of(s) for s in backed}, env.source_of)
-        except Exception:  # a suggestion is best effort: never hide the violation itself
-            return None
-        rendered = render_fix(fix, self.top_dims, env) if fix is not None else None
+    def _verified_fix(self, fix):
+        """``fix`` as (notes, code) when it renders as a ``dynamic_shapes`` spec and a
+        re-export with that spec succeeds; else None. A bug met while re-exporting is raised
+        (InternalError), never taken for "the fix does not work"."""
+        rendered = render_fix(fix, self.top_dims, self.env) if fix is not None else None
         if rendered is None:
             return None
         spec, code = rendered
@@ -338,16 +326,15 @@ class _Export:
         retry.suggest_fixes = False
         try:
             retry.run()
-        except UnbrokenError:
+        except RefusalError:
             return None
         return fix.notes, code
 
     # ----------------------------------------------------------------- program
     def _build(self, flat_outputs, out_spec) -> ExportedProgram:
         self._lift_constant_specs()
-        self.recorder.set_output(flat_outputs)
-        graph_module = self.recorder.graph_module()
-        _functionalize_branches(graph_module)
+        self.builder.set_output(flat_outputs)
+        graph_module = functionalize_subgraphs(self.builder.graph_module())
         signature = ExportGraphSignature(self._ordered_input_specs(), self._output_specs())
         graph_module, signature = functionalize(graph_module, signature)
         graph_module = dead_code_elimination(graph_module)
@@ -358,7 +345,8 @@ class _Export:
             example_inputs=(self.args, self.kwargs),
             hints={s: self.env.hint_of(s) for s, i in self.env.symbols.items()
                    if i.hint is not None},
-            forward_arg_names=tuple(self.top_dims), module_types=self._module_types()))
+            forward_arg_names=tuple(self.top_dims), module_types=self._module_types(),
+            env=self.env))
 
     def _module_types(self) -> dict:
         """Submodule FQN -> class, for the program's module call graph and node metadata."""
@@ -375,12 +363,12 @@ class _Export:
 
     def _ordered_input_specs(self) -> list[InputSpec]:
         by_name = {spec.arg.name: spec for spec in self.input_specs}
-        return [by_name[node.name] for node in self.recorder.graph.nodes
+        return [by_name[node.name] for node in self.builder.graph.nodes
                 if node.op == "placeholder"]
 
     def _output_specs(self) -> list[OutputSpec]:
         specs = []
-        for value in next(n for n in self.recorder.graph.nodes if n.op == "output").args[0]:
+        for value in next(n for n in self.builder.graph.nodes if n.op == "output").args[0]:
             if isinstance(value, fx.Node):
                 is_sym = isinstance(value.meta.get("val"), torch.SymInt)
                 arg = SymIntArgument(value.name) if is_sym else TensorArgument(value.name)
@@ -489,9 +477,21 @@ def find_graph_breaks(mod, args, kwargs=None, *, dynamic_shapes=None) -> list:
     args, kwargs = _check_call(mod, args, kwargs)
     check_python_version()
     try:
-        return _Export(mod, args, kwargs, None).find_breaks()
-    except UnbrokenError as error:
-        return [error]
+        breaks = _Export(mod, args, kwargs, None, find_all=True).find_breaks()
+    except RefusalError as error:
+        breaks = [error]
+    return [_checked(error, mod, args, kwargs) for error in breaks]
+
+
+def _checked(error, mod, args, kwargs):
+    """A break that is an uncaught exception, checked against eager; an InternalError (the
+    exception is unbroken's) is raised, never listed as a graph break."""
+    if not isinstance(error, TracedException):
+        return error
+    checked = checked_against_eager(error, mod, args, kwargs)
+    if isinstance(checked, InternalError):
+        raise checked
+    return checked
 
 
 def _unique(errors) -> list:
@@ -506,60 +506,24 @@ def _unique(errors) -> list:
     return unique
 
 
-def _functionalize_branches(graph_module) -> None:
-    """Functionalize and clean the subgraphs of torch.cond (recursively). A branch may update
-    its own intermediates in place, but not its inputs."""
-    for node in graph_module.graph.nodes:
-        if node.op != "get_attr":
-            continue
-        branch = getattr(graph_module, node.target)
-        if not isinstance(branch, fx.GraphModule):
-            continue
-        _functionalize_branches(branch)
-        returned = next(n for n in branch.graph.nodes if n.op == "output").args[0]
-        if isinstance(returned, fx.Node):  # while_loop's cond_fn returns one tensor
-            _refuse_mutation_in(branch)
-            dead_code_elimination(branch)
-            continue
-        inputs = [InputSpec(InputKind.USER_INPUT, TensorArgument(n.name), None)
-                  for n in branch.graph.nodes if n.op == "placeholder"]
-        outputs = [OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(v.name), None)
-                   for v in next(n for n in branch.graph.nodes if n.op == "output").args[0]]
-        _, signature = functionalize(branch, ExportGraphSignature(inputs, outputs))
-        mutated = signature.mutation_specs
-        if mutated:
-            node_in_branch = next(n for n in branch.graph.nodes if n.name == mutated[0].arg.name)
-            raise UnsupportedError(
-                "a torch.cond branch modifies one of its inputs in place", code="UB121",
-                frames=node_in_branch.meta.get("user_frames", ()),
-                hint="Compute the new value out of place and return it from both branches.")
-        dead_code_elimination(branch)
-
-
-def _refuse_mutation_in(branch) -> None:
-    for node in branch.graph.nodes:
-        target = node.target
-        if node.op == "call_function" and isinstance(target, torch._ops.OpOverload) \
-                and target._schema.is_mutable:
-            raise UnsupportedError("a while_loop cond_fn updates a tensor in place",
-                                   code="UB121", frames=node.meta.get("user_frames", ()),
-                                   hint="Compute the condition out of place.")
-
-
-def _auto_refinements(env, violations) -> dict[str, str] | None:
-    """What ``Dim.AUTO`` dims must become for every violated guard to hold, when the fix the
-    solver finds only changes AUTO dims — static, equal to another dim, or a narrower range —
-    (no derived dims); else None. Guards implied by such a fix (``(x0 == y0) and (x1 == y1)``,
-    ``x0*x1 == 8*x0``, ``x0 > 4``) are adopted with it."""
+def _suggest_fix(env, violations):
+    """The solver's fix for the violated guards over the input sizes (``symbolic.fixes``), or
+    None when there is none."""
     backed = [s for s, info in env.symbols.items() if info.hint is not None]
-    ranges = {s: (env.spec_ranges[s].lower, _upper(env.spec_ranges[s])) for s in backed}
-    try:
-        fix = suggest_fix([v.guard.as_fact() for v in violations], ranges,
-                          {s: env.hint_of(s) for s in backed}, env.source_of)
-    except Exception:  # best effort: the violation is reported as such
-        return None
+    return suggest_fix([v.guard.as_fact() for v in violations],
+                       {s: (env.spec_ranges[s].lower, _upper(env.spec_ranges[s])) for s in backed},
+                       {s: env.hint_of(s) for s in backed}, env.source_of)
+
+
+def _auto_refinements(env, fix) -> dict[str, str] | None:
+    """What ``Dim.AUTO`` dims must become for every violated guard to hold, when ``fix`` (the
+    solver's fix for the violations) only changes AUTO dims — static, equal to another dim, or
+    a narrower range — (no derived dims); else None. Guards implied by such a fix
+    (``(x0 == y0) and (x1 == y1)``, ``x0*x1 == 8*x0``, ``x0 > 4``) are adopted with it."""
     if fix is None or fix.new_roots:
         return None
+    backed = [s for s, info in env.symbols.items() if info.hint is not None]
+    ranges = {s: (env.spec_ranges[s].lower, _upper(env.spec_ranges[s])) for s in backed}
     narrowed = {s for s in backed if s in fix.ranges and fix.ranges[s] != ranges[s]}
     changed = set(fix.static) | set(fix.derived) | narrowed
     if not changed or not changed <= set(env.auto_symbols):
@@ -571,6 +535,13 @@ def _auto_refinements(env, violations) -> dict[str, str] | None:
             return None
         refinements[env.auto_symbols[symbol]] = env.source_of(expr)
     return refinements
+
+
+def _on_meta_device(root, args, kwargs) -> bool:
+    """True when the model's state or inputs live on the meta device (no values anywhere)."""
+    state = [*root.parameters(), *root.buffers()] if root is not None else []
+    inputs = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+    return any(t.device.type == "meta" for t in [*state, *inputs])
 
 
 def _mentions_unbacked(expr, env) -> bool:
@@ -592,33 +563,3 @@ def _dims_of(value, trackers):
                      for s in trackers[id(value)].meta.shape)
     return "nested" if any(isinstance(v, torch.Tensor) for v in pytree.tree_leaves(value)) \
         else None
-
-
-def _constraint_error(env, violations, suggestion=None) -> ConstraintViolationError:
-    lines, seen = [], set()
-    for violation in violations:
-        guard = violation.guard
-        if guard.as_fact() in seen:
-            continue
-        seen.add(guard.as_fact())
-        where = f"  at {guard.frames[-1].short()}: {guard.frames[-1].source}" if guard.frames else ""
-        example = ""
-        if violation.counterexample:
-            values = ", ".join(f"{env.source_of(s)} = {v}" for s, v in violation.counterexample.items())
-            example = f"  (fails for {values})"
-        lines.append(f"- {guard.describe(env.source_of)}{example}{where}")
-    first = violations[0].guard
-    details = "Guards not implied by the spec:\n" + "\n".join(lines)
-    if suggestion is not None:
-        notes, code = suggestion
-        details += ("\n\nSuggested fix (proven for every admitted size, and verified by "
-                    "exporting again with it):\n" + "\n".join(f"- {n}" for n in notes)
-                    + "\n\n" + code)
-        hint = "Use the suggested dynamic_shapes above."
-    else:
-        hint = ("Narrow the Dim ranges (min/max), declare the related dims equal or derived, "
-                "or mark the dim static, so that every guard above holds for all admitted "
-                "sizes.")
-    return ConstraintViolationError(
-        "the model's code constrains dimensions that dynamic_shapes declares dynamic",
-        frames=first.frames, details=details, hint=hint)

@@ -28,8 +28,9 @@ from torch._export.verifier import SpecViolationError
 from unbroken.ir import printer, runtime, serialize, verifier
 from unbroken.ir.fake import hints_of
 from unbroken.ir.program import ProgramParts, torch_program_args
+from unbroken.ir.verifier import DialectViolation
 from unbroken.passes.decompose import decompose
-from unbroken.symbolic.diagnostics import ExportUsageError, InternalError
+from unbroken.symbolic.diagnostics import ExportUsageError
 
 __all__ = ["ExportedProgram", "load", "save"]
 
@@ -51,7 +52,9 @@ class ExportedProgram(torch.export.ExportedProgram):
     @classmethod
     def from_parts(cls, parts: ProgramParts) -> "ExportedProgram":
         """The program of ``parts`` (see :class:`unbroken.ir.program.ProgramParts`); verified."""
-        return cls(**torch_program_args(parts))
+        program = cls(**torch_program_args(parts))
+        program._unbroken_env = parts.env  # the symbols' facts, for run_decompositions
+        return program
 
     # -- views unbroken adds ----------------------------------------------------------------------
     @property
@@ -77,7 +80,8 @@ class ExportedProgram(torch.export.ExportedProgram):
         return ProgramParts(
             self.graph_module, self.graph_signature, self.state_dict, self.constants,
             self.range_constraints, self.in_spec, self.out_spec, self.example_inputs,
-            self.symbol_hints, tuple(names) if names is not None else None, {}, self.dialect)
+            self.symbol_hints, tuple(names) if names is not None else None, {}, self.dialect,
+            getattr(self, "_unbroken_env", None))
 
     # -- behaviour unbroken overrides -------------------------------------------------------------
     def module(self, check_guards: bool = True) -> torch.fx.GraphModule:
@@ -109,8 +113,8 @@ class ExportedProgram(torch.export.ExportedProgram):
         try:
             super().validate()
         except SpecViolationError as error:  # unbroken's dialect check passed: our bug
-            raise InternalError(f"torch's verifier refuses the program: {error}",
-                                cause=error) from error
+            raise DialectViolation(f"torch's verifier refuses the program: {error}",
+                                   cause=error) from error
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise ExportUsageError(

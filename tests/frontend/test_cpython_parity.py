@@ -18,9 +18,10 @@ The suite is split by construct family:
                                         lambdas, recursion, calls between module functions, globals
 - ``test_cpython_parity_refusals.py``   constructs strict mode must refuse, at the right line
 
-Tests that call :func:`check` cover constructs the interpreter MUST support. Tests that call
-:func:`check_or_break` (marked ``# MAY BREAK``) cover constructs whose support is not decided:
-they accept the CPython result or a ``GraphBreakError``, never a wrong answer.
+Tests that call :func:`check` cover constructs the interpreter supports. Tests that call
+:func:`check_breaks` pin a known limitation: the construct is refused with a well-formed
+``GraphBreakError`` of the given code; lifting the limitation makes them fail, so that they
+become ``check``s (a test never accepts either outcome: a regression must show).
 
 These two helpers, the strict comparison behind them and the hypothesis settings live in
 ``tests/frontend/parity.py``, imported absolutely (``tests.frontend.parity``: the repository root
@@ -31,7 +32,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from tests.frontend.parity import PARITY, check, check_or_break
+from tests.frontend.parity import PARITY, check
 
 small_ints = st.integers(-50, 50)
 nonzero_ints = st.integers(-50, 50).filter(lambda n: n != 0)
@@ -336,8 +337,7 @@ def min_max_with_key(xs):
 @PARITY
 @given(xs=st.lists(small_ints, min_size=1, max_size=6))
 def test_min_max_with_key(xs):
-    # MAY BREAK: min/max call the key back from a builtin; only sort/sorted keys are required.
-    check_or_break(min_max_with_key, xs)
+    check(min_max_with_key, xs)
 
 
 @PARITY

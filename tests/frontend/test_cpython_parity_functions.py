@@ -12,7 +12,7 @@ import functools
 import pytest
 from hypothesis import given, strategies as st
 
-from tests.frontend.parity import PARITY, check, check_or_break
+from tests.frontend.parity import PARITY, check
 
 small_ints = st.integers(-20, 20)
 int_lists = st.lists(small_ints, max_size=6)
@@ -193,13 +193,11 @@ def test_functions_passed_as_arguments(x):
 @PARITY
 @given(xs=int_lists)
 def test_map_and_filter(xs):
-    # MAY BREAK: map/filter call user lambdas back from a builtin; not in the required list.
-    check_or_break(map_filter, xs)
+    check(map_filter, xs)
 
 
 def test_functools_partial():
-    # MAY BREAK: functools.partial is not in the required list.
-    check_or_break(partial_call, 4)
+    check(partial_call, 4)
 
 
 # ---------------------------------------------------------------- recursion and module functions

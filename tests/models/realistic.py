@@ -54,6 +54,8 @@ class ZooEntry:
 
     train:  build in train mode instead of eval mode.
     random: the output is random (dropout in train mode): compare shapes only.
+    fast_path: eager in eval mode under no_grad takes the fused attention fast path, which the
+            program does not record (``tests.exactness.FAST_PATH``).
     """
 
     name: str
@@ -62,6 +64,7 @@ class ZooEntry:
     slow: bool = False
     train: bool = False
     random: bool = False
+    fast_path: bool = False
 
     def make(self) -> tuple[nn.Module, tuple]:
         torch.manual_seed(SEED)
@@ -892,7 +895,7 @@ REALISTIC: dict[str, ZooEntry] = {e.name: e for e in [
     ZooEntry("rotary_attention", RotaryAttention, _randn(2, 6, 32)),
     ZooEntry("rmsnorm_swiglu", LlamaMLPBlock, _randn(2, 5, 32)),
     ZooEntry("moe_topk", MoE, _randn(2, 5, 16)),
-    ZooEntry("mha_padding_mask", MHAPadding, _mha_inputs),
+    ZooEntry("mha_padding_mask", MHAPadding, _mha_inputs, fast_path=True),
     ZooEntry("decoder_layer", DecoderLayerModel, _decoder_inputs),
     ZooEntry("embedding_bag", EmbeddingBagModel, _bag_inputs),
     ZooEntry("misc_routing", MiscRouting, _randn(2, 6, 16)),

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import unbroken
+from tests.exactness import assert_matches_eager
 from tests.models.zoo import ZOO
 
 FRESH_SEEDS = (1, 2, 3)
@@ -46,8 +47,7 @@ def test_exports_and_verifies(name):
 @pytest.mark.parametrize("name", ENTRIES)
 def test_matches_eager_on_example_inputs(name):
     model, args, ep = exported(name)
-    with torch.no_grad():
-        torch.testing.assert_close(ep.module()(*args), model(*args))
+    assert_matches_eager(ep.module(), model, args, fast_path=ZOO[name].fast_path)
 
 
 @pytest.mark.parametrize("name", ENTRIES)
@@ -55,8 +55,7 @@ def test_matches_eager_on_example_inputs(name):
 def test_matches_eager_on_fresh_inputs(name, seed):
     model, _, ep = exported(name)
     fresh = ZOO[name].fresh_args(seed)
-    with torch.no_grad():
-        torch.testing.assert_close(ep.module()(*fresh), model(*fresh))
+    assert_matches_eager(ep.module(), model, fresh, fast_path=ZOO[name].fast_path)
 
 
 @pytest.mark.parametrize("name", ENTRIES)

@@ -38,12 +38,15 @@ class ZooEntry:
     build:  constructs the model (weights drawn after ``torch.manual_seed(SEED)``).
     inputs: draws a tuple of example inputs from a ``torch.Generator``.
     slow:   heavier to export (library modules with long Python paths); tests mark it ``slow``.
+    fast_path: eager in eval mode under no_grad takes the fused attention fast path, which the
+            program does not record (``tests.exactness.FAST_PATH``).
     """
 
     name: str
     build: Callable[[], nn.Module]
     inputs: Callable[[torch.Generator], tuple]
     slow: bool = False
+    fast_path: bool = False
 
     def make(self) -> tuple[nn.Module, tuple]:
         """The model in eval mode and its example inputs; the same on every call."""
@@ -179,6 +182,6 @@ ZOO: dict[str, ZooEntry] = {e.name: e for e in [
     ZooEntry("cnn", CNN, _randn(2, 3, 16, 16)),
     ZooEntry("transformer_block", TransformerBlock, _randn(2, 8, 32)),
     ZooEntry("embedding_posenc", EmbeddingPosEnc, _tokens),
-    ZooEntry("encoder_layer", EncoderLayerModel, _randn(2, 8, 32), slow=True),
+    ZooEntry("encoder_layer", EncoderLayerModel, _randn(2, 8, 32), slow=True, fast_path=True),
     ZooEntry("lstm", LSTMHead, _randn(2, 5, 8), slow=True),
 ]}

@@ -77,3 +77,37 @@ def test_dynamic_program_decomposes_and_stays_dynamic():
     assert core.range_constraints == ep.range_constraints
     x = torch.randn(13, args[0].shape[1])
     torch.testing.assert_close(core.module()(x), model(x))
+
+
+class ReadsValues(torch.nn.Module):
+    """`.item()` and `nonzero()`: values only tensor data decides (unbacked symbols)."""
+
+    def forward(self, x, counts):
+        n = counts.sum().item()
+        torch._check(n >= 0)
+        torch._check(n <= x.shape[0])
+        return x[:n] * 2, x.nonzero()
+
+
+def test_data_dependent_program_decomposes_and_matches_eager():
+    """Issue 11 item 1: exporting worked, run_decompositions failed with UB105/UB114 blaming
+    the user's line (the decomposing recorder had no shape environment)."""
+    model = ReadsValues()
+    x, counts = torch.tensor([[1.0, 0.0], [0.0, 2.0], [3.0, 4.0]]), torch.tensor([1, 1])
+    ep = unbroken.export(model, (x, counts))
+    core = ep.run_decompositions()
+    assert torch.ops.aten.item.default in _targets(core)
+    assert torch.ops.aten.nonzero.default in _targets(core)
+    for sample in (counts, torch.tensor([0, 3])):
+        expected = model(x, sample)
+        for program in (ep, core):
+            for got, want in zip(program.module()(x, sample), expected):
+                torch.testing.assert_close(got, want)
+    with pytest.raises(RuntimeError, match=r"Runtime assertion failed .* <= 3"):
+        core.module()(x, torch.tensor([5, 5]))  # the program's torch._check facts survive
+
+
+def test_data_dependent_program_decomposes_with_a_table():
+    ep = unbroken.export(ReadsValues(), (torch.randn(3, 2), torch.tensor([1, 1])))
+    kept = ep.run_decompositions({})
+    assert _targets(kept).count(torch.ops.aten.nonzero.default) == 1

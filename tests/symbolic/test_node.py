@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings, strategies as st
 from torch._dispatch.python import enable_python_dispatcher
 
-from unbroken.symbolic import expr as E
+from unbroken.symbolic import expr as E, node as node_module
 from unbroken.symbolic.env import ShapeEnvironment
 from unbroken.symbolic.node import SymNode, sym_expr
 
@@ -191,3 +191,12 @@ def test_symnode_is_frozen():
     node = SymNode(s0, env, int, 3)
     with pytest.raises(Exception):
         node.hint = 4
+
+
+def test_every_arithmetic_rule_is_a_method_named_in_the_class_body():
+    """The protocol methods are written in ``class SymNode`` (found by name, not attached by
+    a loop), each built from its own table entry."""
+    for table in (node_module._BINARY, node_module._UNARY):
+        for method in table:
+            assert method in vars(SymNode), method
+            assert getattr(SymNode, method).__name__ == method

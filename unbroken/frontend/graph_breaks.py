@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-from ..symbolic.diagnostics import UnbrokenError
+from ..symbolic.diagnostics import RefusalError
 
 __all__ = ["BreakKind", "CATALOGUE", "GraphBreakError", "TracedException", "graph_break",
            "render_markdown"]
@@ -74,8 +74,10 @@ _KINDS = [
     ),
     BreakKind(
         "UB104", "Uncaught exception in traced code",
-        "The traced program raised an exception that none of its own `except` clauses caught, "
-        "so eager execution would fail on these inputs too.",
+        "The traced program raised an exception that none of its own `except` clauses caught. "
+        "unbroken then runs the model eagerly on copies of the same inputs: the details say "
+        "whether eager fails too (when it does not, the error is reported as a bug in unbroken "
+        "instead).",
         "Fix the failing statement, or catch the exception in forward(). For a condition on "
         "sizes, state it as torch._check(cond, lambda: 'message'): unbroken proves it from "
         "dynamic_shapes (or reports the guard).",
@@ -221,7 +223,7 @@ _KINDS = [
 CATALOGUE: dict[str, BreakKind] = {kind.id: kind for kind in _KINDS}
 
 
-class GraphBreakError(UnbrokenError):
+class GraphBreakError(RefusalError):
     """Export refused: the model contains a construct that breaks the graph.
 
     ``kind`` is the catalogue entry (see ``docs/graph-breaks.md``); ``reason`` the specific

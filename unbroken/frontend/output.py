@@ -30,6 +30,11 @@ def _is_internal(filename: str) -> bool:
 # or key), which the traced program may catch like eager code would. Errors of the operators
 # themselves (RuntimeError...) are not caught: they are reported as UB120.
 _PYTHON_LEVEL = (AttributeError, KeyError, IndexError, StopIteration)
+# What PyTorch raises when it rejects a program (operator errors, bad arguments, a failed
+# torch._check): reported at the user's line. Any other exception escaping a leaf call is a
+# bug in unbroken, reported as InternalError where the instruction is executed.
+_PROGRAM_ERRORS = (RuntimeError, TypeError, ValueError, ArithmeticError, LookupError,
+                   AssertionError, AttributeError, StopIteration)
 
 
 def _raised_inside_unbroken(exc: BaseException) -> bool:
@@ -100,6 +105,14 @@ class TraceContext:
     root:           the exported module (or None when a plain function is traced);
     translators:    the running translators, outermost first;
     module_stack:   ``(fqn, type)`` of the modules being called, outermost first;
+    branch_starts:  creation stamps at which the open ``torch.cond`` branches began;
+    find_all:       "find them all" mode (``find_graph_breaks``): breaks are collected in
+                    ``breaks`` and tracing goes on along the path the example inputs take;
+    breaks:         the graph breaks collected in that mode, in program order;
+    overlay:        writes to objects outside the trace, undone when the trace ends;
+    private:        module id -> qualified name (``_paths``), ids of the meta tensors standing
+                    for parameters (``_parameters``) and their eager ``requires_grad``
+                    (``_requires_grad``), see ``mark_state``.
     """
 
     def __init__(self, recorder, root=None):
@@ -222,7 +235,7 @@ class TraceContext:
             raise exc.with_frames(self.user_frames())
         except UnbrokenError as exc:
             raise exc.with_frames(self.user_frames())
-        except Exception as exc:
+        except _PROGRAM_ERRORS as exc:
             if _raised_inside_unbroken(exc):
                 from ..symbolic.diagnostics import InternalError
 

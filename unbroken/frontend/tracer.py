@@ -59,9 +59,7 @@ def interpret(fn, *args, **kwargs):
         >>> interpret(lambda a, b: [a * i for i in range(b)], 3, 3)
         [0, 3, 6]
     """
-    recorder = Recorder()
-    output = TraceContext(recorder)
-    recorder.frames_provider = output.user_frames
-    recorder.module_stack_provider = output.nn_module_stack
+    output = TraceContext(Recorder(frames_provider=lambda: output.user_frames(),
+                                   module_stack_provider=lambda: output.nn_module_stack()))
     result, tx = trace_call(output, fn, list(args), dict(kwargs), inputs_are_external=False)
     return result.unwrap(tx)

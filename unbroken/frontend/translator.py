@@ -6,9 +6,12 @@ package (jumps resolved to instruction indices) and dispatched by opcode name th
 handler table in ``frontend.opcodes``. Calls into user code create a child translator
 (inlining); calls into PyTorch are leaf calls recorded by the recorder.
 
-Exceptions are not modelled: the exception table is never consulted, because any instruction
-that raises in the traced program is refused as a graph break (UB104), and with no exception
-raised the protected block simply runs straight through.
+Exceptions the traced program raises (``TracedException``: a ``raise``, a failed ``d[k]``...)
+are delivered to its own ``except``/``finally`` handlers as CPython's exception table says
+(``Handler``, decoded per instruction); one that no handler catches fails the export as UB104.
+Unbroken's refusals (any other ``UnbrokenError``) are never delivered to the program's
+handlers, and any other exception escaping an opcode handler is a bug in unbroken
+(``InternalError``).
 """
 from __future__ import annotations
 

@@ -28,22 +28,9 @@ import torch
 
 from ..symbolic.diagnostics import UnsupportedError
 
-__all__ = ["Aliases", "is_view_op", "is_inplace_op"]
+__all__ = ["Aliases"]
 
 aten = torch.ops.aten
-
-
-def is_view_op(func) -> bool:
-    """The op returns an alias of an input without writing it (``select``, ``view``...)."""
-    schema = func._schema
-    return not schema.is_mutable and any(r.alias_info is not None for r in schema.returns)
-
-
-def is_inplace_op(func) -> bool:
-    """The op writes its first argument and returns it (``add_``, ``copy_``, ``fill_``...)."""
-    arguments = func._schema.arguments
-    return bool(arguments) and arguments[0].alias_info is not None and \
-        arguments[0].alias_info.is_write and not arguments[0].kwarg_only
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,9 +7,11 @@ step). torch.export's output keeps such operators whole, which keeps graphs smal
 
 While tracing, :func:`preserving` installs a Python kernel at the CompositeImplicitAutograd key
 of each operator in :data:`PRESERVED` (the Python dispatcher is on during tracing). When the
-recorder is recording, the kernel records the operator as one node and computes its meta
-output by running the C++ decomposition with recording suspended; otherwise it just runs the
-decomposition. The kernels are removed when tracing ends.
+recorder of the trace running in the calling thread/context is recording, the kernel records
+the operator as one node and computes its meta output by running the C++ decomposition with
+recording suspended; anywhere else (another thread, no trace) it runs the decomposition as
+torch would. The kernels are installed once for all concurrent traces and removed when the
+last one ends, on any exit.
 
 Only functional operators whose outputs never alias their inputs are listed: keeping an
 aliasing or mutating composite whole (``dropout`` in eval returns its input, ``batch_norm``
@@ -18,6 +20,8 @@ updates running statistics) would hide the aliasing from functionalization.
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import threading
 
 import torch
 from torch._C import DispatchKey
@@ -38,22 +42,45 @@ PRESERVED = (
     aten.softmax.int, aten.log_softmax.int,
     aten.lstm.input, aten.gru.input, aten.rnn_tanh.input, aten.rnn_relu.input,
     aten.embedding_bag.padding_idx,  # else _embedding_bag_forward_only: fails under autograd
+    # Eager runs these as one fused kernel; the Python decompositions torch registers for the
+    # Python dispatcher (index arithmetic for interpolation, where() for the shrinks) round
+    # differently (bilinear upsampling: 1.5e-8 off eager). Kept whole, the program runs
+    # eager's kernel bit for bit.
+    *(getattr(getattr(aten, name), overload)
+      for name in ("upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d",
+                   "_upsample_nearest_exact1d", "_upsample_nearest_exact2d",
+                   "_upsample_nearest_exact3d", "upsample_linear1d", "upsample_bilinear2d",
+                   "upsample_bicubic2d", "upsample_trilinear3d")
+      for overload in ("vec", "default")),
+    aten.hardshrink.default, aten.softshrink.default,
 )
+
+
+# The recorder of the trace running in this thread (and asyncio task), or None. The kernels
+# are installed process-wide while any trace runs; each consults this, so a thread or task
+# that is not tracing gets the original behaviour.
+_active_recorder: contextvars.ContextVar = contextvars.ContextVar("unbroken_recorder",
+                                                                   default=None)
+_lock = threading.Lock()
+_traces = 0            # traces running in any thread (under _lock)
+_saved: dict = {}      # (op, key) -> the Python kernel torch had there, or None
 
 
 def _cpp_decomposition(op, args, kwargs):
     return op._op_dk(_CIA, *args, **kwargs)
 
 
-def _kernel(op, recorder, previous):
+def _kernel(op, previous):
     """The recording kernel; ``previous`` is a Python CIA kernel torch already had (e.g. the
-    LSTM decomposition), used to compute the meta output instead of the C++ one."""
+    LSTM decomposition), used to compute the meta output instead of the C++ one, and run as
+    is where no trace is active."""
     def decompose(op, args, kwargs):
         return previous(*args, **kwargs) if previous is not None \
             else _cpp_decomposition(op, args, kwargs)
 
     def kernel(*args, **kwargs):
-        if recorder.is_recording():
+        recorder = _active_recorder.get()
+        if recorder is not None and recorder.is_recording():
             return recorder.record_composite(op, args, kwargs, decompose)
         return decompose(op, args, kwargs)
 
@@ -66,22 +93,53 @@ _KEYS = (_CIA, DispatchKey.Autograd, DispatchKey.Meta)
 
 
 @contextlib.contextmanager
-def preserving(recorder, ops=PRESERVED):
-    """Install the recording kernels of ``ops`` for ``recorder`` for the duration."""
-    saved: dict = {}
+def preserving(recorder):
+    """Record the :data:`PRESERVED` ops whole into ``recorder`` for the duration, in this
+    thread and context only. torch's kernels are restored when the last running trace ends,
+    whatever ends it (an exception, ``KeyboardInterrupt``)."""
+    token = _active_recorder.set(recorder)
     try:
-        for op in ops:
+        with _installed():
+            yield
+    finally:
+        _active_recorder.reset(token)
+
+
+@contextlib.contextmanager
+def _installed():
+    global _traces
+    with _lock:
+        if _traces == 0:
+            _install()
+        _traces += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _traces -= 1
+            if _traces == 0:
+                _uninstall()
+
+
+def _install() -> None:
+    try:
+        for op in PRESERVED:
             for key in _KEYS:
                 previous = op.py_kernels.get(key)
                 if isinstance(previous, DispatchKey) or (previous is None and key is not _CIA):
                     continue
-                saved[(op, key)] = op.py_kernels.pop(key, None)
-                op.py_impl(key)(_kernel(op, recorder, previous))
+                _saved[(op, key)] = op.py_kernels.pop(key, None)
+                op.py_impl(key)(_kernel(op, previous))
             op._dispatch_cache.clear()
-        yield
-    finally:
-        for (op, key), previous in saved.items():
-            op.py_kernels.pop(key, None)
-            if previous is not None:
-                op.py_kernels[key] = previous
-            op._dispatch_cache.clear()
+    except BaseException:
+        _uninstall()
+        raise
+
+
+def _uninstall() -> None:
+    while _saved:
+        (op, key), previous = _saved.popitem()
+        op.py_kernels.pop(key, None)
+        if previous is not None:
+            op.py_kernels[key] = previous
+        op._dispatch_cache.clear()

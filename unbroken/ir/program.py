@@ -56,6 +56,9 @@ class ProgramParts:
     forward_arg_names: names of ``forward``'s parameters, as called (None: unknown).
     module_types:      submodule FQN (``""`` for the root) -> its class, when known.
     dialect:           ``"TRAINING"`` (export's output) or ``"ATEN"`` (decomposed).
+    env:               the unbroken ``ShapeEnvironment`` of the symbols (their ranges and the
+                       facts learnt about data-dependent ones), when the stage has it; passes
+                       that re-record (``run_decompositions``) keep using it.
     """
 
     graph_module: fx.GraphModule
@@ -70,6 +73,7 @@ class ProgramParts:
     forward_arg_names: tuple | None = None
     module_types: Mapping = field(default_factory=dict)
     dialect: str = "TRAINING"
+    env: object = None
 
 
 def as_graph_module(graph_module) -> fx.GraphModule:

@@ -21,7 +21,7 @@ import torch.fx as fx
 from torch._dispatch.python import enable_python_dispatcher
 from torch.utils import _pytree as pytree
 
-from ..symbolic.diagnostics import UnbrokenError
+from ..symbolic.diagnostics import RefusalError
 from ..symbolic.expr import free_unbacked_symbols
 from .data_dependent import DATA_DEPENDENT_SIZES, SCALAR_OPS
 from .serialize_format import fail
@@ -84,7 +84,7 @@ def _rerun(node: fx.Node, member: str, place: str):
         return node.target(*args, **kwargs)
     except _OP_ERRORS as error:
         raise fail(member, f"{place} fails on its saved inputs: {_first_line(error)}") from None
-    except UnbrokenError as error:  # a size decision the file's symbols cannot make
+    except RefusalError as error:  # a size decision the file's symbols cannot make
         raise fail(member, f"{place}: {_first_line(error)}") from None
 
 

@@ -18,7 +18,7 @@ import safetensors.torch
 import torch
 from torch.utils import _pytree as pytree
 
-from ..symbolic.diagnostics import InternalError, SerializationError
+from ..symbolic.diagnostics import SerializationError
 from ..symbolic.env import ShapeEnvironment
 from ..symbolic.ranges import ValueRange
 from .program import ProgramParts
@@ -29,7 +29,7 @@ from .serialize_format import (FORMAT_NAME, KNOWN_VERSIONS, MEMBERS, Limits,
 from .serialize_graph import GraphReader
 from .serialize_json import Fields, decode_json
 from .serialize_v1 import read_v1_tensors
-from .verifier import verify
+from .verifier import DialectViolation, verify
 from .signature import (ConstantArgument, ExportGraphSignature, InputKind, InputSpec,
                         OutputKind, OutputSpec, SymIntArgument, TensorArgument)
 
@@ -97,8 +97,9 @@ class _Loader:
         try:
             return build(ProgramParts(
                 graph_module, signature, state, constants, ranges, in_spec, out_spec,
-                example_inputs=examples, hints={s: self.env.hint_of(s) for s in ranges}))
-        except InternalError as error:  # the verifier: here it judges the file's content
+                example_inputs=examples, hints={s: self.env.hint_of(s) for s in ranges},
+                env=self.env))
+        except DialectViolation as error:  # the verifiers judge the file's content here
             raise _verifier_failure(error) from None
 
     # -- symbols ----------------------------------------------------------------------------------
@@ -327,11 +328,11 @@ def _verify(graph_module, signature) -> None:
     """The dialect verifier on the graph and signature alone (before tensors are checked)."""
     try:
         verify(graph_module, signature)
-    except InternalError as error:  # the verifier: here it judges the file's content
+    except DialectViolation as error:  # the verifier judges the file's content here
         raise _verifier_failure(error) from None
 
 
-def _verifier_failure(error: InternalError) -> SerializationError:
+def _verifier_failure(error: DialectViolation) -> SerializationError:
     message = error.message.removeprefix("Internal error in unbroken: ")
     return fail(DOCUMENT, f"the program fails the verifier: {message}")
 

@@ -16,10 +16,13 @@ An exported graph module holds, and :func:`verify` checks:
 7. the single output node returns a tuple matching the output specs one to one; mutation outputs
    come before user outputs, name an existing buffer / user input, each at most once;
 8. when given an ``ExportedProgram``: every lifted input's target is in ``state_dict`` or
-   ``constants`` as its kind says.
+   ``constants`` as its kind says, with its placeholder's dtype and (static) shape, and no two
+   inputs read the same entry.
 
-A violation is our bug, so it raises :class:`InternalError` naming the node and the user location
-recorded on it.
+A violation raises :class:`DialectViolation`, an :class:`InternalError` naming the node and the
+user location recorded on it: in a program unbroken built it is our bug; ``ir.serialize``
+catches exactly this type to blame a loaded file's content instead (any other InternalError
+met while loading stays ours).
 """
 from __future__ import annotations
 
@@ -39,7 +42,7 @@ from unbroken.ir.signature import (
     mutation_specs,
 )
 
-__all__ = ["verify", "ALLOWED_BUILTINS"]
+__all__ = ["verify", "ALLOWED_BUILTINS", "DialectViolation"]
 
 #: Python callables allowed as ``call_function`` targets: arithmetic on symbolic ints.
 ALLOWED_BUILTINS = frozenset({
@@ -54,11 +57,15 @@ ALLOWED_BUILTINS = frozenset({
 _MUTATION_KINDS = (OutputKind.BUFFER_MUTATION, OutputKind.USER_INPUT_MUTATION)
 
 
-def _fail(message: str, node: torch.fx.Node | None = None, cause=None) -> InternalError:
+class DialectViolation(InternalError):
+    """The graph breaks a rule of the exported dialect (see the module docstring)."""
+
+
+def _fail(message: str, node: torch.fx.Node | None = None, cause=None) -> DialectViolation:
     frames = node.meta.get("user_frames", ()) if node is not None else ()
     where = f" (node {node.format_node()})" if node is not None else ""
-    return InternalError(f"exported graph is invalid: {message}{where}", frames=frames,
-                         cause=cause)
+    return DialectViolation(f"exported graph is invalid: {message}{where}", frames=frames,
+                            cause=cause)
 
 
 def verify(ep_or_graph_module, signature=None) -> None:
@@ -242,10 +249,32 @@ def _state_store(program, spec):
 
 
 def _check_state(program) -> None:
+    placeholders = {n.name: n for n in program.graph.find_nodes(op="placeholder")}
+    seen: dict[tuple[str, str], str] = {}
     for spec in program.graph_signature.input_specs:
         store, store_name = _state_store(program, spec)
         if store is None:
             continue
-        if not isinstance(store.get(spec.target), torch.Tensor):
+        tensor = store.get(spec.target)
+        if not isinstance(tensor, torch.Tensor):
             raise _fail(f"{spec.kind.name.lower()} {spec.target!r} (input {spec.arg.name!r}) is "
                         f"missing from the program's {store_name}")
+        other = seen.setdefault((store_name, spec.target), spec.arg.name)
+        if other != spec.arg.name:
+            raise _fail(f"inputs {other!r} and {spec.arg.name!r} both read {store_name} entry "
+                        f"{spec.target!r}: one of them would get the other's value")
+        _check_state_tensor(placeholders.get(spec.arg.name), tensor, spec.target)
+
+
+def _check_state_tensor(node, tensor: torch.Tensor, target: str) -> None:
+    """The stored tensor is what the placeholder's metadata says (dtype and static shape)."""
+    value = node.meta.get("val") if node is not None else None
+    if not isinstance(value, torch.Tensor):
+        return
+    if value.dtype != tensor.dtype:
+        raise _fail(f"{target!r} holds {tensor.dtype} but input {node.name!r} is "
+                    f"{value.dtype}", node)
+    static = all(isinstance(d, int) for d in value.shape)
+    if static and tuple(value.shape) != tuple(tensor.shape):
+        raise _fail(f"{target!r} has shape {list(tensor.shape)} but input {node.name!r} has "
+                    f"{list(value.shape)}", node)

@@ -12,7 +12,8 @@ program does not promise to preserve (torch.export removes them too).
 from __future__ import annotations
 
 import torch
-from torch._ops import OpOverload
+
+from unbroken.ir.ops import is_mutating
 
 __all__ = ["dead_code_elimination", "is_removable"]
 
@@ -21,7 +22,7 @@ def is_removable(node: torch.fx.Node) -> bool:
     """True if ``node`` can be deleted when nothing uses its value."""
     if node.op != "call_function" or node.users:
         return False
-    if isinstance(node.target, OpOverload) and node.target._schema.is_mutable:
+    if is_mutating(node.target):
         return False
     return not node.is_impure(impure_random=False)
 

@@ -33,6 +33,7 @@ from torch.fx.experimental import _config as sym_config
 from torch.utils import _pytree as pytree
 
 from ..ir import fake
+from ..ir.data_dependent import DATA_DEPENDENT_SIZES, SCALAR_OPS
 from ..ir.program import ProgramParts
 from ..ir.recorder import Recorder
 from ..ir.signature import ConstantArgument, OutputSpec, replace_specs
@@ -51,9 +52,7 @@ def decompose(program: ProgramParts, decomp_table=None) -> ProgramParts:
                                hint="Decompose before adding control flow, or keep the program "
                                     "as exported.")
     table, keep_others = _table(decomp_table)
-    recorder, current, symbols = _new_recorder(program)
-    recorder.decompositions = table  # also for the ops that decompositions themselves call
-    recorder.decompose_composites = "aliasing" if keep_others else True
+    recorder, current, symbols = _new_recorder(program, table, keep_others)
     values: dict[fx.Node, object] = {}
     # unbroken's environment decides every size question; torch's backed-size-oblivious mode
     # (which torch.onnx.export turns on around this call) would ask torch's own SymNode.
@@ -61,8 +60,8 @@ def decompose(program: ProgramParts, decomp_table=None) -> ProgramParts:
         for node in program.graph_module.graph.nodes:
             current[0] = node
             values[node] = _rerecord(recorder, node, values, table, keep_others, symbols)
-    graph_module = recorder.graph_module()
-    signature = _renamed(program.graph_signature, recorder.graph)
+    graph_module = recorder.builder.graph_module()
+    signature = _renamed(program.graph_signature, recorder.builder.graph)
     graph_module, signature = functionalize(graph_module, signature)
     _drop_inner_aliases(graph_module)
     dead_code_elimination(graph_module)
@@ -92,15 +91,24 @@ def _table(decomp_table):
     return dict(decomp_table.items()), True
 
 
-def _new_recorder(program):
-    current = [None]  # the original node being re-recorded: its location is the new nodes'
+def _new_recorder(program: ProgramParts, table, keep_others):
+    """A recorder over an unbroken environment holding the program's symbols (the program's own
+    when it kept it: its ranges and facts; else one rebuilt from the ranges and hints), with
+    the table applied to the ops decompositions call too; ``current[0]`` is the original node
+    being re-recorded, whose location the new nodes take. Returns the recorder, ``current``
+    and ``(env, old symbol -> new symbol)``."""
+    if program.env is not None:
+        env, mapping = program.env, {s: s for s in program.range_constraints}
+    else:
+        env, mapping = fake.unbroken_env(program.range_constraints, program.hints)
+    current = [None]
     recorder = Recorder(
+        env=env,
         frames_provider=lambda: current[0].meta.get("user_frames", ()) if current[0] else (),
         module_stack_provider=lambda: current[0].meta.get("nn_module_stack", {})
-        if current[0] else {})
-    recorder.allow_meta_constants = True
-    env, mapping = fake.unbroken_env(program.range_constraints, program.hints)
-    recorder.symint_factory = env.symint
+        if current[0] else {},
+        allow_meta_constants=True, decompositions=table,
+        decompose_composites="aliasing" if keep_others else True)
     return recorder, current, (env, mapping)
 
 
@@ -108,13 +116,17 @@ def _rerecord(recorder, node, values, table, keep_others, symbols):
     if node.op == "placeholder":
         return _placeholder(recorder, node, *symbols)
     if node.op == "output":
-        recorder.set_output([_value(v, values) for v in node.args[0]])
+        recorder.builder.set_output([_value(v, values) for v in node.args[0]])
         return None
     args = pytree.tree_map(lambda v: _value(v, values), node.args)
     kwargs = pytree.tree_map(lambda v: _value(v, values), node.kwargs)
     target = node.target
     if not isinstance(target, OpOverload):
         return target(*args, **kwargs)  # getitem on recorded outputs, size arithmetic
+    if target in SCALAR_OPS or target in DATA_DEPENDENT_SIZES:
+        # the value only tensor data decides: keep the program's symbol (and its facts)
+        return recorder.record_data_dependent(target, args, kwargs,
+                                              fake.to_meta(node.meta["val"], *symbols))
     with recorder.recording():
         if target in table:
             return table[target](*args, **kwargs)
@@ -125,11 +137,11 @@ def _rerecord(recorder, node, values, table, keep_others, symbols):
 
 def _placeholder(recorder, node, env, mapping):
     val = fake.to_meta(node.meta.get("val"), env, mapping)
-    new = recorder.add_placeholder(node.name, val, user_input=True)
+    new = recorder.builder.add_placeholder(node.name, val, user_input=True)
     if isinstance(val, torch.Tensor):
         for dim, size in enumerate(val.shape):
             if isinstance(size, torch.SymInt):
-                recorder.bind_symbol(size.node.expr, new, dim)
+                recorder.builder.bind_symbol(size.node.expr, new, dim)
     return val
 
 

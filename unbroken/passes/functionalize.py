@@ -33,6 +33,14 @@ from dataclasses import dataclass
 import torch
 from torch._ops import OpOverload
 
+from unbroken.ir.ops import (
+    functional_variant,
+    inplace_written_index,
+    is_mutating,
+    is_view_op,
+    op_name,
+    written_arguments,
+)
 from unbroken.ir.signature import (
     ConstantArgument,
     InputKind,
@@ -55,71 +63,14 @@ _VIEW_HINT = ("compute the new value out of place instead of writing into a view
               "view before modifying it.")
 
 
-# -- schemas -----------------------------------------------------------------------------------
-def _op_name(op: OpOverload) -> tuple[str, str]:
-    """(namespace, name) of an overload: ``aten::relu_`` -> ('aten', 'relu_')."""
-    namespace, _, name = op._schema.name.partition("::")
-    return namespace, name
-
-
-def _written(op: OpOverload) -> list:
-    """Indices of the schema arguments the op writes to (``Tensor(a!)``)."""
-    return [i for i, a in enumerate(op._schema.arguments)
-            if a.alias_info is not None and a.alias_info.is_write]
-
-
-def inplace_written_index(op) -> int | None:
-    """0 if ``op`` is an in-place op of the ``self``-writing form (``Tensor(a!) self ... ->
-    Tensor(a!)``), else None."""
-    if not isinstance(op, OpOverload) or _written(op) != [0]:
-        return None
-    schema = op._schema
-    returns = schema.returns
-    if schema.arguments[0].kwarg_only or len(returns) != 1 or returns[0].alias_info is None:
-        return None
-    return 0 if returns[0].alias_info.is_write else None
-
-
-def _arg_key(argument) -> tuple:
-    return argument.name, str(argument.type), argument.kwarg_only
-
-
-def _matches(functional: OpOverload, inplace: OpOverload) -> bool:
-    a, b = functional._schema, inplace._schema
-    return (not a.is_mutable and len(a.returns) == len(b.returns)
-            and [_arg_key(x) for x in a.arguments] == [_arg_key(x) for x in b.arguments])
-
-
-def functional_variant(op: OpOverload) -> OpOverload | None:
-    """The functional overload with the same arguments as in-place ``op``, found by schema.
-
-    Looks in ``<ns>.<name without _>`` and ``<ns>.<name without _>_functional`` (``normal_``) for
-    an overload with identical argument names, types and keyword-only flags that mutates nothing.
-    """
-    namespace, name = _op_name(op)
-    base = name[:-1] if name.endswith("_") else name
-    ops_namespace = getattr(torch.ops, namespace)
-    for packet_name in (base, base + "_functional"):
-        packet = getattr(ops_namespace, packet_name, None)
-        for overload in (packet.overloads() if packet is not None else ()):
-            candidate = getattr(packet, overload)
-            if _matches(candidate, op):
-                return candidate
-    return None
-
-
-def _returns_alias(op: OpOverload) -> bool:
-    return any(r.alias_info is not None and not r.alias_info.is_write
-               for r in op._schema.returns)
-
-
+# -- schemas (classification in unbroken.ir.ops) -------------------------------------------
 def is_view_node(node: torch.fx.Node) -> bool:
     """True if ``node``'s value aliases its first argument (a view op, or an element of a
     view op's list output such as ``split``'s)."""
     if node.op != "call_function":
         return False
     if isinstance(node.target, OpOverload):
-        return _returns_alias(node.target) and not node.target._schema.is_mutable
+        return is_view_op(node.target)
     if node.target is operator.getitem and isinstance(node.args[0], torch.fx.Node):
         return is_view_node(node.args[0])
     return False
@@ -152,8 +103,8 @@ def _describe(node: torch.fx.Node) -> str:
 def _classify(node: torch.fx.Node) -> OpOverload:
     """The functional replacement of in-place ``node``, or UnsupportedError saying why not."""
     op = node.target
-    name = _op_name(op)[1]
-    written = _written(op)
+    name = op_name(op)[1]
+    written = written_arguments(op)
     if any(op._schema.arguments[i].kwarg_only for i in written):
         raise _refuse(node, f"The out= variant {_describe(node)} writes into a preallocated "
                       f"tensor, which is not supported yet.",
@@ -164,7 +115,7 @@ def _classify(node: torch.fx.Node) -> OpOverload:
                       f"supported yet.",
                       "use the op's functional form, or compute the new values out of place.")
     functional = functional_variant(op)
-    if name in _METADATA_INPLACE or (functional is not None and _returns_alias(functional)):
+    if name in _METADATA_INPLACE or (functional is not None and is_view_op(functional)):
         raise _refuse(node, f"{_describe(node)} changes a tensor's shape or strides in place, "
                       f"which is not supported yet.",
                       f"use the out-of-place form and rebind the name, e.g. "
@@ -192,8 +143,7 @@ class _Analysis:
         self.rewrites: list[_Rewrite] = []
         self.final: dict = {}
         for node in nodes:
-            if node.op == "call_function" and isinstance(node.target, OpOverload) \
-                    and node.target._schema.is_mutable:
+            if node.op == "call_function" and is_mutating(node.target):
                 self._analyse(node)
 
     def root_of(self, node: torch.fx.Node) -> torch.fx.Node:
@@ -278,7 +228,7 @@ class _Analysis:
 def _replace(graph: torch.fx.Graph, rewrite: _Rewrite) -> torch.fx.Node:
     old = rewrite.node
     with graph.inserting_before(old):
-        name = _op_name(rewrite.functional)[1]  # torch names nodes by op: relu, add_1
+        name = op_name(rewrite.functional)[1]  # torch names nodes by op: relu, add_1
         new = graph.create_node("call_function", rewrite.functional, old.args, old.kwargs,
                                 name=name)
     new.meta = copy.copy(old.meta)

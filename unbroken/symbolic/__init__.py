@@ -8,6 +8,8 @@ from .diagnostics import (
     ConstraintViolationError,
     DataDependentError,
     ExportUsageError,
+    InternalError,
+    RefusalError,
     UnbrokenError,
     UserFrame,
 )
@@ -24,6 +26,8 @@ __all__ = [
     "Decision",
     "ExportUsageError",
     "Guard",
+    "InternalError",
+    "RefusalError",
     "ShapeEnvironment",
     "Solver",
     "SymNode",

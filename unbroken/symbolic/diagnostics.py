@@ -13,11 +13,12 @@ Internal class names (trackers, nodes) never appear in a message.
 from __future__ import annotations
 
 import linecache
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 __all__ = [
     "UserFrame",
     "UnbrokenError",
+    "RefusalError",
     "ExportUsageError",
     "InputMismatchError",
     "ConstraintViolationError",
@@ -70,7 +71,13 @@ def format_stack(frames) -> str:
 
 
 class UnbrokenError(Exception):
-    """Base class of every error that unbroken raises on purpose.
+    """Root of every error unbroken raises: ``except unbroken.UnbrokenError`` catches them all.
+
+    It has exactly two kinds of subclass, and code that must tell them apart catches one:
+
+    - :class:`RefusalError`: raised on purpose; the model, the call or a file is outside what
+      unbroken accepts, and the message says how to change it;
+    - :class:`InternalError`: a bug in unbroken itself (never the user's fault).
 
     Attributes:
         code:    stable diagnostic id (``UB001`` ...); see ``docs/graph-breaks.md``.
@@ -104,6 +111,12 @@ class UnbrokenError(Exception):
             self.args = (self.render(),)
         return self
 
+    def add_details(self, text: str) -> "UnbrokenError":
+        """Append a paragraph to the details; returns self."""
+        self.details = f"{self.details}\n\n{text}" if self.details else text
+        self.args = (self.render(),)
+        return self
+
     def render(self) -> str:
         parts = [f"[{self.code}] {self.message}"]
         if self.frames:
@@ -132,46 +145,58 @@ class UnbrokenError(Exception):
         }
 
 
-class ExportUsageError(UnbrokenError):
+class RefusalError(UnbrokenError):
+    """Base of every error unbroken raises on purpose: export (or loading, or running a
+    program) refused, with the user's location and the fix. Graph breaks, constraint
+    violations, usage errors, input mismatches and unreadable files are refusals; an
+    :class:`InternalError` is not."""
+
+    default_code = "UB000"
+
+
+class ExportUsageError(RefusalError):
     """The call to ``export()`` (or to a program it returned) was malformed: wrong argument
     count, a ``dynamic_shapes`` spec that does not match the inputs, an unsupported input type."""
 
     default_code = "UB001"
 
 
-class InputMismatchError(UnbrokenError):
+class InputMismatchError(RefusalError):
     """An input given to ``ExportedProgram.module()`` violates what the program was exported for
     (count, dtype, a specialized size, a dynamic dim's range)."""
 
     default_code = "UB002"
 
 
-class ConstraintViolationError(UnbrokenError):
+class ConstraintViolationError(RefusalError):
     """The model's code constrains a dimension that ``dynamic_shapes`` declared dynamic."""
 
     default_code = "UB003"
 
 
-class DataDependentError(UnbrokenError):
+class DataDependentError(RefusalError):
     """A decision depends on the value inside a tensor, which is unknown at export time."""
 
     default_code = "UB004"
 
 
-class UnsupportedError(UnbrokenError):
+class UnsupportedError(RefusalError):
     """A construct that is valid Python/PyTorch but that unbroken cannot capture soundly yet."""
 
     default_code = "UB005"
 
 
-class SerializationError(UnbrokenError):
+class SerializationError(RefusalError):
     """A saved program is corrupt, from an unknown format version, or names an unknown op."""
 
     default_code = "UB006"
 
 
 class InternalError(UnbrokenError):
-    """A failure inside unbroken itself; always carries the user location and the bug note."""
+    """A failure inside unbroken itself; always carries the user location and the bug note.
+
+    Not a :class:`RefusalError`: no caller may treat it as "the model is unsupported" (list
+    it as a graph break, drop it as a failed attempt, or report it as a corrupt file)."""
 
     default_code = "UB999"
 

@@ -30,7 +30,7 @@ import z3
 
 from .expr import Mod, PythonMod
 from .guards import render_expr
-from .solver import to_z3
+from .solver import Untranslatable, to_z3
 
 __all__ = ["Fix", "suggest_fix", "implied"]
 
@@ -82,7 +82,7 @@ def implied(fact, ranges: dict) -> bool:
             solver.add(var <= upper)
     try:
         solver.add(z3.Not(to_z3(fact)))
-    except Exception:  # untranslatable: never claim it is implied
+    except Untranslatable:  # a function z3 cannot express: never claim it is implied
         return False
     return solver.check() == z3.unsat
 

@@ -30,6 +30,181 @@ def _sympify_bool(value: bool):
     return sympy.true if value else sympy.false
 
 
+def _cast(pytype, value):
+    if value is None:
+        return None
+    return pytype(value)
+
+
+# ----- the arithmetic of SymNode: method name -> sympy constructor and Python operator -----
+# (defined before the class, whose body names each method: ``SymNode.add`` is ``add = ...``)
+def _result_type(method: str, a: SymNode, b: SymNode) -> type:
+    if method in _ALWAYS_FLOAT:
+        return float
+    if method in _ALWAYS_BOOL:
+        return bool
+    if method in _ALWAYS_INT:
+        return int
+    if a.pytype is float or b.pytype is float:
+        return float
+    if method in ("add", "sub", "mul") and a.pytype is bool:
+        return int
+    return a.pytype
+
+
+_ALWAYS_FLOAT = {"float_truediv", "int_truediv", "float_pow"}
+_ALWAYS_BOOL = {"eq", "ne", "lt", "le", "gt", "ge", "sym_and", "sym_or"}
+_ALWAYS_INT = {"pow_by_natural"}
+
+
+def _as_int_expr(node: SymNode):
+    """Booleans take part in integer arithmetic as 0/1 (``True + True == 2``)."""
+    if node.pytype is bool:
+        return sympy.Piecewise((sympy.Integer(1), node.expr), (sympy.Integer(0), True))
+    return node.expr
+
+
+def _build_mod(env, a, b):
+    if env.bound(a).lower >= 0 and env.bound(b).lower > 0:
+        return E.Mod(a, b)
+    return E.PythonMod(a, b)
+
+
+def _bool_eq(a, b):
+    """Equality; ``Equivalent`` when both sides are booleans (sympy's ``Eq`` rejects them)."""
+    if isinstance(a, _BOOL_TYPES) and isinstance(b, _BOOL_TYPES):
+        return sympy.Equivalent(a, b)
+    return sympy.Eq(a, b)
+
+
+_BOOL_TYPES = (sympy.logic.boolalg.BooleanAtom, sympy.core.relational.Relational, sympy.And,
+               sympy.Or, sympy.Not, sympy.Xor, sympy.Equivalent)
+
+
+def _python_pow(a, b):
+    return a ** b
+
+
+_BINARY: dict[str, tuple[Callable, Callable]] = {
+    # method: (build(env, a_expr, b_expr), python operator on hints)
+    "add": (lambda env, a, b: a + b, operator.add),
+    "sub": (lambda env, a, b: a - b, operator.sub),
+    "mul": (lambda env, a, b: a * b, operator.mul),
+    "mod": (_build_mod, operator.mod),
+    "int_floordiv": (lambda env, a, b: E.FloorDiv(a, b), operator.floordiv),
+    "float_truediv": (lambda env, a, b: E.FloatTrueDiv(a, b), operator.truediv),
+    "int_truediv": (lambda env, a, b: E.IntTrueDiv(a, b), operator.truediv),
+    "pow_by_natural": (lambda env, a, b: E.PowByNatural(a, b), _python_pow),
+    "float_pow": (lambda env, a, b: E.FloatPow(a, b), lambda x, y: float(x) ** float(y)),
+    "lshift": (lambda env, a, b: a * E.PowByNatural(2, b), operator.lshift),
+    "rshift": (lambda env, a, b: E.FloorDiv(a, E.PowByNatural(2, b)), operator.rshift),
+    "eq": (lambda env, a, b: _bool_eq(a, b), operator.eq),
+    "ne": (lambda env, a, b: sympy.Not(_bool_eq(a, b)), operator.ne),
+    "lt": (lambda env, a, b: sympy.Lt(a, b), operator.lt),
+    "le": (lambda env, a, b: sympy.Le(a, b), operator.le),
+    "gt": (lambda env, a, b: sympy.Gt(a, b), operator.gt),
+    "ge": (lambda env, a, b: sympy.Ge(a, b), operator.ge),
+    "sym_min": (lambda env, a, b: E.Min(a, b), min),
+    "sym_max": (lambda env, a, b: E.Max(a, b), max),
+    "sym_and": (lambda env, a, b: sympy.And(a, b), lambda x, y: bool(x and y)),
+    "sym_or": (lambda env, a, b: sympy.Or(a, b), lambda x, y: bool(x or y)),
+}
+_INT_ARITH = {"add", "sub", "mul", "mod", "int_floordiv", "int_truediv", "pow_by_natural",
+              "float_truediv", "float_pow", "lshift", "rshift", "lt", "le", "gt", "ge",
+              "sym_min", "sym_max"}
+
+
+def _make_binary(method: str):
+    build, py_op = _BINARY[method]
+
+    def binary(self: SymNode, other: SymNode) -> SymNode:
+        pytype = _result_type(method, self, other)
+        if method in _INT_ARITH or self.pytype != other.pytype:
+            a, b = _as_int_expr(self), _as_int_expr(other)
+        else:
+            a, b = self.expr, other.expr
+        if pytype is float and method in ("add", "sub", "mul", "sym_min", "sym_max", "int_floordiv", "mod"):
+            a, b = _to_float_expr(self, a), _to_float_expr(other, b)
+        expr = build(self.shape_env, a, b)
+        hint = None
+        if self.hint is not None and other.hint is not None:
+            hint = _cast(pytype, py_op(self.hint, other.hint))
+        return SymNode(expr, self.shape_env, pytype, hint)
+
+    binary.__name__ = method
+    binary.__doc__ = f"``{method}`` of two nodes: a new node with the sympy result and hint."
+    return binary
+
+
+def _to_float_expr(node: SymNode, expr):
+    return E.ToFloat(expr) if node.pytype is not float else expr
+
+
+def _bitwise(method: str, py_op: Callable, bool_build: Callable):
+    def op(self: SymNode, other: SymNode) -> SymNode:
+        if self.pytype is bool and other.pytype is bool:
+            hint = None if self.hint is None or other.hint is None else bool(py_op(self.hint, other.hint))
+            return SymNode(bool_build(self.expr, other.expr), self.shape_env, bool, hint)
+        # Not modelled on integers: decide both values (guards) and compute concretely.
+        a = self.shape_env.decide_value(self)
+        b = self.shape_env.decide_value(other)
+        return self._wrap(py_op(a, b))
+
+    op.__name__ = method
+    return op
+
+
+
+
+# ----- unary operations -----
+def _int_identity_or(build: Callable):
+    return lambda node: node.expr if node.pytype is int else build(node.expr)
+
+
+def _float_of(node: SymNode):
+    return E.ToFloat(node.expr) if node.pytype is not float else node.expr
+
+
+_UNARY: dict[str, tuple[Callable, Callable, type | None]] = {
+    # method: (build(node) -> expr, python op on the hint, result type or None = same type)
+    "neg": (lambda n: -_as_int_expr(n), operator.neg, None),
+    "pos": (lambda n: n.expr, operator.pos, None),
+    "abs": (lambda n: sympy.Abs(n.expr), abs, None),
+    "sym_not": (lambda n: sympy.Not(n.expr), operator.not_, bool),
+    "sym_float": (_float_of, float, float),
+    "sym_int": (lambda n: E.TruncToInt(n.expr) if n.pytype is float else n.expr, int, int),
+    "floor": (_int_identity_or(E.FloorToInt), math.floor, int),
+    "ceil": (_int_identity_or(E.CeilToInt), math.ceil, int),
+    "trunc": (_int_identity_or(E.TruncToInt), math.trunc, int),
+    "sym_sqrt": (lambda n: sympy.sqrt(_float_of(n)), math.sqrt, float),
+}
+
+
+def _make_unary(method: str):
+    build, py_op, pytype = _UNARY[method]
+
+    def unary(self: SymNode) -> SymNode:
+        result_type = pytype or (int if self.pytype is bool and method == "neg" else self.pytype)
+        hint = None if self.hint is None else _cast(result_type, py_op(self.hint))
+        return SymNode(build(self), self.shape_env, result_type, hint)
+
+    unary.__name__ = method
+    return unary
+
+
+
+
+def _make_math(name: str):
+    fn = getattr(math, name)
+
+    def math_op(self: SymNode) -> SymNode:
+        # Transcendental functions are not modelled symbolically: decide the input's value.
+        return self.wrap_float(float(fn(self.shape_env.decide_value(self))))
+
+    math_op.__name__ = f"sym_{name}"
+    return math_op
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class SymNode:
     """A symbolic int, float or bool value.
@@ -161,6 +336,59 @@ class SymNode:
             return self.shape_env.decide_bool(self, kind=kind, size_oblivious=size_oblivious)
         return self.shape_env.decide_value(self)
 
+    # ----- arithmetic: built by the tables above; torch calls these by name -----
+    add = _make_binary("add")
+    sub = _make_binary("sub")
+    mul = _make_binary("mul")
+    mod = _make_binary("mod")
+    int_floordiv = _make_binary("int_floordiv")
+    float_truediv = _make_binary("float_truediv")
+    int_truediv = _make_binary("int_truediv")
+    pow_by_natural = _make_binary("pow_by_natural")
+    float_pow = _make_binary("float_pow")
+    lshift = _make_binary("lshift")
+    rshift = _make_binary("rshift")
+    eq = _make_binary("eq")
+    ne = _make_binary("ne")
+    lt = _make_binary("lt")
+    le = _make_binary("le")
+    gt = _make_binary("gt")
+    ge = _make_binary("ge")
+    sym_min = _make_binary("sym_min")
+    sym_max = _make_binary("sym_max")
+    sym_and = _make_binary("sym_and")
+    sym_or = _make_binary("sym_or")
+    bitwise_and = _bitwise("bitwise_and", operator.and_, sympy.And)
+    bitwise_or = _bitwise("bitwise_or", operator.or_, sympy.Or)
+    bitwise_xor = _bitwise("bitwise_xor", operator.xor, sympy.Xor)
+    neg = _make_unary("neg")
+    pos = _make_unary("pos")
+    abs = _make_unary("abs")  # noqa: A003  (protocol name)
+    sym_not = _make_unary("sym_not")
+    sym_float = _make_unary("sym_float")
+    sym_int = _make_unary("sym_int")
+    floor = _make_unary("floor")
+    ceil = _make_unary("ceil")
+    trunc = _make_unary("trunc")
+    sym_sqrt = _make_unary("sym_sqrt")
+    sym_cos = _make_math("cos")
+    sym_cosh = _make_math("cosh")
+    sym_sin = _make_math("sin")
+    sym_sinh = _make_math("sinh")
+    sym_tan = _make_math("tan")
+    sym_tanh = _make_math("tanh")
+    sym_asin = _make_math("asin")
+    sym_acos = _make_math("acos")
+    sym_atan = _make_math("atan")
+    sym_log2 = _make_math("log2")
+    sym_exp = _make_math("exp")
+    sym_log = _make_math("log")
+
+    def is_integer(self) -> "SymNode":
+        if self.pytype is int:
+            return self.wrap_bool(True)
+        return self._from_hints(lambda v: float(v).is_integer(), bool)
+
     # ----- variadic -----
     def sym_sum(self, args) -> "SymNode":
         hints = [a.hint for a in args]
@@ -244,199 +472,6 @@ class SymNode:
         return self.wrap_float(float(value))
 
 
-def _cast(pytype, value):
-    if value is None:
-        return None
-    return pytype(value)
-
-
-# ----- binary operations -----
-def _result_type(method: str, a: SymNode, b: SymNode) -> type:
-    if method in _ALWAYS_FLOAT:
-        return float
-    if method in _ALWAYS_BOOL:
-        return bool
-    if method in _ALWAYS_INT:
-        return int
-    if a.pytype is float or b.pytype is float:
-        return float
-    if method in ("add", "sub", "mul") and a.pytype is bool:
-        return int
-    return a.pytype
-
-
-_ALWAYS_FLOAT = {"float_truediv", "int_truediv", "float_pow"}
-_ALWAYS_BOOL = {"eq", "ne", "lt", "le", "gt", "ge", "sym_and", "sym_or"}
-_ALWAYS_INT = {"pow_by_natural"}
-
-
-def _as_int_expr(node: SymNode):
-    """Booleans take part in integer arithmetic as 0/1 (``True + True == 2``)."""
-    if node.pytype is bool:
-        return sympy.Piecewise((sympy.Integer(1), node.expr), (sympy.Integer(0), True))
-    return node.expr
-
-
-def _build_mod(env, a, b):
-    if env.bound(a).lower >= 0 and env.bound(b).lower > 0:
-        return E.Mod(a, b)
-    return E.PythonMod(a, b)
-
-
-def _bool_eq(a, b):
-    """Equality; ``Equivalent`` when both sides are booleans (sympy's ``Eq`` rejects them)."""
-    if isinstance(a, _BOOL_TYPES) and isinstance(b, _BOOL_TYPES):
-        return sympy.Equivalent(a, b)
-    return sympy.Eq(a, b)
-
-
-_BOOL_TYPES = (sympy.logic.boolalg.BooleanAtom, sympy.core.relational.Relational, sympy.And,
-               sympy.Or, sympy.Not, sympy.Xor, sympy.Equivalent)
-
-
-def _python_pow(a, b):
-    return a ** b
-
-
-_BINARY: dict[str, tuple[Callable, Callable]] = {
-    # method: (build(env, a_expr, b_expr), python operator on hints)
-    "add": (lambda env, a, b: a + b, operator.add),
-    "sub": (lambda env, a, b: a - b, operator.sub),
-    "mul": (lambda env, a, b: a * b, operator.mul),
-    "mod": (_build_mod, operator.mod),
-    "int_floordiv": (lambda env, a, b: E.FloorDiv(a, b), operator.floordiv),
-    "float_truediv": (lambda env, a, b: E.FloatTrueDiv(a, b), operator.truediv),
-    "int_truediv": (lambda env, a, b: E.IntTrueDiv(a, b), operator.truediv),
-    "pow_by_natural": (lambda env, a, b: E.PowByNatural(a, b), _python_pow),
-    "float_pow": (lambda env, a, b: E.FloatPow(a, b), lambda x, y: float(x) ** float(y)),
-    "lshift": (lambda env, a, b: a * E.PowByNatural(2, b), operator.lshift),
-    "rshift": (lambda env, a, b: E.FloorDiv(a, E.PowByNatural(2, b)), operator.rshift),
-    "eq": (lambda env, a, b: _bool_eq(a, b), operator.eq),
-    "ne": (lambda env, a, b: sympy.Not(_bool_eq(a, b)), operator.ne),
-    "lt": (lambda env, a, b: sympy.Lt(a, b), operator.lt),
-    "le": (lambda env, a, b: sympy.Le(a, b), operator.le),
-    "gt": (lambda env, a, b: sympy.Gt(a, b), operator.gt),
-    "ge": (lambda env, a, b: sympy.Ge(a, b), operator.ge),
-    "sym_min": (lambda env, a, b: E.Min(a, b), min),
-    "sym_max": (lambda env, a, b: E.Max(a, b), max),
-    "sym_and": (lambda env, a, b: sympy.And(a, b), lambda x, y: bool(x and y)),
-    "sym_or": (lambda env, a, b: sympy.Or(a, b), lambda x, y: bool(x or y)),
-}
-_INT_ARITH = {"add", "sub", "mul", "mod", "int_floordiv", "int_truediv", "pow_by_natural",
-              "float_truediv", "float_pow", "lshift", "rshift", "lt", "le", "gt", "ge",
-              "sym_min", "sym_max"}
-
-
-def _make_binary(method: str):
-    build, py_op = _BINARY[method]
-
-    def binary(self: SymNode, other: SymNode) -> SymNode:
-        pytype = _result_type(method, self, other)
-        if method in _INT_ARITH or self.pytype != other.pytype:
-            a, b = _as_int_expr(self), _as_int_expr(other)
-        else:
-            a, b = self.expr, other.expr
-        if pytype is float and method in ("add", "sub", "mul", "sym_min", "sym_max", "int_floordiv", "mod"):
-            a, b = _to_float_expr(self, a), _to_float_expr(other, b)
-        expr = build(self.shape_env, a, b)
-        hint = None
-        if self.hint is not None and other.hint is not None:
-            hint = _cast(pytype, py_op(self.hint, other.hint))
-        return SymNode(expr, self.shape_env, pytype, hint)
-
-    binary.__name__ = method
-    binary.__doc__ = f"``{method}`` of two nodes: a new node with the sympy result and hint."
-    return binary
-
-
-def _to_float_expr(node: SymNode, expr):
-    return E.ToFloat(expr) if node.pytype is not float else expr
-
-
-def _bitwise(method: str, py_op: Callable, bool_build: Callable):
-    def op(self: SymNode, other: SymNode) -> SymNode:
-        if self.pytype is bool and other.pytype is bool:
-            hint = None if self.hint is None or other.hint is None else bool(py_op(self.hint, other.hint))
-            return SymNode(bool_build(self.expr, other.expr), self.shape_env, bool, hint)
-        # Not modelled on integers: decide both values (guards) and compute concretely.
-        a = self.shape_env.decide_value(self)
-        b = self.shape_env.decide_value(other)
-        return self._wrap(py_op(a, b))
-
-    op.__name__ = method
-    return op
-
-
-for _method in _BINARY:
-    setattr(SymNode, _method, _make_binary(_method))
-SymNode.bitwise_and = _bitwise("bitwise_and", operator.and_, sympy.And)
-SymNode.bitwise_or = _bitwise("bitwise_or", operator.or_, sympy.Or)
-SymNode.bitwise_xor = _bitwise("bitwise_xor", operator.xor, sympy.Xor)
-
-
-# ----- unary operations -----
-def _int_identity_or(build: Callable):
-    return lambda node: node.expr if node.pytype is int else build(node.expr)
-
-
-def _float_of(node: SymNode):
-    return E.ToFloat(node.expr) if node.pytype is not float else node.expr
-
-
-_UNARY: dict[str, tuple[Callable, Callable, type | None]] = {
-    # method: (build(node) -> expr, python op on the hint, result type or None = same type)
-    "neg": (lambda n: -_as_int_expr(n), operator.neg, None),
-    "pos": (lambda n: n.expr, operator.pos, None),
-    "abs": (lambda n: sympy.Abs(n.expr), abs, None),
-    "sym_not": (lambda n: sympy.Not(n.expr), operator.not_, bool),
-    "sym_float": (_float_of, float, float),
-    "sym_int": (lambda n: E.TruncToInt(n.expr) if n.pytype is float else n.expr, int, int),
-    "floor": (_int_identity_or(E.FloorToInt), math.floor, int),
-    "ceil": (_int_identity_or(E.CeilToInt), math.ceil, int),
-    "trunc": (_int_identity_or(E.TruncToInt), math.trunc, int),
-    "sym_sqrt": (lambda n: sympy.sqrt(_float_of(n)), math.sqrt, float),
-}
-
-
-def _make_unary(method: str):
-    build, py_op, pytype = _UNARY[method]
-
-    def unary(self: SymNode) -> SymNode:
-        result_type = pytype or (int if self.pytype is bool and method == "neg" else self.pytype)
-        hint = None if self.hint is None else _cast(result_type, py_op(self.hint))
-        return SymNode(build(self), self.shape_env, result_type, hint)
-
-    unary.__name__ = method
-    return unary
-
-
-for _method in _UNARY:
-    setattr(SymNode, _method, _make_unary(_method))
-
-
-def _make_math(name: str):
-    fn = getattr(math, name)
-
-    def math_op(self: SymNode) -> SymNode:
-        # Transcendental functions are not modelled symbolically: decide the input's value.
-        return self.wrap_float(float(fn(self.shape_env.decide_value(self))))
-
-    math_op.__name__ = f"sym_{name}"
-    return math_op
-
-
-for _name in ("cos", "cosh", "sin", "sinh", "tan", "tanh", "asin", "acos", "atan", "log2", "exp", "log"):
-    setattr(SymNode, f"sym_{_name}", _make_math(_name))
-
-
-def _is_integer(self: SymNode) -> SymNode:
-    if self.pytype is int:
-        return self.wrap_bool(True)
-    return self._from_hints(lambda v: float(v).is_integer(), bool)
-
-
-SymNode.is_integer = _is_integer
-del _method, _name
 
 
 # ----- contiguity -----

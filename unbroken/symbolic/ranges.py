@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Mapping
 
 import sympy
 from sympy.core.relational import Relational
 from sympy.logic.boolalg import BooleanAtom
 
-from . import expr as E
+from .functions import apply, function_of
 
 __all__ = ["ValueRange", "bound", "static_truth", "INF", "NEG_INF"]
 
@@ -181,6 +181,10 @@ class ValueRange:
     def ceil(self) -> "ValueRange":
         return ValueRange(_round(self.lower, math.ceil), _round(self.upper, math.ceil))
 
+    def round_to_int(self) -> "ValueRange":
+        """Python's ``round`` to an int (half to even): within one of the floor."""
+        return ValueRange(_add(self.lower, -1), _add(self.upper, 1)).floor()
+
     def trunc(self) -> "ValueRange":
         return self.floor().union(self.ceil())
 
@@ -278,58 +282,11 @@ def _bound(expr, ranges, cache) -> ValueRange:
         if found is not None:
             return found
         return ValueRange(0, INF) if expr.is_nonnegative else ValueRange.unbounded()
-    handler = _HANDLERS.get(type(expr))
-    if handler is None:
-        for cls, fn in _HANDLERS.items():
-            if isinstance(expr, cls):
-                handler = fn
-                break
-    if handler is None:
+    entry = function_of(expr)
+    if entry is None or entry.interval is None:
         return ValueRange.unbounded()
-    args = [bound(a, ranges, cache) for a in expr.args]
-    return handler(expr, args)
-
-
-def _fold(args, op) -> ValueRange:
-    acc = args[0]
-    for a in args[1:]:
-        acc = op(acc, a)
-    return acc
-
-
-def _pow_handler(expr, args):
-    base, exp = args
-    if exp.is_singleton() and isinstance(exp.lower, int) and exp.lower < 0:
-        return ValueRange.unbounded()
-    return base.pow(exp)
-
-
-_HANDLERS: dict[type, Callable] = {
-    sympy.Add: lambda e, a: _fold(a, ValueRange.__add__),
-    sympy.Mul: lambda e, a: _fold(a, ValueRange.__mul__),
-    sympy.Pow: _pow_handler,
-    E.PowByNatural: lambda e, a: a[0].pow(a[1]),
-    E.FloatPow: _pow_handler,
-    E.FloorDiv: lambda e, a: a[0].floordiv(a[1]),
-    E.PythonMod: lambda e, a: a[0].mod(a[1]),
-    E.Mod: lambda e, a: a[0].mod(a[1]),
-    E.Max: lambda e, a: _fold(a, ValueRange.max),
-    E.Min: lambda e, a: _fold(a, ValueRange.min),
-    sympy.Max: lambda e, a: _fold(a, ValueRange.max),
-    sympy.Min: lambda e, a: _fold(a, ValueRange.min),
-    sympy.Abs: lambda e, a: a[0].abs(),
-    sympy.floor: lambda e, a: a[0].floor(),
-    sympy.ceiling: lambda e, a: a[0].ceil(),
-    E.FloorToInt: lambda e, a: a[0].floor(),
-    E.CeilToInt: lambda e, a: a[0].ceil(),
-    E.TruncToInt: lambda e, a: a[0].trunc(),
-    E.TruncToFloat: lambda e, a: a[0].trunc(),
-    E.RoundToInt: lambda e, a: ValueRange(_add(a[0].lower, -1), _add(a[0].upper, 1)).floor(),
-    E.ToFloat: lambda e, a: a[0],
-    E.Identity: lambda e, a: a[0],
-    E.IntTrueDiv: lambda e, a: a[0].truediv(a[1]),
-    E.FloatTrueDiv: lambda e, a: a[0].truediv(a[1]),
-}
+    result = apply(entry, entry.interval, [bound(a, ranges, cache) for a in expr.args])
+    return ValueRange.unbounded() if result is None else result
 
 
 # ----- deciding booleans -----

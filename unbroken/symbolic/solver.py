@@ -30,6 +30,7 @@ import z3
 
 from . import expr as E
 from .env import ShapeEnvironment
+from .functions import apply, function_of
 from .guards import Guard
 from .ranges import INF, NEG_INF, static_truth
 
@@ -265,22 +266,6 @@ def to_z3(expr):
     return _Translator().translate(expr)
 
 
-def _floordiv(a, b):
-    """Python ``a // b``: floor division, via Euclidean ``div`` on a positive divisor."""
-    if z3.is_int_value(b):
-        value = b.as_long()
-        return a / b if value > 0 else (-a) / (-b)
-    return z3.If(b > 0, a / b, (-a) / (-b))
-
-
-def _as_int(x):
-    return x if x.is_int() else z3.ToInt(x)
-
-
-def _as_real(x):
-    return z3.ToReal(x) if x.is_int() else x
-
-
 class _Translator:
     """sympy -> z3 with a cache; symbols become ``z3.Int`` (``z3.Real`` for floats)."""
 
@@ -315,15 +300,13 @@ class _Translator:
             return z3.RealVal(str(expr))
         if isinstance(expr, sympy.Piecewise):
             return self._piecewise(expr)
-        handler = _HANDLERS.get(type(expr))
-        if handler is None:
-            for cls, fn in _HANDLERS.items():
-                if isinstance(expr, cls):
-                    handler = fn
-                    break
-        if handler is None:
+        entry = function_of(expr)
+        if entry is None or entry.z3 is None:
             raise Untranslatable(f"no z3 translation for {type(expr).__name__}: {expr}")
-        return handler(*[self.translate(a) for a in expr.args])
+        result = apply(entry, entry.z3, [self.translate(a) for a in expr.args])
+        if result is None:
+            raise Untranslatable(f"no z3 translation for {expr}")
+        return result
 
     def _piecewise(self, expr):
         result = None
@@ -333,68 +316,3 @@ class _Translator:
         return result
 
 
-def _pow(base, exponent):
-    if not z3.is_int_value(exponent) or exponent.as_long() < 0:
-        raise Untranslatable("power with a non-constant or negative exponent")
-    result = z3.IntVal(1) if base.is_int() else z3.RealVal(1)
-    for _ in range(exponent.as_long()):
-        result = result * base
-    return result
-
-
-def _nary(op):
-    def fold(*args):
-        acc = args[0]
-        for a in args[1:]:
-            acc = op(acc, a)
-        return acc
-    return fold
-
-
-def _python_mod(a, b):
-    return a - b * _floordiv(a, b)
-
-
-def _max(a, b):
-    return z3.If(a >= b, a, b)
-
-
-def _min(a, b):
-    return z3.If(a <= b, a, b)
-
-
-_HANDLERS = {
-    sympy.Add: _nary(lambda a, b: a + b),
-    sympy.Mul: _nary(lambda a, b: a * b),
-    sympy.Pow: _pow,
-    E.PowByNatural: _pow,
-    E.FloorDiv: _floordiv,
-    E.PythonMod: _python_mod,
-    E.Mod: _python_mod,
-    E.Max: _nary(_max),
-    E.Min: _nary(_min),
-    sympy.Max: _nary(_max),
-    sympy.Min: _nary(_min),
-    sympy.Abs: lambda a: z3.If(a >= 0, a, -a),
-    E.ToFloat: _as_real,
-    E.IntTrueDiv: lambda a, b: _as_real(a) / _as_real(b),
-    E.FloatTrueDiv: lambda a, b: _as_real(a) / _as_real(b),
-    E.FloorToInt: lambda a: z3.ToInt(_as_real(a)),
-    E.CeilToInt: lambda a: -z3.ToInt(-_as_real(a)),
-    E.TruncToInt: lambda a: z3.If(_as_real(a) >= 0, z3.ToInt(_as_real(a)), -z3.ToInt(-_as_real(a))),
-    E.Identity: lambda a: a,
-    sympy.floor: lambda a: z3.ToInt(_as_real(a)) if not a.is_int() else a,
-    sympy.ceiling: lambda a: -z3.ToInt(-_as_real(a)) if not a.is_int() else a,
-    sympy.Eq: lambda a, b: a == b,
-    sympy.Ne: lambda a, b: a != b,
-    sympy.Lt: lambda a, b: a < b,
-    sympy.Le: lambda a, b: a <= b,
-    sympy.Gt: lambda a, b: a > b,
-    sympy.Ge: lambda a, b: a >= b,
-    sympy.And: lambda *a: z3.And(*a),
-    sympy.Or: lambda *a: z3.Or(*a),
-    sympy.Not: z3.Not,
-    sympy.Xor: _nary(z3.Xor),
-    sympy.Equivalent: lambda *a: z3.And(*[a[0] == x for x in a[1:]]),
-    sympy.Mod: _python_mod,
-}

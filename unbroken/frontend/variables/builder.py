@@ -242,7 +242,9 @@ _BUILDERS = [
     (lambda v: isinstance(v, slice), _wrap_slice),
     (lambda v: isinstance(v, (collections.abc.ItemsView, collections.abc.KeysView,
                               collections.abc.ValuesView)), _wrap_mapping_view),
-    (lambda v: isinstance(v, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)), _wrap_op),
+    # higher-order operators (torch.ops.higher_order.cond...) are answered by torch_calls
+    (lambda v: isinstance(v, (torch._ops.OpOverload, torch._ops.OpOverloadPacket,
+                              torch._ops.HigherOrderOperator)), _wrap_op),
     (lambda v: isinstance(v, types.FunctionType), _wrap_function),
     (lambda v: isinstance(v, types.BuiltinFunctionType), _wrap_builtin),
     (lambda v: isinstance(v, types.MethodType), _wrap_method),

@@ -481,9 +481,6 @@ def _native_exit(manager):
     return CallbackVariable(callback, f"`{type(manager).__name__}.__exit__`")
 
 
-_NO_OP_INIT = CallbackVariable(lambda tx, args: ConstantVariable(None), "object.__init__")
-
-
 class SuperVariable(VariableTracker):
     """``super(cls, obj)``. ``cls``: the class to start after; ``receiver``: obj's tracker;
     ``obj``: the underlying Python object."""
@@ -515,7 +512,5 @@ class SuperVariable(VariableTracker):
                         return native
                 if name == "__getattribute__" and isinstance(self.receiver, ObjectVariable):
                     return _raw_getattr(self.receiver)
-                    if name == "__init__" and klass in (object, dict):
-                        return _NO_OP_INIT
                 return wrap(tx, getattr(super(self.cls, self.obj), name))
         raise AttributeMissing(name)

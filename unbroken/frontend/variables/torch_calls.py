@@ -7,7 +7,7 @@ import importlib
 import torch
 from torch.utils import _pytree as pytree
 
-from ..graph_breaks import graph_break
+from ..graph_breaks import GraphBreakError, graph_break
 from .constant import ConstantVariable
 
 __all__ = ["call_torch_function"]
@@ -36,11 +36,28 @@ def _check(tx, args, kwargs):
             if message is not None and hasattr(message, "call"):
                 try:
                     text = message.call(tx, [], {}).as_constant()
-                except Exception:  # the message itself failed: keep the generic text
+                except GraphBreakError:  # the message itself cannot run: the generic text
                     pass
             raise tx.user_exception(RuntimeError(text))
         return ConstantVariable(None)
     return tx.call_leaf(torch._check, [condition], {})
+
+
+def _nonnegative(value) -> None:
+    """What ``torch._check_is_size(value)`` asserts; the shape environment then treats an
+    unbacked ``value`` as a size (its range starts at 0)."""
+    torch._check(value >= 0)
+
+
+def _check_is_size(tx, args, kwargs):
+    """``torch._check_is_size(n)``: ``n >= 0``, checked now for a constant, else a fact."""
+    value = args[0]
+    if isinstance(value, ConstantVariable):
+        if value.as_constant() < 0:
+            raise tx.user_exception(RuntimeError(
+                f"Expected {value.as_constant()} to be a size (>= 0)"))
+        return ConstantVariable(None)
+    return tx.call_leaf(_nonnegative, [value], {})
 
 
 def _contains_tensor(tracker) -> bool:
@@ -88,7 +105,7 @@ _SPECIAL = {
     torch.jit.is_scripting: _constant(False),
     torch.jit.is_tracing: _constant(False),
     torch._check: _check,
-    torch._check_is_size: _check,
+    torch._check_is_size: _check_is_size,
     torch.cond: lambda tx, args, kwargs: call_cond(tx, *args, **kwargs),
 }
 for _name in _GLOBAL_STATE_SETTERS:
@@ -100,7 +117,8 @@ _SPECIAL[torch.ops.higher_order.cond] = _SPECIAL[torch.cond]
 _SPECIAL[importlib.import_module("torch._higher_order_ops.map").map] = \
     lambda tx, args, kwargs: call_map(tx, *args)
 _SPECIAL[torch.while_loop] = lambda tx, args, kwargs: call_while_loop(tx, *args, **kwargs)
-_SPECIAL[torch.ops.higher_order.while_loop] = _SPECIAL[torch.while_loop]
+_SPECIAL[torch.ops.higher_order.while_loop] = \
+    lambda tx, args, kwargs: _while_loop_op(tx, *args, **kwargs)
 for _name in ("scan", "associative_scan"):
     _op = getattr(torch.ops.higher_order, _name, None)
     if _op is not None:
@@ -195,6 +213,17 @@ def call_while_loop(tx, cond_fn, body_fn, carried):
     with tx.output.leaf_errors(torch.while_loop):
         results = tx.output.recorder.record_while_loop((cond_scope, body_scope), metas)
     return wrap(tx, tuple(results))
+
+
+def _while_loop_op(tx, cond_fn, body_fn, carried, additional_inputs=None):
+    """``torch.ops.higher_order.while_loop(cond_fn, body_fn, carried, additional_inputs)``, the
+    operator form: its functions also take the additional inputs, supported when there are
+    none (``torch.while_loop`` never passes any)."""
+    if additional_inputs is not None and additional_inputs.items(tx):
+        raise graph_break("UB113", "higher_order.while_loop with additional_inputs (read the "
+                          "values from the enclosing scope instead, as torch.while_loop does)",
+                          frames=tx.user_frames())
+    return call_while_loop(tx, cond_fn, body_fn, carried)
 
 
 def call_map(tx, f, xs, *args):

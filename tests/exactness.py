@@ -1,0 +1,59 @@
+"""Bit-exactness with eager, the default oracle of the model tests.
+
+An exported program runs the same ATen kernels as eager on the same inputs, so its outputs
+must equal eager's bit for bit: a tolerance would hide a recorded op or a kept composite that
+computes differently (a decomposition reordering a sum, a fused kernel replaced by its parts).
+A tolerance is allowed only with a reason naming the kernel that is genuinely
+nondeterministic or that torch itself runs differently outside eager.
+"""
+from __future__ import annotations
+
+import torch
+from torch.utils import _pytree as pytree
+
+
+def assert_bit_exact(got, want, *, atol: float = 0.0, reason: str = "") -> None:
+    """``got`` has ``want``'s structure and every tensor equals eager's bit for bit (NaNs in the
+    same places), with the same dtype, shape and ``requires_grad``; ``atol`` > 0 needs a
+    ``reason``."""
+    if atol and not reason:
+        raise ValueError("a tolerance needs a reason naming the kernel that is not exact")
+    got_leaves, got_spec = pytree.tree_flatten(got)
+    want_leaves, want_spec = pytree.tree_flatten(want)
+    assert got_spec == want_spec, f"structure differs:\n{got_spec}\n!=\n{want_spec}"
+    for index, (a, b) in enumerate(zip(got_leaves, want_leaves, strict=True)):
+        if not isinstance(b, torch.Tensor):
+            assert a == b, f"leaf {index}: {a!r} != {b!r}"
+            continue
+        assert isinstance(a, torch.Tensor), f"leaf {index}: {type(a).__name__}, want a tensor"
+        assert (a.dtype, a.shape) == (b.dtype, b.shape), \
+            f"leaf {index}: {a.dtype}{list(a.shape)} != {b.dtype}{list(b.shape)}"
+        assert a.requires_grad == b.requires_grad, f"leaf {index}: requires_grad differs"
+        if atol:
+            torch.testing.assert_close(a, b, atol=atol, rtol=0, equal_nan=True,
+                                       msg=lambda m, i=index: f"leaf {i} ({reason}): {m}")
+        elif not torch.equal(a.detach(), b.detach()):
+            same_nans = torch.isnan(a).equal(torch.isnan(b)) if a.is_floating_point() else False
+            if not (same_nans and torch.equal(a.detach().nan_to_num(0.0),
+                                              b.detach().nan_to_num(0.0))):
+                diff = (a.detach().double() - b.detach().double()).abs().max().item()
+                raise AssertionError(f"leaf {index}: not bit-exact with eager, max |diff| {diff}")
+
+
+FAST_PATH = ("eval-mode eager under no_grad runs PyTorch's fused attention fast path "
+             "(_native_multi_head_attention / _transformer_encoder_layer_fwd), which exists only "
+             "without autograd; the program records the differentiable path, as torch.export does")
+
+
+def assert_matches_eager(module, model, args, *, fast_path: bool = False) -> None:
+    """``module(*args)`` equals ``model(*args)`` bit for bit under ``no_grad``. A model whose eager
+    no_grad call takes the fused fast path (``fast_path``) is compared bit for bit with eager on
+    the differentiable path (grad enabled), and within 1e-6 with the fast path."""
+    with torch.no_grad():
+        got, want = module(*args), model(*args)
+    if not fast_path:
+        assert_bit_exact(got, want)
+        return
+    assert_bit_exact(got, want, atol=1e-6, reason=FAST_PATH)
+    with torch.enable_grad():
+        assert_bit_exact(module(*args), model(*args))

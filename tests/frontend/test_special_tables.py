@@ -1,0 +1,199 @@
+"""Every entry of the special-function tables (``torch_calls._SPECIAL``: torch functions the
+interpreter answers itself; ``builtins._HANDLERS``: Python builtins it models) has a program
+that uses it, exported and compared with eager (or with torch.export where both answer "we
+are exporting" on purpose), or refused with the code its handler promises. A wrong mapping
+(``_check_is_size`` read as ``_check``) cannot hide, and a new entry without a case fails
+``test_every_entry_has_a_case``.
+"""
+import functools
+import importlib
+import operator
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+
+import unbroken
+from unbroken.frontend.builtins import _HANDLERS
+from unbroken.frontend.variables.torch_calls import _GLOBAL_STATE_SETTERS, _SPECIAL
+
+EAGER, PEER = "eager", "torch.export"
+_map = importlib.import_module("torch._higher_order_ops.map").map
+
+
+class _Base(nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+class _Child(_Base):
+    def forward(self, x):
+        return super().forward(x) + 1
+
+
+def _while(x):
+    def cond(i, y):
+        return i < 3
+
+    def body(i, y):
+        return i + 1, y * 2
+
+    return torch.while_loop(cond, body, (torch.tensor(0), x))[1]
+
+
+def _hop_while(x):
+    return torch.ops.higher_order.while_loop(
+        lambda i, y: i < 3, lambda i, y: (i + 1, y * 2), (torch.tensor(0), x), ())[1]
+
+
+def _check_is_size(x):
+    n = x.shape[0] - 1
+    torch._check_is_size(n)
+    return x[:n] + 1
+
+
+# (table entry, program over one tensor x of shape (4, 3), expected: EAGER, PEER or a UB code)
+SPECIAL_CASES = [
+    (torch.tensor, lambda x: x + torch.tensor([1.0, 2.0, 3.0]), EAGER),
+    (torch.as_tensor, lambda x: x + torch.as_tensor([1.0, 2.0, 3.0]), EAGER),
+    (torch.compiler.is_compiling, lambda x: x + 1 if torch.compiler.is_compiling() else x, PEER),
+    (torch.compiler.is_exporting, lambda x: x + 1 if torch.compiler.is_exporting() else x, PEER),
+    (torch.jit.is_scripting, lambda x: x + 1 if torch.jit.is_scripting() else x - 1, EAGER),
+    (torch.jit.is_tracing, lambda x: x + 1 if torch.jit.is_tracing() else x - 1, EAGER),
+    (torch._check, lambda x: (torch._check(x.shape[0] > 1), x + 1)[1], EAGER),
+    (torch._check_is_size, _check_is_size, EAGER),
+    (torch.cond, lambda x: torch.cond(x.sum() > 0, lambda t: t + 1, lambda t: t - 1, (x,)),
+     EAGER),
+    (torch.ops.higher_order.cond,
+     lambda x: torch.ops.higher_order.cond(x.sum() > 0, lambda t: t + 1, lambda t: t - 1,
+                                           (x,)), EAGER),
+    (_map, lambda x: _map(lambda row: row * 2, x), EAGER),
+    (torch.while_loop, _while, EAGER),
+    (torch.ops.higher_order.while_loop, _hop_while, EAGER),
+]
+if hasattr(torch.ops.higher_order, "scan"):
+    SPECIAL_CASES.append((torch.ops.higher_order.scan, lambda x: torch.ops.higher_order.scan(
+        lambda c, r: (c + r, c * 1), [torch.zeros(3)], [x], [])[1], "UB113"))
+if hasattr(torch.ops.higher_order, "associative_scan"):
+    SPECIAL_CASES.append((torch.ops.higher_order.associative_scan,
+                          lambda x: torch.ops.higher_order.associative_scan(
+                              lambda a, b: a + b, [x], [])[0], "UB113"))
+SETTERS = sorted({getattr(owner, name) for name in _GLOBAL_STATE_SETTERS
+                  for owner in (torch, torch.random) if hasattr(owner, name)}, key=repr)
+
+BUILTIN_CASES = [
+    (len, lambda x: x * len([1, 2, 3]), EAGER),
+    (isinstance, lambda x: x + 1 if isinstance(x, torch.Tensor) else x, EAGER),
+    (issubclass, lambda x: x + issubclass(bool, int), EAGER),
+    (type, lambda x: x + 1 if type(x) is torch.Tensor else x, EAGER),
+    (getattr, lambda x: x * getattr(x, "shape")[0], EAGER),
+    (hasattr, lambda x: x + hasattr(x, "no_such_attribute") + hasattr(x, "shape"), EAGER),
+    (range, lambda x: sum(x * i for i in range(1, 4)), EAGER),
+    (enumerate, lambda x: sum(x * i for i, _ in enumerate("abc")), EAGER),
+    (zip, lambda x: sum(x * a * b for a, b in zip([1, 2], [3, 4, 5])), EAGER),
+    (reversed, lambda x: x * list(reversed([1, 2]))[0], EAGER),
+    (iter, lambda x: x * next(iter([5, 6])), EAGER),
+    (next, lambda x: x * next(iter([]), 7), EAGER),
+    (tuple, lambda x: x * len(tuple("ab")), EAGER),
+    (list, lambda x: x * list(range(3))[-1], EAGER),
+    (dict, lambda x: x * dict(a=2, b=3)["b"], EAGER),
+    (set, lambda x: x * len(set([1, 1, 2])), EAGER),
+    (frozenset, lambda x: x * len(frozenset("aab")), EAGER),
+    (min, lambda x: x * min(3, 2, 5), EAGER),
+    (max, lambda x: x * max([3, 2, 5], key=lambda v: -v), EAGER),
+    (sum, lambda x: sum([x, x, 1.0]), EAGER),
+    (any, lambda x: x + any([0, 0, 1]), EAGER),
+    (all, lambda x: x + all([1, 0]), EAGER),
+    (sorted, lambda x: x * sorted([3, 1, 2], reverse=True)[1], EAGER),
+    (map, lambda x: sum(map(lambda v: v * 2, [1, 2])) * x, EAGER),
+    (filter, lambda x: x * len(list(filter(None, [0, 1, 2]))), EAGER),
+    (int, lambda x: x * int("3") + int(2.7), EAGER),
+    (float, lambda x: x * float("1.5"), EAGER),
+    (bool, lambda x: x * bool([]) + bool("a"), EAGER),
+    (complex, lambda x: x * complex(2, 1).real, EAGER),
+    (str, lambda x: x * len(str(123)), EAGER),
+    (repr, lambda x: x * len(repr("ab")), EAGER),
+    (ascii, lambda x: x * len(ascii("é")), EAGER),
+    (format, lambda x: x * len(format(3.14159, ".2f")), EAGER),
+    (slice, lambda x: x[slice(1, None, 2)], EAGER),
+    (super, _Child(), EAGER),
+    (object, lambda x: (object(), x)[1], "UB112"),
+    (functools.reduce, lambda x: x * functools.reduce(operator.mul, [1, 2, 3]), EAGER),
+    (callable, lambda x: x * callable(len) + callable(3), EAGER),
+]
+
+
+def _id(case):
+    key = case[0]
+    return getattr(key, "__qualname__", None) or getattr(key, "__name__", None) or str(key)
+
+
+def _export(program, x):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch deprecates _check_is_size
+        return unbroken.export(program, (x,))
+
+
+def _peer(program, x):
+    module = program if isinstance(program, nn.Module) else _AsModule(program)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        return torch.export.export(module, (x,), strict=True).module()(x)
+
+
+class _AsModule(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
+
+
+@pytest.mark.parametrize("key, program, expected", SPECIAL_CASES + BUILTIN_CASES,
+                         ids=[_id(c) for c in SPECIAL_CASES + BUILTIN_CASES])
+def test_export_agrees_with_eager(key, program, expected):
+    x = torch.randn(4, 3)
+    if expected.startswith("UB"):
+        program(x)  # eager runs: the refusal is the handler's policy, not eager's failure
+        with pytest.raises(unbroken.GraphBreakError) as info:
+            _export(program, x)
+        assert info.value.code == expected and info.value.frames, info.value.render()
+        return
+    got = _export(program, x).module()(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        want = program(x) if expected == EAGER else _peer(program, x)
+    torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("setter", SETTERS, ids=lambda f: f.__name__)
+def test_global_state_setters_are_refused(setter):
+    """Not run eagerly (it would change this process's state): each is refused as UB107."""
+    def program(x):
+        setter(0)
+        return x
+
+    with pytest.raises(unbroken.GraphBreakError) as info:
+        unbroken.export(program, (torch.randn(2),))
+    assert info.value.code == "UB107" and info.value.frames
+
+
+def test_every_entry_has_a_case():
+    covered = {case[0] for case in SPECIAL_CASES + BUILTIN_CASES} | set(SETTERS)
+    assert set(_SPECIAL) - covered == set()
+    assert set(_HANDLERS) - covered == set()
+
+
+def test_the_while_loop_operator_with_additional_inputs_is_refused():
+    def program(x):
+        return torch.ops.higher_order.while_loop(
+            lambda i, y, k: i < 3, lambda i, y, k: (i + 1, y * k), (torch.tensor(0), x),
+            (torch.tensor(2.0),))[1]
+
+    x = torch.randn(3)
+    program(x)  # eager runs it
+    with pytest.raises(unbroken.GraphBreakError) as info:
+        unbroken.export(program, (x,))
+    assert info.value.code == "UB113" and "additional_inputs" in info.value.message

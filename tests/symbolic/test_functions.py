@@ -1,0 +1,80 @@
+"""symbolic.functions: the one registry of the size language. For each integer function, its
+rules agree with its Python semantics: the interval rule contains the value, the z3 rule
+computes it, the graph callable computes it (so ranges, solver and recorded graphs cannot
+disagree about what ``//`` or ``%`` means)."""
+import operator
+
+import pytest
+import sympy
+import z3
+from hypothesis import given, settings, strategies as st
+
+from unbroken.symbolic import expr as E
+from unbroken.symbolic.functions import FUNCTIONS, apply, function_of
+from unbroken.symbolic.ranges import ValueRange
+
+SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, database=None)
+ints = st.integers(-12, 12)
+
+# class -> which pairs (a, b) are in its domain
+BINARY = {
+    sympy.Add: lambda a, b: True,
+    sympy.Mul: lambda a, b: True,
+    E.PowByNatural: lambda a, b: 0 <= b <= 4,
+    E.FloorDiv: lambda a, b: b != 0,
+    E.PythonMod: lambda a, b: b != 0,
+    E.Mod: lambda a, b: a >= 0 and b > 0,
+    E.Max: lambda a, b: True,
+    E.Min: lambda a, b: True,
+    sympy.Max: lambda a, b: True,
+    sympy.Min: lambda a, b: True,
+}
+
+
+def _z3_value(term) -> int:
+    return z3.simplify(term).as_long()
+
+
+@SETTINGS
+@given(a=ints, b=ints, widen_a=st.integers(0, 3), widen_b=st.integers(0, 3))
+@pytest.mark.parametrize("cls", list(BINARY), ids=lambda c: c.__name__)
+def test_the_rules_of_a_binary_function_agree(cls, a, b, widen_a, widen_b):
+    if not BINARY[cls](a, b):
+        return
+    entry = FUNCTIONS[cls]
+    value = apply(entry, entry.python, [a, b])
+    ranges = [ValueRange(a - widen_a, a + widen_a), ValueRange(b - widen_b, b + widen_b)]
+    in_domain = all(BINARY[cls](x, y) for x in range(a - widen_a, a + widen_a + 1)
+                    for y in range(b - widen_b, b + widen_b + 1))
+    if entry.interval is not None and in_domain:
+        assert apply(entry, entry.interval, ranges).contains(value)
+    assert _z3_value(apply(entry, entry.z3, [z3.IntVal(a), z3.IntVal(b)])) == value
+    assert apply(entry, entry.graph, [a, b]) == value
+
+
+@SETTINGS
+@given(a=ints)
+def test_abs_and_rounding_agree(a):
+    for cls in (sympy.Abs, E.FloorToInt, E.CeilToInt, E.TruncToInt):
+        entry = FUNCTIONS[cls]
+        value = entry.python(a)
+        assert entry.interval(ValueRange(a, a)).contains(value), cls
+        assert _z3_value(entry.z3(z3.IntVal(a))) == value, cls
+
+
+def test_floor_division_and_modulo_are_pythons():
+    """The cases where C and Python differ: negative operands floor, the sign of % follows
+    the divisor."""
+    floordiv, mod = FUNCTIONS[E.FloorDiv], FUNCTIONS[E.PythonMod]
+    assert _z3_value(floordiv.z3(z3.IntVal(-7), z3.IntVal(2))) == -4
+    assert _z3_value(floordiv.z3(z3.IntVal(7), z3.IntVal(-2))) == -4
+    assert _z3_value(mod.z3(z3.IntVal(-7), z3.IntVal(2))) == 1
+    assert _z3_value(mod.z3(z3.IntVal(7), z3.IntVal(-2))) == -1
+
+
+def test_lookup_follows_subclasses_and_relations_have_no_interval_rule():
+    s = sympy.Symbol("s", integer=True, positive=True)
+    assert function_of(E.FloorDiv(s, 2)) is FUNCTIONS[E.FloorDiv]
+    assert function_of(sympy.Eq(s, 2)).interval is None
+    assert function_of(s) is None  # a symbol is not a function
+    assert function_of(s + 1).graph is operator.add

@@ -1,0 +1,422 @@
+"""Build the torch.fx graph of one export: placeholders, op nodes, size arithmetic, branches.
+
+The builder knows nothing of dispatch: ``ir.recorder`` computes each op on meta tensors and
+asks the builder to write the node. The builder keeps the map from each meta tensor to the node
+that currently holds its value (an in-place op rebinds its target), the user's location on
+every node, and the graphs being built (the root graph and the open ``torch.cond`` /
+``while_loop`` subgraphs, innermost last).
+
+Conventions (relied on by ``passes.functionalize``):
+- placeholders come first: parameters, buffers, lifted constants, user inputs;
+- ops with several outputs get one ``operator.getitem`` node per output;
+- every node has ``meta["val"]``, ``meta["user_frames"]``, ``meta["stack_trace"]`` and
+  ``meta["nn_module_stack"]`` (empty for size arithmetic, which belongs to no user line).
+"""
+from __future__ import annotations
+
+import contextlib
+import operator
+import re
+
+import sympy
+import torch
+import torch.fx as fx
+from torch.utils import _pytree as pytree
+
+from ..symbolic.diagnostics import UnsupportedError, format_stack
+from ..symbolic.functions import function_of
+
+__all__ = ["GraphBuilder", "meta_like"]
+
+aten = torch.ops.aten
+_META = torch.device("meta")
+_CPU = torch.device("cpu")
+_SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+def meta_like(tensor: torch.Tensor) -> torch.Tensor:
+    """A meta tensor with the same size, stride, dtype (and no autograd history)."""
+    return torch.empty_strided(tensor.size(), tensor.stride(), dtype=tensor.dtype, device=_META)
+
+
+def _sanitize(name: str) -> str:
+    name = re.sub(r"[^0-9a-zA-Z_]", "_", name)
+    return name if name and not name[0].isdigit() else f"_{name}"
+
+
+def node_name(func) -> str:
+    """``add`` for ``aten.add.Tensor``: the op's name, as torch.export names its nodes."""
+    packet = getattr(func, "overloadpacket", None)
+    return _sanitize(packet.__name__ if packet is not None else getattr(func, "__name__", "op"))
+
+
+class GraphBuilder:
+    """The graphs of one export and the tensor -> node bindings.
+
+    symint: expr -> ``torch.SymInt`` (the shape environment's), for the values of size
+        arithmetic nodes; None when sizes are static.
+    frames_provider: zero-arg callable returning the current user stack (tuple of UserFrame).
+    module_stack_provider: zero-arg callable returning the current ``nn_module_stack`` dict.
+    """
+
+    def __init__(self, *, symint=None, frames_provider=tuple, module_stack_provider=dict):
+        self.symint = symint
+        self.frames_provider = frames_provider
+        self.module_stack_provider = module_stack_provider
+        self._scopes: list[_Scope] = [_Scope(fx.Graph())]  # [root, open subgraphs...]
+        self._nodes: dict[int, fx.Node] = {}           # id(meta tensor) -> node holding its value
+        self._devices: dict[int, torch.device] = {}    # id(meta tensor) -> user-visible device
+        self._alive: list[torch.Tensor] = []           # keeps ids stable during the trace
+        # symbol -> (node, dim, a, b, tensor): the size of `tensor` (made by `node`) at `dim` is
+        # a*symbol + b; inside a branch the tensor becomes an input of the subgraph
+        self._symbol_sources: dict[sympy.Symbol, tuple] = {}
+        self._first_user_input: fx.Node | None = None
+        self._names: set[str] = set()
+
+    # ----------------------------------------------------------------- graphs
+    @property
+    def graph(self) -> fx.Graph:
+        """The graph being built: the root graph, or the innermost open subgraph."""
+        return self._scopes[-1].graph
+
+    @property
+    def root_graph(self) -> fx.Graph:
+        return self._scopes[0].graph
+
+    def graph_module(self) -> fx.GraphModule:
+        """The root graph as a GraphModule that owns the subgraphs it references."""
+        return self._scopes[0].module()
+
+    def unique_name(self, base: str) -> str:
+        base = _sanitize(base)
+        name, i = base, 1
+        while name in self._names:
+            name, i = f"{base}_{i}", i + 1
+        self._names.add(name)
+        return name
+
+    # ----------------------------------------------------------------- inputs and bindings
+    def add_placeholder(self, name: str, value, *, user_input: bool, device=_CPU) -> fx.Node:
+        """A graph input. ``value`` is a meta tensor, a SymInt/int, or another constant.
+        Inputs that are not user inputs (state, constants) go before the first user input."""
+        name = self.unique_name(name)
+        root = self.root_graph
+        if user_input or self._first_user_input is None:
+            node = root.placeholder(name)
+        else:
+            with root.inserting_before(self._first_user_input):
+                node = root.placeholder(name)
+        if user_input and self._first_user_input is None:
+            self._first_user_input = node
+        node.meta["val"] = value
+        if isinstance(value, torch.Tensor):
+            self.bind(value, node, device)
+        return node
+
+    def bind(self, tensor: torch.Tensor, node: fx.Node, device=None) -> None:
+        """Make ``node`` the current producer of ``tensor``'s value."""
+        self._nodes[id(tensor)] = node
+        self._alive.append(tensor)
+        if device is not None:
+            self._devices[id(tensor)] = device
+
+    def forget(self, tensor: torch.Tensor) -> fx.Node:
+        """Unbind ``tensor``; returns the node that held its value."""
+        return self._nodes.pop(id(tensor))
+
+    def is_tracked(self, tensor: torch.Tensor) -> bool:
+        return id(tensor) in self._nodes
+
+    def producer(self, tensor: torch.Tensor) -> fx.Node | None:
+        """The node holding ``tensor``'s value in whichever graph made it, or None."""
+        return self._nodes.get(id(tensor))
+
+    def node_of(self, tensor: torch.Tensor) -> fx.Node:
+        """The node holding ``tensor``'s value, usable in the graph being built: a value of
+        an enclosing graph becomes an extra input of the open subgraph."""
+        node = self._nodes[id(tensor)]
+        scope = self._scopes[-1]
+        if node.graph is scope.graph:
+            return node
+        return scope.capture(tensor, node)
+
+    def device_of(self, tensor: torch.Tensor) -> torch.device:
+        return self._devices.get(id(tensor), _CPU)
+
+    # ----------------------------------------------------------------- symbols
+    def bind_symbol(self, expr, node: fx.Node, dim: int, tensor=None) -> None:
+        """Record that ``node``'s size at ``dim`` is ``expr``: a symbol, or ``a*s + b``
+        (a derived dim), from which the graph can compute ``s = (size - b) // a``."""
+        symbols = expr.free_symbols
+        if len(symbols) != 1:
+            return
+        (symbol,) = symbols
+        a, b = expr.coeff(symbol), expr.subs(symbol, 0)
+        if a.is_Integer and b.is_Integer and int(a) > 0 and expr == a * symbol + b:
+            current = self._symbol_sources.get(symbol)
+            if current is None or (current[2], current[3]) != (1, 0):  # prefer a plain dim
+                self._symbol_sources[symbol] = (node, dim, int(a), int(b),
+                                                tensor if tensor is not None else
+                                                node.meta.get("val"))
+
+    def bind_value(self, symbol, node: fx.Node) -> None:
+        """``node`` (e.g. an ``item``) computes ``symbol`` in the graph being built."""
+        self._scopes[-1].sym_nodes[symbol] = node
+
+    def definition_of(self, symbol) -> fx.Node | None:
+        """The node after which a data-dependent symbol is known (``item`` / the op whose output
+        size it is), or None for input sizes."""
+        root = self._scopes[0].sym_nodes
+        if symbol in root and root[symbol].target is aten.item.default:
+            return root[symbol]
+        source = self._symbol_sources.get(symbol)
+        return source[0] if source is not None and source[0].op != "placeholder" else None
+
+    def sym_node(self, value) -> fx.Node | int | float | bool:
+        """The node computing a SymInt/SymFloat/SymBool argument (built from its expression)."""
+        return self.expr_node(value.node.expr)
+
+    def expr_node(self, expr):
+        """The node computing ``expr`` in the graph being built (a number stays a number)."""
+        if expr.is_Integer:
+            return int(expr)
+        if expr.is_Number:
+            return float(expr)
+        if expr is sympy.true or expr is sympy.false:
+            return bool(expr)
+        sym_nodes = self._scopes[-1].sym_nodes
+        if expr in sym_nodes:
+            return sym_nodes[expr]
+        node = self._build_expr(expr)
+        sym_nodes[expr] = node
+        return node
+
+    def _build_expr(self, expr) -> fx.Node:
+        if isinstance(expr, sympy.Symbol):
+            node = self._read_symbol(expr)
+        else:
+            node = self._build_compound(expr)
+        node.meta["val"] = self.symint(expr) if self.symint else None
+        _no_location(node)
+        return node
+
+    def _read_symbol(self, symbol) -> fx.Node:
+        """``sym_size`` of the input the symbol was bound to (``(size - b) // a`` when it is a
+        derived dim ``a*s + b``)."""
+        if symbol not in self._symbol_sources:
+            raise UnsupportedError(
+                f"the size `{symbol}` has no input it can be read from"
+                + (" inside this branch" if len(self._scopes) > 1 else ""), code="UB117",
+                frames=self.frames_provider(),
+                hint="Derive sizes from input tensors (inside a torch.cond branch, from "
+                     "tensors the branch receives or reads).")
+        source, dim, a, b, tensor = self._symbol_sources[symbol]
+        if source.graph is not self.graph and isinstance(tensor, torch.Tensor):
+            source = self.node_of(tensor)  # a branch reads the size from its own input
+        node = self.graph.call_function(aten.sym_size.int, (source, dim))
+        if (a, b) != (1, 0):
+            node.meta["val"] = self.symint(a * symbol + b) if self.symint else None
+            if b:
+                node = self._sym_call(operator.sub, (node, b))
+            if a != 1:
+                node = self._sym_call(operator.floordiv, (node, a))
+        return node
+
+    def _build_compound(self, expr) -> fx.Node:
+        """Nodes computing a sympy expression over input sizes, with the same Python
+        semantics as the expression (the ``graph`` rule of ``symbolic.functions``)."""
+        entry = function_of(expr)
+        if entry is None or entry.graph is None:
+            raise UnsupportedError(f"cannot compute the size expression `{expr}` in the graph",
+                                   code="UB117", frames=self.frames_provider(),
+                                   hint="Compute this value from tensors (e.g. with torch ops "
+                                        "on a tensor of sizes) or make the dimension static.")
+        parts = [self.expr_node(a) for a in expr.args]
+        if entry.cls in (sympy.Add, sympy.Mul):  # sympy puts the constant first: symbols first
+            parts = sorted(parts, key=lambda p: not isinstance(p, fx.Node))
+        if not entry.nary:
+            return self._sym_call(entry.graph, tuple(parts))
+        result = parts[0]
+        for part in parts[1:]:
+            result = self._sym_call(entry.graph, (result, part))
+        return result
+
+    def _sym_call(self, target, args) -> fx.Node:
+        node = self.graph.call_function(target, args)
+        values = [a.meta["val"] if isinstance(a, fx.Node) else a for a in args]
+        node.meta["val"] = target(*values)
+        _no_location(node)
+        return node
+
+    # ----------------------------------------------------------------- op nodes
+    def call(self, func, args, kwargs, out) -> fx.Node:
+        """Append ``func(*args, **kwargs)`` whose value is ``out``: tensor arguments become
+        the nodes holding them, symbolic values the nodes computing them."""
+        def to_arg(value):
+            if isinstance(value, torch.Tensor):
+                return self.node_of(value)
+            if isinstance(value, _SYMBOLIC):
+                return self.sym_node(value)
+            return value
+
+        node = self.graph.create_node(
+            "call_function", func, pytree.tree_map(to_arg, tuple(args)),
+            pytree.tree_map(to_arg, dict(kwargs)), name=node_name(func))
+        self.annotate(node, out)
+        return node
+
+    def annotate(self, node: fx.Node, val) -> None:
+        """``val`` and the current user location (stack, module path) on ``node``."""
+        frames = tuple(self.frames_provider())
+        node.meta["val"] = val
+        node.meta["user_frames"] = frames
+        node.meta["stack_trace"] = format_stack(frames) + "\n" if frames else ""
+        node.meta["nn_module_stack"] = dict(self.module_stack_provider())
+
+    def bind_outputs(self, node: fx.Node, out, device) -> None:
+        """Bind ``out`` to ``node`` (a tensor), or each tensor of a tuple to a ``getitem``."""
+        if isinstance(out, torch.Tensor):
+            self.bind(out, node, device)
+        elif isinstance(out, (tuple, list)):
+            for i, item in enumerate(out):
+                if isinstance(item, torch.Tensor):
+                    getter = self.graph.call_function(operator.getitem, (node, i))
+                    self.annotate(getter, item)
+                    self.bind(item, getter, device)
+
+    def assert_after(self, anchor: fx.Node, fact, message: str, frames) -> fx.Node:
+        """An ``aten._assert_scalar(fact, message)`` right after ``anchor`` (the program
+        raises when a run breaks ``fact``), located at ``frames``."""
+        graph = self.graph
+        with graph.inserting_after(anchor):
+            node = graph.call_function(aten._assert_scalar.default, (None, message))
+        with graph.inserting_before(node):
+            node.args = (self.expr_node(fact), message)
+        self.annotate(node, None)
+        node.meta.update(user_frames=frames, stack_trace=format_stack(frames) + "\n")
+        return node
+
+    def set_output(self, values) -> fx.Node:
+        """The output node: a tuple of nodes (tensors, sizes) and constants."""
+        def to_arg(value):
+            if isinstance(value, torch.Tensor):
+                return self.node_of(value)
+            if isinstance(value, _SYMBOLIC):
+                return self.sym_node(value)
+            return value
+
+        return self.graph.output(tuple(to_arg(v) for v in values))
+
+    # ----------------------------------------------------------------- subgraphs
+    def open_subgraph(self, operands: list) -> list:
+        """Start a subgraph whose inputs are the ``operands`` (meta tensors); returns the meta
+        tensors that stand for them inside."""
+        scope = _Scope(fx.Graph())
+        self._scopes.append(scope)
+        stand_ins = []
+        for index, operand in enumerate(operands):
+            stand_in = meta_like(operand)
+            node = scope.graph.placeholder(f"arg{index}")
+            node.meta["val"] = stand_in
+            self.bind(stand_in, node, self.device_of(operand))
+            stand_ins.append(stand_in)
+            scope.operands.append(node)
+        return stand_ins
+
+    def close_subgraph(self, outputs: list, *, single: bool = False) -> "_Scope":
+        """Finish the open subgraph, returning ``outputs`` (``single``: the one output itself
+        rather than a tuple, as while_loop's cond_fn must); returns its scope."""
+        scope = self._scopes[-1]
+        nodes = tuple(self.node_of(t) for t in outputs)
+        scope.graph.output(nodes[0] if single else nodes)
+        self._scopes.pop()
+        return scope
+
+    def abandon_subgraph(self) -> None:
+        """Drop an open subgraph after a failure inside it."""
+        if len(self._scopes) > 1:
+            self._scopes.pop()
+
+    def higher_order(self, hop, name, scopes, labels, operands, outputs, arguments) -> list:
+        """One higher-order node over closed subgraph scopes. Values of the enclosing graphs
+        that a subgraph read become extra inputs of every subgraph (after the operands).
+        ``arguments(modules, inputs, extra)`` builds the node's arguments; returns fresh meta
+        tensors for the results."""
+        captured: dict[int, torch.Tensor] = {}
+        for scope in scopes:
+            captured.update(scope.captured_tensors)
+        extra = list(captured.values())
+        modules = []
+        for scope, label in zip(scopes, labels):
+            scope.order_inputs(extra, self)
+            attribute = self._scopes[-1].add_module(label, scope.module())
+            modules.append(self.graph.get_attr(attribute))
+        results = [meta_like(t) for t in outputs]
+        node = self.graph.create_node(
+            "call_function", hop,
+            arguments(modules, [self.node_of(t) for t in operands],
+                      [self.node_of(t) for t in extra]), {}, name=name)
+        self.annotate(node, tuple(results))
+        self.bind_outputs(node, tuple(results), self.device_of(operands[0]) if operands else _CPU)
+        return results
+
+
+def _no_location(node: fx.Node) -> None:
+    node.meta["user_frames"] = ()
+    node.meta["stack_trace"] = ""
+    node.meta["nn_module_stack"] = {}
+
+
+class _Scope:
+    """One graph being built: the root graph, or the body of a subgraph.
+
+    graph: the fx graph; operands: a subgraph's inputs for its declared operands (first);
+    captured: id(outer tensor) -> this graph's input standing for it (values the subgraph read
+    from enclosing graphs); modules: name -> GraphModule of the subgraphs it references;
+    sym_nodes: expr -> the node computing it in this graph.
+    """
+
+    def __init__(self, graph: fx.Graph):
+        self.graph = graph
+        self.operands: list[fx.Node] = []
+        self.captured: dict[int, fx.Node] = {}
+        self.captured_tensors: dict[int, torch.Tensor] = {}
+        self.modules: dict[str, fx.GraphModule] = {}
+        self.sym_nodes: dict = {}
+
+    def capture(self, tensor: torch.Tensor, outer: fx.Node) -> fx.Node:
+        node = self.captured.get(id(tensor))
+        if node is None:
+            first = next(iter(self.graph.nodes), None)
+            with self.graph.inserting_before(first) if first is not None else \
+                    contextlib.nullcontext():
+                node = self.graph.placeholder(f"captured_{len(self.captured)}")
+            node.meta.update(val=outer.meta.get("val"), user_frames=(), stack_trace="",
+                             nn_module_stack={})
+            self.captured[id(tensor)] = node
+            self.captured_tensors[id(tensor)] = tensor
+        return node
+
+    def order_inputs(self, extra: list[torch.Tensor], builder: GraphBuilder) -> None:
+        """Make the inputs: the declared operands, then one per tensor of ``extra`` (creating
+        unused inputs for values only the other subgraph read), in that order."""
+        ordered = list(self.operands)
+        for tensor in extra:
+            if id(tensor) not in self.captured:
+                self.capture(tensor, builder.producer(tensor))
+            ordered.append(self.captured[id(tensor)])
+        first_other = next(n for n in self.graph.nodes if n.op != "placeholder")
+        for node in ordered:
+            first_other.prepend(node)
+
+    def add_module(self, label: str, module: fx.GraphModule) -> str:
+        index = sum(n.startswith(f"{label}_graph_") for n in self.modules)
+        name = f"{label}_graph_{index}"
+        self.modules[name] = module
+        return name
+
+    def module(self) -> fx.GraphModule:
+        owner = torch.nn.Module()
+        for name, module in self.modules.items():
+            owner.add_module(name, module)
+        return fx.GraphModule(owner, self.graph)

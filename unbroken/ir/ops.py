@@ -1,0 +1,100 @@
+"""Op classification: what an ATen overload's schema says it does to its arguments.
+
+Every question the recorder, the aliasing tracker, the verifier and the passes ask about an
+operator (does it write an argument? return a view? which functional op replaces it?) is
+answered here, from ``OpOverload._schema`` only, so that the answers agree everywhere.
+
+Terms: an argument or return annotated ``Tensor(a)`` *aliases* (shares memory with) the
+argument of the same alias set; ``Tensor(a!)`` is also *written*. A *view op* returns an alias
+of an input and writes nothing (``select``, ``view``, ``split``); an *in-place op* writes its
+first argument (``add_``, ``copy_``); a *functional op* writes nothing and returns fresh
+tensors only.
+"""
+from __future__ import annotations
+
+import torch
+from torch._ops import OpOverload
+
+__all__ = ["is_mutating", "is_view_op", "is_inplace_op", "is_functional", "written_arguments",
+           "inplace_written_index", "functional_variant", "op_name", "takes_argument"]
+
+
+def op_name(op: OpOverload) -> tuple[str, str]:
+    """(namespace, name) of an overload: ``aten::relu_`` -> ('aten', 'relu_')."""
+    namespace, _, name = op._schema.name.partition("::")
+    return namespace, name
+
+
+def is_mutating(op) -> bool:
+    """True for an ``OpOverload`` that writes one of its arguments (a mutable schema)."""
+    return isinstance(op, OpOverload) and op._schema.is_mutable
+
+
+def is_view_op(op) -> bool:
+    """The op returns an alias of an input without writing it (``select``, ``view``...)."""
+    schema = op._schema
+    return not schema.is_mutable and any(r.alias_info is not None for r in schema.returns)
+
+
+def is_functional(op) -> bool:
+    """The op writes nothing and every output is fresh memory (``add``, ``zeros``...)."""
+    schema = op._schema
+    return not schema.is_mutable and all(r.alias_info is None for r in schema.returns)
+
+
+def is_inplace_op(op) -> bool:
+    """The op writes its first, positional argument (``add_``, ``copy_``, ``fill_``...)."""
+    arguments = op._schema.arguments
+    return bool(arguments) and arguments[0].alias_info is not None and \
+        arguments[0].alias_info.is_write and not arguments[0].kwarg_only
+
+
+def written_arguments(op) -> list[int]:
+    """Indices of the schema arguments the op writes (``Tensor(a!)``)."""
+    return [i for i, a in enumerate(op._schema.arguments)
+            if a.alias_info is not None and a.alias_info.is_write]
+
+
+def inplace_written_index(op) -> int | None:
+    """0 if ``op`` is an in-place op of the ``self``-writing form (``Tensor(a!) self ... ->
+    Tensor(a!)``: writes only its first argument and returns it), else None."""
+    if not isinstance(op, OpOverload) or written_arguments(op) != [0]:
+        return None
+    schema = op._schema
+    returns = schema.returns
+    if schema.arguments[0].kwarg_only or len(returns) != 1 or returns[0].alias_info is None:
+        return None
+    return 0 if returns[0].alias_info.is_write else None
+
+
+def _argument_key(argument) -> tuple:
+    return argument.name, str(argument.type), argument.kwarg_only
+
+
+def _same_arguments(functional: OpOverload, inplace: OpOverload) -> bool:
+    a, b = functional._schema, inplace._schema
+    return (not a.is_mutable and len(a.returns) == len(b.returns)
+            and [_argument_key(x) for x in a.arguments] == [_argument_key(x) for x in b.arguments])
+
+
+def functional_variant(op: OpOverload) -> OpOverload | None:
+    """The functional overload with the same arguments as in-place ``op``, found by schema.
+
+    Looks in ``<ns>.<name without _>`` and ``<ns>.<name without _>_functional`` (``normal_``) for
+    an overload with identical argument names, types and keyword-only flags that mutates nothing.
+    """
+    namespace, name = op_name(op)
+    base = name[:-1] if name.endswith("_") else name
+    ops_namespace = getattr(torch.ops, namespace)
+    for packet_name in (base, base + "_functional"):
+        packet = getattr(ops_namespace, packet_name, None)
+        for overload in (packet.overloads() if packet is not None else ()):
+            candidate = getattr(packet, overload)
+            if _same_arguments(candidate, op):
+                return candidate
+    return None
+
+
+def takes_argument(op, name: str) -> bool:
+    """True when the op's schema has an argument called ``name`` (``device``, ``dtype``)."""
+    return any(argument.name == name for argument in op._schema.arguments)

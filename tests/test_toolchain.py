@@ -140,8 +140,8 @@ def test_is_a_torch_program_with_torchs_signature(exported):
 
 def test_nodes_carry_the_metadata_torchs_passes_read(exported):
     calls = [n for n in exported.ours.graph.nodes if n.op == "call_function"]
-    for key in ("val", "nn_module_stack", "from_node", "torch_fn", "source_fn_stack",
-                "stack_trace"):
+    for key in ("val", "tensor_meta", "nn_module_stack", "from_node", "torch_fn",
+                "source_fn_stack", "stack_trace"):
         assert all(key in n.meta for n in calls), key
     linear = next(n for n in calls if n.target == torch.ops.aten.linear.default)
     assert linear.meta["source_fn_stack"][-1][1] is nn.Linear
@@ -231,3 +231,9 @@ def test_reexporting_the_module_gives_the_same_graph(exported):
         return [n.target for n in program.graph.nodes if n.op == "call_function"]
     assert calls(again) == calls(exported.ours)
     assert again.graph_signature.input_specs == exported.ours.graph_signature.input_specs
+
+
+def test_torch_export_of_the_module(exported):
+    args = exported.case.inputs(2, 5)
+    _matches(exported, lambda p: torch.export.export(
+        p.module(), args, dynamic_shapes=exported.case.dynamic_shapes()).module()(*exported.fresh))

@@ -9,7 +9,8 @@ expression mean the same on both sides:
 
 - :func:`torch_shape_env` builds a torch ``ShapeEnv`` that knows unbroken's symbols, their
   ranges and example values (hints);
-- :func:`to_fake_graph` replaces every ``meta["val"]`` of a graph by its fake counterpart;
+- :func:`to_fake_graph` replaces every ``meta["val"]`` of a graph by its fake counterpart
+  (and sets ``meta["tensor_meta"]`` as torch's export does);
 - :func:`hints_of` reads the hints back from the fake values;
 - :func:`to_meta` turns a fake value back into a meta tensor of a fresh unbroken environment
   (what ``run_decompositions`` re-records from).
@@ -23,6 +24,7 @@ import torch
 import torch.fx as fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
+from torch.fx.passes.shape_prop import _extract_tensor_metadata
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import ValueRanges
 
@@ -165,6 +167,8 @@ def _convert(graph_module, converter, placeholder_devices, default) -> None:
             device = _node_device(node, devices, default)
         devices[node] = device
         node.meta["val"] = converter.value(node.meta["val"], device)
+        if isinstance(node.meta["val"], torch.Tensor):  # read by torch's passes, as export sets it
+            node.meta["tensor_meta"] = _extract_tensor_metadata(node.meta["val"])
 
 
 def _shape_env_of(graph: fx.Graph):

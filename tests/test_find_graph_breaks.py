@@ -89,7 +89,7 @@ def test_check_reports_all_breaks_in_its_json(tmp_path):
     report = tmp_path / "report.json"
     assert main(["check", str(source), "--json", str(report), "--quiet"]) == 1
     case = json.loads(report.read_text())["cases"][0]
-    assert [b["code"] for b in case["graph_breaks"]] == ["UB101", "UB103"]
+    assert [b["code"] for b in case["findings"]] == ["UB101", "UB103"]
 
 
 def test_unbrokens_own_bug_is_raised_not_listed(monkeypatch):

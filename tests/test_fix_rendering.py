@@ -1,6 +1,7 @@
 """fix_rendering: a Fix as a dynamic_shapes spec (object and pasteable code), and the
 constraint error that shows the violated guards, driven directly (no export)."""
 import sympy
+import torch
 from torch.export import Dim
 
 from unbroken.fix_rendering import constraint_error, render_fix
@@ -98,8 +99,11 @@ def test_the_constraint_error_lists_each_violated_guard_once_in_the_users_terms(
 
 def test_the_constraint_error_carries_a_verified_suggestion():
     env, batch, other = _env()
-    suggestion = (["y.shape[0] equals x.shape[0]"], "dynamic_shapes = {...}")
+    spec = {"x": {0: torch.export.Dim("batch")}, "y": {0: torch.export.Dim("batch")}}
+    suggestion = (["y.shape[0] equals x.shape[0]"], "dynamic_shapes = {...}", spec)
     error = constraint_error(env, [_violation(env, sympy.Eq(other, batch))], suggestion)
     assert "Suggested fix (proven for every admitted size, and verified by exporting again " \
            "with it):\n- y.shape[0] equals x.shape[0]\n\ndynamic_shapes = {...}" in error.details
     assert error.hint == "Use the suggested dynamic_shapes above."
+    assert error.suggested_dynamic_shapes is spec and error.suggested_code == "dynamic_shapes = {...}"
+    assert len(error.violations) == 1 and "==" in error.violations[0].guard

@@ -43,4 +43,8 @@ def __getattr__(name):
         from .cases import case
 
         return case
+    if name == "testing":
+        from . import testing
+
+        return testing
     raise AttributeError(f"module 'unbroken' has no attribute '{name}'")

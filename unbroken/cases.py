@@ -20,21 +20,28 @@ Collection rules (see :func:`collect_cases`):
 - a directory is walked recursively for ``*.py`` files, in sorted order; files and directories
   whose name starts with ``_`` or ``.`` are skipped (``__init__.py``, private helpers,
   ``__pycache__``, ``.venv``);
-- a file that fails to import is a usage error (:class:`CaseCollectionError`) that carries a
-  short traceback of the user's frames, never a crash of the command.
+- a file that fails to import is a collection error (:class:`CaseCollectionError`) that
+  carries a short traceback of the user's frames, never a crash of the command;
+- a ``module:callable`` target (:func:`load_target`) imports ``module`` the normal way and calls
+  ``callable()``, which returns one case or a list of cases;
+- every case gets a name unique within the file that declares it: the ``name=`` given, else
+  the model's class or function name, and repeats of one name (a declaration in a loop) are
+  numbered in declaration order: ``Head``, ``Head[1]``, ``Head[2]`` (:func:`unique_names`).
 """
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import hashlib
 import os
 import sys
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ExportCase", "CaseCollectionError", "case", "collect_cases", "declared_cases"]
+__all__ = ["ExportCase", "CaseCollectionError", "case", "collect_cases", "declared_cases",
+           "load_target", "python_files", "unique_names"]
 
 #: Every case declared in this process, in declaration order. :func:`collect_cases` reads the
 #: slice that one import added.
@@ -52,6 +59,8 @@ class ExportCase:
     kwargs:         the example keyword arguments, or None.
     dynamic_shapes: the ``dynamic_shapes`` spec passed to ``export``, or None.
     declared_at:    ``"path/to/file.py:LINE"`` of the ``unbroken.case(...)`` call.
+    base_name:      the name before numbering repeats (:func:`unique_names`); ``name`` is
+                    ``base_name`` or ``base_name[k]``.
     """
 
     name: str
@@ -60,6 +69,11 @@ class ExportCase:
     kwargs: dict | None
     dynamic_shapes: Any
     declared_at: str
+    base_name: str = ""
+
+    def __post_init__(self):
+        if not self.base_name:
+            object.__setattr__(self, "base_name", self.name)
 
     @property
     def filename(self) -> str:
@@ -154,7 +168,8 @@ def _default_name(model) -> str:
 
 
 def collect_cases(path: str | os.PathLike) -> list[ExportCase]:
-    """Import a file, or every eligible file under a directory, and return their cases.
+    """Import a file, or every eligible file under a directory, and return their cases, each
+    with a name unique within its declaring file (:func:`unique_names`).
 
     Raises:
         CaseCollectionError: the path does not exist, is not a ``.py`` file, or a file failed
@@ -170,6 +185,55 @@ def collect_cases(path: str | os.PathLike) -> list[ExportCase]:
     return _collect_file(root)
 
 
+def is_import_target(target: str) -> bool:
+    """Whether ``target`` names ``package.module:callable`` rather than a path."""
+    module, sep, attr = target.partition(":")
+    return bool(sep) and not os.path.exists(target) and all(
+        part.isidentifier() for part in module.split(".") + attr.split("."))
+
+
+def load_target(target: str) -> list[ExportCase]:
+    """The cases of one target: a ``.py`` file, a directory, or ``module:callable``.
+
+    For ``module:callable`` the module is imported the normal way (``sys.path`` as it is; the
+    command puts the current directory first) and ``callable()`` must return an
+    :class:`ExportCase` or a list of them.
+    """
+    if not is_import_target(target):
+        return collect_cases(target)
+    module_name, _, attr = target.partition(":")
+    try:
+        value = importlib.import_module(module_name)
+        for part in attr.split("."):
+            value = getattr(value, part)
+        made = value()
+    except (Exception, SystemExit) as exc:
+        raise CaseCollectionError(target, "failed to load:\n" + _user_traceback(exc)) from exc
+    made = [made] if isinstance(made, ExportCase) else made
+    if not isinstance(made, (list, tuple)) or not all(isinstance(c, ExportCase) for c in made):
+        raise CaseCollectionError(
+            target, f"{attr}() must return an unbroken.case(...) or a list of them, "
+                    f"got {type(made).__name__}")
+    return unique_names(list(made))
+
+
+def unique_names(cases: list[ExportCase]) -> list[ExportCase]:
+    """Give repeats of one name in one declaring file a number, in declaration order.
+
+    ``for b in (8, 1): unbroken.case(Head(), (torch.randn(b, 3),))`` declares ``Head`` and
+    ``Head[1]``; a case that already went through this keeps its name (idempotent).
+    """
+    seen: dict[tuple[str, str], int] = {}
+    named = []
+    for c in cases:
+        key = (c.filename, c.base_name)
+        count = seen.get(key, 0)
+        seen[key] = count + 1
+        name = c.base_name if count == 0 else f"{c.base_name}[{count}]"
+        named.append(c if name == c.name else replace(c, name=name))
+    return named
+
+
 def python_files(directory: Path) -> list[Path]:
     """The ``*.py`` files under ``directory`` that :func:`collect_cases` imports, sorted."""
     found = []
@@ -181,7 +245,8 @@ def python_files(directory: Path) -> list[Path]:
 
 
 def _dedupe(cases: list[ExportCase]) -> list[ExportCase]:
-    """Drop repeats of one declaration (a file imported by another file that is also collected)."""
+    """Drop repeats of one declaration (a file imported by another file that is also collected):
+    after :func:`unique_names`, one declaration has one (place, name) everywhere."""
     seen, unique = set(), []
     for c in cases:
         key = (c.declared_at, c.name)
@@ -195,7 +260,7 @@ def _collect_file(file: Path) -> list[ExportCase]:
     file = file.resolve()
     start = len(_REGISTRY)
     _import_file(file)
-    return list(_REGISTRY[start:])
+    return unique_names(list(_REGISTRY[start:]))
 
 
 def _module_name(file: Path) -> str:
@@ -237,4 +302,5 @@ def _user_traceback(exc: BaseException) -> str:
 
 
 def _is_machinery(filename: str) -> bool:
-    return filename.startswith("<frozen importlib") or filename == __file__
+    return filename.startswith("<frozen importlib") or filename == __file__ \
+        or filename == importlib.__file__

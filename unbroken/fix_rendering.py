@@ -15,7 +15,7 @@ import re
 import sympy
 from torch.export import Dim
 
-from .symbolic.diagnostics import ConstraintViolationError
+from .symbolic.diagnostics import ConstraintViolationError, ViolatedGuard
 
 __all__ = ["constraint_error", "render_fix"]
 
@@ -135,8 +135,9 @@ def _code(names, entries) -> str:
 def constraint_error(env, violations, suggestion=None) -> ConstraintViolationError:
     """The error for guards the spec does not imply: each violated guard once, in the user's
     terms (``x.shape[0] == 4``), with a counterexample and the line that made it, then the
-    suggested fix (``suggestion``: (notes, code) from :func:`render_fix`, verified) or a
-    generic hint."""
+    suggested fix (``suggestion``: (notes, code, spec) from :func:`render_fix`, verified) or a
+    generic hint. The violations and the verified spec are also carried as data
+    (``err.violations``, ``err.suggested_dynamic_shapes``) for tools."""
     lines, seen = [], set()
     for violation in violations:
         guard = violation.guard
@@ -152,7 +153,7 @@ def constraint_error(env, violations, suggestion=None) -> ConstraintViolationErr
     first = violations[0].guard
     details = "Guards not implied by the spec:\n" + "\n".join(lines)
     if suggestion is not None:
-        notes, code = suggestion
+        notes, code, spec = suggestion
         details += ("\n\nSuggested fix (proven for every admitted size, and verified by "
                     "exporting again with it):\n" + "\n".join(f"- {n}" for n in notes)
                     + "\n\n" + code)
@@ -163,4 +164,19 @@ def constraint_error(env, violations, suggestion=None) -> ConstraintViolationErr
                 "sizes.")
     return ConstraintViolationError(
         "the model's code constrains dimensions that dynamic_shapes declares dynamic",
-        frames=first.frames, details=details, hint=hint)
+        frames=first.frames, details=details, hint=hint,
+        violations=_violated_guards(env, violations),
+        suggested_dynamic_shapes=spec if suggestion else None,
+        suggested_code=code if suggestion else "")
+
+
+def _violated_guards(env, violations) -> list[ViolatedGuard]:
+    """The violations as data (``ConstraintViolationError.violations``), one per guard."""
+    guards, seen = [], set()
+    for v in violations:
+        if v.guard.as_fact() not in seen:
+            seen.add(v.guard.as_fact())
+            example = {env.source_of(s): int(n) for s, n in (v.counterexample or {}).items()}
+            guards.append(ViolatedGuard(v.guard.describe(env.source_of), example,
+                                        tuple(v.guard.frames)))
+    return guards

@@ -315,7 +315,7 @@ class _Export:
         self._asserts_after[known] = node
 
     def _verified_fix(self, fix):
-        """``fix`` as (notes, code) when it renders as a ``dynamic_shapes`` spec and a
+        """``fix`` as (notes, code, spec) when it renders as a ``dynamic_shapes`` spec and a
         re-export with that spec succeeds; else None. A bug met while re-exporting is raised
         (InternalError), never taken for "the fix does not work"."""
         rendered = render_fix(fix, self.top_dims, self.env) if fix is not None else None
@@ -328,7 +328,7 @@ class _Export:
             retry.run()
         except RefusalError:
             return None
-        return fix.notes, code
+        return fix.notes, code, spec
 
     # ----------------------------------------------------------------- program
     def _build(self, flat_outputs, out_spec) -> ExportedProgram:

@@ -69,10 +69,12 @@ def test_random_expressions_read_back(expression):
     ("Max(" + ",".join(["s0"] * 20) + ")", "more than 16 arguments"),
 ])
 def test_everything_else_is_refused_quickly(text, message):
-    start = time.perf_counter()
+    # CPU time, not wall time: the bound is on the work load() does, and must not fail
+    # because other processes share the cores (a hang or a bomb still burns CPU)
+    start = time.process_time()
     with pytest.raises(ExpressionError, match=message):
         parse_expression(text, SYMBOLS)
-    assert time.perf_counter() - start < 0.5
+    assert time.process_time() - start < 0.5
 
 
 def test_a_budget_bounds_the_expressions_of_one_file():

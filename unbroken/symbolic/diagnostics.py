@@ -13,7 +13,7 @@ Internal class names (trackers, nodes) never appear in a message.
 from __future__ import annotations
 
 import linecache
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = [
     "UserFrame",
@@ -22,6 +22,7 @@ __all__ = [
     "ExportUsageError",
     "InputMismatchError",
     "ConstraintViolationError",
+    "ViolatedGuard",
     "DataDependentError",
     "UnsupportedError",
     "InternalError",
@@ -168,10 +169,52 @@ class InputMismatchError(RefusalError):
     default_code = "UB002"
 
 
+@dataclass(frozen=True, slots=True)
+class ViolatedGuard:
+    """One guard on input sizes that the ``dynamic_shapes`` spec does not imply.
+
+    guard:          the condition in the user's terms (``"w.shape[1] == 5"``).
+    counterexample: sizes the spec admits for which the guard fails (source text -> value);
+                    empty when the solver gave none.
+    frames:         the user's stack where the guard was made (``UserFrame`` tuple).
+    """
+
+    guard: str
+    counterexample: dict = field(default_factory=dict)
+    frames: tuple = ()
+
+    def to_dict(self) -> dict:
+        where = self.frames[-1] if self.frames else None
+        return {"guard": self.guard, "counterexample": dict(self.counterexample),
+                "file": where.filename if where else None, "line": where.lineno if where else None,
+                "source": where.source if where else None}
+
+
 class ConstraintViolationError(RefusalError):
-    """The model's code constrains a dimension that ``dynamic_shapes`` declared dynamic."""
+    """The model's code constrains a dimension that ``dynamic_shapes`` declared dynamic.
+
+    Besides the message, the error carries its content as data:
+
+    violations:               the guards the spec does not imply (``ViolatedGuard`` tuple).
+    suggested_dynamic_shapes: a spec that ``export`` accepts as is and that has been proven and
+                              verified by exporting again, or None when none was found.
+    suggested_code:           the same spec as Python code to paste ('' when None).
+    """
 
     default_code = "UB003"
+
+    def __init__(self, message: str, *, violations=(), suggested_dynamic_shapes=None,
+                 suggested_code: str = "", **kwargs):
+        self.violations = tuple(violations)
+        self.suggested_dynamic_shapes = suggested_dynamic_shapes
+        self.suggested_code = suggested_code
+        super().__init__(message, **kwargs)
+
+    def to_dict(self) -> dict:
+        data = UnbrokenError.to_dict(self)
+        data["violations"] = [v.to_dict() for v in self.violations]
+        data["suggested_dynamic_shapes"] = self.suggested_code or None
+        return data
 
 
 class DataDependentError(RefusalError):

@@ -157,9 +157,7 @@ def test_no_command_exits_2(capsys):
 
 
 def test_version(capsys):
-    with pytest.raises(SystemExit) as info:
-        main(["--version"])
-    assert info.value.code == 0
+    assert main(["--version"]) == 0
     assert capsys.readouterr().out.startswith("unbroken ")
 
 
@@ -194,7 +192,8 @@ def test_json_report(tmp_path):
     assert main(["check", str(tmp_path), "--json", str(report), "--quiet"]) == 1
     data = json.loads(report.read_text())
     assert data["exit_code"] == 1
-    assert data["summary"] == {"ok": 1, "refused": 1, "internal_error": 0, "total": 2}
+    assert data["summary"] == {"ok": 1, "refused": 1, "internal_error": 0, "timeout": 0,
+                               "crashed": 0, "known": 0, "total": 2}
     by_name = {c["name"]: c for c in data["cases"]}
     assert by_name["Scale"]["status"] == "ok" and by_name["Scale"]["error"] is None
     refused = by_name["branchy"]
@@ -220,7 +219,8 @@ def test_unexpected_exception_is_reported_as_internal_error(tmp_path, capsys, mo
 
     monkeypatch.setattr(unbroken, "export", crash, raising=False)
     report = tmp_path / "r.json"
-    assert main(["check", str(write(tmp_path, "good.py", GOOD)), "--json", str(report)]) == 1
+    assert main(["check", str(write(tmp_path, "good.py", GOOD)), "--json", str(report),
+                 "--in-process"]) == 3
     out = capsys.readouterr().out
     assert "INTERNAL ERROR" in out and "ZeroDivisionError: oops" in out
     assert "bug in unbroken" in out
@@ -240,7 +240,7 @@ def test_refusal_with_stub_export_exit_code(tmp_path, capsys, monkeypatch):
                                hint="rewrite it")
 
     monkeypatch.setattr(unbroken, "export", refuse, raising=False)
-    assert main(["check", str(path)]) == 1
+    assert main(["check", str(path), "--in-process"]) == 1
     out = capsys.readouterr().out
     assert f"UB005 good.py:{line}" in out and "Fix: rewrite it" in out
 
@@ -248,7 +248,8 @@ def test_refusal_with_stub_export_exit_code(tmp_path, capsys, monkeypatch):
 def test_unwritable_json_report_exits_2(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(unbroken, "export", lambda *a, **k: object(), raising=False)
     path = write(tmp_path, "good.py", GOOD)
-    assert main(["check", str(path), "--json", str(tmp_path / "no" / "dir" / "r.json")]) == 2
+    assert main(["check", str(path), "--in-process",
+                 "--json", str(tmp_path / "no" / "dir" / "r.json")]) == 2
     assert "cannot write the JSON report" in capsys.readouterr().out
 
 
@@ -260,8 +261,8 @@ def test_a_bug_while_listing_the_breaks_is_reported_not_dropped(tmp_path, capsys
 
     monkeypatch.setattr(unbroken, "find_graph_breaks", broken, raising=False)
     report = tmp_path / "r.json"
-    assert main(["check", str(write(tmp_path, "broken.py", BROKEN)), "--json",
-                 str(report)]) == 1
+    assert main(["check", str(write(tmp_path, "broken.py", BROKEN)), "--in-process", "--json",
+                 str(report)]) == 3
     assert "INTERNAL ERROR" in capsys.readouterr().out
     case = json.loads(report.read_text())["cases"][0]
     assert case["status"] == "internal_error" and case["error"]["kind"] == "InternalError"

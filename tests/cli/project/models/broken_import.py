@@ -1,0 +1,3 @@
+import torch
+
+raise ImportError("this file fails to import on purpose")

@@ -1,0 +1,115 @@
+"""`unbroken suggest`: the verified spec printed and, with --write, put into the declaration;
+and the data ConstraintViolationError carries for it."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from torch.export import Dim
+
+import unbroken
+from unbroken.check.suggest import user_condition
+from unbroken.cli import main
+
+DYNAMIC = Path(__file__).parent / "project" / "more" / "dynamic.py"
+
+
+@pytest.fixture(autouse=True)
+def in_tmp(monkeypatch, tmp_path):
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.chdir(tmp_path)
+
+
+class Pairs(torch.nn.Module):
+    def forward(self, x):
+        return x.view(-1, 4, 2).sum(1)
+
+
+def test_constraint_violation_carries_the_spec_as_data():
+    with pytest.raises(unbroken.ConstraintViolationError) as info:
+        unbroken.export(Pairs(), (torch.randn(16, 2),), dynamic_shapes={"x": {0: Dim("n", max=100)}})
+    error = info.value
+    assert error.violations and error.violations[0].counterexample == {"x.shape[0]": 2}
+    assert error.violations[0].frames[-1].source == "return x.view(-1, 4, 2).sum(1)"
+    ep = unbroken.export(Pairs(), (torch.randn(16, 2),),
+                         dynamic_shapes=error.suggested_dynamic_shapes)  # accepted as is
+    x = torch.randn(40, 2)
+    torch.testing.assert_close(ep.module()(x), Pairs()(x))
+    data = error.to_dict()
+    assert "4 * _n" in data["suggested_dynamic_shapes"]
+    assert data["violations"][0]["line"] == error.violations[0].frames[-1].lineno
+
+
+def test_suggest_prints_and_writes_the_spec(tmp_path, capsys):
+    target = tmp_path / "dynamic.py"
+    shutil.copy(DYNAMIC, target)
+    assert main(["check", "dynamic.py", "--in-process", "-q"]) == 1
+    assert main(["suggest", "dynamic.py"]) == 0
+    out = capsys.readouterr().out
+    assert 'dynamic_shapes = {\n    "x": {0: 4 * _n},\n}' in out
+    assert main(["suggest", "dynamic.py", "--write"]) == 0
+    text = target.read_text()
+    assert "dynamic_shapes={'x': {0: 4 * Dim('_n', min=2, max=25)}}" in text
+    assert main(["check", "dynamic.py", "--in-process", "-q"]) == 0
+    assert main(["suggest", "dynamic.py"]) == 0
+    assert "nothing to change" in capsys.readouterr().out
+
+
+def test_suggest_write_refuses_a_spec_that_is_not_a_literal(tmp_path, capsys):
+    source = DYNAMIC.read_text().replace(
+        'unbroken.case(Pairs(), (torch.randn(16, 2),), dynamic_shapes={"x": {0: Dim("n", max=100)}})',
+        'spec = {"x": {0: Dim("n", max=100)}}\nunbroken.case(Pairs(), (torch.randn(16, 2),), '
+        'dynamic_shapes=spec)')
+    (tmp_path / "dynamic.py").write_text(source)
+    assert main(["suggest", "dynamic.py", "--write"]) == 1
+    assert "is not written in the call as a dict" in capsys.readouterr().out
+    assert (tmp_path / "dynamic.py").read_text() == source
+
+
+def test_suggest_without_dynamic_cases_is_a_usage_error(tmp_path, capsys):
+    (tmp_path / "static.py").write_text(
+        "import torch, unbroken\nunbroken.case(lambda x: x * 2, (torch.ones(2),))\n")
+    assert main(["suggest", "static.py"]) == 2
+
+
+GATE = """\
+import torch
+import unbroken
+from torch.export import Dim
+
+
+class Gate(torch.nn.Module):
+    def forward(self, x):
+        n = x.nonzero().shape[0]
+        if n > 2:
+            return x * 2
+        return x
+
+
+unbroken.case(Gate(), (torch.ones(6),), dynamic_shapes={"x": {0: Dim("n", max=64)}})
+"""
+
+
+def test_suggest_prints_the_check_to_add_in_the_users_words(tmp_path, capsys):
+    (tmp_path / "gate.py").write_text(GATE)
+    assert main(["check", "gate.py", "--in-process", "-q"]) == 1
+    capsys.readouterr()
+    assert main(["suggest", "gate.py"]) == 0
+    out = capsys.readouterr().out
+    assert "gate.py:9: before `if n > 2:` add\n      torch._check(n > 2)\n" in out
+    assert "torch._check(not (n > 2))" in out
+    # the line as printed, pasted where it says: the case exports
+    (tmp_path / "gate.py").write_text(GATE.replace(
+        "        if n > 2:", "        torch._check(n > 2)\n        if n > 2:"))
+    assert main(["check", "gate.py", "--in-process", "-q"]) == 0
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("if n > 2:", "n > 2"), ("elif a.shape[0] == k:", "a.shape[0] == k"),
+    ("while i < n:", "i < n"), ("assert n >= 0, 'negative'", "n >= 0"),
+    ("x = y[:n]", None), ("if (n >:", None),
+])
+def test_user_condition(source, expected):
+    assert user_condition(source) == expected

@@ -556,3 +556,61 @@ def test_dim_auto_adopts_a_narrower_range():
     assert_close(ep.module()(x), BranchOnSize()(x))
     with pytest.raises(InputMismatchError):
         ep.module()(torch.randn(4, 3))
+
+
+class DynamicShapeRound(nn.Module):
+    """ExportDB ``dynamic_shape_round`` (torch.export refuses it)."""
+
+    def forward(self, x):
+        return x[: round(x.shape[0] / 2)]
+
+
+def test_exportdb_dynamic_shape_round_exports():
+    ep = unbroken.export(DynamicShapeRound(), (torch.randn(3, 2),),
+                         dynamic_shapes={"x": {0: Dim("dimx")}})
+    for n in (2, 5, 6, 7, 40):  # odd halves round to even: 5 -> 2, 7 -> 4
+        x = torch.randn(n, 2)
+        assert_close(ep.module()(x), DynamicShapeRound()(x))
+
+
+class NestedSum(nn.Module):
+    def forward(self, x, others):
+        return x.sum(1) + others[0].sum(1) * others[1].sum(1)
+
+
+def _nested_args(n):
+    return torch.randn(n, 3), [torch.randn(n, 5), torch.randn(n, 2)]
+
+
+def test_shapes_collection_is_accepted():
+    from torch.export import ShapesCollection
+
+    x, others = _nested_args(4)
+    spec, batch = ShapesCollection(), Dim("batch", max=64)
+    for tensor in (x, *others):
+        spec[tensor] = {0: batch}
+    ep = unbroken.export(NestedSum(), (x, others), dynamic_shapes=spec)
+    (value_range,) = ep.range_constraints.values()
+    assert value_range.upper == 64
+    args = _nested_args(9)
+    assert_close(ep.module()(*args), NestedSum()(*args))
+
+
+def test_additional_inputs_make_varying_dims_dynamic():
+    from torch.export import AdditionalInputs
+
+    spec = AdditionalInputs()
+    spec.add(_nested_args(6))
+    ep = unbroken.export(NestedSum(), _nested_args(4), dynamic_shapes=spec)
+    assert len(ep.range_constraints) == 1  # three Dim.DYNAMIC batch dims that must be equal
+    args = _nested_args(11)
+    assert_close(ep.module()(*args), NestedSum()(*args))
+
+
+def test_additional_inputs_the_program_cannot_take_are_refused():
+    from torch.export import AdditionalInputs
+
+    spec = AdditionalInputs()
+    spec.add((torch.randn(3, 3),))  # BranchOnSize's graph is for x.shape[0] > 4 only
+    with pytest.raises(ConstraintViolationError, match="additional input #1"):
+        unbroken.export(BranchOnSize(), (torch.randn(8, 3),), dynamic_shapes=spec)

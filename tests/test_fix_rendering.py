@@ -4,7 +4,7 @@ import sympy
 import torch
 from torch.export import Dim
 
-from unbroken.fix_rendering import constraint_error, render_fix
+from unbroken.fix_rendering import TensorDims, constraint_error, render_fix
 from unbroken.symbolic.diagnostics import ConstraintViolationError, UserFrame
 from unbroken.symbolic.env import ShapeEnvironment
 from unbroken.symbolic.fixes import Fix
@@ -69,9 +69,6 @@ def test_names_never_collide_nor_shadow_keywords():
 def test_what_a_dynamic_shapes_dict_cannot_state_is_not_rendered():
     env, batch, other = _env()
     assert render_fix(Fix(), {"*args[0]": (batch,)}, env) is None  # no parameter name
-    nested = env.create_symbol("", 3, source="xs[0].shape[0]")
-    assert render_fix(Fix(), {"xs": "nested", "y": (other,)}, env) is None
-    assert nested in env.symbols
     two_roots = Fix(derived={other: batch + sympy.Symbol("fresh", integer=True)})
     assert render_fix(two_roots, {"y": (other,)}, env) is None  # a Dim has one root
 
@@ -107,3 +104,13 @@ def test_the_constraint_error_carries_a_verified_suggestion():
     assert error.hint == "Use the suggested dynamic_shapes above."
     assert error.suggested_dynamic_shapes is spec and error.suggested_code == "dynamic_shapes = {...}"
     assert len(error.violations) == 1 and "==" in error.violations[0].guard
+
+
+def test_dims_inside_containers_are_rendered_in_the_same_structure():
+    env, batch, other = _env()
+    nested = env.create_symbol("", 3, source="xs[0].shape[0]")
+    spec, code = render_fix(Fix(), {"xs": [TensorDims((nested, 4)), TensorDims((5,))],
+                                    "y": (other,)}, env)
+    assert isinstance(spec["xs"], list) and spec["xs"][1] is None
+    assert set(spec["xs"][0]) == {0} and spec["y"] is not None
+    assert '"xs": [{0: xs_0__dim0}, None],' in code

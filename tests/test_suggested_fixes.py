@@ -104,6 +104,40 @@ def test_a_branch_on_a_size_tightens_the_range():
     torch.testing.assert_close(ep.module()(x), PicksRow()(x))
 
 
+class Rows4(nn.Module):
+    def forward(self, x):
+        return x.view(-1, 4) * 2
+
+
+def test_view_into_rows_suggests_a_multiple_not_a_static_dim():
+    # x.view(-1, 4) also asks `x.shape[0] // 4 != 1` (strides): the multiple 4*k, k >= 2,
+    # settles it, so the fix is the derived dim, not "make x static" (issue 8)
+    error = _refused(Rows4(), (torch.randn(16),), {"x": {0: Dim("n")}})
+    assert "4 * _n" in _suggested_code(error)
+    ep = unbroken.export(Rows4(), (torch.randn(16),), dynamic_shapes=_paste(error))
+    x = torch.randn(36)
+    torch.testing.assert_close(ep.module()(x), Rows4()(x))
+
+
+class PairAndDict(nn.Module):
+    def forward(self, x, pair, extra):
+        return x.view(-1, 4).sum(1), pair[0] + pair[1], extra["a"] * extra["b"]
+
+
+def test_fix_for_dims_inside_containers():
+    args = (torch.randn(16), (torch.randn(5, 3), torch.randn(5, 3)),
+            {"a": torch.randn(2), "b": 3})
+    spec = {"x": {0: Dim("n")}, "pair": ({0: Dim("p")}, {0: Dim("q")}),
+            "extra": {"a": None, "b": None}}
+    error = _refused(PairAndDict(), args, spec)
+    code = _suggested_code(error)
+    assert '"pair": ({0: p}, {0: p}),' in code and '"x": {0: 4 * _n},' in code
+    ep = unbroken.export(PairAndDict(), args, dynamic_shapes=_paste(error))
+    fresh = (torch.randn(24), (torch.randn(7, 3), torch.randn(7, 3)), {"a": torch.randn(2), "b": 3})
+    for got, want in zip(ep.module()(*fresh), PairAndDict()(*fresh)):
+        torch.testing.assert_close(got, want)
+
+
 def test_a_bug_while_verifying_the_fix_is_raised_not_dropped(monkeypatch):
     """The fix search re-exports with the suggestion; a bug in that re-export (InternalError)
     must surface, not read as "no fix found"."""

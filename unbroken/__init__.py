@@ -23,8 +23,9 @@ __version__ = "0.1.0"
 __all__ = [
     "ConstraintViolationError", "DataDependentError", "Dim", "ExportUsageError",
     "ExportedProgram", "GraphBreakError", "InputMismatchError", "InternalError",
-    "RefusalError", "SerializationError", "UnbrokenError", "UnsupportedError", "__version__", "case", "export",
-    "find_graph_breaks", "load", "save",
+    "RefusalError", "SerializationError", "Specialization", "SpecializationWarning",
+    "UnbrokenError", "UnsupportedError", "__version__", "case", "export", "find_graph_breaks",
+    "load", "save",
 ]
 
 
@@ -39,6 +40,10 @@ def __getattr__(name):
         from . import program
 
         return getattr(program, name)
+    if name in ("Specialization", "SpecializationWarning"):
+        from .symbolic import auto
+
+        return getattr(auto, name)
     if name == "case":
         from .cases import case
 

@@ -3,21 +3,36 @@ object (torch's ``Dim``s, to export again with) and the Python code to paste; an
 ``ConstraintViolationError`` that shows the violated guards with that fix.
 
 The spec covers every top-level argument of ``forward`` by name: tensors get
-``{dim: Dim or derived Dim}`` (static dims are left out), other arguments ``None``. A fix that
-involves tensors nested in containers, ``*args``, or a dim of several symbols (a ``Dim`` is
-derived from one root) is not rendered (returns None).
+``{dim: Dim or derived Dim}`` (static dims are left out), other arguments ``None``; containers
+of tensors (lists, tuples, dicts, registered pytree nodes) get the same structure, a list of
+child specs for containers other than dicts and tuples. A fix that involves ``*args``, or a
+dim of several symbols (a ``Dim`` is derived from one root), is not rendered (returns None).
 """
 from __future__ import annotations
 
 import keyword
 import re
+from dataclasses import dataclass
 
 import sympy
+import torch.utils._pytree as pytree
 from torch.export import Dim
 
 from .symbolic.diagnostics import ConstraintViolationError, ViolatedGuard
 
-__all__ = ["constraint_error", "render_fix"]
+__all__ = ["TensorDims", "constraint_error", "render_fix"]
+
+
+@dataclass(frozen=True, slots=True)
+class TensorDims:
+    """The dims of one tensor inside a container argument (ints and sympy expressions); the
+    pipeline puts one in place of each tensor of a nested ``top_dims`` entry."""
+
+    dims: tuple
+
+
+class _Unrenderable(Exception):
+    """A dim under the fix is an expression of several symbols: no ``Dim`` states it."""
 
 
 def render_fix(fix, top_dims: dict, env):
@@ -26,30 +41,61 @@ def render_fix(fix, top_dims: dict, env):
     names = _Names(fix, env)
     spec, entries = {}, {}
     for arg, dims in top_dims.items():
-        if dims == "nested":
-            if _nested_dynamic(arg, env):
-                return None
-            spec[arg], entries[arg] = None, None
-            continue
-        if dims is None:
-            spec[arg], entries[arg] = None, None
-            continue
-        per_dim, text = {}, {}
-        for index, expr in enumerate(dims):
-            if isinstance(expr, int):
-                continue
-            expr = sympy.expand(fix.apply(expr))
-            if len(expr.free_symbols) > 1:
-                return None  # a Dim is derived from one root: no spec can state this dim
-            rendered = _dim(expr, names)
-            if rendered is None:
-                continue
-            per_dim[index], text[index] = rendered
-        spec[arg] = per_dim or None
-        entries[arg] = text or None
+        try:
+            spec[arg], entries[arg] = _value(dims, fix, names)
+        except _Unrenderable:
+            return None
     if not all(a.isidentifier() for a in spec):
         return None  # *args positions have no parameter name to key a dict by
     return spec, _code(names, entries)
+
+
+def _value(dims, fix, names):
+    """(spec, code) for one argument: a dims tuple, None, or a container holding
+    :class:`TensorDims`; ``(None, "None")`` when nothing in it is dynamic."""
+    if dims is None:
+        return None, "None"
+    if isinstance(dims, TensorDims):
+        dims = dims.dims
+    elif not (isinstance(dims, tuple) and all(isinstance(d, (int, sympy.Basic)) for d in dims)):
+        return _container(dims, fix, names)
+    per_dim, text = {}, {}
+    for index, expr in enumerate(dims):
+        if isinstance(expr, int):
+            continue
+        expr = sympy.expand(fix.apply(expr))
+        if len(expr.free_symbols) > 1:
+            raise _Unrenderable(expr)
+        rendered = _dim(expr, names)
+        if rendered is not None:
+            per_dim[index], text[index] = rendered
+    if not per_dim:
+        return None, "None"
+    return per_dim, "{" + ", ".join(f"{i}: {t}" for i, t in text.items()) + "}"
+
+
+def _container(value, fix, names):
+    if isinstance(value, dict):
+        parts = {k: _value(v, fix, names) for k, v in value.items()}
+        if all(p[0] is None for p in parts.values()):
+            return None, "None"
+        return ({k: p[0] for k, p in parts.items()},
+                "{" + ", ".join(f"{k!r}: {p[1]}" for k, p in parts.items()) + "}")
+    children = value if type(value) in (list, tuple) else pytree.tree_flatten(
+        value, is_leaf=lambda x: isinstance(x, TensorDims))[0] if _is_node(value) else None
+    if children is None:
+        return None, "None"  # a constant leaf (int, str, ...)
+    parts = [_value(c, fix, names) for c in children]
+    if all(p[0] is None for p in parts):
+        return None, "None"
+    if type(value) is tuple:
+        return (tuple(p[0] for p in parts),
+                "(" + ", ".join(p[1] for p in parts) + ("," if len(parts) == 1 else "") + ")")
+    return [p[0] for p in parts], "[" + ", ".join(p[1] for p in parts) + "]"
+
+
+def _is_node(value) -> bool:
+    return not pytree.tree_is_leaf(value) and not isinstance(value, TensorDims)
 
 
 def _dim(expr, names):
@@ -115,19 +161,8 @@ def _identifier(source: str) -> str:
     return text if not text[0].isdigit() else f"d_{text}"
 
 
-def _nested_dynamic(arg: str, env) -> bool:
-    return any(info.source.startswith((f"{arg}[", f"{arg}.")) and not
-               info.source.startswith(f"{arg}.shape") for info in env.symbols.values())
-
-
 def _code(names, entries) -> str:
-    body = []
-    for arg, text in entries.items():
-        if text is None:
-            body.append(f'    "{arg}": None,')
-        else:
-            inner = ", ".join(f"{i}: {t}" for i, t in text.items())
-            body.append(f'    "{arg}": {{{inner}}},')
+    body = [f'    "{arg}": {text},' for arg, text in entries.items()]
     return "\n".join(["from torch.export import Dim", "", *names.definitions(),
                       "dynamic_shapes = {", *body, "}"])
 

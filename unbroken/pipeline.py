@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import warnings
 
 import sympy
 import torch
 import torch.fx as fx
 from torch._dispatch.python import enable_python_dispatcher
+from torch.export.dynamic_shapes import AdditionalInputs, ShapesCollection
 from torch.nn.utils.stateless import _reparametrize_module
 from torch.utils import _pytree as pytree
 
@@ -39,9 +41,14 @@ from .ir.signature import (ConstantArgument, ExportGraphSignature, InputKind, In
 from .passes.dce import dead_code_elimination
 from .passes.functionalize import functionalize
 from .passes.subgraphs import functionalize_subgraphs
-from .fix_rendering import constraint_error, render_fix
+from .fix_rendering import TensorDims, constraint_error, render_fix
 from .program import ExportedProgram
-from .symbolic.diagnostics import ExportUsageError, InternalError, RefusalError, UnbrokenError
+from .size_one import admit_size_one
+from .symbolic import guard_log
+from .symbolic.auto import Adoption, Specialization, SpecializationWarning, plan_adoption
+from .symbolic.diagnostics import (ConstraintViolationError, ExportUsageError,
+                                   InputMismatchError, InternalError, RefusalError,
+                                   UnbrokenError)
 from .symbolic.env import ShapeEnvironment
 from .symbolic.fixes import suggest_fix
 from .symbolic.solver import Solver, Violation, check_guards
@@ -80,13 +87,24 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict: bool = True,
     """
     args, kwargs = _check_call(mod, args, kwargs)
     check_python_version()
-    refinements: dict[str, str] = {}
+    helper, dynamic_shapes = dynamic_shapes, _from_helper(mod, args, kwargs, dynamic_shapes)
+    refinements: dict = {}
+    specializations: list[Specialization] = []
     try:
         for _ in range(_MAX_AUTO_ROUNDS):
+            exporter = _Export(mod, args, kwargs, dynamic_shapes, refinements,
+                               specializations=tuple(specializations))
             try:
-                return _Export(mod, args, kwargs, dynamic_shapes, refinements).run()
+                ep = exporter.run()
             except _AdoptAuto as adopt:  # Dim.AUTO dims take what the code requires: retrace
-                refinements.update(adopt.refinements)
+                refinements.update(adopt.adoption.refinements)
+                specializations.extend(adopt.adoption.specializations)
+                continue
+            ep = _admit_size_one(exporter, ep)
+            _warn_specializations(ep.specializations)
+            if isinstance(helper, AdditionalInputs):
+                _verify_additional_inputs(ep, helper)
+            return ep
         raise InternalError(f"Dim.AUTO refinements did not settle in {_MAX_AUTO_ROUNDS} traces")
     except TracedException as error:  # "eager fails too" is claimed only once checked
         raise checked_against_eager(error, mod, args, kwargs) from None
@@ -119,28 +137,91 @@ def _check_call(mod, args, kwargs):
     return args, dict(kwargs or {})
 
 
-_MAX_AUTO_ROUNDS = 4
+_MAX_AUTO_ROUNDS = 8
 
 
 class _AdoptAuto(Exception):
-    """The trace found equalities that only ``Dim.AUTO`` dims take part in: adopt them
-    (``refinements``: source -> "static" or the source of the dim it equals) and trace again."""
+    """The trace found what the code requires of ``Dim.AUTO``/``Dim.DYNAMIC`` dims, and it
+    changes their symbols (``adoption.refinements``): adopt it and trace again."""
 
-    def __init__(self, refinements: dict[str, str]):
-        super().__init__(refinements)
-        self.refinements = refinements
+    def __init__(self, adoption: Adoption):
+        super().__init__(adoption.refinements)
+        self.adoption = adoption
+
+
+def _from_helper(mod, args, kwargs, dynamic_shapes):
+    """torch's spec builders (``ShapesCollection``, ``AdditionalInputs``) as the plain
+    ``dynamic_shapes`` they stand for; anything else as given."""
+    if not isinstance(dynamic_shapes, (ShapesCollection, AdditionalInputs)):
+        return dynamic_shapes
+    try:
+        return dynamic_shapes.dynamic_shapes(mod, args, kwargs)
+    except (ValueError, AssertionError, TypeError) as error:  # what torch's builders raise
+        raise ExportUsageError(f"{type(dynamic_shapes).__name__} could not build dynamic_shapes "
+                               f"for these inputs: {error}",
+                               hint="Give shapes only for tensors that are among the inputs, and "
+                                    "additional inputs with the same structure and types.") \
+            from None
+
+
+def _verify_additional_inputs(ep, helper: AdditionalInputs) -> None:
+    """Every additional input of ``AdditionalInputs`` must be admitted by the program (what
+    ``AdditionalInputs.verify`` does for torch.export)."""
+    module = ep.module()
+    for index, (args, kwargs) in enumerate(helper._examples):  # noqa: SLF001 (torch's store)
+        try:
+            module.check_inputs(*args, **(kwargs or {}))
+        except InputMismatchError as error:
+            raise ConstraintViolationError(
+                f"additional input #{index + 1} of AdditionalInputs is not admitted by the "
+                f"exported program: {error.message}",
+                hint="The model's code specializes on a size these inputs vary; see the "
+                     "specialization warnings, or export with a Dim for that dimension.") \
+                from None
+
+
+def _admit_size_one(exporter: "_Export", ep: ExportedProgram) -> ExportedProgram:
+    """Dims declared ``min=1`` get ``[1, ...]`` when a trace at size 1 gives the same program
+    (see ``unbroken.size_one``)."""
+    if not exporter.env.admits_one:
+        return ep
+
+    def trace_at(args, kwargs, forced):
+        retry = _Export(exporter.mod, args, kwargs, exporter.dynamic_shapes,
+                        exporter.auto_refinements, specializations=exporter.specializations,
+                        forced_static=forced)
+        retry.suggest_fixes = False
+        try:
+            other = retry.run()
+        except _AdoptAuto:  # size 1 needs another spec: not the same program
+            return None
+        ours = {info.source: s for s, info in exporter.env.symbols.items()}
+        return other, {s: ours[info.source] for s, info in retry.env.symbols.items()
+                       if info.source in ours}
+
+    return admit_size_one(ep, exporter.env.admits_one, exporter.leaf_dims,
+                          exporter.env.hint_of, exporter.args, exporter.kwargs, trace_at)
+
+
+def _warn_specializations(specializations) -> None:
+    """One warning per ``Dim.AUTO`` dim the code pinned, naming the dim and the line."""
+    for specialization in specializations:
+        warnings.warn(specialization.describe(), SpecializationWarning, stacklevel=3)
 
 
 class _Export:
     """One export: the state shared by the stages."""
 
     def __init__(self, mod, args, kwargs, dynamic_shapes, auto_refinements=None, *,
-                 find_all: bool = False):
+                 find_all: bool = False, specializations=(), forced_static=frozenset()):
         self.mod = mod
         self.root = mod if isinstance(mod, torch.nn.Module) else None
         self.args, self.kwargs = args, kwargs
         self.dynamic_shapes = dynamic_shapes
         self.auto_refinements = auto_refinements or {}
+        self.specializations = tuple(specializations)  # Dim.AUTO dims earlier traces pinned
+        self.forced_static = forced_static  # (id(tensor), dim) static whatever the spec says
+        self.leaf_dims: dict = {}  # id(example tensor) -> its dims, once traced
         # The environment and the recorder read the user's location from the trace context,
         # which holds the recorder: the closures look it up once both exist.
         self.env = ShapeEnvironment(location_provider=lambda: self.output.user_frames())
@@ -156,8 +237,8 @@ class _Export:
         self.state_dict: dict = {}
         self.constants: dict = {}
         self.metas: dict[str, torch.Tensor] = {}
-        # top-level argument name -> its dims (ints / sympy exprs), None when not a tensor, or
-        # "nested" when it holds tensors inside a container (used to render suggested fixes)
+        # top-level argument name -> its dims (ints / sympy exprs), None when it holds no
+        # tensor, or the container with a TensorDims per tensor (to render suggested fixes)
         self.top_dims: dict[str, object] = {}
         self.suggest_fixes = True
         self._asserts_after: dict = {}  # node -> the last runtime assert placed after it
@@ -181,7 +262,7 @@ class _Export:
         forward = self.root.forward if self.root is not None else self.mod
         signature = _signature(forward)
         combined = _bind(signature, forward, self.args, self.kwargs)
-        dims = self._resolve_dims(combined)
+        dims = self.leaf_dims = self._resolve_dims(combined)
         self._lift_state()
         arg_trackers, kwarg_trackers = self._lift_inputs(signature, dims)
         with _tracing(self.root, self.metas), preserving(self.recorder):
@@ -195,7 +276,7 @@ class _Export:
         if self.dynamic_shapes is None:
             return {}
         resolved = resolve_dynamic_shapes(combined, self.dynamic_shapes, self.env,
-                                          self.auto_refinements)
+                                          self.auto_refinements, self.forced_static)
         dims = {}
         for name, value in combined.items():
             leaves, spec = pytree.tree_flatten(value)
@@ -281,6 +362,7 @@ class _Export:
         a torch._check on data-dependent values becomes a runtime assert, one on input sizes
         must be implied by the spec too."""
         if not self.env.guards:
+            self._log_guards(())
             return
         violations = check_guards(self.env, Solver(self.env, assume_checks=True))
         strict = Solver(self.env, assume_checks=False)
@@ -294,12 +376,47 @@ class _Export:
                 if decision.verdict != "true":
                     violations.append(Violation(guard, decision, decision.counterexample))
         if violations:
+            adoption = plan_adoption(self.env, violations)
+            if adoption is not None and adoption.refinements:
+                raise _AdoptAuto(adoption)
+            if adoption is not None:  # the symbols have settled: what is left is asserted
+                for guard in adoption.asserted:
+                    self._input_assert(guard)
+                self._log_guards(adoption.asserted)
+                return
             fix = _suggest_fix(self.env, violations)
-            adopted = _auto_refinements(self.env, fix)
-            if adopted:
-                raise _AdoptAuto(adopted)
             suggestion = self._verified_fix(fix) if self.suggest_fixes else None
             raise constraint_error(self.env, violations, suggestion)
+        self._log_guards(())
+
+    def _log_guards(self, asserted) -> None:
+        """The guard log (``UNBROKEN_LOG=guards``): each guard and how it was decided."""
+        if not guard_log.enabled():
+            return
+        solver = Solver(self.env)
+        run_time = {g.as_fact() for g in asserted}
+        decided = []
+        for guard in self.env.guards:
+            fact = guard.as_fact()
+            if guard.kind == "expect_true" and _mentions_unbacked(guard.expr, self.env):
+                how = "run-time assert (torch._check on data-dependent values)"
+            elif fact in run_time or set(sympy.And.make_args(fact)) & run_time:
+                how = "checked at run time (a relation no dynamic_shapes can state)"
+            else:
+                decision = solver.decide(fact)
+                how = f"proven by {decision.reason}" if decision.verdict == "true" \
+                    else f"assumed ({guard.kind})"
+            decided.append((guard, how))
+        guard_log.log_guards(decided, self.specializations, self.env.source_of,
+                             self.auto_refinements)
+
+    def _input_assert(self, guard) -> None:
+        """``aten._assert_scalar`` of a fact over input sizes that no spec can state, right
+        after the placeholders: the program refuses, before computing anything, the inputs
+        for which the graph would not compute what eager does."""
+        text = (f"the exported program requires {guard.describe(self.env.source_of)}"
+                + (f" (from {guard.frames[-1].short()})" if guard.frames else ""))
+        self.builder.assert_at_inputs(guard.as_fact(), text, guard.frames)
 
     def _runtime_assert(self, guard) -> None:
         """``aten._assert_scalar`` of a torch._check fact on data-dependent values: the
@@ -346,7 +463,7 @@ class _Export:
             hints={s: self.env.hint_of(s) for s, i in self.env.symbols.items()
                    if i.hint is not None},
             forward_arg_names=tuple(self.top_dims), module_types=self._module_types(),
-            env=self.env))
+            env=self.env, specializations=self.specializations))
 
     def _module_types(self) -> dict:
         """Submodule FQN -> class, for the program's module call graph and node metadata."""
@@ -515,28 +632,6 @@ def _suggest_fix(env, violations):
                        {s: env.hint_of(s) for s in backed}, env.source_of)
 
 
-def _auto_refinements(env, fix) -> dict[str, str] | None:
-    """What ``Dim.AUTO`` dims must become for every violated guard to hold, when ``fix`` (the
-    solver's fix for the violations) only changes AUTO dims — static, equal to another dim, or
-    a narrower range — (no derived dims); else None. Guards implied by such a fix
-    (``(x0 == y0) and (x1 == y1)``, ``x0*x1 == 8*x0``, ``x0 > 4``) are adopted with it."""
-    if fix is None or fix.new_roots:
-        return None
-    backed = [s for s, info in env.symbols.items() if info.hint is not None]
-    ranges = {s: (env.spec_ranges[s].lower, _upper(env.spec_ranges[s])) for s in backed}
-    narrowed = {s for s in backed if s in fix.ranges and fix.ranges[s] != ranges[s]}
-    changed = set(fix.static) | set(fix.derived) | narrowed
-    if not changed or not changed <= set(env.auto_symbols):
-        return None
-    refinements = {env.auto_symbols[s]: "static" for s in fix.static}
-    refinements.update({env.auto_symbols[s]: ("range",) + tuple(fix.ranges[s]) for s in narrowed})
-    for symbol, expr in fix.derived.items():
-        if not isinstance(expr, sympy.Symbol):
-            return None
-        refinements[env.auto_symbols[symbol]] = env.source_of(expr)
-    return refinements
-
-
 def _on_meta_device(root, args, kwargs) -> bool:
     """True when the model's state or inputs live on the meta device (no values anywhere)."""
     state = [*root.parameters(), *root.buffers()] if root is not None else []
@@ -558,8 +653,16 @@ def _upper(value_range):
 
 
 def _dims_of(value, trackers):
+    """The dims of an argument for rendering fixes: a tuple for a tensor, the container with a
+    ``TensorDims`` per tensor, or None when it holds no tensor."""
     if isinstance(value, torch.Tensor):
-        return tuple(s.node.expr if isinstance(s, torch.SymInt) else int(s)
-                     for s in trackers[id(value)].meta.shape)
-    return "nested" if any(isinstance(v, torch.Tensor) for v in pytree.tree_leaves(value)) \
-        else None
+        return _tensor_dims(trackers[id(value)])
+    if not any(isinstance(v, torch.Tensor) for v in pytree.tree_leaves(value)):
+        return None
+    return pytree.tree_map(lambda leaf: TensorDims(_tensor_dims(trackers[id(leaf)]))
+                           if isinstance(leaf, torch.Tensor) else None, value)
+
+
+def _tensor_dims(tracker) -> tuple:
+    return tuple(s.node.expr if isinstance(s, torch.SymInt) else int(s)
+                 for s in tracker.meta.shape)

@@ -54,6 +54,8 @@ class ExportedProgram(torch.export.ExportedProgram):
         """The program of ``parts`` (see :class:`unbroken.ir.program.ProgramParts`); verified."""
         program = cls(**torch_program_args(parts))
         program._unbroken_env = parts.env  # the symbols' facts, for run_decompositions
+        program._specializations = tuple(parts.specializations)
+        program._module_types = dict(parts.module_types)
         return program
 
     # -- views unbroken adds ----------------------------------------------------------------------
@@ -73,6 +75,12 @@ class ExportedProgram(torch.export.ExportedProgram):
         data-dependent ones)."""
         return hints_of(self.graph, self.range_constraints)
 
+    @property
+    def specializations(self) -> tuple:
+        """The ``Dim.AUTO`` dims export made static, each with the fact and the line that pin
+        it (``Specialization.describe()``); empty when every AUTO dim stayed dynamic."""
+        return getattr(self, "_specializations", ())
+
     def parts(self) -> ProgramParts:
         """This program as :class:`ProgramParts` (the graph is shared, not copied)."""
         signature = self.module_call_graph[0].signature
@@ -80,8 +88,9 @@ class ExportedProgram(torch.export.ExportedProgram):
         return ProgramParts(
             self.graph_module, self.graph_signature, self.state_dict, self.constants,
             self.range_constraints, self.in_spec, self.out_spec, self.example_inputs,
-            self.symbol_hints, tuple(names) if names is not None else None, {}, self.dialect,
-            getattr(self, "_unbroken_env", None))
+            self.symbol_hints, tuple(names) if names is not None else None,
+            getattr(self, "_module_types", {}), self.dialect,
+            getattr(self, "_unbroken_env", None), self.specializations)
 
     # -- behaviour unbroken overrides -------------------------------------------------------------
     def module(self, check_guards: bool = True) -> torch.fx.GraphModule:

@@ -85,3 +85,47 @@ def test_every_fix_found_is_proven(hint, k, m, modulus):
     for fact in facts:
         assert implied(fix.apply(fact), fix.ranges)
     _holds_everywhere(fix, facts, [s0, s1])
+
+
+# ----- adopt mode (Dim.AUTO): pins only one-value facts, asserts what no spec can state -----
+def _adopt(facts, symbols, fixed=frozenset()):
+    ranges = {s: (2, None) for s in symbols}
+    hints = {s0: 3, s1: 5, s2: 15}
+    return suggest_fix(facts, ranges, {s: hints[s] for s in symbols}, adopt=True, fixed=fixed)
+
+
+def test_adopt_keeps_a_product_as_a_derived_dim():
+    fix = _adopt([sympy.Eq(s2, s0 * s1)], [s0, s1, s2])
+    assert fix.derived == {s2: s0 * s1} and not fix.static and not fix.asserted
+
+
+def test_adopt_asserts_a_disjunction_instead_of_pinning():
+    fact = sympy.Or(sympy.Eq(s0, s1), sympy.Eq(s1, 1))
+    fix = _adopt([fact], [s0, s1])
+    assert fix.asserted == [fact] and not fix.static and not fix.derived
+
+
+def test_adopt_asserts_divisibility_and_middle_holes():
+    facts = [sympy.Eq(PythonMod(s0, 4), 0), sympy.Ne(s1, 7)]
+    fix = _adopt(facts, [s0, s1])
+    assert fix.asserted == facts and not fix.static and not fix.new_roots
+
+
+def test_adopt_pins_only_a_fact_with_one_admitted_value():
+    fix = _adopt([sympy.Eq(s0, 3), sympy.Eq(s1 * s0, 5 * s0)], [s0, s1])
+    assert fix.static == {s0: 3, s1: 5}
+    assert fix.pinned_by[s0] == sympy.Eq(s0, 3)
+    fix = _adopt([sympy.Eq(sympy.floor(s0 / 4), 0)], [s0])  # 2 and 3: not a pin
+    assert not fix.static and fix.asserted
+
+
+def test_adopt_never_changes_fixed_symbols():
+    fix = _adopt([sympy.Eq(s0, s1)], [s0, s1], fixed=frozenset({s1}))
+    assert fix.derived == {s0: s1}
+    fix = _adopt([sympy.Le(s0, 512)], [s0], fixed=frozenset({s0}))
+    assert fix.asserted == [sympy.Le(s0, 512)] and fix.ranges[s0] == (2, None)
+
+
+def test_adopt_narrows_a_range():
+    fix = _adopt([sympy.Le(s0, 512)], [s0])
+    assert fix.ranges[s0] == (2, 512) and not fix.asserted

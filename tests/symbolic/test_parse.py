@@ -27,6 +27,7 @@ EXAMPLES = [
     sympy.sqrt(S0), sympy.Abs(U0), sympy.true,
     # a sign over a whole product must not be distributed into its first factor
     -(S0 + S1) * E.FloorDiv(S0, 3), E.FloorDiv(-S0, 3), -E.FloorDiv(S0 * U0, 3),
+    2 * (S0 + S1) * E.FloorDiv(S0, 3), (S0 + S1) * U0 / 3, -2 * (S0 + 1) / (U0 + 2),
 ]
 
 
@@ -43,7 +44,7 @@ _EXPRESSIONS = st.recursive(_ATOMS, lambda inner: st.one_of(
     st.builds(lambda a: E.PythonMod(a, 5), inner)), max_leaves=6)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(_EXPRESSIONS)
 def test_random_expressions_read_back(expression):
     assert parse_expression(str(expression), SYMBOLS) == expression

@@ -119,3 +119,21 @@ def test_check_guards_empty_when_implied():
         x = env.make_meta_tensor(torch.randn(8, 4), [a, 4])
         torch.nn.Linear(4, 3).to("meta")(x).sum()
     assert check_guards(env) == []
+
+
+def test_round_of_a_true_division_is_decided():
+    # ExportDB dynamic_shape_round: x[: round(x.shape[0] / 2)] guards round(n / 2) <= n
+    env, a, _ = _env()
+    solver = Solver(env)
+    assert solver.decide(sympy.Le(E.RoundToInt(E.IntTrueDiv(a, 2)), a)).verdict == "true"
+    assert solver.decide(sympy.Eq(E.RoundToInt(E.IntTrueDiv(a, 2)), 4)).verdict == "inconclusive"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(-50, 50), st.integers(1, 8))
+def test_round_translation_is_python_round(n, d):
+    # ties go to the even integer: round(5 / 2) == 2, round(7 / 2) == 4
+    s = sympy.Symbol("s0", integer=True)
+    term = to_z3(E.RoundToInt(E.IntTrueDiv(s, d)))
+    value = z3.simplify(z3.substitute(term, (z3.Int("s0"), z3.IntVal(n))))
+    assert value.as_long() == round(n / d)

@@ -3,8 +3,53 @@
 ``trace_call`` interprets a module call for ``export``; ``interpret`` runs a pure-Python
 function (the oracle tests compare it with CPython); ``GraphBreakError`` is what both raise
 for constructs that cannot be captured (see ``graph_breaks.CATALOGUE``).
+
+Layers
+------
+The modules form layers; a module imports only from its own layer or lower ones, and no two
+modules import each other, directly or not (``tests/test_layers.py`` checks both, on every
+import statement, function-local ones included). ``LAYERS`` below is the one declaration.
+
+====================  =====================================================================
+layer                 modules (what they hold)
+====================  =====================================================================
+foundation            ``graph_breaks`` (the catalogue, the errors), ``sources`` (where a
+                      value came from), ``overlay`` (writes to outside objects)
+value model           ``variables.base`` (``VariableTracker`` and ``Interpreter``, the
+                      interface through which trackers reach the interpreter),
+                      ``variables.native`` (native callables), ``variables.constant``
+object protocol       ``protocol``: attribute lookup and method binding, special-method
+                      calls, subscript, iteration, calls: one implementation for all
+trackers              ``variables.tensor`` < ``containers`` < ``torch_calls`` <
+                      ``functions`` < ``objects`` < ``nn_module``
+builtins              ``builtins``: builtin functions, classes and constructors
+builder               ``variables.builder``: ``wrap``, the tracker for any Python value
+opcodes               ``opcodes.registry`` and the handler families
+interpreter           ``translator``: ``InstructionTranslator`` (implements ``Interpreter``)
+entry points          ``output`` (``TraceContext``), ``tracer``, this package
+====================  =====================================================================
+
+The value model never imports the interpreter: a tracker that must wrap a value, inline a
+user function or make a leaf call asks ``tx`` (``variables.base.Interpreter``), which the
+translator implements and passes down with every call.
 """
 from .graph_breaks import CATALOGUE, GraphBreakError
 from .tracer import interpret, trace_call
 
-__all__ = ["CATALOGUE", "GraphBreakError", "interpret", "trace_call"]
+__all__ = ["CATALOGUE", "GraphBreakError", "interpret", "trace_call", "LAYERS"]
+
+# (layer, modules relative to this package), lowest first; "" is this package itself.
+LAYERS = (
+    ("foundation", ("graph_breaks", "sources", "overlay")),
+    ("value model", ("variables", "variables.base", "variables.native", "variables.constant")),
+    ("object protocol", ("protocol",)),
+    ("trackers", ("variables.tensor", "variables.containers", "variables.torch_calls",
+                  "variables.functions", "variables.objects", "variables.nn_module")),
+    ("builtins", ("builtins",)),
+    ("builder", ("variables.builder",)),
+    ("opcodes", ("opcodes.registry", "opcodes.arithmetic", "opcodes.calls",
+                 "opcodes.containers", "opcodes.control", "opcodes.loads", "opcodes.stack",
+                 "opcodes")),
+    ("interpreter", ("translator",)),
+    ("entry points", ("output", "tracer", "")),
+)

@@ -17,17 +17,22 @@ import operator
 import torch
 from torch.utils import _pytree as pytree
 
-from .graph_breaks import TracedException, graph_break
+from .graph_breaks import graph_break
+from .protocol import BoundMethodVariable, iterate, lookup, read_attribute
 from .variables.base import AttributeMissing, VariableTracker
 from .variables.constant import ConstantVariable
 from .variables.containers import (DictVariable, IteratorVariable, ListVariable,
-                                   NamedTupleVariable, SizeVariable,
-                                   SliceVariable, TupleVariable, dict_key)
-from .variables.objects import (ContextManagerVariable, ObjectVariable, SuperVariable,
+                                   NamedTupleVariable, SizeVariable, SliceVariable,
+                                   TupleVariable, dict_key, sorted_trackers)
+from .variables.functions import bind_arguments
+from .variables.native import NativeCallableVariable
+from .variables.nn_module import NNModuleVariable
+from .variables.objects import (ContextManagerVariable, GetterVariable, NewObjectVariable,
+                                ObjectVariable, PartialVariable, SuperVariable,
                                 construct_user_object)
 from .variables.tensor import TensorVariable
 
-__all__ = ["call_builtin", "construct", "sorted_trackers"]
+__all__ = ["BuiltinVariable", "ClassVariable", "call_builtin", "construct", "concrete"]
 
 _REFUSED = {id: "UB103", print: "UB103", open: "UB103", input: "UB103", globals: "UB103",
             locals: "UB103", vars: "UB103", exec: "UB103", eval: "UB103", compile: "UB103",
@@ -37,7 +42,45 @@ _REFUSED = {id: "UB103", print: "UB103", open: "UB103", input: "UB103", globals:
 _PURE = {abs, divmod, pow, round, chr, ord, bin, hex, oct}
 
 
+class BuiltinVariable(NativeCallableVariable):
+    """A Python builtin (``len``, ``isinstance``, ``range``...), called through the handlers
+    of this module."""
+
+    __slots__ = ()
+
+    def describe(self) -> str:
+        return f"the builtin `{self.fn.__name__}`"
+
+    def is_constant(self) -> bool:
+        return True
+
+    def as_constant(self):
+        return self.fn
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        return call_builtin(tx, self.fn, args, kwargs)
+
+
+class ClassVariable(ConstantVariable):
+    """A class (a constant whose calls construct instances). ``value``: the class object."""
+
+    __slots__ = ()
+
+    def describe(self) -> str:
+        return f"the class `{self.value.__qualname__}`"
+
+    def getattr(self, tx, name):
+        found = lookup(tx, self, name, instance=self.value, source=self.source)
+        if found is None:
+            raise AttributeMissing(name)
+        return found
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        return construct(tx, self.value, args, kwargs)
+
+
 def call_builtin(tx, fn, args: list, kwargs: dict) -> VariableTracker:
+    """``fn(*args, **kwargs)`` for the Python builtin ``fn``, on trackers."""
     if fn in _REFUSED:
         error = graph_break(_REFUSED[fn], f"`{fn.__name__}()` is called", frames=tx.user_frames())
         if fn in (id, print, hash) and tx.output.recover(error):
@@ -61,9 +104,7 @@ def _fold_or_leaf(tx, fn, args, kwargs):
                        **{k: v.as_constant() for k, v in kwargs.items()})
         except Exception as exc:  # the user's code raises: same as eager
             raise tx.user_exception(exc)
-        from .variables.builder import wrap
-
-        return wrap(tx, value)
+        return tx.wrap(value)
     return tx.call_leaf(fn, args, kwargs)
 
 
@@ -87,37 +128,21 @@ def _type(tx, obj, *rest):
     if rest:
         raise graph_break("UB112", "`type(name, bases, dict)` creates a class",
                           frames=tx.user_frames())
-    from .variables.builder import wrap
-
-    return wrap(tx, obj.python_type())
+    return tx.wrap(obj.python_type())
 
 
 def _getattr(tx, obj, name, *default):
-    try:
-        return obj.getattr(tx, name.as_constant())
-    except (AttributeMissing, TracedException) as missing:
-        if isinstance(missing, TracedException) and \
-                not isinstance(missing.exception, AttributeError):
-            raise
-        if default:
-            return default[0]
-        raise tx.user_exception(AttributeError(
-            f"'{obj.python_type().__name__}' object has no attribute '{name.as_constant()}'"))
+    found = read_attribute(tx, obj, name.as_constant())
+    if found is not None:
+        return found
+    if default:
+        return default[0]
+    raise tx.user_exception(AttributeError(
+        f"'{obj.python_type().__name__}' object has no attribute '{name.as_constant()}'"))
 
 
 def _hasattr(tx, obj, name):
-    try:
-        obj.getattr(tx, name.as_constant())
-    except (AttributeMissing, TracedException) as missing:
-        if isinstance(missing, TracedException) and \
-                not isinstance(missing.exception, AttributeError):
-            raise
-        return ConstantVariable(False)
-    return ConstantVariable(True)
-
-
-def _iterate(tx, obj) -> list:
-    return obj.items(tx)
+    return ConstantVariable(read_attribute(tx, obj, name.as_constant()) is not None)
 
 
 def _range(tx, *args):
@@ -130,22 +155,22 @@ def _range(tx, *args):
 def _enumerate(tx, iterable, start=None):
     first = start.as_constant() if start is not None else 0
     return IteratorVariable([TupleVariable([ConstantVariable(first + i), v])
-                             for i, v in enumerate(_iterate(tx, iterable))])
+                             for i, v in enumerate(iterate(tx, iterable))])
 
 
 def _zip(tx, *iterables, strict=None):
-    columns = [_iterate(tx, it) for it in iterables]
+    columns = [iterate(tx, it) for it in iterables]
     if strict is not None and strict.as_constant() and len({len(c) for c in columns}) > 1:
         raise tx.user_exception(ValueError("zip() arguments have different lengths"))
     return IteratorVariable([TupleVariable(list(row)) for row in zip(*columns)])
 
 
 def _reversed(tx, seq):
-    return IteratorVariable(list(reversed(_iterate(tx, seq))))
+    return IteratorVariable(list(reversed(iterate(tx, seq))))
 
 
 def _iter(tx, obj):
-    return obj if isinstance(obj, IteratorVariable) else IteratorVariable(_iterate(tx, obj))
+    return obj if isinstance(obj, IteratorVariable) else IteratorVariable(iterate(tx, obj))
 
 
 def _next(tx, it, *default):
@@ -158,11 +183,11 @@ def _next(tx, it, *default):
 
 
 def _tuple(tx, iterable=None):
-    return TupleVariable([] if iterable is None else _iterate(tx, iterable))
+    return TupleVariable([] if iterable is None else iterate(tx, iterable))
 
 
 def _list(tx, iterable=None):
-    return ListVariable([] if iterable is None else _iterate(tx, iterable))
+    return ListVariable([] if iterable is None else iterate(tx, iterable))
 
 
 def _dict(tx, source=None, **kwargs):
@@ -170,7 +195,7 @@ def _dict(tx, source=None, **kwargs):
     if isinstance(source, DictVariable):
         result.entries.update(source.entries)
     elif source is not None:
-        for pair in _iterate(tx, source):
+        for pair in iterate(tx, source):
             key, value = pair.items(tx)
             result.entries[dict_key(key)] = value
     result.entries.update(kwargs)
@@ -178,7 +203,7 @@ def _dict(tx, source=None, **kwargs):
 
 
 def _set(tx, iterable=None, *, cls=set):
-    values = [] if iterable is None else _iterate(tx, iterable)
+    values = [] if iterable is None else iterate(tx, iterable)
     if all(v.is_constant() for v in values):
         return ConstantVariable(cls(v.as_constant() for v in values)) if cls is frozenset \
             else _ConstantSetVariable(cls(v.as_constant() for v in values))
@@ -193,7 +218,7 @@ class _ConstantSetVariable(ConstantVariable):
 
 def _reduce_pairwise(fn):
     def handler(tx, *args, key=None, default=None):
-        items = _iterate(tx, args[0]) if len(args) == 1 else list(args)
+        items = iterate(tx, args[0]) if len(args) == 1 else list(args)
         if not items:
             if default is not None:
                 return default
@@ -224,7 +249,7 @@ def _compare(tx, a, b, greater: bool) -> bool:
 
 
 def _sum(tx, iterable, start=None):
-    items = _iterate(tx, iterable)
+    items = iterate(tx, iterable)
     acc = start if start is not None else ConstantVariable(0)
     for item in items:
         acc = tx.binary_op("+", acc, item)
@@ -233,7 +258,7 @@ def _sum(tx, iterable, start=None):
 
 def _any_all(fn):
     def handler(tx, iterable):
-        for item in _iterate(tx, iterable):
+        for item in iterate(tx, iterable):
             if item.truth(tx) is (fn is any):
                 return ConstantVariable(fn is any)
         return ConstantVariable(fn is all)
@@ -241,57 +266,17 @@ def _any_all(fn):
     return handler
 
 
-class _Opaque:
-    """Stands for a non-constant value inside a sort key: comparing it is refused (Python
-    would compare the values themselves), but a key decided before reaching it sorts fine
-    (``sorted(module_dict.items())`` with distinct names)."""
-
-    def _refuse(self, other):
-        raise _Incomparable
-
-    __lt__ = __gt__ = __le__ = __ge__ = _refuse
-
-    def __eq__(self, other):
-        return self is other
-
-    __hash__ = object.__hash__
-
-
-class _Incomparable(Exception):
-    pass
-
-
-def _sort_key(tracker):
-    if tracker.is_constant():
-        return tracker.as_constant()
-    if isinstance(tracker, TupleVariable):
-        return tuple(_sort_key(e) for e in tracker.elements)
-    return _Opaque()
-
-
-def sorted_trackers(tx, items, key=None, reverse=None) -> list:
-    """Sort trackers like Python's stable sort, calling ``key`` through the interpreter."""
-    keys = [_sort_key(key.call(tx, [v], {}) if key is not None else v) for v in items]
-    try:
-        order = sorted(range(len(items)), key=lambda i: keys[i],
-                       reverse=bool(reverse.as_constant()) if reverse is not None else False)
-    except _Incomparable:
-        raise graph_break("UB117", "sorting needs to compare values that are not constants "
-                          "(tensors, modules, objects)", frames=tx.user_frames()) from None
-    return [items[i] for i in order]
-
-
 def _sorted(tx, iterable, key=None, reverse=None):
-    return ListVariable(sorted_trackers(tx, _iterate(tx, iterable), key, reverse))
+    return ListVariable(sorted_trackers(tx, iterate(tx, iterable), key, reverse))
 
 
 def _map(tx, fn, *iterables):
-    columns = [_iterate(tx, it) for it in iterables]
+    columns = [iterate(tx, it) for it in iterables]
     return IteratorVariable([fn.call(tx, list(row), {}) for row in zip(*columns)])
 
 
 def _filter(tx, fn, iterable):
-    items = _iterate(tx, iterable)
+    items = iterate(tx, iterable)
     if fn.is_constant() and fn.as_constant() is None:
         return IteratorVariable([v for v in items if v.truth(tx)])
     return IteratorVariable([v for v in items if fn.call(tx, [v], {}).truth(tx)])
@@ -304,8 +289,10 @@ def _scalar(py_type):
         if isinstance(value, TensorVariable):
             raise graph_break("UB105", f"`{py_type.__name__}()` of {value.describe()}",
                               frames=tx.user_frames())
-        if py_type is bool and not value.is_constant() and not hasattr(value, "value"):
-            return ConstantVariable(value.truth(tx))  # containers, modules, objects
+        if py_type is bool and not value.is_constant() and (
+                isinstance(value, NewObjectVariable) or not hasattr(value, "value")):
+            # containers, modules, objects created in the trace: their own (traced) truth
+            return ConstantVariable(value.truth(tx))
         return _fold_or_leaf(tx, py_type, [value, *rest], {})
 
     return handler
@@ -358,7 +345,7 @@ def _super(tx, *args):
 
 
 def _reduce(tx, fn, iterable, *initial):
-    items = _iterate(tx, iterable)
+    items = iterate(tx, iterable)
     if not initial and not items:
         raise tx.user_exception(TypeError("reduce() of empty iterable with no initial value"))
     acc, rest = (initial[0], items) if initial else (items[0], items[1:])
@@ -368,10 +355,6 @@ def _reduce(tx, fn, iterable, *initial):
 
 
 def _callable(tx, obj):
-    from .variables.functions import BoundMethodVariable, NativeCallableVariable
-    from .variables.nn_module import NNModuleVariable
-    from .variables.objects import ClassVariable
-
     kinds = (BoundMethodVariable, NativeCallableVariable, NNModuleVariable, ClassVariable)
     if isinstance(obj, kinds) or type(obj).__name__.endswith("FunctionVariable"):
         return ConstantVariable(True)
@@ -400,16 +383,13 @@ _HANDLERS = {
 
 def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
     """``cls(*args, **kwargs)`` for a class met in traced code."""
-    from .variables.builder import wrap
-    from .variables.functions import bind_arguments
-
     if cls in _HANDLERS or getattr(builtins, cls.__name__, None) is cls:
         return call_builtin(tx, cls, args, kwargs)
     if issubclass(cls, tuple) and hasattr(cls, "_fields"):
-        bound = bind_arguments(tx, cls, args, kwargs, lambda v: wrap(tx, v))
+        bound = bind_arguments(tx, cls, args, kwargs, lambda v: tx.wrap(v))
         return NamedTupleVariable([bound[f] for f in cls._fields], cls)
     if cls is torch.Size:
-        return SizeVariable(_iterate(tx, args[0]) if args else [])
+        return SizeVariable(iterate(tx, args[0]) if args else [])
     if cls in _CONSTRUCTORS:
         return _CONSTRUCTORS[cls](tx, cls, args, kwargs)
     if issubclass(cls, enum.Enum):  # Mode("mean"): a lookup by value
@@ -428,8 +408,6 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
 
 
 def _partial(tx, cls, args, kwargs):
-    from .variables.objects import PartialVariable
-
     return PartialVariable(args[0], args[1:], kwargs)
 
 
@@ -440,8 +418,6 @@ def _ordered_dict(tx, cls, args, kwargs):
 
 
 def _getter(tx, cls, args, kwargs):
-    from .variables.objects import GetterVariable
-
     return GetterVariable(cls, [a.as_constant() for a in args])
 
 
@@ -451,8 +427,6 @@ _CONSTRUCTORS = {functools.partial: _partial, collections.OrderedDict: _ordered_
 
 def _construct_native(tx, cls, args, kwargs):
     """PyTorch classes that are safe to construct natively from constants."""
-    from .variables.builder import wrap
-
     if not cls.__module__.startswith("torch"):
         return None
     values = [a.unwrap(tx) for a in args]
@@ -461,7 +435,7 @@ def _construct_native(tx, cls, args, kwargs):
     if ContextManagerVariable.supports(instance):
         return ContextManagerVariable(instance)
     if isinstance(instance, (torch.device, torch.dtype, torch.Size)):
-        return wrap(tx, instance)
+        return tx.wrap(instance)
     if hasattr(instance, "__enter__"):
         raise graph_break("UB110", f"the context manager `{cls.__name__}`", frames=tx.user_frames())
     if isinstance(instance, torch.nn.Module):

@@ -12,9 +12,13 @@ import types
 
 import torch
 
-from ..symbolic.diagnostics import DataDependentError, UnbrokenError, UnsupportedError
+from ..symbolic.diagnostics import (DataDependentError, InternalError, UnbrokenError,
+                                    UnsupportedError)
 from .graph_breaks import GraphBreakError, TracedException, graph_break
+from .overlay import Overlay
 from .variables.base import CREATION_ORDER
+from .variables.builder import wrap
+from .variables.containers import IteratorVariable
 
 __all__ = ["TraceContext"]
 
@@ -44,58 +48,6 @@ def _raised_inside_unbroken(exc: BaseException) -> bool:
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
     return tb is not None and tb.tb_frame.f_code.co_filename.startswith(_UNBROKEN_DIR)
-
-
-DELETED = object()  # an overlay entry for an attribute deleted by the trace
-
-
-class Overlay:
-    """Writes to attributes of Python objects that outlive the trace, kept aside (the real
-    objects are never changed). A write is acceptable only if undone by the end of the trace:
-    ``check_restored`` refuses (UB107) any attribute left with another value than it had.
-
-    entries: (id(obj), name) -> [obj, original tracker or None, current tracker, frames].
-    """
-
-    def __init__(self):
-        self.entries: dict = {}
-
-    def read(self, obj, name):
-        entry = self.entries.get((id(obj), name))
-        return None if entry is None else entry[2]
-
-    def write(self, obj, name, value, original, frames) -> None:
-        key = (id(obj), name)
-        if key in self.entries:
-            self.entries[key][2], self.entries[key][3] = value, frames
-        else:
-            self.entries[key] = [obj, original, value, frames]
-
-    def check_restored(self) -> None:
-        for obj, original, current, frames in self.entries.values():
-            if not _same_value(original, current):
-                name = next(n for (i, n), e in self.entries.items() if e[2] is current)
-                raise graph_break("UB107", f"forward() leaves `{type(obj).__name__}.{name}` "
-                                  "changed (an object that exists outside forward())",
-                                  frames=frames)
-
-
-def _same_value(original, current) -> bool:
-    if current is DELETED:
-        return original is None
-    if original is None or current is None:
-        return original is current or (original is None and current.is_constant()
-                                       and current.as_constant() is None) or \
-            (current is None and original.is_constant() and original.as_constant() is None)
-    if original is current:
-        return True
-    if original.is_constant() and current.is_constant():
-        return original.as_constant() == current.as_constant() and \
-            type(original.as_constant()) is type(current.as_constant())
-    for attribute in ("value", "module", "meta", "fn"):
-        if hasattr(original, attribute) and hasattr(current, attribute):
-            return getattr(original, attribute) is getattr(current, attribute)
-    return False
 
 
 class TraceContext:
@@ -206,9 +158,6 @@ class TraceContext:
     # ----------------------------------------------------------------- leaf calls
     def call_leaf(self, tx, fn, args, kwargs):
         """Call ``fn`` natively on the unwrapped arguments while the recorder records."""
-        from .variables.builder import wrap
-        from .variables.containers import IteratorVariable
-
         values = [a.unwrap(tx) for a in args]
         named = {k: v.unwrap(tx) for k, v in kwargs.items()}
         with self.leaf_errors(fn), self.recorder.recording():
@@ -237,8 +186,6 @@ class TraceContext:
             raise exc.with_frames(self.user_frames())
         except _PROGRAM_ERRORS as exc:
             if _raised_inside_unbroken(exc):
-                from ..symbolic.diagnostics import InternalError
-
                 raise InternalError("a leaf call failed inside unbroken",
                                     frames=self.user_frames(), cause=exc) from exc
             if isinstance(exc, _PYTHON_LEVEL):  # e.g. nn.Module.__getattr__: may be caught

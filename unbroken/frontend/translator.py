@@ -21,13 +21,17 @@ from dataclasses import dataclass
 
 import bytecode
 
-from ..symbolic.diagnostics import UnbrokenError, frame_from_code
+from ..symbolic.diagnostics import InternalError, UnbrokenError, frame_from_code
 from .graph_breaks import TracedException, graph_break
+from .opcodes import HANDLERS
+from .opcodes.arithmetic import apply_binary
+from .sources import GlobalSource
 from .variables.base import VariableTracker
 from .variables.builder import wrap
+from .variables.containers import GeneratorVariable
 from .variables.functions import CellVariable
 
-__all__ = ["InstructionTranslator", "NULL", "decode"]
+__all__ = ["InstructionTranslator", "decode"]
 
 SUPPORTED_VERSIONS = {(3, 11)}
 MAX_INLINE_DEPTH = 64
@@ -40,18 +44,6 @@ def check_python_version() -> None:
         version = ".".join(map(str, sys.version_info[:3]))
         raise graph_break("UB119", f"this is Python {version}; unbroken interprets CPython 3.11 "
                           "bytecode only")
-
-
-class _Null(VariableTracker):
-    """The NULL that CPython 3.11 pushes below a callable (PUSH_NULL, LOAD_GLOBAL, LOAD_METHOD)."""
-
-    __slots__ = ()
-
-    def describe(self) -> str:
-        return "NULL"
-
-
-NULL = _Null()
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +128,8 @@ def _handlers(code, count: int) -> list:
 
 
 class InstructionTranslator:
-    """Executes one code object. See the module docstring.
+    """Executes one code object. See the module docstring. It is the ``Interpreter`` that
+    every tracker method receives as ``tx``.
 
     output:    the trace-wide context (recorder, module scopes, user stack);
     code:      the code object; f_globals: its globals;
@@ -180,8 +173,6 @@ class InstructionTranslator:
         return self.yielded if self.paused else None
 
     def _loop(self) -> None:
-        from .opcodes import HANDLERS
-
         self.output.translators.append(self)
         try:
             while self.returned is None and not self.paused:
@@ -210,8 +201,6 @@ class InstructionTranslator:
             raise graph_break("UB118", "Python's recursion limit was reached",
                               frames=self.user_frames()) from None
         except Exception as exc:  # a bug in unbroken: wrap it with the user's location
-            from ..symbolic.diagnostics import InternalError
-
             raise InternalError(f"while executing {instruction.name} in `{self.name}`",
                                 frames=self.user_frames(), cause=exc) from exc
 
@@ -221,8 +210,6 @@ class InstructionTranslator:
         handler = instruction.handler
         if handler is None:
             return False
-        from .variables.builder import wrap
-
         del self.stack[handler.depth:]
         if handler.push_lasti:
             self.push(wrap(self, self.ip - 1))
@@ -265,9 +252,6 @@ class InstructionTranslator:
         """Call ``fn`` natively on unwrapped arguments while the recorder records."""
         return self.output.call_leaf(self, fn, args, kwargs)
 
-    def call(self, callee: VariableTracker, args, kwargs) -> VariableTracker:
-        return callee.call(self, list(args), dict(kwargs))
-
     def inline_call(self, code, f_globals, bound, closure, name) -> VariableTracker:
         """Run a user function's code in a child translator and return its result."""
         if code.co_flags & _ASYNC_FLAGS:
@@ -278,15 +262,15 @@ class InstructionTranslator:
                               f"(calling `{name}`)", frames=self.user_frames())
         child = InstructionTranslator(self.output, code, f_globals, bound, closure, name, self)
         if code.co_flags & inspect.CO_GENERATOR:
-            from .variables.containers import GeneratorVariable
-
             child.run()  # stops at RETURN_GENERATOR: the body runs lazily, on each next()
             return GeneratorVariable(child)
         return child.run()
 
-    def binary_op(self, symbol: str, left, right) -> VariableTracker:
-        from .opcodes.arithmetic import apply_binary
+    def wrap(self, value, source=None) -> VariableTracker:
+        """The tracker for a Python value met while running this code (see ``Interpreter``)."""
+        return wrap(self, value, source)
 
+    def binary_op(self, symbol: str, left, right) -> VariableTracker:
         return apply_binary(self, symbol, left, right)
 
     def zero_arg_super(self):
@@ -301,8 +285,6 @@ class InstructionTranslator:
         return cell.contents.as_constant(), receiver
 
     def load_global(self, name: str) -> VariableTracker:
-        from .sources import GlobalSource
-
         if name in self.f_globals:
             return wrap(self, self.f_globals[name], GlobalSource(name))
         builtins_ = self.f_globals.get("__builtins__", __builtins__)

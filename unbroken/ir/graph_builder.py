@@ -196,7 +196,8 @@ class GraphBuilder:
             node = self._read_symbol(expr)
         else:
             node = self._build_compound(expr)
-        node.meta["val"] = self.symint(expr) if self.symint else None
+        if isinstance(expr, sympy.Expr):  # a condition (Eq, Or...) keeps the SymBool it computed
+            node.meta["val"] = self.symint(expr) if self.symint else None
         _no_location(node)
         return node
 
@@ -292,6 +293,25 @@ class GraphBuilder:
             node = graph.call_function(aten._assert_scalar.default, (None, message))
         with graph.inserting_before(node):
             node.args = (self.expr_node(fact), message)
+        self.annotate(node, None)
+        node.meta.update(user_frames=frames, stack_trace=format_stack(frames) + "\n")
+        return node
+
+    def assert_at_inputs(self, fact, message: str, frames) -> fx.Node:
+        """An ``aten._assert_scalar(fact, message)`` right after the placeholders of the root
+        graph, computing ``fact`` (over input sizes only) with size nodes of its own: a node
+        cached for an expression may be defined later in the graph than this point."""
+        graph = self.root_graph
+        last = [n for n in graph.nodes if n.op == "placeholder"][-1]
+        with graph.inserting_after(last):
+            node = graph.call_function(aten._assert_scalar.default, (None, message))
+        scope = self._scopes[0]
+        cached, scope.sym_nodes = scope.sym_nodes, {}
+        try:
+            with graph.inserting_before(node):
+                node.args = (self.expr_node(fact), message)
+        finally:
+            scope.sym_nodes = cached
         self.annotate(node, None)
         node.meta.update(user_frames=frames, stack_trace=format_stack(frames) + "\n")
         return node

@@ -59,6 +59,8 @@ class ProgramParts:
     env:               the unbroken ``ShapeEnvironment`` of the symbols (their ranges and the
                        facts learnt about data-dependent ones), when the stage has it; passes
                        that re-record (``run_decompositions``) keep using it.
+    specializations:   the ``Dim.AUTO`` dims export made static because the code pins them
+                       (``symbolic.auto.Specialization``: dim, value, reason, user frames).
     """
 
     graph_module: fx.GraphModule
@@ -74,6 +76,7 @@ class ProgramParts:
     module_types: Mapping = field(default_factory=dict)
     dialect: str = "TRAINING"
     env: object = None
+    specializations: tuple = ()
 
 
 def as_graph_module(graph_module) -> fx.GraphModule:

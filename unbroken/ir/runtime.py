@@ -12,7 +12,12 @@ argument names and pytree structure. unbroken adds its input checks, as a forwar
    is an :class:`InputMismatchError` that shows the expected structure);
 2. every user input is checked against the graph (:class:`InputChecker`): dtype, rank,
    specialized sizes, dynamic dims against ``range_constraints`` (shared symbols must agree,
-   derived dims like ``2*s0`` must be consistent), specialized non-tensor inputs.
+   derived dims like ``2*s0`` must be consistent), specialized non-tensor inputs;
+3. the graph's run-time assertions over input sizes only (``aten._assert_scalar`` on a relation
+   no ``dynamic_shapes`` spec can state) are checked before the graph runs, so the error names
+   the sizes and the model's line rather than failing inside the graph.
+
+``module.check_inputs(*args, **kwargs)`` runs those checks alone (``AdditionalInputs`` uses it).
 
 While the module is being traced (``torch.compile``, ``torch.export``, unbroken's own export,
 fake tensors), the checks step aside: the tracer has its own, and they would only specialize
@@ -32,7 +37,8 @@ from torch.export._unlift import _unlift_exported_program_lifted_states
 from unbroken.symbolic.diagnostics import InputMismatchError
 from unbroken.ir.signature import ConstantArgument, InputKind
 
-__all__ = ["InputChecker", "InputGuard", "build_module", "flatten_user_inputs"]
+__all__ = ["InputChecker", "InputGuard", "build_module", "flatten_user_inputs",
+           "size_assertions"]
 
 _SIZE_HINT = (
     "pass inputs with the sizes the program was exported for, or re-export with a "
@@ -206,7 +212,9 @@ class _SymbolBinder:
             sources = ", ".join(f"{s} = {known[s]} from {self.bindings[s][1]}"
                                 for s in sorted(expr.free_symbols, key=str))
             raise _mismatch(f"{where} = {value} but the program requires it to equal {expr} = "
-                            f"{expected} ({sources}).", hint=_SIZE_HINT)
+                            f"{expected} ({sources}).",
+                            hint="pass inputs whose sizes keep this relation: the model's code "
+                                 "needs it (it was exported for those sizes only).")
 
     def _solve(self, expr, symbol, value: int, where: str) -> None:
         try:
@@ -284,16 +292,45 @@ def _check_constant(user: _UserInput, value) -> None:
                              "(or a dynamic int) so the value is not baked into the graph.")
 
 
+@dataclass(frozen=True, slots=True)
+class _SizeAssertion:
+    """A run-time assertion of the graph on input sizes (``aten._assert_scalar``).
+
+    fact: the sympy boolean over the program's size symbols; message: the node's message.
+    """
+
+    fact: object
+    message: str
+
+
+def size_assertions(graph) -> tuple[_SizeAssertion, ...]:
+    """The ``aten._assert_scalar`` nodes of ``graph`` whose condition is a symbolic boolean
+    (their ``meta["val"]``), in graph order."""
+    found = []
+    for node in graph.nodes:
+        if node.op != "call_function" or node.target is not torch.ops.aten._assert_scalar.default:
+            continue
+        condition = node.args[0]
+        value = condition.meta.get("val") if isinstance(condition, torch.fx.Node) else None
+        if isinstance(value, (torch.SymBool, torch.SymInt)) and \
+                not isinstance(value.node.expr, sympy.Expr):
+            found.append(_SizeAssertion(sympy.sympify(value.node.expr), str(node.args[1])))
+    return tuple(found)
+
+
 class InputChecker:
     """Checks flattened user inputs against the placeholders of an exported graph.
 
     users:             one :class:`_UserInput` per flattened user input, in order.
     range_constraints: symbol -> range (``lower``/``upper``) of the dynamic dims.
+    assertions:        run-time assertions of the graph; those over input sizes only (relations
+                       no ``dynamic_shapes`` spec can state) are checked before the graph runs.
     """
 
-    def __init__(self, users, range_constraints):
+    def __init__(self, users, range_constraints, assertions=()):
         self.users = tuple(users)
         self.range_constraints = range_constraints
+        self.assertions = tuple(assertions)
 
     def check(self, leaves) -> None:
         """Raise InputMismatchError naming the first input that does not fit."""
@@ -301,6 +338,8 @@ class InputChecker:
         for user, value in zip(self.users, leaves):
             self._check_one(user, value, binder)
         binder.finish()
+        for assertion in self.assertions:
+            _check_assertion(assertion, binder)
 
     def _check_one(self, user: _UserInput, value, binder: _SymbolBinder) -> None:
         if isinstance(user.val, torch.Tensor):
@@ -309,6 +348,19 @@ class InputChecker:
             _check_symint_input(user, value, binder)
         else:
             _check_constant(user, value)
+
+
+def _check_assertion(assertion: _SizeAssertion, binder: _SymbolBinder) -> None:
+    symbols = assertion.fact.free_symbols
+    if not symbols or not symbols <= set(binder.bindings):
+        return  # data-dependent: the graph checks it when the value is known
+    holds = assertion.fact.xreplace({s: sympy.Integer(binder.bindings[s][0]) for s in symbols})
+    if holds is sympy.false:
+        sizes = ", ".join(f"{binder.bindings[s][1]} = {binder.bindings[s][0]}"
+                          for s in sorted(symbols, key=str))
+        raise _mismatch(f"{assertion.message}, which these inputs break ({sizes}).",
+                        hint="pass inputs whose sizes satisfy it: the program was exported for "
+                             "them only (the model's code needs this relation between sizes).")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -346,7 +398,13 @@ class InputGuard:
         users = _user_inputs(program)
         self.in_spec = program.call_spec.in_spec
         self.names = [u.name for u in users]
-        self.checker = InputChecker(users, program.range_constraints)
+        self.checker = InputChecker(users, program.range_constraints,
+                                    size_assertions(program.graph))
+
+    def check_inputs(self, *args, **kwargs) -> None:
+        """Raise InputMismatchError unless the program admits ``(args, kwargs)``; runs
+        nothing (also ``module.check_inputs``)."""
+        self.checker.check(flatten_user_inputs(self.in_spec, self.names, args, kwargs))
 
     def __call__(self, module, args, kwargs):
         if torch.compiler.is_compiling():
@@ -354,7 +412,7 @@ class InputGuard:
         leaves = pytree.tree_leaves((args, kwargs))
         if _traced(leaves):
             return None
-        self.checker.check(flatten_user_inputs(self.in_spec, self.names, args, kwargs))
+        self.check_inputs(*args, **kwargs)
         return None
 
 
@@ -363,7 +421,9 @@ def build_module(program) -> torch.fx.GraphModule:
     module = _unlift_exported_program_lifted_states(program, check_guards=False)
     module.validate_inputs = False  # torch's own pre-hook: ours below says it in our words
     _detach_buffer_write_backs(module)
-    module.register_forward_pre_hook(InputGuard(program), with_kwargs=True)
+    guard = InputGuard(program)
+    module.register_forward_pre_hook(guard, with_kwargs=True)
+    module.check_inputs = guard.check_inputs  # AdditionalInputs: admitted without running
     return module
 
 

@@ -72,9 +72,14 @@ class ShapeEnvironment:
         self.spec_ranges: dict[sympy.Symbol, ValueRange] = {}
         self.guards: list[Guard] = []
         self.facts: list[sympy.Basic] = []
-        # Dim.AUTO symbols: the spec lets export adopt what the code requires of them.
-        # symbol -> the source of its dimension (``x.shape[0]``), the key of a refinement.
+        # Dim.AUTO and Dim.DYNAMIC symbols: the spec lets export adopt what the code requires
+        # of them (symbolic.auto). symbol -> the source of its dimension (``x.shape[0]``), the
+        # key of a refinement. ``dynamic_symbols``: those of Dim.DYNAMIC, never made static.
         self.auto_symbols: dict[sympy.Symbol, str] = {}
+        self.dynamic_symbols: set[sympy.Symbol] = set()
+        # symbols whose spec says min=1: export checks whether the program also serves size 1
+        # (dynamic ranges start at 2 while tracing; see unbroken.size_one)
+        self.admits_one: set[sympy.Symbol] = set()
         self._hints: dict[sympy.Symbol, int | float] = {}
         self._op_stack: list[str] = []
         self._decided: dict[tuple, bool] = {}

@@ -19,6 +19,13 @@ univariate), until all are implied:
 Every decision is made with z3 over the new ranges (``implied`` below), so what is returned is
 proven for the symbolic spec; the pipeline then re-exports with the rendered spec to verify it
 end to end.
+
+``adopt=True`` is the search ``Dim.AUTO`` uses, where the result is adopted rather than shown:
+a dim becomes static only where the code pins it to one value (``s == c`` has one admitted
+solution; ``x*y == 8*x``); a relation that solves for its latest symbol as a polynomial of
+earlier ones (``z == x*y``) makes that symbol the polynomial; and a fact no spec can state
+(``a == b or b == 1``, ``s % 4 == 0``, ``s != 5`` inside the range) is *asserted*: kept in
+``Fix.asserted``, assumed by the rest of the search, and checked at run time by the program.
 """
 from __future__ import annotations
 
@@ -41,7 +48,9 @@ MAX_CHANGES = 32
 class Fix:
     """A spec change. ``static``: symbol -> value; ``derived``: symbol -> expression of other
     symbols (roots); ``ranges``: root symbol -> (lower, upper or None); ``hints``: example value
-    of every symbol (new roots included); ``notes``: one line per change, for the message."""
+    of every symbol (new roots included); ``notes``: one line per change, for the message;
+    ``new_roots``: symbols the fix introduces (divisibility roots); ``asserted``: facts kept as
+    run-time assertions (adopt mode only); ``pinned_by``: static symbol -> the fact that pins it."""
 
     static: dict = field(default_factory=dict)
     derived: dict = field(default_factory=dict)
@@ -49,6 +58,8 @@ class Fix:
     hints: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
     new_roots: list = field(default_factory=list)
+    asserted: list = field(default_factory=list)
+    pinned_by: dict = field(default_factory=dict)
 
     def substitution(self) -> dict:
         return {**{s: sympy.Integer(v) for s, v in self.static.items()}, **self.derived}
@@ -64,16 +75,18 @@ class Fix:
         return sympy.expand(expr) if isinstance(expr, sympy.Expr) else expr
 
 
-def implied(fact, ranges: dict) -> bool:
-    """Whether ``fact`` holds for every integer assignment within ``ranges`` (z3)."""
+def implied(fact, ranges: dict, assumptions=()) -> bool:
+    """Whether ``fact`` holds for every integer assignment within ``ranges`` (z3) under which
+    every fact of ``assumptions`` holds."""
     fact = sympy.sympify(fact)
     if fact is sympy.true:
         return True
-    if fact is sympy.false:
+    if fact is sympy.false and not assumptions:
         return False
     solver = z3.Solver()
     solver.set("timeout", 2000)
-    for symbol in fact.free_symbols:
+    symbols = set(fact.free_symbols).union(*(sympy.sympify(a).free_symbols for a in assumptions))
+    for symbol in symbols:
         lower, upper = ranges.get(symbol, (None, None))
         var = z3.Int(str(symbol))
         if lower is not None:
@@ -81,28 +94,123 @@ def implied(fact, ranges: dict) -> bool:
         if upper is not None:
             solver.add(var <= upper)
     try:
+        solver.add(*(to_z3(sympy.sympify(a)) for a in assumptions))
         solver.add(z3.Not(to_z3(fact)))
-    except Untranslatable:  # a function z3 cannot express: never claim it is implied
+    except (Untranslatable, z3.Z3Exception):  # z3 cannot express it: never claim it implied
         return False
     return solver.check() == z3.unsat
 
 
-def suggest_fix(facts, ranges: dict, hints: dict, describe=str) -> Fix | None:
+def suggest_fix(facts, ranges: dict, hints: dict, describe=str, *,
+                adopt: bool = False, fixed=frozenset()) -> Fix | None:
     """The fix for ``facts`` (see the module docstring), or None.
 
     ranges: symbol -> (lower, upper or None) of the current spec; hints: symbol -> example
-    value; describe: symbol -> text for notes (``x.shape[0]``).
+    value; describe: symbol -> text for notes (``x.shape[0]``); adopt: the ``Dim.AUTO``
+    search (see the module docstring); fixed: symbols the adopt search may not change (named
+    ``Dim``s), which it keeps as they are and expresses the others through.
     """
     fix = Fix(ranges=dict(ranges), hints=dict(hints))
     facts = [part for fact in facts for part in _conjuncts(sympy.sympify(fact))]
     for _ in range(MAX_CHANGES):
-        pending = [f for f in facts if not implied(fix.apply(f), fix.ranges)]
+        asserted = [fix.apply(a) for a in fix.asserted]
+        pending = [f for f in facts if not implied(fix.apply(f), fix.ranges, asserted)]
         if not pending:
             return fix
+        if adopt:
+            if not any(_adopt_change(fix, fix.apply(f), f, describe, fixed) for f in pending):
+                fix.asserted.append(pending[0])
+                fix.notes.append(f"`{render_expr(pending[0], describe)}` is checked at run time")
+            continue
+        pending.sort(key=lambda f: _priority(fix.apply(f)))
         if not any(_change(fix, fix.apply(f), describe) for f in pending):
             if not _specialize_last(fix, fix.apply(pending[0]), describe):
                 return None
     return None
+
+
+def _priority(fact) -> int:
+    """Structural changes first: a divisibility root (``n == 4*k``) or a relation between dims
+    can settle other facts (``n // 4 != 1`` holds once ``k >= 2``) that alone would make a dim
+    static."""
+    if isinstance(fact, sympy.Eq) and fact.has(Mod, PythonMod):
+        return 0
+    if isinstance(fact, sympy.Eq) and len(fact.free_symbols) > 1:
+        return 1
+    return 2
+
+
+def _adopt_change(fix: Fix, fact, original, describe, fixed) -> bool:
+    """One change the ``Dim.AUTO`` search may make for ``fact``: a pin, a range, an equality
+    or a polynomial relation; False when the fact is better asserted."""
+    if not isinstance(fact, sympy.core.relational.Relational):
+        return False
+    symbols = sorted(fact.free_symbols, key=_order)
+    if len(symbols) == 1:
+        return symbols[0] not in fixed and \
+            _adopt_univariate(fix, fact, original, symbols[0], describe)
+    if isinstance(fact, sympy.Eq):
+        return _relate_polynomial(fix, fact, symbols, describe, fixed)
+    return False
+
+
+def _adopt_univariate(fix: Fix, fact, original, s, describe) -> bool:
+    hint = fix.hints[s]
+    if isinstance(fact, sympy.Eq):
+        if not implied(sympy.Eq(s, hint), fix.ranges, [fact]):
+            return False  # several sizes satisfy it: not a pin
+        fix.pinned_by[s] = original
+        return _make_static(fix, s, f"the code needs `{render_expr(fact, describe)}`", describe)
+    linear = _linear(sympy.expand(fact.lhs - fact.rhs), s)
+    if linear is None:
+        return False
+    if isinstance(fact, sympy.Ne):  # a range end may move; a hole in the middle is asserted
+        value = sympy.Rational(-linear[1], linear[0])
+        lower, upper = fix.ranges.get(s, (2, None))
+        return value in (lower, upper) and _exclude(fix, s, value, describe)
+    return _bound(fix, fact, s, linear[0], linear[1], describe)
+
+
+def _relate_polynomial(fix: Fix, fact, symbols, describe, fixed) -> bool:
+    """``later == p(earlier...)``: the latest symbol that is not ``fixed`` becomes the integer
+    polynomial ``p`` when every value of ``p`` lies in its range; ``y == 8`` whatever ``x`` is
+    pins ``y``."""
+    free = [s for s in symbols if s not in fixed]
+    if not free:
+        return False
+    later = free[-1]
+    if any(s not in fixed and _order(s) > _order(later) for s in symbols):
+        return False
+    try:
+        solved = sympy.solve(fact, later)
+    except (NotImplementedError, ValueError, TypeError):  # not a relation sympy solves
+        return False
+    if len(solved) != 1:
+        return False
+    value = sympy.expand(solved[0])
+    if value.is_Integer:
+        fix.pinned_by[later] = fact
+        return _make_static(fix, later, f"the code needs `{render_expr(fact, describe)}`",
+                            describe)
+    if not _integer_polynomial(value) or later in value.free_symbols:
+        return False
+    lower, upper = fix.ranges.get(later, (2, None))
+    in_range = sympy.Ge(value, lower) if upper is None else \
+        sympy.And(sympy.Ge(value, lower), sympy.Le(value, upper))
+    if not implied(in_range, fix.ranges):
+        return False
+    fix.derived[later] = value
+    fix.ranges.pop(later, None)
+    fix.notes.append(f"{describe(later)} = {render_expr(value, describe)}")
+    return True
+
+
+def _integer_polynomial(expr) -> bool:
+    """A polynomial with integer coefficients in its symbols (``x*y``, ``2*x + 1``)."""
+    symbols = sorted(expr.free_symbols, key=str)
+    if not symbols or not expr.is_polynomial(*symbols):
+        return False
+    return all(c.is_Integer for c in sympy.Poly(expr, *symbols).coeffs())
 
 
 def _conjuncts(fact) -> list:

@@ -91,6 +91,15 @@ def _z3_trunc(a):
     return z3.If(real >= 0, z3.ToInt(real), -z3.ToInt(-real))
 
 
+def _z3_round(a):
+    """Python ``round``: the nearest integer, ties to the even one (``floor(a + 1/2)``, minus
+    one when ``a + 1/2`` is an odd integer)."""
+    shifted = as_real(a) + z3.RealVal("1/2")
+    nearest = z3.ToInt(shifted)
+    tie_to_odd = z3.And(z3.ToReal(nearest) == shifted, nearest % 2 == 1)
+    return z3.If(tie_to_odd, nearest - 1, nearest)
+
+
 def _z3_floor(a):
     return z3.ToInt(as_real(a)) if not a.is_int() else a
 
@@ -162,7 +171,7 @@ FUNCTIONS: dict[type, SymbolicFunction] = dict([
            math.ceil),
     _entry(E.TruncToInt, math.trunc, lambda a: a.trunc(), _z3_trunc, math.trunc),
     _entry(E.TruncToFloat, lambda a: float(math.trunc(a)), lambda a: a.trunc(), None, None),
-    _entry(E.RoundToInt, round, lambda a: a.round_to_int(), None, round),
+    _entry(E.RoundToInt, round, lambda a: a.round_to_int(), _z3_round, round),
     # relations (decided by ranges.static_truth, not by an interval rule)
     _entry(sympy.Eq, operator.eq, None, operator.eq, operator.eq),
     _entry(sympy.Ne, operator.ne, None, operator.ne, operator.ne),

@@ -282,23 +282,33 @@ class _Parser:
         return _fold(_build(sympy.Add, _numeric(value), *terms))
 
     def parse_product(self):
-        # A leading sign is kept aside and applied to the whole product, as sympy prints
-        # Mul(-1, a + b, c) as "-(a + b)*c": negating the first factor alone would distribute
-        # over a + b and read back a different (equal) expression. Negation commutes with * and
-        # /, not with // and %: the pending sign is applied before either, as Python would.
+        # sympy prints Mul(2, a + b, c) as "2*(a + b)*c" and Mul(-1, a + b, c) as
+        # "-(a + b)*c". Multiplying pairwise would distribute the number over a + b (sympy does
+        # that for a two-factor Mul) and read back an equal but different expression, so a run
+        # of * and / factors, with a leading sign as the factor -1, becomes one n-ary Mul.
+        # Negation and factors commute with * and /, not with // and %: the run is closed
+        # (sign included) before either, as Python would evaluate it.
         negative = False
         while (sign := self.accept("-", "+")) is not None:
             self.count()
             negative ^= sign == "-"
-        value = self.parse_unary()
+        factors = [self.parse_unary()]  # a lone factor may be a condition (True, s0 > 2)
         while (operator := self.accept("*", "/", "//", "%")) is not None:
             self.count()
             if operator in ("//", "%"):
                 self.count_division()
-                if negative:
-                    value, negative = _fold(-_numeric(value)), False
-            value = _product(operator, _numeric(value), _numeric(self.parse_unary()))
-        return _fold(-_numeric(value)) if negative else value
+                value = _numeric(_multiply(factors, negative))
+                negative = False
+                factors = [_product(operator, value, _numeric(self.parse_unary()))]
+                continue
+            right = _numeric(self.parse_unary())
+            if operator == "/":
+                if right.is_zero:
+                    raise ExpressionError(f"division by zero in {_multiply(factors, False)} / "
+                                          f"{right}")
+                right = _build(sympy.Pow, right, -1)
+            factors.append(right)
+        return _multiply(factors, negative)
 
     def parse_unary(self):
         operator = self.accept("-", "+")
@@ -415,6 +425,16 @@ def _fold(value):
     if isinstance(value, sympy.Float) and not math.isfinite(float(value)):
         raise ExpressionError("a folded float is not finite")
     return value
+
+
+def _multiply(factors: list, negative: bool):
+    """One n-ary Mul of ``factors`` (negated when ``negative``); a single factor as is."""
+    if len(factors) == 1 and not negative:
+        return factors[0]
+    factors = [_numeric(f) for f in factors]
+    if negative:
+        factors = [sympy.Integer(-1), *factors]
+    return factors[0] if len(factors) == 1 else _fold(_build(sympy.Mul, *factors))
 
 
 def _build(constructor, *arguments):

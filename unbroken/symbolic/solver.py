@@ -16,9 +16,10 @@ reused ``z3.Solver`` with push/pop. z3 may answer ``unknown`` on non-linear inte
 (typically ``%`` over symbols); we then retry once with a fresh solver and a longer timeout,
 and never treat ``unknown`` as "implied".
 
-Python semantics of ``//`` and ``%`` are encoded exactly: z3's integer ``div``/``mod`` are
-Euclidean (``mod`` is never negative), Python's floor. For ``b > 0`` they agree; for ``b < 0``
-we use ``a // b == (-a) div (-b)``; and ``a % b == a - b * (a // b)`` always.
+Python semantics of ``//``, ``%`` and ``round`` are encoded exactly: z3's integer ``div``/``mod``
+are Euclidean (``mod`` is never negative), Python's floor. For ``b > 0`` they agree; for
+``b < 0`` we use ``a // b == (-a) div (-b)``; and ``a % b == a - b * (a // b)`` always.
+``round(v)`` is ``floor(v + 1/2)``, minus one when ``v + 1/2`` is an odd integer (ties to even).
 """
 from __future__ import annotations
 
@@ -314,5 +315,3 @@ class _Translator:
             z_value = self.translate(value)
             result = z_value if result is None else z3.If(self.translate(cond), z_value, result)
         return result
-
-

@@ -25,6 +25,8 @@ cannot serve it and sizes >= 2 soundly. Every dynamic dimension therefore has th
 ``[max(min, 2), max]``. ``Dim.AUTO`` with an example size of 0 or 1 becomes static (as in
 PyTorch); a named ``Dim`` or ``Dim.DYNAMIC`` with such an example raises ``ExportUsageError``
 asking for an example of size >= 2 (PyTorch would fail later with a constraint violation).
+A dim declared ``min=1`` is still traced from 2; its symbol goes into ``env.admits_one``, and
+``unbroken.size_one`` widens its range to 1 when a trace at size 1 gives the same program.
 """
 from __future__ import annotations
 
@@ -57,7 +59,8 @@ class _Occurrence:
 
 
 def resolve_dynamic_shapes(combined_args: dict[str, Any], dynamic_shapes,
-                           env: ShapeEnvironment, auto_refinements=None) -> dict[str, Any]:
+                           env: ShapeEnvironment, auto_refinements=None,
+                           forced_static=frozenset()) -> dict[str, Any]:
     """Return ``combined_args`` with every tensor replaced by a tuple of dim entries.
 
     Each entry is an ``int`` (static) or a sympy expression over symbols created in ``env``
@@ -65,13 +68,19 @@ def resolve_dynamic_shapes(combined_args: dict[str, Any], dynamic_shapes,
     spec or an example input that the spec does not admit.
 
     ``auto_refinements`` adopts what a previous trace found the code requires of ``Dim.AUTO``
-    dims: ``{source: "static"}`` makes the dim static, ``{source: other_source}`` makes it the
-    same symbol as another (earlier) dim, ``{source: ("range", lower, upper)}`` narrows its
-    range. Sources are ``x.shape[0]``-style descriptions.
+    and ``Dim.DYNAMIC`` dims (``symbolic.auto``): ``{source: "static"}`` makes an AUTO dim
+    static, ``{source: other_source}`` makes it the same symbol as another (earlier) dim,
+    ``{source: ("range", lower, upper)}`` narrows its range, ``{source: ("expr", e)}`` makes it
+    the expression ``e`` whose symbols are named after earlier dims' sources (``x.shape[0] *
+    y.shape[0]``). Sources are ``x.shape[0]``-style descriptions.
+
+    ``forced_static``: ``(id(tensor), dim)`` pairs that are static whatever the spec says
+    (the second trace that checks whether a program also serves size 1).
     """
     specs = _top_level(combined_args, dynamic_shapes)
     occurrences: list[_Occurrence] = []
-    shaped = {name: _walk(value, specs[name], name, occurrences) for name, value in combined_args.items()}
+    shaped = {name: _walk(value, specs[name], name, occurrences, forced_static)
+              for name, value in combined_args.items()}
     resolved = _Resolver(env, auto_refinements or {}).resolve(occurrences)
     return {name: _fill(value, resolved) for name, value in shaped.items()}
 
@@ -108,10 +117,10 @@ def _top_level(combined_args: dict[str, Any], dynamic_shapes) -> dict[str, Any]:
         f"got {type(dynamic_shapes).__name__}.", hint=_DOC)
 
 
-def _walk(value, spec, path: str, occurrences: list) -> Any:
+def _walk(value, spec, path: str, occurrences: list, forced=frozenset()) -> Any:
     """Mirror ``value``; tensors become lists of occurrence indices or static ints."""
     if isinstance(value, torch.Tensor):
-        return _tensor(value, spec, path, occurrences)
+        return _tensor(value, spec, path, occurrences, forced)
     if pytree.tree_is_leaf(value):
         if spec is not None and not (isinstance(spec, _DimHint) and spec.type is _DimHintType.STATIC):
             raise ExportUsageError(
@@ -122,7 +131,8 @@ def _walk(value, spec, path: str, occurrences: list) -> Any:
     children, context = _flatten_one(value)
     child_specs = _child_specs(value, spec, path, len(children))
     keys = _child_keys(value, len(children))
-    mirrored = [_walk(c, s, f"{path}{k}", occurrences) for c, s, k in zip(children, child_specs, keys)]
+    mirrored = [_walk(c, s, f"{path}{k}", occurrences, forced)
+                for c, s, k in zip(children, child_specs, keys)]
     return _Rebuild(pytree._get_node_type(value), context, mirrored)
 
 
@@ -200,14 +210,15 @@ class _TensorDims:
 
 
 # ----- one tensor -----
-def _tensor(tensor: torch.Tensor, spec, path: str, occurrences: list) -> _TensorDims:
+def _tensor(tensor: torch.Tensor, spec, path: str, occurrences: list,
+            forced=frozenset()) -> _TensorDims:
     ndim = tensor.dim()
     entries = _per_dim(spec, ndim, path)
     dims = []
     for index, entry in enumerate(entries):
         size = int(tensor.shape[index])
         source = f"{path}.shape[{index}]"
-        if entry is None or _is_static_hint(entry):
+        if entry is None or _is_static_hint(entry) or (id(tensor), index) in forced:
             dims.append(size)
         elif isinstance(entry, int) and not isinstance(entry, bool):
             if entry != size:
@@ -307,16 +318,23 @@ class _Resolver:
                 return occ.size
             raise _small_example(occ, "Dim.DYNAMIC")
         _check_in_range(occ, occ.size, lower, upper, label)
-        refinement = self.auto_refinements.get(occ.source) if auto else None
-        if refinement == "static":
+        refinement = self.auto_refinements.get(occ.source)
+        if refinement == "static" and auto:
             return occ.size
+        if isinstance(refinement, tuple) and refinement[0] == "expr":  # z.shape[0] == x0 * y0
+            expr = refinement[1]
+            return sympy.expand(expr.xreplace(
+                {s: sympy.sympify(self._by_source[s.name]) for s in expr.free_symbols}))
         if isinstance(refinement, tuple):  # ("range", lower, upper): a narrower range
             lower, upper = refinement[1], refinement[2]
-        elif refinement is not None:
+        elif isinstance(refinement, str) and refinement != "static":
             return self._by_source[refinement]
         symbol = self.env.create_symbol("", occ.size, lower=lower, upper=upper, source=occ.source)
-        if auto:
-            self.env.auto_symbols[symbol] = occ.source
+        if hint.min == 1:
+            self.env.admits_one.add(symbol)
+        self.env.auto_symbols[symbol] = occ.source
+        if not auto:
+            self.env.dynamic_symbols.add(symbol)
         return symbol
 
     def _group_roots(self, occurrences):
@@ -356,7 +374,11 @@ class _Resolver:
         _check_root_range(name, hint, lower, upper, uses)
         first = uses[0][0]
         source = next((o.source for o, d in uses if d is None), f"{name} (via {first.source})")
-        return self.env.create_symbol(name, hint, lower=lower, upper=upper, source=source)
+        symbol = self.env.create_symbol(name, hint, lower=lower, upper=upper, source=source)
+        if dim.min == 1 and all(derived is None or derived.fn(sympy.Integer(1)) >= 1
+                                for _, derived in uses):
+            self.env.admits_one.add(symbol)
+        return symbol
 
     def _root_hint(self, name: str, uses: list) -> int:
         direct = [(occ.source, occ.size) for occ, derived in uses if derived is None]

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import operator
 
+from ..protocol import iterate
+from ..variables.builder import wrap
 from ..variables.constant import ConstantVariable
 from ..variables.containers import DictVariable, ListVariable, SequenceVariable, check_mutable
 from ..variables.nn_module import NNModuleVariable
 from ..variables.objects import NewObjectVariable, ObjectVariable
 from ..variables.tensor import TensorVariable
-from ..variables.builder import wrap
-from . import opcode
+from .registry import opcode
 
 BINARY = {
     "ADD": ("+", operator.add), "SUBTRACT": ("-", operator.sub), "MULTIPLY": ("*", operator.mul),
@@ -62,7 +63,7 @@ def _sequence_op(tx, symbol, left, right, inplace):
                 return left
             return left.rebuild(left.elements + right.elements)
         if symbol == "+" and inplace and isinstance(left, ListVariable):
-            left.elements.extend(right.items(tx))
+            left.elements.extend(iterate(tx, right))
             return left
         if symbol == "*" and right.is_constant():
             if inplace and isinstance(left, ListVariable):
@@ -148,9 +149,7 @@ def is_op(tx, instruction):
 
 def contains(tx, item, container) -> bool:
     if isinstance(container, (ObjectVariable, NewObjectVariable)):
-        from ..variables.objects import call_protocol
-
-        result = call_protocol(tx, container, container.value, "__contains__", [item])
+        result = container.special(tx, "__contains__", [item])
         if result is not None:
             return result.truth(tx)
     if isinstance(container, DictVariable):
@@ -162,7 +161,7 @@ def contains(tx, item, container) -> bool:
     if container.is_constant() and item.is_constant():
         return item.as_constant() in container.as_constant()
     return any(compare(tx, "EQ", element, item).truth(tx) if not is_same(element, item) else True
-               for element in container.items(tx))
+               for element in iterate(tx, container))
 
 
 @opcode("CONTAINS_OP")

@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 from ..graph_breaks import graph_break
-from ..translator import NULL
+from .. import protocol
 from ..variables.containers import DictVariable
 from ..variables.functions import NestedFunctionVariable
-from . import opcode
+from .registry import NULL, opcode
 
 
 @opcode("KW_NAMES")
@@ -25,7 +25,7 @@ def call(tx, instruction):
         callee, positional = first, [second, *values]
     split = len(positional) - len(names)
     kwargs = dict(zip(names, positional[split:]))
-    tx.push(tx.call(callee, positional[:split], kwargs))
+    tx.push(protocol.call(tx, callee, positional[:split], kwargs))
 
 
 @opcode("CALL_FUNCTION_EX")
@@ -38,7 +38,7 @@ def call_function_ex(tx, instruction):
     if not isinstance(kwargs, DictVariable):
         raise graph_break("UB117", f"`**` unpacking of {kwargs.describe()}")
     keyword = kwargs.entries
-    tx.push(tx.call(callee, args.items(tx), keyword))
+    tx.push(protocol.call(tx, callee, protocol.iterate(tx, args), keyword))
 
 
 @opcode("MAKE_FUNCTION")

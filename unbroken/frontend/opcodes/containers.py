@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import operator
 
-import torch
-
+from ..builtins import call_builtin, concrete
 from ..graph_breaks import graph_break
+from ..protocol import iterate, subscript
 from ..variables.constant import ConstantVariable
-from ..variables.containers import (DictVariable, ListVariable, SequenceVariable, SliceVariable,
-                                    TupleVariable, check_mutable, dict_key)
-from ..variables.nn_module import NNModuleVariable
+from ..variables.containers import (DictVariable, ListVariable, SliceVariable, TupleVariable,
+                                    check_mutable, dict_key)
 from ..variables.objects import NewObjectVariable, ObjectVariable
-from ..variables.tensor import SymbolicVariable, TensorVariable
-from ..variables.builder import wrap
-from . import opcode
+from ..variables.tensor import TensorVariable
+from .registry import opcode
 
 
 @opcode("BUILD_TUPLE")
@@ -29,8 +27,6 @@ def build_list(tx, instruction):
 
 @opcode("BUILD_SET")
 def build_set(tx, instruction):
-    from ..builtins import call_builtin
-
     tx.push(call_builtin(tx, set, [TupleVariable(tx.popn(instruction.arg))], {}))
 
 
@@ -71,7 +67,7 @@ def list_append(tx, instruction):
 @opcode("LIST_EXTEND")
 def list_extend(tx, instruction):
     values = tx.pop()
-    tx.stack[-instruction.arg].elements.extend(values.items(tx))
+    tx.stack[-instruction.arg].elements.extend(iterate(tx, values))
 
 
 @opcode("LIST_TO_TUPLE")
@@ -111,7 +107,7 @@ def dict_update(tx, instruction):
 
 @opcode("UNPACK_SEQUENCE")
 def unpack_sequence(tx, instruction):
-    items = tx.pop().items(tx)
+    items = iterate(tx, tx.pop())
     if len(items) != instruction.arg:
         raise tx.user_exception(ValueError(f"expected {instruction.arg} values to unpack, got "
                                            f"{len(items)}"))
@@ -122,69 +118,12 @@ def unpack_sequence(tx, instruction):
 @opcode("UNPACK_EX")
 def unpack_ex(tx, instruction):
     before, after = instruction.arg & 0xFF, instruction.arg >> 8
-    items = tx.pop().items(tx)
+    items = iterate(tx, tx.pop())
     if len(items) < before + after:
         raise tx.user_exception(ValueError("not enough values to unpack"))
     middle = ListVariable(items[before:len(items) - after])
     for item in reversed(items[:before] + [middle] + items[len(items) - after:]):
         tx.push(item)
-
-
-def subscript(tx, container, index):
-    """``container[index]``."""
-    if isinstance(container, (SequenceVariable, DictVariable, NNModuleVariable)) \
-            and index.is_constant():
-        return container.getitem(tx, index)
-    if container.is_constant() and index.is_constant():
-        try:
-            return wrap(tx, container.as_constant()[index.as_constant()])
-        except Exception as exc:
-            raise tx.user_exception(exc)
-    if isinstance(container, (ObjectVariable, NewObjectVariable)):
-        from ..variables.objects import call_protocol
-
-        result = call_protocol(tx, container, container.value, "__getitem__", [index])
-        if result is not None:
-            return result
-    if isinstance(container, TensorVariable) and _has_symbolic(index):
-        return _symbolic_tensor_index(tx, container, index)
-    return tx.call_leaf(operator.getitem, [container, index], {})
-
-
-def _has_symbolic(index) -> bool:
-    if isinstance(index, SymbolicVariable):
-        return True
-    parts = index.parts if isinstance(index, SliceVariable) else getattr(index, "elements", ())
-    return any(_has_symbolic(p) for p in parts)
-
-
-def _symbolic_tensor_index(tx, tensor, index):
-    """``x[...]`` whose index holds symbolic sizes, as explicit ``select``/``slice``/
-    ``unsqueeze`` calls: Python's indexing would turn each symbolic int into a guard on its
-    example value, these ops keep it symbolic."""
-    parts = index.elements if isinstance(index, TupleVariable) else [index]
-    if any(isinstance(p, TensorVariable) or
-           (p.is_constant() and p.as_constant() is Ellipsis) for p in parts):
-        return tx.call_leaf(operator.getitem, [tensor, index], {})  # advanced indexing
-    result, dim = tensor, 0
-    for part in parts:
-        if part.is_constant() and part.as_constant() is None:
-            result = tx.call_leaf(torch.unsqueeze, [result, ConstantVariable(dim)], {})
-            dim += 1
-        elif isinstance(part, SliceVariable) or (part.is_constant()
-                                                 and isinstance(part.as_constant(), slice)):
-            bounds = part.parts if isinstance(part, SliceVariable) else \
-                [ConstantVariable(b) for b in (part.as_constant().start, part.as_constant().stop,
-                                               part.as_constant().step)]
-            start, stop, step = (None if b.is_constant() and b.as_constant() is None else b
-                                 for b in bounds)
-            result = tx.call_leaf(torch.ops.aten.slice.Tensor, [
-                result, ConstantVariable(dim), start or ConstantVariable(None),
-                stop or ConstantVariable(None), step or ConstantVariable(1)], {})
-            dim += 1
-        else:
-            result = tx.call_leaf(torch.select, [result, ConstantVariable(dim), part], {})
-    return result
 
 
 @opcode("BINARY_SUBSCR")
@@ -200,16 +139,13 @@ def store_subscr(tx, instruction):
     container = tx.pop()
     value = tx.pop()
     if isinstance(container, (ObjectVariable, NewObjectVariable)):
-        from ..variables.objects import call_protocol
-
-        if call_protocol(tx, container, container.value, "__setitem__", [index, value]) \
-                is not None:
+        if container.special(tx, "__setitem__", [index, value]) is not None:
             return
     check_mutable(tx, container, "item assignment")
     if isinstance(container, ListVariable):
         key = index.as_constant()
         if isinstance(key, slice):
-            container.elements[key] = value.items(tx)
+            container.elements[key] = iterate(tx, value)
         else:
             container.elements[key] = value
     elif isinstance(container, DictVariable):
@@ -225,9 +161,7 @@ def delete_subscr(tx, instruction):
     index = tx.pop()
     container = tx.pop()
     if isinstance(container, (ObjectVariable, NewObjectVariable)):
-        from ..variables.objects import call_protocol
-
-        if call_protocol(tx, container, container.value, "__delitem__", [index]) is not None:
+        if container.special(tx, "__delitem__", [index]) is not None:
             return
     check_mutable(tx, container, "item deletion")
     if isinstance(container, ListVariable):
@@ -246,8 +180,6 @@ def format_value(tx, instruction):
     flags = instruction.arg
     spec = tx.pop().as_constant() if flags & 0x04 else ""
     value = tx.pop()
-    from ..builtins import concrete
-
     raw = concrete(tx, value)
     convert = _CONVERSIONS[flags & 0x03]
     tx.push(ConstantVariable(format(convert(raw) if convert else raw, spec)))

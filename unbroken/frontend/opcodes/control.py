@@ -6,10 +6,12 @@ import importlib.util
 import sys
 
 from ..graph_breaks import graph_break
+from ..protocol import iterate, special_method
+from ..variables.builder import wrap
 from ..variables.constant import ConstantVariable
 from ..variables.containers import IteratorVariable
 from ..variables.objects import ContextManagerVariable, NewObjectVariable
-from . import opcode
+from .registry import opcode
 
 
 @opcode("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT")
@@ -62,7 +64,7 @@ opcode("JUMP_IF_FALSE_OR_POP")(_jump_or_pop(False))
 @opcode("GET_ITER")
 def get_iter(tx, instruction):
     value = tx.pop()
-    tx.push(value if isinstance(value, IteratorVariable) else IteratorVariable(value.items(tx)))
+    tx.push(value if isinstance(value, IteratorVariable) else IteratorVariable(iterate(tx, value)))
 
 
 @opcode("FOR_ITER")
@@ -103,8 +105,13 @@ def before_with(tx, instruction):
     if isinstance(manager, ContextManagerVariable):
         exit_fn, entered = manager.enter(tx)
     elif isinstance(manager, NewObjectVariable):  # a user context manager: inline its methods
-        exit_fn = manager.getattr(tx, "__exit__")
-        entered = manager.getattr(tx, "__enter__").call(tx, [], {})
+        cls = type(manager.value)
+        enter = special_method(tx, manager, cls, "__enter__")
+        exit_fn = special_method(tx, manager, cls, "__exit__")
+        if enter is None or exit_fn is None:
+            raise tx.user_exception(TypeError(
+                f"'{cls.__name__}' object does not support the context manager protocol"))
+        entered = enter.call(tx, [], {})
     else:
         raise graph_break("UB110", f"`with` on {manager.describe()}")
     tx.push(exit_fn)
@@ -160,8 +167,6 @@ def check_exc_match(tx, instruction):
 
 @opcode("WITH_EXCEPT_START")
 def with_except_start(tx, instruction):
-    from ..variables.builder import wrap
-
     exit_fn, raised = tx.stack[-4], exception_of(tx, tx.stack[-1])
     tx.push(exit_fn.call(tx, [wrap(tx, type(raised)), tx.stack[-1], ConstantVariable(None)], {}))
 
@@ -189,15 +194,11 @@ def import_name(tx, instruction):
     if name not in sys.modules:
         raise graph_break("UB111", f"`import {name}` (not imported yet: importing runs its code)")
     module = sys.modules[name] if fromlist else sys.modules[name.partition(".")[0]]
-    from ..variables.builder import wrap
-
     tx.push(wrap(tx, module))
 
 
 @opcode("IMPORT_FROM")
 def import_from(tx, instruction):
-    from ..variables.builder import wrap
-
     module = tx.stack[-1].as_constant()
     name = instruction.arg
     if hasattr(module, name):

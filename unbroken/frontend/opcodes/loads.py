@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 from ..graph_breaks import GraphBreakError, graph_break
-from ..translator import NULL
-from ..variables.base import AttributeMissing
+from ..protocol import load_attribute
 from ..variables.builder import wrap
 from ..variables.containers import check_mutable
 from ..variables.functions import CellVariable
-from . import opcode
+from .registry import NULL, opcode
 
 
 @opcode("LOAD_CONST")
@@ -82,14 +81,6 @@ def store_deref(tx, instruction):
 @opcode("DELETE_DEREF")
 def delete_deref(tx, instruction):
     tx.cells[instruction.arg.name].contents = None
-
-
-def load_attribute(tx, obj, name):
-    try:
-        return obj.getattr(tx, name)
-    except AttributeMissing:
-        raise tx.user_exception(AttributeError(
-            f"'{obj.python_type().__name__}' object has no attribute '{name}'")) from None
 
 
 @opcode("LOAD_ATTR")

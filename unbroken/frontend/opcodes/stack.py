@@ -1,8 +1,7 @@
 """Stack manipulation: NOP, RESUME, POP_TOP, PUSH_NULL, COPY, SWAP."""
 from __future__ import annotations
 
-from ..translator import NULL
-from . import opcode
+from .registry import NULL, opcode
 
 
 @opcode("NOP", "RESUME", "PRECALL", "CACHE", "EXTENDED_ARG", "COPY_FREE_VARS")

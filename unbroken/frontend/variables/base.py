@@ -7,15 +7,21 @@ and ``unwrap`` (the plain Python value handed to a leaf call into PyTorch).
 
 Trackers are immutable except the containers that model Python's mutable ones (list, dict,
 cell), whose mutation during tracing mirrors the program's own.
+
+Every tracker method receives ``tx``, the :class:`Interpreter` running the code: it is how the
+value model reaches the interpreter above it (wrapping a Python value, inlining a user
+function, a leaf call) without importing it.
 """
 from __future__ import annotations
 
 import itertools
+import operator
+from typing import Protocol
 
 from ..graph_breaks import graph_break
 from ..sources import Source
 
-__all__ = ["VariableTracker", "AttributeMissing", "CREATION_ORDER"]
+__all__ = ["VariableTracker", "AttributeMissing", "CREATION_ORDER", "Interpreter"]
 
 # Stamps for mutable trackers (lists, dicts, cells, new objects): torch.cond branches may not
 # change state stamped before the branch began.
@@ -25,6 +31,39 @@ CREATION_ORDER = itertools.count()
 class AttributeMissing(Exception):
     """Raised by ``getattr`` when the attribute does not exist: ``hasattr``/``getattr`` with a
     default catch it; elsewhere the interpreter reports an AttributeError at the user's line."""
+
+
+class Interpreter(Protocol):
+    """What trackers may ask of the interpreter that runs them (the ``tx`` argument).
+
+    ``frontend.translator.InstructionTranslator`` implements it and passes itself down with
+    every call, so the value model depends on this interface, never on the interpreter.
+    output: the trace-wide context, ``frontend.output.TraceContext`` (recorder, overlay of
+    writes, "find them all" mode).
+    """
+
+    output: object
+
+    def wrap(self, value, source: Source | None = None) -> "VariableTracker":
+        """The tracker for a Python value met during tracing (``variables.builder.wrap``)."""
+
+    def call_leaf(self, fn, args: list, kwargs: dict) -> "VariableTracker":
+        """Call ``fn`` natively on the unwrapped arguments while the recorder records."""
+
+    def inline_call(self, code, f_globals, bound: dict, closure, name: str) -> "VariableTracker":
+        """Run a user function's code object in a child frame; returns its result."""
+
+    def binary_op(self, symbol: str, left, right) -> "VariableTracker":
+        """``left <symbol> right`` with the interpreter's operator semantics."""
+
+    def zero_arg_super(self) -> tuple:
+        """(class, receiver) of a bare ``super()`` in the running frame."""
+
+    def user_frames(self) -> tuple:
+        """The user's stack at the current instruction (for errors)."""
+
+    def user_exception(self, exc: BaseException) -> Exception:
+        """``exc`` raised by the traced program itself (its handlers may catch it)."""
 
 
 class VariableTracker:
@@ -66,6 +105,19 @@ class VariableTracker:
 
     def call(self, tx, args: list, kwargs: dict) -> "VariableTracker":
         raise graph_break("UB108", f"{self.describe()} is not callable during export")
+
+    def getitem(self, tx, index: "VariableTracker") -> "VariableTracker":
+        """``self[index]``: folded natively when both are constants, else a leaf call."""
+        if self.is_constant() and index.is_constant():
+            container, key = self.as_constant(), index.as_constant()
+            # only the program's own indexing runs in the try (IndexError, KeyError, an enum
+            # lookup, a class's __class_getitem__...): whatever it raises, eager raises too
+            try:
+                value = container[key]
+            except Exception as exc:
+                raise tx.user_exception(exc)
+            return tx.wrap(value)
+        return tx.call_leaf(operator.getitem, [self, index], {})
 
     def truth(self, tx) -> bool:
         """Truth value for `if`/`while`/`and`/`or`."""

@@ -1,4 +1,7 @@
-"""``wrap``: choose the tracker family for a Python value met during tracing."""
+"""``wrap``: choose the tracker family for a Python value met during tracing.
+
+It sits above every tracker family (it constructs them all); trackers reach it through
+``tx.wrap`` (``variables.base.Interpreter``)."""
 from __future__ import annotations
 
 import collections
@@ -12,13 +15,20 @@ import warnings
 
 import torch
 
+from ..builtins import BuiltinVariable, ClassVariable
 from ..graph_breaks import graph_break
+from ..protocol import BoundMethodVariable
+from ..sources import ItemSource
 from .base import VariableTracker
 from .constant import ConstantVariable, is_constant_value
 from .containers import (DictVariable, ListVariable, NamedTupleVariable, SizeVariable,
                          SliceVariable, TupleVariable, tuple_fields)
-from .functions import (BuiltinVariable, PureCallableVariable, TorchFunctionVariable,
-                        UserFunctionVariable, is_torch_callable)
+from .functions import (IgnoredCallVariable, SignatureVariable, TorchFunctionVariable,
+                        TupleNewVariable, UserFunctionVariable, is_torch_callable)
+from .native import PureCallableVariable
+from .nn_module import NNModuleVariable
+from .objects import (ContextManagerVariable, ObjectSetattrVariable, ObjectVariable,
+                      PartialVariable, PythonModuleVariable)
 from .tensor import SymbolicVariable, TensorVariable
 
 __all__ = ["wrap"]
@@ -42,22 +52,16 @@ def wrap(tx, value, source=None) -> VariableTracker:
         return ConstantVariable(value, source)
     if callable(value) and _is_hashable(value):
         if value in _IGNORED_CALLS:
-            from .functions import IgnoredCallVariable
-
             return IgnoredCallVariable(value, source)
         if value in _NATIVE_QUERIES:
             return PureCallableVariable(value, source)
         if value is functools.reduce:
             return BuiltinVariable(value, source)
         if value is inspect.signature:
-            from .functions import SignatureVariable
-
             return SignatureVariable(value, source)
     for check, builder in _BUILDERS:
         if check(value):
             return builder(tx, value, source)
-    from .objects import ContextManagerVariable, ObjectVariable
-
     if ContextManagerVariable.supports(value):  # e.g. no_grad().clone() in @torch.no_grad()
         return ContextManagerVariable(value, source)
     return ObjectVariable(value, source)
@@ -103,8 +107,6 @@ def _wrap_symbolic(value, source) -> VariableTracker:
 
 
 def _wrap_tuple(tx, value, source):
-    from ..sources import ItemSource
-
     elements = [wrap(tx, v, ItemSource(source, i) if source else None) for i, v in enumerate(value)]
     if tuple_fields(type(value)) is not None:
         return NamedTupleVariable(elements, type(value), source)
@@ -112,15 +114,11 @@ def _wrap_tuple(tx, value, source):
 
 
 def _wrap_list(tx, value, source):
-    from ..sources import ItemSource
-
     return ListVariable([wrap(tx, v, ItemSource(source, i) if source else None)
                          for i, v in enumerate(value)], source, external=source is not None)
 
 
 def _wrap_dict(tx, value, source):
-    from ..sources import ItemSource
-
     return DictVariable({k: wrap(tx, v, ItemSource(source, k) if source else None)
                          for k, v in value.items()}, source, type(value),
                         external=source is not None)
@@ -138,14 +136,10 @@ def _wrap_slice(tx, value, source):
 
 
 def _wrap_module(tx, value, source):
-    from .nn_module import NNModuleVariable
-
     return NNModuleVariable(value, tx.output.module_path(value, source))
 
 
 def _wrap_python_module(tx, value, source):
-    from .objects import PythonModuleVariable
-
     return PythonModuleVariable(value, source)
 
 
@@ -166,8 +160,6 @@ def _wrap_builtin(tx, value, source):
         return TorchFunctionVariable(value, source)
     self_obj = getattr(value, "__self__", None)
     if value is tuple.__new__:  # namedtuple._make / _replace build instances through it
-        from .functions import TupleNewVariable
-
         return TupleNewVariable(value, source)
     if self_obj is not None and not isinstance(self_obj, (types.ModuleType, type)):
         if value.__name__ in _READ_ONLY_METHODS:  # e.g. super().get(...) in a dict subclass
@@ -184,8 +176,6 @@ _READ_ONLY_METHODS = frozenset({"get", "keys", "values", "items", "__getitem__",
 
 
 def _wrap_method(tx, value, source):
-    from .functions import BoundMethodVariable
-
     receiver = wrap(tx, value.__self__)
     return BoundMethodVariable(receiver, wrap(tx, value.__func__))
 
@@ -194,6 +184,8 @@ def _wrap_descriptor(tx, value, source):
     owner = getattr(value, "__objclass__", None)
     if owner is not None and issubclass(owner, torch._C.TensorBase):
         return TorchFunctionVariable(value, source)
+    if value is object.__setattr__:
+        return ObjectSetattrVariable(value, source)
     if owner in (str, int, float, tuple, list, dict, bytes, object):
         return PureCallableVariable(value, source)
     raise graph_break("UB108", f"the native method `{value!r}` is not supported",
@@ -201,14 +193,10 @@ def _wrap_descriptor(tx, value, source):
 
 
 def _wrap_class(tx, value, source):
-    from .objects import ClassVariable
-
     return ClassVariable(value, source)
 
 
 def _wrap_partial(tx, value, source):
-    from .objects import PartialVariable
-
     return PartialVariable(wrap(tx, value.func), [wrap(tx, a) for a in value.args],
                            {k: wrap(tx, v) for k, v in value.keywords.items()})
 

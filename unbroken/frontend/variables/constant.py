@@ -7,6 +7,7 @@ import torch
 
 from ..graph_breaks import graph_break
 from .base import AttributeMissing, VariableTracker
+from .native import PureCallableVariable
 
 __all__ = ["ConstantVariable", "is_constant_value", "CONSTANT_TYPES"]
 
@@ -65,14 +66,10 @@ class ConstantVariable(VariableTracker):
         return len(self.value)
 
     def getattr(self, tx, name: str) -> VariableTracker:
-        from .builder import wrap
-
         try:
             attr = getattr(self.value, name)
         except AttributeError:
             raise AttributeMissing(name) from None
         if isinstance(attr, types.BuiltinMethodType) and attr.__self__ is self.value:
-            from .functions import PureCallableVariable
-
             return PureCallableVariable(attr)
-        return wrap(tx, attr)
+        return tx.wrap(attr)

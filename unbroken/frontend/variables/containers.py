@@ -1,14 +1,18 @@
-"""Python containers whose elements are trackers: tuple, list, dict, torch.Size, iterators."""
+"""Python containers whose elements are trackers: tuple, list, dict, torch.Size, iterators,
+and their methods (``xs.append(t)``, ``d.items()``...)."""
 from __future__ import annotations
 
 import torch
 
 from ..graph_breaks import graph_break
+from ..protocol import class_attribute, lookup
 from .base import CREATION_ORDER, AttributeMissing, VariableTracker
 from .constant import ConstantVariable
+from .tensor import SymbolicVariable, TensorVariable
 
-__all__ = ["check_mutable", "GeneratorVariable", "TupleVariable", "ListVariable", "SizeVariable", "NamedTupleVariable", "DictVariable",
-           "IteratorVariable", "SliceVariable", "ContainerMethodVariable"]
+__all__ = ["check_mutable", "GeneratorVariable", "TupleVariable", "ListVariable", "SizeVariable",
+           "NamedTupleVariable", "DictVariable", "IteratorVariable", "SliceVariable",
+           "ContainerMethodVariable", "call_container_method", "dict_key", "sorted_trackers"]
 
 
 class SequenceVariable(VariableTracker):
@@ -51,6 +55,8 @@ class SequenceVariable(VariableTracker):
         return type(self)(elements)
 
     def getitem(self, tx, index: VariableTracker) -> VariableTracker:
+        if not index.is_constant():
+            return super().getitem(tx, index)
         key = index.as_constant()
         if isinstance(key, slice):
             return self.rebuild(self.elements[key])
@@ -128,21 +134,12 @@ class NamedTupleVariable(TupleVariable):
         fields = tuple_fields(self.cls)
         if name in fields:
             return self.elements[fields.index(name)]
-        import inspect
-        import types
-
-        from .builder import wrap
-        from .functions import BoundMethodVariable
-
-        try:
-            static = inspect.getattr_static(self.cls, name)
-        except AttributeError:
-            raise AttributeMissing(name) from None
-        if isinstance(static, types.FunctionType):
-            return BoundMethodVariable(self, wrap(tx, static))
-        if isinstance(static, property):
-            return wrap(tx, static.fget).call(tx, [self], {})
-        return wrap(tx, getattr(self.cls, name))  # classmethods come bound to the class
+        if name in vars(tuple) and class_attribute(self.cls, name) is vars(tuple)[name]:
+            return super().getattr(tx, name)  # tuple's own methods, on the element trackers
+        found = lookup(tx, self, name, cls=self.cls)
+        if found is None:
+            raise AttributeMissing(name)
+        return found
 
 
 class ListVariable(SequenceVariable):
@@ -239,6 +236,12 @@ class DictVariable(VariableTracker):
         return len(self.entries)
 
     def getitem(self, tx, key: VariableTracker) -> VariableTracker:
+        if not key.is_constant():
+            return super().getitem(tx, key)
+        return self.entry(tx, key)
+
+    def entry(self, tx, key: VariableTracker) -> VariableTracker:
+        """``d[key]`` for any key a dict tracker can hold (constants, identity-hashed objects)."""
         k = dict_key(key)
         if k not in self.entries:
             raise tx.user_exception(KeyError(k))
@@ -255,8 +258,6 @@ def dict_key(key: VariableTracker):
     itself for values hashed by identity (modules, functions, objects, tensors)."""
     if key.is_constant():
         return key.as_constant()
-    from .tensor import SymbolicVariable, TensorVariable
-
     if isinstance(key, TensorVariable):
         return key.meta
     identity = getattr(key, "module", None) or getattr(key, "fn", None)
@@ -342,6 +343,237 @@ class ContainerMethodVariable(VariableTracker):
         return f"the method `{self.name}` of {self.container.describe()}"
 
     def call(self, tx, args, kwargs) -> VariableTracker:
-        from .container_methods import call_container_method
-
         return call_container_method(tx, self.container, self.name, args, kwargs)
+
+
+# ----------------------------------------------------------------- methods
+# Methods of list/tuple/dict trackers (``xs.append(t)``, ``d.items()``, ...). Methods that only
+# read constant data run natively on the constant form; methods that move trackers around are
+# implemented here on the element lists, so tensors inside stay tracked.
+
+_NONE = ConstantVariable(None)
+
+
+def call_container_method(tx, container, name: str, args: list, kwargs: dict) -> VariableTracker:
+    """``container.name(*args, **kwargs)`` for a list/tuple/dict tracker."""
+    table = _DICT_METHODS if isinstance(container, DictVariable) else _SEQUENCE_METHODS
+    handler = table.get(name)
+    if handler is not None:
+        return handler(tx, container, *args, **kwargs)
+    if container.is_constant() and all(a.is_constant() for a in args):
+        method = getattr(container.as_constant(), name)
+        return tx.wrap(method(*(a.as_constant() for a in args),
+                               **{k: v.as_constant() for k, v in kwargs.items()}))
+    raise graph_break("UB117", f"the method `{name}` of {container.describe()} is not supported "
+                      "on values that hold tensors")
+
+
+def _mutable(tx, container, name):
+    if not isinstance(container, (ListVariable, DictVariable)):
+        raise tx.user_exception(AttributeError(f"'tuple' object has no attribute '{name}'"))
+    check_mutable(tx, container, f"`.{name}()`")
+
+
+def _append(tx, xs, value):
+    _mutable(tx, xs, "append")
+    xs.elements.append(value)
+    return _NONE
+
+
+def _extend(tx, xs, values):
+    _mutable(tx, xs, "extend")
+    xs.elements.extend(values.items(tx))
+    return _NONE
+
+
+def _insert(tx, xs, index, value):
+    _mutable(tx, xs, "insert")
+    xs.elements.insert(index.as_constant(), value)
+    return _NONE
+
+
+def _pop(tx, xs, index=None):
+    _mutable(tx, xs, "pop")
+    if not xs.elements:
+        raise tx.user_exception(IndexError("pop from empty list"))
+    return xs.elements.pop(-1 if index is None else index.as_constant())
+
+
+def _clear(tx, xs):
+    _mutable(tx, xs, "clear")
+    xs.elements.clear() if isinstance(xs, ListVariable) else xs.entries.clear()
+    return _NONE
+
+
+def _reverse(tx, xs):
+    _mutable(tx, xs, "reverse")
+    xs.elements.reverse()
+    return _NONE
+
+
+def _copy(tx, xs):
+    if isinstance(xs, DictVariable):
+        return DictVariable(xs.entries, python_class=xs.python_class)
+    return ListVariable(xs.elements)
+
+
+def _index(tx, xs, value, *bounds):
+    for i, element in enumerate(xs.elements):
+        if _equal(tx, element, value):
+            return ConstantVariable(i)
+    raise tx.user_exception(ValueError("value is not in list"))
+
+
+def _count(tx, xs, value):
+    return ConstantVariable(sum(_equal(tx, e, value) for e in xs.elements))
+
+
+def _remove(tx, xs, value):
+    _mutable(tx, xs, "remove")
+    index = _index(tx, xs, value).as_constant()
+    del xs.elements[index]
+    return _NONE
+
+
+def _sort(tx, xs, key=None, reverse=None):
+    _mutable(tx, xs, "sort")
+    xs.elements[:] = sorted_trackers(tx, xs.elements, key, reverse)
+    return _NONE
+
+
+def _equal(tx, a, b) -> bool:
+    if a is b:
+        return True
+    if a.is_constant() and b.is_constant():
+        return a.as_constant() == b.as_constant()
+    return tx.call_leaf(lambda x, y: x == y, [a, b], {}).truth(tx)
+
+
+_SEQUENCE_METHODS = {"append": _append, "extend": _extend, "insert": _insert, "pop": _pop,
+                     "clear": _clear, "reverse": _reverse, "copy": _copy, "index": _index,
+                     "count": _count, "remove": _remove, "sort": _sort}
+
+
+def _items(tx, d):
+    return ListVariable([TupleVariable([ConstantVariable(k), v]) for k, v in d.entries.items()])
+
+
+def _keys(tx, d):
+    return ListVariable([ConstantVariable(k) for k in d.entries])
+
+
+def _values(tx, d):
+    return ListVariable(list(d.entries.values()))
+
+
+def _get(tx, d, key, default=_NONE):
+    return d.entries.get(dict_key(key), default)
+
+
+def _dict_pop(tx, d, key, *default):
+    _mutable(tx, d, "pop")
+    k = dict_key(key)
+    if k in d.entries:
+        return d.entries.pop(k)
+    if default:
+        return default[0]
+    raise tx.user_exception(KeyError(k))
+
+
+def _setdefault(tx, d, key, default=_NONE):
+    if dict_key(key) not in d.entries:
+        _mutable(tx, d, "setdefault")
+    return d.entries.setdefault(dict_key(key), default)
+
+
+def _update(tx, d, other=None, **kwargs):
+    _mutable(tx, d, "update")
+    if other is not None:
+        if isinstance(other, DictVariable):
+            d.entries.update(other.entries)
+        else:
+            for pair in other.items(tx):
+                k, v = pair.items(tx)
+                d.entries[dict_key(k)] = v
+    d.entries.update(kwargs)
+    return _NONE
+
+
+def _dict_setitem(tx, d, key, value):
+    _mutable(tx, d, "__setitem__")
+    d.entries[dict_key(key)] = value
+    return _NONE
+
+
+def _dict_getitem(tx, d, key):
+    return d.entry(tx, key)
+
+
+def _dict_delitem(tx, d, key):
+    _mutable(tx, d, "__delitem__")
+    d.entries.pop(dict_key(key))
+    return _NONE
+
+
+def _dict_contains(tx, d, key):
+    return ConstantVariable(key.is_constant() and key.as_constant() in d.entries)
+
+
+def _dict_len(tx, d):
+    return ConstantVariable(len(d.entries))
+
+
+def _dict_iter(tx, d):
+    return IteratorVariable([ConstantVariable(k) for k in d.entries])
+
+
+_DICT_METHODS = {"__setitem__": _dict_setitem, "__getitem__": _dict_getitem,
+                 "__delitem__": _dict_delitem, "__contains__": _dict_contains,
+                 "__len__": _dict_len, "__iter__": _dict_iter,
+                 "items": _items, "keys": _keys, "values": _values, "get": _get,
+                 "pop": _dict_pop, "setdefault": _setdefault, "update": _update, "clear": _clear,
+                 "copy": _copy}
+
+assert all(hasattr(list, n) for n in _SEQUENCE_METHODS), "unknown list method in table"
+assert all(hasattr(dict, n) for n in _DICT_METHODS), "unknown dict method in table"
+
+
+# ----------------------------------------------------------------- sorting
+class _Opaque:
+    """Stands for a non-constant value inside a sort key: comparing it is refused (Python
+    would compare the values themselves), but a key decided before reaching it sorts fine
+    (``sorted(module_dict.items())`` with distinct names)."""
+
+    def _refuse(self, other):
+        raise _Incomparable
+
+    __lt__ = __gt__ = __le__ = __ge__ = _refuse
+
+    def __eq__(self, other):
+        return self is other
+
+    __hash__ = object.__hash__
+
+
+class _Incomparable(Exception):
+    pass
+
+
+def _sort_key(tracker):
+    if tracker.is_constant():
+        return tracker.as_constant()
+    if isinstance(tracker, TupleVariable):
+        return tuple(_sort_key(e) for e in tracker.elements)
+    return _Opaque()
+
+
+def sorted_trackers(tx, items, key=None, reverse=None) -> list:
+    """Sort trackers like Python's stable sort, calling ``key`` through the interpreter."""
+    keys = [_sort_key(key.call(tx, [v], {}) if key is not None else v) for v in items]
+    try:
+        order = sorted(range(len(items)), key=lambda i: keys[i],
+                       reverse=bool(reverse.as_constant()) if reverse is not None else False)
+    except _Incomparable:
+        raise graph_break("UB117", "sorting needs to compare values that are not constants "
+                          "(tensors, modules, objects)", frames=tx.user_frames()) from None
+    return [items[i] for i in order]

@@ -1,18 +1,26 @@
-"""Callables: user functions (inlined), PyTorch functions (leaf calls), builtins, methods."""
+"""Callables: user functions (inlined), PyTorch functions (leaf calls), closures' cells.
+
+Bound methods are the object protocol's (``protocol.BoundMethodVariable``); native callables
+are ``native``; builtins and classes, whose calls are the builtins' handlers, are in
+``frontend.builtins``.
+"""
 from __future__ import annotations
 
 import inspect
-import math
 import types
 
-import torch
-
 from ..graph_breaks import graph_break
-from ..sources import ConstantSource
+from ..protocol import BoundMethodVariable
+from ..sources import ClosureSource, ConstantSource
 from .base import CREATION_ORDER, VariableTracker
+from .constant import ConstantVariable
+from .containers import DictVariable, NamedTupleVariable, TupleVariable, tuple_fields
+from .native import NativeCallableVariable
+from .torch_calls import call_torch_function
 
-__all__ = ["UserFunctionVariable", "NestedFunctionVariable", "BoundMethodVariable",
-           "TorchFunctionVariable", "PureCallableVariable", "BuiltinVariable", "CellVariable"]
+__all__ = ["UserFunctionVariable", "NestedFunctionVariable", "TorchFunctionVariable",
+           "IgnoredCallVariable", "SignatureVariable", "TupleNewVariable", "CellVariable",
+           "bind_arguments", "is_torch_callable", "python_callable"]
 
 
 class CellVariable(VariableTracker):
@@ -48,36 +56,27 @@ class UserFunctionVariable(VariableTracker):
         return f"the function `{self.fn.__qualname__}`"
 
     def call(self, tx, args, kwargs) -> VariableTracker:
-        from .builder import wrap
-
         cells = [CellVariable(_cell_contents(tx, cell, name), None)
                  for name, cell in zip(self.fn.__code__.co_freevars, self.fn.__closure__ or ())]
-        bound = bind_arguments(tx, self.fn, args, kwargs, lambda v: wrap(tx, v, DEFAULT_SOURCE))
+        bound = bind_arguments(tx, self.fn, args, kwargs, lambda v: tx.wrap(v, DEFAULT_SOURCE))
         return tx.inline_call(self.fn.__code__, self.fn.__globals__, bound, cells,
                               self.fn.__qualname__)
 
     def getattr(self, tx, name):
-        from .builder import wrap
-
-        return wrap(tx, getattr(self.fn, name))
+        return tx.wrap(getattr(self.fn, name))
 
 
 def _cell_contents(tx, cell, name):
-    from ..sources import ClosureSource
-    from .builder import wrap
-
     try:
         value = cell.cell_contents
     except ValueError:  # an empty cell: a variable assigned later in the enclosing function
         return None
-    return wrap(tx, value, ClosureSource(name))
+    return tx.wrap(value, ClosureSource(name))
 
 
 def bind_arguments(tx, fn, args, kwargs, wrap_default) -> dict:
     """Bind trackers to ``fn``'s parameters; returns name -> tracker (``*args`` as a tuple
     tracker, ``**kwargs`` as a dict tracker), defaults wrapped with ``wrap_default``."""
-    from .containers import DictVariable, TupleVariable
-
     signature = _signature(fn)
     try:
         bound = signature.bind(*args, **kwargs)
@@ -149,62 +148,6 @@ class NestedFunctionVariable(VariableTracker):
         return tx.inline_call(self.code, self.f_globals, bound, list(self.closure), self.name)
 
 
-class BoundMethodVariable(VariableTracker):
-    """``obj.method``: ``receiver`` is passed as the first argument of ``function``."""
-
-    __slots__ = ("receiver", "function")
-
-    def __init__(self, receiver: VariableTracker, function: VariableTracker):
-        super().__init__(None)
-        self.receiver = receiver
-        self.function = function
-
-    def python_type(self) -> type:
-        return types.MethodType
-
-    def describe(self) -> str:
-        return f"the method {self.function.describe()} of {self.receiver.describe()}"
-
-    def call(self, tx, args, kwargs) -> VariableTracker:
-        return self.function.call(tx, [self.receiver, *args], kwargs)
-
-    def getattr(self, tx, name):
-        if name == "__self__":
-            return self.receiver
-        if name == "__func__":
-            return self.function
-        return self.function.getattr(tx, name)
-
-
-class NativeCallableVariable(VariableTracker):
-    """Base of the trackers for native callables. ``fn``: the callable itself; it is passed
-    through unchanged to leaf calls, and its attributes are read natively."""
-
-    __slots__ = ("fn",)
-
-    def __init__(self, fn, source=None):
-        super().__init__(source)
-        self.fn = fn
-
-    def python_type(self) -> type:
-        return type(self.fn)
-
-    def describe(self) -> str:
-        return f"`{getattr(self.fn, '__qualname__', self.fn)}`"
-
-    def unwrap(self, tx):
-        return self.fn
-
-    def getattr(self, tx, name):
-        from .base import AttributeMissing
-        from .builder import wrap
-
-        try:
-            return wrap(tx, getattr(self.fn, name))
-        except AttributeError:
-            raise AttributeMissing(name) from None
-
-
 class TorchFunctionVariable(NativeCallableVariable):
     """A PyTorch function or operator (``torch.add``, ``F.relu``, ``torch.ops.aten.add``):
     called as a leaf, its ATen ops recorded."""
@@ -215,33 +158,7 @@ class TorchFunctionVariable(NativeCallableVariable):
         return f"`{getattr(self.fn, '__module__', 'torch')}.{getattr(self.fn, '__name__', self.fn)}`"
 
     def call(self, tx, args, kwargs) -> VariableTracker:
-        from .torch_calls import call_torch_function
-
         return call_torch_function(tx, self.fn, args, kwargs)
-
-
-# math functions with a symbolic counterpart that the recorder can put in a graph.
-_SYMBOLIC_MATH = {math.sqrt: torch._sym_sqrt}
-
-
-class PureCallableVariable(NativeCallableVariable):
-    """A side-effect-free native callable (a ``math`` function, a method of a str or int):
-    called natively on the unwrapped arguments."""
-
-    __slots__ = ()
-
-    def call(self, tx, args, kwargs) -> VariableTracker:
-        from .tensor import SymbolicVariable
-
-        from .objects import set_attribute_natively
-
-        fn = self.fn
-        handled = set_attribute_natively(tx, fn, args)
-        if handled is not None:
-            return handled
-        if fn in _SYMBOLIC_MATH and any(isinstance(a, SymbolicVariable) for a in args):
-            fn = _SYMBOLIC_MATH[fn]  # keep the size symbolic instead of guarding on its value
-        return tx.call_leaf(fn, args, kwargs)
 
 
 class IgnoredCallVariable(NativeCallableVariable):
@@ -251,8 +168,6 @@ class IgnoredCallVariable(NativeCallableVariable):
     __slots__ = ()
 
     def call(self, tx, args, kwargs) -> VariableTracker:
-        from .constant import ConstantVariable
-
         return ConstantVariable(None)
 
 
@@ -263,9 +178,7 @@ class SignatureVariable(NativeCallableVariable):
     __slots__ = ()
 
     def call(self, tx, args, kwargs) -> VariableTracker:
-        from .builder import wrap
-
-        return wrap(tx, inspect.signature(python_callable(tx, args[0])))
+        return tx.wrap(inspect.signature(python_callable(tx, args[0])))
 
 
 def python_callable(tx, tracker):
@@ -286,8 +199,6 @@ class TupleNewVariable(NativeCallableVariable):
     __slots__ = ()
 
     def call(self, tx, args, kwargs) -> VariableTracker:
-        from .containers import NamedTupleVariable, TupleVariable, tuple_fields
-
         cls = args[0].as_constant()
         elements = args[1].items(tx) if len(args) > 1 else []
         if tuple_fields(cls) is not None:
@@ -296,26 +207,6 @@ class TupleNewVariable(NativeCallableVariable):
             return TupleVariable(elements)
         raise graph_break("UB108", f"`tuple.__new__` for the tuple subclass `{cls.__name__}`",
                           frames=tx.user_frames())
-
-
-class BuiltinVariable(NativeCallableVariable):
-    """A Python builtin (``len``, ``isinstance``, ``range``...)."""
-
-    __slots__ = ()
-
-    def describe(self) -> str:
-        return f"the builtin `{self.fn.__name__}`"
-
-    def is_constant(self) -> bool:
-        return True
-
-    def as_constant(self):
-        return self.fn
-
-    def call(self, tx, args, kwargs) -> VariableTracker:
-        from ..builtins import call_builtin
-
-        return call_builtin(tx, self.fn, args, kwargs)
 
 
 def is_torch_callable(fn) -> bool:

@@ -12,10 +12,12 @@ import torch.nn as nn
 from torch.nn.modules import module as module_globals
 
 from ..graph_breaks import graph_break
+from ..protocol import BoundMethodVariable, call_python, getattr_fallback, lookup
 from ..sources import AttrSource, ModuleSource
-from .base import AttributeMissing, VariableTracker
+from .base import VariableTracker
 from .constant import ConstantVariable
-from .objects import getattr_fallback
+from .containers import DictVariable, TupleVariable
+from .functions import TorchFunctionVariable, UserFunctionVariable
 
 __all__ = ["NNModuleVariable", "is_leaf_module"]
 
@@ -71,12 +73,10 @@ class NNModuleVariable(VariableTracker):
 
     # ----------------------------------------------------------------- attributes
     def getattr(self, tx, name: str) -> VariableTracker:
-        from .objects import resolve_attribute
-
         module = self.module
         if name in ("forward", "__call__", "_call_impl", "_wrapped_call_impl"):
             return _ModuleCallVariable(self, name)
-        found = resolve_attribute(tx, self, module, name, self.source)
+        found = lookup(tx, self, name, instance=module, source=self.source)
         if found is not None:
             return self._check_method(found, name)
         for table in ("_parameters", "_buffers"):
@@ -84,9 +84,7 @@ class NNModuleVariable(VariableTracker):
                 value = module.__dict__[table][name]
                 if value is None:
                     return ConstantVariable(None)
-                from .builder import wrap
-
-                return wrap(tx, value, AttrSource(self.source, name))
+                return tx.wrap(value, AttrSource(self.source, name))
         submodules = module.__dict__.get("_modules", {})
         if name in submodules:
             child = submodules[name]
@@ -94,8 +92,6 @@ class NNModuleVariable(VariableTracker):
         return getattr_fallback(tx, self, type(module), name, nn.Module.__getattr__)
 
     def _check_method(self, found, name):
-        from .functions import BoundMethodVariable, TorchFunctionVariable
-
         if (isinstance(found, BoundMethodVariable) and isinstance(found.function, TorchFunctionVariable)
                 and getattr(nn.Module, name, None) is found.function.fn
                 and name not in _SAFE_BASE_METHODS):
@@ -114,17 +110,15 @@ class NNModuleVariable(VariableTracker):
         if isinstance(module, (nn.Sequential, nn.ModuleList)):
             return [self._child(tx, k, m) for k, m in module._modules.items()]
         if isinstance(module, nn.ParameterList):
-            from .builder import wrap
-
-            return [wrap(tx, p) for p in module]
+            return [tx.wrap(p) for p in module]
         raise graph_break("UB117", f"iteration over {self.describe()}", frames=tx.user_frames())
 
     def length(self, tx):
         return len(self.module)
 
     def getitem(self, tx, index: VariableTracker) -> VariableTracker:
-        from .builder import wrap
-
+        if not index.is_constant():
+            return super().getitem(tx, index)
         key = index.as_constant()
         try:
             value = self.module[key]
@@ -132,7 +126,7 @@ class NNModuleVariable(VariableTracker):
             raise tx.user_exception(exc)
         if isinstance(value, nn.Module):
             return NNModuleVariable(value, tx.output.module_path(value, None) or f"{self.fqn}[{key}]")
-        return wrap(tx, value)
+        return tx.wrap(value)
 
     # ----------------------------------------------------------------- calls
     def call(self, tx, args, kwargs) -> VariableTracker:
@@ -173,20 +167,17 @@ def _check_hooks(tx, var: NNModuleVariable) -> None:
 def call_module(tx, var: NNModuleVariable, args, kwargs) -> VariableTracker:
     """``module(*args, **kwargs)``: forward pre-hooks, forward, forward hooks (all inlined
     except a leaf module's forward), inside the module's ``nn_module_stack`` scope."""
-    from .builder import wrap
-    from .containers import TupleVariable
-
     _check_hooks(tx, var)
     module = var.module
     with tx.output.module_scope(var):
         for hook_id, hook in list(module._forward_pre_hooks.items()):
             if hook_id in module._forward_pre_hooks_with_kwargs:
-                result = wrap(tx, hook).call(tx, [var, TupleVariable(args), _kw(kwargs)], {})
+                result = call_python(tx, hook, [var, TupleVariable(args), _kw(kwargs)])
                 if not (result.is_constant() and result.as_constant() is None):
                     args_var, kwargs_var = result.items(tx)
                     args, kwargs = args_var.items(tx), dict(kwargs_var.entries)
             else:
-                result = wrap(tx, hook).call(tx, [var, TupleVariable(args)], {})
+                result = call_python(tx, hook, [var, TupleVariable(args)])
                 if not (result.is_constant() and result.as_constant() is None):
                     args = result.items(tx) if isinstance(result, TupleVariable) else [result]
         out = run_forward(tx, var, args, kwargs)
@@ -194,22 +185,18 @@ def call_module(tx, var: NNModuleVariable, args, kwargs) -> VariableTracker:
             hook_args = [var, TupleVariable(args)]
             if hook_id in module._forward_hooks_with_kwargs:
                 hook_args.append(_kw(kwargs))
-            result = wrap(tx, hook).call(tx, [*hook_args, out], {})
+            result = call_python(tx, hook, [*hook_args, out])
             if not (result.is_constant() and result.as_constant() is None):
                 out = result
     return out
 
 
 def _kw(kwargs):
-    from .containers import DictVariable
-
     return DictVariable(dict(kwargs))
 
 
 def run_forward(tx, var: NNModuleVariable, args, kwargs) -> VariableTracker:
     """Run ``forward`` only: natively for a leaf module, inlined otherwise."""
-    from .builder import wrap
-
     module = var.module
     forward = module.__dict__.get("forward") or type(module).forward
     if is_leaf_module(module) and "forward" not in module.__dict__:
@@ -217,14 +204,12 @@ def run_forward(tx, var: NNModuleVariable, args, kwargs) -> VariableTracker:
     if getattr(forward, "__func__", None) is not None:
         forward = forward.__func__
     if "forward" in module.__dict__:
-        return wrap(tx, forward).call(tx, list(args), kwargs)
-    return wrap(tx, forward).call(tx, [var, *args], kwargs) if not _is_torch_class(type(module)) \
+        return tx.wrap(forward).call(tx, list(args), kwargs)
+    return tx.wrap(forward).call(tx, [var, *args], kwargs) if not _is_torch_class(type(module)) \
         else _inline_torch_container(tx, var, forward, args, kwargs)
 
 
 def _inline_torch_container(tx, var, forward, args, kwargs):
-    from .functions import UserFunctionVariable
-
     # Container forwards (Sequential) are PyTorch code but must be interpreted, so that the
     # user modules they call are traced rather than run natively.
     return UserFunctionVariable(forward).call(tx, [var, *args], kwargs)

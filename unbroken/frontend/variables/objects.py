@@ -1,95 +1,59 @@
-"""Other Python objects: classes, Python modules, plain objects, partials, context managers,
-``super()``."""
+"""Other Python objects: Python modules, plain objects (from outside the trace or created in
+it), partials, getters, context managers, ``super()``.
+
+Attribute reads go through the object protocol (``protocol.lookup``), so user objects,
+modules, classes, namedtuples and ``super()`` all follow the same rules.
+"""
 from __future__ import annotations
 
 import abc
-import inspect
 import operator
 import types
 
 import torch
 
 from ..graph_breaks import graph_break
+from ..overlay import DELETED
+from ..protocol import (CallbackVariable, call_python, call_special, class_attribute,
+                        getattr_fallback, is_data_descriptor, load_attribute, lookup, subscript)
+from ..sources import AttrSource
 from .base import CREATION_ORDER, AttributeMissing, VariableTracker
 from .constant import ConstantVariable
+from .containers import ContainerMethodVariable, DictVariable, TupleVariable, check_mutable
+from .native import PureCallableVariable
 
-__all__ = ["GetterVariable", "ObjectVariable", "NewObjectVariable", "construct_user_object", "ClassVariable", "PythonModuleVariable", "PartialVariable",
-           "ContextManagerVariable", "SuperVariable", "resolve_attribute"]
+__all__ = ["GetterVariable", "ObjectVariable", "NewObjectVariable", "construct_user_object",
+           "PythonModuleVariable", "PartialVariable", "ContextManagerVariable", "SuperVariable",
+           "ObjectSetattrVariable"]
 
 # Context managers that may be entered natively inside forward(): they change autograd or
 # autocast state only, which does not change the recorded ATen ops of an inference graph.
 _GRAD_MODES = (torch.no_grad, torch.enable_grad, torch.set_grad_enabled, torch.inference_mode)
 
 
-def resolve_attribute(tx, receiver: VariableTracker, obj, name: str, source):
-    """Python's attribute lookup on ``obj`` (data descriptors, instance dict, class attributes),
-    with functions bound to ``receiver`` and properties inlined. Returns None when the
-    attribute is not found through these routes."""
-    from ..sources import AttrSource
-    from .builder import wrap
-    from .functions import BoundMethodVariable
-
-    try:
-        static = inspect.getattr_static(obj, name)
-    except AttributeError:
-        return None
-    attr_source = AttrSource(source, name) if source is not None else None
-    if isinstance(static, property):
-        if static.fget is None:
-            raise AttributeMissing(name)
-        return wrap(tx, static.fget).call(tx, [receiver], {})
-    if isinstance(static, staticmethod):
-        return wrap(tx, static.__func__, attr_source)
-    if isinstance(static, classmethod):
-        return BoundMethodVariable(wrap(tx, type(obj)), wrap(tx, static.__func__))
-    instance_dict = getattr(obj, "__dict__", {})
-    if isinstance(static, types.FunctionType) and name not in instance_dict:
-        return BoundMethodVariable(receiver, wrap(tx, static))
-    if isinstance(static, (types.MemberDescriptorType, types.GetSetDescriptorType)):
-        return wrap(tx, getattr(obj, name), attr_source)
-    return wrap(tx, static, attr_source)
-
-
-def call_protocol(tx, receiver, obj, name: str, args) -> VariableTracker | None:
-    """Call ``obj``'s class method ``name`` (``__iter__``, ``__len__``, ``__contains__``,
-    ``__getitem__``...): interpreted when the class defines it in Python, called natively
-    when it is a read-only C method of a container base; None when the class has none."""
-    from .builder import wrap
-
-    method = _class_attribute(type(obj), name)
-    if isinstance(method, types.FunctionType):
-        return wrap(tx, method).call(tx, [receiver, *args], {})
-    if method is not None and isinstance(receiver, NewObjectVariable):
-        native = receiver.native_method(name, method)
-        return None if native is None else native.call(tx, list(args), {})
-    if method is not None and name in ("__len__", "__contains__", "__getitem__", "__iter__"):
-        return tx.call_leaf(getattr(obj, name), args, {})
-    return None
-
-
-def getattr_fallback(tx, receiver, cls, name: str, default=None):
-    """Python calls ``cls.__getattr__`` when normal lookup fails: inline it when the user's
-    class defines one (other than ``default``); else the attribute is missing."""
-    fallback = _class_attribute(cls, "__getattr__")
-    if isinstance(fallback, types.FunctionType) and fallback is not default:
-        from .builder import wrap
-
-        return wrap(tx, fallback).call(tx, [receiver, ConstantVariable(name)], {})
-    raise AttributeMissing(name)
-
-
 class _UserProtocols:
-    """Iteration and len() of a user object go through its own __iter__/__len__, traced."""
+    """Iteration, len() and subscript of a user object go through its class's own special
+    methods (``__iter__``, ``__len__``, ``__getitem__``), traced."""
+
+    __slots__ = ()
+
+    def special(self, tx, name: str, args: list, kwargs=None) -> VariableTracker | None:
+        """Call the special method ``name`` of the object's class; None if it has none."""
+        return call_special(tx, self, self.value, name, args, kwargs=kwargs)
 
     def items(self, tx) -> list:
-        iterator = call_protocol(tx, self, self.value, "__iter__", [])
+        iterator = self.special(tx, "__iter__", [])
         if iterator is None:
             return super().items(tx)
         return iterator.items(tx)
 
     def length(self, tx):
-        result = call_protocol(tx, self, self.value, "__len__", [])
+        result = self.special(tx, "__len__", [])
         return super().length(tx) if result is None else result
+
+    def getitem(self, tx, index: VariableTracker) -> VariableTracker:
+        result = self.special(tx, "__getitem__", [index])
+        return super().getitem(tx, index) if result is None else result
 
 
 class ObjectVariable(_UserProtocols, VariableTracker):
@@ -120,31 +84,25 @@ class ObjectVariable(_UserProtocols, VariableTracker):
         return True
 
     def getattr(self, tx, name: str) -> VariableTracker:
-        custom = _class_attribute(type(self.value), "__getattribute__")
+        custom = class_attribute(type(self.value), "__getattribute__")
         if isinstance(custom, types.FunctionType):  # the class decides every lookup
-            from .builder import wrap
-
-            return wrap(tx, custom).call(tx, [self, ConstantVariable(name)], {})
+            return call_python(tx, custom, [self, ConstantVariable(name)])
         return self.plain_getattr(tx, name)
 
     def plain_getattr(self, tx, name: str) -> VariableTracker:
         """``object.__getattribute__`` (then ``__getattr__``), seeing the trace's writes."""
-        from ..output import DELETED
-
         written = tx.output.overlay.read(self.value, name)
         if written is DELETED:
             return getattr_fallback(tx, self, type(self.value), name)
         if written is not None:
             return written
-        found = resolve_attribute(tx, self, self.value, name, self.source)
+        found = lookup(tx, self, name, instance=self.value, source=self.source)
         if found is None:
             return getattr_fallback(tx, self, type(self.value), name)
         return found
 
     def delattr(self, tx, name: str) -> None:
         """``del obj.name`` on an object from outside: an overlay entry (must end restored)."""
-        from ..output import DELETED
-
         original = self.plain_getattr(tx, name) if hasattr(self.value, name) else None
         tx.output.overlay.write(self.value, name, DELETED, original, tx.user_frames())
 
@@ -152,7 +110,7 @@ class ObjectVariable(_UserProtocols, VariableTracker):
         """A write to an object that outlives forward(): kept in the trace's overlay; it must
         be undone before forward() returns (``token = var.set(x) ... var.reset(token)``),
         else export refuses it (UB107)."""
-        if isinstance(_class_attribute(type(self.value), name), property) or \
+        if isinstance(class_attribute(type(self.value), name), property) or \
                 type(self.value).__module__.startswith("torch"):
             # PyTorch's own objects are read by native code, which the overlay cannot reach
             return super().setattr(tx, name, value)
@@ -162,9 +120,7 @@ class ObjectVariable(_UserProtocols, VariableTracker):
     def call(self, tx, args, kwargs):
         call = getattr(type(self.value), "__call__", None)
         if isinstance(call, types.FunctionType):
-            from .builder import wrap
-
-            return wrap(tx, call).call(tx, [self, *args], kwargs)
+            return call_python(tx, call, [self, *args], kwargs)
         return super().call(tx, args, kwargs)
 
 
@@ -194,18 +150,23 @@ class NewObjectVariable(_UserProtocols, VariableTracker):
     def describe(self) -> str:
         return f"the {type(self.value).__name__} object created in forward()"
 
+    def special(self, tx, name: str, args: list, kwargs=None) -> VariableTracker | None:
+        return call_special(tx, self, self.value, name, args, native=self.native_method,
+                            kwargs=kwargs)
+
     def getattr(self, tx, name: str) -> VariableTracker:
-        static = _class_attribute(type(self.value), name)
-        if name in self.attributes and not _is_data_descriptor(static):
+        static = class_attribute(type(self.value), name)
+        # the trackers hold the state, ``__slots__`` members included; other data descriptors
+        # (properties) take precedence over it, as over an instance dict
+        if name in self.attributes and (not is_data_descriptor(static) or
+                                        isinstance(static, types.MemberDescriptorType)):
             return self.attributes[name]
         if name == "__dict__":
-            from .containers import DictVariable
-
             return DictVariable(self.attributes)
         native = self.native_method(name, static)
         if native is not None:
             return native
-        found = resolve_attribute(tx, self, self.value, name, None)
+        found = lookup(tx, self, name, instance=self.value)
         if found is None:
             return getattr_fallback(tx, self, type(self.value), name)
         return found
@@ -213,8 +174,6 @@ class NewObjectVariable(_UserProtocols, VariableTracker):
     def native_method(self, name: str, static) -> VariableTracker | None:
         """An inherited C method acting on this object's trackers (dict methods on the mapping,
         ``object.__setattr__`` on the attributes), or None."""
-        from .containers import ContainerMethodVariable
-
         owner = getattr(static, "__objclass__", None)
         if self.mapping is not None and owner is not None and issubclass(owner, dict) \
                 and owner is not object:
@@ -225,25 +184,19 @@ class NewObjectVariable(_UserProtocols, VariableTracker):
 
     def raw_setattr(self, tx, name: str, value: VariableTracker) -> None:
         """``object.__setattr__``: store the attribute, ignoring the class's ``__setattr__``."""
-        from .containers import check_mutable
-
         check_mutable(tx, self, f"setting `.{name}`")
         self.attributes[name] = value
 
     def setattr(self, tx, name: str, value: VariableTracker) -> None:
-        custom = _class_attribute(type(self.value), "__setattr__")
+        custom = class_attribute(type(self.value), "__setattr__")
         if isinstance(custom, types.FunctionType):  # the class's own __setattr__ decides
-            from .builder import wrap
-
-            wrap(tx, custom).call(tx, [self, ConstantVariable(name), value], {})
+            call_python(tx, custom, [self, ConstantVariable(name), value])
             return
-        static = _class_attribute(type(self.value), name)
+        static = class_attribute(type(self.value), name)
         if isinstance(static, property):
             if static.fset is None:
                 raise tx.user_exception(AttributeError(f"can't set attribute '{name}'"))
-            from .builder import wrap
-
-            wrap(tx, static.fset).call(tx, [self, value], {})
+            call_python(tx, static.fset, [self, value])
             return
         self.raw_setattr(tx, name, value)
 
@@ -262,88 +215,53 @@ class NewObjectVariable(_UserProtocols, VariableTracker):
 
     def truth(self, tx) -> bool:
         if self.mapping is not None and not isinstance(
-                _class_attribute(type(self.value), "__bool__"), types.FunctionType):
+                class_attribute(type(self.value), "__bool__"), types.FunctionType):
             return bool(self.mapping.entries)
         for method in ("__bool__", "__len__"):
-            if isinstance(_class_attribute(type(self.value), method), types.FunctionType):
-                result = self.getattr(tx, method).call(tx, [], {})
+            result = self.special(tx, method, [])
+            if result is not None:
                 return bool(result.as_constant()) if result.is_constant() else result.truth(tx)
         return True
 
     def call(self, tx, args, kwargs):
-        return self.getattr(tx, "__call__").call(tx, args, kwargs)
-
-
-def _class_attribute(cls, name):
-    for klass in cls.__mro__:
-        if name in klass.__dict__:
-            return klass.__dict__[name]
-    return None
-
-
-def _is_data_descriptor(value) -> bool:
-    return hasattr(type(value), "__set__") or hasattr(type(value), "__delete__")
+        result = self.special(tx, "__call__", list(args), kwargs)
+        if result is None:
+            raise tx.user_exception(TypeError(
+                f"'{type(self.value).__name__}' object is not callable"))
+        return result
 
 
 def construct_user_object(tx, cls, args, kwargs):
     """``cls(*args, **kwargs)`` for a plain user class: a new instance whose ``__init__`` is
     interpreted. Returns None when the class is not plain (custom ``__new__`` or metaclass)."""
-    from .builder import wrap
-    from .containers import DictVariable
-
     mapping_base = issubclass(cls, dict) and not isinstance(
-        _class_attribute(cls, "__new__"), (types.FunctionType, staticmethod))
+        class_attribute(cls, "__new__"), (types.FunctionType, staticmethod))
     if (cls.__new__ is not object.__new__ and not mapping_base) or \
             type(cls) not in (type, abc.ABCMeta):
         return None
     instance = NewObjectVariable(cls.__new__(cls), DictVariable({}) if mapping_base else None)
-    init = _class_attribute(cls, "__init__")
+    init = class_attribute(cls, "__init__")
     if isinstance(init, types.FunctionType):
-        wrap(tx, init).call(tx, [instance, *args], kwargs)
+        call_python(tx, init, [instance, *args], kwargs)
     elif mapping_base:
-        instance.native_method("update", _class_attribute(cls, "update")).call(
+        instance.native_method("update", class_attribute(cls, "update")).call(
             tx, list(args[:1]), kwargs)
     elif args or kwargs:
         raise tx.user_exception(TypeError(f"{cls.__name__}() takes no arguments"))
     return instance
 
 
-def set_attribute_natively(tx, fn, args) -> VariableTracker | None:
-    """``object.__setattr__(obj, name, value)`` (frozen dataclasses' ``__init__``) on an object
-    created in the trace; None when ``fn``/``args`` are something else."""
-    if fn is object.__setattr__ and len(args) == 3 and isinstance(args[0], NewObjectVariable):
-        args[0].attributes[args[1].as_constant()] = args[2]
-        return ConstantVariable(None)
-    return None
-
-
-class ClassVariable(ConstantVariable):
-    """A class (a constant whose calls construct instances). ``value``: the class object."""
+class ObjectSetattrVariable(PureCallableVariable):
+    """``object.__setattr__`` itself (frozen dataclasses' ``__init__`` call it): on an object
+    created in the trace it stores the attribute's tracker; otherwise a native call."""
 
     __slots__ = ()
 
-    def describe(self) -> str:
-        return f"the class `{self.value.__qualname__}`"
-
-    def getattr(self, tx, name):
-        from ..sources import AttrSource
-        from .builder import wrap
-
-        try:
-            static = inspect.getattr_static(self.value, name)
-        except AttributeError:
-            raise AttributeMissing(name) from None
-        if isinstance(static, classmethod):
-            from .functions import BoundMethodVariable
-
-            return BoundMethodVariable(self, wrap(tx, static.__func__))
-        return wrap(tx, getattr(self.value, name),
-                    AttrSource(self.source, name) if self.source else None)
-
     def call(self, tx, args, kwargs) -> VariableTracker:
-        from ..builtins import construct
-
-        return construct(tx, self.value, args, kwargs)
+        if len(args) == 3 and isinstance(args[0], NewObjectVariable):
+            args[0].attributes[args[1].as_constant()] = args[2]
+            return ConstantVariable(None)
+        return super().call(tx, args, kwargs)
 
 
 class PythonModuleVariable(ConstantVariable):
@@ -356,14 +274,12 @@ class PythonModuleVariable(ConstantVariable):
         return f"the module `{self.value.__name__}`"
 
     def getattr(self, tx, name):
-        from ..sources import AttrSource
-        from .builder import wrap
-
+        # a module's namespace is its attributes, PEP 562 ``__getattr__`` included: read natively
         try:
             value = getattr(self.value, name)
         except AttributeError:
             raise AttributeMissing(name) from None
-        return wrap(tx, value, AttrSource(self.source, name) if self.source else None)
+        return tx.wrap(value, AttrSource(self.source, name) if self.source else None)
 
 
 class PartialVariable(VariableTracker):
@@ -396,15 +312,10 @@ class GetterVariable(VariableTracker):
         return f"`{self.kind.__name__}({', '.join(map(repr, self.keys))})`"
 
     def call(self, tx, args, kwargs):
-        from .containers import TupleVariable
-
         values = [self._get(tx, args[0], key) for key in self.keys]
         return values[0] if len(values) == 1 else TupleVariable(values)
 
     def _get(self, tx, obj, key):
-        from ..opcodes.containers import subscript
-        from ..opcodes.loads import load_attribute
-
         if self.kind is operator.itemgetter:
             return subscript(tx, obj, ConstantVariable(key))
         for name in key.split("."):
@@ -428,30 +339,9 @@ class ContextManagerVariable(ObjectVariable):
 
     def enter(self, tx) -> tuple[VariableTracker, VariableTracker]:
         """Enter natively; returns (the exit callable to push, the value ``as`` binds)."""
-        from .builder import wrap
-
         result = self.value.__enter__()
         exit_fn = _native_exit(self.value)
-        return exit_fn, (ConstantVariable(None) if result is None else wrap(tx, result))
-
-
-class CallbackVariable(VariableTracker):
-    """A callable that the interpreter implements itself: ``callback(tx, args)`` gives the
-    result. Used for ``object.__setattr__``/``__getattribute__`` bound to traced objects, a
-    native context manager's ``__exit__``, and no-op base ``__init__`` calls.
-    what: a short description for messages."""
-
-    __slots__ = ("callback", "what")
-
-    def __init__(self, callback, what: str):
-        super().__init__(None)
-        self.callback, self.what = callback, what
-
-    def describe(self) -> str:
-        return self.what
-
-    def call(self, tx, args, kwargs):
-        return self.callback(tx, args)
+        return exit_fn, (ConstantVariable(None) if result is None else tx.wrap(result))
 
 
 def _raw_setattr(target):
@@ -495,22 +385,21 @@ class SuperVariable(VariableTracker):
         return f"super({self.cls.__name__})"
 
     def getattr(self, tx, name):
-        from .builder import wrap
-        from .functions import BoundMethodVariable
+        static = class_attribute(type(self.obj), name, after=self.cls)
+        if not isinstance(static, (types.FunctionType, property)):
+            native = self._native(name, static)
+            if native is not None:
+                return native
+        found = lookup(tx, self.receiver, name, instance=self.obj, after=self.cls)
+        if found is None:
+            raise AttributeMissing(name)
+        return found
 
-        mro = type(self.obj).__mro__
-        for klass in mro[mro.index(self.cls) + 1:]:
-            if name in klass.__dict__:
-                static = klass.__dict__[name]
-                if isinstance(static, types.FunctionType):
-                    return BoundMethodVariable(self.receiver, wrap(tx, static))
-                if isinstance(static, property):
-                    return wrap(tx, static.fget).call(tx, [self.receiver], {})
-                if isinstance(self.receiver, NewObjectVariable):
-                    native = self.receiver.native_method(name, static)
-                    if native is not None:
-                        return native
-                if name == "__getattribute__" and isinstance(self.receiver, ObjectVariable):
-                    return _raw_getattr(self.receiver)
-                return wrap(tx, getattr(super(self.cls, self.obj), name))
-        raise AttributeMissing(name)
+    def _native(self, name: str, static) -> VariableTracker | None:
+        """A C-level method of a base class acting on the receiver's own trackers (a dict
+        base's methods, ``object.__setattr__``/``__getattribute__``), or None."""
+        if isinstance(self.receiver, NewObjectVariable):
+            return self.receiver.native_method(name, static)
+        if name == "__getattribute__" and isinstance(self.receiver, ObjectVariable):
+            return _raw_getattr(self.receiver)
+        return None

@@ -6,10 +6,14 @@ operation on it is a leaf call into PyTorch, recorded at the ATen level.
 """
 from __future__ import annotations
 
+import operator
+
 import torch
 
 from ..graph_breaks import GraphBreakError, graph_break
 from .base import AttributeMissing, VariableTracker
+from .constant import ConstantVariable
+from .native import PureCallableVariable
 
 __all__ = ["TensorVariable", "SymbolicVariable", "TensorMethodVariable"]
 
@@ -65,9 +69,12 @@ class TensorVariable(VariableTracker):
     def length(self, tx):
         return tx.call_leaf(len, [self], {})
 
-    def getattr(self, tx, name: str) -> VariableTracker:
-        from .constant import ConstantVariable
+    def getitem(self, tx, index: VariableTracker) -> VariableTracker:
+        if _has_symbolic(index):
+            return _symbolic_index(tx, self, index)
+        return tx.call_leaf(operator.getitem, [self, index], {})
 
+    def getattr(self, tx, name: str) -> VariableTracker:
         if name in _REFUSED_ATTRIBUTES:
             kind = _REFUSED_ATTRIBUTES[name]
             error = graph_break(kind, f"`{name}` of {self.describe()} cannot be captured",
@@ -118,9 +125,7 @@ class TensorMethodVariable(VariableTracker):
                                 frames=tx.user_frames())
             real = tx.output.real_value(self.tensor.meta)
             if real is not None and tx.output.recover(error):
-                from .builder import wrap
-
-                return wrap(tx, getattr(real, self.name)())
+                return tx.wrap(getattr(real, self.name)())
             raise error
         if self.name in _REFUSED_METHODS:
             raise graph_break(_REFUSED_METHODS[self.name],
@@ -134,13 +139,10 @@ class TensorMethodVariable(VariableTracker):
     def _new_tensor(self, tx, args, kwargs):
         """``x.new_tensor(data)`` is ``torch.tensor(data)`` with x's dtype and device: built
         from the Python data natively (on the meta stand-in, the data would be lost)."""
-        from .constant import ConstantVariable
-        from .torch_calls import call_torch_function
-
         kwargs = dict(kwargs)
         kwargs.setdefault("dtype", ConstantVariable(self.tensor.meta.dtype))
         kwargs.setdefault("device", ConstantVariable(tx.output.recorder.device_of(self.tensor.meta)))
-        return call_torch_function(tx, torch.tensor, args[:1], kwargs)
+        return tx.wrap(torch.tensor).call(tx, args[:1], kwargs)
 
 
 class SymbolicVariable(VariableTracker):
@@ -174,12 +176,50 @@ class SymbolicVariable(VariableTracker):
             raise
 
     def getattr(self, tx, name: str) -> VariableTracker:
-        from .constant import ConstantVariable
-        from .functions import PureCallableVariable
-
         attr = getattr(self.value, name, None)
         if attr is None:
             raise AttributeMissing(name)
         if callable(attr):
             return PureCallableVariable(attr)
         return ConstantVariable(attr)
+
+
+def _has_symbolic(index) -> bool:
+    """True when a symbolic size is part of the index (alone, in a slice or a tuple)."""
+    if isinstance(index, SymbolicVariable):
+        return True
+    parts = getattr(index, "parts", None) or getattr(index, "elements", ())
+    return any(_has_symbolic(p) for p in parts)
+
+
+def _symbolic_index(tx, tensor, index):
+    """``x[...]`` whose index holds symbolic sizes, as explicit ``select``/``slice``/
+    ``unsqueeze`` calls: Python's indexing would turn each symbolic int into a guard on its
+    example value, these ops keep it symbolic."""
+    parts = index.elements if issubclass(index.python_type(), tuple) else [index]
+    if any(isinstance(p, TensorVariable) or
+           (p.is_constant() and p.as_constant() is Ellipsis) for p in parts):
+        return tx.call_leaf(operator.getitem, [tensor, index], {})  # advanced indexing
+    result, dim = tensor, 0
+    for part in parts:
+        if part.is_constant() and part.as_constant() is None:
+            result = tx.call_leaf(torch.unsqueeze, [result, ConstantVariable(dim)], {})
+            dim += 1
+        elif part.python_type() is slice:
+            start, stop, step = (None if b.is_constant() and b.as_constant() is None else b
+                                 for b in _slice_bounds(part))
+            result = tx.call_leaf(torch.ops.aten.slice.Tensor, [
+                result, ConstantVariable(dim), start or ConstantVariable(None),
+                stop or ConstantVariable(None), step or ConstantVariable(1)], {})
+            dim += 1
+        else:
+            result = tx.call_leaf(torch.select, [result, ConstantVariable(dim), part], {})
+    return result
+
+
+def _slice_bounds(part) -> list:
+    """(start, stop, step) trackers of a slice index, constant or with symbolic bounds."""
+    if not part.is_constant():
+        return list(part.parts)
+    value = part.as_constant()
+    return [ConstantVariable(b) for b in (value.start, value.stop, value.step)]

@@ -9,6 +9,8 @@ from torch.utils import _pytree as pytree
 
 from ..graph_breaks import GraphBreakError, graph_break
 from .constant import ConstantVariable
+from .containers import ListVariable
+from .tensor import SymbolicVariable, TensorVariable
 
 __all__ = ["call_torch_function"]
 
@@ -61,8 +63,6 @@ def _check_is_size(tx, args, kwargs):
 
 
 def _contains_tensor(tracker) -> bool:
-    from .tensor import TensorVariable
-
     if isinstance(tracker, TensorVariable):
         return True
     elements = getattr(tracker, "elements", None)
@@ -133,9 +133,6 @@ def call_cond(tx, pred, true_fn, false_fn, operands=None):
     and one ``higher_order.cond`` node is recorded. Branches must return the same structure of
     tensors with equal shapes and dtypes, and may not change state created outside them.
     """
-    from .builder import wrap
-    from .tensor import SymbolicVariable, TensorVariable
-
     operands = operands.items(tx) if operands is not None else []
     if pred.is_constant():
         branch = true_fn if pred.as_constant() else false_fn
@@ -155,12 +152,10 @@ def call_cond(tx, pred, true_fn, false_fn, operands=None):
     _check_branches_agree(tx, outs_t, spec_t, outs_f, spec_f)
     with tx.output.leaf_errors(torch.cond):
         results = recorder.record_cond(pred.meta, (scope_t, scope_f), metas, outs_t)
-    return wrap(tx, pytree.tree_unflatten(results, spec_t))
+    return tx.wrap(pytree.tree_unflatten(results, spec_t))
 
 
 def _trace_branch(tx, fn, metas, *, single: bool = False):
-    from .tensor import TensorVariable
-
     recorder = tx.output.recorder
     with tx.output.branch():
         stand_ins = recorder.open_branch(metas)
@@ -196,9 +191,6 @@ def call_while_loop(tx, cond_fn, body_fn, carried):
     subgraphs over the carried tensors (values they read from outside become extra inputs),
     and one ``higher_order.while_loop`` node is recorded: the number of iterations is decided
     at run time. The body must return tensors shaped like the carried ones."""
-    from .builder import wrap
-    from .tensor import TensorVariable
-
     values = carried.items(tx)
     if not values or not all(isinstance(v, TensorVariable) for v in values):
         raise graph_break("UB113", "the carried inputs of while_loop must be tensors",
@@ -212,7 +204,7 @@ def call_while_loop(tx, cond_fn, body_fn, carried):
     _check_branches_agree(tx, outs, None, metas, None)
     with tx.output.leaf_errors(torch.while_loop):
         results = tx.output.recorder.record_while_loop((cond_scope, body_scope), metas)
-    return wrap(tx, tuple(results))
+    return tx.wrap(tuple(results))
 
 
 def _while_loop_op(tx, cond_fn, body_fn, carried, additional_inputs=None):
@@ -231,10 +223,6 @@ def call_map(tx, f, xs, *args):
     along its first dim, results stacked. The first dim is known at export time, so the loop
     is unrolled into the graph (each call traced like any user code); a dynamic first dim is
     refused (the number of iterations would be specialized)."""
-    from .builder import wrap
-    from .containers import ListVariable
-    from .tensor import TensorVariable
-
     leaves = xs.items(tx) if not isinstance(xs, TensorVariable) else [xs]
     if not leaves or not all(isinstance(t, TensorVariable) for t in leaves):
         raise graph_break("UB113", "map() needs a tensor (or a tuple of tensors) to map over",
@@ -251,9 +239,9 @@ def call_map(tx, f, xs, *args):
         results.append(f.call(tx, [item, *args], {}))
     flat = [pytree.tree_flatten(r.unwrap(tx)) for r in results]
     columns = zip(*(leaves for leaves, _ in flat))
-    stacked = [tx.call_leaf(torch.stack, [ListVariable([wrap(tx, v) for v in column])], {})
+    stacked = [tx.call_leaf(torch.stack, [ListVariable([tx.wrap(v) for v in column])], {})
                for column in columns]
-    return wrap(tx, pytree.tree_unflatten([s.unwrap(tx) for s in stacked], flat[0][1]))
+    return tx.wrap(pytree.tree_unflatten([s.unwrap(tx) for s in stacked], flat[0][1]))
 
 
 def call_torch_function(tx, fn, args, kwargs):

@@ -1,0 +1,235 @@
+"""The object protocol (``unbroken/frontend/protocol.py``): one attribute lookup for user
+objects, objects created in the trace, classes, namedtuples and ``super()``, checked against
+CPython on the same functions."""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import inspect
+import typing
+
+import pytest
+import torch
+
+import unbroken
+from tests.frontend.parity import check
+from unbroken import Dim
+from unbroken.frontend import interpret
+from unbroken.frontend.protocol import class_attribute
+from unbroken.frontend.translator import InstructionTranslator
+from unbroken.frontend.variables.base import Interpreter
+
+Pair = collections.namedtuple("Pair", "x y")
+
+
+class Point(typing.NamedTuple):
+    a: int
+    b: int = 2
+
+    @property
+    def total(self):
+        return self.a + self.b
+
+    def scaled(self, k):
+        return Point(self.a * k, self.b * k)
+
+    @classmethod
+    def square(cls, v):
+        return cls(v, v)
+
+    @staticmethod
+    def double(v):
+        return 2 * v
+
+
+class Base:
+    kind = "base"
+    __slots__ = ("slot",)
+
+    def __init__(self, slot):
+        self.slot = slot
+
+    @property
+    def label(self):
+        return f"{self.kind}:{self.slot}"
+
+    def describe(self):
+        return "base " + self.label
+
+    @classmethod
+    def make(cls, v):
+        return cls(v)
+
+    @staticmethod
+    def helper(v):
+        return v + 1
+
+
+class Child(Base):
+    kind = "child"
+    __slots__ = ()
+
+    def describe(self):
+        return "child/" + super().describe() + "/" + super().label
+
+    def parent_helper(self, v):
+        return super().helper(v), super().make(v).slot, super().kind
+
+
+CONFIG = Child(7)  # an object from outside the trace (ObjectVariable)
+
+
+def test_namedtuple_lookup_binds_like_python():
+    def f(v):
+        p, q = Pair(1, v), Point(v)
+        return (p._asdict(), p._replace(x=5), p._fields, Pair._make([1, 2]), q.total,
+                q.scaled(3), Point.square(4), q.square(2), q.double(1), Point.double(2))
+
+    check(f, 3)
+
+
+def test_namedtuple_keeps_tuple_methods_on_the_elements():
+    def f(v):
+        q = Point(v, v)
+        return q.count(v), q.index(v), len(q)
+
+    check(f, 3)
+
+
+def test_instance_lookup_descriptors_and_slots():
+    def f(v):
+        obj = Child(v)
+        return (obj.slot, obj.kind, obj.label, obj.describe(), obj.make(2).slot, obj.helper(1),
+                Child.make(3).slot, Child.helper(4), Base.describe(obj))
+
+    check(f, 5)
+
+
+def test_super_lookup_skips_to_the_next_class():
+    def f(v):
+        obj = Child(v)
+        return obj.describe(), obj.parent_helper(v)
+
+    check(f, 4)
+
+
+def test_outside_object_reads_through_the_same_lookup():
+    def f():
+        return CONFIG.slot, CONFIG.label, CONFIG.describe(), CONFIG.parent_helper(1)
+
+    check(f)
+
+
+def test_class_lookup_does_not_bind_functions():
+    def f():
+        unbound = Child.describe
+        prop = Base.__dict__["label"]
+        return unbound(Child(1)), isinstance(Child.label, property), prop.fget(Base(2))
+
+    check(f)
+
+
+@dataclasses.dataclass(frozen=True)
+class Frozen:
+    a: int
+    b: int
+
+
+def test_frozen_dataclass_init_stores_through_object_setattr():
+    def f(v):
+        made = Frozen(v, v + 1)
+        return made.a + made.b
+
+    check(f, 2)
+
+
+def test_missing_attribute_is_the_programs_attribute_error():
+    def f():
+        try:
+            return Point(1).missing
+        except AttributeError:
+            return "missing"
+
+    check(f)
+
+
+class _LastRow(torch.nn.Module):
+    def forward(self, x):
+        return x[x.shape[0] - 1]
+
+
+def test_symbolic_index_goes_through_the_tensor_tracker():
+    """``x[n - 1]`` with a symbolic ``n`` is an ``aten.select`` whose index is the size
+    expression, not the example's value (Python's own indexing would guard ``n`` to it): the
+    program is right at every admitted size."""
+    ep = unbroken.export(_LastRow(), (torch.randn(6, 3),),
+                         dynamic_shapes={"x": {0: Dim("b", min=2, max=64)}})
+    selects = [n for n in ep.graph.nodes if n.target is torch.ops.aten.select.int]
+    assert selects and isinstance(selects[0].args[2], torch.fx.Node), ep.graph
+    for rows in (2, 7, 64):
+        x = torch.randn(rows, 3)
+        torch.testing.assert_close(ep.module()(x), x[rows - 1])
+
+
+def test_the_translator_implements_the_interpreter_interface():
+    """Trackers reach the interpreter only through ``variables.base.Interpreter``: every member
+    it declares is implemented by ``InstructionTranslator``, with the same parameters."""
+    members = [name for name in vars(Interpreter)
+               if not name.startswith("_") and callable(vars(Interpreter)[name])]
+    assert {"wrap", "call_leaf", "inline_call", "user_exception"} <= set(members)
+    for name in members:
+        declared = inspect.signature(getattr(Interpreter, name))
+        implemented = inspect.signature(getattr(InstructionTranslator, name))
+        assert list(implemented.parameters) == list(declared.parameters), name
+
+
+@pytest.mark.parametrize("name, expected", [("kind", "child"), ("helper", Base.__dict__["helper"]),
+                                            ("absent", None)])
+def test_class_attribute_walks_the_mro(name, expected):
+    assert class_attribute(Child, name) is expected or class_attribute(Child, name) == expected
+
+
+class _Shadowed:
+    """Instance attributes named like special methods: Python's implicit calls ignore them."""
+
+    def __init__(self):
+        self.__bool__ = lambda: False
+        self.__call__ = lambda: "instance"
+        self.__enter__ = lambda: "instance"
+
+    def __bool__(self):
+        return True
+
+    def __call__(self, *args, scale=1):
+        return ("class", args, scale)
+
+    def __enter__(self):
+        return "class"
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _entered(obj):
+    with obj as value:
+        return value
+
+
+@pytest.mark.parametrize("use", [
+    pytest.param(lambda obj: "yes" if obj else "no", id="if"),
+    pytest.param(lambda obj: bool(obj), id="bool"),
+    pytest.param(lambda obj: obj(2, scale=3), id="call"),
+    pytest.param(_entered, id="with"),
+])
+def test_special_methods_come_from_the_class(use):
+    check(lambda: use(_Shadowed()))
+
+
+def test_calling_an_object_without_call_is_the_programs_type_error():
+    def f():
+        try:
+            Base(1)()
+        except TypeError as exc:
+            return str(exc)
+
+    check(f)

@@ -1,0 +1,97 @@
+"""symbolic.auto: Dim.AUTO adopts what the code requires — equal dims, narrower ranges,
+products, run-time assertions — and pins a dim only when the code fixes its value, saying so.
+
+Oracle: the exported program against eager at sizes other than the example's."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+from torch.export import Dim
+from torch.testing import assert_close
+
+import unbroken
+from unbroken import InputMismatchError
+from unbroken.symbolic.auto import SpecializationWarning
+from tests.test_suggested_fixes import DynamicModel
+
+A = Dim.AUTO
+
+
+def _placeholder_shapes(ep) -> list:
+    return [list(n.meta["val"].shape) for n in ep.graph.nodes
+            if n.op == "placeholder" and not n.name.startswith(("p_", "b_", "c_"))]
+
+
+def test_seed_dynamic_model_gives_z_as_a_product():
+    args = (torch.randn(6, 5), torch.randn(4), torch.randn(8, 4), torch.randn(32))
+    model = DynamicModel()
+    with pytest.warns(SpecializationWarning, match=r"w\.shape\[1\] is specialized to 5"):
+        ep = unbroken.export(model, args,
+                             dynamic_shapes={"w": (A, A), "x": (A,), "y": (A, A), "z": (A,)})
+    w, x, y, z = _placeholder_shapes(ep)
+    assert x[0] == y[1] and z[0] == x[0] * y[0] and w[1] == 5
+    resized = (torch.randn(3, 5), torch.randn(7), torch.randn(5, 7), torch.randn(35))
+    assert_close(ep.module()(*resized), model(*resized))
+    with pytest.raises(InputMismatchError, match="z.shape.0. = 34"):
+        ep.module()(torch.randn(3, 5), torch.randn(7), torch.randn(5, 7), torch.randn(34))
+    (pinned,) = ep.specializations
+    assert (pinned.source, pinned.value) == ("w.shape[1]", 5)
+    assert pinned.frames[-1].source.strip() == "x1 = self.l(w)"
+
+
+class MaskOrBroadcast(nn.Module):
+    """Like scaled_dot_product_attention's check: the mask's length equals the sequence's, or
+    is 1 (broadcast). No dynamic_shapes spec can state an "or"."""
+
+    def forward(self, x, mask):
+        torch._check((x.shape[1] == mask.shape[1]) | (mask.shape[1] == 1))
+        return x * mask.sum(1, keepdim=True)
+
+
+def test_a_relation_no_spec_states_is_asserted_not_pinned():
+    ep = unbroken.export(MaskOrBroadcast(), (torch.randn(2, 6), torch.ones(2, 6)),
+                         dynamic_shapes={"x": (A, A), "mask": (A, A)})
+    assert not ep.specializations
+    assert all(isinstance(d, torch.SymInt) for shape in _placeholder_shapes(ep) for d in shape)
+    x, mask = torch.randn(3, 9), torch.ones(3, 9)
+    assert_close(ep.module()(x, mask), MaskOrBroadcast()(x, mask))
+    with pytest.raises(InputMismatchError, match=r"x\.shape\[1\] == mask\.shape\[1\]"):
+        ep.module()(torch.randn(3, 9), torch.ones(3, 7))
+    asserts = [n for n in ep.graph.nodes if n.target is torch.ops.aten._assert_scalar.default]
+    assert asserts, "the relation must stay in the program for other consumers of the graph"
+
+
+class Quarters(nn.Module):
+    def forward(self, x):
+        return x.view(-1, 4).sum(1)
+
+
+def test_divisibility_is_asserted_for_auto():
+    ep = unbroken.export(Quarters(), (torch.randn(16),), dynamic_shapes={"x": (A,)})
+    assert not ep.specializations
+    for n in (8, 12, 40):
+        x = torch.randn(n)
+        assert_close(ep.module()(x), Quarters()(x))
+    with pytest.raises(InputMismatchError):
+        ep.module()(torch.randn(10))
+
+
+def test_dim_dynamic_dims_that_must_be_equal_are_accepted():
+    D = Dim.DYNAMIC
+    model = nn.Bilinear(3, 3, 2).eval()
+    ep = unbroken.export(model, (torch.randn(4, 3), torch.randn(4, 3)),
+                         dynamic_shapes=({0: D}, {0: D}))
+    x1, x2 = _placeholder_shapes(ep)
+    assert x1[0] == x2[0]
+    a, b = torch.randn(6, 3), torch.randn(6, 3)
+    assert_close(ep.module()(a, b), model(a, b))
+
+
+def test_dim_dynamic_is_never_specialized():
+    class Fixed(nn.Module):
+        def forward(self, x):
+            return x.view(2, 4)
+
+    with pytest.raises(unbroken.ConstraintViolationError):
+        unbroken.export(Fixed(), (torch.randn(8),), dynamic_shapes={"x": (Dim.DYNAMIC,)})

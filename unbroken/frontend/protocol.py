@@ -1,0 +1,244 @@
+"""The object protocol on trackers: attribute lookup, method binding, special-method calls,
+subscript, iteration and calls.
+
+This is the one place that says how Python's own protocols run on variable trackers. Each
+tracker family answers the questions in its methods (``getattr``, ``getitem``, ``items``,
+``call``); the operations below are what the interpreter, the builtins and the trackers
+themselves use to ask them, and the parts of Python's semantics that several families share:
+
+- ``lookup``: ``object.__getattribute__``/``type.__getattribute__``/``super()`` lookup through
+  the class dicts, with the descriptor protocol applied on trackers (functions bind to the
+  receiver, properties are inlined, static and class methods unwrap);
+- ``getattr_fallback``: the class's ``__getattr__`` when normal lookup fails;
+- ``special_method`` / ``call_special``: a special method (``__len__``, ``__enter__``...) as
+  Python's implicit calls find it: on the class, never on the instance;
+- ``load_attribute`` / ``read_attribute``: ``obj.name`` with a missing attribute reported as
+  the program's ``AttributeError``, or as None for ``hasattr``/``getattr(..., default)``;
+- ``subscript``, ``iterate``, ``call``: ``obj[index]``, ``iter(obj)`` to a list, ``f(...)``.
+
+It sits below every tracker family (it needs only the tracker base class and constants); the
+trackers reach the interpreter through ``tx`` (see ``variables.base.Interpreter``).
+"""
+from __future__ import annotations
+
+import inspect
+import types
+
+from .graph_breaks import TracedException
+from .sources import AttrSource
+from .variables.base import AttributeMissing, VariableTracker
+from .variables.constant import ConstantVariable
+
+__all__ = ["BoundMethodVariable", "CallbackVariable", "class_attribute", "lookup",
+           "getattr_fallback", "special_method", "call_special", "call_python", "load_attribute", "read_attribute",
+           "subscript", "iterate", "call"]
+
+_MISSING = object()
+_DESCRIPTOR_FIELDS = (types.MemberDescriptorType, types.GetSetDescriptorType)
+
+
+class BoundMethodVariable(VariableTracker):
+    """``obj.method``: ``receiver`` is passed as the first argument of ``function``."""
+
+    __slots__ = ("receiver", "function")
+
+    def __init__(self, receiver: VariableTracker, function: VariableTracker):
+        super().__init__(None)
+        self.receiver = receiver
+        self.function = function
+
+    def python_type(self) -> type:
+        return types.MethodType
+
+    def describe(self) -> str:
+        return f"the method {self.function.describe()} of {self.receiver.describe()}"
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        return self.function.call(tx, [self.receiver, *args], kwargs)
+
+    def getattr(self, tx, name):
+        if name == "__self__":
+            return self.receiver
+        if name == "__func__":
+            return self.function
+        return self.function.getattr(tx, name)
+
+
+class CallbackVariable(VariableTracker):
+    """A callable that the interpreter implements itself: ``callback(tx, args)`` gives the
+    result. Used for ``object.__setattr__``/``__getattribute__`` bound to traced objects and a
+    native context manager's ``__exit__``. what: a short description for messages."""
+
+    __slots__ = ("callback", "what")
+
+    def __init__(self, callback, what: str):
+        super().__init__(None)
+        self.callback, self.what = callback, what
+
+    def describe(self) -> str:
+        return self.what
+
+    def call(self, tx, args, kwargs):
+        return self.callback(tx, args)
+
+
+def _find(cls: type, name: str, after: type | None = None):
+    """What Python's type lookup finds for ``name``: the first entry in the ``__dict__`` of
+    ``cls.__mro__`` (only the classes after ``after``, for ``super(after, obj)``)."""
+    mro = cls.__mro__
+    for klass in mro[mro.index(after) + 1:] if after is not None else mro:
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    return _MISSING
+
+
+def class_attribute(cls: type, name: str, after: type | None = None):
+    """The raw class-dict entry for ``name`` along ``cls.__mro__`` (after ``after``), or
+    None."""
+    found = _find(cls, name, after)
+    return None if found is _MISSING else found
+
+
+def is_data_descriptor(value) -> bool:
+    return hasattr(type(value), "__set__") or hasattr(type(value), "__delete__")
+
+
+def lookup(tx, receiver: VariableTracker, name: str, *, instance=None, cls: type | None = None,
+           after: type | None = None, source=None) -> VariableTracker | None:
+    """Python's attribute lookup of ``name`` on trackers; None when it finds nothing (the
+    caller then tries ``__getattr__`` or reports the attribute missing).
+
+    receiver: the tracker of the value read from (functions found on its class bind to it,
+              properties are called with it);
+    instance: the Python object behind it, when there is one: its ``__dict__`` is searched
+              and C-level fields (``__slots__`` members, getset descriptors) are read on it.
+              A class is looked up as ``type.__getattribute__`` does (class methods bind to
+              it, everything else is read natively);
+    cls:      the class, when there is no instance (a namedtuple holding tensors);
+    after:    read as ``super(after, instance)``: the MRO after ``after``, no instance dict,
+              C-level attributes bound natively by ``super``;
+    source:   where the value came from; attributes read from it get an ``AttrSource``.
+    """
+    attr_source = AttrSource(source, name) if source is not None else None
+    if isinstance(instance, type) and after is None:
+        return _lookup_on_class(tx, receiver, instance, name, attr_source)
+    own = False
+    if instance is not None and after is None:
+        try:
+            static = inspect.getattr_static(instance, name)
+        except AttributeError:
+            return None
+        own = name in getattr(instance, "__dict__", {})
+    else:
+        static = _find(cls if instance is None else type(instance), name, after)
+        if static is _MISSING:
+            return None
+    owner = cls if instance is None else type(instance)
+    if isinstance(static, property):
+        if static.fget is None:
+            raise AttributeMissing(name)
+        return call_python(tx, static.fget, [receiver])
+    if isinstance(static, staticmethod):
+        return tx.wrap(static.__func__, attr_source)
+    if isinstance(static, classmethod):
+        return BoundMethodVariable(tx.wrap(owner), tx.wrap(static.__func__))
+    if isinstance(static, types.FunctionType) and not own:
+        return BoundMethodVariable(receiver, tx.wrap(static))
+    native = owner if instance is None else \
+        super(after, instance) if after is not None else instance
+    if isinstance(static, _DESCRIPTOR_FIELDS) or native is not instance:
+        return tx.wrap(getattr(native, name), attr_source)
+    return tx.wrap(static, attr_source)
+
+
+def _lookup_on_class(tx, receiver, cls: type, name: str, attr_source):
+    try:
+        static = inspect.getattr_static(cls, name)
+    except AttributeError:
+        return None
+    if isinstance(static, classmethod):
+        return BoundMethodVariable(receiver, tx.wrap(static.__func__))
+    return tx.wrap(getattr(cls, name), attr_source)
+
+
+def getattr_fallback(tx, receiver, cls: type, name: str, default=None) -> VariableTracker:
+    """Python calls ``cls.__getattr__`` when normal lookup fails: inline it when the user's
+    class defines one (other than ``default``); else the attribute is missing."""
+    fallback = class_attribute(cls, "__getattr__")
+    if isinstance(fallback, types.FunctionType) and fallback is not default:
+        return call_python(tx, fallback, [receiver, ConstantVariable(name)])
+    raise AttributeMissing(name)
+
+
+def call_python(tx, fn, args: list, kwargs: dict | None = None) -> VariableTracker:
+    """Call the Python callable ``fn`` found on a class (a method, a property getter, a hook)
+    on trackers: user functions are inlined."""
+    return tx.wrap(fn).call(tx, list(args), dict(kwargs or {}))
+
+
+# Special methods that only read a container: safe to call natively on an object from outside.
+_READ_ONLY_SPECIALS = ("__len__", "__contains__", "__getitem__", "__iter__")
+
+
+def special_method(tx, receiver, cls: type, name: str) -> VariableTracker | None:
+    """The special method ``name`` that Python's implicit calls (``with``, ``bool()``, a call)
+    use: looked up on ``cls`` only, an instance attribute of that name is ignored; bound to
+    ``receiver``. None unless the class defines it in Python."""
+    method = class_attribute(cls, name)
+    if isinstance(method, types.FunctionType):
+        return BoundMethodVariable(receiver, tx.wrap(method))
+    return None
+
+
+def call_special(tx, receiver, instance, name: str, args: list, native=None,
+                 kwargs: dict | None = None) -> VariableTracker | None:
+    """Call the special method ``name`` (``__iter__``, ``__len__``, ``__getitem__``...) of
+    ``instance``'s class, as Python does for its protocols: interpreted when the class defines
+    it in Python; ``native(name, method)`` gives the tracker of an inherited C method when the
+    receiver models one (a dict subclass created in the trace); a read-only C method of a
+    container base is called natively. None when the class has no such method."""
+    method = class_attribute(type(instance), name)
+    if isinstance(method, types.FunctionType):
+        return call_python(tx, method, [receiver, *args], kwargs)
+    if method is not None and native is not None:
+        bound = native(name, method)
+        return None if bound is None else bound.call(tx, list(args), dict(kwargs or {}))
+    if method is not None and name in _READ_ONLY_SPECIALS:
+        return tx.call_leaf(getattr(instance, name), args, {})
+    return None
+
+
+def load_attribute(tx, obj: VariableTracker, name: str) -> VariableTracker:
+    """``obj.name``; a missing attribute is the program's own ``AttributeError``."""
+    try:
+        return obj.getattr(tx, name)
+    except AttributeMissing:
+        raise tx.user_exception(AttributeError(
+            f"'{obj.python_type().__name__}' object has no attribute '{name}'")) from None
+
+
+def read_attribute(tx, obj: VariableTracker, name: str) -> VariableTracker | None:
+    """``obj.name``, or None when it does not exist (``hasattr``, ``getattr`` with a default):
+    missing, or the program's own ``AttributeError`` raised while computing it."""
+    try:
+        return obj.getattr(tx, name)
+    except (AttributeMissing, TracedException) as missing:
+        if isinstance(missing, TracedException) and \
+                not isinstance(missing.exception, AttributeError):
+            raise
+        return None
+
+
+def subscript(tx, container: VariableTracker, index: VariableTracker) -> VariableTracker:
+    """``container[index]``."""
+    return container.getitem(tx, index)
+
+
+def iterate(tx, value: VariableTracker) -> list:
+    """The elements ``iter(value)`` yields, as a list of trackers."""
+    return value.items(tx)
+
+
+def call(tx, callee: VariableTracker, args, kwargs) -> VariableTracker:
+    """``callee(*args, **kwargs)`` on trackers."""
+    return callee.call(tx, list(args), dict(kwargs))

@@ -1,0 +1,142 @@
+"""``Dim.AUTO`` and ``Dim.DYNAMIC``: adopt what the code requires of the dims export may choose.
+
+A trace records guards; the ones the spec does not imply are *violations*. For a named ``Dim``
+they are refused with a suggested fix. For the dims whose spec lets export decide (``Dim.AUTO``
+everywhere, ``Dim.DYNAMIC`` except that it may not become static) the fix search runs in its
+``adopt`` mode (``fixes.suggest_fix``) and its result is adopted:
+
+* ``x.shape[1] <= 512``: the range narrows;
+* ``y.shape[0] == x.shape[0]``: the two dims share one symbol; ``z.shape[0] == x.shape[0] *
+  y.shape[0]``: z's dim *is* that product (``module()`` checks it on every call);
+* ``x.shape[1] == 8`` (one admitted value): the dim is pinned, which export reports as a
+  :class:`Specialization` (a warning naming the dim and the line, and ``ep.specializations``);
+* a fact no spec can state (``a == b or b == 1``, ``n % 4 == 0``): kept as a run-time
+  assertion in the program, checked by ``module()`` before the graph runs.
+
+The first three change the symbols, so export traces again with :class:`Adoption`'s
+``refinements`` (keyed by dim source, e.g. ``x.shape[0]``; see ``spec.resolve_dynamic_shapes``);
+assertions are placed once the symbols have settled.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy
+
+from .diagnostics import UserFrame
+from .env import ShapeEnvironment
+from .fixes import Fix, suggest_fix
+from .guards import Guard, render_expr
+
+__all__ = ["Adoption", "Specialization", "SpecializationWarning", "plan_adoption"]
+
+
+class SpecializationWarning(UserWarning):
+    """A dim marked ``Dim.AUTO`` became static because the model's code pins it to one value."""
+
+
+@dataclass(frozen=True, slots=True)
+class Specialization:
+    """A ``Dim.AUTO`` dim export made static.
+
+    source: the dim (``input_ids.shape[1]``); value: the size it is fixed at; reason: the
+    fact that pins it (``input_ids.shape[1] == 12``); frames: the user's stack where the code
+    asked for it (innermost last; may be empty).
+    """
+
+    source: str
+    value: int
+    reason: str
+    frames: tuple[UserFrame, ...] = ()
+
+    def describe(self) -> str:
+        """One line: the dim, its value, why and where."""
+        where = ""
+        if self.frames:
+            frame = self.frames[-1]
+            where = f" at {frame.short()}: {frame.source}"
+        return (f"Dim.AUTO {self.source} is specialized to {self.value}: the code needs "
+                f"`{self.reason}`{where}")
+
+
+@dataclass(frozen=True, slots=True)
+class Adoption:
+    """What export adopts for one set of violations.
+
+    refinements:     dim source -> ``"static"``, another dim's source (equal dims),
+                     ``("range", lower, upper)`` or ``("expr", e)`` with ``e`` over symbols
+                     named after earlier dims' sources; empty when the symbols are settled.
+    asserted:        guards whose facts become run-time assertions (``Guard.as_fact()`` is
+                     the fact to assert; frames say where the code asked for it).
+    specializations: the dims this adoption makes static.
+    """
+
+    refinements: dict
+    asserted: tuple[Guard, ...]
+    specializations: tuple[Specialization, ...]
+
+
+def plan_adoption(env: ShapeEnvironment, violations) -> Adoption | None:
+    """The :class:`Adoption` that makes every violated guard hold, or None when a violation
+    involves a named ``Dim`` (or would make a ``Dim.DYNAMIC`` static): that is refused."""
+    adoptable = set(env.auto_symbols)
+    guards = [v.guard for v in violations]
+    if not all(g.as_fact().free_symbols & adoptable for g in guards):
+        return None
+    backed = [s for s, info in env.symbols.items() if info.hint is not None]
+    ranges = {s: _range(env, s) for s in backed}
+    fix = suggest_fix([g.as_fact() for g in guards], ranges,
+                      {s: env.hint_of(s) for s in backed}, env.source_of, adopt=True,
+                      fixed=frozenset(backed) - adoptable)
+    if fix is None or any(s in env.dynamic_symbols for s in fix.static):
+        return None
+    changed = set(fix.static) | set(fix.derived) | {s for s in fix.ranges if
+                                                     fix.ranges[s] != ranges.get(s)}
+    asserted = set().union(*(sympy.sympify(a).free_symbols for a in fix.asserted))
+    if not (changed | asserted) <= adoptable:
+        return None
+    return Adoption(_refinements(env, fix, ranges),
+                    tuple(_guard_for(fact, guards) for fact in fix.asserted),
+                    tuple(_specialization(env, s, fix, guards) for s in fix.static))
+
+
+def _range(env: ShapeEnvironment, symbol) -> tuple:
+    value_range = env.spec_ranges[symbol]
+    try:
+        upper = int(value_range.upper)
+    except (TypeError, ValueError, OverflowError):  # int_oo: unbounded
+        upper = None
+    return int(value_range.lower), (upper if upper is not None and upper < 2 ** 62 else None)
+
+
+def _refinements(env: ShapeEnvironment, fix: Fix, ranges: dict) -> dict:
+    refinements: dict = {env.auto_symbols[s]: "static" for s in fix.static}
+    for symbol, value_range in fix.ranges.items():
+        if symbol in env.auto_symbols and value_range != ranges.get(symbol):
+            refinements[env.auto_symbols[symbol]] = ("range",) + tuple(value_range)
+    for symbol, expr in fix.derived.items():
+        if isinstance(expr, sympy.Symbol):
+            refinements[env.auto_symbols[symbol]] = env.source_of(expr)
+        else:
+            named = {s: sympy.Symbol(env.source_of(s), integer=True, positive=True)
+                     for s in expr.free_symbols}
+            refinements[env.auto_symbols[symbol]] = ("expr", expr.xreplace(named))
+    return refinements
+
+
+def _guard_for(fact, guards: list[Guard]) -> Guard:
+    """The first guard whose fact is (or has as a conjunct) ``fact``; a guard made for it."""
+    for guard in guards:
+        whole = guard.as_fact()
+        if whole == fact or fact in sympy.And.make_args(whole):
+            return Guard(fact, True, guard.frames, guard.op, guard.kind)
+    return Guard(fact, True)
+
+
+def _specialization(env: ShapeEnvironment, symbol, fix: Fix, guards) -> Specialization:
+    fact = fix.pinned_by.get(symbol, sympy.Eq(symbol, fix.static[symbol]))
+    frames = _guard_for(fact, guards).frames
+    if not frames:  # the fact may be a rewriting of a guard: take the first one on the symbol
+        frames = next((g.frames for g in guards if symbol in g.as_fact().free_symbols), ())
+    return Specialization(env.auto_symbols[symbol], int(fix.static[symbol]),
+                          render_expr(fact, env.source_of), frames)

@@ -1,8 +1,9 @@
 # unbroken — developer entry points.
 #
 #   make demo       set up .venv, then `unbroken check` on examples/*.py
-#   make test       set up .venv, then the whole test suite (slow zoo cases included)
+#   make test       set up .venv, then the whole test suite (slow cases included, heavy ones not)
 #   make test-fast  the suite without tests marked `slow`
+#   make test-heavy only the tests marked `heavy` (the costliest toolchain cases, ~5 min)
 #   make bench      export time of unbroken vs torch.export(strict=True) on the model zoo
 #   make docs       regenerate docs/graph-breaks.md from the graph-break catalogue
 #
@@ -15,7 +16,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.unbroken-setup-stamp
 
-.PHONY: demo test test-fast bench docs setup clean
+.PHONY: demo test test-fast test-heavy bench docs setup clean
 
 setup: $(STAMP)
 
@@ -36,7 +37,10 @@ test: $(STAMP)
 	$(PY) -m pytest -q
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow and not heavy"
+
+test-heavy: $(STAMP)
+	$(PY) -m pytest -q -m heavy
 
 bench: $(STAMP)
 	$(PY) benchmarks/export_time.py

@@ -3,7 +3,9 @@
 Each tool is applied to unbroken's program and to ``torch.export.export``'s program of the same
 model; both must run and match eager. Cases: a small model with a submodule hierarchy and a
 buffer, and a small randomly initialised Hugging Face BERT, each static and dynamic in
-(batch, sequence). Compiling tools (AOTInductor) are slow except for one case.
+(batch, sequence). The expensive tools run on a few cases by default: AOTInductor (about a
+minute a compile) on ``small_dynamic`` and ONNX on ``small`` and ``bert_dynamic``, their other
+cases marked ``heavy`` (``make test-heavy``, see ``_on``); torch.compile runs on ``small`` only.
 """
 import io
 from dataclasses import dataclass
@@ -72,6 +74,17 @@ CASES = [Case("small", Small, lambda b, s: (torch.randn(b, s, 8),), False),
          Case("small_dynamic", Small, lambda b, s: (torch.randn(b, s, 8),), True),
          Case("bert", _bert, _tokens, False),
          Case("bert_dynamic", _bert, _tokens, True)]
+
+
+def _on(*names: str):
+    """Run the decorated test on the cases ``names`` by default and on the others only when
+    heavy tests are selected (``-m heavy``): they carry ``@pytest.mark.heavy`` (and ``slow``).
+    The parametrization overrides the ``exported`` fixture's, case for case in the same order,
+    so each case is still exported once per module."""
+    return pytest.mark.parametrize("exported", [
+        pytest.param(c, id=c.name, marks=() if c.name in names
+                     else (pytest.mark.heavy, pytest.mark.slow))
+        for c in CASES], indirect=True)
 
 
 @dataclass
@@ -180,13 +193,14 @@ def test_run_decompositions_gives_torchs_op_set(exported):
     _matches(exported, lambda p: p.run_decompositions().module()(*exported.fresh))
 
 
+@pytest.mark.parametrize("exported", CASES[:1], indirect=True, ids=[CASES[0].name])
 def test_torch_compile_of_the_module(exported):
-    if exported.case.name != "small":
-        pytest.skip("one case: compiling is slow, the other cases go through AOTInductor")
+    """One case: compiling is slow, and the other cases' compiles go through AOTInductor."""
     torch._dynamo.reset()
     _matches(exported, lambda p: torch.compile(p.module())(*exported.fresh))
 
 
+@_on("small", "bert_dynamic")
 def test_onnx_export_runs_in_onnxruntime(exported, tmp_path):
     pytest.importorskip("onnxscript")
     onnxruntime = pytest.importorskip("onnxruntime")
@@ -208,19 +222,11 @@ def _aoti(exported, tmp_path, torchs_too: bool):
     _matches(exported, run, torchs_too)
 
 
+@_on("small_dynamic")
 def test_aoti_compile_and_package(exported, tmp_path):
-    if exported.case.name != "small_dynamic":
-        pytest.skip("the other cases are test_aoti_compile_and_package_slow")
-    _aoti(exported, tmp_path, torchs_too=True)
-
-
-@pytest.mark.slow
-def test_aoti_compile_and_package_slow(exported, tmp_path):
-    """unbroken's program only: a compile takes about a minute, torch's side is shown by the
-    fast case."""
-    if exported.case.name == "small_dynamic":
-        pytest.skip("fast case: test_aoti_compile_and_package")
-    _aoti(exported, tmp_path, torchs_too=False)
+    """unbroken's program and torch's, on the default case; on the heavy ones unbroken's only
+    (a compile takes about a minute)."""
+    _aoti(exported, tmp_path, torchs_too=exported.case.name == "small_dynamic")
 
 
 # -- unbroken's own way back in -------------------------------------------------------------------

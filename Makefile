@@ -5,6 +5,10 @@
 #   make test-fast  the suite without tests marked `slow`
 #   make test-heavy only the tests marked `heavy` (the costliest toolchain cases, ~5 min)
 #   make bench      export time of unbroken vs torch.export(strict=True) on the model zoo
+#   make corpus     unbroken vs torch.export strict/non-strict on ~120 real models and programs,
+#                   one fresh process each (benchmarks/corpus.py; slow: 77 min with --jobs 2
+#                   --single-call on 2 busy cores). Options through ARGS, e.g.
+#                   make corpus ARGS="--jobs 2 --single-call", ARGS="--dynamic --jobs 2"
 #   make docs       regenerate docs/graph-breaks.md from the graph-break catalogue
 #
 # The set-up is one stamp file: it reruns only when pyproject.toml changes or .venv is gone.
@@ -16,7 +20,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.unbroken-setup-stamp
 
-.PHONY: demo test test-fast test-heavy bench docs setup clean
+.PHONY: demo test test-fast test-heavy bench corpus docs setup clean
 
 setup: $(STAMP)
 
@@ -44,6 +48,12 @@ test-heavy: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/export_time.py
+
+# The report goes to benchmarks/results/corpus-<date>[-dynamic].{md,json}; ARGS adds options
+# (--dynamic, --only bert,gpt2, --exporters unbroken,strict, --jobs N, --timeout S).
+CORPUS_OUT = benchmarks/results/corpus-$(shell date -u +%Y-%m-%d)$(if $(findstring --dynamic,$(ARGS)),-dynamic,)
+corpus: $(STAMP)
+	$(PY) benchmarks/corpus.py $(ARGS) --json $(CORPUS_OUT).json --markdown $(CORPUS_OUT).md
 
 docs: $(STAMP)
 	$(PY) -W ignore::RuntimeWarning -m unbroken.frontend.graph_breaks --markdown > docs/graph-breaks.md.tmp

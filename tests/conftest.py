@@ -6,9 +6,22 @@ depends on luck; locally examples vary from run to run, which finds more bugs.
 """
 import os
 
+import pytest
 from hypothesis import settings
+
+from unbroken.process_state import ProcessState
 
 settings.register_profile("ci", derandomize=True, database=None, deadline=None,
                           print_blob=True)
 settings.register_profile("dev", deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+@pytest.fixture(autouse=True)
+def process_state_unchanged():
+    """Every test (every export and refusal in the suite) leaves PyTorch's process state
+    (grad/inference mode, default dtype, modes, dispatch keys, patched kernels) as it was."""
+    before = ProcessState.capture()
+    yield
+    after = ProcessState.capture()
+    assert after == before, f"the process state changed: {before} -> {after}"

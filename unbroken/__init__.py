@@ -24,8 +24,8 @@ __all__ = [
     "ConstraintViolationError", "DataDependentError", "Dim", "ExportUsageError",
     "ExportedProgram", "GraphBreakError", "InputMismatchError", "InternalError",
     "RefusalError", "SerializationError", "Specialization", "SpecializationWarning",
-    "UnbrokenError", "UnsupportedError", "__version__", "case", "export", "find_graph_breaks",
-    "load", "save",
+    "UnbrokenError", "UnsupportedError", "__version__", "budget", "case", "export",
+    "find_graph_breaks", "load", "save",
 ]
 
 
@@ -40,6 +40,10 @@ def __getattr__(name):
         from . import program
 
         return getattr(program, name)
+    if name == "budget":
+        from .frontend.budget import budget
+
+        return budget
     if name in ("Specialization", "SpecializationWarning"):
         from .symbolic import auto
 

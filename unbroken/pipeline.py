@@ -22,7 +22,6 @@ import torch
 import torch.fx as fx
 from torch._dispatch.python import enable_python_dispatcher
 from torch.export.dynamic_shapes import AdditionalInputs, ShapesCollection
-from torch.nn.utils.stateless import _reparametrize_module
 from torch.utils import _pytree as pytree
 
 from .frontend.graph_breaks import TracedException
@@ -43,12 +42,14 @@ from .passes.functionalize import functionalize
 from .passes.subgraphs import functionalize_subgraphs
 from .fix_rendering import TensorDims, constraint_error, render_fix
 from .program import ExportedProgram
+from .preserved_calls import preserved_signatures
 from .size_one import admit_size_one
 from .symbolic import guard_log
 from .symbolic.auto import Adoption, Specialization, SpecializationWarning, plan_adoption
 from .symbolic.diagnostics import (ConstraintViolationError, ExportUsageError,
                                    InputMismatchError, InternalError, RefusalError,
-                                   UnbrokenError)
+                                   UnbrokenError, UnsupportedError)
+from .process_state import isolated
 from .symbolic.env import ShapeEnvironment
 from .symbolic.fixes import suggest_fix
 from .symbolic.solver import Solver, Violation, check_guards
@@ -69,7 +70,12 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict: bool = True,
         dynamic_shapes: which input dims are dynamic, as for ``torch.export.export`` (a dict
             keyed by argument name or a tuple in argument order; ``torch.export.Dim`` objects).
         strict: accepted for drop-in compatibility; unbroken always traces strictly.
-        preserve_module_call_signature: accepted for compatibility; not used yet.
+        preserve_module_call_signature: paths of submodules (``("encoder.layer.0",)``)
+            whose call signature the program keeps, as torch.export does: the
+            ``module_call_graph`` entry of each holds the call's inputs, outputs and pytree
+            specs, so ``torch.export.unflatten(ep)`` gives back a submodule called like the
+            original (and swappable for it). Each must be called once, with tensors and
+            constants only, outside ``torch.cond`` branches; otherwise UnsupportedError.
 
     Returns:
         an :class:`ExportedProgram`.
@@ -86,14 +92,39 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict: bool = True,
         out = ep.module()(x, y)
     """
     args, kwargs = _check_call(mod, args, kwargs)
+    preserve = _check_preserved(mod, preserve_module_call_signature)
     check_python_version()
+    with isolated():
+        return _export(mod, args, kwargs, dynamic_shapes, preserve)
+
+
+def _check_preserved(mod, paths) -> frozenset:
+    """The submodule paths of ``preserve_module_call_signature``, checked to exist."""
+    if isinstance(paths, str) or not isinstance(paths, (tuple, list, set, frozenset)):
+        raise ExportUsageError(
+            f"preserve_module_call_signature must be a tuple of submodule paths, got "
+            f"{type(paths).__name__}", hint='Pass e.g. preserve_module_call_signature=("sub",).')
+    for path in paths:
+        try:
+            found = isinstance(path, str) and path and \
+                isinstance(mod.get_submodule(path), torch.nn.Module)
+        except (AttributeError, TypeError):
+            found = False
+        if not found:
+            raise ExportUsageError(
+                f"preserve_module_call_signature names {path!r}, which is not a submodule of "
+                f"the exported module", hint="Use paths from model.named_modules().")
+    return frozenset(paths)
+
+
+def _export(mod, args, kwargs, dynamic_shapes, preserve=frozenset()) -> ExportedProgram:
     helper, dynamic_shapes = dynamic_shapes, _from_helper(mod, args, kwargs, dynamic_shapes)
     refinements: dict = {}
     specializations: list[Specialization] = []
     try:
         for _ in range(_MAX_AUTO_ROUNDS):
             exporter = _Export(mod, args, kwargs, dynamic_shapes, refinements,
-                               specializations=tuple(specializations))
+                               specializations=tuple(specializations), preserve=preserve)
             try:
                 ep = exporter.run()
             except _AdoptAuto as adopt:  # Dim.AUTO dims take what the code requires: retrace
@@ -189,7 +220,7 @@ def _admit_size_one(exporter: "_Export", ep: ExportedProgram) -> ExportedProgram
     def trace_at(args, kwargs, forced):
         retry = _Export(exporter.mod, args, kwargs, exporter.dynamic_shapes,
                         exporter.auto_refinements, specializations=exporter.specializations,
-                        forced_static=forced)
+                        forced_static=forced, preserve=exporter.preserve)
         retry.suggest_fixes = False
         try:
             other = retry.run()
@@ -213,8 +244,10 @@ class _Export:
     """One export: the state shared by the stages."""
 
     def __init__(self, mod, args, kwargs, dynamic_shapes, auto_refinements=None, *,
-                 find_all: bool = False, specializations=(), forced_static=frozenset()):
+                 find_all: bool = False, specializations=(), forced_static=frozenset(),
+                 preserve=frozenset()):
         self.mod = mod
+        self.preserve = preserve  # preserve_module_call_signature paths
         self.root = mod if isinstance(mod, torch.nn.Module) else None
         self.args, self.kwargs = args, kwargs
         self.dynamic_shapes = dynamic_shapes
@@ -233,6 +266,7 @@ class _Export:
         self.builder = self.recorder.builder
         self.output = TraceContext(self.recorder, self.root)
         self.output.find_all = find_all
+        self.output.preserved_paths = preserve
         self.input_specs: list[InputSpec] = []
         self.state_dict: dict = {}
         self.constants: dict = {}
@@ -322,18 +356,22 @@ class _Export:
 
     def _lift_inputs(self, signature, dims):
         """Placeholders for the flattened user inputs, in the order of ``(args, kwargs)``."""
-        trackers = {}
+        # one placeholder per position, even when the example passes one tensor twice
+        # (export(m, (x, x))): the program is traced for separate inputs; module() refuses a
+        # call whose inputs share memory with one the program writes (ir.runtime)
+        bound = {}
         for top_name, value in _top_level_names(signature, self.args, self.kwargs):
-            for path, leaf in pytree.tree_flatten_with_path(value)[0]:
+            leaves, spec = pytree.tree_flatten_with_path(value)
+            trackers = {}
+            for path, leaf in leaves:
                 name = top_name + "".join(_path_suffix(k) for k in path)
                 trackers[id(leaf)] = self._user_input(name, leaf, dims.get(id(leaf)))
+                bound.setdefault(top_name, []).append(trackers[id(leaf)])
             self.top_dims[top_name] = _dims_of(value, trackers)
-
-        def to_tracker(leaf):
-            return trackers.get(id(leaf)) or ConstantVariable(leaf)
-
-        return (list(pytree.tree_map(to_tracker, self.args)),
-                {k: pytree.tree_map(to_tracker, v) for k, v in self.kwargs.items()})
+            bound[top_name] = pytree.tree_unflatten(bound.get(top_name, []), spec)
+        names = list(bound)
+        positional = [bound[n] for n in names[:len(self.args)]]
+        return positional, {k: bound[k] for k in names[len(self.args):]}
 
     def _user_input(self, name, leaf, dims):
         if not isinstance(leaf, torch.Tensor):
@@ -347,7 +385,8 @@ class _Export:
         for index, size in enumerate(meta.shape):
             if isinstance(size, torch.SymInt):
                 self.builder.bind_symbol(size.node.expr, node, index)  # s, or a*s + b
-        self.output.mark_state(meta, parameter=False, requires_grad=leaf.requires_grad)
+        self.output.mark_state(meta, parameter=False, requires_grad=leaf.requires_grad,
+                               example=leaf)
         self.input_specs.append(InputSpec(InputKind.USER_INPUT, TensorArgument(node.name), None))
         return TensorVariable(meta, LocalSource(name), requires_grad=leaf.requires_grad)
 
@@ -454,7 +493,14 @@ class _Export:
         graph_module = functionalize_subgraphs(self.builder.graph_module())
         signature = ExportGraphSignature(self._ordered_input_specs(), self._output_specs())
         graph_module, signature = functionalize(graph_module, signature)
+        self._refuse_written_overlapping_state(signature)
+        writes_inputs = any(s.kind == OutputKind.USER_INPUT_MUTATION
+                            for s in signature.mutation_specs)
+        strict_layout = self.output.layout_read or (
+            writes_inputs and self.output.layout_aliasing)
         graph_module = dead_code_elimination(graph_module)
+        module_calls = preserved_signatures(graph_module, signature,
+                                            self.output.preserved_calls)
         _, in_spec = pytree.tree_flatten((self.args, self.kwargs))
         return ExportedProgram.from_parts(ProgramParts(
             graph_module, signature, self.state_dict, self.constants,
@@ -463,13 +509,32 @@ class _Export:
             hints={s: self.env.hint_of(s) for s, i in self.env.symbols.items()
                    if i.hint is not None},
             forward_arg_names=tuple(self.top_dims), module_types=self._module_types(),
-            env=self.env, specializations=self.specializations))
+            env=self.env, specializations=self.specializations,
+            strict_layout=bool(strict_layout), module_calls=module_calls))
 
     def _module_types(self) -> dict:
         """Submodule FQN -> class, for the program's module call graph and node metadata."""
         if self.root is None:
             return {}
         return {fqn: type(module) for fqn, module in self.root.named_modules()}
+
+    def _refuse_written_overlapping_state(self, signature) -> None:
+        """A buffer written in place that shares memory with another buffer or parameter (a
+        buffer registered as a view of another) would be read stale through the other name:
+        the program treats state tensors as separate. Refused (UB121)."""
+        state = {**self.state_dict, **self.constants}
+        for spec in signature.mutation_specs:
+            written = state.get(spec.target)
+            if not isinstance(written, torch.Tensor):
+                continue
+            for fqn, other in state.items():
+                if other is not written and isinstance(other, torch.Tensor) \
+                        and _shares_memory(written, other):
+                    raise UnsupportedError(
+                        f"forward() writes the buffer `{spec.target}` in place, and it shares "
+                        f"memory with `{fqn}` (one is a view of the other)", code="UB121",
+                        hint=f"Register `{fqn}` as its own tensor (e.g. a clone), or compute it "
+                             f"from `{spec.target}` inside forward().")
 
     def _lift_constant_specs(self) -> None:
         for name, tensor in self.recorder.constants.items():
@@ -515,6 +580,13 @@ def _check_outputs(leaves, frames) -> None:
                 hint=f"Register the class as a pytree node, e.g. "
                      f"torch.export.register_dataclass({kind.__name__}) for a dataclass or "
                      "torch.utils._pytree.register_pytree_node(...), or return a tuple/dict.")
+
+
+def _shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.device.type == "meta" or b.device.type == "meta":
+        return False
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr() \
+        and a.untyped_storage().nbytes() > 0
 
 
 def _signature(forward) -> inspect.Signature:
@@ -571,8 +643,36 @@ def _tracing(root, metas):
         stack.enter_context(torch.set_grad_enabled(torch.is_grad_enabled()))
         stack.enter_context(enable_python_dispatcher())
         if root is not None and metas:
-            stack.enter_context(_reparametrize_module(root, metas, strict=False))
+            stack.enter_context(_swapped_state(root, metas))
         yield
+
+
+@contextlib.contextmanager
+def _swapped_state(root, metas):
+    """Parameters and buffers of ``root`` replaced by their meta stand-ins (by FQN) for the
+    duration, and put back however the body ends. A module reachable by two paths (``self.tail
+    = self.seq[1:]``) is one owner: its original tensor is saved once, before either path
+    swaps it, so the user's model never keeps a meta tensor. PyTorch's own modules may cache
+    what they saw (``RNNBase._flat_weights`` is rebuilt when the weights look changed): every
+    module's attributes are put back as they were too."""
+    saved: dict = {}  # (id(owner), kind, name) -> (owner's dict, name, original tensor)
+    attributes = [(vars(m), dict(vars(m))) for m in root.modules()]
+    try:
+        for fqn, meta in metas.items():
+            owner_path, _, name = fqn.rpartition(".")
+            owner = root.get_submodule(owner_path) if owner_path else root
+            kind = "_parameters" if name in owner._parameters else "_buffers"
+            table = getattr(owner, kind)
+            saved.setdefault((id(owner), kind, name), (table, name, table[name]))
+            table[name] = meta
+        yield
+    finally:
+        for table, name, original in saved.values():
+            table[name] = original
+        for current, before in attributes:
+            for name in current.keys() - before.keys():
+                del current[name]
+            current.update((k, v) for k, v in before.items() if current.get(k) is not v)
 
 
 def find_graph_breaks(mod, args, kwargs=None, *, dynamic_shapes=None) -> list:
@@ -593,11 +693,12 @@ def find_graph_breaks(mod, args, kwargs=None, *, dynamic_shapes=None) -> list:
     """
     args, kwargs = _check_call(mod, args, kwargs)
     check_python_version()
-    try:
-        breaks = _Export(mod, args, kwargs, None, find_all=True).find_breaks()
-    except RefusalError as error:
-        breaks = [error]
-    return [_checked(error, mod, args, kwargs) for error in breaks]
+    with isolated():
+        try:
+            breaks = _Export(mod, args, kwargs, None, find_all=True).find_breaks()
+        except RefusalError as error:
+            breaks = [error]
+        return [_checked(error, mod, args, kwargs) for error in breaks]
 
 
 def _checked(error, mod, args, kwargs):

@@ -27,7 +27,8 @@ from torch._export.verifier import SpecViolationError
 
 from unbroken.ir import printer, runtime, serialize, verifier
 from unbroken.ir.fake import hints_of
-from unbroken.ir.program import ProgramParts, torch_program_args
+from unbroken.ir.grad_regions import to_flat_regions
+from unbroken.ir.program import ProgramParts, module_calls_of, torch_program_args
 from unbroken.ir.verifier import DialectViolation
 from unbroken.passes.decompose import decompose
 from unbroken.symbolic.diagnostics import ExportUsageError
@@ -81,16 +82,27 @@ class ExportedProgram(torch.export.ExportedProgram):
         it (``Specialization.describe()``); empty when every AUTO dim stayed dynamic."""
         return getattr(self, "_specializations", ())
 
+    @property
+    def strict_layout(self) -> bool:
+        """True when the program holds for the example inputs' strides only (the trace read
+        ``x.stride()`` or ``is_contiguous()``, or the program writes an input after an op that
+        copies or aliases by layout): ``module()`` then checks every input's strides."""
+        return bool(self.graph_module.meta.get(runtime.LAYOUT_READ, False))
+
     def parts(self) -> ProgramParts:
         """This program as :class:`ProgramParts` (the graph is shared, not copied)."""
         signature = self.module_call_graph[0].signature
         names = signature.forward_arg_names if signature is not None else None
+        graph_module, graph_signature, renames = to_flat_regions(self.graph_module,
+                                                                 self.graph_signature)
+        calls = tuple(c.renamed(renames) for c in module_calls_of(self.module_call_graph))
         return ProgramParts(
-            self.graph_module, self.graph_signature, self.state_dict, self.constants,
+            graph_module, graph_signature, self.state_dict, self.constants,
             self.range_constraints, self.in_spec, self.out_spec, self.example_inputs,
             self.symbol_hints, tuple(names) if names is not None else None,
             getattr(self, "_module_types", {}), self.dialect,
-            getattr(self, "_unbroken_env", None), self.specializations)
+            getattr(self, "_unbroken_env", None), self.specializations, self.strict_layout,
+            calls)
 
     # -- behaviour unbroken overrides -------------------------------------------------------------
     def module(self, check_guards: bool = True) -> torch.fx.GraphModule:
@@ -142,7 +154,7 @@ class ExportedProgram(torch.export.ExportedProgram):
 
 def save(program: ExportedProgram, f) -> None:
     """Write ``program`` to ``f`` (a path or a binary file object) in unbroken's format."""
-    serialize.save(program, f)
+    serialize.save(program.parts(), f)
 
 
 def load(f, *, limits: serialize.Limits | None = None) -> ExportedProgram:

@@ -2,8 +2,12 @@
 modules, dict subclasses with their own methods, imports inside functions, global state set
 and reset around a call, introspection, objects with container protocols."""
 import contextvars
+import functools
+import importlib.metadata
+import importlib.util
 import inspect
 import math
+import re
 
 import pytest
 import torch
@@ -232,3 +236,130 @@ def test_hugging_face_models_when_installed(name, make, inputs, key):
     fresh = inputs()
     with torch.no_grad():
         assert_bit_exact(ep.module()(fresh)[key], model(fresh)[key])
+
+
+CALLS = []
+
+
+@functools.lru_cache
+def backend_available(name):
+    """An environment probe, like transformers' is_torch_available(): cached, constant."""
+    CALLS.append(name)
+    found = importlib.util.find_spec(name) is not None
+    return found and re.fullmatch(r"\d+\.\d+.*", importlib.metadata.version(name)) is not None
+
+
+class Probe:
+    def __init__(self):
+        self.scale = 2.0
+
+
+class Probing(nn.Module):
+    """Wav2Vec2's encoder asks is_fsdp_managed_module(self), which probes installed packages
+    (importlib.metadata, a version regex) and reads vars(module)."""
+
+    def __init__(self):
+        super().__init__()
+        self.probe = Probe()
+
+    def forward(self, x):
+        if backend_available("torch") and "scale" in vars(self.probe):
+            x = x * vars(self.probe)["scale"]
+        return x + len(vars(self))
+
+
+def test_environment_probes_and_vars_match_eager():
+    x = torch.randn(3)
+    ep = unbroken.export(Probing(), (x,))
+    torch.testing.assert_close(ep.module()(x), Probing()(x))
+    assert CALLS == ["torch"]  # called natively once (then cached), as eager does
+
+
+def test_writes_through_vars_of_an_outside_object_are_refused():
+    class Writes(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.probe = Probe()
+
+        def forward(self, x):
+            vars(self.probe)["scale"] = 3.0
+            return x
+
+    with pytest.raises(unbroken.GraphBreakError) as info:
+        unbroken.export(Writes(), (torch.randn(2),))
+    assert info.value.code == "UB107"
+
+
+class Activation(nn.Module):
+    """Like transformers' SiLUActivation: a stateless module a model builds in forward."""
+
+    def forward(self, x):
+        return x * torch.sigmoid(x)
+
+
+class BuildsModules(nn.Module):
+    def forward(self, x):
+        return nn.Softmax(dim=-1)(x) + Activation()(x)
+
+
+def test_stateless_module_made_in_forward_matches_eager():
+    x = torch.randn(3, 4)
+    ep = unbroken.export(BuildsModules(), (x,))
+    torch.testing.assert_close(ep.module()(x), BuildsModules()(x), rtol=0, atol=0)
+
+
+def test_module_with_weights_made_in_forward_is_refused():
+    class BuildsLinear(nn.Module):
+        def forward(self, x):
+            return nn.Linear(4, 4)(x)
+
+    with pytest.raises(unbroken.GraphBreakError) as info:
+        unbroken.export(BuildsLinear(), (torch.randn(2, 4),))
+    assert info.value.code == "UB108" and "anew on every call" in info.value.message
+    assert "Create it in __init__" in str(info.value)
+
+
+def test_signature_parameters_mapping_is_read():
+    """LLaVA's output capturing reads inspect.signature(...).parameters (a mappingproxy)."""
+
+    def helper(x, scale=2.0, *, shift=1.0):
+        return x * scale + shift
+
+    class ReadsSignature(nn.Module):
+        def forward(self, x):
+            params = inspect.signature(helper).parameters
+            defaults = [p.default for p in params.values() if p.default is not p.empty]
+            return helper(x, *defaults[:1]) + len(params) + ("shift" in params)
+
+    x = torch.randn(3)
+    ep = unbroken.export(ReadsSignature(), (x,))
+    torch.testing.assert_close(ep.module()(x), ReadsSignature()(x), rtol=0, atol=0)
+
+
+class AssumesConstant(nn.Module):
+    """ExportDB's assume_constant_result: the decorator makes the result a program constant."""
+
+    @torch._dynamo.assume_constant_result
+    def get_item(self, y):
+        return y.int().item()
+
+    def forward(self, x, y):
+        return x[: self.get_item(y)]
+
+
+def test_assume_constant_result_is_honoured():
+    x, y = torch.randn(5, 2), torch.tensor(4)
+    ep = unbroken.export(AssumesConstant(), (x, y))
+    assert torch.equal(ep.module()(x, y), AssumesConstant()(x, y))
+    slices = [n for n in ep.graph.nodes if "slice" in str(n.target)]
+    assert slices and slices[0].args[-1] == 4  # the constant, not a data-dependent size
+
+
+def test_assume_constant_result_on_a_computed_value_is_refused():
+    class Computed(AssumesConstant):
+        def forward(self, x, y):
+            return x[: self.get_item(y + 1)]
+
+    with pytest.raises(unbroken.GraphBreakError) as info:
+        unbroken.export(Computed(), (torch.randn(5, 2), torch.tensor(3)))
+    assert info.value.code == "UB105" and "assume_constant_result" in info.value.message

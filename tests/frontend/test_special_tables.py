@@ -47,6 +47,13 @@ def _hop_while(x):
         lambda i, y: i < 3, lambda i, y: (i + 1, y * 2), (torch.tensor(0), x), ())[1]
 
 
+def _set_grad_enabled_and_back(x):
+    torch._C._set_grad_enabled(False)
+    y = x * 2
+    torch._C._set_grad_enabled(True)
+    return y
+
+
 def _check_is_size(x):
     n = x.shape[0] - 1
     torch._check_is_size(n)
@@ -71,6 +78,10 @@ SPECIAL_CASES = [
     (_map, lambda x: _map(lambda row: row * 2, x), EAGER),
     (torch.while_loop, _while, EAGER),
     (torch.ops.higher_order.while_loop, _hop_while, EAGER),
+    (torch.is_grad_enabled, lambda x: x + 1 if torch.is_grad_enabled() else x - 1, EAGER),
+    (torch.is_inference_mode_enabled,
+     lambda x: x + 1 if torch.is_inference_mode_enabled() else x - 1, EAGER),
+    (torch._C._set_grad_enabled, _set_grad_enabled_and_back, EAGER),
 ]
 if hasattr(torch.ops.higher_order, "scan"):
     SPECIAL_CASES.append((torch.ops.higher_order.scan, lambda x: torch.ops.higher_order.scan(

@@ -13,6 +13,8 @@ import torch
 import unbroken
 from tests.exactness import assert_matches_eager
 from tests.models.zoo import ZOO
+from tests.state_leak import ModelSnapshot
+from unbroken.process_state import ProcessState
 
 FRESH_SEEDS = (1, 2, 3)
 
@@ -23,8 +25,22 @@ ENTRIES = [pytest.param(name, marks=[pytest.mark.slow] if entry.slow else [], id
 @functools.lru_cache(maxsize=None)
 def exported(name: str):
     """(model, example args, ExportedProgram), exported once per model per session."""
+    return exported_with_changes(name)[:3]
+
+
+@functools.lru_cache(maxsize=None)
+def exported_with_changes(name: str):
+    """As ``exported``, plus what the export changed in the model and in the process."""
     model, args = ZOO[name].make()
-    return model, args, unbroken.export(model, args)
+    before, state = ModelSnapshot.of(model), ProcessState.capture()
+    ep = unbroken.export(model, args)
+    process = [] if ProcessState.capture() == state else ["process state"]
+    return model, args, ep, before.diff(ModelSnapshot.of(model)) + process
+
+
+@pytest.mark.parametrize("name", ENTRIES)
+def test_export_changes_neither_the_model_nor_the_process(name):
+    assert exported_with_changes(name)[3] == []
 
 
 def inplace_ops(program_text: str) -> list[str]:

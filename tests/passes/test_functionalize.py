@@ -246,21 +246,47 @@ def test_refuse_out_variant():
     refused(b, r"out= variant `aten.add.out`")
 
 
-@pytest.mark.parametrize("op, args", [
-    (aten.t_.default, ()),
-    (aten.unsqueeze_.default, (0,)),
-    (aten.transpose_.default, (0, 1)),
-    (aten.resize_.default, ([4, 4],)),
-    (aten.as_strided_.default, ([2, 2], [1, 1])),
-])
-def test_refuse_metadata_inplace(op, args):
+RESTRIDES = [
+    (aten.t_.default, (), aten.t.default),
+    (aten.unsqueeze_.default, (0,), aten.unsqueeze.default),
+    (aten.transpose_.default, (0, 1), aten.transpose.int),
+    (aten.as_strided_.default, ([2, 2], [1, 2]), aten.as_strided.default),
+]
+
+
+@pytest.mark.parametrize("op, args, view", RESTRIDES)
+def test_metadata_inplace_on_intermediate_becomes_its_view(op, args, view):
+    """c = x.clone(); c.t_(); return c * 2 -- the kernels of adaptive_avg_pool1d do this"""
     b = Builder()
     x = b.input("x", meta(2, 2))
     clone = b.call(aten.clone.default, x)
-    b.output(b.call(op, clone, *args, line=9))
-    error = refused(b, "changes a tensor's shape or strides in place")
+    changed = b.call(op, clone, *args, line=9)
+    b.output(b.call(aten.mul.Tensor, changed, 2))
+    ep, _ = run(b, args=(torch.ones(2, 2),))
+    targets = [n.target for n in ep.graph.nodes if n.op == "call_function"]
+    assert targets == [aten.clone.default, view, aten.mul.Tensor]
+    x_real = torch.randn(2, 2)
+    expected = op(x_real.clone(), *args) * 2
+    torch.testing.assert_close(ep.module()(x_real), expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("op, args, view", RESTRIDES)
+def test_refuse_metadata_inplace_on_input(op, args, view):
+    b = Builder()
+    x = b.input("x", meta(2, 2))
+    b.output(b.call(op, x, *args, line=9))
+    error = refused(b, "changes the shape or strides of an input of forward")
     name = op._schema.name.split("::")[1][:-1]
     assert f"x = x.{name}(...)" in error.hint
+
+
+def test_refuse_storage_changing_inplace():
+    b = Builder()
+    x = b.input("x", meta(2, 2))
+    clone = b.call(aten.clone.default, x)
+    b.output(b.call(aten.resize_.default, clone, [4, 4], line=9))
+    error = refused(b, "changes a tensor's shape or strides in place")
+    assert "x = x.resize(...)" in error.hint
 
 
 def test_refuse_multi_argument_writes():

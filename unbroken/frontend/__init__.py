@@ -14,14 +14,16 @@ import statement, function-local ones included). ``LAYERS`` below is the one dec
 layer                 modules (what they hold)
 ====================  =====================================================================
 foundation            ``graph_breaks`` (the catalogue, the errors), ``sources`` (where a
-                      value came from), ``overlay`` (writes to outside objects)
+                      value came from), ``overlay`` (writes to outside objects),
+                      ``budget`` (the tracing budget and its meter)
 value model           ``variables.base`` (``VariableTracker`` and ``Interpreter``, the
                       interface through which trackers reach the interpreter),
                       ``variables.native`` (native callables), ``variables.constant``
 object protocol       ``protocol``: attribute lookup and method binding, special-method
                       calls, subscript, iteration, calls: one implementation for all
-trackers              ``variables.tensor`` < ``containers`` < ``torch_calls`` <
-                      ``functions`` < ``objects`` < ``nn_module``
+trackers              ``variables.tensor`` < ``grad_mode`` < ``containers`` <
+                      ``torch_calls`` < ``functions`` < ``objects`` < ``autograd_function``
+                      < ``nn_module``
 builtins              ``builtins``: builtin functions, classes and constructors
 builder               ``variables.builder``: ``wrap``, the tracker for any Python value
 opcodes               ``opcodes.registry`` and the handler families
@@ -40,11 +42,12 @@ __all__ = ["CATALOGUE", "GraphBreakError", "interpret", "trace_call", "LAYERS"]
 
 # (layer, modules relative to this package), lowest first; "" is this package itself.
 LAYERS = (
-    ("foundation", ("graph_breaks", "sources", "overlay")),
+    ("foundation", ("graph_breaks", "sources", "overlay", "budget")),
     ("value model", ("variables", "variables.base", "variables.native", "variables.constant")),
     ("object protocol", ("protocol",)),
-    ("trackers", ("variables.tensor", "variables.containers", "variables.torch_calls",
-                  "variables.functions", "variables.objects", "variables.nn_module")),
+    ("trackers", ("variables.tensor", "variables.grad_mode", "variables.containers",
+                  "variables.torch_calls", "variables.functions", "variables.objects",
+                  "variables.autograd_function", "variables.nn_module")),
     ("builtins", ("builtins",)),
     ("builder", ("variables.builder",)),
     ("opcodes", ("opcodes.registry", "opcodes.arithmetic", "opcodes.calls",

@@ -25,6 +25,7 @@ from .variables.containers import (DictVariable, IteratorVariable, ListVariable,
                                    NamedTupleVariable, SizeVariable, SliceVariable,
                                    TupleVariable, dict_key, sorted_trackers)
 from .variables.functions import bind_arguments
+from .variables.grad_mode import GRAD_MODE_CLASSES, GradModeVariable
 from .variables.native import NativeCallableVariable
 from .variables.nn_module import NNModuleVariable
 from .variables.objects import (ContextManagerVariable, GetterVariable, NewObjectVariable,
@@ -81,6 +82,8 @@ class ClassVariable(ConstantVariable):
 
 def call_builtin(tx, fn, args: list, kwargs: dict) -> VariableTracker:
     """``fn(*args, **kwargs)`` for the Python builtin ``fn``, on trackers."""
+    if fn is vars and len(args) == 1 and not kwargs:  # vars(obj) is obj.__dict__
+        return args[0].getattr(tx, "__dict__")
     if fn in _REFUSED:
         error = graph_break(_REFUSED[fn], f"`{fn.__name__}()` is called", frames=tx.user_frames())
         if fn in (id, print, hash) and tx.output.recover(error):
@@ -398,13 +401,34 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
     if native is not None:
         return native
     if issubclass(cls, torch.nn.Module):
-        raise graph_break("UB108", f"constructing the module `{cls.__name__}` inside forward()",
-                          frames=tx.user_frames())
+        return _construct_module(tx, cls, args, kwargs)
     instance = construct_user_object(tx, cls, args, kwargs)
     if instance is not None:
         return instance
     raise graph_break("UB108", f"constructing an instance of `{cls.__qualname__}` inside "
                       "traced code is not supported yet", frames=tx.user_frames())
+
+
+def _construct_module(tx, cls, args, kwargs):
+    """``nn.Softmax(dim=-1)`` / ``SiLUActivation()`` built inside forward() from constants: a
+    module without parameters or buffers is made natively (its ``__init__`` only stores the
+    settings) and then traced like any module. One with state is refused: eager creates new,
+    randomly initialised weights on every call, which no exported program reproduces."""
+    if not all(a.is_constant() for a in [*args, *kwargs.values()]):
+        raise graph_break("UB108", f"constructing the module `{cls.__name__}` inside forward() "
+                          "from values that are not constants", frames=tx.user_frames())
+    try:
+        module = cls(*(a.as_constant() for a in args),
+                     **{k: v.as_constant() for k, v in kwargs.items()})
+    except Exception as exc:  # the program's own error (bad arguments), at its line
+        raise tx.user_exception(exc) from None
+    if any(True for _ in module.parameters()) or any(True for _ in module.buffers()):
+        raise graph_break("UB108", f"constructing the module `{cls.__name__}` inside forward(): "
+                          "it creates parameters or buffers anew on every call",
+                          frames=tx.user_frames(),
+                          details="Create it in __init__ and call self.<name>(...) in forward.")
+    # it keeps the mode it was made in (training, as in eager), not the model's
+    return NNModuleVariable(module, f"<{cls.__name__} made in forward>")
 
 
 def _partial(tx, cls, args, kwargs):
@@ -429,6 +453,8 @@ def _construct_native(tx, cls, args, kwargs):
     """PyTorch classes that are safe to construct natively from constants."""
     if not cls.__module__.startswith("torch"):
         return None
+    if cls in GRAD_MODE_CLASSES:  # never entered natively: the trace keeps its own mode
+        return GradModeVariable.construct(tx, cls, args, kwargs)
     values = [a.unwrap(tx) for a in args]
     named = {k: v.unwrap(tx) for k, v in kwargs.items()}
     instance = cls(*values, **named)

@@ -218,6 +218,16 @@ _KINDS = [
         "self.weight[0] = 0.0",
         "self.register_buffer('scale', torch.ones(3))\n...\nself.scale[0] = 0.0",
     ),
+    BreakKind(
+        "UB122", "Interpreter budget exhausted",
+        "Tracing ran more bytecode instructions, or longer, than the interpreter's budget: "
+        "usually a loop whose exit depends on a tensor value or never comes (`while True:`).",
+        "Bound the loop by a number known at export time, or use torch.while_loop; a model "
+        "that is just very large can raise the budget: "
+        "`with unbroken.budget(instructions=..., seconds=...): unbroken.export(...)`.",
+        "while True:\n    x = x * 2",
+        "for _ in range(10):\n    x = x * 2",
+    ),
 ]
 
 CATALOGUE: dict[str, BreakKind] = {kind.id: kind for kind in _KINDS}

@@ -7,20 +7,54 @@ objects to their qualified names, and the leaf-call machinery.
 from __future__ import annotations
 
 import contextlib
+import operator
 import os
 import types
+from dataclasses import dataclass
 
 import torch
+from torch.utils import _pytree as pytree
 
 from ..symbolic.diagnostics import (DataDependentError, InternalError, UnbrokenError,
                                     UnsupportedError)
+from .budget import BudgetMeter, current_budget
 from .graph_breaks import GraphBreakError, TracedException, graph_break
 from .overlay import Overlay
 from .variables.base import CREATION_ORDER
 from .variables.builder import wrap
-from .variables.containers import IteratorVariable
+from .variables.containers import IteratorVariable, index_lists_as_tensors
+from .variables.tensor import TensorVariable
 
-__all__ = ["TraceContext"]
+__all__ = ["TraceContext", "GradRegion"]
+
+# Functions whose result never requires grad, whatever their inputs (eager autograd).
+_NON_DIFFERENTIABLE = frozenset(
+    [torch.Tensor.detach, torch.detach, torch.Tensor.new_zeros, torch.Tensor.new_ones,
+     torch.Tensor.new_empty, torch.Tensor.new_full, torch.Tensor.new_tensor]
+    + [getattr(torch, f"{name}_like") for name in
+       ("zeros", "ones", "empty", "full", "rand", "randn", "randint")])
+
+
+def _tensor_inputs(fn, values, named) -> list:
+    """The tensors a leaf call reads: its tensor arguments, and the parameters and buffers
+    of the modules among its receiver and arguments (``Linear.forward`` runs natively)."""
+    owner = fn.__self__ if isinstance(fn, types.MethodType) else None
+    leaves = pytree.tree_leaves((owner, values, named))
+    tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
+    for module in (v for v in leaves if isinstance(v, torch.nn.Module)):
+        tensors.extend(module.parameters())
+        tensors.extend(module.buffers())
+    return tensors
+
+
+@dataclass(frozen=True, slots=True)
+class GradRegion:
+    """An open grad-mode region: the trace's mode before it (``grad_enabled``,
+    ``inference_mode``) and the graph node that reads the caller's mode at run time."""
+
+    grad_enabled: bool
+    inference_mode: bool
+    previous_node: object
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _UNBROKEN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -50,6 +84,11 @@ def _raised_inside_unbroken(exc: BaseException) -> bool:
     return tb is not None and tb.tb_frame.f_code.co_filename.startswith(_UNBROKEN_DIR)
 
 
+# Tensor indexing, whose list indexes become index tensors (see index_lists_as_tensors).
+_INDEXING = (operator.getitem, operator.setitem, torch.Tensor.__getitem__,
+             torch.Tensor.__setitem__)
+
+
 class TraceContext:
     """State of one trace.
 
@@ -64,7 +103,16 @@ class TraceContext:
     overlay:        writes to objects outside the trace, undone when the trace ends;
     private:        module id -> qualified name (``_paths``), ids of the meta tensors standing
                     for parameters (``_parameters``) and their eager ``requires_grad``
-                    (``_requires_grad``), see ``mark_state``.
+                    (``_requires_grad``, also set for every leaf call's results), see
+                    ``mark_state`` and ``note_results``;
+    grad_enabled / inference_mode: the traced program's grad mode (regions are recorded in the
+                    graph; the process's own mode is set only around each leaf call);
+    native_contexts: context managers entered natively, exited if the trace stops inside;
+    meter:          the interpreter's budget (``frontend.budget``);
+    layout_read / layout_aliasing: forward() read a stride/contiguity fact / called an op
+                    that views or copies depending on the layout (``ir.runtime`` checks);
+    preserved_paths / preserved_calls: the submodules whose call signatures export keeps, and
+                    the boundaries of their calls (graph nodes or constants, pytree specs).
     """
 
     def __init__(self, recorder, root=None):
@@ -81,16 +129,38 @@ class TraceContext:
         self._paths = {}
         self._parameters: set[int] = set()
         self._requires_grad: dict[int, bool] = {}
+        self._examples: dict[int, torch.Tensor] = {}
+        # the trace's own grad mode (the process's is never changed by forward())
+        self.grad_enabled = self.initial_grad_enabled = torch.is_grad_enabled()
+        self.inference_mode = False
+        self.native_contexts: list = []  # context managers entered natively, innermost last
+        self.meter = BudgetMeter(current_budget())  # instructions and time of this trace
+        self.layout_read = False  # forward() read a stride or contiguity fact
+        self.layout_aliasing = False  # it called an op that copies or aliases by layout
+        # preserve_module_call_signature: the submodule paths asked for, and each call of one
+        # (``variables.nn_module.PreservedCall``), in call order
+        self.preserved_paths: frozenset[str] = frozenset()
+        self.preserved_calls: list = []
         if root is not None:
             for name, module in root.named_modules(remove_duplicate=False):
                 self._paths.setdefault(id(module), name)
 
     # ----------------------------------------------------------------- bookkeeping
-    def mark_state(self, meta: torch.Tensor, *, parameter: bool, requires_grad: bool) -> None:
-        """Remember what the eager tensor behind ``meta`` was (a Parameter? requires grad?)."""
+    def mark_state(self, meta: torch.Tensor, *, parameter: bool, requires_grad: bool,
+                   example: torch.Tensor | None = None) -> None:
+        """Remember what the eager tensor behind ``meta`` was (a Parameter? requires grad? the
+        example input itself, for the functions marked ``assume_constant_result``)."""
         if parameter:
             self._parameters.add(id(meta))
         self._requires_grad[id(meta)] = requires_grad
+        if example is not None:
+            self._examples[id(meta)] = example
+
+    def example_value(self, meta):
+        """The real tensor behind ``meta``: an example input, or any value in "find them all"
+        mode; None for values computed in forward()."""
+        return self._examples.get(id(meta)) if self.real_value(meta) is None else \
+            self.real_value(meta)
 
     def is_parameter(self, meta) -> bool:
         return id(meta) in self._parameters
@@ -98,10 +168,72 @@ class TraceContext:
     def requires_grad(self, meta) -> bool:
         return self._requires_grad.get(id(meta), False)
 
+    def any_requires_grad(self) -> bool:
+        """True when a parameter, buffer or input of the export requires grad (so a gradient
+        may reach values computed from them while grad mode is on)."""
+        return any(self._requires_grad.values())
+
     def module_path(self, module, source) -> str:
         if id(module) in self._paths:
             return self._paths[id(module)]
         return source.path() if source is not None else ""
+
+    # ----------------------------------------------------------------- grad mode
+    def set_grad_mode(self, enabled: bool, *, inference: bool = False) -> GradRegion:
+        """Open a grad-mode region (recorded in the graph); returns what closes it."""
+        region = GradRegion(self.grad_enabled, self.inference_mode,
+                            self.recorder.builder.record_grad_mode(enabled, self.grad_enabled))
+        self.grad_enabled, self.inference_mode = enabled, inference or (
+            self.inference_mode and not enabled)
+        return region
+
+    def restore_grad_mode(self, region: GradRegion) -> None:
+        self.recorder.builder.record_grad_mode_restore(region.previous_node)
+        self.grad_enabled, self.inference_mode = region.grad_enabled, region.inference_mode
+
+    def check_grad_mode_restored(self) -> None:
+        """forward() may not return with another grad mode than it was called in (a plain
+        ``torch.set_grad_enabled(False)`` call): a program cannot replay that."""
+        if self.grad_enabled != self.initial_grad_enabled:
+            raise graph_break("UB107", "forward() leaves grad mode changed "
+                              "(torch.set_grad_enabled(...) called without `with`)",
+                              frames=self.user_frames(),
+                              details="Use `with torch.no_grad():` or `with "
+                                      "torch.set_grad_enabled(...):` around the code instead.")
+
+    def result_requires_grad(self, fn, inputs, result) -> bool:
+        """Whether eager autograd makes ``result`` (a tensor ``fn`` returned) require grad:
+        grad mode is on, some input tensor requires grad, the result is floating point or
+        complex, and ``fn`` is differentiable."""
+        if not self.grad_enabled or fn in _NON_DIFFERENTIABLE:
+            return False
+        if not (result.dtype.is_floating_point or result.dtype.is_complex):
+            return False
+        return any(self._requires_grad.get(id(t), False) for t in inputs)
+
+    def note_results(self, fn, inputs: list, result) -> None:
+        """Mark what a leaf call returned with its eager ``requires_grad`` (an in-place op
+        keeps what its target had and adds what its other inputs bring)."""
+        input_ids = {id(t) for t in inputs}
+        for tensor in pytree.tree_leaves(result):
+            if isinstance(tensor, torch.Tensor):
+                flag = self.result_requires_grad(fn, inputs, tensor)
+                if id(tensor) in input_ids:
+                    flag = flag or self._requires_grad.get(id(tensor), False)
+                self._requires_grad[id(tensor)] = flag
+
+    # ----------------------------------------------------------------- native context managers
+    def entered_natively(self, manager) -> None:
+        self.native_contexts.append(manager)
+
+    def exited_natively(self, manager) -> None:
+        if manager in self.native_contexts:
+            self.native_contexts.remove(manager)
+
+    def exit_native_contexts(self) -> None:
+        """Exit (innermost first) what a trace that stopped early left entered."""
+        while self.native_contexts:
+            self.native_contexts.pop().__exit__(None, None, None)
 
     # ----------------------------------------------------------------- locations
     def user_frames(self) -> tuple:
@@ -158,13 +290,19 @@ class TraceContext:
     # ----------------------------------------------------------------- leaf calls
     def call_leaf(self, tx, fn, args, kwargs):
         """Call ``fn`` natively on the unwrapped arguments while the recorder records."""
+        if fn in _INDEXING and len(args) > 1 and isinstance(args[0], TensorVariable):
+            args = [args[0], index_lists_as_tensors(tx, args[1]), *args[2:]]
         values = [a.unwrap(tx) for a in args]
         named = {k: v.unwrap(tx) for k, v in kwargs.items()}
-        with self.leaf_errors(fn), self.recorder.recording():
+        generated = False
+        with self.leaf_errors(fn), self.recorder.recording(), \
+                torch.set_grad_enabled(self.grad_enabled):
             result = fn(*values, **named)
             if isinstance(result, types.GeneratorType):
-                result = list(result)
-                return IteratorVariable([wrap(tx, v) for v in result])
+                result, generated = list(result), True
+        self.note_results(fn, _tensor_inputs(fn, values, named), result)
+        if generated:
+            return IteratorVariable([wrap(tx, v) for v in result])
         return wrap(tx, result)
 
     @contextlib.contextmanager

@@ -43,8 +43,12 @@ def trace_call(output: TraceContext, callee, args: list, kwargs: dict, *,
                  "args": TupleVariable([wrap(tx, a, source(f"args[{i}]"))
                                         for i, a in enumerate(args)]),
                  "kwargs": DictVariable({k: wrap(tx, v, source(k)) for k, v in kwargs.items()})}
-    result = tx.run()
+    try:
+        result = tx.run()
+    finally:
+        output.exit_native_contexts()
     output.overlay.check_restored()
+    output.check_grad_mode_restored()
     return result, tx
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import bytecode
 
 from ..symbolic.diagnostics import InternalError, UnbrokenError, frame_from_code
+from .budget import loop_statement_line
 from .graph_breaks import TracedException, graph_break
 from .opcodes import HANDLERS
 from .opcodes.arithmetic import apply_binary
@@ -158,6 +159,8 @@ class InstructionTranslator:
         self.paused = False          # a generator stopped at RETURN_GENERATOR or YIELD_VALUE
         self.yielded: VariableTracker | None = None
         self.current_exception: VariableTracker | None = None  # inside an except block
+        self.loop_line: int | None = None  # first line of the last loop that jumped back
+        self.back_jumps = 0  # loop iterations run in this frame
 
     # ----------------------------------------------------------------- running
     def run(self) -> VariableTracker:
@@ -180,6 +183,12 @@ class InstructionTranslator:
                 self.ip += 1
                 if instruction.lineno is not None:
                     self.lineno = instruction.lineno
+                exhausted = self.output.meter.spend()
+                if exhausted is not None:
+                    self._out_of_budget(exhausted)
+                if instruction.target is not None and instruction.target < self.ip:
+                    self.loop_line = self.instructions[instruction.target].lineno
+                    self.back_jumps += 1
                 handler = HANDLERS.get(instruction.name)
                 if handler is None:
                     raise graph_break("UB100", f"the instruction {instruction.name} "
@@ -188,6 +197,20 @@ class InstructionTranslator:
         finally:
             self.output.translators.pop()
         return self.returned
+
+    def _out_of_budget(self, exhausted: str):
+        """Refuse (UB122) at the loop that used the budget: of the running frames, the one
+        that iterated most, shown at its loop's first line."""
+        frames = list(self.user_frames())
+        looping = [tx for tx in self.output.translators if tx.back_jumps]
+        if looping:
+            tx = max(looping, key=lambda t: t.back_jumps)
+            frame = tx.frame()
+            lineno = loop_statement_line(tx.code.co_filename, tx.loop_line)
+            line = frame_from_code(tx.code.co_filename, lineno, tx.code.co_name)
+            frames = [line if f == frame else f for f in frames] if frame in frames else [line]
+        raise graph_break("UB122", f"tracing used up its budget of {exhausted} "
+                          "(a loop that does not end at export time?)", frames=tuple(frames))
 
     def _execute(self, handler, instruction) -> None:
         try:

@@ -266,6 +266,35 @@ class GraphBuilder:
         self.annotate(node, out)
         return node
 
+    # ----------------------------------------------------------------- grad mode
+    def record_grad_mode(self, enabled: bool, previous_value: bool) -> fx.Node:
+        """Record the start of a grad-mode region (``no_grad``, ``enable_grad``...):
+        ``previous = torch.is_grad_enabled()`` then ``torch._C._set_grad_enabled(enabled)``.
+        Returns the ``previous`` node, which :meth:`record_grad_mode_restore` sets back: at run
+        time the region ends in the caller's mode, not in the mode of the export.
+        ``previous_value`` is that mode during tracing (the node's ``val``)."""
+        previous = self.graph.call_function(torch.is_grad_enabled, ())
+        self.annotate(previous, previous_value)
+        self.annotate(self.graph.call_function(torch._C._set_grad_enabled, (enabled,)), None)
+        return previous
+
+    def record_grad_mode_restore(self, previous: fx.Node) -> None:
+        """End the region :meth:`record_grad_mode` started; a region that recorded no op
+        leaves nothing in the graph."""
+        setter = previous.next
+        if setter.next.op == "root" and not previous.users:
+            self.graph.erase_node(setter)
+            self.graph.erase_node(previous)
+            return
+        self.annotate(self.graph.call_function(torch._C._set_grad_enabled, (previous,)), None)
+
+    def record_grad_mode_call(self, target, args, val) -> fx.Node:
+        """Copy one grad-mode call (``torch.is_grad_enabled()`` / ``_set_grad_enabled(x)``)
+        into the graph; returns its node (which later copies take as their argument)."""
+        node = self.graph.call_function(target, tuple(args))
+        self.annotate(node, val)
+        return node
+
     def annotate(self, node: fx.Node, val) -> None:
         """``val`` and the current user location (stack, module path) on ``node``."""
         frames = tuple(self.frames_provider())
@@ -343,11 +372,16 @@ class GraphBuilder:
             scope.operands.append(node)
         return stand_ins
 
-    def close_subgraph(self, outputs: list, *, single: bool = False) -> "_Scope":
-        """Finish the open subgraph, returning ``outputs`` (``single``: the one output itself
-        rather than a tuple, as while_loop's cond_fn must); returns its scope."""
+    def close_subgraph(self, outputs: list, *, single: bool = False,
+                       split: int | None = None) -> "_Scope":
+        """Finish the open subgraph, returning ``outputs`` (meta tensors, or None for no value;
+        ``single``: the one output itself rather than a tuple, as while_loop's cond_fn must;
+        ``split``: two tuples, ``outputs[:split]`` and the rest, as autograd_function_apply's
+        forward returns its outputs and its saved values); returns its scope."""
         scope = self._scopes[-1]
-        nodes = tuple(self.node_of(t) for t in outputs)
+        nodes = tuple(None if t is None else self.node_of(t) for t in outputs)
+        if split is not None:
+            nodes = (nodes[:split], nodes[split:])
         scope.graph.output(nodes[0] if single else nodes)
         self._scopes.pop()
         return scope
@@ -357,11 +391,12 @@ class GraphBuilder:
         if len(self._scopes) > 1:
             self._scopes.pop()
 
-    def higher_order(self, hop, name, scopes, labels, operands, outputs, arguments) -> list:
+    def higher_order(self, hop, name, scopes, labels, operands, outputs, arguments,
+                     options=None) -> list:
         """One higher-order node over closed subgraph scopes. Values of the enclosing graphs
         that a subgraph read become extra inputs of every subgraph (after the operands).
         ``arguments(modules, inputs, extra)`` builds the node's arguments; returns fresh meta
-        tensors for the results."""
+        tensors for the results; ``options``: its keyword arguments."""
         captured: dict[int, torch.Tensor] = {}
         for scope in scopes:
             captured.update(scope.captured_tensors)
@@ -375,7 +410,7 @@ class GraphBuilder:
         node = self.graph.create_node(
             "call_function", hop,
             arguments(modules, [self.node_of(t) for t in operands],
-                      [self.node_of(t) for t in extra]), {}, name=name)
+                      [self.node_of(t) for t in extra]), options or {}, name=name)
         self.annotate(node, tuple(results))
         self.bind_outputs(node, tuple(results), self.device_of(operands[0]) if operands else _CPU)
         return results

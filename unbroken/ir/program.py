@@ -31,13 +31,46 @@ from torch._export.verifier import TrainingIRVerifier, Verifier
 from torch.export.exported_program import ModuleCallEntry, ModuleCallSignature
 from torch.fx.traceback import NodeSource, NodeSourceAction
 
-from unbroken.ir import fake
-from unbroken.ir.signature import ExportGraphSignature, InputKind
+from unbroken.ir import fake, grad_regions
+from unbroken.ir.runtime import LAYOUT_READ
+from unbroken.ir.signature import ExportGraphSignature, InputKind, TensorArgument
+from unbroken.symbolic.diagnostics import UnsupportedError
 
-__all__ = ["ProgramParts", "torch_program_args", "as_graph_module", "DIALECT_VERIFIERS"]
+__all__ = ["ProgramParts", "ModuleCall", "torch_program_args", "as_graph_module",
+           "DIALECT_VERIFIERS"]
 
 #: torch's verifier for each dialect unbroken produces.
 DIALECT_VERIFIERS = {"TRAINING": TrainingIRVerifier, "ATEN": Verifier}
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleCall:
+    """The signature of the one call of a submodule named in ``preserve_module_call_signature``
+    (what torch's ``ModuleCallSignature`` says, without the ``forward`` argument names).
+
+    fqn:     the submodule's path.
+    inputs:  one torch ``TensorArgument`` (a graph node's name) or ``ConstantArgument`` per
+             flattened leaf of the call's ``(args, kwargs)``; in_spec: their pytree spec.
+    outputs, out_spec: the same for the value the call returned.
+    """
+
+    fqn: str
+    inputs: tuple
+    in_spec: object
+    outputs: tuple
+    out_spec: object
+
+    def renamed(self, names: Mapping) -> "ModuleCall":
+        """This call with the nodes named in ``names`` (old name -> new) renamed."""
+        def rename(arg):
+            if isinstance(arg, TensorArgument) and arg.name in names:
+                return TensorArgument(names[arg.name])
+            return arg
+        return ModuleCall(self.fqn, tuple(map(rename, self.inputs)), self.in_spec,
+                          tuple(map(rename, self.outputs)), self.out_spec)
+
+    def node_names(self) -> set:
+        return {a.name for a in (*self.inputs, *self.outputs) if isinstance(a, TensorArgument)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +94,11 @@ class ProgramParts:
                        that re-record (``run_decompositions``) keep using it.
     specializations:   the ``Dim.AUTO`` dims export made static because the code pins them
                        (``symbolic.auto.Specialization``: dim, value, reason, user frames).
+    module_calls:      the :class:`ModuleCall` of each submodule whose call signature export
+                       preserves (``preserve_module_call_signature``).
+    strict_layout:     the program holds for the example inputs' strides only (the trace read
+                       a layout fact, or the program writes an input after an op that copies
+                       or aliases by layout): ``module()`` checks every input's strides.
     """
 
     graph_module: fx.GraphModule
@@ -77,6 +115,8 @@ class ProgramParts:
     dialect: str = "TRAINING"
     env: object = None
     specializations: tuple = ()
+    strict_layout: bool = False
+    module_calls: tuple = ()
 
 
 def as_graph_module(graph_module) -> fx.GraphModule:
@@ -94,11 +134,15 @@ def torch_program_args(parts: ProgramParts) -> dict:
     fake.to_fake_graph(graph_module, env, parts.hints, _placeholder_devices(parts))
     _hoist_size_reads(graph_module)
     _annotate_nodes(graph_module, parts.module_types)
+    graph_module.meta[LAYOUT_READ] = bool(parts.strict_layout)
+    signature, renames = grad_regions.to_torch_regions(graph_module, parts.graph_signature)
+    calls = tuple(call.renamed(renames) for call in parts.module_calls)
+    _check_module_calls(calls, graph_module)
     return dict(
-        root=graph_module, graph=graph_module.graph, graph_signature=parts.graph_signature,
+        root=graph_module, graph=graph_module.graph, graph_signature=signature,
         state_dict=_state_dict(parts),
         range_constraints={s: fake.torch_range(r) for s, r in parts.range_constraints.items()},
-        module_call_graph=module_call_graph(parts, graph_module),
+        module_call_graph=module_call_graph(parts, graph_module, calls),
         example_inputs=parts.example_inputs, constants=dict(parts.constants),
         verifiers=[DIALECT_VERIFIERS[parts.dialect]])
 
@@ -131,13 +175,41 @@ def _placeholder_devices(parts: ProgramParts) -> dict:
 
 
 # -- module call graph ---------------------------------------------------------------------------
-def module_call_graph(parts: ProgramParts, graph_module: fx.GraphModule) -> list:
-    """The root entry (specs and argument names) then one entry per submodule FQN."""
+def module_call_graph(parts: ProgramParts, graph_module: fx.GraphModule, calls=()) -> list:
+    """The root entry (specs and argument names) then one entry per submodule FQN, with the
+    signature of ``calls`` (:class:`ModuleCall`) for the preserved ones."""
     root = ModuleCallEntry("", ModuleCallSignature(
         inputs=[], outputs=[], in_spec=parts.in_spec, out_spec=parts.out_spec,
         forward_arg_names=list(parts.forward_arg_names)
         if parts.forward_arg_names is not None else None))
-    return [root, *(ModuleCallEntry(fqn, None) for fqn in _submodule_fqns(parts, graph_module))]
+    preserved = {call.fqn: ModuleCallSignature(
+        inputs=list(call.inputs), outputs=list(call.outputs), in_spec=call.in_spec,
+        out_spec=call.out_spec, forward_arg_names=None) for call in calls}
+    fqns = dict.fromkeys([*_submodule_fqns(parts, graph_module), *preserved])
+    return [root, *(ModuleCallEntry(fqn, preserved.get(fqn)) for fqn in fqns)]
+
+
+def module_calls_of(entries) -> tuple:
+    """The :class:`ModuleCall` of each submodule entry of torch's ``module_call_graph`` that
+    has a signature (the preserved ones)."""
+    return tuple(ModuleCall(e.fqn, tuple(e.signature.inputs), e.signature.in_spec,
+                            tuple(e.signature.outputs), e.signature.out_spec)
+                 for e in entries if e.fqn and e.signature is not None)
+
+
+def _check_module_calls(calls, graph_module: fx.GraphModule) -> None:
+    """Every node a preserved signature names is a value of the top-level graph (a call
+    inside a grad-mode region is not: torch's unflatten could not cut it out)."""
+    names = {n.name for n in graph_module.graph.nodes}
+    for call in calls:
+        missing = sorted(call.node_names() - names)
+        if missing:
+            raise UnsupportedError(
+                f"preserve_module_call_signature: the call of `{call.fqn}` passes or returns "
+                f"{', '.join(missing)}, computed inside a grad-mode region (`with "
+                "torch.no_grad()`...) that the call does not enclose",
+                hint=f"Move the region inside `{call.fqn}` or around the whole call, or leave "
+                     f"`{call.fqn}` out of preserve_module_call_signature.")
 
 
 def _submodule_fqns(parts: ProgramParts, graph_module) -> list:
@@ -199,15 +271,17 @@ def _hoist_size_reads(graph_module: fx.GraphModule) -> None:
 
 def _annotate_nodes(graph_module: fx.GraphModule, module_types: Mapping) -> None:
     """torch's node metadata (see the module docstring), derived from what the recorder kept."""
-    root_type = module_types.get("")
-    root_entry = {_ROOT_KEY: ("", _type_name(root_type))} if root_type is not None else {}
+    # the root's class may be unknown (a loaded program): torch's unflatten needs the entry
+    root_entry = {_ROOT_KEY: ("", _type_name(module_types.get("", torch.nn.Module)))}
     created = [NodeSource(None, "unbroken.export", NodeSourceAction.CREATE)]
     types: dict = {}
     for node in graph_module.graph.nodes:
         if node.op in ("placeholder", "output"):
+            if not node.meta.get("nn_module_stack", True):  # as torch: no stack, not an empty one
+                del node.meta["nn_module_stack"]
             continue
         stack = node.meta.get("nn_module_stack", {})
-        if root_entry and _ROOT_KEY not in stack:
+        if _ROOT_KEY not in stack:
             stack = node.meta["nn_module_stack"] = {**root_entry, **stack}
         node.meta.setdefault("from_node", created)
         if node.op != "call_function":

@@ -379,9 +379,10 @@ class Recorder(TorchDispatchMode):
                     self.shadow.set(stand_in, self.shadow.value_of(operand))
         return stand_ins
 
-    def close_branch(self, outputs: list, *, single: bool = False):
-        """Finish the open branch returning ``outputs``; returns its scope."""
-        return self.builder.close_subgraph(outputs, single=single)
+    def close_branch(self, outputs: list, *, single: bool = False, split: int | None = None):
+        """Finish the open branch returning ``outputs``; returns its scope (see
+        ``GraphBuilder.close_subgraph`` for ``single`` and ``split``)."""
+        return self.builder.close_subgraph(outputs, single=single, split=split)
 
     def abandon_branch(self) -> None:
         """Drop an open branch after a failure inside it."""
@@ -398,6 +399,17 @@ class Recorder(TorchDispatchMode):
         return self.builder.higher_order(
             torch.ops.higher_order.cond, "cond", branches, ("true", "false"), operands, outputs,
             lambda modules, inputs, extra: (pred_arg, *modules, (*inputs, *extra)))
+
+    def record_autograd_function(self, scopes, operands: list, outputs: list,
+                                 **options) -> list:
+        """Record ``torch.ops.higher_order.autograd_function_apply`` over a custom Function's
+        forward and backward subgraphs (neither reads values of the enclosing graph);
+        ``options``: its ``non_differentiable_idx`` and ``saved_for_backward_idx``. Returns
+        fresh meta tensors for the forward's outputs."""
+        return self.builder.higher_order(
+            torch.ops.higher_order.autograd_function_apply, "autograd_function_apply", scopes,
+            ("fwd", "bwd"), operands, outputs,
+            lambda modules, inputs, extra: (*modules, *inputs), options)
 
     def record_while_loop(self, scopes, carried: list) -> list:
         """Record ``torch.ops.higher_order.while_loop`` (cond and body subgraphs over the

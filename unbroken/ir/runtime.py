@@ -32,13 +32,14 @@ import sympy
 import torch
 import torch.utils._pytree as pytree
 from torch._subclasses.fake_tensor import FakeTensor
-from torch.export._unlift import _unlift_exported_program_lifted_states
+from torch.export._unlift import (_StatefulGraphModule,
+                                  _unlift_exported_program_lifted_states)
 
 from unbroken.symbolic.diagnostics import InputMismatchError
-from unbroken.ir.signature import ConstantArgument, InputKind
+from unbroken.ir.signature import ConstantArgument, InputKind, OutputKind
 
-__all__ = ["InputChecker", "InputGuard", "build_module", "flatten_user_inputs",
-           "size_assertions"]
+__all__ = ["ExportedModule", "InputChecker", "InputGuard", "LAYOUT_READ", "build_module",
+           "flatten_user_inputs", "size_assertions"]
 
 _SIZE_HINT = (
     "pass inputs with the sizes the program was exported for, or re-export with a "
@@ -257,6 +258,81 @@ def _check_tensor(user: _UserInput, value, binder: _SymbolBinder) -> None:
         _check_dim(want, int(got), f"{user.name}.shape[{index}]", binder)
 
 
+_LAYOUT_HINT = ("pass a tensor laid out like the example given to export() (e.g. "
+                "x.contiguous(), or .contiguous(memory_format=torch.channels_last)), or "
+                "re-export with an example of this layout.")
+
+
+#: ``graph_module.meta`` key: the program holds for the example's strides only (the trace read
+#: a layout fact, or it writes an input and called an op that aliases or copies by layout).
+LAYOUT_READ = "unbroken_layout_read"
+
+
+def _check_layout(user: _UserInput, value, known: dict) -> None:
+    """When the trace read layout facts (``x.stride()``, ``is_contiguous()``) or the program
+    writes its inputs after a ``reshape``/``flatten``/``contiguous`` (which copy or alias
+    depending on the layout), every input must have the example's strides, except along dims
+    of size 1, whose stride never changes an element's address."""
+    if value.numel() == 0:
+        return
+    for index, (want, got) in enumerate(zip(user.val.stride(), value.stride())):
+        if value.shape[index] == 1:
+            continue
+        expected = sympy.sympify(want.node.expr).xreplace(known) \
+            if isinstance(want, torch.SymInt) else want
+        if expected != got:
+            raise _mismatch(
+                f"Input {user.name} has strides {tuple(value.stride())}; the program was "
+                f"exported for the layout of the example input (stride[{index}] = {expected}, "
+                f"got {got}).", hint=_LAYOUT_HINT)
+
+
+def _blame_layout(users, leaves, error: RuntimeError) -> None:
+    """A kernel failed inside the graph: when an input's layout differs from the example's,
+    the trace's ``view`` decisions (a ``reshape`` that was a view on the example) are the
+    likely cause; say so, as an InputMismatchError naming the input."""
+    for user, value in zip(users, leaves):
+        if isinstance(value, torch.Tensor) and isinstance(user.val, torch.Tensor) and any(
+                size > 1 and not isinstance(want, torch.SymInt) and want != got
+                for size, want, got in zip(value.shape, user.val.stride(), value.stride())):
+            raise _mismatch(
+                f"Input {user.name} has strides {tuple(value.stride())}, unlike the example "
+                f"given to export(), and the program failed on it: {str(error).splitlines()[0]}",
+                hint=_LAYOUT_HINT) from error
+
+
+def _check_user_aliasing(names, written, leaves) -> None:
+    """A program that writes a user input in place was traced with that input separate from
+    the others: called with an input sharing memory with the written one, eager would see the
+    write through the other name and the program would not. ``names``: placeholder names of
+    ``leaves``; ``written``: the names the program writes."""
+    tensors = [(n, v) for n, v in zip(names, leaves) if isinstance(v, torch.Tensor)]
+    for name, value in tensors:
+        if name not in written:
+            continue
+        for other, other_value in tensors:
+            if other != name and _overlap(value, other_value):
+                raise _mismatch(
+                    f"Inputs {name} and {other} share memory, and the program writes {name} in "
+                    "place: eager would see the write through both.",
+                    hint=f"pass separate tensors (e.g. {other}.clone()).")
+
+
+def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.device != b.device or a.numel() == 0 or b.numel() == 0:
+        return False
+    start_a, end_a = _extent(a)
+    start_b, end_b = _extent(b)
+    return start_a < end_b and start_b < end_a
+
+
+def _extent(t: torch.Tensor) -> tuple[int, int]:
+    """[first byte, last byte + 1) that ``t`` may touch."""
+    start = t.data_ptr()
+    last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+    return start, start + (last + 1) * t.element_size()
+
+
 def _shape_text(shape) -> str:
     return "[" + ", ".join(str(d) for d in shape) + "]"
 
@@ -327,10 +403,11 @@ class InputChecker:
                        no ``dynamic_shapes`` spec can state) are checked before the graph runs.
     """
 
-    def __init__(self, users, range_constraints, assertions=()):
+    def __init__(self, users, range_constraints, assertions=(), strict_layout: bool = False):
         self.users = tuple(users)
         self.range_constraints = range_constraints
         self.assertions = tuple(assertions)
+        self.strict_layout = strict_layout
 
     def check(self, leaves) -> None:
         """Raise InputMismatchError naming the first input that does not fit."""
@@ -340,6 +417,11 @@ class InputChecker:
         binder.finish()
         for assertion in self.assertions:
             _check_assertion(assertion, binder)
+        if self.strict_layout:
+            known = {s: v for s, (v, _) in binder.bindings.items()}
+            for user, value in zip(self.users, leaves):
+                if isinstance(user.val, torch.Tensor):
+                    _check_layout(user, value, known)
 
     def _check_one(self, user: _UserInput, value, binder: _SymbolBinder) -> None:
         if isinstance(user.val, torch.Tensor):
@@ -387,24 +469,37 @@ def _traced(leaves) -> bool:
 
 class InputGuard:
     """The forward pre-hook of ``ExportedProgram.module()``: checks ``(args, kwargs)`` against
-    the program (structure, then :class:`InputChecker`) and raises InputMismatchError.
+    the program (structure, then :class:`InputChecker`, then that no input the program writes
+    shares memory with another input) and raises InputMismatchError.
 
     in_spec: the TreeSpec of the example ``(args, kwargs)``.
-    names:   placeholder names of the flattened user inputs (for the messages).
-    checker: the :class:`InputChecker` of the program's user inputs.
+    users:   the flattened user inputs (placeholder names and example values).
+    names:   their placeholder names (for the messages).
+    written: names of the user inputs the program writes in place.
+    checker: the :class:`InputChecker` of the program's user inputs (strides included when
+             the program's graph module says :data:`LAYOUT_READ`).
     """
 
     def __init__(self, program):
-        users = _user_inputs(program)
+        self.users = _user_inputs(program)
         self.in_spec = program.call_spec.in_spec
-        self.names = [u.name for u in users]
-        self.checker = InputChecker(users, program.range_constraints,
-                                    size_assertions(program.graph))
+        self.names = [u.name for u in self.users]
+        self.written = frozenset(s.target for s in program.graph_signature.output_specs
+                                 if s.kind == OutputKind.USER_INPUT_MUTATION)
+        strict = bool(program.graph_module.meta.get(LAYOUT_READ, False))
+        self.checker = InputChecker(self.users, program.range_constraints,
+                                    size_assertions(program.graph), strict_layout=strict)
 
     def check_inputs(self, *args, **kwargs) -> None:
         """Raise InputMismatchError unless the program admits ``(args, kwargs)``; runs
         nothing (also ``module.check_inputs``)."""
         self.checker.check(flatten_user_inputs(self.in_spec, self.names, args, kwargs))
+
+    def blame_layout(self, args, kwargs, error: RuntimeError) -> None:
+        """Raise InputMismatchError when ``error`` (raised by a kernel of the graph) is likely
+        due to an input laid out unlike the example; return otherwise."""
+        leaves = flatten_user_inputs(self.in_spec, self.names, args, kwargs)
+        _blame_layout(self.users, leaves, error)
 
     def __call__(self, module, args, kwargs):
         if torch.compiler.is_compiling():
@@ -412,16 +507,58 @@ class InputGuard:
         leaves = pytree.tree_leaves((args, kwargs))
         if _traced(leaves):
             return None
-        self.check_inputs(*args, **kwargs)
+        leaves = flatten_user_inputs(self.in_spec, self.names, args, kwargs)
+        self.checker.check(leaves)
+        _check_user_aliasing(self.names, self.written, leaves)
         return None
 
 
-def build_module(program) -> torch.fx.GraphModule:
+class ExportedModule(_StatefulGraphModule):
+    """The class of ``ExportedProgram.module()``: torch's stateful graph module (same
+    attributes, hooks and code), whose call also
+
+    - gives the caller's grad mode back however the graph ends: the graph sets grad mode in
+      its ``no_grad`` regions, and an exception inside one would otherwise leave it set;
+    - reports a kernel failure on an input laid out unlike the example (a ``reshape`` the
+      trace recorded as a view) as an InputMismatchError naming the input.
+
+    While traced (``torch.compile``, fake or meta inputs) the call is the plain module call.
+    A module instance gets a subclass of this class of its own, as every ``GraphModule`` does
+    (:func:`_adopt`), so ``recompile()`` and ``copy.deepcopy`` keep the behaviour.
+    """
+
+    def __call__(self, *args, **kwargs):
+        if torch.compiler.is_compiling() or _traced(pytree.tree_leaves((args, kwargs))):
+            return super().__call__(*args, **kwargs)
+        guard = self.__dict__.get("_unbroken_guard")
+        with torch.set_grad_enabled(torch.is_grad_enabled()):
+            try:
+                return super().__call__(*args, **kwargs)
+            except RuntimeError as error:
+                if guard is not None:
+                    guard.blame_layout(args, kwargs, error)
+                raise
+
+
+def _adopt(module: torch.fx.GraphModule) -> None:
+    """Make torch's unlifted ``module`` an :class:`ExportedModule` (its own subclass, named as
+    ``GraphModule`` names the per-instance classes it creates) and regenerate its code."""
+
+    class GraphModuleImpl(ExportedModule):
+        pass
+
+    module.__class__ = GraphModuleImpl
+    module.recompile()
+
+
+def build_module(program) -> ExportedModule:
     """``ExportedProgram.module()``: see the module docstring."""
     module = _unlift_exported_program_lifted_states(program, check_guards=False)
     module.validate_inputs = False  # torch's own pre-hook: ours below says it in our words
+    _adopt(module)
     _detach_buffer_write_backs(module)
     guard = InputGuard(program)
+    module.__dict__["_unbroken_guard"] = guard
     module.register_forward_pre_hook(guard, with_kwargs=True)
     module.check_inputs = guard.check_inputs  # AdditionalInputs: admitted without running
     return module

@@ -137,6 +137,9 @@ def _hint(size):
 # -- cond / while_loop ----------------------------------------------------------------------------
 def _check_higher_order(graph_module, node: fx.Node, member: str, place: str) -> None:
     name = node.target.name()
+    if name == "autograd_function_apply":
+        _check_autograd_function(graph_module, node, member, place)
+        return
     if name == "cond":
         branches, operands = node.args[1:3], node.args[3]
         carried = None
@@ -154,6 +157,25 @@ def _check_higher_order(graph_module, node: fx.Node, member: str, place: str) ->
                                f"{branch.target}")
         if not (name == "while_loop" and branch is branches[0]):  # a loop's condition
             _check_branch_output(sub, node, carried, branch.target, member, place)
+
+
+def _check_autograd_function(graph_module, node: fx.Node, member: str, place: str) -> None:
+    """Forward takes the node's inputs and returns (its value, saved values); backward takes
+    one gradient per value, then the saved values."""
+    fwd, bwd = (getattr(graph_module, a.target) for a in node.args[:2])
+    for label, sub in ((node.args[0].target, fwd), (node.args[1].target, bwd)):
+        _check_graph(sub, member, f"{place} / {label}")
+    inputs = [_value(o) for o in node.args[2:]]
+    fwd_inputs = [n.meta.get("val") for n in fwd.graph.nodes if n.op == "placeholder"]
+    returned = next(n for n in fwd.graph.nodes if n.op == "output").args[0]
+    stored = node.meta.get("val")
+    ok = len(inputs) == len(fwd_inputs) and all(_same(v, p) for v, p in zip(inputs, fwd_inputs))
+    ok = ok and isinstance(returned, (tuple, list)) and len(returned) == 2 and _same(
+        tuple(pytree.tree_map(_value, returned[0])), tuple(stored))
+    bwd_inputs = [n.meta.get("val") for n in bwd.graph.nodes if n.op == "placeholder"]
+    if not ok or len(bwd_inputs) != len(stored) + len(returned[1]):
+        raise fail(member, f"{place}: its inputs or values do not fit its forward and "
+                           "backward subgraphs")
 
 
 def _check_branch_output(sub, node: fx.Node, carried, label: str, member: str,

@@ -9,7 +9,8 @@ attribute paths. So every such name is checked here before a node is built:
 :func:`check_identifier` (a Python identifier, not a keyword), :func:`check_attribute_path`
 (dotted identifiers or indices, none shadowing an ``nn.Module`` attribute), and call targets
 resolve only through :func:`resolve_target` (``torch.ops`` namespaces, two higher-order ops,
-and the symbolic-int builtins of :data:`unbroken.ir.verifier.ALLOWED_BUILTINS`).
+the symbolic-int builtins of :data:`unbroken.ir.verifier.ALLOWED_BUILTINS` and the grad-mode
+calls of :data:`unbroken.ir.verifier.GRAD_MODE_BUILTINS`).
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from ..symbolic.diagnostics import SerializationError
-from .verifier import ALLOWED_BUILTINS
+from .verifier import ALLOWED_BUILTINS, GRAD_MODE_BUILTINS
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "KNOWN_VERSIONS", "MEMBERS", "Limits",
            "check_identifier", "check_attribute_path", "check_text", "resolve_target",
@@ -128,9 +129,13 @@ DTYPES = {str(d): d for d in vars(torch).values() if isinstance(d, torch.dtype)}
 # -- call targets ---------------------------------------------------------------------------------
 #: Higher-order ops unbroken records (``torch.cond``, ``torch.while_loop``).
 HIGHER_ORDER_OPS = {"cond": torch.ops.higher_order.cond,
-                    "while_loop": torch.ops.higher_order.while_loop}
+                    "while_loop": torch.ops.higher_order.while_loop,
+                    # a custom autograd.Function exported under grad mode (forward, backward)
+                    "autograd_function_apply":
+                        torch.ops.higher_order.autograd_function_apply}
 #: ``module.name`` -> function, for the Python callables a graph may call.
-BUILTINS = {f"{f.__module__}.{f.__name__}": f for f in (*ALLOWED_BUILTINS, operator.getitem)}
+BUILTINS = {f"{f.__module__}.{f.__name__}": f
+            for f in (*ALLOWED_BUILTINS, *GRAD_MODE_BUILTINS, operator.getitem)}
 _OP_NAME = re.compile(r"op:([A-Za-z_][A-Za-z0-9_]*)::([A-Za-z_][A-Za-z0-9_]*)"
                       r"(?:\.([A-Za-z_][A-Za-z0-9_]*))?\Z")
 # Registered ops that read or write files or processes: never from a program file.

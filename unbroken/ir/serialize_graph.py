@@ -43,6 +43,9 @@ _ENUMS = {
 _DEVICE_TYPES = ("cpu", "meta", "cuda", "mps", "xpu")
 
 
+# C builtins without an inspectable signature: how many positional arguments each takes.
+_GRAD_MODE_ARITY = {torch.is_grad_enabled: 0, torch._C._set_grad_enabled: 1}
+
 class GraphReader:
     """Reads the graphs of one document (v1 or v2 encoding).
 
@@ -161,6 +164,13 @@ class GraphReader:
             raise f.fail(where, "the output node must return one value")
         if isinstance(target, torch._ops.OpOverload):
             self._check_schema(target, args, kwargs, where)
+        elif isinstance(target, torch._ops.HigherOrderOperator) and \
+                target.name() == "autograd_function_apply":
+            if len(args) < 2 or not all(isinstance(a, fx.Node) and a.op == "get_attr"
+                                        for a in args[:2]) or set(kwargs) != _HOP_KEYWORDS[
+                                            "autograd_function_apply"]:
+                raise f.fail(where, "autograd_function_apply takes its forward and backward "
+                                    "subgraphs, then its inputs, and two index lists")
         elif isinstance(target, torch._ops.HigherOrderOperator):
             if len(args) != 4 or not all(isinstance(a, fx.Node) and a.op == "get_attr"
                                          for a in args[1:3] if target.name() == "cond") \
@@ -168,6 +178,10 @@ class GraphReader:
                                for a in args[:2] if target.name() == "while_loop"):
                 raise f.fail(where, f"{target.name()} takes four arguments, its branches or "
                                     f"loop functions as subgraphs")
+        elif target in _GRAD_MODE_ARITY:
+            if len(args) != _GRAD_MODE_ARITY[target] or kwargs:
+                raise f.fail(where, f"{target.__name__} takes "
+                                    f"{_GRAD_MODE_ARITY[target]} argument(s)")
         elif op == "call_function":
             try:
                 inspect.signature(target).bind(*args)
@@ -335,10 +349,17 @@ class GraphReader:
         return self._expressions[text]
 
 
+# The keyword arguments of the higher-order ops that take some.
+_HOP_KEYWORDS = {"autograd_function_apply": frozenset({"non_differentiable_idx",
+                                                       "saved_for_backward_idx"})}
+
+
 def _argument_names(target) -> frozenset:
     if isinstance(target, torch._ops.OpOverload):
         return frozenset(a.name for a in target._schema.arguments)
-    return frozenset()  # placeholders, outputs, higher-order ops and builtins take none
+    if isinstance(target, torch._ops.HigherOrderOperator):
+        return _HOP_KEYWORDS.get(target.name(), frozenset())
+    return frozenset()  # placeholders, outputs, other higher-order ops and builtins take none
 
 
 def _describe_target(target) -> str:

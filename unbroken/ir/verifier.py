@@ -10,7 +10,7 @@ An exported graph module holds, and :func:`verify` checks:
    and by value kind; user inputs come after all lifted state;
 4. every ``call_function`` target is an ``OpOverload`` or a ``HigherOrderOperator``, or
    ``operator.getitem`` on a multi-output node, or a symbolic-int builtin (``operator.add``,
-   ``torch.sym_max`` ...);
+   ``torch.sym_max`` ...), or a grad-mode call (``torch._C._set_grad_enabled``);
 5. no op mutates (``op._schema.is_mutable``): the graph is functional;
 6. every node except ``output``/``get_attr`` has ``meta["val"]``;
 7. the single output node returns a tuple matching the output specs one to one; mutation outputs
@@ -42,7 +42,7 @@ from unbroken.ir.signature import (
     mutation_specs,
 )
 
-__all__ = ["verify", "ALLOWED_BUILTINS", "DialectViolation"]
+__all__ = ["verify", "ALLOWED_BUILTINS", "GRAD_MODE_BUILTINS", "DialectViolation"]
 
 #: Python callables allowed as ``call_function`` targets: arithmetic on symbolic ints.
 ALLOWED_BUILTINS = frozenset({
@@ -53,6 +53,9 @@ ALLOWED_BUILTINS = frozenset({
     torch.sym_int, torch.sym_float, torch.sym_ite, torch.sym_max, torch.sym_min, torch.sym_not,
     torch.sym_sqrt, torch.sym_sum,
 })
+
+#: Grad-mode regions (``with torch.no_grad():``): read the caller's mode, set one, set it back.
+GRAD_MODE_BUILTINS = frozenset({torch.is_grad_enabled, torch._C._set_grad_enabled})
 
 _MUTATION_KINDS = (OutputKind.BUFFER_MUTATION, OutputKind.USER_INPUT_MUTATION)
 
@@ -136,7 +139,7 @@ def _check_target(node: torch.fx.Node) -> None:
         if not isinstance(source, torch.fx.Node) or not isinstance(
                 source.meta.get("val"), (tuple, list)):
             raise _fail("operator.getitem is only allowed on a multi-output node", node)
-    elif target not in ALLOWED_BUILTINS:
+    elif target not in ALLOWED_BUILTINS and target not in GRAD_MODE_BUILTINS:
         raise _fail(f"call_function target {target!r} is not an op overload, a higher-order op "
                     f"or an allowed builtin", node)
 

@@ -37,6 +37,7 @@ from ..ir.data_dependent import DATA_DEPENDENT_SIZES, SCALAR_OPS
 from ..ir.program import ProgramParts
 from ..ir.recorder import Recorder
 from ..ir.signature import ConstantArgument, OutputSpec, replace_specs
+from ..ir.verifier import GRAD_MODE_BUILTINS
 from ..symbolic.diagnostics import UnsupportedError
 from .dce import dead_code_elimination
 from .functionalize import functionalize
@@ -44,11 +45,19 @@ from .functionalize import functionalize
 __all__ = ["decompose"]
 
 
+# How the user wrote the higher-order ops whose subgraphs block decomposition.
+_SUBGRAPH_OPS = {"cond": "torch.cond", "while_loop": "torch.while_loop",
+                 "autograd_function_apply": "a custom autograd.Function (under grad mode)"}
+
+
 def decompose(program: ProgramParts, decomp_table=None) -> ProgramParts:
     """The program with its ops lowered through ``decomp_table`` (see the module docstring)."""
-    if any(node.op == "get_attr" for node in program.graph_module.graph.nodes):
-        raise UnsupportedError("run_decompositions() on a program with torch.cond is not "
-                               "supported yet", code="UB117",
+    operators = sorted({_SUBGRAPH_OPS.get(user.target.__name__, user.target.__name__)
+                        for node in program.graph_module.graph.nodes if node.op == "get_attr"
+                        for user in node.users})
+    if operators:
+        raise UnsupportedError(f"run_decompositions() on a program with "
+                               f"{' and '.join(operators)} is not supported yet", code="UB117",
                                hint="Decompose before adding control flow, or keep the program "
                                     "as exported.")
     table, keep_others = _table(decomp_table)
@@ -62,14 +71,39 @@ def decompose(program: ProgramParts, decomp_table=None) -> ProgramParts:
             values[node] = _rerecord(recorder, node, values, table, keep_others, symbols)
     graph_module = recorder.builder.graph_module()
     signature = _renamed(program.graph_signature, recorder.builder.graph)
+    kept = _kept_nodes(program.module_calls, values, recorder.builder)
     graph_module, signature = functionalize(graph_module, signature)
     _drop_inner_aliases(graph_module)
     dead_code_elimination(graph_module)
     mapping = symbols[1]
     return replace(program, graph_module=graph_module, graph_signature=signature,
+                   module_calls=_renamed_calls(program.module_calls, kept, graph_module),
                    range_constraints={mapping[s]: r for s, r in program.range_constraints.items()},
                    hints={mapping[s]: h for s, h in program.hints.items() if s in mapping},
                    dialect="ATEN")
+
+
+def _kept_nodes(calls, values: dict, builder) -> dict:
+    """Old node name -> new node, for the nodes the preserved module calls name."""
+    wanted = set().union(*(call.node_names() for call in calls)) if calls else set()
+    return {node.name: builder.node_of(value) for node, value in values.items()
+            if node.name in wanted and isinstance(value, torch.Tensor)}
+
+
+def _renamed_calls(calls, kept: dict, graph_module: fx.GraphModule) -> tuple:
+    """The preserved module calls naming the new nodes; UnsupportedError when decomposition
+    lost one of their values."""
+    present = set(graph_module.graph.nodes)
+    for call in calls:
+        lost = sorted(n for n in call.node_names() if kept.get(n) not in present)
+        if lost:
+            raise UnsupportedError(
+                f"run_decompositions() cannot keep the preserved call signature of "
+                f"`{call.fqn}`: its values {', '.join(lost)} are not in the decomposed graph",
+                code="UB117", hint="Keep the program as exported, or export without "
+                                   "preserve_module_call_signature for this submodule.")
+    return tuple(call.renamed({old: kept[old].name for old in call.node_names()})
+                 for call in calls)
 
 
 def _drop_inner_aliases(graph_module: fx.GraphModule) -> None:
@@ -121,6 +155,8 @@ def _rerecord(recorder, node, values, table, keep_others, symbols):
     args = pytree.tree_map(lambda v: _value(v, values), node.args)
     kwargs = pytree.tree_map(lambda v: _value(v, values), node.kwargs)
     target = node.target
+    if target in GRAD_MODE_BUILTINS:  # copied, never run: they would set this process's mode
+        return recorder.builder.record_grad_mode_call(target, args, node.meta.get("val"))
     if not isinstance(target, OpOverload):
         return target(*args, **kwargs)  # getitem on recorded outputs, size arithmetic
     if target in SCALAR_OPS or target in DATA_DEPENDENT_SIZES:

@@ -21,8 +21,11 @@ Output invariants:
 Refused with :class:`UnsupportedError` at the user's line (the graph is left untouched): writes
 to a view or to a tensor that has a view still used afterwards, writes to parameters or lifted
 constants, ``out=`` variants, ops that write arguments other than ``self`` or several
-arguments, in-place ops that change metadata (``resize_``, ``t_``, ``unsqueeze_``, ``set_`` ...),
-and in-place ops without a functional variant.
+arguments, in-place ops that change storage (``resize_``, ``set_``), in-place metadata changes
+(``t_``, ``unsqueeze_``, ``as_strided_`` ...) of an input of forward(), and in-place ops without
+a functional variant. Metadata changes of other tensors become their view op (``as_strided``,
+``unsqueeze``...), as PyTorch's own kernels make them (``adaptive_avg_pool1d`` restrides its
+result with ``as_strided_``).
 """
 from __future__ import annotations
 
@@ -56,6 +59,12 @@ _METADATA_INPLACE = frozenset({
     "resize_", "resize_as_", "set_", "as_strided_", "t_", "transpose_", "unsqueeze_",
     "squeeze_", "swapdims_", "swapaxes_", "detach_", "_resize_output_",
 })
+# In-place ops that change only the metadata (sizes, strides) of the tensor object they are
+# called on: every later use already refers to the in-place node, so the view op that gives
+# the same metadata replaces it (the storage and other views of it are untouched). On a
+# graph input the caller would see the change: refused. (``resize_``/``set_`` change storage.)
+_RESTRIDE_INPLACE = frozenset({"as_strided_", "t_", "transpose_", "unsqueeze_", "squeeze_",
+                               "swapdims_", "swapaxes_", "detach_"})
 
 _VIEW_HINT = ("compute the new value out of place instead of writing into a view: e.g. "
               "`y = torch.where(mask, value, x)`, `x = torch.cat([...])`, or "
@@ -115,6 +124,8 @@ def _classify(node: torch.fx.Node) -> OpOverload:
                       f"supported yet.",
                       "use the op's functional form, or compute the new values out of place.")
     functional = functional_variant(op)
+    if name in _RESTRIDE_INPLACE and functional is not None:
+        return functional
     if name in _METADATA_INPLACE or (functional is not None and is_view_op(functional)):
         raise _refuse(node, f"{_describe(node)} changes a tensor's shape or strides in place, "
                       f"which is not supported yet.",
@@ -172,6 +183,10 @@ class _Analysis:
             self.rewrites.append(_Rewrite(node, functional, target))
             return
         root = self.root_of(target)
+        if op_name(node.target)[1] in _RESTRIDE_INPLACE:
+            self._check_restride(node, root)
+            self.rewrites.append(_Rewrite(node, functional, root))
+            return
         self._check_root(node, root)
         self._check_views_and_stale_uses(node, root)
         self.rewrites.append(_Rewrite(node, functional, root))
@@ -195,6 +210,14 @@ class _Analysis:
                           f"'{spec.target}', which is not supported.",
                           "register the tensor as a buffer if forward() modifies it, or "
                           "modify a .clone() of it.")
+
+    def _check_restride(self, node: torch.fx.Node, root: torch.fx.Node) -> None:
+        if root.op == "placeholder":
+            name = op_name(node.target)[1]
+            raise _refuse(node, f"{_describe(node)} changes the shape or strides of an input of "
+                          f"forward() in place, which the caller would see; this is not "
+                          f"supported.", f"use the out-of-place form and rebind the name, e.g. "
+                          f"`x = x.{name[:-1]}(...)`.")
 
     def _check_views_and_stale_uses(self, node, root) -> None:
         position = self.order[node]

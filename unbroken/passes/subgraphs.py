@@ -1,10 +1,11 @@
 """Functionalize the subgraphs of higher-order ops (``torch.cond`` branches, ``while_loop``
-bodies and conditions), recursively.
+bodies and conditions, a custom autograd.Function's forward and backward), recursively.
 
 Input: a recorded graph module whose ``get_attr`` nodes name subgraph ``GraphModule``s, each
 following the recorder's conventions (placeholders first; in-place ops stand for the new value
 of the tensor they write). A subgraph returns a tuple of tensors, except a ``while_loop``
-condition, which returns one tensor.
+condition, which returns one tensor, and ``autograd_function_apply``'s bodies, which return
+nested tuples (forward: outputs and saved values; backward: gradients or None).
 
 Output: every subgraph functional (no node with a mutable schema) and without dead nodes, in
 place. A subgraph may update its own intermediates in place; writing one of its inputs has no
@@ -14,6 +15,7 @@ line, as is any in-place update inside a ``while_loop`` condition.
 from __future__ import annotations
 
 import torch.fx as fx
+from torch.utils import _pytree as pytree
 
 from ..ir.ops import is_mutating
 from ..ir.signature import (ExportGraphSignature, InputKind, InputSpec, OutputKind, OutputSpec,
@@ -43,12 +45,20 @@ def _functionalize_one(subgraph: fx.GraphModule) -> None:
     if isinstance(returned, fx.Node):  # while_loop's cond_fn returns one tensor
         _refuse_mutation_in(subgraph)
         return
+    # autograd_function_apply's bodies return nested tuples, with None for no gradient:
+    # functionalized over the flat values, then given their structure back
+    flat, structure = pytree.tree_flatten(returned)
+    _output(subgraph).args = (tuple(flat),)
     inputs = [InputSpec(InputKind.USER_INPUT, TensorArgument(n.name), None)
               for n in subgraph.graph.nodes if n.op == "placeholder"]
     outputs = [OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(v.name), None)
-               for v in returned]
+               for v in flat]
     _, signature = functionalize(subgraph, ExportGraphSignature(inputs, outputs))
     mutated = signature.mutation_specs
+    if not mutated:
+        output = _output(subgraph)
+        output.args = (pytree.tree_unflatten(list(output.args[0]), structure),)
+        subgraph.recompile()
     if mutated:
         written = next(n for n in subgraph.graph.nodes if n.name == mutated[0].arg.name)
         raise UnsupportedError(

@@ -10,6 +10,7 @@ from ..protocol import iterate, special_method
 from ..variables.builder import wrap
 from ..variables.constant import ConstantVariable
 from ..variables.containers import IteratorVariable
+from ..variables.grad_mode import GradModeVariable
 from ..variables.objects import ContextManagerVariable, NewObjectVariable
 from .registry import opcode
 
@@ -102,7 +103,7 @@ def yield_value(tx, instruction):
 @opcode("BEFORE_WITH")
 def before_with(tx, instruction):
     manager = tx.pop()
-    if isinstance(manager, ContextManagerVariable):
+    if isinstance(manager, (ContextManagerVariable, GradModeVariable)):
         exit_fn, entered = manager.enter(tx)
     elif isinstance(manager, NewObjectVariable):  # a user context manager: inline its methods
         cls = type(manager.value)
@@ -135,7 +136,17 @@ def raise_varargs(tx, instruction):
         if tx.current_exception is None:
             raise tx.user_exception(RuntimeError("No active exception to reraise"))
         raise tx.user_exception(exception_of(tx, tx.current_exception))
-    raise tx.user_exception(exception_of(tx, values[0]))
+    exception = exception_of(tx, values[0])
+    if len(values) == 2:  # raise ... from cause
+        cause = values[1]
+        exception.__cause__ = None if cause.is_constant() and cause.as_constant() is None \
+            else exception_of(tx, cause)
+        exception.__suppress_context__ = True
+    if tx.current_exception is not None:  # raised while handling another: chained, as eager
+        context = exception_of(tx, tx.current_exception)
+        if context is not exception:
+            exception.__context__ = context
+    raise tx.user_exception(exception)
 
 
 @opcode("RERAISE")

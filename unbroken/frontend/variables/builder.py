@@ -8,8 +8,11 @@ import collections
 import collections.abc
 import enum
 import functools
+import importlib.metadata
+import importlib.util
 import inspect
 import logging
+import re
 import types
 import warnings
 
@@ -19,12 +22,15 @@ from ..builtins import BuiltinVariable, ClassVariable
 from ..graph_breaks import graph_break
 from ..protocol import BoundMethodVariable
 from ..sources import ItemSource
+from .autograd_function import FUNCTION_APPLY, AutogradFunctionApplyVariable
 from .base import VariableTracker
 from .constant import ConstantVariable, is_constant_value
 from .containers import (DictVariable, ListVariable, NamedTupleVariable, SizeVariable,
                          SliceVariable, TupleVariable, tuple_fields)
-from .functions import (IgnoredCallVariable, SignatureVariable, TorchFunctionVariable,
-                        TupleNewVariable, UserFunctionVariable, is_torch_callable)
+from .functions import (AssumedConstantVariable, CachedFunctionVariable, IgnoredCallVariable,
+                        SignatureVariable, TorchFunctionVariable, TupleNewVariable,
+                        UserFunctionVariable, is_torch_callable)
+from .grad_mode import GRAD_MODE_CLASSES, GradModeVariable
 from .native import PureCallableVariable
 from .nn_module import NNModuleVariable
 from .objects import (ContextManagerVariable, ObjectSetattrVariable, ObjectVariable,
@@ -59,10 +65,15 @@ def wrap(tx, value, source=None) -> VariableTracker:
             return BuiltinVariable(value, source)
         if value is inspect.signature:
             return SignatureVariable(value, source)
+    owner = value.__self__ if isinstance(value, types.MethodType) else None
+    if isinstance(owner, GRAD_MODE_CLASSES):  # `self.clone` kept by @torch.inference_mode()
+        return GradModeVariable.from_instance(owner).getattr(tx, value.__name__)
     for check, builder in _BUILDERS:
         if check(value):
             return builder(tx, value, source)
-    if ContextManagerVariable.supports(value):  # e.g. no_grad().clone() in @torch.no_grad()
+    if isinstance(value, GRAD_MODE_CLASSES):  # e.g. no_grad().clone() in @torch.no_grad()
+        return GradModeVariable.from_instance(value, source)
+    if ContextManagerVariable.supports(value):
         return ContextManagerVariable(value, source)
     return ObjectVariable(value, source)
 
@@ -77,8 +88,12 @@ _IGNORED_CALLS = frozenset([warnings.warn, warnings.warn_explicit] + [
 
 # Read-only queries of library state, called natively (interpreting them would walk into
 # locks and caches): `if logger.isEnabledFor(logging.DEBUG):`.
+# Installed-package metadata is fixed for the process: `is_torch_available()`-style probes
+# in library code read it (interpreting importlib's finders would walk the file system).
 _NATIVE_QUERIES = frozenset([logging.Logger.isEnabledFor, logging.Logger.getEffectiveLevel,
-                             logging.Logger.hasHandlers])
+                             logging.Logger.hasHandlers, importlib.metadata.version,
+                             importlib.metadata.distribution, importlib.metadata.metadata,
+                             importlib.metadata.requires, importlib.util.find_spec])
 
 
 def _wrap_tensor(tx, value: torch.Tensor, source) -> VariableTracker:
@@ -144,6 +159,10 @@ def _wrap_python_module(tx, value, source):
 
 
 def _wrap_function(tx, value, source):
+    if getattr(value, "_dynamo_marked_constant", False):  # @assume_constant_result
+        return AssumedConstantVariable(value, source)
+    if value is FUNCTION_APPLY:  # MyFunction.apply: a custom autograd.Function is traced
+        return AutogradFunctionApplyVariable(value, source)
     if is_torch_callable(value):
         return TorchFunctionVariable(value, source)
     return UserFunctionVariable(value, source)
@@ -186,7 +205,7 @@ def _wrap_descriptor(tx, value, source):
         return TorchFunctionVariable(value, source)
     if value is object.__setattr__:
         return ObjectSetattrVariable(value, source)
-    if owner in (str, int, float, tuple, list, dict, bytes, object):
+    if owner in (str, int, float, tuple, list, dict, bytes, object, re.Pattern, re.Match):
         return PureCallableVariable(value, source)
     raise graph_break("UB108", f"the native method `{value!r}` is not supported",
                       frames=tx.user_frames())
@@ -203,6 +222,13 @@ def _wrap_partial(tx, value, source):
 
 def _wrap_generator(tx, value, source):
     raise graph_break("UB106", "a generator object is used in traced code", frames=tx.user_frames())
+
+
+def _wrap_cached(tx, value, source):
+    """A function under ``functools.lru_cache``/``cache``: called natively when every argument
+    is a constant (the cache declares the result a function of its arguments, and eager calls
+    it the same way: ``is_torch_available()``), else traced through the function itself."""
+    return CachedFunctionVariable(value, wrap(tx, value.__wrapped__, source), source)
 
 
 def _wrap_op(tx, value, source):
@@ -227,6 +253,8 @@ _BUILDERS = [
     (lambda v: isinstance(v, tuple), _wrap_tuple),
     (lambda v: isinstance(v, list) and _plain(v, list), _wrap_list),
     (lambda v: isinstance(v, (dict, collections.OrderedDict)) and _plain(v, dict), _wrap_dict),
+    # a read-only view of a dict (inspect.Signature.parameters): a dict that cannot change
+    (lambda v: isinstance(v, types.MappingProxyType), _wrap_dict),
     (lambda v: isinstance(v, slice), _wrap_slice),
     (lambda v: isinstance(v, (collections.abc.ItemsView, collections.abc.KeysView,
                               collections.abc.ValuesView)), _wrap_mapping_view),
@@ -242,8 +270,6 @@ _BUILDERS = [
     (lambda v: isinstance(v, type), _wrap_class),
     (lambda v: isinstance(v, types.ModuleType), _wrap_python_module),
     (lambda v: isinstance(v, functools.partial), _wrap_partial),
-    # a cache is transparent for the pure functions it may wrap: trace the function itself
-    (lambda v: isinstance(v, functools._lru_cache_wrapper),
-     lambda tx, v, source: wrap(tx, v.__wrapped__, source)),
+    (lambda v: isinstance(v, functools._lru_cache_wrapper), _wrap_cached),
     (lambda v: isinstance(v, types.GeneratorType), _wrap_generator),
 ]

@@ -12,7 +12,8 @@ from .tensor import SymbolicVariable, TensorVariable
 
 __all__ = ["check_mutable", "GeneratorVariable", "TupleVariable", "ListVariable", "SizeVariable",
            "NamedTupleVariable", "DictVariable", "IteratorVariable", "SliceVariable",
-           "ContainerMethodVariable", "call_container_method", "dict_key", "sorted_trackers"]
+           "ContainerMethodVariable", "call_container_method", "dict_key", "sorted_trackers",
+           "index_lists_as_tensors"]
 
 
 class SequenceVariable(VariableTracker):
@@ -577,3 +578,23 @@ def sorted_trackers(tx, items, key=None, reverse=None) -> list:
         raise graph_break("UB117", "sorting needs to compare values that are not constants "
                           "(tensors, modules, objects)", frames=tx.user_frames()) from None
     return [items[i] for i in order]
+
+
+def index_lists_as_tensors(tx, index):
+    """``x[[0, 2]]``, ``x[..., [-2], :]``: each flat list of constant ints (or bools) in a tensor
+    index becomes a constant index tensor made here, on the CPU. Left to PyTorch, the list
+    would become a tensor on the indexed tensor's device, which is the meta device while
+    tracing: its values would be lost. A flat list of bools (a mask known now) becomes the
+    positions it keeps. Other indexes are returned unchanged."""
+    if type(index) is TupleVariable:
+        parts = [index_lists_as_tensors(tx, p) for p in index.elements]
+        changed = any(a is not b for a, b in zip(parts, index.elements))
+        return TupleVariable(parts) if changed else index
+    if not isinstance(index, ListVariable) or not index.elements:
+        return index
+    values = index.unwrap(tx)
+    if not all(type(v) in (int, bool) for v in values):
+        return index  # PyTorch reads a list of lists (or of slices) as a tuple of indexes
+    if all(type(v) is bool for v in values):  # a constant 1-d mask: the positions it keeps
+        return tx.wrap(torch.tensor([i for i, keep in enumerate(values) if keep]))
+    return tx.wrap(torch.tensor(values))

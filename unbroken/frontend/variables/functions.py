@@ -13,25 +13,31 @@ from ..graph_breaks import graph_break
 from ..protocol import BoundMethodVariable
 from ..sources import ClosureSource, ConstantSource
 from .base import CREATION_ORDER, VariableTracker
-from .constant import ConstantVariable
+from .constant import ConstantVariable, is_constant_value
 from .containers import DictVariable, NamedTupleVariable, TupleVariable, tuple_fields
 from .native import NativeCallableVariable
+from .tensor import TensorVariable
 from .torch_calls import call_torch_function
 
 __all__ = ["UserFunctionVariable", "NestedFunctionVariable", "TorchFunctionVariable",
            "IgnoredCallVariable", "SignatureVariable", "TupleNewVariable", "CellVariable",
-           "bind_arguments", "is_torch_callable", "python_callable"]
+           "bind_arguments", "is_torch_callable", "is_pytorch_module_name", "python_callable",
+           "CachedFunctionVariable", "AssumedConstantVariable"]
 
 
 class CellVariable(VariableTracker):
-    """A closure cell. ``contents``: the tracker it holds (None while unbound)."""
+    """A closure cell. ``contents``: the tracker it holds (None while unbound);
+    ``external``: the cell of a function defined outside the trace, which a ``nonlocal``
+    assignment would change for good (refused, UB107)."""
 
-    __slots__ = ("contents", "created")
+    __slots__ = ("contents", "created", "external")
 
-    def __init__(self, contents: VariableTracker | None = None, source=None):
+    def __init__(self, contents: VariableTracker | None = None, source=None, *,
+                 external: bool = False):
         super().__init__(source)
         self.contents = contents
         self.created = next(CREATION_ORDER)
+        self.external = external
 
     def describe(self) -> str:
         return "a variable of an enclosing function"
@@ -56,7 +62,7 @@ class UserFunctionVariable(VariableTracker):
         return f"the function `{self.fn.__qualname__}`"
 
     def call(self, tx, args, kwargs) -> VariableTracker:
-        cells = [CellVariable(_cell_contents(tx, cell, name), None)
+        cells = [CellVariable(_cell_contents(tx, cell, name), None, external=True)
                  for name, cell in zip(self.fn.__code__.co_freevars, self.fn.__closure__ or ())]
         bound = bind_arguments(tx, self.fn, args, kwargs, lambda v: tx.wrap(v, DEFAULT_SOURCE))
         return tx.inline_call(self.fn.__code__, self.fn.__globals__, bound, cells,
@@ -209,11 +215,78 @@ class TupleNewVariable(NativeCallableVariable):
                           frames=tx.user_frames())
 
 
+# Example programs shipped inside the torch package: user code, traced like any model.
+_USER_CODE_IN_TORCH = ("torch._export.db.examples.",)
+
+
+def is_pytorch_module_name(module: str) -> bool:
+    """True for PyTorch's own library modules (``torch``, ``torch.nn.functional``...), not the
+    example programs that ship inside the package (ExportDB's)."""
+    return (module == "torch" or module.startswith("torch.")) and \
+        not module.startswith(_USER_CODE_IN_TORCH)
+
+
 def is_torch_callable(fn) -> bool:
     """True for callables that belong to PyTorch and are called as leaves."""
     module = getattr(fn, "__module__", None) or ""
     if isinstance(fn, (types.FunctionType, types.BuiltinFunctionType, types.MethodDescriptorType,
                        types.WrapperDescriptorType, types.BuiltinMethodType)):
-        return module == "torch" or module.startswith(("torch.", "torch._"))
+        return is_pytorch_module_name(module)
     return False
 
+
+class CachedFunctionVariable(NativeCallableVariable):
+    """A function under ``functools.lru_cache``/``cache`` (``fn``: the cache wrapper;
+    ``traced``: the tracker of the function it wraps).
+
+    With constant arguments it is called natively when its result is a constant: the cache
+    declares the result a function of the arguments (``is_torch_available()``, a parsed
+    version), and eager makes the same call. Otherwise the wrapped function is traced."""
+
+    __slots__ = ("traced",)
+
+    def __init__(self, fn, traced: VariableTracker, source=None):
+        super().__init__(fn, source)
+        self.traced = traced
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        if all(a.is_constant() for a in [*args, *kwargs.values()]):
+            try:
+                value = self.fn(*(a.as_constant() for a in args),
+                                **{k: v.as_constant() for k, v in kwargs.items()})
+            except Exception as exc:  # the program's own error, raised at its line
+                raise tx.user_exception(exc) from None
+            if is_constant_value(value):
+                return ConstantVariable(value)
+        return self.traced.call(tx, args, kwargs)
+
+
+class AssumedConstantVariable(NativeCallableVariable):
+    """A function decorated ``@torch._dynamo.assume_constant_result``: the decorator says its
+    result is a constant of the program. It is called natively, once, on the example inputs
+    (tensors that are inputs of forward() are passed as the example tensors), and its result
+    is put into the graph as a constant, as torch.export does."""
+
+    __slots__ = ()
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        values = [self._example(tx, a) for a in args]
+        named = {k: self._example(tx, v) for k, v in kwargs.items()}
+        try:
+            result = self.fn(*values, **named)
+        except Exception as exc:  # the function's own error on the example inputs
+            raise tx.user_exception(exc) from None
+        return tx.wrap(result)
+
+    def _example(self, tx, tracker):
+        if isinstance(tracker, TensorVariable):
+            real = tx.output.example_value(tracker.meta)
+            if real is None:
+                raise graph_break(
+                    "UB105", f"`{self.fn.__qualname__}` is marked assume_constant_result but is "
+                    f"called with {tracker.describe()}, a value computed in forward(), which has "
+                    "no example value", frames=tx.user_frames(),
+                    details="Call it with inputs of forward() (or constants), or compute the "
+                            "constant before export and store it on the module.")
+            return real
+        return tracker.unwrap(tx)

@@ -26,9 +26,6 @@ __all__ = ["GetterVariable", "ObjectVariable", "NewObjectVariable", "construct_u
            "PythonModuleVariable", "PartialVariable", "ContextManagerVariable", "SuperVariable",
            "ObjectSetattrVariable"]
 
-# Context managers that may be entered natively inside forward(): they change autograd or
-# autocast state only, which does not change the recorded ATen ops of an inference graph.
-_GRAD_MODES = (torch.no_grad, torch.enable_grad, torch.set_grad_enabled, torch.inference_mode)
 
 
 class _UserProtocols:
@@ -324,14 +321,14 @@ class GetterVariable(VariableTracker):
 
 
 class ContextManagerVariable(ObjectVariable):
-    """A context manager that is entered natively (grad mode). ``value``: the instance."""
+    """A context manager that is entered natively: ``torch.autocast(enabled=False)``, which
+    changes no recorded op. ``value``: the instance. The trace exits it if it stops inside
+    the block (``TraceContext.exit_native_contexts``). Grad modes are ``GradModeVariable``."""
 
     __slots__ = ()
 
     @staticmethod
     def supports(value) -> bool:
-        if isinstance(value, _GRAD_MODES):
-            return True
         return isinstance(value, torch.autocast) and not getattr(value, "_enabled", True)
 
     def describe(self) -> str:
@@ -340,6 +337,7 @@ class ContextManagerVariable(ObjectVariable):
     def enter(self, tx) -> tuple[VariableTracker, VariableTracker]:
         """Enter natively; returns (the exit callable to push, the value ``as`` binds)."""
         result = self.value.__enter__()
+        tx.output.entered_natively(self.value)
         exit_fn = _native_exit(self.value)
         return exit_fn, (ConstantVariable(None) if result is None else tx.wrap(result))
 
@@ -366,6 +364,7 @@ def _raw_getattr(target):
 def _native_exit(manager):
     def callback(tx, args):
         raw = [a.unwrap(tx) for a in args] or [None, None, None]
+        tx.output.exited_natively(manager)
         return ConstantVariable(bool(manager.__exit__(*raw)))
 
     return CallbackVariable(callback, f"`{type(manager).__name__}.__exit__`")

@@ -23,6 +23,9 @@ _VALUE_METHODS = {"tolist", "numpy", "__bool__", "__int__", "__float__", "__inde
 _REFUSED_METHODS = {"backward": "UB108", "register_hook": "UB109", "retain_grad": "UB108",
                     "data_ptr": "UB103", "storage": "UB102", "untyped_storage": "UB102",
                     "set_": "UB121", "resize_": "UB121", "share_memory_": "UB108"}
+_LAYOUT_QUERIES = {"stride", "is_contiguous", "is_non_overlapping_and_dense", "storage_offset"}
+# Views on one layout, copies on another: whether a later write reaches the input depends on it.
+LAYOUT_ALIASING = {"reshape", "reshape_as", "flatten", "contiguous", "unflatten"}
 _REFUSED_ATTRIBUTES = {"data": "UB102", "grad": "UB105", "grad_fn": "UB105", "_version": "UB103",
                        "_base": "UB102"}
 
@@ -87,9 +90,9 @@ class TensorVariable(VariableTracker):
         if name in ("is_cuda", "is_cpu", "is_meta"):
             return ConstantVariable(tx.output.recorder.device_of(self.meta).type == name[3:])
         if name == "requires_grad":
-            return ConstantVariable(self.requires_grad)
+            return ConstantVariable(tx.output.requires_grad(self.meta))
         if name == "is_leaf":
-            return ConstantVariable(self.is_parameter or not self.requires_grad)
+            return ConstantVariable(self.is_parameter or not tx.output.requires_grad(self.meta))
         try:
             descriptor = getattr(torch.Tensor, name)
         except AttributeError:
@@ -133,8 +136,32 @@ class TensorMethodVariable(VariableTracker):
                               frames=tx.user_frames())
         if self.name == "new_tensor":
             return self._new_tensor(tx, args, kwargs)
+        if self.name == "type" and not args and not kwargs:  # the eager tensor's type name
+            device = tx.output.recorder.device_of(self.tensor.meta)
+            return ConstantVariable(torch.empty(0, dtype=self.tensor.meta.dtype,
+                                                device=device).type())
+        if self.name == "requires_grad_":
+            return self._requires_grad_(tx, args, kwargs)
+        if self.name in _LAYOUT_QUERIES:  # the program then holds only for this layout
+            tx.output.layout_read = True
+        if self.name in LAYOUT_ALIASING:
+            tx.output.layout_aliasing = True
         method = getattr(torch.Tensor, self.name)
         return tx.call_leaf(method, [self.tensor, *args], kwargs)
+
+    def _requires_grad_(self, tx, args, kwargs):
+        """``x.requires_grad_(flag)``: a no-op when ``x`` already has that flag; turning
+        autograd on or off for a tensor is not an ATen op, so a program cannot replay it."""
+        flag = (kwargs.get("requires_grad") or (args[0] if args else None))
+        wanted = True if flag is None else bool(flag.as_constant())
+        if wanted != tx.output.requires_grad(self.tensor.meta):
+            raise graph_break("UB116", f"`.requires_grad_({wanted})` on "
+                              f"{self.tensor.describe()} changes whether autograd tracks it",
+                              frames=tx.user_frames(),
+                              details="An exported program cannot make a tensor start or stop "
+                                      "requiring grad; do it to the inputs or parameters "
+                                      "before calling the model.")
+        return self.tensor
 
     def _new_tensor(self, tx, args, kwargs):
         """``x.new_tensor(data)`` is ``torch.tensor(data)`` with x's dtype and device: built

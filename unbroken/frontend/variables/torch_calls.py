@@ -10,7 +10,7 @@ from torch.utils import _pytree as pytree
 from ..graph_breaks import GraphBreakError, graph_break
 from .constant import ConstantVariable
 from .containers import ListVariable
-from .tensor import SymbolicVariable, TensorVariable
+from .tensor import LAYOUT_ALIASING, SymbolicVariable, TensorVariable
 
 __all__ = ["call_torch_function"]
 
@@ -82,6 +82,34 @@ def _tensor_from_data(name):
     return handler
 
 
+def _is_grad_enabled(tx, args, kwargs):
+    return ConstantVariable(tx.output.grad_enabled)
+
+
+def _is_inference_mode_enabled(tx, args, kwargs):
+    return ConstantVariable(tx.output.inference_mode)
+
+
+def _set_grad_enabled(tx, args, kwargs):
+    """``torch._C._set_grad_enabled(flag)``: a region that only a later call closes."""
+    tx.output.set_grad_mode(bool(args[0].as_constant()))
+    return ConstantVariable(None)
+
+
+def _wrap_with_set_grad_enabled(tx, args, kwargs):
+    """``torch.ops.higher_order.wrap_with_set_grad_enabled(flag, body, *operands)``: torch's
+    spelling of a grad-mode region (the ``module()`` of an exported program with ``no_grad``
+    in it): the region recorded around an inlined call of ``body``."""
+    if len(args) < 2 or kwargs or not args[0].is_constant():
+        raise graph_break("UB108", "wrap_with_set_grad_enabled called with arguments other "
+                          "than (a constant flag, a module, operands...)",
+                          frames=tx.user_frames())
+    region = tx.output.set_grad_mode(bool(args[0].as_constant()))
+    result = args[1].call(tx, list(args[2:]), {})
+    tx.output.restore_grad_mode(region)
+    return result
+
+
 def _global_state(name):
     def handler(tx, args, kwargs):
         raise graph_break("UB107", f"`{name}()` changes PyTorch's global state, which an "
@@ -107,12 +135,16 @@ _SPECIAL = {
     torch._check: _check,
     torch._check_is_size: _check_is_size,
     torch.cond: lambda tx, args, kwargs: call_cond(tx, *args, **kwargs),
+    torch.is_grad_enabled: _is_grad_enabled,
+    torch.is_inference_mode_enabled: _is_inference_mode_enabled,
+    torch._C._set_grad_enabled: _set_grad_enabled,
 }
 for _name in _GLOBAL_STATE_SETTERS:
     for _owner in (torch, torch.random):
         if hasattr(_owner, _name):
             _SPECIAL[getattr(_owner, _name)] = _global_state(f"torch.{_name}")
 _SPECIAL[torch.ops.higher_order.cond] = _SPECIAL[torch.cond]
+_SPECIAL[torch.ops.higher_order.wrap_with_set_grad_enabled] = _wrap_with_set_grad_enabled
 # the module, not the function torch._higher_order_ops re-exports under the same name
 _SPECIAL[importlib.import_module("torch._higher_order_ops.map").map] = \
     lambda tx, args, kwargs: call_map(tx, *args)
@@ -249,6 +281,9 @@ def call_torch_function(tx, fn, args, kwargs):
     handler = _special(fn)
     if handler is not None:
         return handler(tx, args, kwargs)
+    if getattr(fn, "__name__", None) in LAYOUT_ALIASING and fn in (torch.reshape, torch.flatten,
+                                                                   torch.unflatten):
+        tx.output.layout_aliasing = True
     if getattr(fn, "__qualname__", "") == "Function.apply":
         raise graph_break("UB113", "a custom torch.autograd.Function", frames=tx.user_frames())
     return tx.call_leaf(fn, args, kwargs)

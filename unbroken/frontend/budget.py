@@ -1,0 +1,83 @@
+"""The interpreter's budget: how many bytecode instructions and how much wall time one trace
+may use before it is refused (UB122), so that ``while True:`` in ``forward`` cannot hang
+``export`` or grow without bound.
+
+The defaults fit every model we know of with a wide margin; a larger model raises them::
+
+    with unbroken.budget(instructions=200_000_000, seconds=3600):
+        ep = unbroken.export(model, args)
+"""
+from __future__ import annotations
+
+import ast
+import contextlib
+import linecache
+import time
+from dataclasses import dataclass
+
+__all__ = ["Budget", "budget", "current_budget", "BudgetMeter", "loop_statement_line"]
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """instructions: bytecode instructions interpreted in one trace (all frames together);
+    seconds: wall time of one trace."""
+
+    instructions: int = 2_000_000
+    seconds: float = 180.0
+
+
+_CURRENT = [Budget()]
+
+
+def current_budget() -> Budget:
+    return _CURRENT[-1]
+
+
+@contextlib.contextmanager
+def budget(instructions: int | None = None, seconds: float | None = None):
+    """Raise (or lower) the interpreter's budget for the exports run inside the block."""
+    base = current_budget()
+    _CURRENT.append(Budget(base.instructions if instructions is None else int(instructions),
+                           base.seconds if seconds is None else float(seconds)))
+    try:
+        yield current_budget()
+    finally:
+        _CURRENT.pop()
+
+
+_CLOCK_EVERY = 4096  # instructions between two reads of the clock
+
+
+class BudgetMeter:
+    """Counts the instructions of one trace against ``limit`` (a :class:`Budget`);
+    ``spend()`` returns a description of what ran out, or None."""
+
+    __slots__ = ("limit", "count", "deadline")
+
+    def __init__(self, limit: Budget):
+        self.limit = limit
+        self.count = 0
+        self.deadline = time.monotonic() + limit.seconds
+
+    def spend(self) -> str | None:
+        self.count += 1
+        if self.count % _CLOCK_EVERY:
+            return None
+        if self.count > self.limit.instructions:
+            return f"{self.limit.instructions:,} bytecode instructions"
+        if time.monotonic() > self.deadline:
+            return f"{self.limit.seconds:g} seconds"
+        return None
+
+
+def loop_statement_line(filename: str, line: int) -> int:
+    """The line of the innermost ``for``/``while`` statement of ``filename`` whose body holds
+    ``line`` (where a loop jumps back to), or ``line`` itself when the source is unknown."""
+    try:
+        tree = ast.parse("".join(linecache.getlines(filename)))
+    except (SyntaxError, ValueError):
+        return line
+    loops = [node for node in ast.walk(tree) if isinstance(node, (ast.For, ast.While))
+             and node.lineno <= line <= (node.end_lineno or node.lineno)]
+    return max((node.lineno for node in loops), default=line)

@@ -1,7 +1,9 @@
 # unbroken — developer entry points.
 #
 #   make demo       set up .venv, then `unbroken check` on examples/*.py
-#   make test       set up .venv, then the whole test suite (slow cases included, heavy ones not)
+#   make test       set up .venv, then the lint (ruff) and the whole test suite (slow cases
+#                   included, heavy ones not)
+#   make lint       ruff on the repository (configuration in pyproject.toml)
 #   make test-fast  the suite without tests marked `slow`
 #   make test-heavy only the tests marked `heavy` (the costliest toolchain cases, ~5 min)
 #   make bench      export time of unbroken vs torch.export(strict=True) on the model zoo
@@ -20,7 +22,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.unbroken-setup-stamp
 
-.PHONY: demo test test-fast test-heavy bench corpus docs setup clean
+.PHONY: demo test test-fast test-heavy lint bench corpus docs setup clean
 
 setup: $(STAMP)
 
@@ -37,10 +39,14 @@ $(STAMP): pyproject.toml $(wildcard unbroken/__init__.py) | $(PY)
 demo: $(STAMP)
 	$(VENV)/bin/unbroken check examples/*.py
 
-test: $(STAMP)
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+# The lint runs first: a red lint fails the build before the ~10 minutes of tests.
+test: lint
 	$(PY) -m pytest -q
 
-test-fast: $(STAMP)
+test-fast: lint
 	$(PY) -m pytest -q -m "not slow and not heavy"
 
 test-heavy: $(STAMP)

@@ -8,8 +8,8 @@ minute a compile) on ``small_dynamic`` and ONNX on ``small`` and ``bert_dynamic`
 cases marked ``heavy`` (``make test-heavy``, see ``_on``); torch.compile runs on ``small`` only.
 """
 import io
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import pytest
 import torch

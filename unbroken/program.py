@@ -51,7 +51,7 @@ class ExportedProgram(torch.export.ExportedProgram):
     """
 
     @classmethod
-    def from_parts(cls, parts: ProgramParts) -> "ExportedProgram":
+    def from_parts(cls, parts: ProgramParts) -> ExportedProgram:
         """The program of ``parts`` (see :class:`unbroken.ir.program.ProgramParts`); verified."""
         program = cls(**torch_program_args(parts))
         program._unbroken_env = parts.env  # the symbols' facts, for run_decompositions

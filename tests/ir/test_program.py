@@ -3,10 +3,9 @@ import pytest
 import sympy
 import torch
 import torch.utils._pytree as pytree
-
-from tests.graph_builder import Builder, Range, aten, meta
 from torch._subclasses.fake_tensor import FakeTensor
 
+from tests.graph_builder import Builder, Range, aten, meta
 from unbroken.ir.program import ProgramParts
 from unbroken.program import ExportedProgram
 from unbroken.symbolic.diagnostics import ExportUsageError

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 import unbroken
-from unbroken.program import ExportedProgram
 from unbroken.ir.verifier import DialectViolation
+from unbroken.program import ExportedProgram
 
 
 def _saved(tmp_path):

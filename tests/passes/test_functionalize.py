@@ -6,8 +6,8 @@ import torch.utils._pytree as pytree
 
 from tests.graph_builder import Builder, aten, meta
 from unbroken.ir import OutputKind, ProgramParts, verify
-from unbroken.program import ExportedProgram
 from unbroken.passes.functionalize import functional_variant, functionalize
+from unbroken.program import ExportedProgram
 from unbroken.symbolic.diagnostics import UnsupportedError
 
 

@@ -5,6 +5,8 @@ The product class, ``unbroken.ExportedProgram``, is in :mod:`unbroken.program` (
 ``ir`` imports only ``unbroken.symbolic``; it never imports ``frontend``, ``passes`` or
 ``pipeline``.
 """
+from unbroken.ir.program import ProgramParts
+from unbroken.ir.runtime import build_module
 from unbroken.ir.signature import (
     ArgumentSpec,
     ConstantArgument,
@@ -16,8 +18,6 @@ from unbroken.ir.signature import (
     SymIntArgument,
     TensorArgument,
 )
-from unbroken.ir.program import ProgramParts
-from unbroken.ir.runtime import build_module
 from unbroken.ir.verifier import verify
 
 __all__ = [

@@ -22,8 +22,8 @@ module: it also runs passes).
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 import torch
 import torch.fx as fx
@@ -60,7 +60,7 @@ class ModuleCall:
     outputs: tuple
     out_spec: object
 
-    def renamed(self, names: Mapping) -> "ModuleCall":
+    def renamed(self, names: Mapping) -> ModuleCall:
         """This call with the nodes named in ``names`` (old name -> new) renamed."""
         def rename(arg):
             if isinstance(arg, TensorArgument) and arg.name in names:

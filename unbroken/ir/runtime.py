@@ -32,11 +32,10 @@ import sympy
 import torch
 import torch.utils._pytree as pytree
 from torch._subclasses.fake_tensor import FakeTensor
-from torch.export._unlift import (_StatefulGraphModule,
-                                  _unlift_exported_program_lifted_states)
+from torch.export._unlift import _StatefulGraphModule, _unlift_exported_program_lifted_states
 
-from unbroken.symbolic.diagnostics import InputMismatchError
 from unbroken.ir.signature import ConstantArgument, InputKind, OutputKind
+from unbroken.symbolic.diagnostics import InputMismatchError
 
 __all__ = ["ExportedModule", "InputChecker", "InputGuard", "LAYOUT_READ", "build_module",
            "flatten_user_inputs", "size_assertions"]

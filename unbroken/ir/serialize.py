@@ -47,7 +47,9 @@ __all__ = ["save", "load", "Limits", "FORMAT_VERSION", "KNOWN_VERSIONS"]
 
 
 def save(program, f) -> None:
-    """Write ``program`` (an ``unbroken.ExportedProgram``) to ``f`` (a path or a binary file object) in the current format.
+    """Write ``program`` (the :class:`~unbroken.ir.program.ProgramParts` of an
+    ``unbroken.ExportedProgram``, see ``unbroken.save``) to ``f`` (a path or a binary file
+    object) in the current format.
 
     Raises SerializationError when the program holds something the format cannot keep (a call
     to a Python function outside the allow-list, a sparse or quantized tensor, an input
@@ -55,7 +57,7 @@ def save(program, f) -> None:
 
     Example::
 
-        unbroken.save(ep, "model.ubp")
+        unbroken.ir.serialize.save(ep.parts(), "model.ubp")  # what unbroken.save(ep, ...) does
     """
     write_program(program, f)
 

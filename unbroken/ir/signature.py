@@ -65,7 +65,7 @@ def mutation_specs(signature: _torch.ExportGraphSignature) -> list:
 
 
 def replace_specs(signature: _torch.ExportGraphSignature, *, input_specs=None,
-                  output_specs=None) -> "ExportGraphSignature":
+                  output_specs=None) -> ExportGraphSignature:
     """A new signature with the given spec lists replaced (the others kept)."""
     return ExportGraphSignature(
         list(signature.input_specs if input_specs is None else input_specs),
@@ -90,6 +90,6 @@ class ExportGraphSignature(_torch.ExportGraphSignature):
         """See :func:`mutation_specs`."""
         return mutation_specs(self)
 
-    def replace(self, *, input_specs=None, output_specs=None) -> "ExportGraphSignature":
+    def replace(self, *, input_specs=None, output_specs=None) -> ExportGraphSignature:
         """See :func:`replace_specs`."""
         return replace_specs(self, input_specs=input_specs, output_specs=output_specs)

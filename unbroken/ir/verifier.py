@@ -32,7 +32,6 @@ import operator
 import torch
 from torch._ops import HigherOrderOperator, OpOverload
 
-from unbroken.symbolic.diagnostics import InternalError
 from unbroken.ir.signature import (
     ConstantArgument,
     InputKind,
@@ -41,6 +40,7 @@ from unbroken.ir.signature import (
     TensorArgument,
     mutation_specs,
 )
+from unbroken.symbolic.diagnostics import InternalError
 
 __all__ = ["verify", "ALLOWED_BUILTINS", "GRAD_MODE_BUILTINS", "DialectViolation"]
 

@@ -1,8 +1,8 @@
 """Decompositions: lower an exported program's operators through a decomposition table.
 
 Input: the :class:`~unbroken.ir.program.ProgramParts` of a verified program (functional
-graph). Output: new parts (dialect ``ATEN``) with the same signature (inputs, mutations, outputs in the same order; output names updated)
-whose graph is re-recorded node by node:
+graph). Output: new parts (dialect ``ATEN``) with the same signature (inputs, mutations,
+outputs in the same order; output names updated) whose graph is re-recorded node by node:
 
 - an ``OpOverload`` in the table is replaced by whatever its decomposition function records;
   the ops it calls go through the recorder, where the table applies again (composites inside

@@ -15,9 +15,20 @@ argument names and pytree structure. unbroken adds its input checks, as a forwar
    derived dims like ``2*s0`` must be consistent), specialized non-tensor inputs;
 3. the graph's run-time assertions over input sizes only (``aten._assert_scalar`` on a relation
    no ``dynamic_shapes`` spec can state) are checked before the graph runs, so the error names
-   the sizes and the model's line rather than failing inside the graph.
+   the sizes and the model's line rather than failing inside the graph;
+4. when the program holds for the example's layout only (``graph_module.meta[LAYOUT_READ]``:
+   the trace read ``x.stride()``/``is_contiguous()``, or the program writes an input after an
+   op that copies or aliases by layout), every input's strides must be the example's (except
+   along dims of size 1);
+5. an input the program writes in place may not share memory with another input (eager would
+   see the write through both names; the program was traced with separate inputs).
 
-``module.check_inputs(*args, **kwargs)`` runs those checks alone (``AdditionalInputs`` uses it).
+``module.check_inputs(*args, **kwargs)`` runs checks 1-4 alone (``AdditionalInputs`` uses it).
+
+The module's class is :class:`ExportedModule` (torch's stateful graph module, adopted): its
+call gives the caller's grad mode back however the graph ends, and a kernel failure on an
+input laid out unlike the example (a ``reshape`` the trace recorded as a view) is reported as
+an InputMismatchError naming that input.
 
 While the module is being traced (``torch.compile``, ``torch.export``, unbroken's own export,
 fake tensors), the checks step aside: the tracer has its own, and they would only specialize

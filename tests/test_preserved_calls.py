@@ -5,6 +5,8 @@ can be swapped for the eager one. Kept through ``unbroken.save``/``load``,
 ``torch.export.save``/``load`` and ``run_decompositions``; refused (UnsupportedError) where
 the call is not one boundary."""
 import io
+import json
+import zipfile
 
 import pytest
 import torch
@@ -188,3 +190,31 @@ def test_static_size_argument_is_a_constant():
 def test_paths_must_name_submodules(paths):
     with pytest.raises(unbroken.ExportUsageError, match="preserve_module_call_signature"):
         unbroken.export(Model(), _inputs(), preserve_module_call_signature=paths)
+
+
+def _crafted(change) -> io.BytesIO:
+    ep = unbroken.export(Model(), _inputs(), preserve_module_call_signature=("sub",))
+    buffer = io.BytesIO()
+    unbroken.save(ep, buffer)
+    with zipfile.ZipFile(io.BytesIO(buffer.getvalue())) as archive:
+        members = {n: archive.read(n) for n in archive.namelist()}
+    document = json.loads(members["program.json"])
+    change(document["module_calls"][0])
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        for name, data in {**members, "program.json": json.dumps(document).encode()}.items():
+            archive.writestr(name, data)
+    out.seek(0)
+    return out
+
+
+@pytest.mark.parametrize("change", [
+    lambda call: call["inputs"][0]["arg"].update(name="nowhere"),
+    lambda call: call["outputs"].pop(),
+    lambda call: call.update(fqn="sub..x"),
+    lambda call: call.update(in_spec="not a spec"),
+    lambda call: call["inputs"][0]["arg"].update(kind="symint"),
+])
+def test_crafted_module_call_is_refused(change):
+    with pytest.raises(unbroken.SerializationError, match="module_calls"):
+        unbroken.load(_crafted(change))

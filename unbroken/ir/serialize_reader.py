@@ -19,7 +19,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from ..symbolic.auto import Specialization
-from ..symbolic.diagnostics import SerializationError, UserFrame
+from ..symbolic.diagnostics import SerializationError, UnsupportedError, UserFrame
 from ..symbolic.env import ShapeEnvironment
 from ..symbolic.ranges import ValueRange
 from .program import ModuleCall, ProgramParts
@@ -120,6 +120,8 @@ class _Loader:
                 module_calls=self._module_calls(doc, graph_module)))
         except DialectViolation as error:  # the verifiers judge the file's content here
             raise _verifier_failure(error) from None
+        except UnsupportedError as error:  # a module call signature the graph cannot keep
+            raise fail(DOCUMENT, f"module_calls: {error.message}") from None
 
     # -- program facts ----------------------------------------------------------------------------
     def _strict_layout(self, doc) -> bool:

@@ -247,3 +247,17 @@ def test_crafted_flag_or_specialization_is_refused(field, value):
     document[field] = value
     with pytest.raises(unbroken.SerializationError, match=field):
         unbroken.load(_rezipped(members, document))
+
+
+@pytest.mark.slow
+def test_grad_region_program_in_torchs_passes():
+    from torch.export.passes import move_to_device_pass
+
+    model, (x, idx) = Gather(), _gather_inputs()
+    ep = unbroken.export(model, (x, idx))
+    want = model(x, idx)
+    for got in (move_to_device_pass(ep, "cpu").module()(x, idx),
+                torch.compile(ep.module())(x, idx),
+                torch.export.export(ep.module(), (x, idx)).module()(x, idx)):
+        torch.testing.assert_close(got, want)
+        assert got.requires_grad

@@ -78,6 +78,15 @@ def test_unflatten_then_swap_matches_eager(kwargs_call):
     _swapped_matches_eager(ep, model, inputs)
 
 
+def test_nested_and_leaf_submodules():
+    model, inputs = Model(), _inputs()
+    ep = unbroken.export(model, inputs, preserve_module_call_signature=("other", "sub", "sub.lin"))
+    assert all(_signature(ep, fqn) is not None for fqn in ("other", "sub", "sub.lin"))
+    flat = torch.export.unflatten(ep)
+    flat.other, flat.sub.lin = model.other, model.sub.lin
+    torch.testing.assert_close(flat(*inputs), model(*inputs))
+
+
 def test_dynamic_batch():
     model, inputs = Model(), _inputs()
     batch = Dim("batch")

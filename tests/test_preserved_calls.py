@@ -227,3 +227,17 @@ def _crafted(change) -> io.BytesIO:
 def test_crafted_module_call_is_refused(change):
     with pytest.raises(unbroken.SerializationError, match="module_calls"):
         unbroken.load(_crafted(change))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", ["encoder.layer.0", "embeddings"])
+def test_hugging_face_bert_layer_swaps(path):
+    transformers = pytest.importorskip("transformers")
+    config = transformers.BertConfig(num_hidden_layers=2, hidden_size=32, num_attention_heads=2,
+                                     intermediate_size=64, vocab_size=100)
+    model, ids = transformers.BertModel(config).eval(), torch.randint(0, 100, (2, 7))
+    ep = unbroken.export(model, (ids,), preserve_module_call_signature=(path,))
+    flat = torch.export.unflatten(ep)
+    owner, _, name = path.rpartition(".")
+    setattr(flat.get_submodule(owner) if owner else flat, name, model.get_submodule(path))
+    torch.testing.assert_close(flat(ids)["last_hidden_state"], model(ids).last_hidden_state)

@@ -176,8 +176,24 @@ class Reshape(nn.Module):
         return x.reshape(n, -1)
 
 
+def test_each_call_of_a_submodule_called_twice_is_kept_as_torch_names_it():
+    model, x = Twice(), torch.randn(2, 4)
+    ep = unbroken.export(model, (x,), preserve_module_call_signature=("sub",))
+    theirs = torch.export.export(model, (x,), preserve_module_call_signature=("sub",))
+    assert [e.fqn for e in ep.module_call_graph if e.signature is not None] == \
+        [e.fqn for e in theirs.module_call_graph if e.signature is not None] == \
+        ["", "sub", "sub@1"]
+    buffer = io.BytesIO()
+    unbroken.save(ep, buffer)
+    buffer.seek(0)
+    for program in (ep, unbroken.load(buffer), ep.run_decompositions()):
+        flat = torch.export.unflatten(program)
+        torch.testing.assert_close(flat(x), model(x))
+        flat.sub = model.sub
+        torch.testing.assert_close(flat(x), model(x))
+
+
 @pytest.mark.parametrize("model, inputs, dynamic, match", [
-    (Twice(), (torch.randn(2, 4),), None, "called more than once"),
     (WritesInput(), (torch.randn(2, 4),), None, "cannot be kept as one module call"),
     (PassesSize(), (torch.randn(3, 4),), ({0: Dim("n")},), "neither a tensor nor a constant"),
 ])
@@ -221,6 +237,8 @@ def _crafted(change) -> io.BytesIO:
     lambda call: call["inputs"][0]["arg"].update(name="nowhere"),
     lambda call: call["outputs"].pop(),
     lambda call: call.update(fqn="sub..x"),
+    lambda call: call.update(fqn="sub@0"),
+    lambda call: call.update(fqn="sub@x.y"),
     lambda call: call.update(in_spec="not a spec"),
     lambda call: call["inputs"][0]["arg"].update(kind="symint"),
 ])

@@ -90,8 +90,10 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict: bool = True,
             whose call signature the program keeps, as torch.export does: the
             ``module_call_graph`` entry of each holds the call's inputs, outputs and pytree
             specs, so ``torch.export.unflatten(ep)`` gives back a submodule called like the
-            original (and swappable for it). Each must be called once, with tensors and
-            constants only, outside ``torch.cond`` branches; otherwise UnsupportedError.
+            original (and swappable for it); the n-th call (n >= 1) of one is ``path@n``, as
+            in torch. Each call must take tensors and constants only, happen outside
+            ``torch.cond`` branches and pass on nothing but its outputs; otherwise
+            UnsupportedError.
 
     Returns:
         an :class:`ExportedProgram`.

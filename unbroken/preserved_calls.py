@@ -55,7 +55,8 @@ def _check_closed(call, graph: fx.Graph, user_inputs: set) -> None:
     no tensor from outside but its inputs (and the parameters, buffers and sizes)."""
     outputs = {v for v in call.outputs if isinstance(v, fx.Node)}
     inputs = {v for v in call.inputs if isinstance(v, fx.Node)}
-    inside = {n for n in graph.nodes if n.op != "placeholder" and _within(n, call.fqn)}
+    inside = {n for n in graph.nodes
+              if n.op != "placeholder" and call.key in n.meta.get("nn_module_stack", {})}
     for node in inside:
         for arg in node.all_input_nodes:
             if arg in inside or arg in inputs or arg.op == "get_attr" or \
@@ -70,11 +71,6 @@ def _check_closed(call, graph: fx.Graph, user_inputs: set) -> None:
                 raise _refusal(call, f"the value `{node.name}` computed inside it is read "
                                      f"after the call by `{user.name}` (a buffer or an input "
                                      "it writes, or a value it leaves behind)")
-
-
-def _within(node: fx.Node, fqn: str) -> bool:
-    return any(path == fqn or path.startswith(fqn + ".")
-               for path, _ in node.meta.get("nn_module_stack", {}).values())
 
 
 def _refusal(call, what: str) -> UnsupportedError:

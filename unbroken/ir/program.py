@@ -45,10 +45,10 @@ DIALECT_VERIFIERS = {"TRAINING": TrainingIRVerifier, "ATEN": Verifier}
 
 @dataclass(frozen=True, slots=True)
 class ModuleCall:
-    """The signature of the one call of a submodule named in ``preserve_module_call_signature``
+    """The signature of one call of a submodule named in ``preserve_module_call_signature``
     (what torch's ``ModuleCallSignature`` says, without the ``forward`` argument names).
 
-    fqn:     the submodule's path.
+    fqn:     the submodule's path; ``path@n`` for its n-th call (n >= 1), as torch names it.
     inputs:  one torch ``TensorArgument`` (a graph node's name) or ``ConstantArgument`` per
              flattened leaf of the call's ``(args, kwargs)``; in_spec: their pytree spec.
     outputs, out_spec: the same for the value the call returned.

@@ -55,6 +55,7 @@ __all__ = ["read_program"]
 HEADER, DOCUMENT = "format.json", "program.json"
 _SYMBOL = re.compile(r"(s|u|zuf)(0|[1-9][0-9]{0,8})\Z")
 _BOUND = 1 << 62
+_CALL_INDEX = re.compile(r"[1-9][0-9]{0,8}\Z")
 _INPUT_KINDS = ("USER_INPUT", "PARAMETER", "BUFFER", "CONSTANT_TENSOR")
 _OUTPUT_KINDS = ("USER_OUTPUT", "BUFFER_MUTATION", "USER_INPUT_MUTATION")
 
@@ -144,7 +145,11 @@ class _Loader:
         calls, seen = [], set()
         for index, entry in enumerate(entries):
             where = f"module_calls[{index}]"
-            fqn = check_attribute_path(f.get(entry, "fqn", "str", where), DOCUMENT, where)
+            fqn = f.get(entry, "fqn", "str", where)
+            path, _, call = fqn.partition("@")  # "sub@1": the second call of sub
+            check_attribute_path(path, DOCUMENT, where)
+            if "@" in fqn and not _CALL_INDEX.match(call):
+                raise f.fail(where, f"{fqn[:60]!r}: a call index is @<n>, n >= 1")
             if fqn in seen:
                 raise f.fail(where, f"{fqn!r} appears twice")
             seen.add(fqn)

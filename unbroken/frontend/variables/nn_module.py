@@ -175,13 +175,18 @@ def _check_hooks(tx, var: NNModuleVariable) -> None:
 class PreservedCall:
     """The boundary of one call of a submodule named in ``preserve_module_call_signature``.
 
-    fqn:     the submodule's path; frames: the user's stack at the call.
+    fqn:     the call's name in the module call graph: the submodule's path, ``path@n`` for
+             its n-th call (n >= 1); path: the submodule's path; key: the call's
+             ``nn_module_stack`` key (on every node recorded inside it);
+             frames: the user's stack at the call.
     inputs:  the flattened leaves of the call's ``(args, kwargs)``: the graph node of each
              tensor, or the constant itself; in_spec: their pytree spec.
     outputs, out_spec: the same for the value the call returned.
     """
 
     fqn: str
+    path: str
+    key: str
     frames: tuple
     inputs: tuple
     in_spec: object
@@ -210,26 +215,25 @@ def _boundary(tx, var: NNModuleVariable, value: VariableTracker, what: str):
                  for leaf in leaves), spec
 
 
-def _preserved_call(tx, var: NNModuleVariable, args, kwargs, run) -> VariableTracker:
-    """``run()`` (the module call), its boundary recorded in ``tx.output.preserved_calls``."""
+def _preserved_call(tx, var: NNModuleVariable, args, kwargs) -> VariableTracker:
+    """The module call, its boundary recorded in ``tx.output.preserved_calls``: the n-th call
+    (n >= 1) is ``fqn@n``, as torch.export names it."""
     if tx.output.branch_starts:
         raise UnsupportedError(
             f"preserve_module_call_signature: `{var.fqn}` is called inside a torch.cond "
             "branch, where its call cannot be kept as one module call", frames=tx.user_frames(),
             hint=f"Call `{var.fqn}` outside the branch, or leave it out of "
                  "preserve_module_call_signature.")
-    if any(call.fqn == var.fqn for call in tx.output.preserved_calls):
-        raise UnsupportedError(
-            f"preserve_module_call_signature: `{var.fqn}` is called more than once; unbroken "
-            "keeps the signature of a submodule called once only", frames=tx.user_frames(),
-            hint=f"Leave `{var.fqn}` out of preserve_module_call_signature.")
+    count = sum(call.path == var.fqn for call in tx.output.preserved_calls)
+    suffix = f"@{count}" if count else ""
     frames = tuple(tx.user_frames())
     inputs, in_spec = _boundary(tx, var, TupleVariable([TupleVariable(list(args)),
                                                         _kw(kwargs)]), "inputs")
-    out = run()
+    out = _call_module(tx, var, args, kwargs, suffix)
     outputs, out_spec = _boundary(tx, var, out, "outputs")
-    tx.output.preserved_calls.append(
-        PreservedCall(var.fqn, frames, inputs, in_spec, outputs, out_spec))
+    tx.output.preserved_calls.append(PreservedCall(
+        var.fqn + suffix, var.fqn, tx.output.stack_key(var.fqn, suffix), frames, inputs,
+        in_spec, outputs, out_spec))
     return out
 
 
@@ -240,14 +244,13 @@ def call_module(tx, var: NNModuleVariable, args, kwargs) -> VariableTracker:
     (:class:`PreservedCall`)."""
     _check_hooks(tx, var)
     if var.fqn and var.fqn in tx.output.preserved_paths:
-        return _preserved_call(tx, var, args, kwargs,
-                               lambda: _call_module(tx, var, args, kwargs))
+        return _preserved_call(tx, var, args, kwargs)
     return _call_module(tx, var, args, kwargs)
 
 
-def _call_module(tx, var: NNModuleVariable, args, kwargs) -> VariableTracker:
+def _call_module(tx, var: NNModuleVariable, args, kwargs, suffix: str = "") -> VariableTracker:
     module = var.module
-    with tx.output.module_scope(var):
+    with tx.output.module_scope(var, suffix):
         for hook_id, hook in list(module._forward_pre_hooks.items()):
             if hook_id in module._forward_pre_hooks_with_kwargs:
                 result = call_python(tx, hook, [var, TupleVariable(args), _kw(kwargs)])

@@ -50,7 +50,7 @@ from .ir.signature import (
 from .passes.dce import dead_code_elimination
 from .passes.functionalize import functionalize
 from .passes.subgraphs import functionalize_subgraphs
-from .preserved_calls import preserved_signatures
+from .preserved_calls import checked_paths, preserved_signatures
 from .process_state import isolated
 from .program import ExportedProgram
 from .size_one import admit_size_one
@@ -110,29 +110,10 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict: bool = True,
         out = ep.module()(x, y)
     """
     args, kwargs = _check_call(mod, args, kwargs)
-    preserve = _check_preserved(mod, preserve_module_call_signature)
+    preserve = checked_paths(mod, preserve_module_call_signature)
     check_python_version()
     with isolated():
         return _export(mod, args, kwargs, dynamic_shapes, preserve)
-
-
-def _check_preserved(mod, paths) -> frozenset:
-    """The submodule paths of ``preserve_module_call_signature``, checked to exist."""
-    if isinstance(paths, str) or not isinstance(paths, (tuple, list, set, frozenset)):
-        raise ExportUsageError(
-            f"preserve_module_call_signature must be a tuple of submodule paths, got "
-            f"{type(paths).__name__}", hint='Pass e.g. preserve_module_call_signature=("sub",).')
-    for path in paths:
-        try:
-            found = isinstance(path, str) and path and \
-                isinstance(mod.get_submodule(path), torch.nn.Module)
-        except (AttributeError, TypeError):
-            found = False
-        if not found:
-            raise ExportUsageError(
-                f"preserve_module_call_signature names {path!r}, which is not a submodule of "
-                f"the exported module", hint="Use paths from model.named_modules().")
-    return frozenset(paths)
 
 
 def _export(mod, args, kwargs, dynamic_shapes, preserve=frozenset()) -> ExportedProgram:

@@ -20,9 +20,28 @@ import torch.fx as fx
 from torch.export.graph_signature import ConstantArgument, InputKind, TensorArgument
 
 from .ir.program import ModuleCall
-from .symbolic.diagnostics import UnsupportedError
+from .symbolic.diagnostics import ExportUsageError, UnsupportedError
 
-__all__ = ["preserved_signatures"]
+__all__ = ["checked_paths", "preserved_signatures"]
+
+
+def checked_paths(mod, paths) -> frozenset:
+    """The submodule paths of ``preserve_module_call_signature``, checked to exist."""
+    if isinstance(paths, str) or not isinstance(paths, (tuple, list, set, frozenset)):
+        raise ExportUsageError(
+            f"preserve_module_call_signature must be a tuple of submodule paths, got "
+            f"{type(paths).__name__}", hint='Pass e.g. preserve_module_call_signature=("sub",).')
+    for path in paths:
+        try:
+            found = isinstance(path, str) and path and \
+                isinstance(mod.get_submodule(path), torch.nn.Module)
+        except (AttributeError, TypeError):
+            found = False
+        if not found:
+            raise ExportUsageError(
+                f"preserve_module_call_signature names {path!r}, which is not a submodule of "
+                f"the exported module", hint="Use paths from model.named_modules().")
+    return frozenset(paths)
 
 
 def preserved_signatures(graph_module: fx.GraphModule, signature, calls) -> tuple:

@@ -1,5 +1,6 @@
 """``preserve_module_call_signature``: the recorded call boundaries become signatures.
 
+:func:`checked_paths` checks the argument (submodule paths of the exported module).
 While tracing, the frontend records each call of a named submodule
 (``frontend.variables.nn_module.PreservedCall``: the graph nodes of the call's tensors, its
 constants, the pytree specs). After the graph is functionalized and cleaned,

@@ -1,9 +1,11 @@
 # unbroken — developer entry points.
 #
 #   make demo       set up .venv, then `unbroken check` on examples/*.py
-#   make test       set up .venv, then the lint (ruff) and the whole test suite (slow cases too)
+#   make test       set up .venv, then the lint (ruff) and the whole test suite (slow cases
+#                   included, heavy ones not)
 #   make lint       ruff on the repository (configuration in pyproject.toml)
 #   make test-fast  the suite without tests marked `slow`
+#   make test-heavy only the tests marked `heavy` (the costliest toolchain cases, ~5 min)
 #   make bench      export time of unbroken vs torch.export(strict=True) on the model zoo
 #   make corpus     unbroken vs torch.export strict/non-strict on ~120 real models and programs,
 #                   one fresh process each (benchmarks/corpus.py; slow: 77 min with --jobs 2
@@ -20,7 +22,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.unbroken-setup-stamp
 
-.PHONY: demo test test-fast lint bench corpus docs setup clean
+.PHONY: demo test test-fast test-heavy lint bench corpus docs setup clean
 
 setup: $(STAMP)
 
@@ -45,7 +47,10 @@ test: lint
 	$(PY) -m pytest -q
 
 test-fast: lint
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow and not heavy"
+
+test-heavy: $(STAMP)
+	$(PY) -m pytest -q -m heavy
 
 bench: $(STAMP)
 	$(PY) benchmarks/export_time.py

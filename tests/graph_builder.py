@@ -22,7 +22,6 @@ from torch.utils._pytree import tree_map_only
 
 from unbroken.ir import (
     ConstantArgument,
-    ExportedProgram,
     ExportGraphSignature,
     InputKind,
     InputSpec,
@@ -31,6 +30,8 @@ from unbroken.ir import (
     SymIntArgument,
     TensorArgument,
 )
+from unbroken.ir.program import ProgramParts
+from unbroken.program import ExportedProgram
 from unbroken.symbolic.diagnostics import UserFrame
 
 __all__ = ["Builder", "Range", "aten", "meta"]
@@ -106,7 +107,7 @@ class Builder:
             arg = (ConstantArgument("", v) if not isinstance(v, torch.fx.Node)
                    else SymIntArgument(v.name) if isinstance(v.meta["val"], torch.SymInt)
                    else TensorArgument(v.name))
-            self.output_specs.append(OutputSpec(OutputKind.USER_OUTPUT, arg))
+            self.output_specs.append(OutputSpec(OutputKind.USER_OUTPUT, arg, None))
 
     def graph_module(self):
         """The graph in a ``GraphModule`` over an empty ``nn.Module``."""
@@ -122,9 +123,21 @@ class Builder:
         structure of ``(args, kwargs)`` and of ``outputs``, which also serve as example inputs."""
         in_spec = pytree.tree_flatten((tuple(args), kwargs or {}))[1]
         out_spec = pytree.tree_flatten(outputs)[1]
-        return ExportedProgram(self.graph_module(), self.signature(), state_dict, constants,
-                               range_constraints or {}, in_spec, out_spec,
-                               example_inputs=(tuple(args), kwargs or {}))
+        return ExportedProgram.from_parts(ProgramParts(
+            self.graph_module(), self.signature(), state_dict, constants,
+            range_constraints or {}, in_spec, out_spec,
+            example_inputs=(tuple(args), kwargs or {}), hints=_hints(self.graph)))
+
+
+def _hints(graph) -> dict:
+    """symbol -> example value of the torch-made SymInts the tests put in placeholder vals."""
+    hints = {}
+    for node in graph.nodes:
+        val = node.meta.get("val")
+        for size in getattr(val, "shape", ()) if isinstance(val, torch.Tensor) else (val,):
+            if isinstance(size, torch.SymInt) and size.node.hint is not None:
+                hints[size.node.expr] = int(size.node.hint)
+    return hints
 
 
 class Range:

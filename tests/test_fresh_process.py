@@ -5,7 +5,6 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
 import torch
 
 import unbroken
@@ -16,8 +15,6 @@ class Silu(torch.nn.Module):
         return torch.nn.functional.silu(x) * 2
 
 
-@pytest.mark.xfail(strict=True, reason="issue 11 item 2 (branch toolchain): run_decompositions "
-                   "is installed on ExportedProgram only when unbroken.pipeline is imported")
 def test_load_then_decompose_in_a_fresh_process(tmp_path):
     path = tmp_path / "silu.ub"
     unbroken.save(unbroken.export(Silu(), (torch.randn(3),)), path)

@@ -43,10 +43,10 @@ def __getattr__(name):
         from . import pipeline
 
         return getattr(pipeline, name)
-    if name == "ExportedProgram":
-        from .ir.program import ExportedProgram
+    if name in ("ExportedProgram", "save", "load"):
+        from . import program
 
-        return ExportedProgram
+        return getattr(program, name)
     if name == "budget":
         from .frontend.budget import budget
 
@@ -67,8 +67,4 @@ def __getattr__(name):
         from . import testing
 
         return testing
-    if name in ("save", "load"):
-        from .ir import serialize
-
-        return getattr(serialize, name)
     raise AttributeError(f"module 'unbroken' has no attribute '{name}'")

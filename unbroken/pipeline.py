@@ -7,7 +7,7 @@
 4. ``symbolic.solver`` decides every guard against the spec; violated guards get a fix
    (``symbolic.fixes``), verified by exporting again, rendered by ``fix_rendering``;
 5. passes: subgraph and root functionalization, dead-code elimination;
-6. ``ir.program`` builds the ``ExportedProgram`` (which runs the verifier).
+6. ``unbroken.program`` builds the ``ExportedProgram`` (which runs the verifiers).
 
 An uncaught exception of the traced program is checked against eager (``uncaught``).
 """
@@ -40,9 +40,8 @@ from .input_trees import (
     unflatten_inputs,
 )
 from .ir.composites import preserving
-from .ir.program import ExportedProgram
+from .ir.program import ProgramParts
 from .ir.recorder import Recorder, meta_like
-from .ir.runtime import LAYOUT_READ
 from .ir.shadow import Shadow
 from .ir.signature import (
     ConstantArgument,
@@ -54,11 +53,12 @@ from .ir.signature import (
     SymIntArgument,
     TensorArgument,
 )
-from .passes import decompose as _decompose  # noqa: F401  (installs run_decompositions)
 from .passes.dce import dead_code_elimination
 from .passes.functionalize import functionalize
 from .passes.subgraphs import functionalize_subgraphs
+from .preserved_calls import checked_paths, preserved_signatures
 from .process_state import isolated
+from .program import ExportedProgram
 from .size_one import admit_size_one
 from .symbolic import guard_log
 from .symbolic.auto import Adoption, Specialization, SpecializationWarning, plan_adoption
@@ -92,7 +92,14 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict: bool = True,
         dynamic_shapes: which input dims are dynamic, as for ``torch.export.export`` (a dict
             keyed by argument name or a tuple in argument order; ``torch.export.Dim`` objects).
         strict: accepted for drop-in compatibility; unbroken always traces strictly.
-        preserve_module_call_signature: accepted for compatibility; not used yet.
+        preserve_module_call_signature: paths of submodules (``("encoder.layer.0",)``)
+            whose call signature the program keeps, as torch.export does: the
+            ``module_call_graph`` entry of each holds the call's inputs, outputs and pytree
+            specs, so ``torch.export.unflatten(ep)`` gives back a submodule called like the
+            original (and swappable for it); the n-th call (n >= 1) of one is ``path@n``, as
+            in torch. Each call must take tensors and constants only, happen outside
+            ``torch.cond`` branches and pass on nothing but its outputs; otherwise
+            UnsupportedError.
 
     Returns:
         an :class:`ExportedProgram`.
@@ -109,19 +116,20 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict: bool = True,
         out = ep.module()(x, y)
     """
     args, kwargs = _check_call(mod, args, kwargs)
+    preserve = checked_paths(mod, preserve_module_call_signature)
     check_python_version()
     with isolated():
-        return _export(mod, args, kwargs, dynamic_shapes)
+        return _export(mod, args, kwargs, dynamic_shapes, preserve)
 
 
-def _export(mod, args, kwargs, dynamic_shapes) -> ExportedProgram:
+def _export(mod, args, kwargs, dynamic_shapes, preserve=frozenset()) -> ExportedProgram:
     helper, dynamic_shapes = dynamic_shapes, _from_helper(mod, args, kwargs, dynamic_shapes)
     refinements: dict = {}
     specializations: list[Specialization] = []
     try:
         for _ in range(_MAX_AUTO_ROUNDS):
             exporter = _Export(mod, args, kwargs, dynamic_shapes, refinements,
-                               specializations=tuple(specializations))
+                               specializations=tuple(specializations), preserve=preserve)
             try:
                 ep = exporter.run()
             except _AdoptAuto as adopt:  # Dim.AUTO dims take what the code requires: retrace
@@ -247,7 +255,7 @@ def _admit_size_one(exporter: _Export, ep: ExportedProgram) -> ExportedProgram:
     def trace_at(args, kwargs, forced):
         retry = _Export(exporter.mod, args, kwargs, exporter.dynamic_shapes,
                         exporter.auto_refinements, specializations=exporter.specializations,
-                        forced_static=forced)
+                        forced_static=forced, preserve=exporter.preserve)
         retry.suggest_fixes = False
         try:
             other = retry.run()
@@ -271,8 +279,10 @@ class _Export:
     """One export: the state shared by the stages."""
 
     def __init__(self, mod, args, kwargs, dynamic_shapes, auto_refinements=None, *,
-                 find_all: bool = False, specializations=(), forced_static=frozenset()):
+                 find_all: bool = False, specializations=(), forced_static=frozenset(),
+                 preserve=frozenset()):
         self.mod = mod
+        self.preserve = preserve  # preserve_module_call_signature paths
         self.root = mod if isinstance(mod, torch.nn.Module) else None
         self.args, self.kwargs = args, kwargs
         self.dynamic_shapes = dynamic_shapes
@@ -291,6 +301,7 @@ class _Export:
         self.builder = self.recorder.builder
         self.output = TraceContext(self.recorder, self.root)
         self.output.find_all = find_all
+        self.output.preserved_paths = preserve
         self.input_specs: list[InputSpec] = []
         self.state_dict: dict = {}
         self.constants: dict = {}
@@ -526,14 +537,27 @@ class _Export:
         self._refuse_written_overlapping_state(signature)
         writes_inputs = any(s.kind == OutputKind.USER_INPUT_MUTATION
                             for s in signature.mutation_specs)
-        graph_module.meta[LAYOUT_READ] = self.output.layout_read or (
+        strict_layout = self.output.layout_read or (
             writes_inputs and self.output.layout_aliasing)
         graph_module = dead_code_elimination(graph_module)
+        module_calls = preserved_signatures(graph_module, signature,
+                                            self.output.preserved_calls)
         _, in_spec = pytree.tree_flatten((self.args, self.kwargs))
-        return ExportedProgram(graph_module, signature, self.state_dict, self.constants,
-                               self._range_constraints(), in_spec, out_spec,
-                               example_inputs=(self.args, self.kwargs),
-                               specializations=self.specializations)
+        return ExportedProgram.from_parts(ProgramParts(
+            graph_module, signature, self.state_dict, self.constants,
+            self._range_constraints(), in_spec, out_spec,
+            example_inputs=(self.args, self.kwargs),
+            hints={s: self.env.hint_of(s) for s, i in self.env.symbols.items()
+                   if i.hint is not None},
+            forward_arg_names=tuple(self.top_dims), module_types=self._module_types(),
+            env=self.env, specializations=self.specializations,
+            strict_layout=bool(strict_layout), module_calls=module_calls))
+
+    def _module_types(self) -> dict:
+        """Submodule FQN -> class, for the program's module call graph and node metadata."""
+        if self.root is None:
+            return {}
+        return {fqn: type(module) for fqn, module in self.root.named_modules()}
 
     def _refuse_written_overlapping_state(self, signature) -> None:
         """A buffer written in place that shares memory with another buffer or parameter (a

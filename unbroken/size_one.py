@@ -12,6 +12,7 @@ symbols every combination of them at 1 is checked; beyond ``MAX_SYMBOLS`` the re
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable
 
@@ -20,7 +21,7 @@ import torch
 import torch.fx as fx
 import torch.utils._pytree as pytree
 
-from .ir.program import ExportedProgram
+from .program import ExportedProgram
 from .symbolic.diagnostics import UnbrokenError
 
 __all__ = ["admit_size_one", "same_program"]
@@ -59,9 +60,7 @@ def admit_size_one(ep: ExportedProgram, candidates, leaf_dims: dict, hints: Call
     ranges = dict(ep.range_constraints)
     for symbol in symbols:
         ranges[symbol] = type(ranges[symbol])(1, ranges[symbol].upper)
-    return ExportedProgram(ep.graph_module, ep.graph_signature, ep.state_dict, ep.constants,
-                           ranges, ep.in_spec, ep.out_spec, example_inputs=ep.example_inputs,
-                           specializations=ep.specializations)
+    return type(ep).from_parts(dataclasses.replace(ep.parts(), range_constraints=ranges))
 
 
 def _resize(inputs, leaf_dims: dict, values: dict, hints: Callable):

@@ -83,6 +83,10 @@ SPECIAL_CASES = [
     (torch.is_inference_mode_enabled,
      lambda x: x + 1 if torch.is_inference_mode_enabled() else x - 1, EAGER),
     (torch._C._set_grad_enabled, _set_grad_enabled_and_back, EAGER),
+    # torch's spelling of a no_grad region (the module() of a program that has one)
+    (torch.ops.higher_order.wrap_with_set_grad_enabled,
+     lambda x: torch.ops.higher_order.wrap_with_set_grad_enabled(False, lambda t: t * 2, x) + 1,
+     EAGER),
 ]
 if hasattr(torch.ops.higher_order, "scan"):
     SPECIAL_CASES.append((torch.ops.higher_order.scan, lambda x: torch.ops.higher_order.scan(

@@ -3,9 +3,11 @@ import pytest
 import sympy
 import torch
 import torch.utils._pytree as pytree
+from torch._subclasses.fake_tensor import FakeTensor
 
 from tests.graph_builder import Builder, Range, aten, meta
-from unbroken.ir import ExportedProgram
+from unbroken.ir.program import ProgramParts
+from unbroken.program import ExportedProgram
 from unbroken.symbolic.diagnostics import ExportUsageError
 
 
@@ -122,21 +124,24 @@ def test_constructor_verifies():
     from unbroken.symbolic.diagnostics import InternalError
     with pytest.raises(InternalError, match="mutates"):
         b.program({}, {}, (torch.ones(2),), outputs=torch.empty(0))
-    ep = ExportedProgram(b.graph_module(), b.signature(), {}, {}, {},
-                         pytree.tree_flatten(((torch.ones(2),), {}))[1],
-                         pytree.tree_flatten(torch.ones(1))[1], verifier=False)
-    with pytest.raises(InternalError):
-        ep.validate()
 
 
 def test_accepts_bare_graph():
     b = Builder()
     x = b.input("x", meta(2))
     b.output(b.call(aten.neg.default, x))
-    ep = ExportedProgram(b.graph, b.signature(), {}, {}, {},
-                         pytree.tree_flatten(((torch.ones(2),), {}))[1],
-                         pytree.tree_flatten(torch.ones(1))[1])
+    ep = ExportedProgram.from_parts(ProgramParts(
+        b.graph, b.signature(), {}, {}, {}, pytree.tree_flatten(((torch.ones(2),), {}))[1],
+        pytree.tree_flatten(torch.ones(1))[1]))
     torch.testing.assert_close(ep.module()(torch.ones(2)), -torch.ones(2))
+
+
+def test_is_torch_program_with_torch_parts():
+    ep, *_ = linear_program()
+    assert isinstance(ep, torch.export.ExportedProgram)
+    assert ep.dialect == "TRAINING"
+    assert [e.fqn for e in ep.module_call_graph] == ["", "lin"]
+    assert all(isinstance(n.meta["val"], FakeTensor) for n in ep.graph.nodes if n.op != "output")
 
 
 def test_range_constraints_sorted_naturally():

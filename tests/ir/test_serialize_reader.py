@@ -4,8 +4,8 @@ import pytest
 import torch
 
 import unbroken
-from unbroken.ir import serialize_reader
 from unbroken.ir.verifier import DialectViolation
+from unbroken.program import ExportedProgram
 
 
 def _saved(tmp_path):
@@ -20,7 +20,7 @@ def test_a_bug_while_loading_is_ours_not_the_files(tmp_path, monkeypatch):
     def buggy(*args, **kwargs):
         raise unbroken.InternalError("a bug planted by the test")
 
-    monkeypatch.setattr(serialize_reader, "ExportedProgram", buggy)
+    monkeypatch.setattr(ExportedProgram, "from_parts", classmethod(buggy))
     with pytest.raises(unbroken.InternalError, match="planted") as info:
         unbroken.load(path)
     assert not isinstance(info.value, unbroken.SerializationError)
@@ -32,6 +32,6 @@ def test_a_dialect_violation_of_the_loaded_graph_is_the_files(tmp_path, monkeypa
     def violated(*args, **kwargs):
         raise DialectViolation("exported graph is invalid: planted")
 
-    monkeypatch.setattr(serialize_reader, "ExportedProgram", violated)
+    monkeypatch.setattr(ExportedProgram, "from_parts", classmethod(violated))
     with pytest.raises(unbroken.SerializationError, match="fails the verifier: .*planted"):
         unbroken.load(path)

@@ -1,6 +1,4 @@
-"""Tests for unbroken.ir.signature: views, printing, parity with torch's enums."""
-import dataclasses
-
+"""Tests for unbroken.ir.signature: torch's own types, views, printing, unbroken's helpers."""
 import pytest
 import torch.export.graph_signature as torch_sig
 
@@ -13,6 +11,8 @@ from unbroken.ir.signature import (
     OutputSpec,
     SymIntArgument,
     TensorArgument,
+    mutation_specs,
+    replace_specs,
 )
 
 
@@ -23,22 +23,32 @@ def _signature() -> ExportGraphSignature:
         InputSpec(InputKind.BUFFER, TensorArgument("b_scratch"), "scratch", False),
         InputSpec(InputKind.CONSTANT_TENSOR, TensorArgument("c_lifted_tensor_0"),
                   "lifted_tensor_0"),
-        InputSpec(InputKind.USER_INPUT, TensorArgument("x")),
-        InputSpec(InputKind.USER_INPUT, SymIntArgument("n")),
-        InputSpec(InputKind.USER_INPUT, ConstantArgument("flag", True)),
+        InputSpec(InputKind.USER_INPUT, TensorArgument("x"), None),
+        InputSpec(InputKind.USER_INPUT, SymIntArgument("n"), None),
+        InputSpec(InputKind.USER_INPUT, ConstantArgument("flag", True), None),
     ]
     outputs = [
         OutputSpec(OutputKind.BUFFER_MUTATION, TensorArgument("add"), "bn.running_mean"),
         OutputSpec(OutputKind.USER_INPUT_MUTATION, TensorArgument("mul"), "x"),
-        OutputSpec(OutputKind.USER_OUTPUT, TensorArgument("relu")),
-        OutputSpec(OutputKind.USER_OUTPUT, ConstantArgument("", 3)),
+        OutputSpec(OutputKind.USER_OUTPUT, TensorArgument("relu"), None),
+        OutputSpec(OutputKind.USER_OUTPUT, ConstantArgument("", 3), None),
     ]
     return ExportGraphSignature(inputs, outputs)
 
 
-def test_enum_names_and_values_match_torch():
-    for ours, theirs in ((InputKind, torch_sig.InputKind), (OutputKind, torch_sig.OutputKind)):
-        assert {k.name: k.value for k in ours} == {k.name: k.value for k in theirs}
+def test_types_are_torchs_own():
+    """Tools written for torch compare kinds and test argument types: they must be torch's."""
+    assert InputKind is torch_sig.InputKind and OutputKind is torch_sig.OutputKind
+    assert InputSpec is torch_sig.InputSpec and TensorArgument is torch_sig.TensorArgument
+    sig = _signature()
+    assert isinstance(sig, torch_sig.ExportGraphSignature)
+    assert sig.input_specs[0].kind == torch_sig.InputKind.PARAMETER
+
+
+def test_torch_only_views_exist():
+    sig = _signature()
+    assert dict(sig.parameters_to_mutate) == {} and dict(sig.inputs_to_lifted_custom_objs) == {}
+    assert sig.lifted_custom_objs == () and sig.input_tokens == () and sig.output_tokens == ()
 
 
 def test_input_views():
@@ -77,32 +87,11 @@ def test_str_matches_torch_format():
     assert "relu: USER_OUTPUT\n" in text
 
 
-def test_str_equals_torch_for_same_specs():
-    ours = _signature()
-    kinds_in = {k.name: getattr(torch_sig.InputKind, k.name) for k in InputKind}
-    kinds_out = {k.name: getattr(torch_sig.OutputKind, k.name) for k in OutputKind}
-
-    def arg(a):
-        if isinstance(a, ConstantArgument):
-            return torch_sig.ConstantArgument(a.name, a.value)
-        return getattr(torch_sig, type(a).__name__)(a.name)
-
-    theirs = torch_sig.ExportGraphSignature(
-        [torch_sig.InputSpec(kinds_in[s.kind.name], arg(s.arg), s.target, s.persistent)
-         for s in ours.input_specs],
-        [torch_sig.OutputSpec(kinds_out[s.kind.name], arg(s.arg), s.target)
-         for s in ours.output_specs])
-    assert str(ours) == str(theirs)
-
-
-def test_specs_are_frozen_and_validated():
-    spec = InputSpec(InputKind.USER_INPUT, TensorArgument("x"))
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        spec.target = "y"
-    with pytest.raises(TypeError):
-        InputSpec(InputKind.USER_INPUT, "x")
-    with pytest.raises(TypeError):
-        InputSpec(InputKind.BUFFER, TensorArgument("b"), "b")  # persistent missing
+def test_specs_are_validated():
+    with pytest.raises(AssertionError):
+        InputSpec(InputKind.USER_INPUT, "x", None)
+    with pytest.raises(AssertionError, match="persistent"):
+        InputSpec(InputKind.BUFFER, TensorArgument("b"), "b")
 
 
 def test_replace_returns_new_signature():
@@ -110,3 +99,11 @@ def test_replace_returns_new_signature():
     new = sig.replace(output_specs=sig.output_specs[2:])
     assert new.buffers_to_mutate == {} and sig.buffers_to_mutate
     assert new.input_specs == sig.input_specs
+    assert isinstance(new, ExportGraphSignature)
+
+
+def test_helpers_accept_torchs_own_signature():
+    ours = _signature()
+    theirs = torch_sig.ExportGraphSignature(ours.input_specs, ours.output_specs)
+    assert mutation_specs(theirs) == ours.mutation_specs
+    assert replace_specs(theirs, output_specs=[]).output_specs == []

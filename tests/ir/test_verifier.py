@@ -8,7 +8,6 @@ import torch.utils._pytree as pytree
 from tests.graph_builder import Builder, aten, meta
 from unbroken.ir import (
     ConstantArgument,
-    ExportedProgram,
     InputKind,
     InputSpec,
     OutputKind,
@@ -17,6 +16,8 @@ from unbroken.ir import (
     TensorArgument,
     verify,
 )
+from unbroken.ir.program import ProgramParts
+from unbroken.program import ExportedProgram
 from unbroken.symbolic.diagnostics import InternalError
 
 
@@ -46,12 +47,14 @@ def test_valid_program_passes_and_checks_state():
     in_spec = pytree.tree_flatten(((torch.ones(2, 4),), {}))[1]
     out_spec = pytree.tree_flatten(torch.ones(1))[1]
     state = {"lin.weight": torch.ones(3, 4), "count": torch.zeros(1)}
-    ep = ExportedProgram(b.graph_module(), b.signature(), state, {}, {}, in_spec, out_spec)
+    ep = ExportedProgram.from_parts(
+        ProgramParts(b.graph_module(), b.signature(), state, {}, {}, in_spec, out_spec))
     verify(ep)
     del state["count"]
     with pytest.raises(InternalError, match="buffer 'count' .* missing from the program's "
                        "state_dict"):
-        ExportedProgram(b.graph_module(), b.signature(), state, {}, {}, in_spec, out_spec)
+        ExportedProgram.from_parts(
+        ProgramParts(b.graph_module(), b.signature(), state, {}, {}, in_spec, out_spec))
 
 
 def test_signature_required_for_graph_module():
@@ -95,7 +98,7 @@ def test_placeholder_count_and_names():
     with pytest.raises(InternalError, match="3 placeholders but the signature has 2"):
         check(b)
     b = good()
-    b.input_specs[2] = InputSpec(InputKind.USER_INPUT, TensorArgument("y"))
+    b.input_specs[2] = InputSpec(InputKind.USER_INPUT, TensorArgument("y"), None)
     with pytest.raises(InternalError, match="placeholder 'x' does not match input spec y: "
                        "USER_INPUT"):
         check(b)
@@ -114,7 +117,7 @@ def test_placeholder_value_kind_checked():
     b = Builder()
     x = b.input("x", meta(2))
     b.output(b.call(aten.neg.default, x))
-    b.input_specs[0] = InputSpec(InputKind.USER_INPUT, SymIntArgument("x"))
+    b.input_specs[0] = InputSpec(InputKind.USER_INPUT, SymIntArgument("x"), None)
     with pytest.raises(InternalError, match="is a SymIntArgument but its val is a"):
         check(b)
 
@@ -196,7 +199,7 @@ def test_output_mismatches():
     with pytest.raises(InternalError, match="returns 2 values but the signature has 1"):
         check(b)
     b = good()
-    b.output_specs[1] = OutputSpec(OutputKind.USER_OUTPUT, TensorArgument("t"))
+    b.output_specs[1] = OutputSpec(OutputKind.USER_OUTPUT, TensorArgument("t"), None)
     with pytest.raises(InternalError, match="does not match output spec t: USER_OUTPUT"):
         check(b)
     b = good()
@@ -222,7 +225,7 @@ def test_constant_output_checked():
     x = b.input("x", meta(2))
     b.output(b.call(aten.neg.default, x), 3)
     check(b)
-    b.output_specs[1] = OutputSpec(OutputKind.USER_OUTPUT, ConstantArgument("", 4))
+    b.output_specs[1] = OutputSpec(OutputKind.USER_OUTPUT, ConstantArgument("", 4), None)
     with pytest.raises(InternalError, match="does not match constant output spec"):
         check(b)
 

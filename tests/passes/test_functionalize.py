@@ -5,8 +5,9 @@ import torch
 import torch.utils._pytree as pytree
 
 from tests.graph_builder import Builder, aten, meta
-from unbroken.ir import ExportedProgram, OutputKind, verify
+from unbroken.ir import OutputKind, ProgramParts, verify
 from unbroken.passes.functionalize import functional_variant, functionalize
+from unbroken.program import ExportedProgram
 from unbroken.symbolic.diagnostics import UnsupportedError
 
 
@@ -16,7 +17,8 @@ def run(b, state=None, constants=None, args=(), outputs=None):
     verify(gm, sig)
     in_spec = pytree.tree_flatten((tuple(args), {}))[1]
     out_spec = pytree.tree_flatten(outputs if outputs is not None else torch.empty(0))[1]
-    ep = ExportedProgram(gm, sig, state or {}, constants or {}, {}, in_spec, out_spec)
+    ep = ExportedProgram.from_parts(
+        ProgramParts(gm, sig, state or {}, constants or {}, {}, in_spec, out_spec))
     return ep, sig
 
 

@@ -114,7 +114,9 @@ class TraceContext:
     native_contexts: context managers entered natively, exited if the trace stops inside;
     meter:          the interpreter's budget (``frontend.budget``);
     layout_read / layout_aliasing: forward() read a stride/contiguity fact / called an op
-                    that views or copies depending on the layout (``ir.runtime`` checks).
+                    that views or copies depending on the layout (``ir.runtime`` checks);
+    preserved_paths / preserved_calls: the submodules whose call signatures export keeps, and
+                    the boundaries of their calls (graph nodes or constants, pytree specs).
     """
 
     def __init__(self, recorder, root=None):
@@ -122,6 +124,7 @@ class TraceContext:
         self.root = root
         self.translators: list = []
         self.module_stack: list[tuple[str, type]] = []
+        self.module_suffixes: list[str] = []  # "@n" per module_stack entry ("" mostly)
         self.branch_starts: list[int] = []  # creation stamps at which open branches began
         # "find them all" mode: breaks are collected here and tracing goes on along the path
         # the example inputs take (the recorder's shadow knows their real values)
@@ -139,6 +142,10 @@ class TraceContext:
         self.meter = BudgetMeter(current_budget())  # instructions and time of this trace
         self.layout_read = False  # forward() read a stride or contiguity fact
         self.layout_aliasing = False  # it called an op that copies or aliases by layout
+        # preserve_module_call_signature: the submodule paths asked for, and each call of one
+        # (``variables.nn_module.PreservedCall``), in call order
+        self.preserved_paths: frozenset[str] = frozenset()
+        self.preserved_calls: list = []
         if root is not None:
             for name, module in root.named_modules(remove_duplicate=False):
                 self._paths.setdefault(id(module), name)
@@ -241,13 +248,21 @@ class TraceContext:
         return user or tuple(frames[-1:])
 
     def nn_module_stack(self) -> dict:
-        stack = {}
-        for fqn, cls in self.module_stack:
+        """``{key: (fqn, class name)}`` of the modules being called. The n-th call (n >= 1) of
+        a module whose call signature is preserved has keys ending ``@n`` (its submodules'
+        too), as torch.export marks them, so each call is told apart."""
+        stack, suffix = {}, ""
+        for (fqn, cls), own in zip(self.module_stack, self.module_suffixes):
+            suffix = own or suffix
             if not fqn:
                 continue  # the exported module itself is not part of the stack (as in torch)
-            key = "L__self___" + fqn.replace(".", "_")
-            stack[key] = (fqn, f"{cls.__module__}.{cls.__qualname__}")
+            stack[self.stack_key(fqn, suffix)] = (fqn, f"{cls.__module__}.{cls.__qualname__}")
         return stack
+
+    @staticmethod
+    def stack_key(fqn: str, suffix: str = "") -> str:
+        """The ``nn_module_stack`` key of a call of the module at ``fqn``."""
+        return "L__self___" + fqn.replace(".", "_") + suffix
 
     def recover(self, error) -> bool:
         """In "find them all" mode, note ``error`` and tell the caller to go on with the real
@@ -278,12 +293,16 @@ class TraceContext:
         return bool(self.branch_starts) and stamp < self.branch_starts[-1]
 
     @contextlib.contextmanager
-    def module_scope(self, module_var):
+    def module_scope(self, module_var, suffix: str = ""):
+        """While ``module_var`` is being called (``suffix``: ``@n`` for the n-th call of a
+        module whose signature is preserved)."""
         self.module_stack.append((module_var.fqn, type(module_var.module)))
+        self.module_suffixes.append(suffix)
         try:
             yield
         finally:
             self.module_stack.pop()
+            self.module_suffixes.pop()
 
     # ----------------------------------------------------------------- leaf calls
     def call_leaf(self, tx, fn, args, kwargs):

@@ -1,10 +1,12 @@
-"""The exported-program dialect: signature, container, runtime module, printer, verifier.
+"""The exported-program dialect: signature, program parts, runtime module, printer, verifier.
+
+The product class, ``unbroken.ExportedProgram``, is in :mod:`unbroken.program` (it runs passes).
 
 ``ir`` imports only ``unbroken.symbolic``; it never imports ``frontend``, ``passes`` or
 ``pipeline``.
 """
-from unbroken.ir.program import CallSpec, ExportedProgram
-from unbroken.ir.runtime import ExportedModule
+from unbroken.ir.program import ProgramParts
+from unbroken.ir.runtime import build_module
 from unbroken.ir.signature import (
     ArgumentSpec,
     ConstantArgument,
@@ -20,16 +22,15 @@ from unbroken.ir.verifier import verify
 
 __all__ = [
     "ArgumentSpec",
-    "CallSpec",
     "ConstantArgument",
     "ExportGraphSignature",
-    "ExportedModule",
-    "ExportedProgram",
+    "ProgramParts",
     "InputKind",
     "InputSpec",
     "OutputKind",
     "OutputSpec",
     "SymIntArgument",
     "TensorArgument",
+    "build_module",
     "verify",
 ]

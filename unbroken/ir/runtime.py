@@ -1,19 +1,38 @@
-"""``ExportedProgram.module()``: a callable ``nn.Module`` that runs an exported graph.
+"""``ExportedProgram.module()``: the program as a callable ``torch.fx.GraphModule``.
 
-The returned :class:`ExportedModule` owns the program's parameters and buffers under their
-original FQNs (``lin.weight``), in a submodule hierarchy rebuilt from those names, so that
-``state_dict()``/``load_state_dict()`` work like on the original model. Calling it:
+The module is the one torch's own tools expect (AOTInductor asserts a ``GraphModule``):
+torch's unlifting (``torch.export._unlift``) puts the parameters and buffers back under their
+original FQNs (``lin.weight``, in a submodule hierarchy), turns mutation outputs into in-place
+copies at the end of the graph (buffers, user inputs; a buffer's new value is copied without
+autograd history, so state stays a leaf) and gives ``forward`` the original
+argument names and pytree structure. unbroken adds its input checks, as a forward pre-hook
+(:class:`InputGuard`):
 
-1. flattens ``(args, kwargs)`` with the program's ``in_spec`` (wrong count or structure is an
-   :class:`InputMismatchError` that shows the expected structure);
-2. checks every user input against the graph (:class:`InputChecker`): dtype, rank,
-   specialized sizes, dynamic dims against
-   ``range_constraints`` (shared symbols must agree, derived dims like ``2*s0`` must be
-   consistent), specialized non-tensor inputs;
-3. runs the flat graph on ``parameters + buffers + constants + user inputs``;
-4. writes mutations back (new buffer values are copied into the module's buffers, new user input
-   values into the caller's tensors);
-5. returns the user outputs rebuilt with ``out_spec``.
+1. ``(args, kwargs)`` must have the structure of the example inputs (wrong count or structure
+   is an :class:`InputMismatchError` that shows the expected structure);
+2. every user input is checked against the graph (:class:`InputChecker`): dtype, rank,
+   specialized sizes, dynamic dims against ``range_constraints`` (shared symbols must agree,
+   derived dims like ``2*s0`` must be consistent), specialized non-tensor inputs;
+3. the graph's run-time assertions over input sizes only (``aten._assert_scalar`` on a relation
+   no ``dynamic_shapes`` spec can state) are checked before the graph runs, so the error names
+   the sizes and the model's line rather than failing inside the graph;
+4. when the program holds for the example's layout only (``graph_module.meta[LAYOUT_READ]``:
+   the trace read ``x.stride()``/``is_contiguous()``, or the program writes an input after an
+   op that copies or aliases by layout), every input's strides must be the example's (except
+   along dims of size 1);
+5. an input the program writes in place may not share memory with another input (eager would
+   see the write through both names; the program was traced with separate inputs).
+
+``module.check_inputs(*args, **kwargs)`` runs checks 1-4 alone (``AdditionalInputs`` uses it).
+
+The module's class is :class:`ExportedModule` (torch's stateful graph module, adopted): its
+call gives the caller's grad mode back however the graph ends, and a kernel failure on an
+input laid out unlike the example (a ``reshape`` the trace recorded as a view) is reported as
+an InputMismatchError naming that input.
+
+While the module is being traced (``torch.compile``, ``torch.export``, unbroken's own export,
+fake tensors), the checks step aside: the tracer has its own, and they would only specialize
+the sizes they read.
 """
 from __future__ import annotations
 
@@ -23,11 +42,14 @@ from dataclasses import dataclass
 import sympy
 import torch
 import torch.utils._pytree as pytree
+from torch._subclasses.fake_tensor import FakeTensor
+from torch.export._unlift import _StatefulGraphModule, _unlift_exported_program_lifted_states
 
 from unbroken.ir.signature import ConstantArgument, InputKind, OutputKind
-from unbroken.symbolic.diagnostics import InputMismatchError, InternalError
+from unbroken.symbolic.diagnostics import InputMismatchError
 
-__all__ = ["ExportedModule", "InputChecker", "build_module"]
+__all__ = ["ExportedModule", "InputChecker", "InputGuard", "LAYOUT_READ", "build_module",
+           "flatten_user_inputs", "size_assertions"]
 
 _SIZE_HINT = (
     "pass inputs with the sizes the program was exported for, or re-export with a "
@@ -289,13 +311,12 @@ def _blame_layout(users, leaves, error: RuntimeError) -> None:
                 hint=_LAYOUT_HINT) from error
 
 
-def _check_user_aliasing(runner, leaves) -> None:
+def _check_user_aliasing(names, written, leaves) -> None:
     """A program that writes a user input in place was traced with that input separate from
     the others: called with an input sharing memory with the written one, eager would see the
-    write through the other name and the program would not."""
-    tensors = [(n, v) for n, v in zip(runner.user_names, leaves) if isinstance(v, torch.Tensor)]
-    written = {target for kind, target in runner.mutations
-               if kind == OutputKind.USER_INPUT_MUTATION}
+    write through the other name and the program would not. ``names``: placeholder names of
+    ``leaves``; ``written``: the names the program writes."""
+    tensors = [(n, v) for n, v in zip(names, leaves) if isinstance(v, torch.Tensor)]
     for name, value in tensors:
         if name not in written:
             continue
@@ -437,141 +458,131 @@ def _check_assertion(assertion: _SizeAssertion, binder: _SymbolBinder) -> None:
 # ---------------------------------------------------------------------------------------------
 # The module
 # ---------------------------------------------------------------------------------------------
-def _split_fqn(fqn: str) -> tuple[str, str]:
-    owner, _, name = fqn.rpartition(".")
-    return owner, name
+def _user_inputs(program) -> list:
+    placeholders = [n for n in program.graph.nodes if n.op == "placeholder"]
+    return [_UserInput(s.arg.name, s, n.meta.get("val"))
+            for s, n in zip(program.graph_signature.input_specs, placeholders)
+            if s.kind == InputKind.USER_INPUT]
 
 
-def _owner(root: torch.nn.Module, owner_path: str) -> torch.nn.Module:
-    """The submodule at ``owner_path``, creating empty ``nn.Module`` containers on the way."""
-    module = root
-    for atom in owner_path.split(".") if owner_path else ():
-        child = module._modules.get(atom)
-        if child is None:
-            child = torch.nn.Module()
-            module.add_module(atom, child)
-        module = child
-    return module
+def _traced(leaves) -> bool:
+    """True when the call is being traced: compiling/exporting, or fake/symbolic inputs."""
+    if torch.compiler.is_compiling():
+        return True
+    for leaf in leaves:
+        if isinstance(leaf, (torch.SymInt, torch.SymFloat, torch.SymBool, FakeTensor)):
+            return True
+        if isinstance(leaf, torch.Tensor) and leaf.device.type == "meta":
+            return True
+    return False
 
 
-def _attach_state(root: torch.nn.Module, spec, program) -> None:
-    """Register one lifted input on ``root`` at its FQN: parameter, buffer or constant."""
-    owner_path, name = _split_fqn(spec.target)
-    owner = _owner(root, owner_path)
-    if spec.kind == InputKind.PARAMETER:
-        value = program.state_dict[spec.target]
-        if not isinstance(value, torch.nn.Parameter):
-            value = torch.nn.Parameter(value, requires_grad=value.requires_grad)
-        owner.register_parameter(name, value)
-    elif spec.kind == InputKind.BUFFER:
-        store = program.constants if spec.persistent is False else program.state_dict
-        owner.register_buffer(name, store[spec.target], persistent=spec.persistent is not False)
-    elif spec.kind == InputKind.CONSTANT_TENSOR:
-        setattr(owner, name, program.constants[spec.target])
-    else:
-        raise InternalError(f"input kind {spec.kind.name} of {spec.arg.name!r} cannot be lifted "
-                            f"into a module yet")
+class InputGuard:
+    """The forward pre-hook of ``ExportedProgram.module()``: checks ``(args, kwargs)`` against
+    the program (structure, then :class:`InputChecker`, then that no input the program writes
+    shares memory with another input) and raises InputMismatchError.
 
-
-class _Runner:
-    """Everything ``ExportedModule.forward`` needs, computed once per ``module()`` call.
-
-    graph_module:  the flat exported graph (takes state + user inputs, returns a tuple).
-    state_fqns:    FQN of each lifted input, in placeholder order.
-    user_names:    placeholder names of the user inputs.
-    checker:       the :class:`InputChecker`.
-    in_spec, out_spec: pytree specs of ``(args, kwargs)`` and of the user outputs.
-    mutations:     (kind, target) of each mutation output, in output order.
+    in_spec: the TreeSpec of the example ``(args, kwargs)``.
+    users:   the flattened user inputs (placeholder names and example values).
+    names:   their placeholder names (for the messages).
+    written: names of the user inputs the program writes in place.
+    checker: the :class:`InputChecker` of the program's user inputs (strides included when
+             the program's graph module says :data:`LAYOUT_READ`).
     """
 
     def __init__(self, program):
-        sig = program.graph_signature
-        placeholders = [n for n in program.graph.nodes if n.op == "placeholder"]
-        pairs = list(zip(sig.input_specs, placeholders))
-        users = [_UserInput(s.arg.name, s, n.meta.get("val")) for s, n in pairs
-                 if s.kind == InputKind.USER_INPUT]
-        self.graph_module = program.graph_module
-        self.state_fqns = [s.target for s in sig.input_specs if s.kind != InputKind.USER_INPUT]
-        self.user_names = [u.name for u in users]
-        self.in_spec, self.out_spec = program.in_spec, program.out_spec
-        self.mutations = [(s.kind, s.target) for s in sig.mutation_specs]
-        strict = program.graph_module.meta.get(LAYOUT_READ, False)
-        self.checker = InputChecker(users, program.range_constraints,
+        self.users = _user_inputs(program)
+        self.in_spec = program.call_spec.in_spec
+        self.names = [u.name for u in self.users]
+        self.written = frozenset(s.target for s in program.graph_signature.output_specs
+                                 if s.kind == OutputKind.USER_INPUT_MUTATION)
+        strict = bool(program.graph_module.meta.get(LAYOUT_READ, False))
+        self.checker = InputChecker(self.users, program.range_constraints,
                                     size_assertions(program.graph), strict_layout=strict)
-        self.users = users
-
-
-class ExportedModule(torch.nn.Module):
-    """The callable form of an exported program (what ``ExportedProgram.module()`` returns).
-
-    Parameters and buffers live under their original FQNs. ``forward`` takes the same arguments
-    as the original model's ``forward``, checks them, runs the exported graph, writes buffer and
-    input mutations back and returns the outputs in the original structure.
-    """
-
-    def __init__(self, program):
-        super().__init__()
-        for spec in program.graph_signature.input_specs:
-            if spec.kind != InputKind.USER_INPUT:
-                _attach_state(self, spec, program)
-        self.__dict__["_runner"] = _Runner(program)
-
-    @property
-    def graph(self) -> torch.fx.Graph:
-        """The exported (flat, functional) graph this module runs."""
-        return self._runner.graph_module.graph
-
-    @property
-    def code(self) -> str:
-        """Python code of the exported graph."""
-        return self._runner.graph_module.code
-
-    def _lookup(self, fqn: str) -> torch.Tensor:
-        owner_path, name = _split_fqn(fqn)
-        owner = self.get_submodule(owner_path) if owner_path else self
-        return getattr(owner, name)
 
     def check_inputs(self, *args, **kwargs) -> None:
-        """Raise InputMismatchError unless the program admits these inputs; runs nothing."""
-        runner = self._runner
-        runner.checker.check(flatten_user_inputs(runner.in_spec, runner.user_names, args, kwargs))
+        """Raise InputMismatchError unless the program admits ``(args, kwargs)``; runs
+        nothing (also ``module.check_inputs``)."""
+        self.checker.check(flatten_user_inputs(self.in_spec, self.names, args, kwargs))
 
-    def forward(self, *args, **kwargs):
-        runner = self._runner
-        leaves = flatten_user_inputs(runner.in_spec, runner.user_names, args, kwargs)
-        runner.checker.check(leaves)
-        _check_user_aliasing(runner, leaves)
-        state = [self._lookup(fqn) for fqn in runner.state_fqns]
-        # the graph sets grad mode in its no_grad regions: the caller's comes back however
-        # the graph ends
+    def blame_layout(self, args, kwargs, error: RuntimeError) -> None:
+        """Raise InputMismatchError when ``error`` (raised by a kernel of the graph) is likely
+        due to an input laid out unlike the example; return otherwise."""
+        leaves = flatten_user_inputs(self.in_spec, self.names, args, kwargs)
+        _blame_layout(self.users, leaves, error)
+
+    def __call__(self, module, args, kwargs):
+        if torch.compiler.is_compiling():
+            return None
+        leaves = pytree.tree_leaves((args, kwargs))
+        if _traced(leaves):
+            return None
+        leaves = flatten_user_inputs(self.in_spec, self.names, args, kwargs)
+        self.checker.check(leaves)
+        _check_user_aliasing(self.names, self.written, leaves)
+        return None
+
+
+class ExportedModule(_StatefulGraphModule):
+    """The class of ``ExportedProgram.module()``: torch's stateful graph module (same
+    attributes, hooks and code), whose call also
+
+    - gives the caller's grad mode back however the graph ends: the graph sets grad mode in
+      its ``no_grad`` regions, and an exception inside one would otherwise leave it set;
+    - reports a kernel failure on an input laid out unlike the example (a ``reshape`` the
+      trace recorded as a view) as an InputMismatchError naming the input.
+
+    While traced (``torch.compile``, fake or meta inputs) the call is the plain module call.
+    A module instance gets a subclass of this class of its own, as every ``GraphModule`` does
+    (:func:`_adopt`), so ``recompile()`` and ``copy.deepcopy`` keep the behaviour.
+    """
+
+    def __call__(self, *args, **kwargs):
+        if torch.compiler.is_compiling() or _traced(pytree.tree_leaves((args, kwargs))):
+            return super().__call__(*args, **kwargs)
+        guard = self.__dict__.get("_unbroken_guard")
         with torch.set_grad_enabled(torch.is_grad_enabled()):
             try:
-                results = runner.graph_module(*state, *leaves)
+                return super().__call__(*args, **kwargs)
             except RuntimeError as error:
-                _blame_layout(runner.users, leaves, error)
+                if guard is not None:
+                    guard.blame_layout(args, kwargs, error)
                 raise
-        self._write_back(results, leaves)
-        return self._unflatten(list(results[len(runner.mutations):]))
 
-    def _unflatten(self, outputs: list):
-        try:
-            return pytree.tree_unflatten(outputs, self._runner.out_spec)
-        except (ValueError, TypeError) as error:
-            raise InternalError(f"the graph returned {len(outputs)} user outputs, which do not "
-                                f"fit the output structure {self._runner.out_spec}",
-                                cause=error) from error
 
-    def _write_back(self, results, leaves) -> None:
-        """Copy new buffer values into the buffers and new input values into the inputs."""
-        runner = self._runner
-        for (kind, target), value in zip(runner.mutations, results):
-            if kind == OutputKind.BUFFER_MUTATION:
-                with torch.no_grad():
-                    self._lookup(target).copy_(value)
-            elif kind == OutputKind.USER_INPUT_MUTATION:
-                leaves[runner.user_names.index(target)].copy_(value)
+def _adopt(module: torch.fx.GraphModule) -> None:
+    """Make torch's unlifted ``module`` an :class:`ExportedModule` (its own subclass, named as
+    ``GraphModule`` names the per-instance classes it creates) and regenerate its code."""
+
+    class GraphModuleImpl(ExportedModule):
+        pass
+
+    module.__class__ = GraphModuleImpl
+    module.recompile()
 
 
 def build_module(program) -> ExportedModule:
-    """``ExportedProgram.module()``: see :class:`ExportedModule`."""
-    return ExportedModule(program)
+    """``ExportedProgram.module()``: see the module docstring."""
+    module = _unlift_exported_program_lifted_states(program, check_guards=False)
+    module.validate_inputs = False  # torch's own pre-hook: ours below says it in our words
+    _adopt(module)
+    _detach_buffer_write_backs(module)
+    guard = InputGuard(program)
+    module.__dict__["_unbroken_guard"] = guard
+    module.register_forward_pre_hook(guard, with_kwargs=True)
+    module.check_inputs = guard.check_inputs  # AdditionalInputs: admitted without running
+    return module
+
+
+def _detach_buffer_write_backs(module: torch.fx.GraphModule) -> None:
+    """A buffer's new value is copied in without autograd history (the ``copy_`` nodes torch's
+    unlifting appends, on ``get_attr`` buffers): the state stays a leaf that needs no grad, so
+    running the module twice, or saving the program after running it, keeps working. Input
+    mutations are left as they are."""
+    graph = module.graph
+    for node in list(graph.nodes):
+        if node.target is torch.ops.aten.copy_.default and node.args[0].op == "get_attr":
+            with graph.inserting_before(node):
+                value = graph.call_function(torch.ops.aten.detach.default, (node.args[1],))
+            node.update_arg(1, value)
+    module.recompile()

@@ -39,7 +39,6 @@ Format versions (every earlier one still loads):
 """
 from __future__ import annotations
 
-from .program import ExportedProgram
 from .serialize_format import FORMAT_VERSION, KNOWN_VERSIONS, Limits
 from .serialize_reader import read_program
 from .serialize_writer import write_program
@@ -47,8 +46,10 @@ from .serialize_writer import write_program
 __all__ = ["save", "load", "Limits", "FORMAT_VERSION", "KNOWN_VERSIONS"]
 
 
-def save(program: ExportedProgram, f) -> None:
-    """Write ``program`` to ``f`` (a path or a binary file object) in the current format.
+def save(program, f) -> None:
+    """Write ``program`` (the :class:`~unbroken.ir.program.ProgramParts` of an
+    ``unbroken.ExportedProgram``, see ``unbroken.save``) to ``f`` (a path or a binary file
+    object) in the current format.
 
     Raises SerializationError when the program holds something the format cannot keep (a call
     to a Python function outside the allow-list, a sparse or quantized tensor, an input
@@ -56,16 +57,19 @@ def save(program: ExportedProgram, f) -> None:
 
     Example::
 
-        unbroken.save(ep, "model.ubp")
+        unbroken.ir.serialize.save(ep.parts(), "model.ubp")  # what unbroken.save(ep, ...) does
     """
     write_program(program, f)
 
 
-def load(f, *, limits: Limits | None = None) -> ExportedProgram:
+def load(f, build, *, limits: Limits | None = None):
     """Read a program written by :func:`save` from ``f`` (a path or a binary file object).
 
     Args:
         f: a path or a seekable binary file object.
+        build: makes the program of the :class:`~unbroken.ir.program.ProgramParts` read
+            (``unbroken.ExportedProgram.from_parts``, which runs the verifiers); an
+            ``InternalError`` it raises is reported as the file's fault.
         limits: the bounds a file must respect (default :class:`Limits`); raise
             ``tensor_bytes`` for models whose weights exceed 16 GiB.
 
@@ -78,4 +82,4 @@ def load(f, *, limits: Limits | None = None) -> ExportedProgram:
         ep = unbroken.load("model.ubp")
         out = ep.module()(x)
     """
-    return read_program(f, limits or Limits())
+    return read_program(f, limits or Limits(), build)

@@ -11,7 +11,8 @@ nodes defined earlier in the same graph. Symbolic sizes are read by :mod:`unbrok
 """
 from __future__ import annotations
 
-import builtins
+import ast
+import collections
 import inspect
 import math
 
@@ -34,9 +35,6 @@ from .serialize_json import Fields
 __all__ = ["GraphReader"]
 
 _OPS = ("placeholder", "call_function", "get_attr", "output")
-# Names the code fx generates reads as globals (and ``self``): a forward argument of that name
-# would shadow them.
-_RESERVED = frozenset(dir(builtins)) | frozenset(fx.graph._custom_builtins) | {"self"}
 _MAX_RANK = 64
 _MAX_SIZE = 1 << 62
 _ENUMS = {
@@ -94,7 +92,24 @@ class GraphReader:
                                     "name the generated code uses (another node's name)")
         if not entries or entries[-1].get("op") != "output":
             raise f.fail(where, "the last node must be the output node")
+        self._check_no_shadowed_global(graph, where)
         return fx.GraphModule(owner, graph)
+
+    def _check_no_shadowed_global(self, graph: fx.Graph, where: str) -> None:
+        """A placeholder's target that differs from its node's name is the argument fx
+        generates, read once (``name = target``). Any other read of that name in the generated
+        code is a global or builtin (``torch``, ``getattr``, ``slice``...) the argument would
+        shadow. The code is only generated and parsed here, never run."""
+        renamed = {n.target for n in graph.find_nodes(op="placeholder") if n.target != n.name}
+        if not renamed:
+            return
+        code = ast.parse(graph.python_code(root_module="self").src)
+        reads = collections.Counter(n.id for n in ast.walk(code)
+                                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
+        for target in sorted(renamed):
+            if reads[target] > 1:
+                raise self.fields.fail(where, f"the placeholder target {target!r} would shadow a "
+                                              "name the generated code uses")
 
     def _count_node(self) -> None:
         self.nodes_read += 1
@@ -128,7 +143,7 @@ class GraphReader:
         target = f.get(entry, "target", "str", where)
         if op == "placeholder" and target != name:
             check_identifier(target, self.member, f"{where}: placeholder target")
-            if target in _RESERVED or target in self._arguments:
+            if target == "self" or target in self._arguments:
                 raise f.fail(where, f"the placeholder target {target!r} would shadow a name "
                                     "the generated code uses")
         if op == "placeholder":

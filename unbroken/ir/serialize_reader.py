@@ -18,10 +18,11 @@ import safetensors.torch
 import torch
 from torch.utils import _pytree as pytree
 
-from ..symbolic.diagnostics import SerializationError
+from ..symbolic.auto import Specialization
+from ..symbolic.diagnostics import SerializationError, UnsupportedError, UserFrame
 from ..symbolic.env import ShapeEnvironment
 from ..symbolic.ranges import ValueRange
-from .program import ExportedProgram
+from .program import ModuleCall, ProgramParts
 from .serialize_archive import open_archive, read_member, read_members
 from .serialize_check import check_values, same_value
 from .serialize_format import (
@@ -31,6 +32,7 @@ from .serialize_format import (
     Limits,
     check_attribute_path,
     check_identifier,
+    check_text,
     fail,
 )
 from .serialize_graph import GraphReader
@@ -53,12 +55,14 @@ __all__ = ["read_program"]
 HEADER, DOCUMENT = "format.json", "program.json"
 _SYMBOL = re.compile(r"(s|u|zuf)(0|[1-9][0-9]{0,8})\Z")
 _BOUND = 1 << 62
+_CALL_INDEX = re.compile(r"[1-9][0-9]{0,8}\Z")
 _INPUT_KINDS = ("USER_INPUT", "PARAMETER", "BUFFER", "CONSTANT_TENSOR")
 _OUTPUT_KINDS = ("USER_OUTPUT", "BUFFER_MUTATION", "USER_INPUT_MUTATION")
 
 
-def read_program(f, limits: Limits) -> ExportedProgram:
-    """The program in ``f`` (a path or a binary file object), or SerializationError."""
+def read_program(f, limits: Limits, build):
+    """``build(parts)`` of the program in ``f`` (a path or a binary file object), or
+    SerializationError; an InternalError of ``build`` (the verifiers) judges the file."""
     archive = open_archive(f, limits)
     with archive:
         version = _version(decode_json(read_member(archive, HEADER, 4096), HEADER, limits))
@@ -66,7 +70,7 @@ def read_program(f, limits: Limits) -> ExportedProgram:
         sizes = {names[0]: 4096, names[1]: limits.json_bytes, names[2]: limits.tensor_bytes}
         members = read_members(archive, names, limits, sizes)
     document = decode_json(members[DOCUMENT], DOCUMENT, limits)
-    return _Loader(document, version, limits).program(members[names[2]])
+    return _Loader(document, version, limits).program(members[names[2]], build)
 
 
 def _version(header) -> int:
@@ -90,7 +94,7 @@ class _Loader:
         self.fields = Fields(DOCUMENT)
         self.env = ShapeEnvironment()
 
-    def program(self, tensor_bytes: bytes) -> ExportedProgram:
+    def program(self, tensor_bytes: bytes, build):
         f, doc = self.fields, self.document
         symbols, ranges = self._symbols(f.get(doc, "symbols", "list", "the document"))
         reader = GraphReader(self.env, symbols, self.limits, self.version, DOCUMENT)
@@ -109,10 +113,101 @@ class _Loader:
                                                       placeholders):
             raise fail(DOCUMENT, "the example inputs do not fit the program's inputs")
         try:
-            return ExportedProgram(graph_module, signature, state, constants, ranges, in_spec,
-                                   out_spec, example_inputs=examples)
-        except DialectViolation as error:  # the verifier judges the file's content here
+            return build(ProgramParts(
+                graph_module, signature, state, constants, ranges, in_spec, out_spec,
+                example_inputs=examples, hints={s: self.env.hint_of(s) for s in ranges},
+                env=self.env, specializations=self._specializations(doc),
+                strict_layout=self._strict_layout(doc),
+                module_calls=self._module_calls(doc, graph_module)))
+        except DialectViolation as error:  # the verifiers judge the file's content here
             raise _verifier_failure(error) from None
+        except UnsupportedError as error:  # a module call signature the graph cannot keep
+            raise fail(DOCUMENT, f"module_calls: {error.message}") from None
+
+    # -- program facts ----------------------------------------------------------------------------
+    def _strict_layout(self, doc) -> bool:
+        """Whether ``module()`` checks input strides. A file without the field (written before
+        it existed) is read as True: the program's layout needs are unknown, so the example's
+        strides are required (never a wrong result, at worst a refused call)."""
+        if "strict_layout" not in doc:
+            return True
+        return self.fields.get(doc, "strict_layout", "bool", "the document")
+
+    def _module_calls(self, doc, graph_module) -> tuple:
+        """The preserved module call signatures (absent in older files: none); each names
+        tensor values of the top-level graph, with specs that fit its leaves."""
+        f = self.fields
+        if "module_calls" not in doc:
+            return ()
+        entries = f.get(doc, "module_calls", "list", "the document")
+        tensors = {n.name for n in graph_module.graph.nodes
+                   if isinstance(n.meta.get("val"), torch.Tensor)}
+        calls, seen = [], set()
+        for index, entry in enumerate(entries):
+            where = f"module_calls[{index}]"
+            fqn = f.get(entry, "fqn", "str", where)
+            path, _, call = fqn.partition("@")  # "sub@1": the second call of sub
+            check_attribute_path(path, DOCUMENT, where)
+            if "@" in fqn and not _CALL_INDEX.match(call):
+                raise f.fail(where, f"{fqn[:60]!r}: a call index is @<n>, n >= 1")
+            if fqn in seen:
+                raise f.fail(where, f"{fqn!r} appears twice")
+            seen.add(fqn)
+            sides = []
+            for side, spec_key in (("inputs", "in_spec"), ("outputs", "out_spec")):
+                args = tuple(self._argument(a, f"{where}.{side}[{i}]")
+                             for i, a in enumerate(f.get(entry, side, "list", where)))
+                spec = _load_treespec(f.get(entry, spec_key, "str", where),
+                                      f"{where}.{side}", self.limits)
+                if spec.num_leaves != len(args):
+                    raise f.fail(where, f"{len(args)} {side} for a spec of {spec.num_leaves}")
+                for arg in args:
+                    if isinstance(arg, SymIntArgument) or (
+                            isinstance(arg, TensorArgument) and arg.name not in tensors):
+                        raise f.fail(where, f"{side} name {arg.name!r}, not a tensor value "
+                                            "of the graph")
+                sides.append((args, spec))
+            (inputs, in_spec), (outputs, out_spec) = sides
+            calls.append(ModuleCall(fqn, inputs, in_spec, outputs, out_spec))
+        return tuple(calls)
+
+    def _specializations(self, doc) -> tuple:
+        """The ``Dim.AUTO`` dims export made static (absent in older files: none recorded)."""
+        f = self.fields
+        if "specializations" not in doc:
+            return ()
+        entries = f.get(doc, "specializations", "list", "the document")
+        if len(entries) > self.limits.symbols:
+            raise f.fail("specializations", f"more than {self.limits.symbols} entries")
+        return tuple(self._specialization(e, f"specializations[{i}]")
+                     for i, e in enumerate(entries))
+
+    def _specialization(self, entry, where: str) -> Specialization:
+        f, chars = self.fields, self.limits.text_chars
+        value = f.get(entry, "value", "int", where)
+        if not 0 <= value < _BOUND:
+            raise f.fail(where, f"value {value} is not a size")
+        frames = f.get(entry, "frames", "list", where)
+        if len(frames) > self.limits.json_depth:
+            raise f.fail(where, f"more than {self.limits.json_depth} frames")
+        return Specialization(
+            check_text(f.get(entry, "source", "str", where), DOCUMENT, f"{where}.source", chars),
+            value,
+            check_text(f.get(entry, "reason", "str", where), DOCUMENT, f"{where}.reason", chars),
+            tuple(self._frame(frame, f"{where}.frames[{i}]") for i, frame in enumerate(frames)))
+
+    def _frame(self, entry, where: str) -> UserFrame:
+        f, chars = self.fields, self.limits.text_chars
+        lineno = f.get(entry, "lineno", "int", where)
+        if not 0 <= lineno < _BOUND:
+            raise f.fail(where, f"line {lineno} is not a line number")
+        return UserFrame(
+            check_text(f.get(entry, "filename", "str", where), DOCUMENT, f"{where}.filename",
+                       chars),
+            lineno,
+            check_text(f.get(entry, "function", "str", where), DOCUMENT, f"{where}.function",
+                       chars),
+            check_text(f.get(entry, "source", "str", where), DOCUMENT, f"{where}.source", chars))
 
     # -- symbols ----------------------------------------------------------------------------------
     def _symbols(self, entries: list) -> tuple[dict, dict]:

@@ -15,6 +15,7 @@ import safetensors.torch
 import torch
 import torch.fx as fx
 from torch.utils import _pytree as pytree
+from torch.utils._sympy.numbers import int_oo
 
 from ..symbolic.diagnostics import SerializationError
 from .serialize_archive import write_members
@@ -30,7 +31,8 @@ def canonical_json(value) -> bytes:
 
 
 def write_program(program, f) -> None:
-    """Write ``program`` to ``f`` (a path or a binary file object) in format 2."""
+    """Write ``program`` (:class:`~unbroken.ir.program.ProgramParts`) to ``f`` (a path or a
+    binary file object) in format 2."""
     tensors = _TensorTable()
     document = {
         "graph": _graph(program.graph_module),
@@ -41,6 +43,9 @@ def write_program(program, f) -> None:
         "tensors": {"state_dict": tensors.index(program.state_dict),
                     "constants": tensors.index(program.constants)},
         "example_inputs": _example_inputs(program.example_inputs, tensors),
+        "strict_layout": bool(program.strict_layout),
+        "specializations": [_specialization(s) for s in program.specializations],
+        "module_calls": [_module_call(c) for c in program.module_calls],
     }
     header = {"format": FORMAT_NAME, "version": FORMAT_VERSION}
     format_member, program_member, tensor_member = MEMBERS[FORMAT_VERSION]
@@ -136,22 +141,29 @@ def _signature(signature) -> dict:
 
 
 def _symbols(program) -> list:
-    hints = _symbol_hints(program)
+    hints = program.hints
     return [{"name": str(symbol), "lower": _bound(r.lower), "upper": _bound(r.upper),
              "hint": hints.get(symbol)}
             for symbol, r in sorted(program.range_constraints.items(), key=lambda i: str(i[0]))]
 
 
-def _symbol_hints(program) -> dict:
-    for node in program.graph.nodes:
-        for size in getattr(node.meta.get("val"), "shape", ()):
-            if isinstance(size, torch.SymInt):
-                env = size.node.shape_env
-                return {s: env.hint_of(s) for s in program.range_constraints}
-    return {}
+def _module_call(call) -> dict:
+    return {"fqn": call.fqn, "inputs": [{"arg": _argument(a)} for a in call.inputs],
+            "in_spec": _treespec(call.in_spec, f"`{call.fqn}` inputs"),
+            "outputs": [{"arg": _argument(a)} for a in call.outputs],
+            "out_spec": _treespec(call.out_spec, f"`{call.fqn}` outputs")}
+
+
+def _specialization(specialization) -> dict:
+    return {"source": specialization.source, "value": int(specialization.value),
+            "reason": specialization.reason,
+            "frames": [{"filename": f.filename, "lineno": int(f.lineno), "function": f.function,
+                        "source": f.source} for f in specialization.frames]}
 
 
 def _bound(value):
+    if value in (int_oo, -int_oo):  # torch's unbounded (``int()`` of it fails in sympy)
+        return None
     try:
         number = int(value)
     except (TypeError, ValueError, OverflowError):  # an infinite bound

@@ -38,6 +38,7 @@ from unbroken.ir.signature import (
     OutputKind,
     SymIntArgument,
     TensorArgument,
+    mutation_specs,
 )
 from unbroken.symbolic.diagnostics import InternalError
 
@@ -226,7 +227,9 @@ def _check_mutation_specs(node: torch.fx.Node, signature) -> None:
     valid = {OutputKind.BUFFER_MUTATION: set(signature.buffers),
              OutputKind.USER_INPUT_MUTATION: user_inputs}
     seen = set()
-    for spec in signature.mutation_specs:
+    for spec in mutation_specs(signature):
+        if spec.kind == OutputKind.PARAMETER_MUTATION:
+            continue  # refused below
         if spec.target not in valid[spec.kind] or spec.target in seen:
             raise _fail(f"mutation output {spec} names an unknown or repeated target", node)
         seen.add(spec.target)

@@ -1,8 +1,8 @@
 """Decompositions: lower an exported program's operators through a decomposition table.
 
-Input: a verified ``ExportedProgram`` (functional graph). Output: a new ``ExportedProgram``
-with the same signature (inputs, mutations, outputs in the same order; output names updated)
-whose graph is re-recorded node by node:
+Input: the :class:`~unbroken.ir.program.ProgramParts` of a verified program (functional
+graph). Output: new parts (dialect ``ATEN``) with the same signature (inputs, mutations,
+outputs in the same order; output names updated) whose graph is re-recorded node by node:
 
 - an ``OpOverload`` in the table is replaced by whatever its decomposition function records;
   the ops it calls go through the recorder, where the table applies again (composites inside
@@ -12,7 +12,9 @@ whose graph is re-recorded node by node:
   the graph to the core ATen set;
 - with a table given, an op absent from it is kept whole (as ``torch.export`` does: remove an
   entry from ``default_decompositions()`` to preserve that op);
-- size arithmetic and ``getitem`` are recomputed from the new values.
+- size arithmetic and ``getitem`` are recomputed from the new values;
+- the placeholders' values (fake tensors in a program, see :mod:`unbroken.ir.fake`) are rebuilt
+  as meta tensors of a fresh unbroken environment holding the program's symbols.
 
 The user's stack and module path of each original node are kept on the nodes it becomes. The
 result is functionalized and verified like an export. Programs containing ``torch.cond``
@@ -20,17 +22,21 @@ subgraphs are refused for now.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 import torch.fx as fx
 from torch._decomp import core_aten_decompositions
 from torch._dispatch.python import enable_python_dispatcher
 from torch._ops import OpOverload
+from torch.fx.experimental import _config as sym_config
 from torch.utils import _pytree as pytree
 
+from ..ir import fake
 from ..ir.data_dependent import DATA_DEPENDENT_SIZES, SCALAR_OPS
-from ..ir.program import ExportedProgram, register_decomposer
+from ..ir.program import ProgramParts
 from ..ir.recorder import Recorder
-from ..ir.signature import ExportGraphSignature, OutputSpec
+from ..ir.signature import ConstantArgument, OutputSpec, replace_specs
 from ..ir.verifier import GRAD_MODE_BUILTINS
 from ..symbolic.diagnostics import UnsupportedError
 from .dce import dead_code_elimination
@@ -44,10 +50,10 @@ _SUBGRAPH_OPS = {"cond": "torch.cond", "while_loop": "torch.while_loop",
                  "autograd_function_apply": "a custom autograd.Function (under grad mode)"}
 
 
-def decompose(program: ExportedProgram, decomp_table=None) -> ExportedProgram:
+def decompose(program: ProgramParts, decomp_table=None) -> ProgramParts:
     """The program with its ops lowered through ``decomp_table`` (see the module docstring)."""
     operators = sorted({_SUBGRAPH_OPS.get(user.target.__name__, user.target.__name__)
-                        for node in program.graph.nodes if node.op == "get_attr"
+                        for node in program.graph_module.graph.nodes if node.op == "get_attr"
                         for user in node.users})
     if operators:
         raise UnsupportedError(f"run_decompositions() on a program with "
@@ -55,19 +61,61 @@ def decompose(program: ExportedProgram, decomp_table=None) -> ExportedProgram:
                                hint="Decompose before adding control flow, or keep the program "
                                     "as exported.")
     table, keep_others = _table(decomp_table)
-    recorder, current = _new_recorder(program, table, keep_others)
+    recorder, current, symbols = _new_recorder(program, table, keep_others)
     values: dict[fx.Node, object] = {}
-    with enable_python_dispatcher():
-        for node in program.graph.nodes:
+    # unbroken's environment decides every size question; torch's backed-size-oblivious mode
+    # (which torch.onnx.export turns on around this call) would ask torch's own SymNode.
+    with enable_python_dispatcher(), sym_config.patch(backed_size_oblivious=False):
+        for node in program.graph_module.graph.nodes:
             current[0] = node
-            values[node] = _rerecord(recorder, node, values, table, keep_others)
+            values[node] = _rerecord(recorder, node, values, table, keep_others, symbols)
     graph_module = recorder.builder.graph_module()
     signature = _renamed(program.graph_signature, recorder.builder.graph)
+    kept = _kept_nodes(program.module_calls, values, recorder.builder)
     graph_module, signature = functionalize(graph_module, signature)
+    _drop_inner_aliases(graph_module)
     dead_code_elimination(graph_module)
-    return ExportedProgram(graph_module, signature, program.state_dict, program.constants,
-                           program.range_constraints, program.in_spec, program.out_spec,
-                           example_inputs=program.example_inputs)
+    mapping = symbols[1]
+    return replace(program, graph_module=graph_module, graph_signature=signature,
+                   module_calls=_renamed_calls(program.module_calls, kept, graph_module),
+                   range_constraints={mapping[s]: r for s, r in program.range_constraints.items()},
+                   hints={mapping[s]: h for s, h in program.hints.items() if s in mapping},
+                   dialect="ATEN")
+
+
+def _kept_nodes(calls, values: dict, builder) -> dict:
+    """Old node name -> new node, for the nodes the preserved module calls name."""
+    wanted = set().union(*(call.node_names() for call in calls)) if calls else set()
+    return {node.name: builder.node_of(value) for node, value in values.items()
+            if node.name in wanted and isinstance(value, torch.Tensor)}
+
+
+def _renamed_calls(calls, kept: dict, graph_module: fx.GraphModule) -> tuple:
+    """The preserved module calls naming the new nodes; UnsupportedError when decomposition
+    lost one of their values."""
+    present = set(graph_module.graph.nodes)
+    for call in calls:
+        lost = sorted(n for n in call.node_names() if kept.get(n) not in present)
+        if lost:
+            raise UnsupportedError(
+                f"run_decompositions() cannot keep the preserved call signature of "
+                f"`{call.fqn}`: its values {', '.join(lost)} are not in the decomposed graph",
+                code="UB117", hint="Keep the program as exported, or export without "
+                                   "preserve_module_call_signature for this submodule.")
+    return tuple(call.renamed({old: kept[old].name for old in call.node_names()})
+                 for call in calls)
+
+
+def _drop_inner_aliases(graph_module: fx.GraphModule) -> None:
+    """Bypass the ``aten.alias`` nodes decompositions leave (torch's references express "the
+    same tensor" as a view of it): in a functional graph a view is its base, except where the
+    graph returns it (an output that is a view of an input stays one, as in eager)."""
+    output = next(n for n in reversed(graph_module.graph.nodes) if n.op == "output")
+    returned = set(output.all_input_nodes)
+    for node in list(graph_module.graph.nodes):
+        if node.target is torch.ops.aten.alias.default and node not in returned:
+            node.replace_all_uses_with(node.args[0])
+    graph_module.recompile()
 
 
 def _table(decomp_table):
@@ -77,34 +125,30 @@ def _table(decomp_table):
     return dict(decomp_table.items()), True
 
 
-def _new_recorder(program, table, keep_others):
-    """A recorder over the program's shape environment (its symbols, ranges and facts), with
+def _new_recorder(program: ProgramParts, table, keep_others):
+    """A recorder over an unbroken environment holding the program's symbols (the program's own
+    when it kept it: its ranges and facts; else one rebuilt from the ranges and hints), with
     the table applied to the ops decompositions call too; ``current[0]`` is the original node
-    being re-recorded, whose location the new nodes take."""
+    being re-recorded, whose location the new nodes take. Returns the recorder, ``current``
+    and ``(env, old symbol -> new symbol)``."""
+    if program.env is not None:
+        env, mapping = program.env, {s: s for s in program.range_constraints}
+    else:
+        env, mapping = fake.unbroken_env(program.range_constraints, program.hints)
     current = [None]
     recorder = Recorder(
-        env=_shape_env(program),
+        env=env,
         frames_provider=lambda: current[0].meta.get("user_frames", ()) if current[0] else (),
         module_stack_provider=lambda: current[0].meta.get("nn_module_stack", {})
         if current[0] else {},
         allow_meta_constants=True, decompositions=table,
         decompose_composites="aliasing" if keep_others else True)
-    return recorder, current
+    return recorder, current, (env, mapping)
 
 
-def _shape_env(program):
-    """The ``ShapeEnvironment`` the program's symbolic values belong to, or None."""
-    for node in program.graph.nodes:
-        val = node.meta.get("val")
-        for value in (val, *getattr(val, "shape", ())):
-            if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-                return value.node.shape_env
-    return None
-
-
-def _rerecord(recorder, node, values, table, keep_others):
+def _rerecord(recorder, node, values, table, keep_others, symbols):
     if node.op == "placeholder":
-        return _placeholder(recorder, node)
+        return _placeholder(recorder, node, *symbols)
     if node.op == "output":
         recorder.builder.set_output([_value(v, values) for v in node.args[0]])
         return None
@@ -117,7 +161,8 @@ def _rerecord(recorder, node, values, table, keep_others):
         return target(*args, **kwargs)  # getitem on recorded outputs, size arithmetic
     if target in SCALAR_OPS or target in DATA_DEPENDENT_SIZES:
         # the value only tensor data decides: keep the program's symbol (and its facts)
-        return recorder.record_data_dependent(target, args, kwargs, node.meta["val"])
+        return recorder.record_data_dependent(target, args, kwargs,
+                                              fake.to_meta(node.meta["val"], *symbols))
     with recorder.recording():
         if target in table:
             return table[target](*args, **kwargs)
@@ -126,8 +171,8 @@ def _rerecord(recorder, node, values, table, keep_others):
         return target(*args, **kwargs)
 
 
-def _placeholder(recorder, node):
-    val = node.meta.get("val")
+def _placeholder(recorder, node, env, mapping):
+    val = fake.to_meta(node.meta.get("val"), env, mapping)
     new = recorder.builder.add_placeholder(node.name, val, user_input=True)
     if isinstance(val, torch.Tensor):
         for dim, size in enumerate(val.shape):
@@ -140,16 +185,12 @@ def _value(value, values):
     return values[value] if isinstance(value, fx.Node) else value
 
 
-def _renamed(signature: ExportGraphSignature, graph: fx.Graph) -> ExportGraphSignature:
+def _renamed(signature, graph: fx.Graph):
     """The signature with the output specs naming the new output nodes (same order)."""
     output = next(n for n in graph.nodes if n.op == "output")
     specs = []
     for spec, value in zip(signature.output_specs, output.args[0]):
-        if isinstance(value, fx.Node) and hasattr(spec.arg, "name") and \
-                type(spec.arg).__name__ != "ConstantArgument":
+        if isinstance(value, fx.Node) and not isinstance(spec.arg, ConstantArgument):
             spec = OutputSpec(spec.kind, type(spec.arg)(value.name), spec.target)
         specs.append(spec)
-    return signature.replace(output_specs=specs)
-
-
-register_decomposer(decompose)
+    return replace_specs(signature, output_specs=specs)

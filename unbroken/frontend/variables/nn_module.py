@@ -8,11 +8,15 @@ tensors while the recorder records the ATen ops. Containers (``Sequential``, ``M
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn as nn
 from torch.nn.modules import module as module_globals
+from torch.utils import _pytree as pytree
 
-from ..graph_breaks import graph_break
+from ...symbolic.diagnostics import UnsupportedError
+from ..graph_breaks import GraphBreakError, graph_break
 from ..overlay import refuse_in_branch
 from ..protocol import BoundMethodVariable, call_python, class_attribute, getattr_fallback, lookup
 from ..sources import AttrSource, ModuleSource
@@ -22,7 +26,8 @@ from .containers import DictVariable, TupleVariable
 from .functions import TorchFunctionVariable, UserFunctionVariable, is_pytorch_module_name
 from .tensor import TensorVariable
 
-__all__ = ["NNModuleVariable", "assign_module_attribute", "is_leaf_module", "write_back_buffers"]
+__all__ = ["NNModuleVariable", "PreservedCall", "assign_module_attribute", "is_leaf_module",
+           "write_back_buffers"]
 
 _CONTAINERS = (nn.Sequential, nn.ModuleList, nn.ModuleDict, nn.ParameterList, nn.ParameterDict)
 # nn.Module methods that only read the module tree; safe to call natively.
@@ -309,12 +314,86 @@ def _check_hooks(tx, var: NNModuleVariable) -> None:
         raise graph_break("UB109", f"backward hooks on {var.describe()}", frames=tx.user_frames())
 
 
+@dataclass(frozen=True, slots=True)
+class PreservedCall:
+    """The boundary of one call of a submodule named in ``preserve_module_call_signature``.
+
+    fqn:     the call's name in the module call graph: the submodule's path, ``path@n`` for
+             its n-th call (n >= 1); path: the submodule's path; key: the call's
+             ``nn_module_stack`` key (on every node recorded inside it);
+             frames: the user's stack at the call.
+    inputs:  the flattened leaves of the call's ``(args, kwargs)``: the graph node of each
+             tensor, or the constant itself; in_spec: their pytree spec.
+    outputs, out_spec: the same for the value the call returned.
+    """
+
+    fqn: str
+    path: str
+    key: str
+    frames: tuple
+    inputs: tuple
+    in_spec: object
+    outputs: tuple
+    out_spec: object
+
+
+def _boundary(tx, var: NNModuleVariable, value: VariableTracker, what: str):
+    """``(leaves, spec)`` of a preserved call's ``value``: tensors as their graph nodes."""
+    try:
+        leaves, spec = pytree.tree_flatten(value.unwrap(tx))
+    except GraphBreakError:
+        leaves, spec = None, None
+    if leaves is None or any(isinstance(leaf, (torch.SymInt, torch.SymFloat, torch.SymBool))
+                             or not isinstance(leaf, (torch.Tensor, int, float, bool, str,
+                                                      type(None)))
+                             for leaf in leaves):
+        raise UnsupportedError(
+            f"preserve_module_call_signature: the {what} of `{var.fqn}` hold a value that is "
+            "neither a tensor nor a constant (a symbolic size, or an object), which a module "
+            "call signature cannot state", frames=tx.user_frames(),
+            hint=f"Pass `{var.fqn}` tensors and constants only, or leave it out of "
+                 "preserve_module_call_signature.")
+    builder = tx.output.recorder.builder
+    return tuple(builder.node_of(leaf) if isinstance(leaf, torch.Tensor) else leaf
+                 for leaf in leaves), spec
+
+
+def _preserved_call(tx, var: NNModuleVariable, args, kwargs) -> VariableTracker:
+    """The module call, its boundary recorded in ``tx.output.preserved_calls``: the n-th call
+    (n >= 1) is ``fqn@n``, as torch.export names it."""
+    if tx.output.branch_starts:
+        raise UnsupportedError(
+            f"preserve_module_call_signature: `{var.fqn}` is called inside a torch.cond "
+            "branch, where its call cannot be kept as one module call", frames=tx.user_frames(),
+            hint=f"Call `{var.fqn}` outside the branch, or leave it out of "
+                 "preserve_module_call_signature.")
+    count = sum(call.path == var.fqn for call in tx.output.preserved_calls)
+    suffix = f"@{count}" if count else ""
+    frames = tuple(tx.user_frames())
+    inputs, in_spec = _boundary(tx, var, TupleVariable([TupleVariable(list(args)),
+                                                        _kw(kwargs)]), "inputs")
+    out = _call_module(tx, var, args, kwargs, suffix)
+    outputs, out_spec = _boundary(tx, var, out, "outputs")
+    tx.output.preserved_calls.append(PreservedCall(
+        var.fqn + suffix, var.fqn, tx.output.stack_key(var.fqn, suffix), frames, inputs,
+        in_spec, outputs, out_spec))
+    return out
+
+
 def call_module(tx, var: NNModuleVariable, args, kwargs) -> VariableTracker:
     """``module(*args, **kwargs)``: forward pre-hooks, forward, forward hooks (all inlined
-    except a leaf module's forward), inside the module's ``nn_module_stack`` scope."""
+    except a leaf module's forward), inside the module's ``nn_module_stack`` scope. The
+    boundary of a call of a module named in ``preserve_module_call_signature`` is recorded
+    (:class:`PreservedCall`)."""
     _check_hooks(tx, var)
+    if var.fqn and var.fqn in tx.output.preserved_paths:
+        return _preserved_call(tx, var, args, kwargs)
+    return _call_module(tx, var, args, kwargs)
+
+
+def _call_module(tx, var: NNModuleVariable, args, kwargs, suffix: str = "") -> VariableTracker:
     module = var.module
-    with tx.output.module_scope(var):
+    with tx.output.module_scope(var, suffix):
         for hook_id, hook in list(module._forward_pre_hooks.items()):
             if hook_id in module._forward_pre_hooks_with_kwargs:
                 result = call_python(tx, hook, [var, TupleVariable(args), _kw(kwargs)])

@@ -96,6 +96,20 @@ def _set_grad_enabled(tx, args, kwargs):
     return ConstantVariable(None)
 
 
+def _wrap_with_set_grad_enabled(tx, args, kwargs):
+    """``torch.ops.higher_order.wrap_with_set_grad_enabled(flag, body, *operands)``: torch's
+    spelling of a grad-mode region (the ``module()`` of an exported program with ``no_grad``
+    in it): the region recorded around an inlined call of ``body``."""
+    if len(args) < 2 or kwargs or not args[0].is_constant():
+        raise graph_break("UB108", "wrap_with_set_grad_enabled called with arguments other "
+                          "than (a constant flag, a module, operands...)",
+                          frames=tx.user_frames())
+    region = tx.output.set_grad_mode(bool(args[0].as_constant()))
+    result = args[1].call(tx, list(args[2:]), {})
+    tx.output.restore_grad_mode(region)
+    return result
+
+
 def _global_state(name):
     def handler(tx, args, kwargs):
         raise graph_break("UB107", f"`{name}()` changes PyTorch's global state, which an "
@@ -130,6 +144,7 @@ for _name in _GLOBAL_STATE_SETTERS:
         if hasattr(_owner, _name):
             _SPECIAL[getattr(_owner, _name)] = _global_state(f"torch.{_name}")
 _SPECIAL[torch.ops.higher_order.cond] = _SPECIAL[torch.cond]
+_SPECIAL[torch.ops.higher_order.wrap_with_set_grad_enabled] = _wrap_with_set_grad_enabled
 # the module, not the function torch._higher_order_ops re-exports under the same name
 _SPECIAL[importlib.import_module("torch._higher_order_ops.map").map] = \
     lambda tx, args, kwargs: call_map(tx, *args)

@@ -1,0 +1,228 @@
+"""The boundary to torch's symbolic machinery, crossed after the capture.
+
+unbroken traces on ``meta`` tensors whose symbolic sizes are backed by its own shape
+environment (:mod:`unbroken.symbolic.env`). torch's tools (``torch.export.save``,
+AOTInductor, ``move_to_device_pass``, ONNX) read ``node.meta["val"]`` as torch writes it:
+fake tensors on the real device, with sizes from a torch ``ShapeEnv``. This module converts
+in both directions, keeping the *same* sympy symbols, so ``range_constraints`` and every
+expression mean the same on both sides:
+
+- :func:`torch_shape_env` builds a torch ``ShapeEnv`` that knows unbroken's symbols, their
+  ranges and example values (hints);
+- :func:`to_fake_graph` replaces every ``meta["val"]`` of a graph by its fake counterpart
+  (and sets ``meta["tensor_meta"]`` as torch's export does);
+- :func:`hints_of` reads the hints back from the fake values;
+- :func:`to_meta` turns a fake value back into a meta tensor of a fresh unbroken environment
+  (what ``run_decompositions`` re-records from).
+
+Nothing here traces: the values are rebuilt from shapes, strides, dtypes and devices.
+"""
+from __future__ import annotations
+
+import sympy
+import torch
+import torch.fx as fx
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+from torch.fx.passes.shape_prop import _extract_tensor_metadata
+from torch.utils._sympy.numbers import int_oo
+from torch.utils._sympy.value_ranges import ValueRanges
+
+from unbroken.symbolic.env import ShapeEnvironment
+from unbroken.symbolic.ranges import ValueRange
+
+__all__ = ["torch_range", "torch_shape_env", "to_fake_graph", "hints_of", "to_meta",
+           "unbroken_env"]
+
+
+#: Boolean expressions (a plain ``Symbol`` is also a sympy ``Boolean``, hence not that class).
+_BOOLEAN = (sympy.core.relational.Relational, sympy.logic.boolalg.BooleanFunction,
+            sympy.logic.boolalg.BooleanAtom)
+
+_INFINITIES = (sympy.oo, -sympy.oo, int_oo, -int_oo, float("inf"), float("-inf"))
+
+
+def _bound(value, infinite):
+    """An integer bound, or torch's ``int_oo`` (with the sign of ``infinite``) when unbounded."""
+    if value is None or value in _INFINITIES:
+        return infinite
+    try:
+        number = int(value)
+    except (TypeError, ValueError, OverflowError):
+        return infinite
+    return infinite if abs(number) >= 2 ** 62 else number
+
+
+def torch_range(value_range) -> ValueRanges:
+    """torch's ``ValueRanges`` for any range with ``lower``/``upper`` (None = unbounded)."""
+    if isinstance(value_range, ValueRanges):
+        return value_range
+    lower = None if value_range.lower is None else value_range.lower
+    upper = None if value_range.upper is None else value_range.upper
+    return ValueRanges(_bound(lower, -int_oo), _bound(upper, int_oo))
+
+
+def torch_shape_env(range_constraints: dict, hints: dict) -> ShapeEnv:
+    """A torch ``ShapeEnv`` whose symbols are unbroken's: ranges from ``range_constraints``,
+    example values from ``hints`` (backed symbols only)."""
+    env = ShapeEnv()
+    for symbol, value_range in range_constraints.items():
+        env.var_to_range[symbol] = torch_range(value_range)
+        env.var_to_sources.setdefault(symbol, [])
+        if hints.get(symbol) is not None:
+            env.backed_var_to_val[symbol] = sympy.Integer(int(hints[symbol]))
+    return env
+
+
+class _Converter:
+    """Rebuilds values under one ``FakeTensorMode``; caches SymInts by expression."""
+
+    def __init__(self, env: ShapeEnv, hints: dict):
+        self.env, self.hints = env, {s: sympy.Integer(int(v)) for s, v in hints.items()
+                                     if v is not None}
+        self.mode = FakeTensorMode(shape_env=env, allow_non_fake_inputs=True)
+        self.symbols: dict = {}
+
+    def _hint(self, expr):
+        value = expr.xreplace(self.hints)
+        return int(value) if value.is_number else None
+
+    def symint(self, value):
+        """A plain int, or the torch SymInt of ``value``'s expression (one per expression)."""
+        if not isinstance(value, torch.SymInt):
+            return int(value)
+        return self.symbolic(value.node.expr)
+
+    def symbolic(self, expr):
+        """The torch value of a sympy expression, by the expression's kind (unbroken records a
+        comparison such as ``s0 > 4`` as a SymInt whose expression is boolean)."""
+        if isinstance(expr, _BOOLEAN):
+            if expr in (sympy.true, sympy.false):
+                return bool(expr)
+            return self.symbols.setdefault(expr, self.env.create_symboolnode(expr))
+        if expr.is_number:
+            return float(expr) if expr.is_Float else int(expr)
+        if expr not in self.symbols:
+            if expr.is_integer is False or any(s.name.startswith("zuf")
+                                               for s in expr.free_symbols):
+                self.symbols[expr] = self.env.create_symfloatnode(expr, hint=None)
+            else:
+                self.symbols[expr] = self.env.create_symintnode(expr, hint=self._hint(expr))
+        return self.symbols[expr]
+
+    def value(self, val, device):
+        if isinstance(val, torch.Tensor):
+            if val.device.type != "meta" and not val.is_meta:
+                device = val.device
+            shape = [self.symint(s) for s in val.shape]
+            stride = [self.symint(s) for s in val.stride()]
+            with self.mode:
+                return torch.empty_strided(shape, stride, dtype=val.dtype, device=device)
+        if isinstance(val, (torch.SymInt, torch.SymBool, torch.SymFloat)):
+            return self.symbolic(val.node.expr)
+        if isinstance(val, (tuple, list)):
+            return type(val)(self.value(v, device) for v in val)
+        return val
+
+
+def _node_device(node: fx.Node, devices: dict, default: torch.device) -> torch.device:
+    """The device of a node's value: a ``device=`` argument, else its first tensor input's."""
+    requested = node.kwargs.get("device")
+    if isinstance(requested, (torch.device, str)):
+        return torch.device(requested)
+    for arg in node.all_input_nodes:
+        if arg in devices:
+            return devices[arg]
+    return default
+
+
+def to_fake_graph(graph_module: fx.GraphModule, env: ShapeEnv, hints: dict,
+                  placeholder_devices: dict) -> None:
+    """Replace every ``meta["val"]`` in ``graph_module`` (and its subgraphs) by a fake value.
+
+    placeholder_devices: placeholder name -> the device of the real tensor it stands for;
+    other nodes take the device of their first tensor input (or their ``device=`` argument).
+    Building the values records no guard in ``env``: unbroken decided the program's guards
+    during the capture, and torch would otherwise print (and check) what building them asked.
+    """
+    converter = _Converter(env, hints)
+    default = next(iter(placeholder_devices.values()), torch.device("cpu"))
+    with env.suppress_guards():
+        _convert(graph_module, converter, placeholder_devices, default)
+
+
+def _convert(graph_module, converter, placeholder_devices, default) -> None:
+    devices: dict = {}
+    for node in graph_module.graph.nodes:
+        if node.op == "get_attr":
+            sub = getattr(graph_module, node.target, None)
+            if isinstance(sub, fx.GraphModule):
+                _convert(sub, converter, {}, default)
+            continue
+        if "val" not in node.meta:
+            continue
+        if node.op == "placeholder":
+            device = placeholder_devices.get(node.name, default)
+        else:
+            device = _node_device(node, devices, default)
+        devices[node] = device
+        node.meta["val"] = converter.value(node.meta["val"], device)
+        if isinstance(node.meta["val"], torch.Tensor):  # read by torch's passes, as export sets it
+            node.meta["tensor_meta"] = _extract_tensor_metadata(node.meta["val"])
+
+
+def _shape_env_of(graph: fx.Graph):
+    for node in graph.nodes:
+        val = node.meta.get("val")
+        for size in getattr(val, "shape", ()) if isinstance(val, torch.Tensor) else (val,):
+            if isinstance(size, torch.SymInt):
+                return size.node.shape_env
+    return None
+
+
+def hints_of(graph: fx.Graph, symbols) -> dict:
+    """symbol -> example value, for the given symbols, from the graph's fake values (symbols
+    without one, such as data-dependent ones, map to None)."""
+    env = _shape_env_of(graph)
+    known = getattr(env, "backed_var_to_val", None) or getattr(env, "var_to_val", None) or {}
+    return {s: int(known[s]) if s in known else None for s in symbols}
+
+
+def unbroken_env(range_constraints: dict, hints: dict) -> tuple[ShapeEnvironment, dict]:
+    """A fresh unbroken environment holding a symbol for each of ``range_constraints``, and the
+    map from the old symbols to the new ones (``expr.xreplace(mapping)``)."""
+    env = ShapeEnvironment()
+    mapping = {}
+    for symbol in sorted(range_constraints, key=lambda s: s.name):
+        value_range = range_constraints[symbol]
+        lower = _bound(value_range.lower, None)
+        upper = _bound(value_range.upper, None)
+        if hints.get(symbol) is None:
+            kind = "float" if symbol.name.startswith("zuf") else "int"
+            new = env.create_unbacked_symbol(kind, source=symbol.name)
+            env.set_range(new, ValueRange(lower, upper), spec=True)
+        else:
+            new = env.create_symbol(symbol.name, int(hints[symbol]),
+                                    lower=lower if lower is not None else 0, upper=upper,
+                                    source=symbol.name)
+        mapping[symbol] = new
+    return env, mapping
+
+
+def to_meta(val, env: ShapeEnvironment, mapping: dict):
+    """``val`` (a fake or meta tensor, SymInt, or tuple of them) rebuilt on the meta device with
+    sizes from unbroken's ``env``."""
+    def size(value):
+        if isinstance(value, torch.SymInt):
+            expr = value.node.expr.xreplace(mapping)
+            return int(expr) if expr.is_number else env.symint(expr)
+        return int(value)
+
+    if isinstance(val, torch.Tensor):
+        return torch.empty_strided([size(s) for s in val.shape], [size(s) for s in val.stride()],
+                                   dtype=val.dtype, device="meta")
+    if isinstance(val, torch.SymInt):
+        return size(val)
+    if isinstance(val, (tuple, list)):
+        return type(val)(to_meta(v, env, mapping) for v in val)
+    return val

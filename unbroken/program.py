@@ -1,0 +1,163 @@
+"""``unbroken.ExportedProgram``: the result of ``unbroken.export``, a torch ``ExportedProgram``.
+
+The class is a subclass of ``torch.export.ExportedProgram``, built through torch's public
+constructor with torch's signature types, ``ValueRanges``, module call graph, verifiers and
+fake-tensor values (:func:`unbroken.ir.program.torch_program_args`), so every tool that takes
+torch's program takes it: ``torch.export.save``/``load``, ``torch.export.unflatten``,
+AOTInductor, ``torch.onnx.export``, ``move_to_device_pass``. What unbroken adds or overrides:
+
+- :meth:`~ExportedProgram.module` checks its inputs with unbroken's messages
+  (:mod:`unbroken.ir.runtime`);
+- :meth:`~ExportedProgram.run_decompositions` is unbroken's own (:mod:`unbroken.passes
+  .decompose`, on unbroken's recorder, no tracing by torch);
+- :meth:`~ExportedProgram.validate` runs torch's verifier and unbroken's dialect check;
+- ``str(ep)`` prints the ranges sorted; ``in_spec``/``out_spec``/``symbol_hints`` are views.
+
+It lives at the package root because it uses a pass; :mod:`unbroken.ir` keeps the lower pieces
+(parts, runtime, verifier, printer, serialization). :func:`save`/:func:`load` are unbroken's safe
+file format (``unbroken.save``/``unbroken.load``).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.export
+from torch._export.verifier import SpecViolationError
+
+from unbroken.ir import printer, runtime, serialize, verifier
+from unbroken.ir.fake import hints_of
+from unbroken.ir.grad_regions import to_flat_regions
+from unbroken.ir.program import ProgramParts, module_calls_of, torch_program_args
+from unbroken.ir.verifier import DialectViolation
+from unbroken.passes.decompose import decompose
+from unbroken.symbolic.diagnostics import ExportUsageError
+
+__all__ = ["ExportedProgram", "load", "save"]
+
+
+class ExportedProgram(torch.export.ExportedProgram):
+    """A captured program: a functional ATen graph, its signature, state and constraints.
+
+    ``isinstance(ep, torch.export.ExportedProgram)`` holds; see the module docstring for what
+    unbroken adds. Build one with :meth:`from_parts` (the constructor is torch's).
+
+    Example::
+
+        ep = unbroken.export(model, (x,))
+        print(ep)                          # graph, signature, range constraints
+        out = ep.module()(x)               # run it, inputs checked
+        torch.export.save(ep, "model.pt2") # torch's tools take it as it is
+    """
+
+    @classmethod
+    def from_parts(cls, parts: ProgramParts) -> ExportedProgram:
+        """The program of ``parts`` (see :class:`unbroken.ir.program.ProgramParts`); verified."""
+        program = cls(**torch_program_args(parts))
+        program._unbroken_env = parts.env  # the symbols' facts, for run_decompositions
+        program._specializations = tuple(parts.specializations)
+        program._module_types = dict(parts.module_types)
+        return program
+
+    # -- views unbroken adds ----------------------------------------------------------------------
+    @property
+    def in_spec(self):
+        """Pytree spec of the user's ``(args, kwargs)``."""
+        return self.call_spec.in_spec
+
+    @property
+    def out_spec(self):
+        """Pytree spec of the user outputs."""
+        return self.call_spec.out_spec
+
+    @property
+    def symbol_hints(self) -> dict:
+        """symbol -> example value of every symbol of ``range_constraints`` (None for
+        data-dependent ones)."""
+        return hints_of(self.graph, self.range_constraints)
+
+    @property
+    def specializations(self) -> tuple:
+        """The ``Dim.AUTO`` dims export made static, each with the fact and the line that pin
+        it (``Specialization.describe()``); empty when every AUTO dim stayed dynamic."""
+        return getattr(self, "_specializations", ())
+
+    @property
+    def strict_layout(self) -> bool:
+        """True when the program holds for the example inputs' strides only (the trace read
+        ``x.stride()`` or ``is_contiguous()``, or the program writes an input after an op that
+        copies or aliases by layout): ``module()`` then checks every input's strides."""
+        return bool(self.graph_module.meta.get(runtime.LAYOUT_READ, False))
+
+    def parts(self) -> ProgramParts:
+        """This program as :class:`ProgramParts` (the graph is shared, not copied)."""
+        signature = self.module_call_graph[0].signature
+        names = signature.forward_arg_names if signature is not None else None
+        graph_module, graph_signature, renames = to_flat_regions(self.graph_module,
+                                                                 self.graph_signature)
+        calls = tuple(c.renamed(renames) for c in module_calls_of(self.module_call_graph))
+        return ProgramParts(
+            graph_module, graph_signature, self.state_dict, self.constants,
+            self.range_constraints, self.in_spec, self.out_spec, self.example_inputs,
+            self.symbol_hints, tuple(names) if names is not None else None,
+            getattr(self, "_module_types", {}), self.dialect,
+            getattr(self, "_unbroken_env", None), self.specializations, self.strict_layout,
+            calls)
+
+    # -- behaviour unbroken overrides -------------------------------------------------------------
+    def module(self, check_guards: bool = True) -> torch.fx.GraphModule:
+        """A callable ``torch.fx.GraphModule`` with the original FQNs that checks its inputs
+        (unbroken's messages), runs the graph and writes mutations back.
+        ``check_guards`` is accepted for torch's callers; the checks are a pre-hook either way.
+        See :mod:`unbroken.ir.runtime`."""
+        return runtime.build_module(self)
+
+    def run_decompositions(self, decomp_table=None, decompose_custom_triton_ops=False):
+        """A new program whose ops are lowered through ``decomp_table``.
+
+        With no table, lower to the core ATen operator set (every composite decomposes). With a
+        table (e.g. ``torch.export.default_decompositions()`` with entries added or removed),
+        the ops in it are replaced by their decompositions and other ops are kept whole; an
+        empty table keeps the graph as it is. ``decompose_custom_triton_ops`` is accepted for
+        compatibility (there are no Triton ops on CPU). The result's dialect is ``ATEN``.
+
+        Example::
+
+            core = ep.run_decompositions()          # conv2d -> convolution, linear -> addmm...
+        """
+        return type(self).from_parts(decompose(self.parts(), decomp_table))
+
+    def validate(self) -> None:
+        """unbroken's dialect check (:mod:`unbroken.ir.verifier`: an ``InternalError`` naming
+        the node and the user's line), then torch's verifiers."""
+        verifier.verify(self)
+        try:
+            super().validate()
+        except SpecViolationError as error:  # unbroken's dialect check passed: our bug
+            raise DialectViolation(f"torch's verifier refuses the program: {error}",
+                                   cause=error) from error
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise ExportUsageError(
+            "An ExportedProgram cannot be called directly.",
+            hint="call `ep.module()(...)` instead: it returns an nn.Module that checks the "
+                 "inputs, runs the graph and writes buffer/input mutations back.")
+
+    def __str__(self) -> str:
+        return printer.format_program(self)
+
+    def __repr__(self) -> str:
+        return (f"<ExportedProgram: {len(self.graph.nodes)} nodes, "
+                f"{len(self.graph_signature.input_specs)} inputs, "
+                f"{len(self.graph_signature.output_specs)} outputs>")
+
+
+def save(program: ExportedProgram, f) -> None:
+    """Write ``program`` to ``f`` (a path or a binary file object) in unbroken's format."""
+    serialize.save(program.parts(), f)
+
+
+def load(f, *, limits: serialize.Limits | None = None) -> ExportedProgram:
+    """Read a program written by :func:`save` (never runs code from the file; see
+    :func:`unbroken.ir.serialize.load` for ``limits`` and the guarantees)."""
+    return serialize.load(f, ExportedProgram.from_parts, limits=limits)

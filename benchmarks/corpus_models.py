@@ -2,7 +2,9 @@
 
 Sizes: hidden 64 (vision/audio stems smaller where the architecture needs it), 2 layers, batch 2,
 seq 12, attention mask padded on the second row. Decoders run with ``use_cache=False`` except
-the case that measures the KV cache as an output (``llama_kv_cache``).
+the case that measures the KV cache as an output (``llama_kv_cache``): its model is built as
+transformers' export integration builds it, with the cache classes registered with pytree
+(``register_cache_pytrees_for_model``), for every exporter alike.
 """
 from __future__ import annotations
 
@@ -209,9 +211,22 @@ _MOE = dict(num_local_experts=4, num_experts_per_tok=2)
 _MAMBA = dict(hidden_size=HIDDEN, num_hidden_layers=2, vocab_size=VOCAB, state_size=8,
               use_cache=False)
 
+def _with_cache_pytrees(case: Case) -> Case:
+    """``case`` whose model is built with transformers' cache classes registered with pytree
+    (what its export integration does before torch.export), so a cache can be an output."""
+    def build():
+        from transformers.exporters.exporter_dynamo import register_cache_pytrees_for_model
+
+        model = case.build()
+        register_cache_pytrees_for_model(model)
+        return model
+
+    return Case(case.name, case.group, build, inputs=case.inputs)
+
+
 HARDER = [
-    hf("llama_kv_cache", "harder", "LlamaForCausalLM", "LlamaConfig", text,
-       **{**llama_like(), "use_cache": True}),
+    _with_cache_pytrees(hf("llama_kv_cache", "harder", "LlamaForCausalLM", "LlamaConfig", text,
+                           **{**llama_like(), "use_cache": True})),
     Case("llava", "harder", _lazy_config(_llava_config, "LlavaForConditionalGeneration",
                                          "LlavaConfig"), inputs=llava),
     hf("switch_transformers", "harder", "SwitchTransformersModel", "SwitchTransformersConfig",

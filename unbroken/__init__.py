@@ -31,8 +31,8 @@ __all__ = [
     "ConstraintViolationError", "DataDependentError", "Dim", "ExportUsageError",
     "ExportedProgram", "GraphBreakError", "InputMismatchError", "InternalError",
     "RefusalError", "SerializationError", "Specialization", "SpecializationWarning",
-    "UnbrokenError", "UnsupportedError", "__version__", "budget", "case", "export",
-    "find_graph_breaks", "load", "save",
+    "StateWriteWarning", "UnbrokenError", "UnsupportedError", "__version__", "budget", "case",
+    "export", "find_graph_breaks", "load", "save",
 ]
 
 
@@ -55,6 +55,10 @@ def __getattr__(name):
         from .symbolic import auto
 
         return getattr(auto, name)
+    if name == "StateWriteWarning":
+        from .frontend.overlay import StateWriteWarning
+
+        return StateWriteWarning
     if name == "case":
         from .cases import case
 

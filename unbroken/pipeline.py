@@ -25,7 +25,7 @@ from torch._dispatch.python import enable_python_dispatcher
 from torch.export.dynamic_shapes import AdditionalInputs, ShapesCollection
 from torch.utils import _pytree as pytree
 
-from .fix_rendering import TensorDims, constraint_error, render_fix
+from .fix_rendering import constraint_error, render_fix
 from .frontend.graph_breaks import TracedException
 from .frontend.output import TraceContext
 from .frontend.sources import LocalSource
@@ -33,6 +33,12 @@ from .frontend.tracer import trace_call
 from .frontend.translator import check_python_version
 from .frontend.variables.constant import ConstantVariable
 from .frontend.variables.tensor import TensorVariable
+from .input_trees import (
+    dims_of,
+    leaf_entries,
+    materialize,
+    unflatten_inputs,
+)
 from .ir.composites import preserving
 from .ir.program import ProgramParts
 from .ir.recorder import Recorder, meta_like
@@ -329,6 +335,8 @@ class _Export:
         self._lift_state()
         arg_trackers, kwarg_trackers = self._lift_inputs(signature, dims)
         with _tracing(self.root, self.metas), preserving(self.recorder):
+            arg_trackers, kwarg_trackers = materialize(self.output, (arg_trackers,
+                                                                     kwarg_trackers))
             result, tx = trace_call(self.output, self.mod, arg_trackers, kwarg_trackers)
             outputs = result.unwrap(tx)
         user_pytree_leaves(outputs, "forward()'s result")  # the user's flatten functions run
@@ -344,7 +352,7 @@ class _Export:
         dims = {}
         for name, value in combined.items():
             leaves, spec = pytree.tree_flatten(value)
-            for leaf, entry in zip(leaves, spec.flatten_up_to(resolved[name])):
+            for leaf, entry in zip(leaves, leaf_entries(spec, resolved[name]), strict=True):
                 if isinstance(leaf, torch.Tensor):
                     dims[id(leaf)] = entry
         return dims
@@ -392,14 +400,16 @@ class _Export:
         bound = {}
         for top_name, value in _top_level_names(signature, self.args, self.kwargs):
             leaves = _leaves_with_paths(value)
+            spec = pytree.tree_structure(value)
             trackers = {}
             for path, leaf in leaves:
                 name = top_name + "".join(_path_suffix(k) for k in path)
                 trackers[id(leaf)] = self._user_input(name, leaf, dims.get(id(leaf)))
                 bound.setdefault(top_name, []).append(trackers[id(leaf)])
-            self.top_dims[top_name] = _dims_of(value, trackers)
-            spec = pytree.tree_structure(value)
-            bound[top_name] = pytree.tree_unflatten(bound.get(top_name, []), spec)
+            self.top_dims[top_name] = dims_of(value, spec, [
+                trackers[id(leaf)] if isinstance(leaf, torch.Tensor) else None
+                for _, leaf in leaves])
+            bound[top_name] = unflatten_inputs(bound.get(top_name, []), spec)
         names = list(bound)
         positional = [bound[n] for n in names[:len(self.args)]]
         return positional, {k: bound[k] for k in names[len(self.args):]}
@@ -607,10 +617,21 @@ def _check_outputs(leaves, frames) -> None:
             kind = type(leaf)
             raise ExportUsageError(
                 f"forward() returns an object of type {kind.__qualname__}, which unbroken cannot "
-                "flatten into graph outputs", frames=frames,
-                hint=f"Register the class as a pytree node, e.g. "
-                     f"torch.export.register_dataclass({kind.__name__}) for a dataclass or "
-                     "torch.utils._pytree.register_pytree_node(...), or return a tuple/dict.")
+                "flatten into graph outputs", frames=frames, hint=_registration_hint(kind))
+
+
+def _registration_hint(kind: type) -> str:
+    """How to register ``kind`` with pytree: ``transformers`` ships the registration of its
+    cache classes (its export integration), other classes need their own."""
+    if kind.__module__.startswith("transformers.") and kind.__name__.endswith("Cache"):
+        return ("transformers registers its cache classes with pytree for export; before "
+                "exporting, call:\n"
+                "    from transformers.exporters.exporter_dynamo import "
+                "register_cache_pytrees_for_model\n"
+                "    register_cache_pytrees_for_model(model)")
+    return (f"Register the class as a pytree node, e.g. torch.export.register_dataclass("
+            f"{kind.__name__}) for a dataclass or torch.utils._pytree.register_pytree_node("
+            f"{kind.__name__}, flatten_fn, unflatten_fn), or return a tuple/dict.")
 
 
 def _shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -802,19 +823,3 @@ def _upper(value_range):
     except (TypeError, ValueError, OverflowError):
         return None
     return number if number < 2 ** 62 else None
-
-
-def _dims_of(value, trackers):
-    """The dims of an argument for rendering fixes: a tuple for a tensor, the container with a
-    ``TensorDims`` per tensor, or None when it holds no tensor."""
-    if isinstance(value, torch.Tensor):
-        return _tensor_dims(trackers[id(value)])
-    if not any(isinstance(v, torch.Tensor) for v in pytree.tree_leaves(value)):
-        return None
-    return pytree.tree_map(lambda leaf: TensorDims(_tensor_dims(trackers[id(leaf)]))
-                           if isinstance(leaf, torch.Tensor) else None, value)
-
-
-def _tensor_dims(tracker) -> tuple:
-    return tuple(s.node.expr if isinstance(s, torch.SymInt) else int(s)
-                 for s in tracker.meta.shape)

@@ -6,6 +6,7 @@ import functools
 import importlib.metadata
 import importlib.util
 import inspect
+import itertools
 import math
 import re
 
@@ -364,3 +365,42 @@ def test_assume_constant_result_on_a_computed_value_is_refused():
     with pytest.raises(unbroken.GraphBreakError) as info:
         unbroken.export(Computed(), (torch.randn(5, 2), torch.tensor(3)))
     assert info.value.code == "UB105" and "assume_constant_result" in info.value.message
+
+
+_INSTALL_LOCK = __import__("threading").Lock()
+
+
+class LockedChain(nn.Module):
+    """transformers' patterns: a module-level lock around a one-time check, itertools.chain
+    over a tuple and a half-consumed iterator (inspect.Signature.bind), a class found by its
+    dotted path (importlib.import_module of a loaded module, ModuleNotFoundError caught)."""
+
+    def forward(self, x):
+        with _INSTALL_LOCK:
+            scale = 2
+        rest = iter([3, 4, 5])
+        first = next(rest)
+        total = sum(itertools.chain((first,), rest))
+        module = importlib.import_module("torch.nn")
+        try:
+            importlib.import_module("torch.nn.Linear")  # not a module: eager raises
+        except ModuleNotFoundError:
+            total += 1
+        return module.functional.relu(x) * scale + total
+
+
+def test_lock_chain_and_dotted_path_lookups():
+    x = torch.randn(3)
+    ep = unbroken.export(LockedChain(), (x,))
+    assert not _INSTALL_LOCK.locked()
+    assert_bit_exact(ep.module()(x), LockedChain()(x))
+
+
+def test_itertools_chain_draws_from_iterators_lazily():
+    def program(values):
+        it = iter(values)
+        chain = itertools.chain([0], it)
+        head = [next(chain), next(chain)]
+        return head, next(it), list(chain)
+
+    assert unbroken.frontend.interpret(program, [1, 2, 3]) == program([1, 2, 3])

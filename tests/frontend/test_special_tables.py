@@ -98,7 +98,26 @@ if hasattr(torch.ops.higher_order, "associative_scan"):
 SETTERS = sorted({getattr(owner, name) for name in _GLOBAL_STATE_SETTERS
                   for owner in (torch, torch.random) if hasattr(owner, name)}, key=repr)
 
+class _Box:
+    """A plain object made in forward()."""
+
+
+def _with_setattr(x):
+    box = _Box()
+    setattr(box, "scale", 3)
+    return x * box.scale
+
+
+def _with_delattr(x):
+    box = _Box()
+    box.scale, box.shift = 2, 1
+    delattr(box, "shift")
+    return x * box.scale + hasattr(box, "shift")
+
+
 BUILTIN_CASES = [
+    (setattr, _with_setattr, EAGER),
+    (delattr, _with_delattr, EAGER),
     (len, lambda x: x * len([1, 2, 3]), EAGER),
     (isinstance, lambda x: x + 1 if isinstance(x, torch.Tensor) else x, EAGER),
     (issubclass, lambda x: x + issubclass(bool, int), EAGER),

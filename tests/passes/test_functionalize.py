@@ -223,12 +223,18 @@ def test_refuse_mutation_with_live_view():
     assert "clone()" in error.hint
 
 
-def test_refuse_parameter_mutation():
+def test_parameter_mutation_is_used_not_written_back():
+    """with no_grad(): w.mul_(0.5); return w: the program returns the new value and leaves the
+    parameter as exported (no mutation output), as torch.export."""
     b = Builder()
     w = b.param("lin.weight", meta(2))
     b.output(b.call(aten.mul_.Scalar, w, 0.5, line=9))
-    error = refused(b, "modifies the parameter 'lin.weight'")
-    assert "register_buffer" in error.hint
+    weight = torch.tensor([2.0, 4.0])
+    ep, sig = run(b, state={"lin.weight": weight})
+    assert [spec.kind for spec in sig.output_specs] == [OutputKind.USER_OUTPUT]
+    assert not any(n.target is aten.mul_.Scalar for n in ep.graph_module.graph.nodes)
+    got = ep.module()()
+    assert torch.equal(got, weight * 0.5) and torch.equal(weight, torch.tensor([2.0, 4.0]))
 
 
 def test_refuse_constant_mutation():

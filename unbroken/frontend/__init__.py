@@ -43,7 +43,8 @@ __all__ = ["CATALOGUE", "GraphBreakError", "interpret", "trace_call", "LAYERS"]
 # (layer, modules relative to this package), lowest first; "" is this package itself.
 LAYERS = (
     ("foundation", ("graph_breaks", "sources", "overlay", "budget")),
-    ("value model", ("variables", "variables.base", "variables.native", "variables.constant")),
+    ("value model", ("variables", "variables.base", "variables.native", "variables.constant",
+                     "variables.numpy_values")),
     ("object protocol", ("protocol",)),
     ("trackers", ("variables.tensor", "variables.grad_mode", "variables.containers",
                   "variables.torch_calls", "variables.functions", "variables.objects",

@@ -23,6 +23,7 @@ from .protocol import BoundMethodVariable, iterate, lookup, read_attribute
 from .variables.base import AttributeMissing, VariableTracker
 from .variables.constant import ConstantVariable
 from .variables.containers import (
+    ChainVariable,
     DictVariable,
     IteratorVariable,
     ListVariable,
@@ -37,6 +38,7 @@ from .variables.functions import bind_arguments
 from .variables.grad_mode import GRAD_MODE_CLASSES, GradModeVariable
 from .variables.native import NativeCallableVariable
 from .variables.nn_module import NNModuleVariable
+from .variables.numpy_values import NumpyCallVariable
 from .variables.objects import (
     ContextManagerVariable,
     GetterVariable,
@@ -52,7 +54,7 @@ __all__ = ["BuiltinVariable", "ClassVariable", "call_builtin", "construct", "con
 
 _REFUSED = {id: "UB103", print: "UB103", open: "UB103", input: "UB103", globals: "UB103",
             locals: "UB103", vars: "UB103", exec: "UB103", eval: "UB103", compile: "UB103",
-            breakpoint: "UB103", __import__: "UB111", setattr: "UB107", delattr: "UB107",
+            breakpoint: "UB103", __import__: "UB111",
             hash: "UB103", memoryview: "UB103", help: "UB103"}
 # Builtins that fold natively when every argument is a constant, else run as leaf calls.
 _PURE = {abs, divmod, pow, round, chr, ord, bin, hex, oct}
@@ -163,6 +165,21 @@ def _hasattr(tx, obj, name):
     return ConstantVariable(read_attribute(tx, obj, name.as_constant()) is not None)
 
 
+def _setattr(tx, obj, name, value):
+    """``setattr(obj, "name", value)``: the same write as ``obj.name = value``."""
+    obj.setattr(tx, name.as_constant(), value)
+    return ConstantVariable(None)
+
+
+def _delattr(tx, obj, name):
+    """``delattr(obj, "name")``: the same as ``del obj.name``."""
+    if not hasattr(obj, "delattr"):
+        raise graph_break("UB107", f"attribute `{name.as_constant()}` of {obj.describe()} is "
+                          "deleted", frames=tx.user_frames())
+    obj.delattr(tx, name.as_constant())
+    return ConstantVariable(None)
+
+
 def _range(tx, *args):
     if all(a.is_constant() for a in args):
         return ConstantVariable(range(*(a.as_constant() for a in args)))
@@ -184,8 +201,9 @@ def _zip(tx, *iterables, strict=None):
 
 
 def _chain(tx, *iterables):
-    # materialized like zip/map/enumerate: each iterable is run to its end in order
-    return IteratorVariable([v for iterable in iterables for v in iterate(tx, iterable)])
+    # lazy, as CPython: each iterable's iterator is drawn from only when the chain reaches it
+    # (a half-consumed iterator in the chain, inspect.Signature.bind's, advances in step)
+    return ChainVariable([_iter(tx, iterable) for iterable in iterables])
 
 
 def _chain_from_iterable(tx, iterables):
@@ -397,7 +415,8 @@ def _object(tx):
 
 _HANDLERS = {
     len: _len, isinstance: _isinstance, issubclass: _issubclass, type: _type,
-    getattr: _getattr, hasattr: _hasattr, range: _range, enumerate: _enumerate, zip: _zip,
+    getattr: _getattr, hasattr: _hasattr, setattr: _setattr, delattr: _delattr, range: _range,
+    enumerate: _enumerate, zip: _zip,
     reversed: _reversed, iter: _iter, next: _next, tuple: _tuple, list: _list, dict: _dict,
     set: _set, frozenset: functools.partial(_set, cls=frozenset), min: _reduce_pairwise(min),
     max: _reduce_pairwise(max), sum: _sum, any: _any_all(any), all: _any_all(all),
@@ -423,6 +442,8 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
         return _CONSTRUCTORS[cls](tx, cls, args, kwargs)
     if issubclass(cls, enum.Enum):  # Mode("mean"): a lookup by value
         return _fold_or_leaf(tx, cls, args, kwargs)
+    if cls.__module__.split(".")[0] == "numpy":  # np.float64(0.5), np.dtype(...): constants
+        return NumpyCallVariable(cls).call(tx, args, kwargs)
     native = _construct_native(tx, cls, args, kwargs)
     if native is not None:
         return native

@@ -1,47 +1,117 @@
 """The overlay: writes to attributes of Python objects that outlive the trace.
 
-Traced code may change an attribute of an object from outside ``forward()`` (a config flag,
-a ``ContextVar``-like holder) if it restores it before returning. The real objects are never
-changed: the writes are kept here, read back by the object trackers, and checked at the end.
+The real objects are never changed: the writes are kept here, read back by the object
+trackers, and checked at the end. Two kinds of write:
+
+- to an outside object (a config flag, a ``ContextVar``-like holder): acceptable only if
+  undone before forward() returns, since the exported program cannot replay it;
+- to the model's own state (an attribute of one of its modules, a Python attribute of an
+  input tensor): *kept*, as ``torch.export`` does. The program computes what eager's forward
+  computes from the model as it was at export time; the model itself is left unchanged
+  (export never changes the caller's model).
 """
 from __future__ import annotations
 
+import warnings
+from dataclasses import dataclass
+
 from .graph_breaks import graph_break
 
-__all__ = ["DELETED", "Overlay"]
+__all__ = ["DELETED", "Overlay", "StateWriteWarning", "Write", "refuse_in_branch"]
 
 DELETED = object()  # an overlay entry for an attribute deleted by the trace
 
 
+@dataclass(slots=True)
+class Write:
+    """One attribute of one object as the trace left it.
+
+    obj: the object (kept alive, so its id stays its own); name: the attribute; original: its
+    tracker before the first write (None: it had none); current: the latest tracker (or
+    DELETED); frames: the user's frames of the latest write; kept: a write to the model's own
+    state, which may stay changed (see the module docstring)."""
+
+    obj: object
+    name: str
+    original: object
+    current: object
+    frames: object
+    kept: bool
+    read_first: bool = False
+
+
 class Overlay:
     """Writes to attributes of Python objects that outlive the trace, kept aside (the real
-    objects are never changed). A write is acceptable only if undone by the end of the trace:
-    ``check_restored`` refuses (UB107) any attribute left with another value than it had.
+    objects are never changed). ``check_restored`` refuses (UB107) a write that must be undone
+    (``kept=False``) and is left with another value than it had.
 
-    entries: (id(obj), name) -> [obj, original tracker or None, current tracker, frames].
+    entries: (id(obj), name) -> Write.
     """
 
     def __init__(self):
-        self.entries: dict = {}
+        self.entries: dict[tuple[int, str], Write] = {}
+        self.reads: set[tuple[int, str]] = set()  # model attributes read before any write
+
+    def note_read(self, obj, name: str) -> None:
+        """The trace read ``obj.name`` (a module attribute)."""
+        self.reads.add((id(obj), name))
 
     def read(self, obj, name):
+        """The tracker the trace last wrote to ``obj.name`` (DELETED, or None: no write)."""
         entry = self.entries.get((id(obj), name))
-        return None if entry is None else entry[2]
+        return None if entry is None else entry.current
 
-    def write(self, obj, name, value, original, frames) -> None:
-        key = (id(obj), name)
-        if key in self.entries:
-            self.entries[key][2], self.entries[key][3] = value, frames
+    def write(self, obj, name, value, original, frames, *, kept: bool = False) -> None:
+        """Record ``obj.name = value`` (``original``: the tracker it had, read before the
+        first write only); ``kept``: the model's own state, see the module docstring."""
+        entry = self.entries.get((id(obj), name))
+        if entry is None:
+            self.entries[(id(obj), name)] = Write(obj, name, original, value, frames, kept,
+                                                  (id(obj), name) in self.reads)
         else:
-            self.entries[key] = [obj, original, value, frames]
+            entry.current, entry.frames = value, frames
+            entry.kept = entry.kept and kept
 
     def check_restored(self) -> None:
-        for obj, original, current, frames in self.entries.values():
-            if not _same_value(original, current):
-                name = next(n for (i, n), e in self.entries.items() if e[2] is current)
-                raise graph_break("UB107", f"forward() leaves `{type(obj).__name__}.{name}` "
-                                  "changed (an object that exists outside forward())",
-                                  frames=frames)
+        for entry in self.entries.values():
+            if not entry.kept and not _same_value(entry.original, entry.current):
+                raise graph_break("UB107", f"forward() leaves `{type(entry.obj).__name__}."
+                                  f"{entry.name}` changed (an object that exists outside "
+                                  "forward())", frames=entry.frames)
+
+
+    def warn_changed_state(self) -> None:
+        """A :class:`StateWriteWarning` for each attribute of the model that forward() read and
+        then left with another value: eager's next call would read the new one, each call of
+        the program starts from the model as exported."""
+        for entry in self.entries.values():
+            if not (entry.kept and entry.read_first) or entry.current is DELETED or \
+                    entry.original is not None:  # a kept write with an original: a buffer,
+                continue                          # which the program writes back
+            before = vars(entry.obj).get(entry.name) if hasattr(entry.obj, "__dict__") else None
+            if entry.current.is_constant() and entry.current.as_constant() == before:
+                continue
+            where = f" at {entry.frames[-1].short()} (`{entry.frames[-1].source}`)" \
+                if entry.frames else ""
+            warnings.warn(StateWriteWarning(
+                f"forward() reads `{type(entry.obj).__name__}.{entry.name}` and then changes it"
+                f"{where}: the exported program does not keep the change, so each call runs as "
+                "eager's first call from the model as exported (eager's next call would read "
+                "the new value)."), stacklevel=2)
+
+
+class StateWriteWarning(UserWarning):
+    """forward() changes an attribute of the model that it also reads: each call of the
+    exported program runs as eager's first call (see ``Overlay.warn_changed_state``)."""
+
+
+def refuse_in_branch(tx, what: str) -> None:
+    """Refuse (UB107) a write to the model's own state from inside a torch.cond branch: both
+    branches are traced and the overlay would show one branch's write to the other."""
+    if tx.output.branch_starts:
+        raise graph_break("UB107", f"{what} from inside a torch.cond branch (both branches "
+                          "are traced, one runs)", frames=tx.user_frames(),
+                          details="Return the value from the branch instead.")
 
 
 def _same_value(original, current) -> bool:

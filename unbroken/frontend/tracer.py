@@ -7,6 +7,7 @@ from .sources import LocalSource
 from .translator import InstructionTranslator, check_python_version
 from .variables.builder import wrap
 from .variables.containers import DictVariable, TupleVariable
+from .variables.nn_module import write_back_buffers
 
 __all__ = ["trace_call", "interpret", "entry_translator"]
 
@@ -45,9 +46,11 @@ def trace_call(output: TraceContext, callee, args: list, kwargs: dict, *,
                  "kwargs": DictVariable({k: wrap(tx, v, source(k)) for k, v in kwargs.items()})}
     try:
         result = tx.run()
+        write_back_buffers(tx)
     finally:
         output.exit_native_contexts()
     output.overlay.check_restored()
+    output.overlay.warn_changed_state()
     output.check_grad_mode_restored()
     return result, tx
 

@@ -13,17 +13,19 @@ Output invariants:
 - no ``call_function`` node has a mutable schema; each in-place node became the functional op
   found from the schemas (``relu_`` -> ``relu``, ``add_.Tensor`` -> ``add.Tensor``, ``normal_`` ->
   ``normal_functional``), with the same arguments and ``meta``, and its uses were rewired;
+- a parameter written in place is used with its new value by the later nodes, and not written
+  back (no output: each call starts from the exported parameters, as ``torch.export``);
 - each mutated buffer / user input has one extra output, its final value, placed before the user
   outputs in placeholder order, with an output spec ``BUFFER_MUTATION`` (target: the buffer's FQN)
   or ``USER_INPUT_MUTATION`` (target: the input's placeholder name);
 - output specs name the (possibly renamed) output nodes.
 
 Refused with :class:`UnsupportedError` at the user's line (the graph is left untouched): writes
-to a view or to a tensor that has a view still used afterwards, writes to parameters or lifted
-constants, ``out=`` variants, ops that write arguments other than ``self`` or several
-arguments, in-place ops that change storage (``resize_``, ``set_``), in-place metadata changes
-(``t_``, ``unsqueeze_``, ``as_strided_`` ...) of an input of forward(), and in-place ops without
-a functional variant. Metadata changes of other tensors become their view op (``as_strided``,
+to a view or to a tensor that has a view still used afterwards, writes to lifted constants,
+``out=`` variants, ops that write arguments other than ``self`` or several arguments, in-place
+ops that change storage (``resize_``, ``set_``), in-place metadata changes (``t_``,
+``unsqueeze_``, ``as_strided_`` ...) of an input of forward(), and in-place ops without a
+functional variant. Metadata changes of other tensors become their view op (``as_strided``,
 ``unsqueeze``...), as PyTorch's own kernels make them (``adaptive_avg_pool1d`` restrides its
 result with ``as_strided_``).
 """
@@ -52,6 +54,8 @@ from unbroken.ir.signature import (
     TensorArgument,
 )
 from unbroken.symbolic.diagnostics import InternalError, UnsupportedError
+
+aten = torch.ops.aten
 
 __all__ = ["functionalize", "functional_variant", "is_view_node", "inplace_written_index"]
 
@@ -190,7 +194,10 @@ class _Analysis:
         self._check_root(node, root)
         self._check_views_and_stale_uses(node, root)
         self.rewrites.append(_Rewrite(node, functional, root))
-        if root.op == "placeholder":
+        # a parameter written in place (under no_grad: eager refuses it otherwise) is used with
+        # its new value by the rest of the program but not written back, as torch.export: each
+        # call computes what eager's forward computes from the parameters as exported
+        if root.op == "placeholder" and self.inputs[root].kind != InputKind.PARAMETER:
             self.final[root] = node
 
     def _check_root(self, node: torch.fx.Node, root: torch.fx.Node) -> None:
@@ -200,12 +207,7 @@ class _Analysis:
         spec = self.inputs.get(root)
         if spec is None:
             return
-        if spec.kind == InputKind.PARAMETER:
-            raise _refuse(node, f"{_describe(node)} modifies the parameter '{spec.target}', "
-                          f"which is not supported.",
-                          "do not modify parameters in forward(); keep state that changes in a "
-                          "buffer (self.register_buffer) instead.")
-        if spec.kind not in (InputKind.BUFFER, InputKind.USER_INPUT):
+        if spec.kind not in (InputKind.BUFFER, InputKind.USER_INPUT, InputKind.PARAMETER):
             raise _refuse(node, f"{_describe(node)} modifies the constant tensor "
                           f"'{spec.target}', which is not supported.",
                           "register the tensor as a buffer if forward() modifies it, or "
@@ -284,6 +286,54 @@ def _rewrite_outputs(graph, signature, analysis: _Analysis, replaced: dict):
     return signature.replace(output_specs=mutation_specs + user_specs)
 
 
+# -- parameters written in place ---------------------------------------------------------------
+def _keep_parameter_gradients(graph, analysis: _Analysis, replaced: dict) -> None:
+    """Eager writes a parameter in place under no_grad and the parameter stays the leaf that
+    later ops differentiate: their gradient flows to it, computed at the new value. Each use
+    of a new value outside a no_grad region therefore reads ``new.detach() - (p.detach() - p)``:
+    the new value exactly (``x - 0.0`` is ``x``, signed zeros included) whose gradient is the
+    identity to ``p``."""
+    written = {replaced[r.node]: r.root for r in analysis.rewrites
+               if r.root.op == "placeholder"
+               and analysis.inputs[r.root].kind == InputKind.PARAMETER}
+    if not written:
+        return
+    disabled = _grad_disabled_nodes(graph)
+    for new, parameter in written.items():
+        for user in list(new.users):
+            if user in written or user in disabled:
+                continue  # the next write of the chain, or a use that records no gradient
+            with graph.inserting_before(user):
+                leaf_value = _like(graph.call_function(aten.detach.default, (new,)), new)
+                zero = _like(graph.call_function(aten.sub.Tensor, (
+                    _like(graph.call_function(aten.detach.default, (parameter,)), parameter),
+                    parameter)), parameter)
+                user.replace_input_with(new, _like(
+                    graph.call_function(aten.sub.Tensor, (leaf_value, zero)), new))
+
+
+def _like(node: torch.fx.Node, model: torch.fx.Node) -> torch.fx.Node:
+    node.meta = {k: v for k, v in model.meta.items() if k in ("val", "tensor_meta",
+                                                              "user_frames", "stack_trace")}
+    return node
+
+
+def _grad_disabled_nodes(graph) -> set:
+    """The nodes that run inside a region the graph itself puts in no_grad mode
+    (``_set_grad_enabled(False)`` ... ``_set_grad_enabled(previous)``)."""
+    disabled, state, outer = set(), None, []
+    for node in graph.nodes:
+        if node.op == "call_function" and node.target is torch._C._set_grad_enabled:
+            if isinstance(node.args[0], bool):
+                outer.append(state)
+                state = node.args[0]
+            else:  # back to the mode saved before the region
+                state = outer.pop() if outer else None
+        elif state is False:
+            disabled.add(node)
+    return disabled
+
+
 def functionalize(graph_module: torch.fx.GraphModule, signature):
     """Remove every mutation from ``graph_module``; see the module docstring for invariants.
 
@@ -302,6 +352,7 @@ def functionalize(graph_module: torch.fx.GraphModule, signature):
     if not analysis.rewrites:
         return graph_module, signature
     replaced = {r.node: _replace(graph, r) for r in analysis.rewrites}
+    _keep_parameter_gradients(graph, analysis, replaced)
     new_signature = _rewrite_outputs(graph, signature, analysis, replaced)
     graph_module.recompile()
     return graph_module, new_signature

@@ -190,9 +190,15 @@ class _Rebuild:
 
 
 def _fill(value, resolved: dict[int, Any]):
+    """The dims tree: containers PyTorch registers are rebuilt; a class registered by the
+    program or a library becomes the list of its children (rebuilding it would run its
+    constructor on dims), as ``dynamic_shapes`` states it."""
     if isinstance(value, _Rebuild):
-        node = pytree.SUPPORTED_NODES[value.cls]
-        return node.unflatten_fn([_fill(c, resolved) for c in value.children], value.context)
+        children = [_fill(c, resolved) for c in value.children]
+        module = getattr(value.cls, "__module__", "") or ""
+        if module.split(".")[0] not in ("builtins", "collections", "torch"):
+            return children
+        return pytree.SUPPORTED_NODES[value.cls].unflatten_fn(children, value.context)
     if isinstance(value, _TensorDims):
         return tuple(resolved[e] if isinstance(e, _Ref) else e for e in value.dims)
     return value

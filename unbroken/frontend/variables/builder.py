@@ -8,6 +8,7 @@ import collections
 import collections.abc
 import enum
 import functools
+import importlib
 import importlib.metadata
 import importlib.util
 import inspect
@@ -46,10 +47,12 @@ from .functions import (
     is_torch_callable,
 )
 from .grad_mode import GRAD_MODE_CLASSES, GradModeVariable
-from .native import PureCallableVariable
+from .native import ImportModuleVariable, PureCallableVariable
 from .nn_module import NNModuleVariable
+from .numpy_values import NumpyCallVariable, freeze, is_numpy_callable, is_numpy_value
 from .objects import (
     ContextManagerVariable,
+    ObjectNewVariable,
     ObjectSetattrVariable,
     ObjectVariable,
     PartialVariable,
@@ -82,6 +85,8 @@ def wrap(tx, value, source=None) -> VariableTracker:
         return SizeVariable([wrap(tx, v) for v in value], source)
     if is_constant_value(value) or isinstance(value, enum.Enum):
         return ConstantVariable(value, source)
+    if is_numpy_value(value):  # a constant of the trace, never written (see numpy_values)
+        return ConstantVariable(freeze(value), source)
     if callable(value) and _is_hashable(value):
         if value in _IGNORED_CALLS:
             return IgnoredCallVariable(value, source)
@@ -91,6 +96,8 @@ def wrap(tx, value, source=None) -> VariableTracker:
             return BuiltinVariable(value, source)
         if value is inspect.signature:
             return SignatureVariable(value, source)
+        if value is importlib.import_module:
+            return ImportModuleVariable(value, source)
     owner = value.__self__ if isinstance(value, types.MethodType) else None
     if isinstance(owner, GRAD_MODE_CLASSES):  # `self.clone` kept by @torch.inference_mode()
         return GradModeVariable.from_instance(owner).getattr(tx, value.__name__)
@@ -195,6 +202,8 @@ def _wrap_function(tx, value, source):
 
 
 def _wrap_builtin(tx, value, source):
+    if value is object.__new__:
+        return ObjectNewVariable(value, source)
     module = getattr(value, "__module__", None) or ""
     if module == "builtins":
         return BuiltinVariable(value, source)
@@ -276,6 +285,7 @@ def _plain(value, base: type) -> bool:
 
 _BUILDERS = [
     (lambda v: isinstance(v, torch.nn.Module), _wrap_module),
+    (is_numpy_callable, lambda tx, value, source: NumpyCallVariable(value, source)),
     (lambda v: isinstance(v, tuple), _wrap_tuple),
     (lambda v: isinstance(v, list) and _plain(v, list), _wrap_list),
     (lambda v: isinstance(v, (dict, collections.OrderedDict)) and _plain(v, dict), _wrap_dict),

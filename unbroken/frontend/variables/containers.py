@@ -298,6 +298,35 @@ class IteratorVariable(VariableTracker):
         return iter([e.unwrap(tx) for e in self.items(tx)])
 
 
+class ChainVariable(IteratorVariable):
+    """``itertools.chain(*iterables)``: the iterators of the iterables, drawn from in turn as
+    the chain is consumed (so an iterator or generator among them advances when CPython's
+    would). ``sources``: the iterators left."""
+
+    __slots__ = ("sources",)
+
+    def __init__(self, sources):
+        super().__init__([])
+        self.sources = list(sources)
+
+    def describe(self) -> str:
+        return "an itertools.chain"
+
+    def next(self):
+        while self.sources:
+            value = self.sources[0].next()
+            if value is not None:
+                return value
+            self.sources.pop(0)
+        return None
+
+    def items(self, tx) -> list:
+        values = []
+        while (value := self.next()) is not None:
+            values.append(value)
+        return values
+
+
 class GeneratorVariable(IteratorVariable):
     """A generator created while tracing. ``translator``: the paused translator of its body,
     resumed by each ``next()`` until it yields or returns (so the body runs lazily, in the same

@@ -4,13 +4,16 @@ passed through unchanged to leaf calls (``math.sqrt``, ``str.upper`` bound to a 
 ``builtins``); this module holds what constants and sizes need to expose their methods."""
 from __future__ import annotations
 
+import importlib.util
 import math
+import sys
 
 import torch
 
+from ..graph_breaks import graph_break
 from .base import AttributeMissing, VariableTracker
 
-__all__ = ["NativeCallableVariable", "PureCallableVariable"]
+__all__ = ["ImportModuleVariable", "NativeCallableVariable", "PureCallableVariable"]
 
 # math functions with a symbolic counterpart that the recorder can put in a graph.
 _SYMBOLIC_MATH = {math.sqrt: torch._sym_sqrt}
@@ -54,3 +57,40 @@ class PureCallableVariable(NativeCallableVariable):
         if fn in _SYMBOLIC_MATH and any(isinstance(a.unwrap(tx), _SYMBOLIC_TYPES) for a in args):
             fn = _SYMBOLIC_MATH[fn]  # keep the size symbolic instead of guarding on its value
         return tx.call_leaf(fn, args, kwargs)
+
+
+def _is_missing(name: str) -> bool:
+    """No module ``name`` exists, its parent package being imported (finding out imports
+    nothing then)."""
+    parent = name.rpartition(".")[0]
+    if parent and parent not in sys.modules:
+        return False
+    try:
+        return importlib.util.find_spec(name) is None
+    except ModuleNotFoundError:  # the parent is a module, not a package
+        return True
+    except (ImportError, ValueError):
+        return False
+
+
+class ImportModuleVariable(NativeCallableVariable):
+    """``importlib.import_module(name)``: a lookup in ``sys.modules`` when the module is
+    already imported (library code resolving a class by its dotted path), eager's
+    ModuleNotFoundError when there is no such module; importing a new one runs its code, a
+    side effect on the process (refused, UB111)."""
+
+    __slots__ = ()
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        values = [a.as_constant() for a in args]
+        package = kwargs["package"].as_constant() if "package" in kwargs else \
+            (values[1] if len(values) > 1 else None)
+        name = importlib.util.resolve_name(values[0], package) if values[0].startswith(".") \
+            else values[0]
+        if name not in sys.modules and _is_missing(name):  # eager raises it too, to be caught
+            raise tx.user_exception(ModuleNotFoundError(f"No module named '{name}'", name=name))
+        if name not in sys.modules:
+            raise graph_break("UB111", f"`importlib.import_module({values[0]!r})` imports a module "
+                              "that is not imported yet", frames=tx.user_frames(),
+                              details="Import it at the top of your module.")
+        return tx.wrap(sys.modules[name])

@@ -17,14 +17,17 @@ from torch.utils import _pytree as pytree
 
 from ...symbolic.diagnostics import UnsupportedError
 from ..graph_breaks import GraphBreakError, graph_break
-from ..protocol import BoundMethodVariable, call_python, getattr_fallback, lookup
+from ..overlay import refuse_in_branch
+from ..protocol import BoundMethodVariable, call_python, class_attribute, getattr_fallback, lookup
 from ..sources import AttrSource, ModuleSource
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .containers import DictVariable, TupleVariable
 from .functions import TorchFunctionVariable, UserFunctionVariable, is_pytorch_module_name
+from .tensor import TensorVariable
 
-__all__ = ["NNModuleVariable", "PreservedCall", "is_leaf_module"]
+__all__ = ["NNModuleVariable", "PreservedCall", "assign_module_attribute", "is_leaf_module",
+           "write_back_buffers"]
 
 _CONTAINERS = (nn.Sequential, nn.ModuleList, nn.ModuleDict, nn.ParameterList, nn.ParameterDict)
 # nn.Module methods that only read the module tree; safe to call natively.
@@ -81,9 +84,13 @@ class NNModuleVariable(VariableTracker):
         module = self.module
         if name in ("forward", "__call__", "_call_impl", "_wrapped_call_impl"):
             return _ModuleCallVariable(self, name)
+        written = tx.output.overlay.read(module, name)
+        if written is not None:
+            return written
+        tx.output.overlay.note_read(module, name)
         found = lookup(tx, self, name, instance=module, source=self.source)
         if found is not None:
-            return self._check_method(found, name)
+            return self._check_method(tx, found, name)
         for table in ("_parameters", "_buffers"):
             if name in module.__dict__.get(table, {}):
                 value = module.__dict__[table][name]
@@ -96,17 +103,23 @@ class NNModuleVariable(VariableTracker):
             return ConstantVariable(None) if child is None else self._child(tx, name, child)
         return getattr_fallback(tx, self, type(module), name, nn.Module.__getattr__)
 
-    def _check_method(self, found, name):
+    def _check_method(self, tx, found, name):
         if (isinstance(found, BoundMethodVariable)
                 and isinstance(found.function, TorchFunctionVariable)
                 and getattr(nn.Module, name, None) is found.function.fn
                 and name not in _SAFE_BASE_METHODS):
-            raise graph_break("UB108", f"`nn.Module.{name}` called inside forward()")
+            if name == "to":
+                return _ModuleToVariable(self)
+            raise graph_break("UB108", f"`nn.Module.{name}` called inside forward()",
+                              details="A module method that changes the module (hooks, "
+                              "device, dtype, mode) changes the caller's model: call it "
+                              "before export (for transformers' output-capturing hooks: "
+                              "call the model once).")
         return found
 
     def setattr(self, tx, name, value) -> None:
-        raise graph_break("UB107", f"assignment to `{self.source.name()}.{name}` inside forward()",
-                          frames=tx.user_frames())
+        """``module.name = value`` in forward: see ``assign_module_attribute``."""
+        assign_module_attribute(tx, self, name, value)
 
     # ----------------------------------------------------------------- containers
     def items(self, tx) -> list:
@@ -138,6 +151,136 @@ class NNModuleVariable(VariableTracker):
     # ----------------------------------------------------------------- calls
     def call(self, tx, args, kwargs) -> VariableTracker:
         return call_module(tx, self, args, kwargs)
+
+
+class _ModuleToVariable(VariableTracker):
+    """``module.to`` bound to a module: see ``_unchanged_by_to``. module_var: the module."""
+
+    __slots__ = ("module_var",)
+
+    def __init__(self, module_var: NNModuleVariable):
+        super().__init__(None)
+        self.module_var = module_var
+
+    def describe(self) -> str:
+        return f"`{self.module_var.source.name()}.to`"
+
+    def call(self, tx, args, kwargs):
+        return _unchanged_by_to(tx, self.module_var, args, kwargs)
+
+
+def _unchanged_by_to(tx, var: NNModuleVariable, args, kwargs) -> NNModuleVariable:
+    """``module.to(...)`` when it changes nothing (every floating-point tensor already has the
+    dtype, every tensor the device): eager returns the module itself. Otherwise refused
+    (UB108): converting the model changes the caller's model."""
+    device, dtype, _, _ = torch._C._nn._parse_to(*[a.as_constant() for a in args],
+                                                 **{k: v.as_constant() for k, v in kwargs.items()})
+    recorder = tx.output.recorder
+    for tensor in [*var.module.parameters(), *var.module.buffers()]:
+        wrong_dtype = dtype is not None and (tensor.is_floating_point() or tensor.is_complex()) \
+            and tensor.dtype != dtype
+        wrong_device = device is not None and recorder.device_of(tensor) != torch.device(device)
+        if wrong_dtype or wrong_device:
+            raise graph_break("UB108", f"`{var.source.name()}.to(...)` converts the module inside "
+                              "forward()", frames=tx.user_frames(),
+                              details="Converting the model changes the caller's model: convert "
+                              "it before export.")
+    return var
+
+
+def assign_module_attribute(tx, var: NNModuleVariable, name: str, value) -> None:
+    """``module.name = value`` in forward, as eager's ``nn.Module.__setattr__`` would do it,
+    on the trace's overlay (the caller's model is never changed):
+
+    - a plain attribute (a flag, a counter, a list, a tensor that is not a buffer): kept in the
+      overlay, so the rest of forward reads it (``torch.export`` does the same);
+    - a buffer given a tensor: a buffer mutation (the program writes the buffer, see
+      ``write_back_buffers``); given anything else, eager's own TypeError;
+    - a parameter or a submodule replaced, a class with its own ``__setattr__``, or an
+      attribute of one of PyTorch's own modules (its native forward reads the real one):
+      refused (UB107), the program's parameters and modules are fixed at export.
+    """
+    module = var.module
+    where = f"`{var.source.name()}.{name}`"
+    refuse_in_branch(tx, f"assignment to {where}")
+    if is_leaf_module(module) and type(module).forward is not nn.Module.forward:
+        # its forward runs natively: it would read the real attribute, not the trace's
+        raise graph_break("UB107", f"assignment to {where} inside forward(): "
+                          f"{type(module).__name__} is PyTorch's own module, whose native "
+                          "forward would not see the new value", frames=tx.user_frames(),
+                          details="Pass the value as an argument, or set it before export.")
+    static = class_attribute(type(module), name)
+    if isinstance(static, property) and static.fset is not None:
+        call_python(tx, static.fset, [var, value])
+        return
+    if class_attribute(type(module), "__setattr__") is not nn.Module.__setattr__:
+        raise graph_break("UB107", f"assignment to {where} inside forward(): "
+                          f"{type(module).__name__} has its own __setattr__",
+                          frames=tx.user_frames())
+    if isinstance(value, NNModuleVariable) and module.__dict__.get("_modules", {}).get(name) \
+            is value.module:
+        return  # `self.sub = self.sub.to(dtype)` that changed nothing: the same module back
+    replaced = next((kind for kind, table in (("parameter", "_parameters"),
+                                              ("submodule", "_modules"))
+                     if name in module.__dict__.get(table, {})), None)
+    if replaced is None and (isinstance(value, NNModuleVariable) or
+                             getattr(value, "is_parameter", False)):
+        replaced = "submodule" if isinstance(value, NNModuleVariable) else "parameter"
+    if replaced is not None:
+        raise graph_break("UB107", f"assignment to {where} inside forward() sets a {replaced}",
+                          frames=tx.user_frames(),
+                          details=f"An exported program's {replaced}s are fixed at export: "
+                          "assign it in __init__, or keep the value in a local variable.")
+    if name in module.__dict__.get("_buffers", {}) and not isinstance(value, TensorVariable):
+        if value.is_constant() and value.as_constant() is None:
+            raise graph_break("UB107", f"assignment of None to the buffer {where} inside "
+                              "forward()", frames=tx.user_frames(),
+                              details="An exported program's buffers are fixed at export.")
+        raise tx.user_exception(TypeError(
+            f"cannot assign '{value.python_type().__name__}' as buffer '{name}' "
+            "(torch.nn.Buffer, torch.Tensor or None expected)"))
+    # only a buffer's original is kept (written back at the end; the overlay tells buffers by
+    # it); reading another one would lift values the program never uses
+    original = var.getattr(tx, name) if name_is_buffer(module, name) else None
+    tx.output.overlay.write(module, name, value, original, tx.user_frames(), kept=True)
+
+
+def write_back_buffers(tx) -> None:
+    """At the end of the trace, each buffer that forward() assigned a tensor to is written
+    with that tensor's final value (a later in-place change of it reaches the buffer, as the
+    buffer *is* that tensor in eager). The program keeps each buffer's shape, dtype and device:
+    an assignment that changes them is refused (UB107)."""
+    for entry in tx.output.overlay.entries.values():
+        if not (isinstance(entry.obj, nn.Module) and isinstance(entry.current, TensorVariable)
+                and name_is_buffer(entry.obj, entry.name)):
+            continue
+        buffer, value = entry.original, entry.current
+        if value.meta is buffer.meta:
+            continue
+        _check_same_kind(tx, entry, buffer, value)
+        tx.call_leaf(torch.Tensor.copy_, [buffer, value], {})
+
+
+def _check_same_kind(tx, entry, buffer, value) -> None:
+    """Refuse (UB107) a tensor for ``buffer`` with another shape, dtype or device."""
+    device_of = tx.output.recorder.device_of
+
+    def kind(meta):
+        return f"{tuple(meta.shape)}, {meta.dtype} on {device_of(meta)}"
+
+    if buffer.meta.dtype != value.meta.dtype or buffer.meta.dim() != value.meta.dim() or \
+            device_of(buffer.meta) != device_of(value.meta) or \
+            any(a != b for a, b in zip(buffer.meta.shape, value.meta.shape)):
+        raise graph_break("UB107", f"forward() assigns the buffer `{buffer.source.name()}` a "
+                          f"tensor of shape {kind(value.meta)} (the buffer: "
+                          f"{kind(buffer.meta)})", frames=entry.frames,
+                          details="An exported program's buffers keep their shape, dtype and "
+                          "device: register the buffer with its final shape, or keep the value "
+                          "in a plain attribute.")
+
+
+def name_is_buffer(module: nn.Module, name: str) -> bool:
+    return name in module.__dict__.get("_buffers", {})
 
 
 class _ModuleCallVariable(VariableTracker):

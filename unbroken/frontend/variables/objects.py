@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import abc
 import operator
+import threading
 import types
 
 import torch
@@ -33,7 +34,7 @@ from .native import PureCallableVariable
 
 __all__ = ["GetterVariable", "ObjectVariable", "NewObjectVariable", "construct_user_object",
            "PythonModuleVariable", "PartialVariable", "ContextManagerVariable", "SuperVariable",
-           "ObjectSetattrVariable"]
+           "ObjectNewVariable", "ObjectSetattrVariable"]
 
 
 
@@ -167,8 +168,10 @@ class NewObjectVariable(_UserProtocols, VariableTracker):
         if name in self.attributes and (not is_data_descriptor(static) or
                                         isinstance(static, types.MemberDescriptorType)):
             return self.attributes[name]
-        if name == "__dict__":
-            return DictVariable(self.attributes)
+        if name == "__dict__":  # a live view: `obj.__dict__[k] = v` sets the attribute
+            view = DictVariable({})
+            view.entries = self.attributes
+            return view
         native = self.native_method(name, static)
         if native is not None:
             return native
@@ -192,6 +195,13 @@ class NewObjectVariable(_UserProtocols, VariableTracker):
         """``object.__setattr__``: store the attribute, ignoring the class's ``__setattr__``."""
         check_mutable(tx, self, f"setting `.{name}`")
         self.attributes[name] = value
+
+    def delattr(self, tx, name: str) -> None:
+        """``del obj.name`` on an object the trace made: its attribute goes."""
+        check_mutable(tx, self, f"deleting `.{name}`")
+        if name not in self.attributes:
+            raise tx.user_exception(AttributeError(name))
+        del self.attributes[name]
 
     def setattr(self, tx, name: str, value: VariableTracker) -> None:
         custom = class_attribute(type(self.value), "__setattr__")
@@ -259,15 +269,36 @@ def construct_user_object(tx, cls, args, kwargs):
 
 class ObjectSetattrVariable(PureCallableVariable):
     """``object.__setattr__`` itself (frozen dataclasses' ``__init__`` call it): on an object
-    created in the trace it stores the attribute's tracker; otherwise a native call."""
+    created in the trace it stores the attribute's tracker; on any other value it is that
+    value's own attribute write (the overlay of a module or an outside object, or a refusal),
+    never a native write to the caller's object."""
 
     __slots__ = ()
 
     def call(self, tx, args, kwargs) -> VariableTracker:
-        if len(args) == 3 and isinstance(args[0], NewObjectVariable):
+        if len(args) != 3 or kwargs:
+            raise tx.user_exception(TypeError("object.__setattr__() takes 3 arguments"))
+        if isinstance(args[0], NewObjectVariable):
             args[0].attributes[args[1].as_constant()] = args[2]
-            return ConstantVariable(None)
-        return super().call(tx, args, kwargs)
+        else:
+            args[0].setattr(tx, args[1].as_constant(), args[2])
+        return ConstantVariable(None)
+
+
+class ObjectNewVariable(PureCallableVariable):
+    """``object.__new__`` itself: ``cls.__new__(cls)`` of a plain user class makes an empty
+    instance created in the trace (no ``__init__``: the caller fills its ``__dict__``, as
+    unpicklers and pytree unflatten functions do)."""
+
+    __slots__ = ()
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        cls = args[0].as_constant() if len(args) == 1 and not kwargs else None
+        if not isinstance(cls, type) or type(cls) not in (type, abc.ABCMeta) or \
+                cls.__new__ is not object.__new__ or cls.__module__.startswith("torch"):
+            raise graph_break("UB108", f"`object.__new__` of {args[0].describe() if args else '?'}"
+                              " (only a plain Python class)", frames=tx.user_frames())
+        return NewObjectVariable(cls.__new__(cls))
 
 
 class PythonModuleVariable(ConstantVariable):
@@ -329,16 +360,23 @@ class GetterVariable(VariableTracker):
         return obj
 
 
+_LOCK_TYPES = (type(threading.Lock()), type(threading.RLock()))
+
+
 class ContextManagerVariable(ObjectVariable):
-    """A context manager that is entered natively: ``torch.autocast(enabled=False)``, which
-    changes no recorded op. ``value``: the instance. The trace exits it if it stops inside
-    the block (``TraceContext.exit_native_contexts``). Grad modes are ``GradModeVariable``."""
+    """A context manager that is entered natively: ``torch.autocast(enabled=False)`` or a
+    ``threading`` lock, which change no recorded op. ``value``: the instance. The trace exits
+    it if it stops inside the block (``TraceContext.exit_native_contexts``). Grad modes are
+    ``GradModeVariable``."""
 
     __slots__ = ()
 
     @staticmethod
     def supports(value) -> bool:
-        return isinstance(value, torch.autocast) and not getattr(value, "_enabled", True)
+        # a lock guards Python state across threads; holding it while the trace runs the block
+        # is what eager does, and it changes no recorded op
+        return (isinstance(value, torch.autocast) and not getattr(value, "_enabled", True)) \
+            or isinstance(value, _LOCK_TYPES)
 
     def describe(self) -> str:
         return f"the context manager `{type(self.value).__name__}`"

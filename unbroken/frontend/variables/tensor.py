@@ -11,6 +11,7 @@ import operator
 import torch
 
 from ..graph_breaks import GraphBreakError, graph_break
+from ..overlay import refuse_in_branch
 from .base import AttributeMissing, VariableTracker
 from .constant import ConstantVariable
 from .native import PureCallableVariable
@@ -96,14 +97,24 @@ class TensorVariable(VariableTracker):
         try:
             descriptor = getattr(torch.Tensor, name)
         except AttributeError:
+            written = tx.output.overlay.read(self.meta, name)
+            if written is not None:
+                return written
             raise AttributeMissing(name) from None
         if callable(descriptor) and not isinstance(descriptor, property):
             return TensorMethodVariable(self, name)
         return tx.call_leaf(getattr, [self, ConstantVariable(name)], {})
 
     def setattr(self, tx, name, value) -> None:
-        raise graph_break("UB116", f"assignment to `{name}` of {self.describe()}",
-                          frames=tx.user_frames())
+        """A Python attribute of the user's own (``x.note = ...``): kept in the trace's
+        overlay for the rest of forward to read, never set on the caller's tensor (as
+        ``torch.export``). PyTorch's tensor attributes (``requires_grad``, ``data``...)
+        change the tensor itself: refused (UB116)."""
+        if hasattr(torch.Tensor, name):
+            raise graph_break("UB116", f"assignment to `{name}` of {self.describe()}",
+                              frames=tx.user_frames())
+        refuse_in_branch(tx, f"assignment to `{name}` of {self.describe()}")
+        tx.output.overlay.write(self.meta, name, value, None, tx.user_frames(), kept=True)
 
 
 class TensorMethodVariable(VariableTracker):

@@ -1,0 +1,70 @@
+"""Inputs of pytree-registered classes: rebuilt inside the trace by interpreting the class's
+unflatten function, so what its constructor does is recorded; the caller's object is never
+changed (as torch.export)."""
+import copy
+
+import pytest
+import torch
+import torch.utils._pytree as pytree
+from torch import nn
+
+import unbroken
+from tests.exactness import assert_bit_exact
+
+
+class Window:
+    """A cache-like input: its constructor concatenates what it is given, forward() appends.
+    Its flatten function returns the tensors it holds (as transformers' caches do)."""
+
+    def __init__(self, parts, scale):
+        self.parts = list(parts)
+        self.values = torch.cat(self.parts)
+        self.scale = scale
+
+    def append(self, x):
+        self.parts.append(x)
+        self.values = torch.cat([self.values, x])
+        return self.values
+
+
+def _flatten(window):
+    return window.parts, window.scale
+
+
+def _unflatten(children, scale):
+    return Window(list(children), scale)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def registered():
+    pytree.register_pytree_node(Window, _flatten, _unflatten)
+    yield
+    pytree._deregister_pytree_node(Window)
+
+
+class Step(nn.Module):
+    def forward(self, x, window):
+        values = window.append(x * window.scale)
+        return values.sum(), window
+
+
+def test_registered_input_is_rebuilt_in_the_trace():
+    x, window = torch.randn(2), Window([torch.randn(2), torch.randn(3)], 3.0)
+    kept = window.values.clone()
+    ep = unbroken.export(Step(), (x, window))
+    assert torch.equal(window.values, kept) and len(window.parts) == 2  # the caller's: unchanged
+    assert [n.op for n in ep.graph_module.graph.nodes].count("placeholder") == 3
+    got = ep.module()(x, copy.deepcopy(window))
+    want = Step()(x, copy.deepcopy(window))
+    assert_bit_exact(got[0], want[0])
+    assert type(got[1]) is Window and got[1].scale == 3.0
+    assert_bit_exact(got[1].values, want[1].values)
+
+
+def test_dynamic_shapes_of_a_registered_input_follow_its_children():
+    x, window = torch.randn(2), Window([torch.randn(2), torch.randn(3)], 3.0)
+    rest = torch.export.Dim("rest", min=2)
+    spec = {"x": None, "window": [None, {0: rest}]}
+    ep = unbroken.export(Step(), (x, window), dynamic_shapes=spec)
+    longer = Window([torch.randn(2), torch.randn(6)], 3.0)
+    assert_bit_exact(ep.module()(x, copy.deepcopy(longer))[0], Step()(x, copy.deepcopy(longer))[0])

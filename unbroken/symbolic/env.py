@@ -85,6 +85,8 @@ class ShapeEnvironment:
         self._decided: dict[tuple, bool] = {}
         self._bound_cache: dict = {}
         self._oblivious_cache: dict = {}
+        # SymNode arithmetic: (method, types, operand expressions) -> result expression
+        self.arithmetic_memo: dict = {}
         self._backed_count = 0
         self._unbacked_count = 0
 

@@ -45,7 +45,8 @@ from .passes.subgraphs import functionalize_subgraphs
 from .fix_rendering import TensorDims, constraint_error, render_fix
 from .size_one import admit_size_one
 from .symbolic import guard_log
-from .symbolic.auto import Adoption, Specialization, SpecializationWarning, plan_adoption
+from .symbolic.auto import (Adoption, Specialization, SpecializationWarning, narrow_in_place,
+                            plan_adoption)
 from .symbolic.diagnostics import (ConstraintViolationError, ExportUsageError,
                                    InputMismatchError, InternalError, RefusalError,
                                    UnbrokenError, UnsupportedError)
@@ -103,6 +104,7 @@ def _export(mod, args, kwargs, dynamic_shapes) -> ExportedProgram:
             try:
                 ep = exporter.run()
             except _AdoptAuto as adopt:  # Dim.AUTO dims take what the code requires: retrace
+                refinements.update(exporter.auto_refinements)  # with those adopted in place
                 refinements.update(adopt.adoption.refinements)
                 specializations.extend(adopt.adoption.specializations)
                 continue
@@ -197,6 +199,7 @@ def _admit_size_one(exporter: "_Export", ep: ExportedProgram) -> ExportedProgram
                         exporter.auto_refinements, specializations=exporter.specializations,
                         forced_static=forced)
         retry.suggest_fixes = False
+        retry.narrow_in_place = False  # a narrower range is another spec too
         try:
             other = retry.run()
         except _AdoptAuto:  # size 1 needs another spec: not the same program
@@ -247,6 +250,9 @@ class _Export:
         # tensor, or the container with a TensorDims per tensor (to render suggested fixes)
         self.top_dims: dict[str, object] = {}
         self.suggest_fixes = True
+        # Dim.AUTO adoptions that only narrow ranges are applied to this trace's environment
+        # (symbolic.auto.narrow_in_place) instead of tracing again
+        self.narrow_in_place = True
         self._asserts_after: dict = {}  # node -> the last runtime assert placed after it
 
     def run(self) -> ExportedProgram:
@@ -389,6 +395,9 @@ class _Export:
         if violations:
             adoption = plan_adoption(self.env, violations)
             if adoption is not None and adoption.refinements:
+                if self.narrow_in_place and narrow_in_place(self.env, adoption):
+                    self.auto_refinements = {**self.auto_refinements, **adoption.refinements}
+                    return self._check_guards()  # each call narrows a range: it terminates
                 raise _AdoptAuto(adoption)
             if adoption is not None:  # the symbols have settled: what is left is asserted
                 for guard in adoption.asserted:

@@ -124,19 +124,20 @@ def _make_binary(method: str):
     memoized = method not in _RANGE_DEPENDENT
 
     def binary(self: SymNode, other: SymNode) -> SymNode:
-        pytype = _result_type(method, self, other)
         # Kernels ask the same questions over and over (``s0 == 1`` while broadcasting each
         # op): building a sympy relation costs ~0.3 ms, a dict lookup nothing. The result is
         # a function of the method and the operands' types and expressions (sympy's
         # evaluation is deterministic), so one environment builds each once.
         memo = getattr(self.shape_env, "arithmetic_memo", None) if memoized else None
-        key = (method, self.pytype, other.pytype, type(self.expr), type(other.expr),
-               self.expr, other.expr)
-        expr = memo.get(key) if memo is not None else None
-        if expr is None:
-            expr = _build(method, build, self, other, pytype)
+        a, b = self.expr, other.expr
+        key = (method, self.pytype, other.pytype, a.__class__, b.__class__, a, b)
+        built = memo.get(key) if memo is not None else None
+        if built is None:
+            pytype = _result_type(method, self, other)
+            built = (_build(method, build, self, other, pytype), pytype)
             if memo is not None:
-                memo[key] = expr
+                memo[key] = built
+        expr, pytype = built
         hint = None
         if self.hint is not None and other.hint is not None:
             hint = _cast(pytype, py_op(self.hint, other.hint))

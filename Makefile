@@ -1,7 +1,8 @@
 # unbroken — developer entry points.
 #
 #   make demo       set up .venv, then `unbroken check` on examples/*.py
-#   make test       set up .venv, then the whole test suite (slow zoo cases included)
+#   make test       set up .venv, then the lint (ruff) and the whole test suite (slow cases too)
+#   make lint       ruff on the repository (configuration in pyproject.toml)
 #   make test-fast  the suite without tests marked `slow`
 #   make bench      export time of unbroken vs torch.export(strict=True) on the model zoo
 #   make corpus     unbroken vs torch.export strict/non-strict on ~120 real models and programs,
@@ -19,7 +20,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.unbroken-setup-stamp
 
-.PHONY: demo test test-fast bench corpus docs setup clean
+.PHONY: demo test test-fast lint bench corpus docs setup clean
 
 setup: $(STAMP)
 
@@ -36,10 +37,14 @@ $(STAMP): pyproject.toml $(wildcard unbroken/__init__.py) | $(PY)
 demo: $(STAMP)
 	$(VENV)/bin/unbroken check examples/*.py
 
-test: $(STAMP)
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+# The lint runs first: a red lint fails the build before the ~10 minutes of tests.
+test: lint
 	$(PY) -m pytest -q
 
-test-fast: $(STAMP)
+test-fast: lint
 	$(PY) -m pytest -q -m "not slow"
 
 bench: $(STAMP)

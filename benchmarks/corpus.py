@@ -113,7 +113,7 @@ def environment() -> dict:
     import unbroken
 
     return {
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "python": platform.python_version(), "torch": torch.__version__,
         "transformers": transformers.__version__, "unbroken": unbroken.__version__,
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()}",

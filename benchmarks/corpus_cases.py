@@ -17,8 +17,9 @@ torch before ``build``, and inputs come from their own seeded generator.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 

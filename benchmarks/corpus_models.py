@@ -6,8 +6,20 @@ the case that measures the KV cache as an output (``llama_kv_cache``).
 """
 from __future__ import annotations
 
-from corpus_cases import (HIDDEN, VOCAB, Case, Inputs, audio, bert_like, hf, llama_like, pixels,
-                          seq2seq, text, with_)
+from corpus_cases import (
+    HIDDEN,
+    VOCAB,
+    Case,
+    Inputs,
+    audio,
+    bert_like,
+    hf,
+    llama_like,
+    pixels,
+    seq2seq,
+    text,
+    with_,
+)
 
 _TT = with_(text, token_types=True)
 _NO_MASK = with_(text, mask=False)
@@ -132,7 +144,6 @@ COMMON = [
 def whisper(batch: int, seq: int) -> Inputs:
     """Log-mel features (8 bins, 32 frames: ``2 * max_source_positions``) and decoder ids."""
     import torch
-
     from corpus_cases import _gen
 
     g = _gen(batch, seq)
@@ -146,7 +157,6 @@ def llava(batch: int, seq: int) -> Inputs:
     """A prompt of ``seq`` text tokens after 16 image tokens (one 32x32 image of 8x8 patches),
     and the image: batch and text length dynamic, the image only in batch."""
     import torch
-
     from corpus_cases import _gen, padding_mask
 
     g = _gen(batch, seq)

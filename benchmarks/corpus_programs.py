@@ -10,10 +10,9 @@ from __future__ import annotations
 import copy
 
 import torch
+from corpus_cases import Case
 from torch._higher_order_ops.map import map as torch_map
 from torch.export import Dim
-
-from corpus_cases import Case
 
 AUTO = Dim.AUTO
 

@@ -37,11 +37,10 @@ torch.manual_seed(0)  # ExportDB makes its example inputs at import time
 torch.set_num_threads(1)
 
 import torch.utils._pytree as pytree  # noqa: E402
-from torch.export import Dim  # noqa: E402
-
 from corpus_cases import BATCH, RESIZED, SEQ, Case  # noqa: E402
 from corpus_compare import compare, describe_error, input_shapes, pinned_dims  # noqa: E402
 from corpus_registry import GROUPS, all_cases  # noqa: E402
+from torch.export import Dim  # noqa: E402
 
 EXPORTERS = ("unbroken", "strict", "nonstrict")
 

@@ -39,7 +39,8 @@ def check(entry) -> str:
     try:
         got = ep.module()(**resized)
     except unbroken.UnbrokenError as error:
-        return f"exported {seconds:.1f}s {shapes}; (3, 9) refused: {str(error).splitlines()[0][:100]}"
+        first_line = str(error).splitlines()[0][:100]
+        return f"exported {seconds:.1f}s {shapes}; (3, 9) refused: {first_line}"
     want = model(**resized)
     torch.testing.assert_close(got[0], want[0])
     pinned = [s.source for s in getattr(ep, "specializations", ())]

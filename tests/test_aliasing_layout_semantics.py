@@ -171,7 +171,7 @@ class ImplicitChain(torch.nn.Module):
             try:
                 raise ValueError("inner")
             except ValueError:
-                raise KeyError("outer")
+                raise KeyError("outer")  # noqa: B904 (implicit chaining is under test)
         except KeyError as outer:
             return x + 1 if outer.__cause__ is None and outer.__context__ is not None else x
 

@@ -430,7 +430,7 @@ def _sound_or_refuse(fn, example, sizes, dims):
         try:
             expected = fn(x)
         except Exception:
-            with pytest.raises(Exception):
+            with pytest.raises(Exception):  # noqa: B017 (whatever eager raised, any type)
                 ep.module()(x)
             continue
         _close(ep.module()(x), expected)

@@ -102,7 +102,8 @@ def test_the_constraint_error_carries_a_verified_suggestion():
     assert "Suggested fix (proven for every admitted size, and verified by exporting again " \
            "with it):\n- y.shape[0] equals x.shape[0]\n\ndynamic_shapes = {...}" in error.details
     assert error.hint == "Use the suggested dynamic_shapes above."
-    assert error.suggested_dynamic_shapes is spec and error.suggested_code == "dynamic_shapes = {...}"
+    assert error.suggested_dynamic_shapes is spec
+    assert error.suggested_code == "dynamic_shapes = {...}"
     assert len(error.violations) == 1 and "==" in error.violations[0].guard
 
 

@@ -18,8 +18,13 @@ from torch.testing import assert_close
 from torch.utils import _pytree as pytree
 
 import unbroken
-from unbroken import (ExportUsageError, GraphBreakError, InputMismatchError, RefusalError,
-                      UnbrokenError)
+from unbroken import (
+    ExportUsageError,
+    GraphBreakError,
+    InputMismatchError,
+    RefusalError,
+    UnbrokenError,
+)
 
 torch.manual_seed(0)
 
@@ -257,7 +262,7 @@ class Tied(nn.Module):
 
 def test_tied_weights():
     m = Tied()
-    ep = check(m, (torch.randn(2, 4),))
+    check(m, (torch.randn(2, 4),))
     # updating the shared weight through one name is seen through the other
     with torch.no_grad():
         m.a.weight.mul_(2)
@@ -458,7 +463,7 @@ class DictViews(nn.Module):
         self.md = nn.ModuleDict({"a": nn.Linear(4, 4), "b": nn.Sigmoid()})
 
     def forward(self, x):
-        for k, v in self.md.items():
+        for _k, v in self.md.items():
             x = v(x)
         for v in self.md.values():
             x = v(x)
@@ -817,9 +822,10 @@ def test_module_wrong_type(two_ep):
 
 
 def test_module_wrong_pytree_structure():
-    ep = unbroken.export(PytreeIO(), (((torch.randn(2), torch.randn(2)), [torch.randn(2), (torch.randn(2),)],
-                                       {"u": torch.randn(2), "v": {"w": torch.randn(2)}},
-                                       Pair(torch.randn(2), torch.randn(2))),))
+    example = ((torch.randn(2), torch.randn(2)), [torch.randn(2), (torch.randn(2),)],
+               {"u": torch.randn(2), "v": {"w": torch.randn(2)}},
+               Pair(torch.randn(2), torch.randn(2)))
+    ep = unbroken.export(PytreeIO(), (example,))
     with pytest.raises(InputMismatchError):
         ep.module()(((torch.randn(2), torch.randn(2)), [torch.randn(2), (torch.randn(2),)],
                      {"u": torch.randn(2), "zz": {"w": torch.randn(2)}},
@@ -1121,3 +1127,47 @@ def test_copying_an_input_list_then_mutating_the_copy_exports():
         return torch.stack(ys)
 
     check(f, ([torch.randn(2), torch.randn(2)],))
+
+
+# -- the user's own pytree functions ---------------------------------------------------------------
+
+class _Crate:
+    def __init__(self, t):
+        self.t = t
+
+
+def _flatten_crate(crate):
+    if crate.t.dim() == 1:  # this flatten function is broken for 1-d contents
+        raise KeyError("crate")
+    return [crate.t], None
+
+
+torch.utils._pytree.register_pytree_node(_Crate, _flatten_crate, lambda xs, ctx: _Crate(xs[0]))
+
+
+class _Pack(nn.Module):
+    def forward(self, x):
+        return _Crate(x.flatten())
+
+
+class _Unpack(nn.Module):
+    def forward(self, crate):
+        return crate.t + 1
+
+
+@pytest.mark.parametrize("model, example, what", [
+    (_Unpack(), _Crate(torch.randn(3)), "the example inputs"),
+    (_Pack(), torch.randn(2, 3), "forward()'s result"),
+])
+def test_a_raising_user_pytree_flatten_is_a_usage_error_at_its_line(model, example, what):
+    """The user's flatten function raising is their error (their line, the type), not an
+    InternalError of unbroken and not a raw KeyError."""
+    with pytest.raises(unbroken.ExportUsageError) as info:
+        unbroken.export(model, (example,))
+    error = info.value
+    assert f"flattening {what} failed" in str(error) and "_Crate" in str(error)
+    assert "KeyError" in str(error)
+    assert error.frames[-1].function == "_flatten_crate"
+    assert "raise KeyError" in error.frames[-1].source
+    two_d = _Crate(torch.randn(2, 3))  # where the flatten works, export works
+    assert torch.equal(unbroken.export(_Unpack(), (two_d,)).module()(two_d), two_d.t + 1)

@@ -1,8 +1,8 @@
 """Differential soundness suite (issue 6): random small programs over grad-mode regions,
 inference_mode, detach, in-place updates, buffer mutation, ``requires_grad`` and grad-mode
 introspection, reshape/flatten and layout facts (called on another layout too), exception
-chaining, type introspection, and a submodule shared by two paths. Each is exported and compared with eager
-on values, ``requires_grad``, gradients (inputs and parameters), mutated buffers, and the
+chaining, type introspection, and a submodule shared by two paths. Each is exported and compared
+with eager on values, ``requires_grad``, gradients (inputs and parameters), mutated buffers, and the
 caller's model after export (unchanged). A program eager rejects is skipped; export must then
 not crash with an internal error either.
 
@@ -191,7 +191,7 @@ def check_program(steps, x_requires_grad: bool, ambient: bool, transposed_call=F
         FIGURES["eager_rejects"] += 1
         with pytest.raises(unbroken.UnbrokenError) as info:  # refuse or export; never a bug
             unbroken.export(model, (example,))
-            raise unbroken.UnsupportedError("exported")
+            raise unbroken.UnsupportedError("exported") from None
         assert not isinstance(info.value, unbroken.InternalError)
         return
     snapshot = ModelSnapshot.of(model)

@@ -13,10 +13,17 @@ treat "this model is not supported" differently from a crash.
 from torch.export import Dim  # torch's own Dim objects are the spec language (drop-in)
 
 from .frontend.graph_breaks import GraphBreakError
-from .symbolic.diagnostics import (ConstraintViolationError, DataDependentError,
-                                   ExportUsageError, InputMismatchError, InternalError,
-                                   RefusalError, SerializationError, UnbrokenError,
-                                   UnsupportedError)
+from .symbolic.diagnostics import (
+    ConstraintViolationError,
+    DataDependentError,
+    ExportUsageError,
+    InputMismatchError,
+    InternalError,
+    RefusalError,
+    SerializationError,
+    UnbrokenError,
+    UnsupportedError,
+)
 
 __version__ = "0.1.0"
 

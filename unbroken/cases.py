@@ -30,9 +30,9 @@ Collection rules (see :func:`collect_cases`):
 """
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
-import hashlib
 import os
 import sys
 import traceback
@@ -45,7 +45,7 @@ __all__ = ["ExportCase", "CaseCollectionError", "case", "collect_cases", "declar
 
 #: Every case declared in this process, in declaration order. :func:`collect_cases` reads the
 #: slice that one import added.
-_REGISTRY: list["ExportCase"] = []
+_REGISTRY: list[ExportCase] = []
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +139,8 @@ def case(model, args, kwargs=None, *, dynamic_shapes=None, name=None) -> ExportC
             f"unbroken.case(): args must be a tuple of example inputs, got {type(args).__name__}; "
             "write (x,) for a single input")
     if kwargs is not None and not isinstance(kwargs, dict):
-        raise TypeError(f"unbroken.case(): kwargs must be a dict or None, got {type(kwargs).__name__}")
+        raise TypeError("unbroken.case(): kwargs must be a dict or None, "
+                        f"got {type(kwargs).__name__}")
     caller = sys._getframe(1)
     declared = ExportCase(
         name=name or _default_name(model),

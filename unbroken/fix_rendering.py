@@ -179,10 +179,12 @@ def constraint_error(env, violations, suggestion=None) -> ConstraintViolationErr
         if guard.as_fact() in seen:
             continue
         seen.add(guard.as_fact())
-        where = f"  at {guard.frames[-1].short()}: {guard.frames[-1].source}" if guard.frames else ""
+        last = guard.frames[-1] if guard.frames else None
+        where = f"  at {last.short()}: {last.source}" if last else ""
         example = ""
         if violation.counterexample:
-            values = ", ".join(f"{env.source_of(s)} = {v}" for s, v in violation.counterexample.items())
+            values = ", ".join(f"{env.source_of(s)} = {v}"
+                               for s, v in violation.counterexample.items())
             example = f"  (fails for {values})"
         lines.append(f"- {guard.describe(env.source_of)}{example}{where}")
     first = violations[0].guard

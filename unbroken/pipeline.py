@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import traceback
 import warnings
 
 import sympy
@@ -24,6 +25,7 @@ from torch._dispatch.python import enable_python_dispatcher
 from torch.export.dynamic_shapes import AdditionalInputs, ShapesCollection
 from torch.utils import _pytree as pytree
 
+from .fix_rendering import TensorDims, constraint_error, render_fix
 from .frontend.graph_breaks import TracedException
 from .frontend.output import TraceContext
 from .frontend.sources import LocalSource
@@ -36,21 +38,40 @@ from .ir.program import ExportedProgram
 from .ir.recorder import Recorder, meta_like
 from .ir.runtime import LAYOUT_READ
 from .ir.shadow import Shadow
-from .ir.signature import (ConstantArgument, ExportGraphSignature, InputKind, InputSpec,
-                           OutputKind, OutputSpec, SymIntArgument, TensorArgument)
+from .ir.signature import (
+    ConstantArgument,
+    ExportGraphSignature,
+    InputKind,
+    InputSpec,
+    OutputKind,
+    OutputSpec,
+    SymIntArgument,
+    TensorArgument,
+)
 from .passes import decompose as _decompose  # noqa: F401  (installs run_decompositions)
 from .passes.dce import dead_code_elimination
 from .passes.functionalize import functionalize
 from .passes.subgraphs import functionalize_subgraphs
-from .fix_rendering import TensorDims, constraint_error, render_fix
+from .process_state import isolated
 from .size_one import admit_size_one
 from .symbolic import guard_log
-from .symbolic.auto import (Adoption, Specialization, SpecializationWarning, narrow_in_place,
-                            plan_adoption)
-from .symbolic.diagnostics import (ConstraintViolationError, ExportUsageError,
-                                   InputMismatchError, InternalError, RefusalError,
-                                   UnbrokenError, UnsupportedError)
-from .process_state import isolated
+from .symbolic.auto import (
+    Adoption,
+    Specialization,
+    SpecializationWarning,
+    narrow_in_place,
+    plan_adoption,
+)
+from .symbolic.diagnostics import (
+    ConstraintViolationError,
+    ExportUsageError,
+    InputMismatchError,
+    InternalError,
+    RefusalError,
+    UnbrokenError,
+    UnsupportedError,
+    frame_from_code,
+)
 from .symbolic.env import ShapeEnvironment
 from .symbolic.fixes import suggest_fix
 from .symbolic.solver import Solver, Violation, check_guards
@@ -135,7 +156,7 @@ def _check_call(mod, args, kwargs):
             hint="Wrap a single input in a tuple: export(model, (x,)).")
     if kwargs is not None and not isinstance(kwargs, dict):
         raise ExportUsageError(f"`kwargs` must be a dict, got {type(kwargs).__name__}")
-    for leaf in pytree.tree_leaves((args, kwargs or {})):
+    for leaf in user_pytree_leaves((args, kwargs or {}), "the example inputs"):
         if not isinstance(leaf, (torch.Tensor, int, float, bool, str, type(None), torch.dtype,
                                  torch.device)):
             raise ExportUsageError(
@@ -143,6 +164,36 @@ def _check_call(mod, args, kwargs):
                 hint="Inputs must be tensors, Python numbers/strings, or tuples/lists/dicts of "
                      "them (register other containers with torch.utils._pytree).")
     return args, dict(kwargs or {})
+
+
+def user_pytree_leaves(value, what: str) -> list:
+    """``pytree.tree_leaves(value)``; a flatten function the user registered for a container
+    type (``register_pytree_node``) that raises is the user's error, reported at its line."""
+    try:
+        return pytree.tree_leaves(value)
+    except Exception as exc:  # only a flatten function registered by the user can raise here
+        culprit = _failing_container(value)
+        name = culprit.__qualname__ if culprit else "a container type"
+        last = traceback.extract_tb(exc.__traceback__)[-1]
+        frame = frame_from_code(last.filename, last.lineno, last.name)
+        raise ExportUsageError(
+            f"flattening {what} failed: the pytree flatten function registered for {name} "
+            f"raised {type(exc).__name__}: {exc}", frames=(frame,),
+            hint=f"Make the flatten function registered for {name} (with "
+                 "torch.utils._pytree.register_pytree_node) return (children, context) for "
+                 "every instance.") from exc
+
+
+def _failing_container(value):
+    """The innermost registered container type in ``value`` whose flatten function raises."""
+    node = pytree.SUPPORTED_NODES.get(type(value))
+    if node is None:
+        return None
+    try:
+        children, _ = node.flatten_fn(value)
+    except Exception:  # the same failure tree_leaves met, found
+        return type(value)
+    return next((t for t in map(_failing_container, children) if t is not None), None)
 
 
 _MAX_AUTO_ROUNDS = 8
@@ -188,7 +239,7 @@ def _verify_additional_inputs(ep, helper: AdditionalInputs) -> None:
                 from None
 
 
-def _admit_size_one(exporter: "_Export", ep: ExportedProgram) -> ExportedProgram:
+def _admit_size_one(exporter: _Export, ep: ExportedProgram) -> ExportedProgram:
     """Dims declared ``min=1`` get ``[1, ...]`` when a trace at size 1 gives the same program
     (see ``unbroken.size_one``)."""
     if not exporter.env.admits_one:
@@ -280,6 +331,7 @@ class _Export:
         with _tracing(self.root, self.metas), preserving(self.recorder):
             result, tx = trace_call(self.output, self.mod, arg_trackers, kwarg_trackers)
             outputs = result.unwrap(tx)
+        user_pytree_leaves(outputs, "forward()'s result")  # the user's flatten functions run
         return pytree.tree_flatten(outputs)
 
     # ----------------------------------------------------------------- inputs
@@ -339,13 +391,14 @@ class _Export:
         # call whose inputs share memory with one the program writes (ir.runtime)
         bound = {}
         for top_name, value in _top_level_names(signature, self.args, self.kwargs):
-            leaves, spec = pytree.tree_flatten_with_path(value)
+            leaves = _leaves_with_paths(value)
             trackers = {}
             for path, leaf in leaves:
                 name = top_name + "".join(_path_suffix(k) for k in path)
                 trackers[id(leaf)] = self._user_input(name, leaf, dims.get(id(leaf)))
                 bound.setdefault(top_name, []).append(trackers[id(leaf)])
             self.top_dims[top_name] = _dims_of(value, trackers)
+            spec = pytree.tree_structure(value)
             bound[top_name] = pytree.tree_unflatten(bound.get(top_name, []), spec)
         names = list(bound)
         positional = [bound[n] for n in names[:len(self.args)]]
@@ -571,7 +624,8 @@ def _bind(signature, forward, args, kwargs) -> dict:
         names = ", ".join(signature.parameters)
         raise ExportUsageError(
             f"the example inputs do not match forward({names}): {exc}",
-            hint=f"Pass one example value per parameter of {getattr(forward, '__qualname__', 'forward')}.") from None
+            hint="Pass one example value per parameter of "
+                 f"{getattr(forward, '__qualname__', 'forward')}.") from None
     return dict(bound.arguments)
 
 
@@ -586,6 +640,25 @@ def _top_level_names(signature, args, kwargs):
             f"{var_positional}_{i - len(positional)}"
         yield name, value
     yield from kwargs.items()
+
+
+def _leaves_with_paths(value) -> list:
+    """``(path, leaf)`` pairs of ``value``. A container type registered without a
+    ``flatten_with_keys_fn`` (allowed by ``register_pytree_node``) has no keys: its leaves are
+    then named by position, as if ``value`` were a flat sequence."""
+    if _keyed(value):
+        return pytree.tree_flatten_with_path(value)[0]
+    return [((pytree.SequenceKey(i),), leaf) for i, leaf in enumerate(pytree.tree_leaves(value))]
+
+
+def _keyed(value) -> bool:
+    """Whether every registered container type in ``value`` can name its children."""
+    node = pytree.SUPPORTED_NODES.get(type(value))
+    if node is None:  # a leaf, or a namedtuple / structseq (keyed by torch itself)
+        return True
+    if node.flatten_with_keys_fn is None:
+        return False
+    return all(_keyed(child) for child in node.flatten_fn(value)[0])
 
 
 def _path_suffix(key) -> str:

@@ -13,7 +13,7 @@ symbols every combination of them at 1 is checked; beyond ``MAX_SYMBOLS`` the re
 from __future__ import annotations
 
 import itertools
-from typing import Callable
+from collections.abc import Callable
 
 import sympy
 import torch
@@ -100,7 +100,8 @@ def same_program(general: ExportedProgram, special: ExportedProgram, values: dic
     ``special``'s symbols to ``general``'s."""
     sides = _Sides(values, rename or {})
     if set(general.constants) != set(special.constants) or any(
-            not _same_tensor(general.constants[k], special.constants[k]) for k in general.constants):
+            not _same_tensor(general.constants[k], special.constants[k])
+            for k in general.constants):
         return False
     left, right = _ops(general.graph_module), _ops(special.graph_module)
     if left is None or right is None or len(left) != len(right):
@@ -132,7 +133,7 @@ def _ops(graph_module) -> list | None:
     return nodes
 
 
-def _same_arg(a, b, mapping: dict, sides: "_Sides") -> bool:
+def _same_arg(a, b, mapping: dict, sides: _Sides) -> bool:
     if isinstance(a, fx.Node) and a in mapping:
         return b is mapping[a]
     if isinstance(a, fx.Node) or isinstance(b, fx.Node):

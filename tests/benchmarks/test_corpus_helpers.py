@@ -10,10 +10,15 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-from corpus_compare import (compare, describe_error, flatten_outputs, input_shapes,  # noqa: E402
-                            pinned_dims, short_path)
-from corpus_report import (cell, refused_where_strict_exports, resized_note,  # noqa: E402
-                           summary_rows)
+from corpus_compare import (  # noqa: E402
+    compare,
+    describe_error,
+    flatten_outputs,
+    input_shapes,
+    pinned_dims,
+    short_path,
+)
+from corpus_report import cell, refused_where_strict_exports, resized_note, summary_rows  # noqa: E402
 
 import unbroken  # noqa: E402
 

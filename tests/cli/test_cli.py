@@ -205,6 +205,42 @@ def test_json_report(tmp_path):
     assert all(c["seconds"] >= 0 for c in data["cases"])
 
 
+def test_users_broken_pytree_flatten_is_the_users_refusal_not_a_bug(tmp_path, capsys):
+    """A flatten function the user registered that raises is reported at its line, as a
+    refusal (exit 1), never as an internal error of unbroken (exit 3)."""
+    path = write(tmp_path, "boxes.py", """\
+        import torch
+        import torch.utils._pytree as pytree
+        import unbroken
+
+
+        class Box:
+            def __init__(self, t):
+                self.t = t
+
+
+        def flatten_box(box):
+            raise ValueError("no children for you")
+
+
+        pytree.register_pytree_node(Box, flatten_box, lambda xs, ctx: Box(xs[0]))
+
+
+        class Unbox(torch.nn.Module):
+            def forward(self, box):
+                return box.t * 2
+
+
+        unbroken.case(Unbox(), (Box(torch.randn(3)),))
+        """)
+    report = tmp_path / "r.json"
+    assert main(["check", str(path), "--json", str(report), "--in-process"]) == 1
+    case = json.loads(report.read_text())["cases"][0]
+    assert case["status"] == "refused" and case["error"]["kind"] == "ExportUsageError"
+    assert case["error"]["frames"][-1]["line"] == line_containing(path, "raise ValueError")
+    assert "flatten function registered for Box" in capsys.readouterr().out
+
+
 def test_quiet_omits_table_but_keeps_failures(tmp_path, capsys):
     write(tmp_path, "broken.py", BROKEN)
     assert main(["check", "--quiet", str(tmp_path)]) == 1

@@ -51,7 +51,8 @@ def test_plain_line_per_case_in_a_log(tmp_path, capsys):
     assert re.fullmatch(r"\[1/2\] OK +cases\.py::double \((\d+ ms|[\d.]+ s)\)", progress[0])
     assert re.fullmatch(r"\[2/2\] REFUSED +cases\.py::branchy \((\d+ ms|[\d.]+ s)\)",
                         progress[1])
-    assert lines.index(progress[-1]) < next(i for i, l in enumerate(lines) if "unbroken check" in l)
+    assert lines.index(progress[-1]) < next(
+        i for i, line in enumerate(lines) if "unbroken check" in line)
 
 
 def test_quiet_prints_no_progress(tmp_path, capsys):

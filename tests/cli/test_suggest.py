@@ -29,7 +29,8 @@ class Pairs(torch.nn.Module):
 
 def test_constraint_violation_carries_the_spec_as_data():
     with pytest.raises(unbroken.ConstraintViolationError) as info:
-        unbroken.export(Pairs(), (torch.randn(16, 2),), dynamic_shapes={"x": {0: Dim("n", max=100)}})
+        unbroken.export(Pairs(), (torch.randn(16, 2),),
+                        dynamic_shapes={"x": {0: Dim("n", max=100)}})
     error = info.value
     assert error.violations and error.violations[0].counterexample == {"x.shape[0]": 2}
     assert error.violations[0].frames[-1].source == "return x.view(-1, 4, 2).sum(1)"
@@ -59,7 +60,8 @@ def test_suggest_prints_and_writes_the_spec(tmp_path, capsys):
 
 def test_suggest_write_refuses_a_spec_that_is_not_a_literal(tmp_path, capsys):
     source = DYNAMIC.read_text().replace(
-        'unbroken.case(Pairs(), (torch.randn(16, 2),), dynamic_shapes={"x": {0: Dim("n", max=100)}})',
+        'unbroken.case(Pairs(), (torch.randn(16, 2),), '
+        'dynamic_shapes={"x": {0: Dim("n", max=100)}})',
         'spec = {"x": {0: Dim("n", max=100)}}\nunbroken.case(Pairs(), (torch.randn(16, 2),), '
         'dynamic_shapes=spec)')
     (tmp_path / "dynamic.py").write_text(source)

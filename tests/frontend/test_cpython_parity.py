@@ -30,7 +30,8 @@ is on ``sys.path``) so that the files run under any pytest import mode.
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.frontend.parity import PARITY, check
 
@@ -240,7 +241,8 @@ def test_unary_operators(a, x, p):
 
 
 @PARITY
-@given(a=st.integers(-2, 2), xs=st.lists(st.integers(0, 1), max_size=2), s=st.sampled_from(["", "a"]))
+@given(a=st.integers(-2, 2), xs=st.lists(st.integers(0, 1), max_size=2),
+       s=st.sampled_from(["", "a"]))
 def test_truthiness(a, xs, s):
     check(truthiness, a, xs, s)
 

@@ -7,7 +7,8 @@ unpacking, slicing and ``del``. See ``test_cpython_parity.py`` for the conventio
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.frontend.parity import PARITY, check
 

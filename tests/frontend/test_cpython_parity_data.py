@@ -10,7 +10,8 @@ from collections import namedtuple
 from typing import NamedTuple
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.frontend.parity import PARITY, check, check_breaks
 

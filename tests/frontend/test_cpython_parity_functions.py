@@ -10,7 +10,8 @@ from __future__ import annotations
 import functools
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.frontend.parity import PARITY, check
 

@@ -18,9 +18,10 @@ import os
 
 import pytest
 
+from unbroken import GraphBreakError
+
 # The interpreter under test. While it is missing, this import is the one (clear) error.
 from unbroken.frontend import interpret
-from unbroken import GraphBreakError
 from unbroken.symbolic.diagnostics import UnbrokenError
 
 

@@ -26,5 +26,6 @@ def test_example_is_traced_and_matches_eager(name):
                          dynamic_shapes=getattr(example, "dynamic_shapes", None))
     with torch.no_grad():
         got, expected = ep.module()(*args, **kwargs), example.model(*args, **kwargs)
-    for a, b in zip(torch.utils._pytree.tree_leaves(got), torch.utils._pytree.tree_leaves(expected)):
+    leaves = torch.utils._pytree.tree_leaves
+    for a, b in zip(leaves(got), leaves(expected)):
         assert torch.equal(a, b)

@@ -9,7 +9,8 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "graph-breaks.md"
 
 
 def test_docs_are_generated_from_the_catalogue():
-    assert DOC.read_text() == render_markdown(), "run `make docs` to regenerate docs/graph-breaks.md"
+    assert DOC.read_text() == render_markdown(), \
+        "run `make docs` to regenerate docs/graph-breaks.md"
 
 
 @pytest.mark.parametrize("kind_id", sorted(CATALOGUE))

@@ -81,7 +81,8 @@ class Library(nn.Module):
         return x * y
 
     def forward(self, x):
-        import math as m              # already imported: only a lookup
+        import math as m  # already imported: only a lookup
+
         from torch.nn import functional as F
         token = SWITCH.set("on")
         try:

@@ -14,7 +14,6 @@ import torch
 import unbroken
 from tests.frontend.parity import check
 from unbroken import Dim
-from unbroken.frontend import interpret
 from unbroken.frontend.protocol import class_attribute
 from unbroken.frontend.translator import InstructionTranslator
 from unbroken.frontend.variables.base import Interpreter

@@ -9,7 +9,6 @@ import math
 import operator
 import typing
 import warnings
-from typing import Optional
 
 import pytest
 import torch
@@ -340,7 +339,7 @@ def test_operator_itemgetter_attrgetter():
 
 def test_typing_cast_and_optional_default_none():
     class M(nn.Module):
-        def forward(self, x, mask: Optional[torch.Tensor] = None):
+        def forward(self, x, mask: torch.Tensor | None = None):
             y = typing.cast(torch.Tensor, x * 2)
             if mask is not None:
                 y = y.masked_fill(mask, 0.0)

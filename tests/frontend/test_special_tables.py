@@ -132,6 +132,8 @@ BUILTIN_CASES = [
     (object, lambda x: (object(), x)[1], "UB112"),
     (functools.reduce, lambda x: x * functools.reduce(operator.mul, [1, 2, 3]), EAGER),
     (callable, lambda x: x * callable(len) + callable(3), EAGER),
+    # traced values: a tensor and a list are not callable (the class's __call__ decides)
+    (callable, lambda x: x + callable(x) + callable([x]) * 2 + callable(x.relu) * 4, EAGER),
 ]
 
 

@@ -75,7 +75,8 @@ def test_key_states_values_exactly():
     cache = MetaCache()
     op = torch.ops.aten.add.Tensor
     t = torch.empty(2, 3, device="meta")
-    keys = {cache.key("kernel", op, (t, t), {"alpha": alpha}) for alpha in (1, True, 1.0, 0.0, -0.0)}
+    alphas = (1, True, 1.0, 0.0, -0.0)
+    keys = {cache.key("kernel", op, (t, t), {"alpha": alpha}) for alpha in alphas}
     assert len(keys) == 5
     assert cache.key("kernel", op, (t, t.t()), {}) != cache.key("kernel", op, (t, t), {})
     assert cache.key("kernel", op, (t, t), {}) != cache.key("composite", op, (t, t), {})

@@ -3,9 +3,17 @@ tracker, the verifier and functionalization all ask it)."""
 import pytest
 import torch
 
-from unbroken.ir.ops import (functional_variant, inplace_written_index, is_functional,
-                             is_inplace_op, is_mutating, is_view_op, op_name, takes_argument,
-                             written_arguments)
+from unbroken.ir.ops import (
+    functional_variant,
+    inplace_written_index,
+    is_functional,
+    is_inplace_op,
+    is_mutating,
+    is_view_op,
+    op_name,
+    takes_argument,
+    written_arguments,
+)
 
 aten = torch.ops.aten
 

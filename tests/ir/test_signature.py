@@ -1,4 +1,6 @@
 """Tests for unbroken.ir.signature: views, printing, parity with torch's enums."""
+import dataclasses
+
 import pytest
 import torch.export.graph_signature as torch_sig
 
@@ -95,7 +97,7 @@ def test_str_equals_torch_for_same_specs():
 
 def test_specs_are_frozen_and_validated():
     spec = InputSpec(InputKind.USER_INPUT, TensorArgument("x"))
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         spec.target = "y"
     with pytest.raises(TypeError):
         InputSpec(InputKind.USER_INPUT, "x")

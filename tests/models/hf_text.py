@@ -2,13 +2,14 @@
 
 Each entry builds a randomly initialised model (2 layers, hidden 64) and its inputs for a
 batch and a sequence length: ``input_ids`` and ``attention_mask`` (and ``token_type_ids`` for
-BERT-like models). Decoders are built with ``use_cache=False``: the export is of one forward. transformers is optional: ``available()`` says whether it imports.
+BERT-like models). Decoders are built with ``use_cache=False``: the export is of one forward.
+transformers is optional: ``available()`` says whether it imports.
 """
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 

@@ -28,7 +28,7 @@ the entry says otherwise (``train=True``). ``random=True`` marks models whose ou
 | dropout_train        | Dropout in TRAIN mode (random: shapes only)                             |
 | batchnorm_train      | BatchNorm2d in TRAIN mode (running stats must update like eager)        |
 | conv1d_tcn           | causal dilated Conv1d with left F.pad, residual, GroupNorm              |
-| se_block             | squeeze-and-excitation: adaptive_avg_pool2d, sigmoid gating, view(b, c, 1, 1) |
+| se_block             | squeeze-and-excitation: adaptive_avg_pool2d, sigmoid gate, view(b,c,1,1) |
 | lstm_bidir_stack     | 2-layer bidirectional nn.LSTM, concat of final hidden states            |
 | moe_accumulate       | soft MoE: out = torch.zeros_like(x); out += w_i * expert_i(x)           |
 | standardize_no_grad  | helper method decorated with @torch.no_grad()                           |
@@ -38,8 +38,8 @@ the entry says otherwise (``train=True``). ``random=True`` marks models whose ou
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -190,7 +190,8 @@ class ConvBNReLU(nn.Sequential):
     def __init__(self, in_planes, out_planes, kernel_size=3, stride=1, groups=1):
         padding = (kernel_size - 1) // 2
         super().__init__(
-            nn.Conv2d(in_planes, out_planes, kernel_size, stride, padding, groups=groups, bias=False),
+            nn.Conv2d(in_planes, out_planes, kernel_size, stride, padding, groups=groups,
+                      bias=False),
             nn.BatchNorm2d(out_planes),
             nn.ReLU6(inplace=True),
         )
@@ -250,7 +251,8 @@ class GPTConfig:
 
 class NewGELU(nn.Module):
     def forward(self, x):
-        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+        inner = math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))
+        return 0.5 * x * (1.0 + torch.tanh(inner))
 
 
 class CausalSelfAttention(nn.Module):
@@ -539,7 +541,8 @@ def apply_rotary_pos_emb(x, sincos):
 
 def fixed_pos_embedding(dim, seq_len, device):
     inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2, device=device).float() / dim))
-    sinusoid_inp = torch.einsum("i , j -> i j", torch.arange(seq_len, device=device).float(), inv_freq)
+    positions = torch.arange(seq_len, device=device).float()
+    sinusoid_inp = torch.einsum("i , j -> i j", positions, inv_freq)
     return torch.sin(sinusoid_inp), torch.cos(sinusoid_inp)
 
 

@@ -127,12 +127,12 @@ def _dynamic_cases():
     seq = Dim("seq", min=2, max=32)
     return {
         # name: (dynamic_shapes, fresh input shapes that the spec admits)
-        "tiny_resnet": (({0: batch, 2: 8 * Dim("h", min=2, max=16), 3: 8 * Dim("w", min=2, max=16)},),
-                        [(3, 3, 40, 48)]),
+        "tiny_resnet": (({0: batch, 2: 8 * Dim("h", min=2, max=16),
+                          3: 8 * Dim("w", min=2, max=16)},), [(3, 3, 40, 48)]),
         "bert_embeddings": (({0: batch, 1: seq}, {0: batch, 1: seq}), [(3, 7), (3, 7)]),
         "vit_patch_embed": (({0: batch},), [(5, 3, 16, 16)]),
-        "mobilenet_v2_block": (({0: batch, 2: Dim("h2", min=4, max=32), 3: Dim("w2", min=4, max=32)},),
-                               [(3, 8, 12, 10)]),
+        "mobilenet_v2_block": (({0: batch, 2: Dim("h2", min=4, max=32),
+                                 3: Dim("w2", min=4, max=32)},), [(3, 8, 12, 10)]),
         "rotary_attention": (({0: batch, 1: seq},), [(3, 9, 32)]),
         "tiny_unet": (({2: 4 * Dim("h", min=2, max=16), 3: 4 * Dim("w", min=2, max=16)},),
                       [(1, 3, 24, 20)]),

@@ -17,8 +17,8 @@ shared by ``tests/models/test_zoo.py`` and ``benchmarks/export_time.py``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 import torch.nn.functional as F

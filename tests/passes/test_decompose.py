@@ -50,7 +50,7 @@ def test_custom_decomposition_as_in_the_seed():
     ep = unbroken.export(DecompExample(), (torch.randn(1, 1, 3, 3),))
     table = torch.export.default_decompositions()
 
-    def doubled_conv2d(x, weight, bias, stride=[1, 1], padding=[0, 0], dilation=[1, 1],
+    def doubled_conv2d(x, weight, bias, stride=(1, 1), padding=(0, 0), dilation=(1, 1),
                        groups=1):
         return 2 * torch.ops.aten.convolution(x, weight, bias, stride, padding, dilation,
                                               False, [0, 0], groups)

@@ -11,9 +11,9 @@ from torch.export import Dim
 from torch.testing import assert_close
 
 import unbroken
+from tests.test_suggested_fixes import DynamicModel
 from unbroken import InputMismatchError
 from unbroken.symbolic.auto import SpecializationWarning
-from tests.test_suggested_fixes import DynamicModel
 
 A = Dim.AUTO
 

@@ -65,7 +65,11 @@ def test_unbacked_decision_raises_data_dependent_error():
 
 
 def test_guard_or_false_falls_back_on_unbacked():
-    from torch.fx.experimental.symbolic_shapes import guard_or_false, guard_or_true, statically_known_true
+    from torch.fx.experimental.symbolic_shapes import (
+        guard_or_false,
+        guard_or_true,
+        statically_known_true,
+    )
     env = ShapeEnvironment()
     n = env.symint(env.create_unbacked_symbol(kind="size"))
     assert guard_or_false(n == 3) is False and guard_or_true(n == 3) is True

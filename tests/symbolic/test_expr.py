@@ -1,6 +1,7 @@
 """Python floor semantics of the sympy functions we build, checked against Python."""
 import sympy
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from unbroken.symbolic import expr as E
 

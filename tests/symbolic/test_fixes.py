@@ -3,7 +3,8 @@ sampling the new spec), and the search picks the expected kind of change."""
 import itertools
 
 import sympy
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from unbroken.symbolic.expr import PythonMod, evaluate_at
 from unbroken.symbolic.fixes import implied, suggest_fix

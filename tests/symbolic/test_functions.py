@@ -7,7 +7,8 @@ import operator
 import pytest
 import sympy
 import z3
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from unbroken.symbolic import expr as E
 from unbroken.symbolic.functions import FUNCTIONS, apply, function_of

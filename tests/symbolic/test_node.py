@@ -1,15 +1,18 @@
 """SymNode backs torch.SymInt: arithmetic matches Python, meta kernels compute symbolic
 shapes, and decisions record guards."""
+import dataclasses
 import operator
 
 import pytest
 import sympy
 import torch
 import torch.nn.functional as F
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch._dispatch.python import enable_python_dispatcher
 
-from unbroken.symbolic import expr as E, node as node_module
+from unbroken.symbolic import expr as E
+from unbroken.symbolic import node as node_module
 from unbroken.symbolic.env import ShapeEnvironment
 from unbroken.symbolic.node import SymNode, sym_expr
 
@@ -189,7 +192,7 @@ def test_contiguity_helpers_on_nodes():
 def test_symnode_is_frozen():
     env, (s0,) = _env(3)
     node = SymNode(s0, env, int, 3)
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         node.hint = 4
 
 

@@ -1,6 +1,7 @@
 """Interval arithmetic is sound: every concrete value lies in the computed bound."""
 import sympy
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from unbroken.symbolic import expr as E
 from unbroken.symbolic.ranges import ValueRange, bound, static_truth

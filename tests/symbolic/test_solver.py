@@ -3,7 +3,8 @@ Python floor semantics, and check_guards over recorded guards."""
 import sympy
 import torch
 import z3
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch._dispatch.python import enable_python_dispatcher
 
 from unbroken.symbolic import expr as E
@@ -55,7 +56,8 @@ def test_counterexamples_violate_the_fact_and_verdicts_match_sampling(which, c, 
         values = decision.counterexample
         assert 2 <= values[a] <= upper and 2 <= values[b] <= upper
         assert E.evaluate_at(fact, values) is False
-    sampled = {E.evaluate_at(fact, {a: x, b: y}) for x in range(2, upper + 1, 3) for y in range(2, upper + 1, 4)}
+    sampled = {E.evaluate_at(fact, {a: x, b: y})
+               for x in range(2, upper + 1, 3) for y in range(2, upper + 1, 4)}
     if decision.verdict == "true":
         assert sampled == {True}
     elif decision.verdict == "false":

@@ -19,7 +19,8 @@ from ..frontend.graph_breaks import GraphBreakError
 from ..symbolic.diagnostics import BUG_NOTE, InternalError, RefusalError, UnbrokenError
 from .outcome import INTERNAL, OK, REFUSED, CaseOutcome, Finding
 
-__all__ = ["CaseInfo", "case_id", "collect", "describe", "find_case", "relative", "run_case", "run_target_case"]
+__all__ = ["CaseInfo", "case_id", "collect", "describe", "find_case", "relative", "run_case",
+           "run_target_case"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -110,7 +110,7 @@ class CaseOutcome:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict) -> "CaseOutcome":
+    def from_dict(cls, data: dict) -> CaseOutcome:
         fields = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
         fields["findings"] = tuple(Finding(**f) for f in data.get("findings", ()))
         return cls(**fields)
@@ -180,7 +180,7 @@ class Report:
         }
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Report":
+    def from_dict(cls, data: dict) -> Report:
         return cls(outcomes=[CaseOutcome.from_dict(c) for c in data.get("cases", ())],
                    failures=[CollectionFailure(e["path"], e["message"])
                              for e in data.get("usage_errors", ())],
@@ -188,7 +188,7 @@ class Report:
                    seconds=float(data.get("seconds", 0.0)),
                    targets=list(data.get("paths", ())), shard=data.get("shard"))
 
-    def merged(self, other: "Report") -> "Report":
+    def merged(self, other: Report) -> Report:
         """This report and another shard's, as one: cases by id, failures and fixed entries
         without repeats (every shard collects every target, so each reports the same)."""
         outcomes = {o.id: o for o in self.outcomes + other.outcomes}

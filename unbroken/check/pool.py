@@ -28,9 +28,10 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import wait
-from typing import Any, Callable
+from typing import Any
 
 __all__ = ["Job", "JobResult", "run_jobs", "context"]
 
@@ -122,7 +123,7 @@ class _Running:
         self.started = time.monotonic()
 
     @classmethod
-    def start(cls, ctx, job: Job, timeout: float) -> "_Running":
+    def start(cls, ctx, job: Job, timeout: float) -> _Running:
         receive, send = ctx.Pipe(duplex=False)
         handle, output_path = tempfile.mkstemp(prefix="unbroken-job-", suffix=".log")
         os.close(handle)

@@ -11,7 +11,6 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from ..cases import CaseCollectionError, is_import_target, load_target, python_files
 from ..symbolic.diagnostics import BUG_NOTE

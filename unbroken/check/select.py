@@ -18,8 +18,8 @@ one, and the N shards together hold every case exactly once.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 __all__ = ["KeywordError", "ShardError", "keyword_matcher", "parse_shard", "shard"]
 

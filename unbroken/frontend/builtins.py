@@ -21,16 +21,30 @@ from .graph_breaks import graph_break
 from .protocol import BoundMethodVariable, iterate, lookup, read_attribute
 from .variables.base import AttributeMissing, VariableTracker
 from .variables.constant import ConstantVariable
-from .variables.containers import (DictVariable, IteratorVariable, ListVariable,
-                                   NamedTupleVariable, SizeVariable, SliceVariable,
-                                   TupleVariable, dict_key, sorted_trackers)
+from .variables.containers import (
+    DictVariable,
+    IteratorVariable,
+    ListVariable,
+    NamedTupleVariable,
+    SizeVariable,
+    SliceVariable,
+    TupleVariable,
+    dict_key,
+    sorted_trackers,
+)
 from .variables.functions import bind_arguments
 from .variables.grad_mode import GRAD_MODE_CLASSES, GradModeVariable
 from .variables.native import NativeCallableVariable
 from .variables.nn_module import NNModuleVariable
-from .variables.objects import (ContextManagerVariable, GetterVariable, NewObjectVariable,
-                                ObjectVariable, PartialVariable, SuperVariable,
-                                construct_user_object)
+from .variables.objects import (
+    ContextManagerVariable,
+    GetterVariable,
+    NewObjectVariable,
+    ObjectVariable,
+    PartialVariable,
+    SuperVariable,
+    construct_user_object,
+)
 from .variables.tensor import TensorVariable
 
 __all__ = ["BuiltinVariable", "ClassVariable", "call_builtin", "construct", "concrete"]
@@ -106,7 +120,7 @@ def _fold_or_leaf(tx, fn, args, kwargs):
             value = fn(*(a.as_constant() for a in args),
                        **{k: v.as_constant() for k, v in kwargs.items()})
         except Exception as exc:  # the user's code raises: same as eager
-            raise tx.user_exception(exc)
+            raise tx.user_exception(exc) from None
         return tx.wrap(value)
     return tx.call_leaf(fn, args, kwargs)
 
@@ -361,10 +375,10 @@ def _callable(tx, obj):
     kinds = (BoundMethodVariable, NativeCallableVariable, NNModuleVariable, ClassVariable)
     if isinstance(obj, kinds) or type(obj).__name__.endswith("FunctionVariable"):
         return ConstantVariable(True)
-    return ConstantVariable(callable(obj.python_type()) and
-                            hasattr(obj.python_type(), "__call__") and
-                            not obj.is_constant()) if not obj.is_constant() else \
-        ConstantVariable(callable(obj.as_constant()))
+    if obj.is_constant():
+        return ConstantVariable(callable(obj.as_constant()))
+    # an instance is callable when its class (not its metaclass) defines __call__
+    return ConstantVariable(any("__call__" in vars(k) for k in obj.python_type().__mro__))
 
 
 def _object(tx):
@@ -379,7 +393,8 @@ _HANDLERS = {
     max: _reduce_pairwise(max), sum: _sum, any: _any_all(any), all: _any_all(all),
     sorted: _sorted, map: _map, filter: _filter, int: _scalar(int), float: _scalar(float),
     bool: _scalar(bool), complex: _scalar(complex), str: _textual(str),
-    repr: _textual(repr), ascii: _textual(ascii), format: _textual(format), slice: _slice, super: _super,
+    repr: _textual(repr), ascii: _textual(ascii), format: _textual(format), slice: _slice,
+    super: _super,
     object: _object, functools.reduce: _reduce, callable: _callable,
 }
 

@@ -155,7 +155,8 @@ _KINDS = [
     ),
     BreakKind(
         "UB113", "Python callable passed to a PyTorch function",
-        "A PyTorch function would call back into Python code that unbroken cannot trace from there.",
+        "A PyTorch function would call back into Python code that unbroken cannot trace from "
+        "there.",
         "Call the Python function yourself, or use a control-flow operator (torch.cond, torch.map) "
         "whose branches are traced.",
         "torch.autograd.Function.apply(...)",

@@ -15,8 +15,12 @@ from dataclasses import dataclass
 import torch
 from torch.utils import _pytree as pytree
 
-from ..symbolic.diagnostics import (DataDependentError, InternalError, UnbrokenError,
-                                    UnsupportedError)
+from ..symbolic.diagnostics import (
+    DataDependentError,
+    InternalError,
+    UnbrokenError,
+    UnsupportedError,
+)
 from .budget import BudgetMeter, current_budget
 from .graph_breaks import GraphBreakError, TracedException, graph_break
 from .overlay import Overlay
@@ -305,7 +309,7 @@ class TraceContext:
         try:
             yield
         except GraphBreakError as exc:
-            raise exc.with_frames(self.user_frames())
+            raise exc.with_frames(self.user_frames()) from None
         except DataDependentError as exc:
             raise graph_break("UB105", exc.message, frames=exc.frames or self.user_frames(),
                               details=exc.details, hint=exc.hint) from None
@@ -313,9 +317,9 @@ class TraceContext:
             if exc.code in ("UB114", "UB117", "UB121"):
                 raise graph_break(exc.code, exc.message, frames=exc.frames or self.user_frames(),
                                   details=exc.details) from None
-            raise exc.with_frames(self.user_frames())
+            raise exc.with_frames(self.user_frames()) from None
         except UnbrokenError as exc:
-            raise exc.with_frames(self.user_frames())
+            raise exc.with_frames(self.user_frames()) from None
         except _PROGRAM_ERRORS as exc:
             if _raised_inside_unbroken(exc):
                 raise InternalError("a leaf call failed inside unbroken",

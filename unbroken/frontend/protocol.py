@@ -30,7 +30,8 @@ from .variables.base import AttributeMissing, VariableTracker
 from .variables.constant import ConstantVariable
 
 __all__ = ["BoundMethodVariable", "CallbackVariable", "class_attribute", "lookup",
-           "getattr_fallback", "special_method", "call_special", "call_python", "load_attribute", "read_attribute",
+           "getattr_fallback", "special_method", "call_special", "call_python", "load_attribute",
+           "read_attribute",
            "subscript", "iterate", "call"]
 
 _MISSING = object()

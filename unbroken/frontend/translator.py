@@ -217,9 +217,9 @@ class InstructionTranslator:
             handler(self, instruction)
         except TracedException as exc:
             if not self._unwind_to_handler(instruction, exc):
-                raise exc.with_frames(self.user_frames())
+                raise exc.with_frames(self.user_frames()) from None
         except UnbrokenError as exc:
-            raise exc.with_frames(self.user_frames())
+            raise exc.with_frames(self.user_frames()) from None
         except RecursionError:
             raise graph_break("UB118", "Python's recursion limit was reached",
                               frames=self.user_frames()) from None

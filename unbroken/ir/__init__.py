@@ -3,6 +3,8 @@
 ``ir`` imports only ``unbroken.symbolic``; it never imports ``frontend``, ``passes`` or
 ``pipeline``.
 """
+from unbroken.ir.program import CallSpec, ExportedProgram
+from unbroken.ir.runtime import ExportedModule
 from unbroken.ir.signature import (
     ArgumentSpec,
     ConstantArgument,
@@ -14,8 +16,6 @@ from unbroken.ir.signature import (
     SymIntArgument,
     TensorArgument,
 )
-from unbroken.ir.program import CallSpec, ExportedProgram
-from unbroken.ir.runtime import ExportedModule
 from unbroken.ir.verifier import verify
 
 __all__ = [

@@ -373,7 +373,7 @@ class GraphBuilder:
         return stand_ins
 
     def close_subgraph(self, outputs: list, *, single: bool = False,
-                       split: int | None = None) -> "_Scope":
+                       split: int | None = None) -> _Scope:
         """Finish the open subgraph, returning ``outputs`` (meta tensors, or None for no value;
         ``single``: the one output itself rather than a tuple, as while_loop's cond_fn must;
         ``split``: two tuples, ``outputs[:split]`` and the rest, as autograd_function_apply's

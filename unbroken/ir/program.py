@@ -17,13 +17,14 @@ read ours. Call it through ``ep.module()(...)``.
 from __future__ import annotations
 
 from collections import namedtuple
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 
-from unbroken.symbolic.diagnostics import ExportUsageError, InternalError
 from unbroken.ir import printer, runtime, verifier
 from unbroken.ir.signature import ExportGraphSignature
+from unbroken.symbolic.diagnostics import ExportUsageError, InternalError
 
 __all__ = ["ExportedProgram", "CallSpec", "register_decomposer"]
 

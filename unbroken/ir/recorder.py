@@ -26,8 +26,11 @@ import sympy
 import torch
 import torch.fx as fx
 from torch.utils import _pytree as pytree
-from torch.utils._python_dispatch import (TorchDispatchMode, _disable_current_modes,
-                                          _pop_mode_temporarily)
+from torch.utils._python_dispatch import (
+    TorchDispatchMode,
+    _disable_current_modes,
+    _pop_mode_temporarily,
+)
 
 from ..symbolic.diagnostics import DataDependentError, UnsupportedError
 from ..symbolic.ranges import ValueRange

@@ -24,8 +24,8 @@ import sympy
 import torch
 import torch.utils._pytree as pytree
 
-from unbroken.symbolic.diagnostics import InputMismatchError, InternalError
 from unbroken.ir.signature import ConstantArgument, InputKind, OutputKind
+from unbroken.symbolic.diagnostics import InputMismatchError, InternalError
 
 __all__ = ["ExportedModule", "InputChecker", "build_module"]
 

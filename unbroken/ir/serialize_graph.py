@@ -1,14 +1,13 @@
 """Rebuild graphs, their metadata and symbolic values from ``program.json``, checking every field.
 
-A node becomes an ``fx.Node`` only after each of its strings passed the check for where fx will
-put it (``serialize_format``): node names and placeholder targets are identifiers (and a
-placeholder's target, the argument name fx generates, is its name or another identifier that
-shadows no global of the generated code and no other node), ``get_attr`` targets name a subgraph of this graph,
-keyword-argument names are argument names of the op's schema, call targets resolve only
-through the allow-list, argument values are decoded from a closed set of tagged forms and may
-reference only nodes defined earlier in the same graph. Symbolic sizes are read by
-:mod:`unbroken.symbolic.parse` (never ``sympify``), each distinct text once, charged to one
-budget per file.
+A node becomes an ``fx.Node`` only after each of its strings passed the check for where fx will put
+it (``serialize_format``): node names and placeholder targets are identifiers (and a placeholder's
+target, the argument name fx generates, is its name or another identifier that shadows no global of
+the generated code and no other node), ``get_attr`` targets name a subgraph of this graph,
+keyword-argument names are argument names of the op's schema, call targets resolve only through the
+allow-list, argument values are decoded from a closed set of tagged forms and may reference only
+nodes defined earlier in the same graph. Symbolic sizes are read by :mod:`unbroken.symbolic.parse`
+(never ``sympify``), each distinct text once, charged to one budget per file.
 """
 from __future__ import annotations
 
@@ -22,8 +21,14 @@ import torch.fx as fx
 
 from ..symbolic.env import ShapeEnvironment
 from ..symbolic.parse import ExpressionBudget, ExpressionError, is_condition, parse_expression
-from .serialize_format import (DTYPES, Limits, check_attribute_path, check_identifier,
-                               check_text, resolve_target)
+from .serialize_format import (
+    DTYPES,
+    Limits,
+    check_attribute_path,
+    check_identifier,
+    check_text,
+    resolve_target,
+)
 from .serialize_json import Fields
 
 __all__ = ["GraphReader"]

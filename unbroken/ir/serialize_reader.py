@@ -24,14 +24,29 @@ from ..symbolic.ranges import ValueRange
 from .program import ExportedProgram
 from .serialize_archive import open_archive, read_member, read_members
 from .serialize_check import check_values, same_value
-from .serialize_format import (FORMAT_NAME, KNOWN_VERSIONS, MEMBERS, Limits,
-                               check_attribute_path, check_identifier, fail)
+from .serialize_format import (
+    FORMAT_NAME,
+    KNOWN_VERSIONS,
+    MEMBERS,
+    Limits,
+    check_attribute_path,
+    check_identifier,
+    fail,
+)
 from .serialize_graph import GraphReader
 from .serialize_json import Fields, decode_json
 from .serialize_v1 import read_v1_tensors
+from .signature import (
+    ConstantArgument,
+    ExportGraphSignature,
+    InputKind,
+    InputSpec,
+    OutputKind,
+    OutputSpec,
+    SymIntArgument,
+    TensorArgument,
+)
 from .verifier import DialectViolation, verify
-from .signature import (ConstantArgument, ExportGraphSignature, InputKind, InputSpec,
-                        OutputKind, OutputSpec, SymIntArgument, TensorArgument)
 
 __all__ = ["read_program"]
 
@@ -334,7 +349,7 @@ def _verifier_failure(error: DialectViolation) -> SerializationError:
     return fail(DOCUMENT, f"the program fails the verifier: {message}")
 
 
-# -- everything against everything ------------------------------------------------------------------
+# -- everything against everything ---------------------------------------------------------------
 def _store_of(spec, state: dict, constants: dict):
     if spec.kind.name == "PARAMETER" or (spec.kind.name == "BUFFER" and spec.persistent):
         return state, "state_dict"

@@ -170,7 +170,7 @@ def _treespec(spec, what: str) -> str:
                  "torch.export.register_dataclass).") from None
 
 
-def _example_inputs(example_inputs, tensors: "_TensorTable"):
+def _example_inputs(example_inputs, tensors: _TensorTable):
     if example_inputs is None:
         return None
     leaves, spec = pytree.tree_flatten(example_inputs)

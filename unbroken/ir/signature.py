@@ -15,10 +15,10 @@ ours; they are our own classes (nothing is imported from ``torch.export``).
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum, auto
 from types import MappingProxyType
-from typing import Mapping, Union
 
 __all__ = [
     "InputKind",
@@ -81,10 +81,10 @@ class ConstantArgument:
     """
 
     name: str
-    value: Union[int, float, bool, str, None]
+    value: int | float | bool | str | None
 
 
-ArgumentSpec = Union[TensorArgument, SymIntArgument, ConstantArgument]
+ArgumentSpec = TensorArgument | SymIntArgument | ConstantArgument
 
 _ARGUMENT_TYPES = (TensorArgument, SymIntArgument, ConstantArgument)
 
@@ -246,7 +246,7 @@ class ExportGraphSignature:
         """Always None: unbroken does not thread assertion tokens (kept for torch parity)."""
         return None
 
-    def replace(self, *, input_specs=None, output_specs=None) -> "ExportGraphSignature":
+    def replace(self, *, input_specs=None, output_specs=None) -> ExportGraphSignature:
         """A copy with the given spec lists replaced."""
         return ExportGraphSignature(
             self.input_specs if input_specs is None else input_specs,

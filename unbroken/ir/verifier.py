@@ -32,7 +32,6 @@ import operator
 import torch
 from torch._ops import HigherOrderOperator, OpOverload
 
-from unbroken.symbolic.diagnostics import InternalError
 from unbroken.ir.signature import (
     ConstantArgument,
     InputKind,
@@ -40,6 +39,7 @@ from unbroken.ir.signature import (
     SymIntArgument,
     TensorArgument,
 )
+from unbroken.symbolic.diagnostics import InternalError
 
 __all__ = ["verify", "ALLOWED_BUILTINS", "GRAD_MODE_BUILTINS", "DialectViolation"]
 

@@ -18,8 +18,14 @@ import torch.fx as fx
 from torch.utils import _pytree as pytree
 
 from ..ir.ops import is_mutating
-from ..ir.signature import (ExportGraphSignature, InputKind, InputSpec, OutputKind, OutputSpec,
-                            TensorArgument)
+from ..ir.signature import (
+    ExportGraphSignature,
+    InputKind,
+    InputSpec,
+    OutputKind,
+    OutputSpec,
+    TensorArgument,
+)
 from ..symbolic.diagnostics import UnsupportedError
 from .dce import dead_code_elimination
 from .functionalize import functionalize

@@ -105,14 +105,14 @@ class UnbrokenError(Exception):
         """The innermost user frame, or None."""
         return self.frames[-1] if self.frames else None
 
-    def with_frames(self, frames) -> "UnbrokenError":
+    def with_frames(self, frames) -> UnbrokenError:
         """Attach a user stack when the error was raised without one; returns self."""
         if not self.frames and frames:
             self.frames = tuple(frames)
             self.args = (self.render(),)
         return self
 
-    def add_details(self, text: str) -> "UnbrokenError":
+    def add_details(self, text: str) -> UnbrokenError:
         """Append a paragraph to the details; returns self."""
         self.details = f"{self.details}\n\n{text}" if self.details else text
         self.args = (self.render(),)

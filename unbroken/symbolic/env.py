@@ -16,8 +16,8 @@ guards are checked against the spec later by ``solver.check_guards``.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence
 
 import sympy
 import torch
@@ -101,7 +101,8 @@ class ShapeEnvironment:
         ``hint`` is the example size and must lie in the range.
         """
         if upper is not None and upper < lower:
-            raise ExportUsageError(f"empty range [{lower}, {upper}] for {source or name or 'a dimension'}")
+            raise ExportUsageError(
+                f"empty range [{lower}, {upper}] for {source or name or 'a dimension'}")
         if not (lower <= hint and (upper is None or hint <= upper)):
             raise ExportUsageError(
                 f"example size {hint} of {source or name} is outside its range [{lower}, {upper}]")
@@ -121,7 +122,8 @@ class ShapeEnvironment:
         symbol = E.make_unbacked_symbol(self._unbacked_count, kind)
         self._unbacked_count += 1
         value_range = ValueRange(0, None) if kind == "size" else ValueRange.unbounded()
-        self._register(SymbolInfo(symbol, None, source, "", "unbacked" if kind == "int" else kind), value_range)
+        origin = "unbacked" if kind == "int" else kind
+        self._register(SymbolInfo(symbol, None, source, "", origin), value_range)
         return symbol
 
     def _register(self, info: SymbolInfo, value_range: ValueRange) -> None:
@@ -139,7 +141,8 @@ class ShapeEnvironment:
         info = self.symbols.get(symbol)
         return info.hint is None if info else E.is_unbacked_symbol(symbol)
 
-    def set_range(self, symbol: sympy.Symbol, value_range: ValueRange, *, spec: bool = False) -> None:
+    def set_range(self, symbol: sympy.Symbol, value_range: ValueRange, *,
+                  spec: bool = False) -> None:
         """Replace a symbol's range (``spec=True`` also changes the spec range)."""
         self.var_ranges[symbol] = value_range
         if spec:
@@ -152,21 +155,21 @@ class ShapeEnvironment:
         self._oblivious_cache.clear()
 
     # ----- values -----
-    def symint(self, expr) -> "torch.SymInt | int":
+    def symint(self, expr) -> torch.SymInt | int:
         """A ``torch.SymInt`` for an integer expression; a plain int when it is constant."""
         expr = sympy.sympify(expr)
         if expr.is_Integer:
             return int(expr)
         return torch.SymInt(SymNode(expr, self, int, self.hint_of(expr)))
 
-    def symbool(self, expr) -> "torch.SymBool | bool":
+    def symbool(self, expr) -> torch.SymBool | bool:
         """A ``torch.SymBool`` for a boolean expression; a plain bool when it is constant."""
         expr = sympy.sympify(expr)
         if expr is sympy.true or expr is sympy.false:
             return expr is sympy.true
         return torch.SymBool(SymNode(expr, self, bool, self.hint_of(expr)))
 
-    def symfloat(self, expr) -> "torch.SymFloat":
+    def symfloat(self, expr) -> torch.SymFloat:
         """A ``torch.SymFloat`` for a real expression."""
         expr = sympy.sympify(expr)
         hint = self.hint_of(expr)
@@ -354,16 +357,19 @@ class ShapeEnvironment:
         unbacked = sorted(E.free_unbacked_symbols(expr) or expr.free_symbols, key=str)
         sources = ", ".join(f"{s} = {self.source_of(s)}" for s in unbacked)
         text = self.describe(expr)
-        ranges = "; ".join(f"{self.source_of(s)} in {self.var_ranges.get(s, ValueRange.unbounded())}"
+        unbounded = ValueRange.unbounded()
+        ranges = "; ".join(f"{self.source_of(s)} in {self.var_ranges.get(s, unbounded)}"
                            for s in unbacked)
         if concretize:
-            message = f"Could not turn `{text}` into a Python number: it depends on tensor data ({sources})."
+            message = (f"Could not turn `{text}` into a Python number: it depends on tensor data "
+                       f"({sources}).")
             hint = ("Avoid converting the value to a Python number inside forward (keep it a "
                     "tensor), or bound it with torch._check(...) so its value is fixed.")
         else:
             message = f"Could not decide `{text}`: it depends on tensor data ({sources})."
-            hint = (f"Add `torch._check({text})` (or `torch._check(not ({text}))`) before this line "
-                    "to state which way it goes; it becomes a runtime assert. Or use torch.cond for "
+            hint = (f"Add `torch._check({text})` (or `torch._check(not ({text}))`) before this "
+                    "line to state which way it goes; it becomes a runtime assert. Or use "
+                    "torch.cond for "
                     "data-dependent control flow.")
         return DataDependentError(message, frames=self.frames(), details=f"Known ranges: {ranges}",
                                   hint=hint)
@@ -372,7 +378,8 @@ class ShapeEnvironment:
     def evaluate_sym_node(self, node: SymNode, size_oblivious: bool = False, fallback_value=None):
         if node.pytype is bool:
             kind = "size_oblivious" if size_oblivious else "guard"
-            return self.decide_bool(node, kind=kind, size_oblivious=size_oblivious, fallback=fallback_value)
+            return self.decide_bool(node, kind=kind, size_oblivious=size_oblivious,
+                                    fallback=fallback_value)
         return self.decide_value(node)
 
     def _maybe_evaluate_static(self, expr, *args, **kwargs):
@@ -415,7 +422,8 @@ class ShapeEnvironment:
         return self.expect_true(SymNode(expr, self, bool, self.hint_of(expr)))
 
     def create_unbacked_symint(self, source=None) -> torch.SymInt:
-        return torch.SymInt(SymNode(self.create_unbacked_symbol("int", str(source or "")), self, int, None))
+        symbol = self.create_unbacked_symbol("int", str(source or ""))
+        return torch.SymInt(SymNode(symbol, self, int, None))
 
     def create_unbacked_symfloat(self) -> torch.SymFloat:
         return torch.SymFloat(SymNode(self.create_unbacked_symbol("float"), self, float, None))
@@ -442,7 +450,9 @@ def _symbol_vs_constant(fact):
             return None
         return lhs, ValueRange(c, c)
     if cls in (sympy.Ge, sympy.Gt):
-        low = sympy.floor(c) + 1 if (cls is sympy.Gt and integer) else (sympy.ceiling(c) if integer else c)
+        low = (sympy.floor(c) + 1 if (cls is sympy.Gt and integer)
+               else sympy.ceiling(c) if integer else c)
         return lhs, ValueRange(low, None)
-    high = sympy.ceiling(c) - 1 if (cls is sympy.Lt and integer) else (sympy.floor(c) if integer else c)
+    high = (sympy.ceiling(c) - 1 if (cls is sympy.Lt and integer)
+            else sympy.floor(c) if integer else c)
     return lhs, ValueRange(None, high)

@@ -22,7 +22,7 @@ correctly when meta kernels call them: backed sizes are ``s0, s1, ...``; unbacke
 """
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import sympy
 from torch.utils._sympy.functions import (  # noqa: F401  (re-exported vocabulary)

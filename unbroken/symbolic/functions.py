@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import math
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import sympy
 import torch

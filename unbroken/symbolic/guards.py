@@ -7,8 +7,9 @@ the answer holds for every input the ``dynamic_shapes`` spec admits.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Literal, Mapping
+from typing import Literal
 
 import sympy
 from sympy.printing.precedence import PRECEDENCE

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import math
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import sympy
 
@@ -154,7 +155,8 @@ def _build(method: str, build: Callable, a: SymNode, b: SymNode, pytype: type):
         x, y = _as_int_expr(a), _as_int_expr(b)
     else:
         x, y = a.expr, b.expr
-    if pytype is float and method in ("add", "sub", "mul", "sym_min", "sym_max", "int_floordiv", "mod"):
+    if pytype is float and method in ("add", "sub", "mul", "sym_min", "sym_max",
+                                      "int_floordiv", "mod"):
         x, y = _to_float_expr(a, x), _to_float_expr(b, y)
     return build(a.shape_env, x, y)
 
@@ -166,7 +168,8 @@ def _to_float_expr(node: SymNode, expr):
 def _bitwise(method: str, py_op: Callable, bool_build: Callable):
     def op(self: SymNode, other: SymNode) -> SymNode:
         if self.pytype is bool and other.pytype is bool:
-            hint = None if self.hint is None or other.hint is None else bool(py_op(self.hint, other.hint))
+            hint = (None if self.hint is None or other.hint is None
+                    else bool(py_op(self.hint, other.hint)))
             return SymNode(bool_build(self.expr, other.expr), self.shape_env, bool, hint)
         # Not modelled on integers: decide both values (guards) and compute concretely.
         a = self.shape_env.decide_value(self)
@@ -293,19 +296,19 @@ class SymNode:
             return False
         return None
 
-    def wrap_int(self, num: int) -> "SymNode":
+    def wrap_int(self, num: int) -> SymNode:
         return SymNode(sympy.Integer(num), self.shape_env, int, num)
 
-    def wrap_float(self, num: float) -> "SymNode":
+    def wrap_float(self, num: float) -> SymNode:
         return SymNode(sympy.Float(num), self.shape_env, float, num)
 
-    def wrap_bool(self, num: bool) -> "SymNode":
+    def wrap_bool(self, num: bool) -> SymNode:
         return SymNode(_sympify_bool(num), self.shape_env, bool, num)
 
-    def with_shape_env(self, shape_env) -> "SymNode":
+    def with_shape_env(self, shape_env) -> SymNode:
         return SymNode(self.expr, shape_env, self.pytype, self.hint)
 
-    def clone(self) -> "SymNode":
+    def clone(self) -> SymNode:
         return self
 
     def str(self) -> str:  # noqa: A003  (protocol name)
@@ -408,18 +411,18 @@ class SymNode:
     sym_exp = _make_math("exp")
     sym_log = _make_math("log")
 
-    def is_integer(self) -> "SymNode":
+    def is_integer(self) -> SymNode:
         if self.pytype is int:
             return self.wrap_bool(True)
         return self._from_hints(lambda v: float(v).is_integer(), bool)
 
     # ----- variadic -----
-    def sym_sum(self, args) -> "SymNode":
+    def sym_sum(self, args) -> SymNode:
         hints = [a.hint for a in args]
         hint = None if any(h is None for h in hints) else sum(hints)
         return SymNode(sympy.Add(*[a.expr for a in args]), self.shape_env, int, hint)
 
-    def sym_ite(self, then_node: "SymNode", else_node: "SymNode") -> "SymNode":
+    def sym_ite(self, then_node: SymNode, else_node: SymNode) -> SymNode:
         if self.expr is sympy.true or self.expr is sympy.false:
             return then_node if self.expr is sympy.true else else_node
         expr = sympy.Piecewise((then_node.expr, self.expr), (else_node.expr, True))
@@ -444,51 +447,52 @@ class SymNode:
     def or_(self, other):
         return self.sym_or(other)
 
-    def round(self, ndigits: int | None = None) -> "SymNode":
+    def round(self, ndigits: int | None = None) -> SymNode:
         if ndigits is not None:
             return self._from_hints(lambda v: round(v, ndigits), float)
         if self.pytype is int:
             return self
         return self._unary(E.RoundToInt, round, int)
 
-    def is_non_overlapping_and_dense(self, sizes, strides) -> "SymNode":
+    def is_non_overlapping_and_dense(self, sizes, strides) -> SymNode:
         return self.is_non_overlapping_and_dense_indicator(sizes, strides).eq(self.wrap_int(1))
 
     # ----- contiguity helpers (see _contiguity below) -----
-    def is_contiguous(self, sizes, strides) -> "SymNode":
+    def is_contiguous(self, sizes, strides) -> SymNode:
         order = list(range(len(sizes) - 1, -1, -1))
         return self._bool_node(_contiguous_expr(sizes, strides, order))
 
-    def is_channels_last_contiguous_2d(self, sizes, strides) -> "SymNode":
+    def is_channels_last_contiguous_2d(self, sizes, strides) -> SymNode:
         return self._bool_node(_contiguous_expr(sizes, strides, [1, 3, 2, 0]))
 
-    def is_channels_last_contiguous_3d(self, sizes, strides) -> "SymNode":
+    def is_channels_last_contiguous_3d(self, sizes, strides) -> SymNode:
         return self._bool_node(_contiguous_expr(sizes, strides, [1, 4, 3, 2, 0]))
 
-    def is_channels_last_strides_2d(self, sizes, strides) -> "SymNode":
+    def is_channels_last_strides_2d(self, sizes, strides) -> SymNode:
         return self.wrap_bool(_channels_last_strides(self.shape_env, sizes, strides, [1, 3, 2, 0]))
 
-    def is_channels_last_strides_3d(self, sizes, strides) -> "SymNode":
-        return self.wrap_bool(_channels_last_strides(self.shape_env, sizes, strides, [1, 4, 3, 2, 0]))
+    def is_channels_last_strides_3d(self, sizes, strides) -> SymNode:
+        order = [1, 4, 3, 2, 0]
+        return self.wrap_bool(_channels_last_strides(self.shape_env, sizes, strides, order))
 
-    def is_non_overlapping_and_dense_indicator(self, sizes, strides) -> "SymNode":
+    def is_non_overlapping_and_dense_indicator(self, sizes, strides) -> SymNode:
         return self.wrap_int(int(_non_overlapping_and_dense(self.shape_env, sizes, strides)))
 
     # ----- helpers -----
-    def _bool_node(self, expr) -> "SymNode":
+    def _bool_node(self, expr) -> SymNode:
         return SymNode(expr, self.shape_env, bool, self.shape_env.hint_of(expr))
 
-    def _unary(self, build: Callable, py_op: Callable, pytype: type | None = None) -> "SymNode":
+    def _unary(self, build: Callable, py_op: Callable, pytype: type | None = None) -> SymNode:
         pytype = pytype or self.pytype
         hint = None if self.hint is None else _cast(pytype, py_op(self.hint))
         return SymNode(build(self.expr), self.shape_env, pytype, hint)
 
-    def _from_hints(self, py_op: Callable, pytype: type) -> "SymNode":
+    def _from_hints(self, py_op: Callable, pytype: type) -> SymNode:
         """Fallback for operations we do not model: guard on the value, compute concretely."""
         value = py_op(self.shape_env.decide_value(self))
         return self._wrap(pytype(value))
 
-    def _wrap(self, value) -> "SymNode":
+    def _wrap(self, value) -> SymNode:
         if isinstance(value, bool):
             return self.wrap_bool(value)
         if isinstance(value, int):
@@ -550,7 +554,7 @@ class _SortKey:
     def __init__(self, env, sizes, strides, i):
         self.env, self.sizes, self.strides, self.i = env, sizes, strides, i
 
-    def __lt__(self, other: "_SortKey") -> bool:
+    def __lt__(self, other: _SortKey) -> bool:
         a, b = self.i, other.i
         env = self.env
         if _decide(env, sympy.Lt(self.sizes[a].expr, 2), False):

@@ -33,14 +33,15 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import sympy
 
 from . import expr as E
 
-__all__ = ["ExpressionError", "ExpressionBudget", "parse_expression", "is_condition", "FUNCTIONS", "MAX_LENGTH", "MAX_DEPTH",
+__all__ = ["ExpressionError", "ExpressionBudget", "parse_expression", "is_condition", "FUNCTIONS",
+           "MAX_LENGTH", "MAX_DEPTH",
            "MAX_LITERAL_BITS", "MAX_FOLDED_BITS"]
 
 MAX_LENGTH = 1024          # characters of one expression
@@ -121,7 +122,8 @@ FUNCTIONS: dict[str, tuple] = {
     "Not": (sympy.Not, (1,), "bool"),
 }
 _POWERS = {"PowByNatural", "FloatPow"}
-_DIVISIONS = {"FloorDiv", "CleanDiv", "PythonMod", "Mod"}  # printed as ** by sympy; read as a checked power
+# printed as ** by sympy; read as a checked power
+_DIVISIONS = {"FloorDiv", "CleanDiv", "PythonMod", "Mod"}
 
 _TOKEN = re.compile(r"""
     (?P<space>\s+)

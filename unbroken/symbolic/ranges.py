@@ -11,8 +11,8 @@ Endpoints are Python ints (or floats for float expressions) or ``-sympy.oo``/``s
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import sympy
 from sympy.core.relational import Relational
@@ -65,11 +65,11 @@ class ValueRange:
 
     # ----- constructors -----
     @staticmethod
-    def unbounded() -> "ValueRange":
+    def unbounded() -> ValueRange:
         return ValueRange(NEG_INF, INF)
 
     @staticmethod
-    def point(value) -> "ValueRange":
+    def point(value) -> ValueRange:
         return ValueRange(value, value)
 
     # ----- queries -----
@@ -89,12 +89,15 @@ class ValueRange:
     def is_positive(self) -> bool:
         return self.lower > 0
 
-    def intersect(self, other: "ValueRange") -> "ValueRange":
-        lower = self.lower if other.lower is NEG_INF or (self.lower is not NEG_INF and self.lower >= other.lower) else other.lower
-        upper = self.upper if other.upper is INF or (self.upper is not INF and self.upper <= other.upper) else other.upper
+    def intersect(self, other: ValueRange) -> ValueRange:
+        keep_lower = other.lower is NEG_INF or (self.lower is not NEG_INF
+                                                and self.lower >= other.lower)
+        keep_upper = other.upper is INF or (self.upper is not INF and self.upper <= other.upper)
+        lower = self.lower if keep_lower else other.lower
+        upper = self.upper if keep_upper else other.upper
         return ValueRange(lower, upper)
 
-    def union(self, other: "ValueRange") -> "ValueRange":
+    def union(self, other: ValueRange) -> ValueRange:
         return ValueRange(_min(self.lower, other.lower), _max(self.upper, other.upper))
 
     def __str__(self) -> str:
@@ -105,19 +108,19 @@ class ValueRange:
     __repr__ = __str__
 
     # ----- arithmetic (each returns an interval containing every possible result) -----
-    def __add__(self, other: "ValueRange") -> "ValueRange":
+    def __add__(self, other: ValueRange) -> ValueRange:
         return ValueRange(_add(self.lower, other.lower), _add(self.upper, other.upper))
 
-    def __neg__(self) -> "ValueRange":
+    def __neg__(self) -> ValueRange:
         return ValueRange(-self.upper, -self.lower)
 
-    def __sub__(self, other: "ValueRange") -> "ValueRange":
+    def __sub__(self, other: ValueRange) -> ValueRange:
         return self + (-other)
 
-    def __mul__(self, other: "ValueRange") -> "ValueRange":
+    def __mul__(self, other: ValueRange) -> ValueRange:
         return _corners(self, other, _mul)
 
-    def floordiv(self, other: "ValueRange") -> "ValueRange":
+    def floordiv(self, other: ValueRange) -> ValueRange:
         """Python ``//``. Unbounded when the divisor range contains 0."""
         if other.lower > 0:
             return _corners(self, other, _floordiv)
@@ -125,15 +128,16 @@ class ValueRange:
             return (-self).floordiv(-other)
         return ValueRange.unbounded()
 
-    def truediv(self, other: "ValueRange") -> "ValueRange":
+    def truediv(self, other: ValueRange) -> ValueRange:
         """Real division. Unbounded when the divisor range contains 0."""
         if other.lower > 0 or other.upper < 0:
             return _corners(self, other, _truediv)
         return ValueRange.unbounded()
 
-    def mod(self, other: "ValueRange") -> "ValueRange":
+    def mod(self, other: ValueRange) -> ValueRange:
         """Python ``%`` (the result takes the divisor's sign)."""
-        if other.is_singleton() and other.lower > 0 and not _is_inf(self.lower) and not _is_inf(self.upper):
+        if (other.is_singleton() and other.lower > 0
+                and not _is_inf(self.lower) and not _is_inf(self.upper)):
             c = other.lower
             if self.lower // c == self.upper // c:
                 return ValueRange(self.lower % c, self.upper % c)
@@ -148,7 +152,7 @@ class ValueRange:
             return ValueRange(_add(other.lower, 1), 0)
         return ValueRange.unbounded()
 
-    def pow(self, other: "ValueRange") -> "ValueRange":
+    def pow(self, other: ValueRange) -> ValueRange:
         """``self ** other`` for a nonnegative integer exponent range; else unbounded."""
         if other.is_singleton() and isinstance(other.lower, int) and other.lower >= 0:
             n = other.lower
@@ -162,30 +166,30 @@ class ValueRange:
             return ValueRange(_pow(self.lower, other.lower), _pow(self.upper, other.upper))
         return ValueRange.unbounded()
 
-    def abs(self) -> "ValueRange":
+    def abs(self) -> ValueRange:
         if self.lower >= 0:
             return self
         if self.upper <= 0:
             return -self
         return ValueRange(0, _max(-self.lower, self.upper))
 
-    def min(self, other: "ValueRange") -> "ValueRange":
+    def min(self, other: ValueRange) -> ValueRange:
         return ValueRange(_min(self.lower, other.lower), _min(self.upper, other.upper))
 
-    def max(self, other: "ValueRange") -> "ValueRange":
+    def max(self, other: ValueRange) -> ValueRange:
         return ValueRange(_max(self.lower, other.lower), _max(self.upper, other.upper))
 
-    def floor(self) -> "ValueRange":
+    def floor(self) -> ValueRange:
         return ValueRange(_round(self.lower, math.floor), _round(self.upper, math.floor))
 
-    def ceil(self) -> "ValueRange":
+    def ceil(self) -> ValueRange:
         return ValueRange(_round(self.lower, math.ceil), _round(self.upper, math.ceil))
 
-    def round_to_int(self) -> "ValueRange":
+    def round_to_int(self) -> ValueRange:
         """Python's ``round`` to an int (half to even): within one of the floor."""
         return ValueRange(_add(self.lower, -1), _add(self.upper, 1)).floor()
 
-    def trunc(self) -> "ValueRange":
+    def trunc(self) -> ValueRange:
         return self.floor().union(self.ceil())
 
 
@@ -333,7 +337,9 @@ def _relational_truth(rel, ranges, cache) -> bool | None:
         a, b = static_truth(lhs, ranges, cache), static_truth(rhs, ranges, cache)
         if a is None or b is None:
             return None
-        return (a == b) if isinstance(rel, sympy.Eq) else (a != b) if isinstance(rel, sympy.Ne) else None
+        if isinstance(rel, sympy.Eq):
+            return a == b
+        return (a != b) if isinstance(rel, sympy.Ne) else None
     diff = bound(sympy.expand(lhs - rhs) if _cheap(lhs, rhs) else lhs - rhs, ranges, cache)
     if isinstance(rel, sympy.Eq):
         return _eq_truth(diff)

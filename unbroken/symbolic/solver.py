@@ -84,7 +84,8 @@ class Solver:
     timeout_ms:    z3 timeout of the reused solver; the fresh retry gets 5x as long.
     """
 
-    def __init__(self, env: ShapeEnvironment, *, assume_checks: bool = True, timeout_ms: int = 1000):
+    def __init__(self, env: ShapeEnvironment, *, assume_checks: bool = True,
+                 timeout_ms: int = 1000):
         self.env = env
         self.assume_checks = assume_checks
         self.timeout_ms = timeout_ms

@@ -122,7 +122,8 @@ def _walk(value, spec, path: str, occurrences: list, forced=frozenset()) -> Any:
     if isinstance(value, torch.Tensor):
         return _tensor(value, spec, path, occurrences, forced)
     if pytree.tree_is_leaf(value):
-        if spec is not None and not (isinstance(spec, _DimHint) and spec.type is _DimHintType.STATIC):
+        static = isinstance(spec, _DimHint) and spec.type is _DimHintType.STATIC
+        if spec is not None and not static:
             raise ExportUsageError(
                 f"dynamic_shapes[{path}] is {spec!r}, but input {path} is a "
                 f"{type(value).__name__}, not a tensor.",
@@ -232,7 +233,8 @@ def _tensor(tensor: torch.Tensor, spec, path: str, occurrences: list,
             dims.append(_Ref(len(occurrences) - 1))
         else:
             raise ExportUsageError(
-                f"dynamic_shapes entry for {source} is {entry!r} ({type(entry).__name__}); expected "
+                f"dynamic_shapes entry for {source} is {entry!r} ({type(entry).__name__}); "
+                "expected "
                 f"a Dim, Dim.AUTO/DYNAMIC/STATIC, an int or None.",
                 hint='Write e.g. Dim("batch", min=2, max=64) for a dynamic dimension, None for a '
                      "static one.")
@@ -263,7 +265,8 @@ def _per_dim(spec, ndim: int, path: str) -> list:
     if isinstance(spec, (list, tuple)):
         if len(spec) != ndim:
             raise ExportUsageError(
-                f"dynamic_shapes[{path}] has {len(spec)} entries, but {path} has {ndim} dimension(s).",
+                f"dynamic_shapes[{path}] has {len(spec)} entries, but {path} has {ndim} "
+                "dimension(s).",
                 hint=f"Give exactly {ndim} entries (None for static dimensions), or a dict "
                      "{dim_index: Dim}.")
         return list(spec)
@@ -439,7 +442,8 @@ def _check_in_range(occ: _Occurrence, size: int, lower: int, upper: int | None, 
     if size < lower or (upper is not None and size > upper):
         shown = "inf" if upper is None else upper
         raise ExportUsageError(
-            f"{occ.source} has example size {size}, outside the range [{lower}, {shown}] of {label}.",
+            f"{occ.source} has example size {size}, outside the range [{lower}, {shown}] "
+            f"of {label}.",
             hint=f"Pass an example within [{lower}, {shown}], or widen the Dim's min/max.")
 
 
@@ -453,12 +457,14 @@ def _check_root_range(name: str, hint: int, lower: int, upper: int | None, uses)
         sources = ", ".join(o.source for o, _ in uses)
         raise ExportUsageError(
             f"the example sizes of {sources} give Dim {name!r} the value {hint}, outside its range "
-            f"[{lower}, {shown}].", hint=f"Pass examples with {name} in [{lower}, {shown}] or widen the Dim.")
+            f"[{lower}, {shown}].",
+            hint=f"Pass examples with {name} in [{lower}, {shown}] or widen the Dim.")
 
 
 def _small_example(occ: _Occurrence, label: str) -> ExportUsageError:
     return ExportUsageError(
         f"{occ.source} is marked dynamic ({label}) but the example input has size {occ.size}. "
-        "Sizes 0 and 1 take special paths in PyTorch kernels, so they cannot stand for other sizes.",
+        "Sizes 0 and 1 take special paths in PyTorch kernels, so they cannot stand for other "
+        "sizes.",
         hint=f"Pass an example with {occ.source} >= 2 (the exported program still accepts every "
              f"size in the Dim's range >= 2), or mark the dimension static (None).")

@@ -50,7 +50,7 @@ def _fold(tx, fn, a, b):
     try:
         return wrap(tx, fn(a, b))
     except Exception as exc:  # e.g. ZeroDivisionError: raised by the program itself
-        raise tx.user_exception(exc)
+        raise tx.user_exception(exc) from None
 
 
 def _sequence_op(tx, symbol, left, right, inplace):

@@ -1,8 +1,8 @@
 """Calls and function creation: KW_NAMES, CALL, CALL_FUNCTION_EX, MAKE_FUNCTION."""
 from __future__ import annotations
 
-from ..graph_breaks import graph_break
 from .. import protocol
+from ..graph_breaks import graph_break
 from ..variables.containers import DictVariable
 from ..variables.functions import NestedFunctionVariable
 from .registry import NULL, opcode

@@ -8,8 +8,14 @@ from ..builtins import call_builtin, concrete
 from ..graph_breaks import graph_break
 from ..protocol import iterate, subscript
 from ..variables.constant import ConstantVariable
-from ..variables.containers import (DictVariable, ListVariable, SliceVariable, TupleVariable,
-                                    check_mutable, dict_key)
+from ..variables.containers import (
+    DictVariable,
+    ListVariable,
+    SliceVariable,
+    TupleVariable,
+    check_mutable,
+    dict_key,
+)
 from ..variables.objects import NewObjectVariable, ObjectVariable
 from ..variables.tensor import TensorVariable
 from .registry import opcode

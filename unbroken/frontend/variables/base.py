@@ -44,16 +44,16 @@ class Interpreter(Protocol):
 
     output: object
 
-    def wrap(self, value, source: Source | None = None) -> "VariableTracker":
+    def wrap(self, value, source: Source | None = None) -> VariableTracker:
         """The tracker for a Python value met during tracing (``variables.builder.wrap``)."""
 
-    def call_leaf(self, fn, args: list, kwargs: dict) -> "VariableTracker":
+    def call_leaf(self, fn, args: list, kwargs: dict) -> VariableTracker:
         """Call ``fn`` natively on the unwrapped arguments while the recorder records."""
 
-    def inline_call(self, code, f_globals, bound: dict, closure, name: str) -> "VariableTracker":
+    def inline_call(self, code, f_globals, bound: dict, closure, name: str) -> VariableTracker:
         """Run a user function's code object in a child frame; returns its result."""
 
-    def binary_op(self, symbol: str, left, right) -> "VariableTracker":
+    def binary_op(self, symbol: str, left, right) -> VariableTracker:
         """``left <symbol> right`` with the interpreter's operator semantics."""
 
     def zero_arg_super(self) -> tuple:
@@ -97,16 +97,16 @@ class VariableTracker:
         """The plain Python value to pass to a leaf call (tensors become meta tensors)."""
         raise graph_break("UB113", f"{self.describe()} cannot be passed to a PyTorch function")
 
-    def getattr(self, tx, name: str) -> "VariableTracker":
+    def getattr(self, tx, name: str) -> VariableTracker:
         raise graph_break("UB117", f"cannot read attribute `{name}` of {self.describe()}")
 
-    def setattr(self, tx, name: str, value: "VariableTracker") -> None:
+    def setattr(self, tx, name: str, value: VariableTracker) -> None:
         raise graph_break("UB107", f"cannot assign attribute `{name}` of {self.describe()}")
 
-    def call(self, tx, args: list, kwargs: dict) -> "VariableTracker":
+    def call(self, tx, args: list, kwargs: dict) -> VariableTracker:
         raise graph_break("UB108", f"{self.describe()} is not callable during export")
 
-    def getitem(self, tx, index: "VariableTracker") -> "VariableTracker":
+    def getitem(self, tx, index: VariableTracker) -> VariableTracker:
         """``self[index]``: folded natively when both are constants, else a leaf call."""
         if self.is_constant() and index.is_constant():
             container, key = self.as_constant(), index.as_constant()
@@ -115,7 +115,7 @@ class VariableTracker:
             try:
                 value = container[key]
             except Exception as exc:
-                raise tx.user_exception(exc)
+                raise tx.user_exception(exc) from None
             return tx.wrap(value)
         return tx.call_leaf(operator.getitem, [self, index], {})
 

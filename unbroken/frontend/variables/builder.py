@@ -25,16 +25,35 @@ from ..sources import ItemSource
 from .autograd_function import FUNCTION_APPLY, AutogradFunctionApplyVariable
 from .base import VariableTracker
 from .constant import ConstantVariable, is_constant_value
-from .containers import (DictVariable, ListVariable, NamedTupleVariable, SizeVariable,
-                         SliceVariable, TupleVariable, tuple_fields)
-from .functions import (AssumedConstantVariable, CachedFunctionVariable, IgnoredCallVariable,
-                        SignatureVariable, TorchFunctionVariable, TupleNewVariable,
-                        UserFunctionVariable, is_torch_callable)
+from .containers import (
+    DictVariable,
+    ListVariable,
+    NamedTupleVariable,
+    SizeVariable,
+    SliceVariable,
+    TupleVariable,
+    tuple_fields,
+)
+from .functions import (
+    AssumedConstantVariable,
+    CachedFunctionVariable,
+    IgnoredCallVariable,
+    SignatureVariable,
+    TorchFunctionVariable,
+    TupleNewVariable,
+    UserFunctionVariable,
+    is_torch_callable,
+)
 from .grad_mode import GRAD_MODE_CLASSES, GradModeVariable
 from .native import PureCallableVariable
 from .nn_module import NNModuleVariable
-from .objects import (ContextManagerVariable, ObjectSetattrVariable, ObjectVariable,
-                      PartialVariable, PythonModuleVariable)
+from .objects import (
+    ContextManagerVariable,
+    ObjectSetattrVariable,
+    ObjectVariable,
+    PartialVariable,
+    PythonModuleVariable,
+)
 from .tensor import SymbolicVariable, TensorVariable
 
 __all__ = ["wrap"]

@@ -51,7 +51,7 @@ class SequenceVariable(VariableTracker):
     def length(self, tx):
         return len(self.elements)
 
-    def rebuild(self, elements) -> "SequenceVariable":
+    def rebuild(self, elements) -> SequenceVariable:
         """A new tracker of the same kind with other elements."""
         return type(self)(elements)
 
@@ -64,9 +64,10 @@ class SequenceVariable(VariableTracker):
         try:
             return self.elements[key]
         except IndexError:
-            raise tx.user_exception(IndexError(f"{self.python_class.__name__} index out of range"))
+            message = f"{self.python_class.__name__} index out of range"
+            raise tx.user_exception(IndexError(message)) from None
         except TypeError as exc:
-            raise tx.user_exception(exc)
+            raise tx.user_exception(exc) from None
 
     def getattr(self, tx, name: str) -> VariableTracker:
         if not hasattr(self.python_class, name):

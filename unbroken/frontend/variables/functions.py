@@ -87,7 +87,7 @@ def bind_arguments(tx, fn, args, kwargs, wrap_default) -> dict:
     try:
         bound = signature.bind(*args, **kwargs)
     except TypeError as exc:
-        raise tx.user_exception(TypeError(f"{fn.__qualname__}(): {exc}"))
+        raise tx.user_exception(TypeError(f"{fn.__qualname__}(): {exc}")) from None
     bound.apply_defaults()
     result = {}
     for name, value in bound.arguments.items():
@@ -161,7 +161,8 @@ class TorchFunctionVariable(NativeCallableVariable):
     __slots__ = ()
 
     def describe(self) -> str:
-        return f"`{getattr(self.fn, '__module__', 'torch')}.{getattr(self.fn, '__name__', self.fn)}`"
+        module = getattr(self.fn, "__module__", "torch")
+        return f"`{module}.{getattr(self.fn, '__name__', self.fn)}`"
 
     def call(self, tx, args, kwargs) -> VariableTracker:
         return call_torch_function(tx, self.fn, args, kwargs)

@@ -67,7 +67,7 @@ class NNModuleVariable(VariableTracker):
             return len(self.module) > 0
         return True
 
-    def _child(self, tx, name: str, module: nn.Module) -> "NNModuleVariable":
+    def _child(self, tx, name: str, module: nn.Module) -> NNModuleVariable:
         return NNModuleVariable(module, tx.output.module_path(module, None) or
                                 (f"{self.fqn}.{name}" if self.fqn else name))
 
@@ -92,7 +92,8 @@ class NNModuleVariable(VariableTracker):
         return getattr_fallback(tx, self, type(module), name, nn.Module.__getattr__)
 
     def _check_method(self, found, name):
-        if (isinstance(found, BoundMethodVariable) and isinstance(found.function, TorchFunctionVariable)
+        if (isinstance(found, BoundMethodVariable)
+                and isinstance(found.function, TorchFunctionVariable)
                 and getattr(nn.Module, name, None) is found.function.fn
                 and name not in _SAFE_BASE_METHODS):
             raise graph_break("UB108", f"`nn.Module.{name}` called inside forward()")
@@ -123,9 +124,10 @@ class NNModuleVariable(VariableTracker):
         try:
             value = self.module[key]
         except (IndexError, KeyError, TypeError) as exc:
-            raise tx.user_exception(exc)
+            raise tx.user_exception(exc) from None
         if isinstance(value, nn.Module):
-            return NNModuleVariable(value, tx.output.module_path(value, None) or f"{self.fqn}[{key}]")
+            path = tx.output.module_path(value, None) or f"{self.fqn}[{key}]"
+            return NNModuleVariable(value, path)
         return tx.wrap(value)
 
     # ----------------------------------------------------------------- calls

@@ -14,8 +14,17 @@ import torch
 
 from ..graph_breaks import graph_break
 from ..overlay import DELETED
-from ..protocol import (CallbackVariable, call_python, call_special, class_attribute,
-                        getattr_fallback, is_data_descriptor, load_attribute, lookup, subscript)
+from ..protocol import (
+    CallbackVariable,
+    call_python,
+    call_special,
+    class_attribute,
+    getattr_fallback,
+    is_data_descriptor,
+    load_attribute,
+    lookup,
+    subscript,
+)
 from ..sources import AttrSource
 from .base import CREATION_ORDER, AttributeMissing, VariableTracker
 from .constant import ConstantVariable
@@ -115,7 +124,7 @@ class ObjectVariable(_UserProtocols, VariableTracker):
         tx.output.overlay.write(self.value, name, value, original, tx.user_frames())
 
     def call(self, tx, args, kwargs):
-        call = getattr(type(self.value), "__call__", None)
+        call = getattr(type(self.value), "__call__", None)  # noqa: B004 (the method itself)
         if isinstance(call, types.FunctionType):
             return call_python(tx, call, [self, *args], kwargs)
         return super().call(tx, args, kwargs)

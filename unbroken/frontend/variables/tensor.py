@@ -168,7 +168,8 @@ class TensorMethodVariable(VariableTracker):
         from the Python data natively (on the meta stand-in, the data would be lost)."""
         kwargs = dict(kwargs)
         kwargs.setdefault("dtype", ConstantVariable(self.tensor.meta.dtype))
-        kwargs.setdefault("device", ConstantVariable(tx.output.recorder.device_of(self.tensor.meta)))
+        device = tx.output.recorder.device_of(self.tensor.meta)
+        kwargs.setdefault("device", ConstantVariable(device))
         return tx.wrap(torch.tensor).call(tx, args[:1], kwargs)
 
 

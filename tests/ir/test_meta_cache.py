@@ -25,7 +25,9 @@ class Blocks(torch.nn.Module):
 
     def forward(self, x):
         for block in self.blocks:
-            x = x + block(x)
+            h = block(x)  # linear on 3-d input: a view of its addmm in the meta decomposition
+            h.mul_(0.5)   # written in place: fresh memory in eager, and in the cache's rebuild
+            x = x + h
         return x.softmax(-1)
 
 
@@ -89,10 +91,10 @@ def test_key_refuses_what_it_cannot_state():
     assert cache.key("kernel", op, (torch.empty(2, device="meta"), object()), {}) is None
 
 
-def test_views_and_grad_outputs_are_not_stored():
+def test_offset_and_grad_outputs_are_not_stored():
     cache = MetaCache()
     base = torch.empty(4, 4, device="meta")
-    for out in (base.t(), base[1:], torch.empty(2, device="meta", requires_grad=True)):
+    for out in (base[1:], torch.empty(2, device="meta", requires_grad=True)):
         cache.put(("k", id(out)), out, None)
         assert cache.get(("k", id(out))) is None
     cache.put(("k",), (base, 3), None)

@@ -17,13 +17,15 @@ the meta computation reads:
 * the shape environment's version (``ShapeEnvironment.version``): a range narrowed by
   ``torch._check`` or a new symbol changes what a kernel can decide statically.
 
-A hit returns fresh meta tensors with the cached sizes, strides and dtype. It skips no
+A hit returns fresh meta tensors with the cached sizes, strides and dtype (as eager does: a
+functional op's outputs are new memory, even where a meta decomposition returns a view of its
+own temporary). It skips no
 decision the trace would record: each question the kernel asked with these arguments was
 answered (and, if it needed a guard, recorded) the first time, and the environment answers it
 the same way again without recording anything (``ShapeEnvironment.decide_expr`` caches every
-decision). Outputs that alias, require grad, carry conjugate bits, or come with new symbols
-(``nonzero``-like sizes) are never cached; nor is a call whose arguments include a value the
-key cannot state exactly (an object of another type, a tensor not on the meta device).
+decision). Outputs at a storage offset, that require grad, carry conjugate bits, or come with
+new symbols (``nonzero``-like sizes) are never cached; nor is a call whose arguments include a
+value the key cannot state exactly (an object of another type, a tensor not on the meta device).
 """
 from __future__ import annotations
 
@@ -147,8 +149,12 @@ def _symbolic(value):
 def _describe(leaf):
     """An output as something :meth:`MetaCache._rebuild` makes again exactly."""
     if isinstance(leaf, torch.Tensor):
+        # A view is fine: a functional op's output never aliases its inputs (its schema
+        # says so; ``ir.composites`` keeps only such composites whole), so what it views is
+        # a temporary of the computation (``linear`` as ``view(addmm(...))``), which the
+        # program cannot reach; eager returns fresh memory (``_unsafe_view``).
         if (leaf.device.type != "meta" or leaf.layout != torch.strided or leaf.requires_grad
-                or leaf.is_conj() or leaf.is_neg() or leaf._is_view()
+                or leaf.is_conj() or leaf.is_neg()
                 or type(leaf) is not torch.Tensor or _expr(leaf.storage_offset()) != 0):
             raise _Uncacheable
         return _Meta(tuple(map(_expr, leaf.shape)), tuple(map(_expr, leaf.stride())), leaf.dtype)

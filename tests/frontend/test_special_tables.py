@@ -7,6 +7,7 @@ are exporting" on purpose), or refused with the code its handler promises. A wro
 """
 import functools
 import importlib
+import itertools
 import operator
 import warnings
 
@@ -134,6 +135,11 @@ BUILTIN_CASES = [
     (callable, lambda x: x * callable(len) + callable(3), EAGER),
     # traced values: a tensor and a list are not callable (the class's __call__ decides)
     (callable, lambda x: x + callable(x) + callable([x]) * 2 + callable(x.relu) * 4, EAGER),
+    # a generator in the chain runs in order; inspect.Signature.bind iterates a chain
+    (itertools.chain, lambda x: sum(itertools.chain([x, 2 * x], (x * i for i in range(3)),
+                                                    x.unbind(0))), EAGER),
+    (itertools.chain.from_iterable,
+     lambda x: torch.stack(list(itertools.chain.from_iterable([[x, x + 1], (x * 2,)]))), EAGER),
 ]
 
 

@@ -12,6 +12,7 @@ import builtins
 import collections
 import enum
 import functools
+import itertools
 import operator
 
 import torch
@@ -180,6 +181,15 @@ def _zip(tx, *iterables, strict=None):
     if strict is not None and strict.as_constant() and len({len(c) for c in columns}) > 1:
         raise tx.user_exception(ValueError("zip() arguments have different lengths"))
     return IteratorVariable([TupleVariable(list(row)) for row in zip(*columns)])
+
+
+def _chain(tx, *iterables):
+    # materialized like zip/map/enumerate: each iterable is run to its end in order
+    return IteratorVariable([v for iterable in iterables for v in iterate(tx, iterable)])
+
+
+def _chain_from_iterable(tx, iterables):
+    return _chain(tx, *iterate(tx, iterables))
 
 
 def _reversed(tx, seq):
@@ -396,6 +406,7 @@ _HANDLERS = {
     repr: _textual(repr), ascii: _textual(ascii), format: _textual(format), slice: _slice,
     super: _super,
     object: _object, functools.reduce: _reduce, callable: _callable,
+    itertools.chain: _chain, itertools.chain.from_iterable: _chain_from_iterable,
 }
 
 

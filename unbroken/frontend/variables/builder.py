@@ -11,6 +11,7 @@ import functools
 import importlib.metadata
 import importlib.util
 import inspect
+import itertools
 import logging
 import re
 import types
@@ -62,6 +63,12 @@ __all__ = ["wrap"]
 _PURE_MODULES = ("math", "operator", "_operator", "cmath", "itertools")
 
 
+# Functions outside builtins that the interpreter models itself (``builtins._HANDLERS``);
+# a set: membership asks ``==`` only on a hash match (``chain.from_iterable`` is made anew on
+# each attribute read, equal but not identical).
+_MODELLED_FUNCTIONS = frozenset([functools.reduce, itertools.chain.from_iterable])
+
+
 def wrap(tx, value, source=None) -> VariableTracker:
     """The tracker for ``value``. Tensors must already be meta tensors known to the recorder,
     or real tensors, which are lifted as constants."""
@@ -80,7 +87,7 @@ def wrap(tx, value, source=None) -> VariableTracker:
             return IgnoredCallVariable(value, source)
         if value in _NATIVE_QUERIES:
             return PureCallableVariable(value, source)
-        if value is functools.reduce:
+        if value in _MODELLED_FUNCTIONS:
             return BuiltinVariable(value, source)
         if value is inspect.signature:
             return SignatureVariable(value, source)

@@ -1,17 +1,24 @@
-"""Export time: unbroken.export vs torch.export.export(strict=True) on the model zoo.
+"""Export time: unbroken.export vs torch.export.export, strict and non-strict, on the model zoo.
 
-For every zoo model (``tests/models/zoo.py``), in one process: one warm-up export per side, then
+For every benchmark model and every shape mode, in one process: one warm-up export per side, then
 ``--runs`` timed exports per side; the table shows the median wall time of each side and the
-ratio torch / unbroken (above 1: unbroken is faster). A side that fails on a model is reported in
-that model's row and does not stop the run.
+ratios strict / unbroken and non-strict / unbroken (above 1: unbroken is faster). A side that
+fails on a model is reported in that model's row and does not stop the run.
 
-    python benchmarks/export_time.py [--runs 5] [--models mlp,cnn] [--json results.json]
+Shape modes: ``static`` (no ``dynamic_shapes``), ``auto`` (``Dim.AUTO`` on the batch dim, and the
+sequence dim of sequence models, of the model's input) and ``dims`` (the same dims as explicit
+named ``Dim("batch")`` / ``Dim("seq")`` with the model's admitted maximum; LSTM: batch only,
+its code pins the sequence).
+
+    python benchmarks/export_time.py [--runs 5] [--models mlp,cnn] [--modes static,auto]
+                                     [--json results.json]
 """
 from __future__ import annotations
 
 import argparse
 import gc
 import json
+import os
 import platform
 import statistics
 import sys
@@ -85,30 +92,67 @@ MODELS: dict[str, Callable] = {
 }
 
 
-def unbroken_export(model, args):
+# name -> the dynamic dims of its one input: {dim: (role, largest size the model admits)};
+# role "batch" or "seq" names the Dim of the ``dims`` mode (None: Dim.AUTO only, the code pins
+# it). The causal masks of 16 need seq != 16 (a slice of the whole mask is another view): all
+# three exporters refuse max=16 and accept 15.
+DYNAMIC_DIMS: dict[str, dict[int, tuple[str | None, int | None]]] = {
+    "mlp": {0: ("batch", None)},
+    "cnn": {0: ("batch", None)},
+    "transformer_block": {0: ("batch", None), 1: ("seq", 15)},
+    "embedding_posenc": {0: ("batch", None), 1: ("seq", 64)},  # position table of 64
+    "encoder_layer": {0: ("batch", None), 1: ("seq", None)},
+    "lstm": {0: ("batch", None), 1: (None, None)},  # the recurrence unrolls over seq
+    "gpt2_block": {0: ("batch", None), 1: ("seq", 15)},
+    "tiny_resnet": {0: ("batch", None)},
+    "transformer_x24": {0: ("batch", None), 1: ("seq", 15)},
+    "hf_bert": {0: ("batch", None), 1: ("seq", 512)},  # max_position_embeddings
+    "hf_gpt2": {0: ("batch", None), 1: ("seq", 64)},  # n_positions
+}
+
+MODES = ("static", "auto", "dims")
+
+
+def dynamic_shapes(name: str, mode: str):
+    """The ``dynamic_shapes`` of ``name`` in ``mode`` (one entry per positional input)."""
+    if mode == "static":
+        return None
+    dims = DYNAMIC_DIMS[name]
+    if mode == "auto":
+        return ({dim: torch.export.Dim.AUTO for dim in dims},)
+    return ({dim: torch.export.Dim(role, max=upper) if upper else torch.export.Dim(role)
+             for dim, (role, upper) in dims.items() if role is not None},)
+
+
+def unbroken_export(model, args, spec):
     import unbroken
 
-    return unbroken.export(model, args)
+    return unbroken.export(model, args, dynamic_shapes=spec)
 
 
-def torch_export(model, args):
-    return torch.export.export(model, args, strict=True)
+def strict_export(model, args, spec):
+    return torch.export.export(model, args, dynamic_shapes=spec, strict=True)
 
 
-SIDES: dict[str, Callable] = {"unbroken": unbroken_export, "torch": torch_export}
+def non_strict_export(model, args, spec):
+    return torch.export.export(model, args, dynamic_shapes=spec, strict=False)
 
 
-def time_side(export: Callable, model, args, runs: int) -> dict:
+SIDES: dict[str, Callable] = {"unbroken": unbroken_export, "strict": strict_export,
+                              "non_strict": non_strict_export}
+
+
+def time_side(export: Callable, model, args, spec, runs: int) -> dict:
     """Warm up once, then time ``runs`` exports. Returns median/all times, or the error."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            export(model, args)
+            export(model, args, spec)
             times = []
             for _ in range(runs):
                 gc.collect()
                 start = time.perf_counter()
-                export(model, args)
+                export(model, args, spec)
                 times.append(time.perf_counter() - start)
     except Exception as err:  # one side failing must not stop the benchmark
         first_line = (str(err).strip().splitlines() or [""])[0]
@@ -116,32 +160,47 @@ def time_side(export: Callable, model, args, runs: int) -> dict:
     return {"median_s": statistics.median(times), "runs_s": times, "error": None}
 
 
-def measure(name: str, runs: int) -> dict:
+def measure(name: str, mode: str, runs: int) -> dict:
     model, args = MODELS[name]()
-    row = {"model": name}
+    spec = dynamic_shapes(name, mode)
+    row = {"model": name, "mode": mode}
     for side, export in SIDES.items():
-        row[side] = time_side(export, model, args, runs)
-    ours, theirs = row["unbroken"]["median_s"], row["torch"]["median_s"]
-    row["ratio"] = theirs / ours if ours and theirs else None
+        row[side] = time_side(export, model, args, spec, runs)
+    ours = row["unbroken"]["median_s"]
+    for side in ("strict", "non_strict"):
+        theirs = row[side]["median_s"]
+        row[f"{side}_ratio"] = theirs / ours if ours and theirs else None
     return row
 
 
 def table(rows: list[dict], runs: int) -> Table:
     out = Table(title=f"export time, median of {runs} runs after 1 warm-up", title_justify="left")
     out.add_column("model", no_wrap=True)
+    out.add_column("shapes", no_wrap=True)
     out.add_column("unbroken", justify="right")
-    out.add_column("torch.export (strict)", justify="right")
-    out.add_column("torch / unbroken", justify="right")
+    out.add_column("strict", justify="right")
+    out.add_column("non-strict", justify="right")
+    out.add_column("strict / unbroken", justify="right")
+    out.add_column("non-strict / unbroken", justify="right")
     out.add_column("errors", overflow="fold")
     for row in rows:
         errors = [f"{side}: {row[side]['error']}" for side in SIDES if row[side]["error"]]
-        out.add_row(row["model"], _ms(row["unbroken"]["median_s"]), _ms(row["torch"]["median_s"]),
-                    f"{row['ratio']:.2f}x" if row["ratio"] else "-", "\n".join(errors))
+        out.add_row(row["model"], row["mode"], *(_ms(row[side]["median_s"]) for side in SIDES),
+                    *(_ratio(row[f"{side}_ratio"]) for side in ("strict", "non_strict")),
+                    "\n".join(errors))
     return out
+
+
+def _ratio(value: float | None) -> str:
+    return f"{value:.2f}x" if value else "-"
 
 
 def _ms(seconds: float | None) -> str:
     return "failed" if seconds is None else f"{seconds * 1000:.1f} ms"
+
+
+def _loads(values) -> str:
+    return " ".join(f"{v:.1f}" for v in values)
 
 
 def environment() -> dict:
@@ -159,6 +218,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5, help="timed runs per side (default 5)")
     parser.add_argument("--models", help=f"comma-separated subset of: {', '.join(MODELS)}")
+    parser.add_argument("--modes", default=",".join(MODES),
+                        help=f"comma-separated shape modes among {', '.join(MODES)} (default all)")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     options = parser.parse_args(argv)
     if options.runs < 1:
@@ -167,6 +228,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     unknown = [n for n in options.names if n not in MODELS]
     if unknown:
         parser.error(f"unknown model(s): {', '.join(unknown)}; choose from {', '.join(MODELS)}")
+    options.mode_list = options.modes.split(",")
+    if not set(options.mode_list) <= set(MODES):
+        parser.error(f"--modes: choose among {', '.join(MODES)}")
     return options
 
 
@@ -175,13 +239,18 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(highlight=False)
     if not console.is_terminal:  # CI logs: rich would assume 80 columns
         console = Console(highlight=False, width=max(console.width, 140))
-    rows = []
+    rows, load_before = [], os.getloadavg()
     for name in options.names:
-        console.print(f"measuring {name} ...", markup=False)
-        rows.append(measure(name, options.runs))
+        for mode in options.mode_list:
+            console.print(f"measuring {name} ({mode}) ...", markup=False)
+            rows.append(measure(name, mode, options.runs))
     console.print(table(rows, options.runs))
+    load = {"before": load_before, "after": os.getloadavg()}
+    console.print(f"load average (1, 5, 15 min) before: {_loads(load['before'])}, "
+                  f"after: {_loads(load['after'])}", markup=False)
     if options.json:
-        report = {"environment": environment(), "runs": options.runs, "results": rows}
+        report = {"environment": {**environment(), "load_average": load}, "runs": options.runs,
+                  "results": rows}
         Path(options.json).write_text(json.dumps(report, indent=2) + "\n")
     return 0
 

@@ -61,7 +61,13 @@ from .process_state import isolated
 from .program import ExportedProgram
 from .size_one import admit_size_one
 from .symbolic import guard_log
-from .symbolic.auto import Adoption, Specialization, SpecializationWarning, plan_adoption
+from .symbolic.auto import (
+    Adoption,
+    Specialization,
+    SpecializationWarning,
+    narrow_in_place,
+    plan_adoption,
+)
 from .symbolic.diagnostics import (
     ConstraintViolationError,
     ExportUsageError,
@@ -133,6 +139,7 @@ def _export(mod, args, kwargs, dynamic_shapes, preserve=frozenset()) -> Exported
             try:
                 ep = exporter.run()
             except _AdoptAuto as adopt:  # Dim.AUTO dims take what the code requires: retrace
+                refinements.update(exporter.auto_refinements)  # with those adopted in place
                 refinements.update(adopt.adoption.refinements)
                 specializations.extend(adopt.adoption.specializations)
                 continue
@@ -257,6 +264,7 @@ def _admit_size_one(exporter: _Export, ep: ExportedProgram) -> ExportedProgram:
                         exporter.auto_refinements, specializations=exporter.specializations,
                         forced_static=forced, preserve=exporter.preserve)
         retry.suggest_fixes = False
+        retry.narrow_in_place = False  # a narrower range is another spec too
         try:
             other = retry.run()
         except _AdoptAuto:  # size 1 needs another spec: not the same program
@@ -310,6 +318,9 @@ class _Export:
         # tensor, or the container with a TensorDims per tensor (to render suggested fixes)
         self.top_dims: dict[str, object] = {}
         self.suggest_fixes = True
+        # Dim.AUTO adoptions that only narrow ranges are applied to this trace's environment
+        # (symbolic.auto.narrow_in_place) instead of tracing again
+        self.narrow_in_place = True
         self._asserts_after: dict = {}  # node -> the last runtime assert placed after it
 
     def run(self) -> ExportedProgram:
@@ -458,6 +469,9 @@ class _Export:
         if violations:
             adoption = plan_adoption(self.env, violations)
             if adoption is not None and adoption.refinements:
+                if self.narrow_in_place and narrow_in_place(self.env, adoption):
+                    self.auto_refinements = {**self.auto_refinements, **adoption.refinements}
+                    return self._check_guards()  # each call narrows a range: it terminates
                 raise _AdoptAuto(adoption)
             if adoption is not None:  # the symbols have settled: what is left is asserted
                 for guard in adoption.asserted:

@@ -95,3 +95,47 @@ def test_dim_dynamic_is_never_specialized():
 
     with pytest.raises(unbroken.ConstraintViolationError):
         unbroken.export(Fixed(), (torch.randn(8),), dynamic_shapes={"x": (Dim.DYNAMIC,)})
+
+
+class _PositionTable(nn.Module):
+    """Reads ``table[:seq]``: the code requires ``seq <= 16`` and nothing else."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("table", torch.arange(16.0))
+
+    def forward(self, x):
+        return x + self.table[: x.shape[1]]
+
+
+def test_a_range_only_adoption_narrows_in_place_without_a_second_trace(monkeypatch):
+    import unbroken.pipeline as pipeline
+
+    traces = []
+    real_trace = pipeline._Export._trace
+    monkeypatch.setattr(pipeline._Export, "_trace",
+                        lambda self: (traces.append(self), real_trace(self))[1])
+    model = _PositionTable()
+    ep = unbroken.export(model, (torch.randn(2, 12),), dynamic_shapes=({0: A, 1: A},))
+    assert len(traces) == 1
+    ranges = sorted((int(r.lower), int(r.upper)) for r in ep.range_constraints.values()
+                    if r.upper < 2 ** 62)
+    assert ranges == [(2, 16)]
+    for shape in [(3, 9), (5, 16)]:
+        x = torch.randn(shape)
+        assert_close(ep.module()(x), model(x))
+    with pytest.raises(InputMismatchError):
+        ep.module()(torch.randn(3, 17))
+    # the same program a second trace under the narrowed spec gives
+    monkeypatch.setattr(pipeline._Export, "__init__", _no_in_place(pipeline._Export.__init__))
+    retraced = unbroken.export(model, (torch.randn(2, 12),), dynamic_shapes=({0: A, 1: A},))
+    assert len(traces) == 3
+    assert retraced.graph_module.code == ep.graph_module.code
+    assert dict(retraced.range_constraints) == dict(ep.range_constraints)
+
+
+def _no_in_place(init):
+    def wrapped(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self.narrow_in_place = False
+    return wrapped

@@ -15,6 +15,7 @@ from unbroken.symbolic import expr as E
 from unbroken.symbolic import node as node_module
 from unbroken.symbolic.env import ShapeEnvironment
 from unbroken.symbolic.node import SymNode, sym_expr
+from unbroken.symbolic.ranges import ValueRange
 
 
 def _env(*hints):
@@ -203,3 +204,20 @@ def test_every_arithmetic_rule_is_a_method_named_in_the_class_body():
         for method in table:
             assert method in vars(SymNode), method
             assert getattr(SymNode, method).__name__ == method
+
+
+def test_arithmetic_is_built_once_per_environment():
+    env, (s,) = _env(4)
+    x = env.symint(s)
+    first, second = (x == 1).node, (x == 1).node
+    assert first is not second and first.expr is second.expr  # the memo's one sympy object
+    assert (x * 2).node.expr == 2 * s and (x + 1 == 5).node.hint is True
+    assert ((x + 0.5) * 2).node.pytype is float  # result types come back with the memo
+
+
+def test_mod_follows_the_current_ranges_not_the_memo():
+    env, (s,) = _env(6)
+    x = env.symint(s)
+    assert isinstance(((x - 3) % 4).node.expr, E.PythonMod)  # x - 3 may be negative
+    env.set_range(s, ValueRange(4, None), spec=True)
+    assert isinstance(((x - 3) % 4).node.expr, E.Mod)

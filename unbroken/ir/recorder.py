@@ -37,6 +37,7 @@ from ..symbolic.ranges import ValueRange
 from .aliasing import Aliases
 from .data_dependent import DATA_DEPENDENT_SIZES, SCALAR_OPS, integer_indexing
 from .graph_builder import GraphBuilder, meta_like
+from .meta_cache import MetaCache
 from .ops import is_functional, is_inplace_op, is_view_op, takes_argument, written_arguments
 
 __all__ = ["Recorder", "meta_like"]
@@ -96,6 +97,7 @@ class Recorder(TorchDispatchMode):
         self._this_call: set[int] = set()  # ids of tensors made during the current leaf call
         self._recording = 0   # depth of recording() contexts
         self._suspended = 0   # depth of composite ops being computed without recording
+        self.meta_cache = MetaCache(env)  # meta outputs of functional ops, per trace
 
     # ----------------------------------------------------------------- tensors
     def is_tracked(self, tensor: torch.Tensor) -> bool:
@@ -155,10 +157,15 @@ class Recorder(TorchDispatchMode):
         """Record the composite ``op`` as one node; its meta output comes from ``decompose``
         run with recording suspended (see ``ir.composites``)."""
         compute_args, compute_kwargs, device = self._prepare(op, args, kwargs)
+        key = self.meta_cache.key("composite", op, compute_args, compute_kwargs)
         self._suspended += 1
         try:
-            with _pop_mode_temporarily():
-                out = decompose(op, compute_args, compute_kwargs)
+            with _pop_mode_temporarily():  # the cache's fresh tensors are not ops to record
+                out = self.meta_cache.get(key)
+                if out is None:
+                    symbols = self.meta_cache.symbol_count()
+                    out = decompose(op, compute_args, compute_kwargs)
+                    self.meta_cache.put(key, out, symbols)
         finally:
             self._suspended -= 1
         node = self._record(op, args, kwargs, out)
@@ -218,10 +225,21 @@ class Recorder(TorchDispatchMode):
                 and not integer_indexing(func, compute_args):
             out = DATA_DEPENDENT_SIZES[func](self, *compute_args, **compute_kwargs)
             return self.record_data_dependent(func, args, kwargs, out, device)
-        out = func(*compute_args, **compute_kwargs)
+        out = self._compute(func, compute_args, compute_kwargs)
         node = self._record(func, args, kwargs, out)
         self._bind_outputs(node, out, device)
         self._track_aliasing(func, compute_args, compute_kwargs, out, node)
+        return out
+
+    def _compute(self, func, args, kwargs):
+        """The meta output of ``func``; a functional op's from the cache when the trace has
+        computed it on the same metadata (``ir.meta_cache``)."""
+        key = self.meta_cache.key("kernel", func, args, kwargs) if is_functional(func) else None
+        out = self.meta_cache.get(key)
+        if out is None:
+            symbols = self.meta_cache.symbol_count()
+            out = func(*args, **kwargs)
+            self.meta_cache.put(key, out, symbols)
         return out
 
     def _record_scalar(self, args, compute_args):

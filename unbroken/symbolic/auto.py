@@ -27,8 +27,10 @@ from .diagnostics import UserFrame
 from .env import ShapeEnvironment
 from .fixes import Fix, suggest_fix
 from .guards import Guard, render_expr
+from .ranges import ValueRange
 
-__all__ = ["Adoption", "Specialization", "SpecializationWarning", "plan_adoption"]
+__all__ = ["Adoption", "Specialization", "SpecializationWarning", "narrow_in_place",
+           "plan_adoption"]
 
 
 class SpecializationWarning(UserWarning):
@@ -98,6 +100,35 @@ def plan_adoption(env: ShapeEnvironment, violations) -> Adoption | None:
     return Adoption(_refinements(env, fix, ranges),
                     tuple(_guard_for(fact, guards) for fact in fix.asserted),
                     tuple(_specialization(env, s, fix, guards) for s in fix.static))
+
+
+def narrow_in_place(env: ShapeEnvironment, adoption: Adoption) -> bool:
+    """Adopt ``adoption`` in ``env`` itself when all it does is narrow the ranges of
+    ``Dim.AUTO``/``Dim.DYNAMIC`` symbols (``x.shape[1] <= 512``); True when done, False (and
+    ``env`` untouched) when it pins, relates or derives dims, which needs another trace.
+
+    Narrowing a range cannot change what the trace computed: every decision the wider range
+    settled holds on the narrower one, and every other decision took the example's answer,
+    which lies in both. So the guards of this trace, re-checked against the narrower ranges,
+    decide the same program a trace under the narrower spec would, without tracing again.
+    """
+    by_source = {source: symbol for symbol, source in env.auto_symbols.items()}
+    narrowed = {}
+    for source, refinement in adoption.refinements.items():
+        symbol = by_source.get(source)
+        if symbol is None or not (isinstance(refinement, tuple) and refinement[0] == "range"):
+            return False
+        new = ValueRange(refinement[1], refinement[2])
+        current = env.var_ranges[symbol].intersect(new)
+        spec = env.spec_ranges[symbol]
+        if current.is_empty() or new == spec or spec.intersect(new) != new \
+                or not new.contains(env.hint_of(symbol)):
+            return False  # not strictly narrower, or a contradiction the retrace reports
+        narrowed[symbol] = (new, current)
+    for symbol, (spec, current) in narrowed.items():
+        env.set_range(symbol, spec, spec=True)
+        env.set_range(symbol, current)
+    return True
 
 
 def _range(env: ShapeEnvironment, symbol) -> tuple:

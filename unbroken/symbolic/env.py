@@ -85,6 +85,9 @@ class ShapeEnvironment:
         self._decided: dict[tuple, bool] = {}
         self._bound_cache: dict = {}
         self._oblivious_cache: dict = {}
+        # SymNode arithmetic: (method, types, operand expressions) -> result expression
+        self.arithmetic_memo: dict = {}
+        self.version = 0  # bumped whenever a range changes or a symbol is made
         self._backed_count = 0
         self._unbacked_count = 0
 
@@ -147,6 +150,7 @@ class ShapeEnvironment:
         self._invalidate()
 
     def _invalidate(self) -> None:
+        self.version += 1  # what ranges settle may change: caches keyed on it start over
         self._bound_cache.clear()
         self._oblivious_cache.clear()
 

@@ -115,19 +115,30 @@ _INT_ARITH = {"add", "sub", "mul", "mod", "int_floordiv", "int_truediv", "pow_by
               "sym_min", "sym_max"}
 
 
+# Methods whose result depends on more than the operands' expressions and types: ``mod``
+# picks ``Mod`` or ``PythonMod`` from the current value ranges. Not memoized.
+_RANGE_DEPENDENT = {"mod"}
+
+
 def _make_binary(method: str):
     build, py_op = _BINARY[method]
+    memoized = method not in _RANGE_DEPENDENT
 
     def binary(self: SymNode, other: SymNode) -> SymNode:
-        pytype = _result_type(method, self, other)
-        if method in _INT_ARITH or self.pytype != other.pytype:
-            a, b = _as_int_expr(self), _as_int_expr(other)
-        else:
-            a, b = self.expr, other.expr
-        if pytype is float and method in ("add", "sub", "mul", "sym_min", "sym_max",
-                                          "int_floordiv", "mod"):
-            a, b = _to_float_expr(self, a), _to_float_expr(other, b)
-        expr = build(self.shape_env, a, b)
+        # Kernels ask the same questions over and over (``s0 == 1`` while broadcasting each
+        # op): building a sympy relation costs ~0.3 ms, a dict lookup nothing. The result is
+        # a function of the method and the operands' types and expressions (sympy's
+        # evaluation is deterministic), so one environment builds each once.
+        memo = getattr(self.shape_env, "arithmetic_memo", None) if memoized else None
+        a, b = self.expr, other.expr
+        key = (method, self.pytype, other.pytype, a.__class__, b.__class__, a, b)
+        built = memo.get(key) if memo is not None else None
+        if built is None:
+            pytype = _result_type(method, self, other)
+            built = (_build(method, build, self, other, pytype), pytype)
+            if memo is not None:
+                memo[key] = built
+        expr, pytype = built
         hint = None
         if self.hint is not None and other.hint is not None:
             hint = _cast(pytype, py_op(self.hint, other.hint))
@@ -136,6 +147,18 @@ def _make_binary(method: str):
     binary.__name__ = method
     binary.__doc__ = f"``{method}`` of two nodes: a new node with the sympy result and hint."
     return binary
+
+
+def _build(method: str, build: Callable, a: SymNode, b: SymNode, pytype: type):
+    """The sympy expression of ``a <method> b`` whose result has Python type ``pytype``."""
+    if method in _INT_ARITH or a.pytype != b.pytype:
+        x, y = _as_int_expr(a), _as_int_expr(b)
+    else:
+        x, y = a.expr, b.expr
+    if pytype is float and method in ("add", "sub", "mul", "sym_min", "sym_max",
+                                      "int_floordiv", "mod"):
+        x, y = _to_float_expr(a, x), _to_float_expr(b, y)
+    return build(a.shape_env, x, y)
 
 
 def _to_float_expr(node: SymNode, expr):
@@ -257,7 +280,8 @@ class SymNode:
         """True for int/bool nodes whose expression is a number (PyTorch then unwraps them)."""
         if self.pytype is float:
             return False
-        return bool(self.expr.is_number) or self.expr in (sympy.true, sympy.false)
+        expr = self.expr  # hot: asked for every operand of every SymInt operation
+        return expr is sympy.true or expr is sympy.false or bool(expr.is_number)
 
     def maybe_as_int(self) -> int | None:
         return int(self.expr) if self.pytype is int and self.expr.is_Integer else None

@@ -1,0 +1,171 @@
+"""Meta outputs of ops the trace has already computed on the same metadata.
+
+A model runs the same ops on tensors of the same sizes over and over: every block of a
+24-block transformer runs ``layer_norm``, ``linear``, ``scaled_dot_product_attention``... on
+inputs that differ only in identity. With symbolic sizes, computing one meta output is
+expensive — a composite op kept whole (``ir.composites``) runs its Python decomposition on
+SymInts, tens of milliseconds for ``linear`` — and nine in ten of those computations repeat one
+already done. :class:`MetaCache` keeps, per trace, the metadata of each output of a
+*functional* op (every output fresh memory: ``is_functional``) under a key that holds everything
+the meta computation reads:
+
+* the op, and which path computed it (a composite's decomposition or the op's meta kernel);
+* each argument: a tensor by dtype, layout, device, sizes, strides and storage offset (sympy
+  expressions for symbolic ones), conjugate/negative bits and ``requires_grad``; a SymInt,
+  SymFloat or SymBool by its expression; a plain value by type and value (floats bit for bit);
+* the process state decompositions read: grad mode, autocast, the default dtype;
+* the shape environment's version (``ShapeEnvironment.version``): a range narrowed by
+  ``torch._check`` or a new symbol changes what a kernel can decide statically.
+
+A hit returns fresh meta tensors with the cached sizes, strides and dtype (as eager does: a
+functional op's outputs are new memory, even where a meta decomposition returns a view of its
+own temporary). It skips no
+decision the trace would record: each question the kernel asked with these arguments was
+answered (and, if it needed a guard, recorded) the first time, and the environment answers it
+the same way again without recording anything (``ShapeEnvironment.decide_expr`` caches every
+decision). Outputs at a storage offset, that require grad, carry conjugate bits, or come with
+new symbols (``nonzero``-like sizes) are never cached; nor is a call whose arguments include a
+value the key cannot state exactly (an object of another type, a tensor not on the meta device).
+"""
+from __future__ import annotations
+
+import torch
+import torch.utils._pytree as pytree
+
+__all__ = ["MetaCache"]
+
+# Leaf types stated exactly by (type, value); bool before int: True is an int too.
+_PLAIN = (bool, int, str, type(None), torch.dtype, torch.device, torch.layout,
+          torch.memory_format)
+
+
+class _Uncacheable(Exception):
+    """An argument or output the cache cannot state exactly."""
+
+
+class MetaCache:
+    """Per-trace cache of functional ops' meta outputs (see the module docstring).
+
+    env: the trace's ``ShapeEnvironment`` (None for static traces): its ``symint`` rebuilds
+    symbolic sizes, its ``version`` and symbol count guard what a hit may skip.
+    """
+
+    def __init__(self, env=None):
+        self.env = env
+        self._entries: dict = {}
+        self.hits = 0
+
+    def key(self, path: str, op, args, kwargs):
+        """The key of ``op(*args, **kwargs)`` computed by ``path``, or None when an argument
+        cannot be stated exactly."""
+        try:
+            leaves, spec = pytree.tree_flatten((args, kwargs))
+            stated = tuple(_state(leaf) for leaf in leaves)
+        except _Uncacheable:
+            return None
+        version = (self.env.version, len(self.env.symbols)) if self.env is not None else None
+        return (path, op, spec, stated, version, _process_state())
+
+    def get(self, key):
+        """Fresh meta outputs for ``key``, or None when it was not stored."""
+        entry = self._entries.get(key) if key is not None else None
+        if entry is None:
+            return None
+        self.hits += 1
+        spec, leaves = entry
+        return pytree.tree_unflatten([self._rebuild(leaf) for leaf in leaves], spec)
+
+    def put(self, key, out, symbols_before: int | None) -> None:
+        """Remember ``out`` under ``key`` unless it cannot be rebuilt exactly, or the
+        computation created symbols (``symbols_before``: the environment's count before)."""
+        if key is None or (self.env is not None and len(self.env.symbols) != symbols_before):
+            return
+        leaves, spec = pytree.tree_flatten(out)
+        try:
+            described = [_describe(leaf) for leaf in leaves]
+        except _Uncacheable:
+            return
+        if self.env is None and any(isinstance(leaf, _Meta) and not leaf.is_static()
+                                    for leaf in described):
+            return  # symbolic sizes without an environment to rebuild them: never expected
+        self._entries[key] = (spec, described)
+
+    def symbol_count(self) -> int | None:
+        """The environment's symbol count, to pass to :meth:`put` after computing."""
+        return len(self.env.symbols) if self.env is not None else None
+
+    def _rebuild(self, leaf):
+        if not isinstance(leaf, _Meta):
+            return leaf
+        sizes = [self._size(s) for s in leaf.sizes]
+        strides = [self._size(s) for s in leaf.strides]
+        return torch.empty_strided(sizes, strides, dtype=leaf.dtype, device="meta")
+
+    def _size(self, value):
+        return value if isinstance(value, int) else self.env.symint(value)
+
+
+class _Meta:
+    """A cached output tensor: sizes and strides (ints or sympy expressions), dtype."""
+
+    __slots__ = ("sizes", "strides", "dtype")
+
+    def __init__(self, sizes, strides, dtype):
+        self.sizes, self.strides, self.dtype = sizes, strides, dtype
+
+    def is_static(self) -> bool:
+        return all(isinstance(s, int) for s in (*self.sizes, *self.strides))
+
+
+def _state(leaf):
+    """An argument as an exactly comparable, hashable value."""
+    if isinstance(leaf, torch.Tensor):
+        if leaf.device.type != "meta" or leaf.layout != torch.strided:
+            raise _Uncacheable
+        return ("T", leaf.dtype, tuple(map(_expr, leaf.shape)), tuple(map(_expr, leaf.stride())),
+                _expr(leaf.storage_offset()), leaf.requires_grad, leaf.is_conj(), leaf.is_neg())
+    if isinstance(leaf, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return (type(leaf), _symbolic(leaf))
+    if isinstance(leaf, float):
+        return (float, leaf.hex())  # -0.0 and 0.0 apart; nan equal to itself
+    if isinstance(leaf, _PLAIN):
+        return (type(leaf), leaf)
+    raise _Uncacheable
+
+
+def _expr(size):
+    if isinstance(size, torch.SymInt):
+        return _symbolic(size)
+    return int(size)
+
+
+def _symbolic(value):
+    expr = getattr(value.node, "expr", None)  # unbroken's SymNode (symbolic.node)
+    if expr is None:
+        raise _Uncacheable
+    return expr
+
+
+def _describe(leaf):
+    """An output as something :meth:`MetaCache._rebuild` makes again exactly."""
+    if isinstance(leaf, torch.Tensor):
+        # A view is fine: a functional op's output never aliases its inputs (its schema
+        # says so; ``ir.composites`` keeps only such composites whole), so what it views is
+        # a temporary of the computation (``linear`` as ``view(addmm(...))``), which the
+        # program cannot reach; eager returns fresh memory (``_unsafe_view``).
+        if (leaf.device.type != "meta" or leaf.layout != torch.strided or leaf.requires_grad
+                or leaf.is_conj() or leaf.is_neg()
+                or type(leaf) is not torch.Tensor or _expr(leaf.storage_offset()) != 0):
+            raise _Uncacheable
+        return _Meta(tuple(map(_expr, leaf.shape)), tuple(map(_expr, leaf.stride())), leaf.dtype)
+    if isinstance(leaf, float) or (isinstance(leaf, _PLAIN) and not isinstance(
+            leaf, (torch.device,))):
+        return leaf
+    raise _Uncacheable
+
+
+def _process_state() -> tuple:
+    """What decompositions read from the process: grad mode, autocast, default dtype."""
+    return (torch.is_grad_enabled(), torch.is_inference_mode_enabled(),
+            torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu"),
+            torch.get_default_dtype())

@@ -27,7 +27,7 @@ import torch
 import torch.fx as fx
 from torch._higher_order_ops.wrap import wrap_with_set_grad_enabled
 
-from unbroken.ir.signature import ConstantArgument, OutputSpec, replace_specs
+from unbroken.ir.signature import with_output_names
 from unbroken.symbolic.diagnostics import InternalError
 
 __all__ = ["to_torch_regions", "to_flat_regions", "has_torch_regions"]
@@ -54,7 +54,7 @@ def to_torch_regions(graph_module: fx.GraphModule, signature):
         while new in renames:
             new = renames[new]
         resolved[old] = new
-    return _renamed(signature, graph_module.graph), resolved
+    return with_output_names(signature, graph_module.graph), resolved
 
 
 def has_torch_regions(graph_module: fx.GraphModule) -> bool:
@@ -80,7 +80,7 @@ def to_flat_regions(graph_module: fx.GraphModule, signature):
     renames = {node.name: env[node].name for node in graph_module.graph.nodes
                if node.op == "call_function" and node.target is operator.getitem
                and _is_region(node.args[0])}
-    return result, _renamed(signature, graph), renames
+    return result, with_output_names(signature, graph), renames
 
 
 # -- flat -> torch ---------------------------------------------------------------------------------
@@ -233,12 +233,3 @@ def _inline(owner, node: fx.Node, target: fx.Graph, env: dict, attributes: dict)
     return tuple(outputs) if isinstance(outputs, (tuple, list)) else (outputs,)
 
 
-def _renamed(signature, graph: fx.Graph):
-    """The signature with its output specs naming the graph's output nodes (same order)."""
-    output = graph.output_node()
-    specs = []
-    for spec, value in zip(signature.output_specs, output.args[0]):
-        if isinstance(value, fx.Node) and not isinstance(spec.arg, ConstantArgument):
-            spec = OutputSpec(spec.kind, type(spec.arg)(value.name), spec.target)
-        specs.append(spec)
-    return replace_specs(signature, output_specs=specs)

@@ -21,6 +21,7 @@ them, and adds what unbroken's passes need on top:
 from __future__ import annotations
 
 import torch.export.graph_signature as _torch
+import torch.fx as fx
 
 ArgumentSpec = _torch.ArgumentSpec
 ConstantArgument = _torch.ConstantArgument
@@ -36,6 +37,7 @@ TensorArgument = _torch.TensorArgument
 TokenArgument = _torch.TokenArgument
 
 __all__ = [
+    "with_output_names",
     "ArgumentSpec",
     "ConstantArgument",
     "CustomObjArgument",
@@ -71,6 +73,19 @@ def replace_specs(signature: _torch.ExportGraphSignature, *, input_specs=None,
         list(signature.input_specs if input_specs is None else input_specs),
         list(signature.output_specs if output_specs is None else output_specs),
     )
+
+
+def with_output_names(signature: _torch.ExportGraphSignature,
+                      graph: fx.Graph) -> ExportGraphSignature:
+    """The signature with its output specs naming ``graph``'s output nodes, in order (after a
+    pass rebuilt the graph: the outputs are new nodes); constant outputs keep their value."""
+    output = graph.output_node()
+    specs = []
+    for spec, value in zip(signature.output_specs, output.args[0]):
+        if isinstance(value, fx.Node) and not isinstance(spec.arg, ConstantArgument):
+            spec = OutputSpec(spec.kind, type(spec.arg)(value.name), spec.target)
+        specs.append(spec)
+    return replace_specs(signature, output_specs=specs)
 
 
 class ExportGraphSignature(_torch.ExportGraphSignature):

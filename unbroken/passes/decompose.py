@@ -36,7 +36,7 @@ from ..ir import fake
 from ..ir.data_dependent import DATA_DEPENDENT_SIZES, SCALAR_OPS
 from ..ir.program import ProgramParts
 from ..ir.recorder import Recorder
-from ..ir.signature import ConstantArgument, OutputSpec, replace_specs
+from ..ir.signature import with_output_names
 from ..ir.verifier import GRAD_MODE_BUILTINS
 from ..symbolic.diagnostics import UnsupportedError
 from .dce import dead_code_elimination
@@ -70,7 +70,7 @@ def decompose(program: ProgramParts, decomp_table=None) -> ProgramParts:
             current[0] = node
             values[node] = _rerecord(recorder, node, values, table, keep_others, symbols)
     graph_module = recorder.builder.graph_module()
-    signature = _renamed(program.graph_signature, recorder.builder.graph)
+    signature = with_output_names(program.graph_signature, recorder.builder.graph)
     kept = _kept_nodes(program.module_calls, values, recorder.builder)
     graph_module, signature = functionalize(graph_module, signature)
     _drop_inner_aliases(graph_module)
@@ -185,12 +185,3 @@ def _value(value, values):
     return values[value] if isinstance(value, fx.Node) else value
 
 
-def _renamed(signature, graph: fx.Graph):
-    """The signature with the output specs naming the new output nodes (same order)."""
-    output = next(n for n in graph.nodes if n.op == "output")
-    specs = []
-    for spec, value in zip(signature.output_specs, output.args[0]):
-        if isinstance(value, fx.Node) and not isinstance(spec.arg, ConstantArgument):
-            spec = OutputSpec(spec.kind, type(spec.arg)(value.name), spec.target)
-        specs.append(spec)
-    return replace_specs(signature, output_specs=specs)

@@ -7,6 +7,7 @@ import torch
 import torch.nn as nn
 
 import unbroken
+from tests.test_uncaught import RaisesOnlyWhenTraced
 from unbroken import pipeline
 from unbroken.cli import main
 
@@ -105,19 +106,5 @@ def test_unbrokens_own_bug_is_raised_not_listed(monkeypatch):
 def test_uncaught_exception_eager_does_not_raise_is_a_bug():
     """An exception only the trace raises (eager, on a copy of the model, returns) is
     unbroken's failure (InternalError), not a graph break ("eager would fail too")."""
-
-    class RaisesOnlyWhenTraced(nn.Module):
-        def __init__(self, fail=True):
-            super().__init__()
-            self.fail = fail
-
-        def forward(self, x):
-            if self.fail:
-                raise ValueError("only in the trace")
-            return x + 1
-
-        def __deepcopy__(self, memo):
-            return RaisesOnlyWhenTraced(fail=False)
-
     with pytest.raises(unbroken.InternalError, match="eager execution on the same inputs"):
         unbroken.find_graph_breaks(RaisesOnlyWhenTraced(), (torch.randn(2),))

@@ -253,16 +253,9 @@ class GraphBuilder:
     def call(self, func, args, kwargs, out) -> fx.Node:
         """Append ``func(*args, **kwargs)`` whose value is ``out``: tensor arguments become
         the nodes holding them, symbolic values the nodes computing them."""
-        def to_arg(value):
-            if isinstance(value, torch.Tensor):
-                return self.node_of(value)
-            if isinstance(value, _SYMBOLIC):
-                return self.sym_node(value)
-            return value
-
         node = self.graph.create_node(
-            "call_function", func, pytree.tree_map(to_arg, tuple(args)),
-            pytree.tree_map(to_arg, dict(kwargs)), name=node_name(func))
+            "call_function", func, pytree.tree_map(self._as_arg, tuple(args)),
+            pytree.tree_map(self._as_arg, dict(kwargs)), name=node_name(func))
         self.annotate(node, out)
         return node
 
@@ -347,14 +340,16 @@ class GraphBuilder:
 
     def set_output(self, values) -> fx.Node:
         """The output node: a tuple of nodes (tensors, sizes) and constants."""
-        def to_arg(value):
-            if isinstance(value, torch.Tensor):
-                return self.node_of(value)
-            if isinstance(value, _SYMBOLIC):
-                return self.sym_node(value)
-            return value
+        return self.graph.output(tuple(self._as_arg(v) for v in values))
 
-        return self.graph.output(tuple(to_arg(v) for v in values))
+    def _as_arg(self, value):
+        """A graph argument for ``value``: the node holding a tensor, the node computing a
+        symbolic value, anything else as it is."""
+        if isinstance(value, torch.Tensor):
+            return self.node_of(value)
+        if isinstance(value, _SYMBOLIC):
+            return self.sym_node(value)
+        return value
 
     # ----------------------------------------------------------------- subgraphs
     def open_subgraph(self, operands: list) -> list:

@@ -5,6 +5,7 @@ import torch
 from torch._dispatch.python import enable_python_dispatcher
 from torch.utils._python_dispatch import _disable_current_modes
 
+import unbroken
 from unbroken.ir.recorder import Recorder
 from unbroken.symbolic.diagnostics import DataDependentError, UnsupportedError, UserFrame
 from unbroken.symbolic.env import ShapeEnvironment
@@ -174,3 +175,27 @@ def test_guards_recorded_by_an_ops_meta_kernel_name_the_op():
     assert env.guards and {g.op for g in env.guards} == {"aten.view.default"}
     assert size == 8  # user code comparing sizes directly: outside any op
     assert env.guards[-1].op is None
+
+
+class _ChainOnGradInput(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return (x * 2).relu() + self.lin(x).sigmoid()
+
+
+def test_saving_an_output_for_backward_is_not_a_factory_detach():
+    """With an input that requires grad and a dynamic dim, autograd detaches ``relu``'s output
+    to save it for the backward; that detach is not a factory binding's, whose original the
+    program can never hold. It was elided, the output forgotten, and export refused (UB117)."""
+    model = _ChainOnGradInput()
+    x = torch.randn(3, 4, requires_grad=True)
+    ep = unbroken.export(model, (x,), dynamic_shapes=({0: torch.export.Dim("b")},))
+    fresh = torch.randn(5, 4, requires_grad=True)
+    got, want = ep.module()(fresh), model(fresh)
+    assert torch.equal(got, want) and got.requires_grad
+    grad_got, = torch.autograd.grad(got.sum(), fresh)
+    grad_want, = torch.autograd.grad(want.sum(), fresh)
+    assert torch.equal(grad_got, grad_want)

@@ -282,7 +282,11 @@ class Recorder(TorchDispatchMode):
     def _is_unused_factory_output(self, tensor) -> bool:
         """True for a tensor made by an op returning fresh memory (``zeros``, ``zeros_like``,
         ``full``... not a view) earlier in this same leaf call, that nothing has used yet: the
-        user's program cannot hold it (PyTorch's factory bindings detach their result)."""
+        user's program cannot hold it (PyTorch's factory bindings detach their result). A
+        tensor that requires grad is not one: autograd detaches an op's output to save it for
+        the backward (``relu`` under symbolic sizes) and hands the original to the program."""
+        if tensor.requires_grad:
+            return False
         tensor = self._lifted.get(id(tensor), tensor)
         node = self.builder.producer(tensor)
         return (node is not None and id(tensor) in self._this_call

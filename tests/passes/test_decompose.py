@@ -111,3 +111,17 @@ def test_data_dependent_program_decomposes_with_a_table():
     ep = unbroken.export(ReadsValues(), (torch.randn(3, 2), torch.tensor([1, 1])))
     kept = ep.run_decompositions({})
     assert _targets(kept).count(torch.ops.aten.nonzero.default) == 1
+
+
+class IndexesWithIntegers(torch.nn.Module):
+    def forward(self, x):
+        return x[torch.tensor([1, 3])], x[[0, 2]]
+
+
+def test_integer_index_tensor_decomposes():
+    """x[tensor([1, 3])] (aten.index with integer indices, a static output size) crashed
+    run_decompositions with AttributeError: it was re-recorded as a data-dependent op."""
+    x = torch.randn(4, 3)
+    core = unbroken.export(IndexesWithIntegers(), (x,)).run_decompositions()
+    for got, want in zip(core.module()(x), IndexesWithIntegers()(x)):
+        torch.testing.assert_close(got, want)

@@ -33,7 +33,7 @@ from torch.fx.experimental import _config as sym_config
 from torch.utils import _pytree as pytree
 
 from ..ir import fake
-from ..ir.data_dependent import DATA_DEPENDENT_SIZES, SCALAR_OPS
+from ..ir.data_dependent import DATA_DEPENDENT_SIZES, SCALAR_OPS, integer_indexing
 from ..ir.program import ProgramParts
 from ..ir.recorder import Recorder
 from ..ir.signature import with_output_names
@@ -159,8 +159,10 @@ def _rerecord(recorder, node, values, table, keep_others, symbols):
         return recorder.builder.record_grad_mode_call(target, args, node.meta.get("val"))
     if not isinstance(target, OpOverload):
         return target(*args, **kwargs)  # getitem on recorded outputs, size arithmetic
-    if target in SCALAR_OPS or target in DATA_DEPENDENT_SIZES:
-        # the value only tensor data decides: keep the program's symbol (and its facts)
+    if target in SCALAR_OPS or (target in DATA_DEPENDENT_SIZES
+                                and not integer_indexing(target, args)):
+        # the value only tensor data decides: keep the program's symbol (and its facts);
+        # x[i] with integer index tensors has a shape the index decides, as in the recorder
         return recorder.record_data_dependent(target, args, kwargs,
                                               fake.to_meta(node.meta["val"], *symbols))
     with recorder.recording():

@@ -81,11 +81,15 @@ _PROGRAM_ERRORS = (RuntimeError, TypeError, ValueError, ArithmeticError, LookupE
 
 def _raised_inside_unbroken(exc: BaseException) -> bool:
     """True when the innermost frame of ``exc``'s traceback is unbroken's own code (a bug
-    in unbroken, not an error PyTorch raised for the user's program)."""
+    in unbroken, not an error PyTorch raised for the user's program). The frame of
+    ``TraceContext.call_leaf`` is not: a native callee (``Tensor.__getitem__``, ``Tensor.sum``)
+    has no Python frame, so what it raises for the user's arguments (``x[::-1]``,
+    ``x.sum(dim="a")``) appears raised there."""
     tb = exc.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
-    return tb is not None and tb.tb_frame.f_code.co_filename.startswith(_UNBROKEN_DIR)
+    return (tb is not None and tb.tb_frame.f_code.co_filename.startswith(_UNBROKEN_DIR)
+            and tb.tb_frame.f_code is not TraceContext.call_leaf.__code__)
 
 
 # Tensor indexing, whose list indexes become index tensors (see index_lists_as_tensors).

@@ -122,7 +122,7 @@ def test_with_a_shape_environment_they_get_unbacked_symbols():
     from the same environment (issue 11 item 1: decompose set only one of two attributes)."""
     env = ShapeEnvironment()
     recorder = Recorder(env=env)
-    assert recorder.builder.symint == env.symint
+    assert recorder.builder.sym_value == env.sym_value
     (x,) = _inputs(recorder, (3, 2))
     with enable_python_dispatcher(), recorder.recording():  # symbolic meta kernels, as export
         n = x.sum().to(torch.int64).item()

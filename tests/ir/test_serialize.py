@@ -71,6 +71,25 @@ def test_dynamic_program_keeps_its_ranges(tmp_path):
         loaded.module()(torch.randn(65, args[0].shape[1]))
 
 
+class FloatSizeArithmetic(torch.nn.Module):
+    def forward(self, x):
+        return x * (x.shape[0] / 3) + torch.sym_float(x.shape[0]) * 0.5
+
+
+def test_float_size_arithmetic_round_trips(tmp_path):
+    """x.shape[0] / 3 was recorded with a SymInt value whose expression is a float
+    (IntTrueDiv(s0, 3)); unbroken.load then refused the file it had written ("is not a SymInt")."""
+    model, x = FloatSizeArithmetic(), torch.randn(5, 4)
+    ep = unbroken.export(model, (x,), dynamic_shapes=({0: Dim("batch", min=2, max=8)},))
+    floats = [n for n in ep.graph.nodes if isinstance(n.meta.get("val"), torch.SymFloat)]
+    assert len(floats) == 3  # truediv, sym_float, mul
+    unbroken.save(ep, tmp_path / "f.ubp")
+    loaded = unbroken.load(tmp_path / "f.ubp")
+    for n in (2, 7):
+        sample = torch.randn(n, 4)
+        torch.testing.assert_close(loaded.module()(sample), model(sample))
+
+
 class DataDependent(torch.nn.Module):
     def forward(self, x):
         count = (x > 0).sum().item()

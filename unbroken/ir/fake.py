@@ -93,9 +93,10 @@ class _Converter:
             return int(value)
         return self.symbolic(value.node.expr)
 
-    def symbolic(self, expr):
+    def symbolic(self, expr, real: bool = False):
         """The torch value of a sympy expression, by the expression's kind (unbroken records a
-        comparison such as ``s0 > 4`` as a SymInt whose expression is boolean)."""
+        comparison such as ``s0 > 4`` as a SymInt whose expression is boolean); ``real``: the
+        value is a SymFloat (``IntTrueDiv(s0, 3)``, which sympy cannot tell from an integer)."""
         if isinstance(expr, _BOOLEAN):
             if expr in (sympy.true, sympy.false):
                 return bool(expr)
@@ -103,7 +104,7 @@ class _Converter:
         if expr.is_number:
             return float(expr) if expr.is_Float else int(expr)
         if expr not in self.symbols:
-            if expr.is_integer is False or any(s.name.startswith("zuf")
+            if real or expr.is_integer is False or any(s.name.startswith("zuf")
                                                for s in expr.free_symbols):
                 self.symbols[expr] = self.env.create_symfloatnode(expr, hint=None)
             else:
@@ -119,7 +120,7 @@ class _Converter:
             with self.mode:
                 return torch.empty_strided(shape, stride, dtype=val.dtype, device=device)
         if isinstance(val, (torch.SymInt, torch.SymBool, torch.SymFloat)):
-            return self.symbolic(val.node.expr)
+            return self.symbolic(val.node.expr, real=isinstance(val, torch.SymFloat))
         if isinstance(val, (tuple, list)):
             return type(val)(self.value(v, device) for v in val)
         return val

@@ -53,14 +53,14 @@ def node_name(func) -> str:
 class GraphBuilder:
     """The graphs of one export and the tensor -> node bindings.
 
-    symint: expr -> ``torch.SymInt`` (the shape environment's), for the values of size
-        arithmetic nodes; None when sizes are static.
+    sym_value: expr -> ``torch.SymInt`` or ``torch.SymFloat`` (the shape environment's
+        ``sym_value``), for the values of size arithmetic nodes; None when sizes are static.
     frames_provider: zero-arg callable returning the current user stack (tuple of UserFrame).
     module_stack_provider: zero-arg callable returning the current ``nn_module_stack`` dict.
     """
 
-    def __init__(self, *, symint=None, frames_provider=tuple, module_stack_provider=dict):
-        self.symint = symint
+    def __init__(self, *, sym_value=None, frames_provider=tuple, module_stack_provider=dict):
+        self.sym_value = sym_value
         self.frames_provider = frames_provider
         self.module_stack_provider = module_stack_provider
         self._scopes: list[_Scope] = [_Scope(fx.Graph())]  # [root, open subgraphs...]
@@ -197,7 +197,7 @@ class GraphBuilder:
         else:
             node = self._build_compound(expr)
         if isinstance(expr, sympy.Expr):  # a condition (Eq, Or...) keeps the SymBool it computed
-            node.meta["val"] = self.symint(expr) if self.symint else None
+            node.meta["val"] = self.sym_value(expr) if self.sym_value else None
         _no_location(node)
         return node
 
@@ -216,7 +216,7 @@ class GraphBuilder:
             source = self.node_of(tensor)  # a branch reads the size from its own input
         node = self.graph.call_function(aten.sym_size.int, (source, dim))
         if (a, b) != (1, 0):
-            node.meta["val"] = self.symint(a * symbol + b) if self.symint else None
+            node.meta["val"] = self.sym_value(a * symbol + b) if self.sym_value else None
             if b:
                 node = self._sym_call(operator.sub, (node, b))
             if a != 1:

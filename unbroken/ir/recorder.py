@@ -79,7 +79,7 @@ class Recorder(TorchDispatchMode):
         super().__init__()
         self.env = env
         self.frames_provider = frames_provider
-        self.builder = GraphBuilder(symint=env.symint if env is not None else None,
+        self.builder = GraphBuilder(sym_value=env.sym_value if env is not None else None,
                                     frames_provider=frames_provider,
                                     module_stack_provider=module_stack_provider)
         self.allow_meta_constants = allow_meta_constants

@@ -169,6 +169,13 @@ class ShapeEnvironment:
             return expr is sympy.true
         return torch.SymBool(SymNode(expr, self, bool, self.hint_of(expr)))
 
+    def sym_value(self, expr) -> torch.SymInt | torch.SymFloat | int:
+        """The value of a size-arithmetic expression: a ``torch.SymInt`` when it is an integer,
+        a ``torch.SymFloat`` when it is real (``IntTrueDiv(s0, 3)``, ``ToFloat(s0)``: sympy
+        cannot prove them integers, every symbol being declared integer or real)."""
+        expr = sympy.sympify(expr)
+        return self.symint(expr) if expr.is_integer else self.symfloat(expr)
+
     def symfloat(self, expr) -> torch.SymFloat:
         """A ``torch.SymFloat`` for a real expression."""
         expr = sympy.sympify(expr)

@@ -316,3 +316,39 @@ def test_deepcopy_is_independent():
     clone(torch.ones(3))
     torch.testing.assert_close(clone.stats.count, torch.ones(1))
     torch.testing.assert_close(m.stats.count, torch.zeros(1))
+
+
+class AssignsSlices(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        y = x * 1
+        y[0] = self.lin(x)[0]
+        z = torch.zeros(4, 3, dtype=torch.float64)
+        z.copy_(y[1])  # broadcast and cast
+        return y, z
+
+
+def test_backward_through_functional_copies_matches_eager():
+    """``y[0] = v`` becomes the functional ``aten.copy``, which PyTorch cannot differentiate:
+    backward through ep.module() failed ("derivative for aten::copy is not implemented")."""
+    import unbroken
+
+    model = AssignsSlices()
+    x = torch.randn(4, 3, requires_grad=True)
+    program = unbroken.export(model, (x,))
+    assert torch.ops.aten.copy.default in [n.target for n in program.graph.nodes]
+    ours = program.module()
+    for fn in (model, ours):
+        x.grad = None
+        model.lin.weight.grad = None
+        y, z = fn(x)
+        (y.sum() + z.sum()).backward()
+        if fn is model:
+            want = (y, z, x.grad, model.lin.weight.grad)
+    ours_lin = ours.lin.weight.grad
+    torch.testing.assert_close((y, z, x.grad, ours_lin), want)
+    with torch.no_grad():
+        assert not ours(x)[0].requires_grad

@@ -567,6 +567,7 @@ def build_module(program) -> ExportedModule:
     module.validate_inputs = False  # torch's own pre-hook: ours below says it in our words
     _adopt(module)
     _detach_buffer_write_backs(module)
+    _differentiable_copies(module)
     guard = InputGuard(program)
     module.__dict__["_unbroken_guard"] = guard
     module.register_forward_pre_hook(guard, with_kwargs=True)
@@ -586,3 +587,28 @@ def _detach_buffer_write_backs(module: torch.fx.GraphModule) -> None:
                 value = graph.call_function(torch.ops.aten.detach.default, (node.args[1],))
             node.update_arg(1, value)
     module.recompile()
+
+
+def differentiable_copy(target: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
+    """``aten.copy(target, src)`` (a tensor laid out as ``target`` holding ``src`` broadcast and
+    cast), computed so that autograd can differentiate it: PyTorch has no derivative for the
+    functional ``aten.copy`` (functionalization makes it from ``y[0] = v``, ``y.copy_(v)``), and
+    backward through it fails where eager's in-place ``copy_`` gives ``v`` its gradient."""
+    if not (src.requires_grad and torch.is_grad_enabled()):
+        return torch.ops.aten.copy.default(target, src)
+    out = torch.empty_strided(target.size(), target.stride(), dtype=target.dtype,
+                              device=target.device)
+    return out.copy_(src)
+
+
+def _differentiable_copies(module: torch.fx.GraphModule) -> None:
+    """Every ``aten.copy`` node of the module's graphs (grad-region and branch subgraphs too)
+    calls :func:`differentiable_copy`."""
+    for graph_module in module.modules():
+        if not isinstance(graph_module, torch.fx.GraphModule):
+            continue
+        nodes = [n for n in graph_module.graph.nodes if n.target is torch.ops.aten.copy.default]
+        for node in nodes:
+            node.target = differentiable_copy
+        if nodes:
+            graph_module.recompile()

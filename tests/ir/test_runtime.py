@@ -328,7 +328,8 @@ class AssignsSlices(torch.nn.Module):
         y[0] = self.lin(x)[0]
         z = torch.zeros(4, 3, dtype=torch.float64)
         z.copy_(y[1])  # broadcast and cast
-        return y, z
+        w = self.lin(x).copy_(torch.ones(4, 3, dtype=torch.long))  # no gradient flows from w
+        return y, z, w
 
 
 def test_backward_through_functional_copies_matches_eager():
@@ -344,11 +345,12 @@ def test_backward_through_functional_copies_matches_eager():
     for fn in (model, ours):
         x.grad = None
         model.lin.weight.grad = None
-        y, z = fn(x)
-        (y.sum() + z.sum()).backward()
+        y, z, w = fn(x)
+        assert w.requires_grad
+        (y.sum() + z.sum() + w.sum()).backward()
         if fn is model:
-            want = (y, z, x.grad, model.lin.weight.grad)
+            want = (y, z, w, x.grad, model.lin.weight.grad)
     ours_lin = ours.lin.weight.grad
-    torch.testing.assert_close((y, z, x.grad, ours_lin), want)
+    torch.testing.assert_close((y, z, w, x.grad, ours_lin), want)
     with torch.no_grad():
         assert not ours(x)[0].requires_grad

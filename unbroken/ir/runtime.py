@@ -593,14 +593,17 @@ def differentiable_copy(target: torch.Tensor, src: torch.Tensor) -> torch.Tensor
     """``aten.copy(target, src)`` (a tensor laid out as ``target`` holding ``src`` broadcast and
     cast), computed so that autograd can differentiate it: PyTorch has no derivative for the
     functional ``aten.copy`` (functionalization makes it from ``y[0] = v``, ``y.copy_(v)``), and
-    backward through it fails where eager's in-place ``copy_`` gives ``v`` its gradient (and
-    ``target``'s history a zero one)."""
-    if not ((src.requires_grad or target.requires_grad) and torch.is_grad_enabled()):
+    backward through it fails where eager's in-place ``copy_`` gives ``v`` its gradient.
+
+    Only a source that requires grad takes this path. A destination that requires grad written
+    with a source that does not stays ``aten.copy``, whose backward fails loudly: the graph
+    does not say whether eager wrote it with ``copy_`` under grad mode (zero gradient to the
+    old value) or through a ``.detach()`` alias (autograd never sees the write; the gradient
+    reaches the old value unchanged)."""
+    if not (src.requires_grad and torch.is_grad_enabled()):
         return torch.ops.aten.copy.default(target, src)
     out = torch.empty_strided(target.size(), target.stride(), dtype=target.dtype,
                               device=target.device)
-    if target.requires_grad:  # eager's result keeps target's history, with a zero gradient
-        out.copy_(target)
     return out.copy_(src)
 
 

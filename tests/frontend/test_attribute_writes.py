@@ -240,6 +240,32 @@ def test_parameter_written_in_place_is_used_and_not_written_back():
     assert_bit_exact(module.lin.weight.grad, model.lin.weight.grad)
 
 
+class AccumulatesIntoFrozen(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(3), requires_grad=False)
+
+    def forward(self, x):
+        self.w.add_(x)  # with grad enabled: eager's w now carries x's gradient
+        with torch.no_grad():
+            self.w.mul_(2)  # invisible to autograd
+        return self.w * 3
+
+
+def test_frozen_parameter_written_with_grad_passes_the_gradient_on():
+    """The output of a frozen parameter written under grad mode with a value that requires
+    grad did not require grad (the rest of forward read the parameter as an autograd leaf):
+    x's gradient was silently lost."""
+    x = torch.randn(3, requires_grad=True)
+    ep = export_unchanged(AccumulatesIntoFrozen(), x)
+    got = ep.module()(x)
+    (grad,) = torch.autograd.grad(got.sum(), x)
+    want = AccumulatesIntoFrozen()(x)
+    assert got.requires_grad
+    assert_bit_exact(got, want)
+    assert_bit_exact(grad, torch.full((3,), 3.0))  # eager: d(3 * w)/dx through add_ only
+
+
 @pytest.mark.parametrize("name", ["model_attr_mutation", "tensor_setattr"])
 def test_exportdb_attribute_writes(name):
     example = importlib.import_module(f"torch._export.db.examples.{name}")

@@ -290,24 +290,31 @@ def _rewrite_outputs(graph, signature, analysis: _Analysis, replaced: dict):
 def _keep_parameter_gradients(graph, analysis: _Analysis, replaced: dict) -> None:
     """Eager writes a parameter in place under no_grad and the parameter stays the leaf that
     later ops differentiate: their gradient flows to it, computed at the new value. Each use
-    of a new value outside a no_grad region therefore reads ``new.detach() - (p.detach() - p)``:
-    the new value exactly (``x - 0.0`` is ``x``, signed zeros included) whose gradient is the
-    identity to ``p``."""
+    of a value written under no_grad, outside a no_grad region, therefore reads
+    ``new.detach() - (p.detach() - p)``: the new value exactly (``x - 0.0`` is ``x``, signed
+    zeros included) whose gradient is the identity to ``p``, the last value autograd saw
+    (the parameter, or a write made with grad enabled: a frozen parameter ``w.add_(x)`` passes
+    ``x`` its gradient, read from that write's value itself)."""
     written = {replaced[r.node]: r.root for r in analysis.rewrites
                if r.root.op == "placeholder"
                and analysis.inputs[r.root].kind == InputKind.PARAMETER}
     if not written:
         return
     disabled = _grad_disabled_nodes(graph)
-    for new, parameter in written.items():
+    for new in written:
+        anchor = new
+        while anchor in written and anchor in disabled:  # back to the value autograd saw
+            anchor = anchor.args[0]
+        if anchor is new:
+            continue
         for user in list(new.users):
             if user in written or user in disabled:
                 continue  # the next write of the chain, or a use that records no gradient
             with graph.inserting_before(user):
                 leaf_value = _like(graph.call_function(aten.detach.default, (new,)), new)
                 zero = _like(graph.call_function(aten.sub.Tensor, (
-                    _like(graph.call_function(aten.detach.default, (parameter,)), parameter),
-                    parameter)), parameter)
+                    _like(graph.call_function(aten.detach.default, (anchor,)), anchor),
+                    anchor)), anchor)
                 user.replace_input_with(new, _like(
                     graph.call_function(aten.sub.Tensor, (leaf_value, zero)), new))
 

@@ -194,7 +194,7 @@ class _Analysis:
         self._check_root(node, root)
         self._check_views_and_stale_uses(node, root)
         self.rewrites.append(_Rewrite(node, functional, root))
-        # a parameter written in place (under no_grad: eager refuses it otherwise) is used with
+        # a parameter written in place (under no_grad, or frozen) is used with
         # its new value by the rest of the program but not written back, as torch.export: each
         # call computes what eager's forward computes from the parameters as exported
         if root.op == "placeholder" and self.inputs[root].kind != InputKind.PARAMETER:

@@ -371,3 +371,25 @@ def test_write_through_detach_is_not_differentiated_as_a_copy():
     out = module(leaf * 1)  # not a leaf: the write-back may record autograd history
     with pytest.raises(RuntimeError, match="derivative for aten::copy is not implemented"):
         out.sum().backward()
+
+
+class ScalesInputWithoutGrad(torch.nn.Module):
+    def forward(self, x):
+        with torch.no_grad():
+            x.mul_(2)
+        return x * 3
+
+
+def test_input_written_under_no_grad_stays_differentiable():
+    """Eager writes x under no_grad and x stays the leaf x * 3 differentiates. The module's
+    write-back into a leaf that requires grad raised, and x * 3 did not require grad."""
+    import unbroken
+
+    module = unbroken.export(ScalesInputWithoutGrad(), (torch.randn(3),)).module()
+    start = torch.randn(3)
+    ours, eager = start.clone().requires_grad_(), start.clone().requires_grad_()
+    got, want = module(ours), ScalesInputWithoutGrad()(eager)
+    got.sum().backward()
+    want.sum().backward()
+    assert ours.is_leaf and got.requires_grad
+    torch.testing.assert_close((got, ours, ours.grad), (want, eager, eager.grad))

@@ -578,15 +578,29 @@ def build_module(program) -> ExportedModule:
 def _detach_buffer_write_backs(module: torch.fx.GraphModule) -> None:
     """A buffer's new value is copied in without autograd history (the ``copy_`` nodes torch's
     unlifting appends, on ``get_attr`` buffers): the state stays a leaf that needs no grad, so
-    running the module twice, or saving the program after running it, keeps working. Input
-    mutations are left as they are."""
+    running the module twice, or saving the program after running it, keeps working. An
+    input's new value is copied in by :func:`write_back_input`."""
     graph = module.graph
     for node in list(graph.nodes):
-        if node.target is torch.ops.aten.copy_.default and node.args[0].op == "get_attr":
+        if node.target is not torch.ops.aten.copy_.default:
+            continue
+        if node.args[0].op == "get_attr":
             with graph.inserting_before(node):
                 value = graph.call_function(torch.ops.aten.detach.default, (node.args[1],))
             node.update_arg(1, value)
+        elif node.args[0].op == "placeholder":
+            node.target = write_back_input
     module.recompile()
+
+
+def write_back_input(target: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+    """Copy an input's new value into it. A value without autograd history was written where
+    autograd did not see it (a no_grad region, a ``.detach()`` alias): eager's input keeps its
+    own history (a leaf that requires grad stays one), so the copy is made under no_grad."""
+    if value.requires_grad:
+        return target.copy_(value)
+    with torch.no_grad():
+        return target.copy_(value)
 
 
 def differentiable_copy(target: torch.Tensor, src: torch.Tensor) -> torch.Tensor:

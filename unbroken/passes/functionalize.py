@@ -288,8 +288,8 @@ def _rewrite_outputs(graph, signature, analysis: _Analysis, replaced: dict):
 
 # -- parameters written in place ---------------------------------------------------------------
 def _keep_parameter_gradients(graph, analysis: _Analysis, replaced: dict) -> None:
-    """Eager writes a parameter in place under no_grad and the parameter stays the leaf that
-    later ops differentiate: their gradient flows to it, computed at the new value. Each use
+    """Eager writes a parameter (or an input) in place under no_grad and it stays the tensor
+    that later ops differentiate: their gradient flows to it, computed at the new value. Each use
     of a value written under no_grad, outside a no_grad region, therefore reads
     ``new.detach() - (p.detach() - p)``: the new value exactly (``x - 0.0`` is ``x``, signed
     zeros included) whose gradient is the identity to ``p``, the last value autograd saw
@@ -297,7 +297,7 @@ def _keep_parameter_gradients(graph, analysis: _Analysis, replaced: dict) -> Non
     ``x`` its gradient, read from that write's value itself)."""
     written = {replaced[r.node]: r.root for r in analysis.rewrites
                if r.root.op == "placeholder"
-               and analysis.inputs[r.root].kind == InputKind.PARAMETER}
+               and analysis.inputs[r.root].kind in (InputKind.PARAMETER, InputKind.USER_INPUT)}
     if not written:
         return
     disabled = _grad_disabled_nodes(graph)

@@ -68,3 +68,29 @@ def test_dynamic_shapes_of_a_registered_input_follow_its_children():
     ep = unbroken.export(Step(), (x, window), dynamic_shapes=spec)
     longer = Window([torch.randn(2), torch.randn(6)], 3.0)
     assert_bit_exact(ep.module()(x, copy.deepcopy(longer))[0], Step()(x, copy.deepcopy(longer))[0])
+
+
+class _AddsOnMul(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        result = super().__torch_function__(func, types, args, kwargs or {})
+        return result + 100 if func is torch.Tensor.mul else result
+
+
+class _Branches(torch.nn.Module):
+    def forward(self, x):
+        return x.to_dense() * 2 if x.is_sparse else x * 3
+
+
+@pytest.mark.parametrize("example, what", [
+    (torch.randn(3, 3).to_sparse(), "layout torch.sparse_coo"),
+    (torch.randn(3, 3).to_sparse_csr(), "layout torch.sparse_csr"),
+    (torch.randn(3).as_subclass(_AddsOnMul), "a _AddsOnMul, a tensor subclass"),
+])
+def test_example_tensors_the_trace_would_misread_are_refused(example, what):
+    """A sparse example was traced as a dense tensor (x.is_sparse read as False: the program
+    took the other branch); a CSR or nested one crashed with UB999; a subclass's own
+    __torch_function__ was silently dropped."""
+    with pytest.raises(unbroken.ExportUsageError, match="unsupported example input") as info:
+        unbroken.export(_Branches(), (example,))
+    assert what in str(info.value)

@@ -7,9 +7,12 @@ unflatten function is interpreted on the input trackers, so what its constructor
 initialises layers, concatenates its tensors) is recorded, and the object is one of the trace's
 own. As with ``torch.export``, the caller's object is never changed: a cache forward() updates
 is returned (if forward() returns it) as a new object.
+
+Example tensors must be plain dense tensors (:func:`check_traceable_tensor`).
 """
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -18,8 +21,10 @@ from torch.utils import _pytree as pytree
 
 from .fix_rendering import TensorDims
 from .frontend.tracer import trace_call
+from .symbolic.diagnostics import ExportUsageError
 
-__all__ = ["Rebuild", "dims_of", "leaf_entries", "materialize", "unflatten_inputs"]
+__all__ = ["Rebuild", "check_traceable_tensor", "dims_of", "leaf_entries", "materialize",
+           "unflatten_inputs"]
 
 
 def _is_plain(spec) -> bool:
@@ -108,3 +113,29 @@ def _dims_tree(spec, trackers):
 def _tensor_dims(tracker) -> tuple:
     return tuple(s.node.expr if isinstance(s, torch.SymInt) else int(s)
                  for s in tracker.meta.shape)
+
+
+_TENSOR_HOOKS = ("__torch_function__", "__torch_dispatch__")
+
+
+def check_traceable_tensor(tensor: torch.Tensor) -> None:
+    """The trace sees every example tensor as a dense (strided) tensor of its dtype and sizes:
+    refuse one whose behaviour that would drop (a sparse or nested tensor, a tensor subclass
+    with its own ``__torch_function__``/``__torch_dispatch__``), since the program would
+    compute something else than eager (``x.is_sparse`` read as False)."""
+    if tensor.is_nested:
+        what, fix = "a nested tensor", "pass dense (padded) tensors"
+    elif tensor.layout != torch.strided:
+        what, fix = f"a tensor of layout {tensor.layout}", "pass a dense tensor (`x.to_dense()`)"
+    else:
+        cls = type(tensor)
+        if cls.__module__.split(".")[0] == "torch" or all(
+                inspect.getattr_static(cls, hook, None)
+                is inspect.getattr_static(torch.Tensor, hook, None) for hook in _TENSOR_HOOKS):
+            return
+        what = f"a {cls.__name__}, a tensor subclass with its own {' / '.join(_TENSOR_HOOKS)}"
+        fix = "pass a plain tensor (`x.as_subclass(torch.Tensor)`)"
+    raise ExportUsageError(
+        f"unsupported example input: {what}; the trace would see a plain dense tensor, and "
+        f"the program would not compute what eager computes on it",
+        hint=f"Export with plain dense tensors: {fix}.")

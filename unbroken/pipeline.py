@@ -34,6 +34,7 @@ from .frontend.translator import check_python_version
 from .frontend.variables.constant import ConstantVariable
 from .frontend.variables.tensor import TensorVariable
 from .input_trees import (
+    check_traceable_tensor,
     dims_of,
     leaf_entries,
     materialize,
@@ -177,7 +178,10 @@ def _check_call(mod, args, kwargs):
                 f"unsupported example input of type {type(leaf).__name__}",
                 hint="Inputs must be tensors, Python numbers/strings, or tuples/lists/dicts of "
                      "them (register other containers with torch.utils._pytree).")
+        if isinstance(leaf, torch.Tensor):
+            check_traceable_tensor(leaf)
     return args, dict(kwargs or {})
+
 
 
 def user_pytree_leaves(value, what: str) -> list:

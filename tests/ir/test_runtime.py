@@ -393,3 +393,16 @@ def test_input_written_under_no_grad_stays_differentiable():
     want.sum().backward()
     assert ours.is_leaf and got.requires_grad
     torch.testing.assert_close((got, ours, ours.grad), (want, eager, eager.grad))
+
+
+def test_sparse_input_to_a_dense_program_is_refused():
+    """The program was traced for a dense tensor (is_sparse False, dense kernels)."""
+    import unbroken
+
+    class Doubles(torch.nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    module = unbroken.export(Doubles(), (torch.randn(3, 3),)).module()
+    with pytest.raises(InputMismatchError, match="must be a dense"):
+        module(torch.randn(3, 3).to_sparse())

@@ -260,6 +260,10 @@ def _check_tensor(user: _UserInput, value, binder: _SymbolBinder) -> None:
     if value.dtype != expected.dtype:
         raise _mismatch(f"Input {user.name} must have dtype {expected.dtype}, got {value.dtype}.",
                         hint=f"convert it with .to({expected.dtype}).")
+    if value.layout != torch.strided or value.is_nested:  # the program was traced dense
+        raise _mismatch(f"Input {user.name} must be a dense (strided) tensor, got "
+                        f"{'a nested tensor' if value.is_nested else value.layout}.",
+                        hint="convert it with .to_dense().")
     if value.dim() != expected.dim():
         raise _mismatch(f"Input {user.name} must have {expected.dim()} dimension(s) (shape "
                         f"{_shape_text(expected.shape)}), got {value.dim()} (shape "

@@ -199,3 +199,20 @@ def test_saving_an_output_for_backward_is_not_a_factory_detach():
     grad_got, = torch.autograd.grad(got.sum(), fresh)
     grad_want, = torch.autograd.grad(want.sum(), fresh)
     assert torch.equal(grad_got, grad_want)
+
+
+class WhereOfMask(torch.nn.Module):
+    def forward(self, x):
+        rows, cols = torch.where(x > 0)
+        return rows * 10 + cols
+
+
+def test_where_of_a_mask_records_nonzero():
+    """torch.where(mask) reached the recorder whole, whose Python reference ran nonzero's meta
+    kernel: UB120 NotImplementedError, where torch.export exports it."""
+    import unbroken
+
+    ep = unbroken.export(WhereOfMask(), (torch.randn(4, 3),))
+    assert torch.ops.aten.nonzero.default in [n.target for n in ep.graph.nodes]
+    for x in (torch.randn(4, 3), torch.zeros(4, 3), torch.ones(4, 3)):
+        assert torch.equal(ep.module()(x), WhereOfMask()(x))

@@ -52,6 +52,10 @@ _VALUE_OPS = {aten.item.default, aten._local_scalar_dense.default, aten.is_nonze
 _FUNCTIONAL_WRITERS = {
     aten._native_batch_norm_legit.default: aten._native_batch_norm_legit_functional.default,
 }
+# Composites whose output size tensor data decides (``torch.where(mask)`` is ``nonzero`` then
+# ``unbind``): their Python reference would run ``nonzero``'s meta kernel, which refuses; their
+# decomposition reaches ``nonzero`` as an op of its own (see ``data_dependent``).
+_DATA_DEPENDENT_COMPOSITES = frozenset({aten.where.default, aten.nonzero_numpy.default})
 _META = torch.device("meta")
 _CPU = torch.device("cpu")
 
@@ -198,8 +202,9 @@ class Recorder(TorchDispatchMode):
         if func in self.decompositions:  # run_decompositions: record what it calls instead
             with self:
                 return self.decompositions[func](*args, **kwargs)
-        if self.decompose_composites and func._can_decompose() and (
-                self.decompose_composites is True or not is_functional(func)):
+        if func in _DATA_DEPENDENT_COMPOSITES or self.decompose_composites and \
+                func._can_decompose() and (
+                    self.decompose_composites is True or not is_functional(func)):
             # Inside a mode, CompositeImplicitAutograd kernels are skipped; run them here.
             with self:
                 return func.decompose(*args, **kwargs)

@@ -210,8 +210,6 @@ class WhereOfMask(torch.nn.Module):
 def test_where_of_a_mask_records_nonzero():
     """torch.where(mask) reached the recorder whole, whose Python reference ran nonzero's meta
     kernel: UB120 NotImplementedError, where torch.export exports it."""
-    import unbroken
-
     ep = unbroken.export(WhereOfMask(), (torch.randn(4, 3),))
     assert torch.ops.aten.nonzero.default in [n.target for n in ep.graph.nodes]
     for x in (torch.randn(4, 3), torch.zeros(4, 3), torch.ones(4, 3)):

@@ -243,3 +243,27 @@ def test_write_through_layout_dependent_alias_checks_the_layout():
     x, eager_x = torch.zeros(3, 4), torch.zeros(3, 4)
     torch.testing.assert_close(ep.module()(x), WritesThroughContiguous()(eager_x))
     torch.testing.assert_close(x, eager_x)
+
+
+class WritesLayoutCopy(torch.nn.Module):
+    def forward(self, x):
+        y = x * 2
+        x.T.contiguous().add_(5)  # a copy for a contiguous x; x.T itself for a transposed x
+        y.T.reshape(-1).mul_(3)   # likewise for y (elementwise ops keep x's layout)
+        return x + 0, y
+
+
+@pytest.mark.parametrize("make", [lambda: torch.randn(3, 4).t(), lambda: torch.randn(4, 3)])
+def test_write_into_a_layout_dependent_copy_checks_the_layout(make):
+    """On the contiguous example x.T.contiguous() copies and the write changes nothing; on a
+    transposed input it is a view and eager changes x (and y). The program was accepted for any
+    layout and returned x unchanged."""
+    ep = unbroken.export(WritesLayoutCopy(), (torch.randn(4, 3),))
+    x = make()
+    if not x.is_contiguous():
+        with pytest.raises(unbroken.InputMismatchError, match="strides"):
+            ep.module()(x)
+        return
+    eager_x = x.clone()
+    torch.testing.assert_close(ep.module()(x), WritesLayoutCopy()(eager_x))
+    torch.testing.assert_close(x, eager_x)

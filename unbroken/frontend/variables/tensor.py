@@ -31,6 +31,16 @@ _REFUSED_ATTRIBUTES = {"data": "UB102", "grad": "UB105", "grad_fn": "UB105", "_v
                        "_base": "UB102"}
 
 
+def note_layout_aliasing(tx, tensor: TensorVariable, result) -> None:
+    """``result`` came from a layout-dependent op on ``tensor`` (``reshape``, ``contiguous``...:
+    a view on some layouts, a copy on others): the program may hold for the example's layout
+    only (``pipeline`` decides, from writes into inputs or into such copies)."""
+    tx.output.layout_aliasing = True
+    if isinstance(result, TensorVariable) and result.meta is not tensor.meta \
+            and result.meta._base is None:
+        tx.output.recorder.note_layout_copy(result.meta)
+
+
 class TensorVariable(VariableTracker):
     """A tensor. ``meta``: its meta tensor; ``is_parameter``: an ``nn.Parameter`` in eager;
     ``requires_grad``: the eager tensor's flag (meta tensors never carry autograd state)."""
@@ -155,10 +165,11 @@ class TensorMethodVariable(VariableTracker):
             return self._requires_grad_(tx, args, kwargs)
         if self.name in _LAYOUT_QUERIES:  # the program then holds only for this layout
             tx.output.layout_read = True
-        if self.name in LAYOUT_ALIASING:
-            tx.output.layout_aliasing = True
         method = getattr(torch.Tensor, self.name)
-        return tx.call_leaf(method, [self.tensor, *args], kwargs)
+        result = tx.call_leaf(method, [self.tensor, *args], kwargs)
+        if self.name in LAYOUT_ALIASING:
+            note_layout_aliasing(tx, self.tensor, result)
+        return result
 
     def _requires_grad_(self, tx, args, kwargs):
         """``x.requires_grad_(flag)``: a no-op when ``x`` already has that flag; turning

@@ -10,7 +10,7 @@ from torch.utils import _pytree as pytree
 from ..graph_breaks import GraphBreakError, graph_break
 from .constant import ConstantVariable
 from .containers import ListVariable
-from .tensor import LAYOUT_ALIASING, SymbolicVariable, TensorVariable
+from .tensor import LAYOUT_ALIASING, SymbolicVariable, TensorVariable, note_layout_aliasing
 
 __all__ = ["call_torch_function"]
 
@@ -298,12 +298,14 @@ def call_torch_function(tx, fn, args, kwargs):
     handler = _special(fn)
     if handler is not None:
         return handler(tx, args, kwargs)
-    if getattr(fn, "__name__", None) in LAYOUT_ALIASING and fn in (torch.reshape, torch.flatten,
-                                                                   torch.unflatten):
-        tx.output.layout_aliasing = True
     if getattr(fn, "__qualname__", "") == "Function.apply":
         raise graph_break("UB113", "a custom torch.autograd.Function", frames=tx.user_frames())
-    return tx.call_leaf(fn, args, kwargs)
+    result = tx.call_leaf(fn, args, kwargs)
+    if getattr(fn, "__name__", None) in LAYOUT_ALIASING and fn in (torch.reshape, torch.flatten,
+                                                                   torch.unflatten) \
+            and args and isinstance(args[0], TensorVariable):
+        note_layout_aliasing(tx, args[0], result)
+    return result
 
 
 def _special(fn):

@@ -476,7 +476,7 @@ SOUND_CASES = {
 REFUSED_CASES = {
     "range_loop": "UB117",      # range() with a dynamic bound would unroll
     "iterate_tensor": "UB117",  # iterating a tensor whose first dim is dynamic
-    **dict.fromkeys(["unbind", "split_len", "tensor_of_size", "int_size", "mod_branch",
+    **dict.fromkeys(["unbind", "split_len", "int_size", "mod_branch",
                      "eq_branch", "in_tuple", "tuple_index", "reshape_pairs", "str_size",
                      "fstring_shape", "str_shape"], "UB003"),  # the code specializes the dim
 }

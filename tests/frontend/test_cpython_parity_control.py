@@ -7,7 +7,7 @@ unpacking, slicing and ``del``. See ``test_cpython_parity.py`` for the conventio
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.frontend.parity import PARITY, check
@@ -410,3 +410,53 @@ def test_slice_assignment(xs):
 @given(xs=st.lists(small_ints, min_size=3, max_size=6))
 def test_del(xs):
     check(deletion, xs)
+
+
+# ---------------------------------------------------------------- match statements
+
+class _Point:
+    __match_args__ = ("x", "y")
+
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+
+
+def match_subject(subject):
+    match subject:
+        case []:
+            return "empty"
+        case [a, 3]:
+            return ("pair ending in 3", a)
+        case (a, b, *rest) if a > b:
+            return ("descending start", a, b, rest)
+        case {"k": v, **others}:
+            return ("mapping", v, sorted(others))
+        case _Point(0, y=yy):
+            return ("point on the y axis", yy)
+        case _Point(x, y):
+            return ("point", x, y)
+        case int(n) if n < 0:
+            return ("negative", n)
+        case int() | float():
+            return "number"
+        case str() as text:
+            return ("text", text)
+        case _:
+            return "other"
+
+
+@settings(PARITY, max_examples=80)
+@given(subject=st.one_of(
+    int_lists, small_ints, st.floats(allow_nan=False), st.text(max_size=3),
+    st.dictionaries(st.sampled_from(["k", "j"]), small_ints, max_size=2),
+    st.tuples(small_ints, small_ints).map(lambda t: _Point(*t)),
+))
+def test_match_statement(subject):
+    """A match statement was refused (UB100); each kind of pattern now runs as CPython's."""
+    check(match_subject, subject)
+
+
+@pytest.mark.parametrize("subject", [[], [7, 3], (5, 1, 2), {"k": 1, "j": 2}, _Point(0, 4),
+                                     _Point(1, 2), -3, 2.5, "ab", None])
+def test_match_statement_each_pattern(subject):
+    check(match_subject, subject)

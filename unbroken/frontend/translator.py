@@ -319,8 +319,6 @@ class InstructionTranslator:
 
 def _describe_instruction(instruction: Instruction) -> str:
     names = {
-        "MATCH_CLASS": "a `match` statement", "MATCH_MAPPING": "a `match` statement",
-        "MATCH_SEQUENCE": "a `match` statement", "MATCH_KEYS": "a `match` statement",
         "GET_AWAITABLE": "`await`", "GET_AITER": "`async for`", "BEFORE_ASYNC_WITH": "`async with`",
         "SETUP_ANNOTATIONS": "annotations", "PRINT_EXPR": "interactive printing",
         "STORE_NAME": "module-level code", "LOAD_NAME": "module-level code",

@@ -7,10 +7,10 @@ what is missing (a test prints it and checks the refused ones are intended).
 """
 from __future__ import annotations
 
-from . import arithmetic, calls, containers, control, loads, stack
+from . import arithmetic, calls, containers, control, loads, matching, stack
 from .registry import HANDLERS, NULL, opcode, unhandled_opcodes
 
 __all__ = ["HANDLERS", "NULL", "opcode", "unhandled_opcodes", "FAMILIES"]
 
 # The handler families: importing them registers their handlers in HANDLERS.
-FAMILIES = (arithmetic, calls, containers, control, loads, stack)
+FAMILIES = (arithmetic, calls, containers, control, loads, matching, stack)

@@ -1,5 +1,5 @@
 """Control flow: jumps and branches, iteration, return, with-blocks, exceptions, generators,
-and the instructions that are refused (imports, class bodies, async, match)."""
+and the instructions that are refused (imports, class bodies, async)."""
 from __future__ import annotations
 
 import importlib.util

@@ -267,3 +267,21 @@ def test_write_into_a_layout_dependent_copy_checks_the_layout(make):
     eager_x = x.clone()
     torch.testing.assert_close(ep.module()(x), WritesLayoutCopy()(eager_x))
     torch.testing.assert_close(x, eager_x)
+
+
+class WritesThroughIntermediateAlias(torch.nn.Module):
+    def forward(self, x):
+        h = x.relu()
+        c = h.contiguous()  # h itself when x is contiguous, a copy when x is transposed
+        c.zero_()
+        return h * 1
+
+
+def test_write_through_a_layout_dependent_alias_of_an_intermediate_checks_the_layout():
+    """The written tensor is no input, so the program was accepted for any layout; on a
+    transposed x eager's contiguous() copies and h keeps its values."""
+    ep = unbroken.export(WritesThroughIntermediateAlias(), (torch.randn(4, 3),))
+    with pytest.raises(unbroken.InputMismatchError, match="strides"):
+        ep.module()(torch.randn(3, 4).t())
+    x = torch.randn(4, 3)
+    torch.testing.assert_close(ep.module()(x), WritesThroughIntermediateAlias()(x))

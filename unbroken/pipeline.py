@@ -555,7 +555,7 @@ class _Export:
         self._refuse_written_overlapping_state(signature)
         writes_inputs = any(s.kind == OutputKind.USER_INPUT_MUTATION
                             for s in signature.mutation_specs)
-        strict_layout = self.output.layout_read or self.recorder.wrote_layout_copy or (
+        strict_layout = self.output.layout_read or self.recorder.wrote_layout_dependent or (
             writes_inputs and self.output.layout_aliasing)
         graph_module = dead_code_elimination(graph_module)
         module_calls = preserved_signatures(graph_module, signature,

@@ -96,10 +96,11 @@ class Recorder(TorchDispatchMode):
         self.constants: dict[str, torch.Tensor] = {}   # lifted placeholder name -> real tensor
         self.constant_targets: dict[str, str] = {}     # placeholder name -> constant name
         self.aliases = Aliases(self)  # views and their bases, for writes through views
-        # tensors a layout-dependent op (reshape, contiguous...) copied in this trace but would
-        # return as a view of its input on another layout; True once one is written in place
-        self._layout_copies: list[torch.Tensor] = []
-        self.wrote_layout_copy = False
+        # the memory (alias roots) of what layout-dependent ops (reshape, contiguous...) returned:
+        # a copy in this trace may be a view on another layout, and a view a copy; True once
+        # such memory is written in place
+        self._layout_dependent: list[torch.Tensor] = []
+        self.wrote_layout_dependent = False
         self._lifted: dict[int, torch.Tensor] = {}     # id(real tensor) -> its meta copy
         self._alive: list[torch.Tensor] = []           # keeps the lifted ids stable
         self._this_call: set[int] = set()  # ids of tensors made during the current leaf call
@@ -272,19 +273,20 @@ class Recorder(TorchDispatchMode):
             self.env.set_range(symbol, ValueRange(0, upper), spec=True)
         return self.env.symint(symbol)
 
-    def note_layout_copy(self, tensor: torch.Tensor) -> None:
-        """``tensor`` is what a layout-dependent op (``x.T.contiguous()``, ``reshape``) made as
-        a copy on the example's layout: on another layout it would be a view of the op's
-        input, and a write into it would change that input (see ``wrote_layout_copy``)."""
-        self._layout_copies.append(tensor)
+    def note_layout_dependent(self, tensor: torch.Tensor) -> None:
+        """``tensor`` is what a layout-dependent op (``x.T.contiguous()``, ``reshape``) returned:
+        a copy on the example's layout may be a view of the op's input on another (a write into
+        it would change that input), a view may be a copy (a write into it or its base would
+        no longer reach the other). See ``wrote_layout_dependent``."""
+        self._layout_dependent.append(self.aliases.root(tensor))
 
     def _track_aliasing(self, func, args, kwargs, out, node) -> None:
         if is_view_op(func):
             self.aliases.note_view(func, args, kwargs, out)
         elif is_inplace_op(func) and isinstance(args[0], torch.Tensor):
             root = self.aliases.root(args[0])
-            if any(root is copy for copy in self._layout_copies):
-                self.wrote_layout_copy = True
+            if any(root is noted for noted in self._layout_dependent):
+                self.wrote_layout_dependent = True
             if self.aliases.is_aliased(args[0]):
                 self.aliases.after_write(args[0], node)
 

@@ -205,7 +205,8 @@ class Recorder(TorchDispatchMode):
                 return func.decompose(*args, **kwargs)
         if self.env is None:
             return self._dispatch(func, args, kwargs)
-        with self.env.op_context(str(func)):  # the guards its meta kernel records name it
+        with self.env.op_context(str(func)), \
+                self.env.aligned_broadcast(_aligned_pointwise(func, args)):
             return self._dispatch(func, args, kwargs)
 
     def _dispatch(self, func, args, kwargs):
@@ -449,3 +450,23 @@ def _takes_default_dtype(func, args, kwargs) -> bool:
     that dtype keeps the program independent of the default in force when it runs."""
     return (kwargs.get("dtype") is None and takes_argument(func, "dtype")
             and not any(isinstance(a, torch.Tensor) for a in pytree.tree_leaves(args)))
+
+
+def _aligned_pointwise(func, args) -> bool:
+    """A pointwise op whose tensor operands have, at every right-aligned position, one size
+    expression besides literal 1s (see ``ShapeEnvironment.aligned_broadcast``)."""
+    if torch.Tag.pointwise not in func.tags:
+        return False
+    shapes = [arg.shape for arg in args if isinstance(arg, torch.Tensor)]
+    if len(shapes) < 2:
+        return False
+    for position in range(1, max(len(shape) for shape in shapes) + 1):
+        sizes = {_size_expr(shape[-position]) for shape in shapes if len(shape) >= position}
+        sizes.discard(1)
+        if len(sizes) > 1:
+            return False
+    return True
+
+
+def _size_expr(size):
+    return size.node.expr if isinstance(size, torch.SymInt) else int(size)

@@ -16,6 +16,7 @@ guards are checked against the spec later by ``solver.check_guards``.
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -29,6 +30,8 @@ from .node import SymNode
 from .ranges import ValueRange, bound, static_truth
 
 __all__ = ["ShapeEnvironment", "SymbolInfo"]
+
+_AUDIT_MAX = 3  # admits_one symbols of one question checked at 1 (2**n - 1 substitutions)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,9 +80,14 @@ class ShapeEnvironment:
         # key of a refinement. ``dynamic_symbols``: those of Dim.DYNAMIC, never made static.
         self.auto_symbols: dict[sympy.Symbol, str] = {}
         self.dynamic_symbols: set[sympy.Symbol] = set()
-        # symbols whose spec says min=1: export checks whether the program also serves size 1
-        # (dynamic ranges start at 2 while tracing; see unbroken.size_one)
+        # symbols whose spec admits 1 although tracing gives them [2, ...] (``min=1``,
+        # Dim.AUTO, Dim.DYNAMIC, a named Dim's default min): export checks whether the program
+        # also serves size 1 (see unbroken.size_one). ``one_sensitive``: those of them on which
+        # some decision of the trace would have gone otherwise at 1 -> that decision (a Guard)
         self.admits_one: set[sympy.Symbol] = set()
+        self.one_sensitive: dict[sympy.Symbol, Guard] = {}
+        self.one_requested: set[sympy.Symbol] = set()  # of admits_one: declared min=1
+        self._aligned_broadcast = 0  # > 0 inside a pointwise op whose operands align
         self._hints: dict[sympy.Symbol, int | float] = {}
         self._op_stack: list[str] = []
         self._decided: dict[tuple, bool] = {}
@@ -265,6 +273,7 @@ class ShapeEnvironment:
         value = self.static_truth(expr, size_oblivious=size_oblivious)
         if value is not None:
             self._decided[key] = value
+            self._audit_size_one(expr, value, kind)
             return value
         if hint is None:
             hint = self.hint_of(expr)
@@ -275,6 +284,7 @@ class ShapeEnvironment:
         value = bool(hint)
         self._record(expr, value, kind)
         self._decided[key] = value
+        self._audit_size_one(expr, value, kind)
         return value
 
     def decide_value(self, node: SymNode):
@@ -284,6 +294,7 @@ class ShapeEnvironment:
             return E.to_python(expr) if node.pytype is not float else float(expr)
         value_range = self.bound(expr)
         if value_range.is_singleton():
+            self._audit_size_one(sympy.Eq(expr, value_range.lower), True, "guard")
             return node.pytype(value_range.lower)
         hint = node.hint if node.hint is not None else self.hint_of(expr)
         if hint is None:
@@ -296,6 +307,7 @@ class ShapeEnvironment:
         if key not in self._decided:
             self._record(question, True, "guard")
             self._decided[key] = True
+            self._audit_size_one(question, True, "guard")
         return hint
 
     def expect_true(self, node: SymNode) -> bool:
@@ -313,15 +325,67 @@ class ShapeEnvironment:
             return known
         value = self.static_truth(expr)
         if value is not None:
+            self._audit_size_one(expr, value, "expect_true")
             return value
         hint = node.hint if node.hint is not None else self.hint_of(expr)
         if hint is not None and not hint:
             return False
+        self._audit_size_one(expr, True, "expect_true")
         self._record(expr, True, "expect_true")
         self.facts.append(expr)
         self._decided[(expr, False)] = True
         self._refine(expr)
         return True
+
+    @contextlib.contextmanager
+    def aligned_broadcast(self, active: bool) -> Iterator[None]:
+        """Inside a pointwise op whose operands' sizes agree at every (right-aligned) position
+        up to literal 1s (``x + y`` of equal shapes, ``x * w`` with ``w`` broadcast): its
+        "is this size 1?" / "are there fewer than 2 elements?" questions only pick the
+        broadcast source or the layout shortcut. The output size is the same expression either
+        way and the op recorded the same, so those answers do not make the program depend on
+        a size being >= 2: not audited."""
+        if not active:
+            yield
+            return
+        self._aligned_broadcast += 1
+        try:
+            yield
+        finally:
+            self._aligned_broadcast -= 1
+
+    def known_true(self, expr) -> bool:
+        """``statically_known_true``: True when the ranges prove ``expr``; code that gets
+        True may skip work, so that answer must hold at size 1 too (audited)."""
+        if self.static_truth(expr) is not True:
+            return False
+        self._audit_size_one(expr, True, "guard")
+        return True
+
+    def _audit_size_one(self, expr, value: bool, kind: str) -> None:
+        """Mark the ``admits_one`` symbols of ``expr`` on which the answer ``value`` might
+        change when some of them are 1 instead of >= 2: for each non-empty set of them set to
+        1, the ranges must still give ``value``. Up to ``_AUDIT_MAX`` symbols per question;
+        beyond, all count as sensitive."""
+        if not self.admits_one:
+            return
+        if self._aligned_broadcast and _is_unit_question(expr):
+            return
+        candidates = [s for s in expr.free_symbols
+                      if s in self.admits_one and s not in self.one_sensitive]
+        if not candidates:
+            return
+        candidates.sort(key=str)
+        if len(candidates) <= _AUDIT_MAX and all(
+                static_truth(expr.xreplace({s: sympy.Integer(1) for s in subset}),
+                             self.var_ranges, self._bound_cache) is value
+                for count in range(1, len(candidates) + 1)
+                for subset in itertools.combinations(candidates, count)):
+            return
+        op = self._op_stack[-1] if self._op_stack else None
+        guard = Guard(expr, value, self.frames(), op, kind)
+        for symbol in candidates:
+            self.one_sensitive[symbol] = guard
 
     def _record(self, expr, value: bool, kind: str) -> None:
         frames = tuple(self.location_provider()) if self.location_provider else ()
@@ -431,6 +495,13 @@ class ShapeEnvironment:
 
 _FLIP = {sympy.Ge: sympy.Le, sympy.Gt: sympy.Lt, sympy.Le: sympy.Ge, sympy.Lt: sympy.Gt,
          sympy.Eq: sympy.Eq}
+
+
+def _is_unit_question(expr) -> bool:
+    """``Eq(e, 1)``/``Ne(e, 1)`` (is this size 1?) or ``e < 2`` (fewer than 2 elements?)."""
+    if isinstance(expr, (sympy.Eq, sympy.Ne)):
+        return sympy.Integer(1) in expr.args
+    return isinstance(expr, sympy.StrictLessThan) and expr.rhs == 2
 
 
 def _symbol_vs_constant(fact):

@@ -248,8 +248,8 @@ def _is_whole_slice(node: fx.Node) -> bool:
     defaults = (None, 0, None, None, 1)  # slice.Tensor(self, dim=0, start=None, end=None, step=1)
     source, _, start, end, step = tuple(node.args) + defaults[len(node.args):]
     value, before = node.meta.get("val"), getattr(source, "meta", {}).get("val")
-    return (start in (0, None) and step == 1 and (end is None or isinstance(end, int)
-                                                     and end >= _INT64_MAX) and isinstance(value, torch.Tensor)
+    whole = end is None or (isinstance(end, int) and end >= _INT64_MAX)
+    return (start in (0, None) and step == 1 and whole and isinstance(value, torch.Tensor)
             and isinstance(before, torch.Tensor)
             and [_expr(x) for x in value.shape] == [_expr(x) for x in before.shape])
 

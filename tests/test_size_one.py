@@ -107,18 +107,53 @@ def test_no_decision_depends_on_the_dim_so_size_one_is_admitted_without_a_retrac
         assert_close(ep.module()(x), model(x), rtol=0, atol=0)
 
 
+class SamePathsAtOne(nn.Module):
+    def forward(self, x):
+        if x.shape[0] == 1:  # a decision on the dim, whose two paths compute the same
+            return x.reshape(1, -1) * 2
+        return x.reshape(x.shape[0], -1) * 2
+
+
 def test_auto_dim_a_decision_depends_on_is_refused_at_one_naming_the_line():
-    model = Mlp()  # linear's bias add asks "x.shape[0] != 1?" (kept whole: not audited per op)
+    model = SamePathsAtOne()
+    ep = unbroken.export(model, (torch.randn(4, 2, 3),), dynamic_shapes={"x": {0: Dim.AUTO}})
+    assert {int(r.lower) for r in ep.range_constraints.values()} == {2}
+    with pytest.raises(InputMismatchError, match=r"relies on .*x.shape\[0\].* at .*"
+                                                 r"test_size_one.py:\d+ \(if x.shape\[0\] == 1.*"
+                                                 r"declare this one Dim.AUTO\(min=1\)"):
+        ep.module()(torch.randn(1, 2, 3))
+    ep = unbroken.export(model, (torch.randn(4, 2, 3),),  # as the hint says: traced at 1
+                         dynamic_shapes={"x": {0: Dim.AUTO(min=1)}})
+    x = torch.randn(1, 2, 3)
+    assert_close(ep.module()(x), model(x), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("body", [
+    lambda x: x.reshape(x.shape[0], -1) * 2,  # reshape chooses a view or a copy: same at 1
+    lambda x: x.transpose(1, 2).reshape(x.shape[0], -1),  # a copy at every size
+    lambda x: x.flatten(0, 1) @ torch.ones(3, 2),
+], ids=["reshape", "reshape_copy", "flatten"])
+def test_a_leaf_call_that_runs_the_same_ops_at_one_does_not_count(body):
+    class Body(nn.Module):
+        def forward(self, x):
+            return body(x)
+
+    model = Body()
+    ep = unbroken.export(model, (torch.randn(4, 2, 3),), dynamic_shapes={"x": {0: Dim.AUTO}})
+    assert {int(r.lower) for r in ep.range_constraints.values()} == {1}
+    for n in (1, 3):
+        x = torch.randn(n, 2, 3)
+        assert_close(ep.module()(x), model(x), rtol=0, atol=0)
+
+
+def test_a_node_whose_metadata_is_the_same_at_one_does_not_count():
+    """``nn.Linear``'s bias add asks "is the batch 1?" inside the kept-whole ``linear``; its
+    output metadata at 1 is the same, so ``Dim.AUTO`` admits 1 without a second trace."""
+    model = Mlp()
     auto = {0: Dim.AUTO}
     ep = unbroken.export(model, (torch.randn(4, 8), torch.randn(4, 8)),
                          dynamic_shapes={"x": auto, "y": auto})
-    assert {int(r.lower) for r in ep.range_constraints.values()} == {2}
-    with pytest.raises(InputMismatchError, match=r"relies on x.shape\[0\] != 1 at .*"
-                                                 r"test_size_one.py:\d+ \(return torch.relu.*"
-                                                 r"declare this one Dim.AUTO\(min=1\)"):
-        ep.module()(torch.randn(1, 8), torch.randn(1, 8))
-    ep = unbroken.export(model, (torch.randn(4, 8), torch.randn(4, 8)),  # as the hint says
-                         dynamic_shapes={"x": {0: Dim.AUTO(min=1)}, "y": {0: Dim.AUTO(min=1)}})
+    assert {int(r.lower) for r in ep.range_constraints.values()} == {1}
     x, y = torch.randn(1, 8), torch.randn(1, 8)
     assert_close(ep.module()(x, y), model(x, y), rtol=0, atol=0)
 

@@ -60,7 +60,7 @@ from .passes.subgraphs import functionalize_subgraphs
 from .preserved_calls import checked_paths, preserved_signatures
 from .process_state import isolated
 from .program import ExportedProgram
-from .size_one import admit_size_one
+from .size_one import Retrace, admit_size_one
 from .symbolic import guard_log
 from .symbolic.auto import (
     Adoption,
@@ -81,6 +81,7 @@ from .symbolic.diagnostics import (
 )
 from .symbolic.env import ShapeEnvironment
 from .symbolic.fixes import suggest_fix
+from .symbolic.ranges import ValueRange
 from .symbolic.solver import Solver, Violation, check_guards
 from .symbolic.spec import resolve_dynamic_shapes
 from .uncaught import checked_against_eager
@@ -258,8 +259,8 @@ def _verify_additional_inputs(ep, helper: AdditionalInputs) -> None:
 
 
 def _admit_size_one(exporter: _Export, ep: ExportedProgram) -> ExportedProgram:
-    """Dims declared ``min=1`` get ``[1, ...]`` when a trace at size 1 gives the same program
-    (see ``unbroken.size_one``)."""
+    """Dims whose spec admits 1 get ``[1, ...]`` when no decision of the trace depends on
+    them being >= 2, or a trace at size 1 gives the same program (see ``unbroken.size_one``)."""
     if not exporter.env.admits_one:
         return ep
 
@@ -274,11 +275,14 @@ def _admit_size_one(exporter: _Export, ep: ExportedProgram) -> ExportedProgram:
         except _AdoptAuto:  # size 1 needs another spec: not the same program
             return None
         ours = {info.source: s for s, info in exporter.env.symbols.items()}
-        return other, {s: ours[info.source] for s, info in retry.env.symbols.items()
-                       if info.source in ours}
+        rename = {s: ours[info.source] for s, info in retry.env.symbols.items()
+                  if info.source in ours}
+        retry.env.settle_size_one()
+        sensitive = frozenset(rename[s] for s in retry.env.one_sensitive if s in rename)
+        return Retrace(other, rename, sensitive)
 
-    return admit_size_one(ep, exporter.env.admits_one, exporter.leaf_dims,
-                          exporter.env.hint_of, exporter.args, exporter.kwargs, trace_at)
+    return admit_size_one(ep, exporter.env, exporter.env.one_requested, exporter.leaf_dims,
+                          exporter.args, exporter.kwargs, trace_at)
 
 
 def _warn_specializations(specializations) -> None:
@@ -354,6 +358,7 @@ class _Export:
                                                                      kwarg_trackers))
             result, tx = trace_call(self.output, self.mod, arg_trackers, kwarg_trackers)
             outputs = result.unwrap(tx)
+            self.env.settle_size_one()  # its meta re-runs need the tracing dispatch context
         user_pytree_leaves(outputs, "forward()'s result")  # the user's flatten functions run
         return pytree.tree_flatten(outputs)
 
@@ -619,9 +624,14 @@ class _Export:
         return specs
 
     def _range_constraints(self) -> dict:
-        """Input sizes: the spec's ranges; data-dependent values: what torch._check proved."""
-        return {symbol: self.env.spec_ranges[symbol] if info.hint is not None
-                else self.env.var_ranges[symbol] for symbol, info in self.env.symbols.items()}
+        """Input sizes: the spec's ranges, from 1 for the dims no decision of the trace needs
+        >= 2 (``unbroken.size_one``); data-dependent values: what torch._check proved."""
+        ranges = {symbol: self.env.spec_ranges[symbol] if info.hint is not None
+                  else self.env.var_ranges[symbol] for symbol, info in self.env.symbols.items()}
+        for symbol in self.env.settle_size_one():
+            if ranges[symbol].lower == 2:
+                ranges[symbol] = ValueRange(1, ranges[symbol].upper)
+        return ranges
 
 
 _OUTPUT_CONSTANTS = (int, float, bool, str, type(None), torch.dtype, torch.device)

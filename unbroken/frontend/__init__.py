@@ -52,8 +52,8 @@ LAYERS = (
     ("builtins", ("builtins",)),
     ("builder", ("variables.builder",)),
     ("opcodes", ("opcodes.registry", "opcodes.arithmetic", "opcodes.calls",
-                 "opcodes.containers", "opcodes.control", "opcodes.loads", "opcodes.stack",
-                 "opcodes")),
+                 "opcodes.containers", "opcodes.control", "opcodes.loads",
+                 "opcodes.matching", "opcodes.stack", "opcodes")),
     ("interpreter", ("translator",)),
     ("entry points", ("output", "tracer", "")),
 )

@@ -406,3 +406,29 @@ def test_sparse_input_to_a_dense_program_is_refused():
     module = unbroken.export(Doubles(), (torch.randn(3, 3),)).module()
     with pytest.raises(InputMismatchError, match="must be a dense"):
         module(torch.randn(3, 3).to_sparse())
+
+
+class TrainsBatchNorm(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bn = torch.nn.BatchNorm1d(3)
+
+    def forward(self, x):
+        return self.bn(x) * 2
+
+
+def test_backward_through_training_batch_norm():
+    """The running statistics are written back in place after the graph ran, but batch norm
+    saved them for its backward: backward failed ("modified by an inplace operation")."""
+    import unbroken
+
+    torch.manual_seed(0)
+    model, x = TrainsBatchNorm().train(), torch.randn(4, 3)
+    module = unbroken.export(TrainsBatchNorm().train(), (x,)).module()
+    ours, eager = x.clone().requires_grad_(), x.clone().requires_grad_()
+    got, want = module(ours), model(eager)
+    got.sum().backward()
+    want.sum().backward()
+    torch.testing.assert_close((got, ours.grad), (want, eager.grad))
+    torch.testing.assert_close(module.bn.running_mean, model.bn.running_mean)
+    torch.testing.assert_close(module.bn.num_batches_tracked, model.bn.num_batches_tracked)

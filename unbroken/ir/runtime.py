@@ -605,9 +605,24 @@ def _detach_buffer_write_backs(module: torch.fx.GraphModule) -> None:
             with graph.inserting_before(node):
                 value = graph.call_function(torch.ops.aten.detach.default, (node.args[1],))
             node.update_arg(1, value)
+            _read_a_snapshot(graph, node.args[0], node)
         elif node.args[0].op == "placeholder":
             node.target = write_back_input
     module.recompile()
+
+
+def _read_a_snapshot(graph: torch.fx.Graph, buffer: torch.fx.Node, write_back) -> None:
+    """The graph's reads of a buffer it writes back read a copy taken first: an op may save
+    the buffer for its backward (training batch norm saves ``running_mean``), and the in-place
+    write-back would then make backward fail ("modified by an inplace operation"), where
+    eager's kernel updates the statistics before autograd saves them."""
+    readers = [user for user in buffer.users if user is not write_back]
+    if not readers:
+        return
+    with graph.inserting_after(buffer):
+        snapshot = graph.call_function(torch.ops.aten.clone.default, (buffer,))
+    for reader in readers:
+        reader.replace_input_with(buffer, snapshot)
 
 
 def write_back_input(target: torch.Tensor, value: torch.Tensor) -> torch.Tensor:

@@ -9,6 +9,10 @@ trackers, and checked at the end. Two kinds of write:
   input tensor): *kept*, as ``torch.export`` does. The program computes what eager's forward
   computes from the model as it was at export time; the model itself is left unchanged
   (export never changes the caller's model).
+
+Forward hooks and pre-hooks that forward() registers on a module (or removes through the
+handle it got) are kept here the same way: the trace's later calls of that module run the
+hooks eager would run, and the module's own hook dicts are never touched.
 """
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ from dataclasses import dataclass
 
 from .graph_breaks import graph_break
 
-__all__ = ["DELETED", "Overlay", "StateWriteWarning", "Write", "refuse_in_branch"]
+__all__ = ["DELETED", "Overlay", "StateWriteWarning", "TracedHook", "Write", "refuse_in_branch"]
 
 DELETED = object()  # an overlay entry for an attribute deleted by the trace
 
@@ -40,17 +44,60 @@ class Write:
     read_first: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class TracedHook:
+    """One forward hook or forward pre-hook of a module, as the trace sees it.
+
+    hook_id: its key in the module's hook dict (a hook the module had: its own id; a hook the
+    trace registered: a negative int, which torch never hands out); hook: the callable (the
+    Python function of a hook the module had, the tracker of one the trace registered);
+    with_kwargs: it is called with the call's keyword arguments too."""
+
+    hook_id: int
+    hook: object
+    with_kwargs: bool
+
+
 class Overlay:
     """Writes to attributes of Python objects that outlive the trace, kept aside (the real
     objects are never changed). ``check_restored`` refuses (UB107) a write that must be undone
     (``kept=False``) and is left with another value than it had.
 
     entries: (id(obj), name) -> Write.
+    hooks:   (id(module), kind) -> (module, [TracedHook]): the forward hooks (kind
+             ``"forward"``) or pre-hooks (``"forward_pre"``) of a module whose hooks the trace
+             changed, in the order eager runs them.
     """
 
     def __init__(self):
         self.entries: dict[tuple[int, str], Write] = {}
         self.reads: set[tuple[int, str]] = set()  # model attributes read before any write
+        self.hooks: dict[tuple[int, str], tuple[object, list[TracedHook]]] = {}
+        self._next_hook_id = -1
+
+    def hooks_of(self, module, kind: str) -> list[TracedHook] | None:
+        """The ``kind`` hooks of ``module`` in the trace, or None if the trace changed none
+        (then they are the module's own)."""
+        entry = self.hooks.get((id(module), kind))
+        return None if entry is None else list(entry[1])
+
+    def add_hook(self, module, kind: str, current: list[TracedHook], hook, *,
+                 with_kwargs: bool, prepend: bool) -> int:
+        """Register ``hook`` as eager's ``register_<kind>_hook`` would, after the hooks
+        ``current`` (the module's hooks as the trace sees them); returns its id."""
+        hook_id, self._next_hook_id = self._next_hook_id, self._next_hook_id - 1
+        _, hooks = self.hooks.setdefault((id(module), kind), (module, list(current)))
+        added = TracedHook(hook_id, hook, with_kwargs)
+        if prepend:
+            hooks.insert(0, added)
+        else:
+            hooks.append(added)
+        return hook_id
+
+    def remove_hook(self, module, kind: str, hook_id: int) -> None:
+        """``handle.remove()`` of a hook the trace registered (again: nothing, as eager)."""
+        _, hooks = self.hooks[(id(module), kind)]
+        hooks[:] = [hook for hook in hooks if hook.hook_id != hook_id]
 
     def note_read(self, obj, name: str) -> None:
         """The trace read ``obj.name`` (a module attribute)."""

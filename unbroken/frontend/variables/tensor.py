@@ -66,8 +66,11 @@ class TensorVariable(VariableTracker):
         if self.meta.dim() == 0:
             raise graph_break("UB117", "iteration over a 0-d tensor")
         if not isinstance(self.meta.shape[0], int):
-            raise graph_break("UB117", f"iteration over {self.describe()} whose first dimension "
-                              "is dynamic (the number of iterations would be specialized)")
+            # eager makes one element per row: the count is specialized, as `range(size)` is
+            # (a guard that the size equals its example value: Dim.AUTO adopts it, a size
+            # declared dynamic is refused with the fix)
+            with tx.output.leaf_errors():
+                int(self.meta.shape[0])
         return list(tx.call_leaf(torch.Tensor.unbind, [self], {}).items(tx))
 
     def length(self, tx):

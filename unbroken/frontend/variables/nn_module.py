@@ -24,8 +24,13 @@ from .base import VariableTracker
 from .constant import ConstantVariable
 from .containers import DictVariable, TupleVariable
 from .functions import TorchFunctionVariable, UserFunctionVariable, is_pytorch_module_name
-from .module_hooks import REGISTER_METHODS, RegisterHookVariable, call_hook, module_hooks, \
-    refuse_hook_read
+from .module_hooks import (
+    REGISTER_METHODS,
+    RegisterHookVariable,
+    call_hook,
+    module_hooks,
+    refuse_hook_read,
+)
 from .tensor import TensorVariable
 
 __all__ = ["NNModuleVariable", "PreservedCall", "assign_module_attribute", "is_leaf_module",
@@ -462,10 +467,10 @@ def run_forward(tx, var: NNModuleVariable, args, kwargs) -> VariableTracker:
     forward = module.__dict__.get("forward") or type(module).forward
     if is_leaf_module(module) and "forward" not in module.__dict__:
         return tx.call_leaf(type(module).forward, [var, *args], kwargs)
+    if "forward" in module.__dict__:  # an instance attribute: called as it is (a bound
+        return tx.wrap(forward).call(tx, list(args), kwargs)  # method keeps its receiver)
     if getattr(forward, "__func__", None) is not None:
         forward = forward.__func__
-    if "forward" in module.__dict__:
-        return tx.wrap(forward).call(tx, list(args), kwargs)
     return tx.wrap(forward).call(tx, [var, *args], kwargs) if not _is_torch_class(type(module)) \
         else _inline_torch_container(tx, var, forward, args, kwargs)
 

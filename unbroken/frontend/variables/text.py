@@ -47,8 +47,9 @@ def _concrete(value):
 class FormattedTextVariable(VariableTracker):
     """A str whose text is computed when a use needs it (see the module docstring).
 
-    parts:  the pieces in order: a str, or ``(raw, convert, spec)``: the unwrapped value (with
-            meta tensors and symbolic sizes in it) formatted as ``format(convert(raw), spec)``;
+    parts:  the pieces in order: a str, or ``(value, convert, spec)``: ``value`` (unwrapped,
+            with meta tensors and symbolic sizes in it, or text of this kind) formatted as
+            ``format(convert(value), spec)``;
     output: the trace context (its stack names the line of the use, its errors wrap guards);
     where:  the user's frame that built the text (for messages);
     text:   the computed str, once a use needed it.
@@ -65,8 +66,7 @@ class FormattedTextVariable(VariableTracker):
 
     def unknown(self) -> bool:
         """True when a tensor's values are part of the text."""
-        return any(isinstance(leaf, torch.Tensor) for part in self.parts
-                   if not isinstance(part, str) for leaf in _leaves(part[0]))
+        return any(_unknown(part[0]) for part in self.parts if not isinstance(part, str))
 
     def describe(self) -> str:
         where = f" (built at {self.where.short()})" if self.where is not None else ""
@@ -89,7 +89,7 @@ class FormattedTextVariable(VariableTracker):
         if self.text is None:
             with self.output.leaf_errors():
                 self.text = "".join(part if isinstance(part, str) else
-                                    _format(pytree.tree_map(_concrete, part[0]), *part[1:])
+                                    _format(_value(part[0]), *part[1:])
                                     for part in self.parts)
         return self.text
 
@@ -109,6 +109,19 @@ class FormattedTextVariable(VariableTracker):
         return ConstantVariable(self.as_constant()).getattr(tx, name)
 
 
+def _unknown(value) -> bool:
+    if isinstance(value, FormattedTextVariable):
+        return value.unknown()
+    return any(isinstance(leaf, torch.Tensor) for leaf in _leaves(value))
+
+
+def _value(value):
+    """The Python value of a part: its symbolic sizes made concrete, nested text computed."""
+    if isinstance(value, FormattedTextVariable):
+        return value.as_constant()
+    return pytree.tree_map(_concrete, value)
+
+
 def _format(raw, convert, spec: str) -> str:
     return format(convert(raw) if convert else raw, spec)
 
@@ -116,17 +129,18 @@ def _format(raw, convert, spec: str) -> str:
 def format_text(tx, value: VariableTracker, convert, spec: str) -> VariableTracker:
     """``format(convert(value), spec)`` (an f-string's ``{value!r:spec}``, ``str(value)``...):
     a constant when the value is one; otherwise text computed when used (module docstring)."""
+    frames = tx.user_frames()
+    where = frames[-1] if frames else None
+    if isinstance(value, FormattedTextVariable):
+        return FormattedTextVariable(((value, convert, spec),), tx.output, where)
     if value.is_constant():
-        raw = value.as_constant()
-        return ConstantVariable(_format(raw, convert, spec))
+        return ConstantVariable(_format(value.as_constant(), convert, spec))
     with tx.output.leaf_errors():
         raw = value.unwrap(tx)
     if not any(isinstance(leaf, (torch.Tensor, *(s for s, _ in _SYMBOLS)))
                for leaf in _leaves(raw)):
         return ConstantVariable(_format(raw, convert, spec))
-    frames = tx.user_frames()
-    return FormattedTextVariable(((raw, convert, spec),), tx.output,
-                                 frames[-1] if frames else None)
+    return FormattedTextVariable(((raw, convert, spec),), tx.output, where)
 
 
 def join_text(tx, parts: list) -> VariableTracker:

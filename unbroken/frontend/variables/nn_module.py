@@ -122,10 +122,9 @@ class NNModuleVariable(VariableTracker):
                 return RegisterHookVariable(self, REGISTER_METHODS[name],
                                             _native_owner(tx, self))
             raise graph_break("UB108", f"`nn.Module.{name}` called inside forward()",
-                              details="A module method that changes the module (hooks, "
-                              "device, dtype, mode) changes the caller's model: call it "
-                              "before export (for transformers' output-capturing hooks: "
-                              "call the model once).")
+                              details="A module method that changes the module (backward "
+                              "hooks, device, dtype, mode) changes the caller's model: call "
+                              "it before export.")
         return found
 
     def setattr(self, tx, name, value) -> None:

@@ -495,9 +495,10 @@ SOUND_CASES = {
 # regression to a refusal, or a construct newly supported: then delete its entry).
 REFUSED_CASES = {
     "range_loop": "UB117",      # range() with a dynamic bound would unroll
-    **dict.fromkeys(["iterate_tensor", "unbind", "split_len", "tensor_of_size", "int_size", "mod_branch",
-                     "eq_branch", "in_tuple", "tuple_index", "reshape_pairs", "str_size",
-                     "fstring_shape", "str_shape"], "UB003"),  # the code specializes the dim
+    # the code specializes the dim
+    **dict.fromkeys(["iterate_tensor", "unbind", "split_len", "tensor_of_size", "int_size",
+                     "mod_branch", "eq_branch", "in_tuple", "tuple_index", "reshape_pairs",
+                     "str_size", "fstring_shape", "str_shape"], "UB003"),
 }
 
 

@@ -66,3 +66,46 @@ def test_a_use_of_a_sizes_text_records_the_guard_at_the_use():
     with pytest.warns(unbroken.SpecializationWarning):
         ep = unbroken.export(SizeKey(), (x,), dynamic_shapes={"x": {0: Dim.AUTO}})
     assert_bit_exact(ep.module()(x), SizeKey()(x))
+
+
+@pytest.mark.parametrize("make_text", [
+    pytest.param(lambda x: "{}".format(x.sum()), id="str.format"),
+    pytest.param(lambda x: str.format("{}", x.sum()), id="unbound str.format"),
+    pytest.param(lambda x: "{a}".format_map({"a": x.sum()}), id="format_map"),
+    pytest.param(lambda x: str(x), id="str"),
+    pytest.param(lambda x: f"{x!r}", id="f-string repr"),
+])
+def test_text_of_a_tensor_is_never_the_meta_tensors(make_text):
+    """``"{}".format(t)`` was formatted natively on the meta tensor ("tensor(..., device=
+    'meta')"): a program with the wrong text. Unread, it exports; read, it is refused."""
+    def unread(x):
+        make_text(x)
+        return x * 2
+
+    def read(x):
+        return x * len(make_text(x))
+
+    x = torch.randn(2, 3)
+    assert_bit_exact(unbroken.export(unread, (x,)).module()(x), x * 2)
+    with pytest.raises(unbroken.UnbrokenError) as info:
+        unbroken.export(read, (x,))
+    assert info.value.code == "UB105"
+
+
+@pytest.mark.parametrize("make_text, error", [
+    pytest.param(lambda x: f"{x.sum():d}", ValueError, id="float item with :d"),
+    pytest.param(lambda x: f"{x:>5}", TypeError, id="spec on a 2-d tensor"),
+    pytest.param(lambda x: str.format("{1}", x), IndexError, id="missing field"),
+])
+def test_what_eagers_formatting_raises_whatever_the_data_is_raised_at_the_format(make_text,
+                                                                                 error):
+    def unread(x):
+        make_text(x)
+        return x * 2
+
+    x = torch.randn(2, 3)
+    with pytest.raises(error):
+        unread(x)
+    with pytest.raises(unbroken.UnbrokenError) as info:
+        unbroken.export(unread, (x,))
+    assert info.value.code == "UB104" and error.__name__ in str(info.value)

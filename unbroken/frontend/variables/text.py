@@ -14,14 +14,16 @@ Text made of constants only stays a plain constant (``ConstantVariable``).
 """
 from __future__ import annotations
 
+import string
+from dataclasses import dataclass
+
 import torch
 from torch.utils import _pytree as pytree
 
 from ..graph_breaks import graph_break
 from .base import VariableTracker
-from .constant import ConstantVariable
 
-__all__ = ["FormattedTextVariable", "format_text", "join_text"]
+__all__ = ["FormattedTextVariable", "format_call", "format_text", "is_str_format", "join_text"]
 
 _SYMBOLS = ((torch.SymBool, bool), (torch.SymInt, int), (torch.SymFloat, float))
 
@@ -100,19 +102,24 @@ class FormattedTextVariable(VariableTracker):
         return bool(self.as_constant())
 
     def items(self, tx) -> list:
-        return ConstantVariable(self.as_constant()).items(tx)
+        return tx.wrap(self.as_constant()).items(tx)
 
     def length(self, tx):
         return len(self.as_constant())
 
     def getattr(self, tx, name: str) -> VariableTracker:
-        return ConstantVariable(self.as_constant()).getattr(tx, name)
+        return tx.wrap(self.as_constant()).getattr(tx, name)
 
 
 def _unknown(value) -> bool:
     if isinstance(value, FormattedTextVariable):
         return value.unknown()
     return any(isinstance(leaf, torch.Tensor) for leaf in _leaves(value))
+
+
+def _pending(raw) -> bool:
+    """True when ``raw`` holds a tensor or a symbolic size (its text is not known yet)."""
+    return any(isinstance(leaf, (torch.Tensor, *(s for s, _ in _SYMBOLS))) for leaf in _leaves(raw))
 
 
 def _value(value):
@@ -126,31 +133,124 @@ def _format(raw, convert, spec: str) -> str:
     return format(convert(raw) if convert else raw, spec)
 
 
+class Tensor:
+    """Stands for a tensor of more than zero dims when formatting is checked at build time:
+    ``Tensor.__format__`` is ``object.__format__`` then (a format spec raises eager's
+    TypeError, "unsupported format string passed to Tensor.__format__")."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "tensor(...)"
+
+
+def _stand_in(value):
+    """A value that formats as ``value`` would, or raises what it would raise, whatever the
+    data: a 0-d tensor formats as its item (a Python number of its dtype's kind), a tensor of
+    more dims as :class:`Tensor`, a symbolic size as a number, text as a str."""
+    def leaf(v):
+        if isinstance(v, torch.Tensor):
+            if v.dim() != 0:
+                return Tensor()
+            dtype = v.dtype
+            return 0j if dtype.is_complex else 0.0 if dtype.is_floating_point else \
+                False if dtype is torch.bool else 0
+        if isinstance(v, torch.Size):
+            return torch.Size([e if isinstance(e, int) else 0 for e in v])
+        return next((py(0) for sym, py in _SYMBOLS if isinstance(v, sym)), v)
+
+    if isinstance(value, FormattedTextVariable):
+        return ""
+    return pytree.tree_map(leaf, value)
+
+
+def _checked(tx, render, value) -> None:
+    """Raise now what eager raises when it formats (a spec the value's type rejects, a
+    missing field), whatever the data: ``render`` applied to stand-ins."""
+    try:
+        render(_stand_in(value))
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
+        raise tx.user_exception(exc) from None
+
+
+def _where(tx):
+    frames = tx.user_frames()
+    return frames[-1] if frames else None
+
+
 def format_text(tx, value: VariableTracker, convert, spec: str) -> VariableTracker:
     """``format(convert(value), spec)`` (an f-string's ``{value!r:spec}``, ``str(value)``...):
-    a constant when the value is one; otherwise text computed when used (module docstring)."""
-    frames = tx.user_frames()
-    where = frames[-1] if frames else None
+    a constant when the value is one; otherwise text computed when used (module docstring).
+    What eager's formatting raises whatever the data is raised now."""
     if isinstance(value, FormattedTextVariable):
-        return FormattedTextVariable(((value, convert, spec),), tx.output, where)
+        _checked(tx, lambda v: _format(v, convert, spec), value)
+        return FormattedTextVariable(((value, convert, spec),), tx.output, _where(tx))
     if value.is_constant():
-        return ConstantVariable(_format(value.as_constant(), convert, spec))
+        return tx.wrap(_format(value.as_constant(), convert, spec))
     with tx.output.leaf_errors():
         raw = value.unwrap(tx)
-    if not any(isinstance(leaf, (torch.Tensor, *(s for s, _ in _SYMBOLS)))
-               for leaf in _leaves(raw)):
-        return ConstantVariable(_format(raw, convert, spec))
-    return FormattedTextVariable(((raw, convert, spec),), tx.output, where)
+    if not _pending(raw):
+        return tx.wrap(_format(raw, convert, spec))
+    _checked(tx, lambda v: _format(v, convert, spec), raw)
+    return FormattedTextVariable(((raw, convert, spec),), tx.output, _where(tx))
 
 
 def join_text(tx, parts: list) -> VariableTracker:
     """``"".join(parts)`` of an f-string's pieces (``BUILD_STRING``): text computed when used
     if a piece is."""
     if not any(isinstance(p, FormattedTextVariable) for p in parts):
-        return ConstantVariable("".join(p.as_constant() for p in parts))
+        return tx.wrap("".join(p.as_constant() for p in parts))
     pieces = []
     for part in parts:
         pieces.extend(part.parts if isinstance(part, FormattedTextVariable)
                       else (part.as_constant(),))
-    frames = tx.user_frames()
-    return FormattedTextVariable(tuple(pieces), tx.output, frames[-1] if frames else None)
+    return FormattedTextVariable(tuple(pieces), tx.output, _where(tx))
+
+
+@dataclass(frozen=True, slots=True)
+class _Template:
+    """``template.format(*args, **kwargs)`` (``format_map``: ``template.format_map(args[0])``)
+    as a part's conversion: applied to ``(args, kwargs)``."""
+
+    template: str
+    mapping: bool
+
+    def __call__(self, raw) -> str:
+        args, kwargs = raw
+        if self.mapping:
+            return self.template.format_map(*args)
+        return self.template.format(*args, **kwargs)
+
+
+def is_str_format(fn) -> bool:
+    """True for ``str.format``/``str.format_map``, bound to a str or not."""
+    receiver = getattr(fn, "__self__", None)
+    name = getattr(fn, "__name__", None)
+    return name in ("format", "format_map") and (
+        isinstance(receiver, str) or fn in (str.format, str.format_map))
+
+
+def format_call(tx, fn, args: list, kwargs: dict) -> VariableTracker:
+    """``template.format(...)`` / ``format_map`` (``fn``: the bound or unbound method): text
+    computed when used if an argument holds a tensor or a symbolic size."""
+    if not isinstance(getattr(fn, "__self__", None), str):
+        if not args or not args[0].is_constant():
+            raise graph_break("UB117", "str.format called on a value that is not a str",
+                              frames=tx.user_frames())
+        fn, args = getattr(args[0].as_constant(), fn.__name__), args[1:]
+    render = _Template(fn.__self__, fn.__name__ == "format_map")
+    with tx.output.leaf_errors():
+        raw = ([a.unwrap(tx) for a in args], {k: v.unwrap(tx) for k, v in kwargs.items()})
+    if not _pending(raw):
+        try:
+            return tx.wrap(render(raw))
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
+            raise tx.user_exception(exc) from None
+    if any(field and ("." in field or "[" in field)
+           for _, field, _, _ in string.Formatter().parse(render.template)):
+        raise graph_break("UB117", f"`{render.template!r}.format(...)` reads an attribute or "
+                          "an item of a tensor or a symbolic size inside the template",
+                          frames=tx.user_frames(),
+                          details="Read it before formatting: `'{}'.format(x.shape)`.")
+    _checked(tx, render, raw)
+    return FormattedTextVariable(((raw, render, ""),), tx.output, _where(tx))

@@ -7,6 +7,15 @@ goes to the overlay (``frontend.overlay``): the trace's later calls of the modul
 hooks eager would run, in eager's order, and the caller's model is never changed. The handle
 it returns removes the hook from the overlay.
 
+Eager keeps the hook after the call; the exported program is eager's first call from the
+model as exported, so each call of the program starts without the hooks forward() registers.
+When the registration is guarded by a flag on the model (transformers'
+``_output_capturing_hooks_installed``), eager's later calls skip it and run the hooks the first
+call installed: they compute what the first call computed (the ``StateWriteWarning`` about the
+flag says only that the program does not keep the flag's change). A forward() that registers
+hooks unconditionally stacks one more in eager at every call: its later calls differ from the
+first, and the program computes the first.
+
 What cannot be made equal to eager is refused (UB109): a hook that must run even when forward
 raises (``always_call=True``), a hook on a module that only runs inside one of PyTorch's own
 modules (whose native forward calls the real module, without the trace's hooks), and reading

@@ -1,5 +1,5 @@
-"""Text built from values the trace does not know yet: an f-string, ``str()``, ``repr()`` or
-``format()`` of a tensor or of a symbolic size.
+"""Text built from values the trace does not know yet: an f-string, ``str()``, ``repr()``,
+``format()`` or ``str.format``/``format_map`` of a tensor or of a symbolic size.
 
 Building a string has no effect of its own: eager code often formats values into an error
 message that only a failed check ever reads (``f"tokens: {n_tokens}"`` passed to a check that
@@ -10,7 +10,11 @@ holds). So the text is computed only when a use needs it:
 - a tensor's text shows its values, known only at run time: the string may be built, stored
   and passed around, and any use of its content is refused (UB105) at the line of the use.
 
-Text made of constants only stays a plain constant (``ConstantVariable``).
+What eager's formatting raises whatever the data is raised where the text is built (a spec
+the type of a 0-d tensor's item rejects, a spec on a tensor of more dims, a missing field),
+checked by formatting stand-ins of the same kinds; a failure that depends on the value itself
+(``{:c}`` of an item out of range) is not foreseen. Text made of constants only stays a plain
+constant (``ConstantVariable``).
 """
 from __future__ import annotations
 

@@ -174,6 +174,30 @@ class InBranch(Pair):
         return torch.cond(x.sum() > 0, true_fn, lambda x: x - 1, (x,))
 
 
+OUTSIDE = nn.ReLU()  # a module that is not part of the model
+
+
+class HooksOutside(nn.Module):
+    def __init__(self, remove: bool):
+        super().__init__()
+        self.remove = remove
+
+    def forward(self, x):
+        handle = OUTSIDE.register_forward_hook(lambda module, args, out: out * 2)
+        y = OUTSIDE(x)
+        if self.remove:
+            handle.remove()
+        return y
+
+
+def test_a_hook_on_an_outside_module_must_be_removed_by_the_end():
+    x = torch.randn(2, 4)
+    export_and_compare(HooksOutside(remove=True), x)
+    error = refusal(HooksOutside(remove=False), x)
+    assert error.code == "UB107" and "not part of the model" in str(error)
+    assert not OUTSIDE._forward_hooks
+
+
 @pytest.mark.parametrize("model, code, words", [
     (AlwaysCall(), "UB109", "always_call=True"),
     (InsideNative(), "UB109", "only runs inside `enc`"),

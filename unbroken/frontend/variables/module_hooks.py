@@ -16,6 +16,10 @@ flag says only that the program does not keep the flag's change). A forward() th
 hooks unconditionally stacks one more in eager at every call: its later calls differ from the
 first, and the program computes the first.
 
+A hook left registered on a module that is not the model's (an object that outlives
+forward()) is refused like any other change of an outside object (UB107); removed through its
+handle before forward() returns, it is fine.
+
 What cannot be made equal to eager is refused (UB109): a hook that must run even when forward
 raises (``always_call=True``), a hook on a module that only runs inside one of PyTorch's own
 modules (whose native forward calls the real module, without the trace's hooks), and reading
@@ -108,7 +112,8 @@ class RegisterHookVariable(VariableTracker):
         hook_id = tx.output.overlay.add_hook(
             module, self.kind, current, bound.arguments["hook"],
             with_kwargs=bool(options.get("with_kwargs", False)),
-            prepend=bool(options.get("prepend", False)))
+            prepend=bool(options.get("prepend", False)),
+            kept=tx.output.owns_module(module), frames=tx.user_frames())
         return HookHandleVariable(self.module_var, self.kind, hook_id)
 
     def _refuse(self, tx, options: dict) -> None:

@@ -1,5 +1,6 @@
-"""unbroken.size_one: a dim declared min=1 admits 1 at run time exactly when a trace at size 1
-gives the same program; otherwise the program keeps [2, ...] and refuses 1 with a clear error.
+"""unbroken.size_one: a dim whose spec admits 1 admits 1 at run time when no decision of the
+trace depends on it being >= 2, or (declared min=1) a trace at size 1 gives the same program;
+otherwise the program keeps [2, ...] and refuses 1 with an error naming the decision.
 
 Oracle: eager at size 1 (and at other sizes)."""
 from __future__ import annotations
@@ -12,6 +13,7 @@ from torch.testing import assert_close
 
 import unbroken
 from unbroken import InputMismatchError
+from unbroken.size_one import SizeOneWarning
 
 
 class Mlp(nn.Module):
@@ -43,12 +45,17 @@ class BranchOnOne(nn.Module):
 
 
 def test_batch_one_is_refused_when_size_one_takes_another_path():
-    ep = unbroken.export(BranchOnOne(), (torch.randn(4, 3),),
-                         dynamic_shapes={"x": {0: Dim("batch", min=1)}})
+    with pytest.warns(SizeOneWarning, match=r"declared min=1.*test_size_one.py:\d+ \(if x.shape"
+                                            r"\[0\] == 1.*declare min=2"):
+        ep = unbroken.export(BranchOnOne(), (torch.randn(4, 3),),
+                             dynamic_shapes={"x": {0: Dim("batch", min=1)}})
     (value_range,) = ep.range_constraints.values()
     assert value_range.lower == 2
-    with pytest.raises(InputMismatchError, match="Sizes 0 and 1"):
+    with pytest.raises(InputMismatchError, match=r"size 1 is refused for x.shape\[0\]: the "
+                                                 r"program relies on x.shape\[0\] != 1 at .*"
+                                                 r"test_size_one.py"):
         ep.module()(torch.randn(1, 3))
+    assert_close(ep.module()(torch.randn(5, 3)).shape, torch.Size([5, 3]))
 
 
 class Pairs(nn.Module):
@@ -72,3 +79,142 @@ def test_auto_with_min_1():
                          dynamic_shapes={"x": auto, "y": auto})
     x, y = torch.randn(1, 8), torch.randn(1, 8)
     assert_close(ep.module()(x, y), model(x, y))
+
+
+class Scale(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(3))
+
+    def forward(self, x):
+        return (x * self.w).sum(-1).tanh()
+
+
+@pytest.mark.parametrize("entry", [Dim.AUTO, Dim.DYNAMIC, Dim("n"), Dim("n", min=1)],
+                         ids=["auto", "dynamic", "named", "min1"])
+def test_no_decision_depends_on_the_dim_so_size_one_is_admitted_without_a_retrace(
+        entry, monkeypatch):
+    calls = []
+    real = unbroken.size_one._traces_the_same
+    monkeypatch.setattr(unbroken.size_one, "_traces_the_same",
+                        lambda *a, **k: calls.append(a) or real(*a, **k))
+    model = Scale()
+    ep = unbroken.export(model, (torch.randn(4, 3),), dynamic_shapes={"x": {0: entry}})
+    (value_range,) = ep.range_constraints.values()
+    assert value_range.lower == 1 and calls == []
+    for n in (1, 2, 5):
+        x = torch.randn(n, 3)
+        assert_close(ep.module()(x), model(x), rtol=0, atol=0)
+
+
+class SamePathsAtOne(nn.Module):
+    def forward(self, x):
+        if x.shape[0] == 1:  # a decision on the dim, whose two paths compute the same
+            return x.reshape(1, -1) * 2
+        return x.reshape(x.shape[0], -1) * 2
+
+
+def test_auto_dim_a_decision_depends_on_is_refused_at_one_naming_the_line():
+    model = SamePathsAtOne()
+    ep = unbroken.export(model, (torch.randn(4, 2, 3),), dynamic_shapes={"x": {0: Dim.AUTO}})
+    assert {int(r.lower) for r in ep.range_constraints.values()} == {2}
+    with pytest.raises(InputMismatchError, match=r"relies on .*x.shape\[0\].* at .*"
+                                                 r"test_size_one.py:\d+ \(if x.shape\[0\] == 1.*"
+                                                 r"declare this one Dim.AUTO\(min=1\)"):
+        ep.module()(torch.randn(1, 2, 3))
+    ep = unbroken.export(model, (torch.randn(4, 2, 3),),  # as the hint says: traced at 1
+                         dynamic_shapes={"x": {0: Dim.AUTO(min=1)}})
+    x = torch.randn(1, 2, 3)
+    assert_close(ep.module()(x), model(x), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("body", [
+    lambda x: x.reshape(x.shape[0], -1) * 2,  # reshape chooses a view or a copy: same at 1
+    lambda x: x.transpose(1, 2).reshape(x.shape[0], -1),  # a copy at every size
+    lambda x: x.flatten(0, 1) @ torch.ones(3, 2),
+], ids=["reshape", "reshape_copy", "flatten"])
+def test_a_leaf_call_that_runs_the_same_ops_at_one_does_not_count(body):
+    class Body(nn.Module):
+        def forward(self, x):
+            return body(x)
+
+    model = Body()
+    ep = unbroken.export(model, (torch.randn(4, 2, 3),), dynamic_shapes={"x": {0: Dim.AUTO}})
+    assert {int(r.lower) for r in ep.range_constraints.values()} == {1}
+    for n in (1, 3):
+        x = torch.randn(n, 2, 3)
+        assert_close(ep.module()(x), model(x), rtol=0, atol=0)
+
+
+def test_a_node_whose_metadata_is_the_same_at_one_does_not_count():
+    """``nn.Linear``'s bias add asks "is the batch 1?" inside the kept-whole ``linear``; its
+    output metadata at 1 is the same, so ``Dim.AUTO`` admits 1 without a second trace."""
+    model = Mlp()
+    auto = {0: Dim.AUTO}
+    ep = unbroken.export(model, (torch.randn(4, 8), torch.randn(4, 8)),
+                         dynamic_shapes={"x": auto, "y": auto})
+    assert {int(r.lower) for r in ep.range_constraints.values()} == {1}
+    x, y = torch.randn(1, 8), torch.randn(1, 8)
+    assert_close(ep.module()(x, y), model(x, y), rtol=0, atol=0)
+
+
+def test_squeeze_of_the_dim_differs_at_one_and_is_refused():
+    class Squeeze(nn.Module):
+        def forward(self, x):
+            return x.squeeze(0) * 2
+
+    with pytest.warns(SizeOneWarning, match="aten.squeeze"):
+        ep = unbroken.export(Squeeze(), (torch.randn(4, 3),),
+                             dynamic_shapes={"x": {0: Dim.AUTO(min=1)}})
+    with pytest.raises(InputMismatchError, match="size 1 is refused"):
+        ep.module()(torch.randn(1, 3))
+
+
+class GradRegionAndBuffer(nn.Module):
+    """A no_grad region (a subgraph in the program) writing a buffer."""
+
+    def __init__(self):
+        super().__init__()
+        self.l = nn.Linear(4, 4)
+        self.register_buffer("seen", torch.zeros(4))
+
+    def forward(self, x):
+        with torch.no_grad():
+            self.seen.add_(x.sum(0))
+        return self.l(x).relu() * 2
+
+
+def test_batch_one_with_a_grad_region_and_a_buffer_write():
+    model = GradRegionAndBuffer()
+    ep = unbroken.export(model, (torch.randn(3, 4, requires_grad=True),),
+                         dynamic_shapes={"x": {0: Dim("b", min=1)}})
+    (value_range,) = ep.range_constraints.values()
+    assert value_range.lower == 1
+    twin = GradRegionAndBuffer()
+    twin.load_state_dict(model.state_dict())
+    module = ep.module()
+    for n in (1, 3):
+        x = torch.randn(n, 4, requires_grad=True)
+        x_ref = x.detach().clone().requires_grad_()
+        out, ref = module(x), twin(x_ref)
+        assert_close(out, ref, rtol=0, atol=0)
+        out.sum().backward()
+        ref.sum().backward()
+        assert_close(x.grad, x_ref.grad, rtol=0, atol=0)
+        assert_close(module.seen, twin.seen, rtol=0, atol=0)
+
+
+def test_same_program_skips_whole_dim_slices():
+    """``t[:, None]`` records a whole-dim slice when the dim is symbolic, not at size 1."""
+    class Index(nn.Module):
+        def forward(self, x):
+            rows = torch.arange(x.shape[0])
+            return x + rows[:, None]
+
+    model = Index()
+    ep = unbroken.export(model, (torch.randn(4, 3),), dynamic_shapes={"x": {0: Dim("b", min=1)}})
+    (value_range,) = ep.range_constraints.values()
+    assert value_range.lower == 1
+    for n in (1, 4):
+        x = torch.randn(n, 3)
+        assert_close(ep.module()(x), model(x), rtol=0, atol=0)

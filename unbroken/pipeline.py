@@ -59,7 +59,7 @@ from .passes.subgraphs import functionalize_subgraphs
 from .preserved_calls import checked_paths, preserved_signatures
 from .process_state import isolated
 from .program import ExportedProgram
-from .size_one import admit_size_one
+from .size_one import Retrace, admit_size_one
 from .symbolic import guard_log
 from .symbolic.auto import (
     Adoption,
@@ -254,8 +254,8 @@ def _verify_additional_inputs(ep, helper: AdditionalInputs) -> None:
 
 
 def _admit_size_one(exporter: _Export, ep: ExportedProgram) -> ExportedProgram:
-    """Dims declared ``min=1`` get ``[1, ...]`` when a trace at size 1 gives the same program
-    (see ``unbroken.size_one``)."""
+    """Dims whose spec admits 1 get ``[1, ...]`` when no decision of the trace depends on
+    them being >= 2, or a trace at size 1 gives the same program (see ``unbroken.size_one``)."""
     if not exporter.env.admits_one:
         return ep
 
@@ -270,11 +270,13 @@ def _admit_size_one(exporter: _Export, ep: ExportedProgram) -> ExportedProgram:
         except _AdoptAuto:  # size 1 needs another spec: not the same program
             return None
         ours = {info.source: s for s, info in exporter.env.symbols.items()}
-        return other, {s: ours[info.source] for s, info in retry.env.symbols.items()
-                       if info.source in ours}
+        rename = {s: ours[info.source] for s, info in retry.env.symbols.items()
+                  if info.source in ours}
+        sensitive = frozenset(rename[s] for s in retry.env.one_sensitive if s in rename)
+        return Retrace(other, rename, sensitive)
 
-    return admit_size_one(ep, exporter.env.admits_one, exporter.leaf_dims,
-                          exporter.env.hint_of, exporter.args, exporter.kwargs, trace_at)
+    return admit_size_one(ep, exporter.env, exporter.env.one_requested, exporter.leaf_dims,
+                          exporter.args, exporter.kwargs, trace_at)
 
 
 def _warn_specializations(specializations) -> None:

@@ -1,19 +1,35 @@
-"""Size 1 for dims whose spec says ``min=1``: admitted when the program computes what eager
+"""Size 1 for dims whose spec admits it: admitted when the program computes what eager
 computes for 1.
 
 Tracing gives every dynamic dim the range ``[2, ...]``: kernels ask "is this dim 1?"
-(broadcasting, contiguity, squeeze) and one graph cannot in general serve both answers. For a
-dim declared with ``min=1`` (``Dim("batch", min=1)``, ``Dim.AUTO(min=1)``), export then traces
-the model a second time with that dim fixed at 1 (the example inputs cut down to size 1, every
-other dim as the spec says) and compares the two programs: when the first one, with the dim
-set to 1, runs exactly the ops of the second (same ops, same arguments, same constants), it
-computes what eager computes for 1 too, and its range is widened to ``[1, ...]``. With two such
-symbols every combination of them at 1 is checked; beyond ``MAX_SYMBOLS`` the rest keep 2.
+(broadcasting, contiguity, squeeze) and one graph cannot in general serve both answers. The
+dims whose spec admits 1 (``Dim("batch", min=1)``, a named ``Dim``'s default ``min=0``,
+``Dim.AUTO``, ``Dim.DYNAMIC``) are ``env.admits_one``; two checks decide which of them get
+``[1, ...]``:
+
+1. the decision audit (``ShapeEnvironment._audit_size_one``): every question the trace
+   answered is re-asked with each set of its candidate symbols at 1. A symbol no answer
+   depends on is admitted without more work: at 1 the trace takes every decision it took, so
+   it records this very program;
+2. the others ("sensitive": some answer would change, e.g. ``s0 == 1`` while broadcasting)
+   keep ``[2, ...]`` unless their spec says ``min=1``: those (up to ``MAX_SYMBOLS``) are
+   traced again with the dim fixed at 1 (the example inputs cut down to size 1) and the two
+   programs compared: when the first one, with the dim set to 1, runs exactly the ops of the
+   second (same ops, same arguments, same constants), it computes what eager computes for 1
+   too. Each such symbol alone, then their combinations, must pass; each of those traces must
+   also leave the symbols admitted by step 1 free of sensitive answers. A trace costs about
+   one export, which is why ``Dim.AUTO`` dims are only audited (declare ``Dim.AUTO(min=1)``
+   to have one traced at 1).
+
+A size 1 refused for a dim is refused at run time with the decision that differs at 1 (file,
+line, source) and what to do; a dim declared ``min=1`` that keeps ``[2, ...]`` also gets a
+``SizeOneWarning`` at export.
 """
 from __future__ import annotations
 
 import dataclasses
 import itertools
+import warnings
 from collections.abc import Callable
 
 import sympy
@@ -21,46 +37,114 @@ import torch
 import torch.fx as fx
 import torch.utils._pytree as pytree
 
+from .ir.runtime import SIZE_ONE_REFUSED
 from .program import ExportedProgram
 from .symbolic.diagnostics import UnbrokenError
 
-__all__ = ["admit_size_one", "same_program"]
+__all__ = ["SizeOneWarning", "admit_size_one", "same_program"]
 
 MAX_SYMBOLS = 2
 
 
-def admit_size_one(ep: ExportedProgram, candidates, leaf_dims: dict, hints: Callable,
-                   args, kwargs, trace_at: Callable) -> ExportedProgram:
-    """``ep`` with ``[1, ...]`` ranges for the ``candidates`` (symbols) whose every
-    combination at size 1 gives the same program; ``ep`` itself when none does.
+class SizeOneWarning(UserWarning):
+    """A dim declared ``min=1`` keeps ``[2, ...]``: at size 1 the model's code takes another
+    path (the message names the line), so size 1 needs its own export."""
 
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Retrace:
+    """A trace at size 1: its program, a renaming of its symbols to the first trace's, and
+    the symbols (first trace's names) some answer of it depends on being >= 2."""
+
+    program: ExportedProgram
+    rename: dict
+    sensitive: frozenset
+
+
+def admit_size_one(ep: ExportedProgram, env, requested, leaf_dims: dict, args, kwargs,
+                   trace_at: Callable) -> ExportedProgram:
+    """``ep`` with ``[1, ...]`` ranges for the candidates (``env.admits_one``) the audit or
+    the traces at size 1 show to give the same program.
+
+    requested: the candidates whose spec says ``min=1`` (warned about when refused);
     leaf_dims: ``id(example tensor) -> dims`` (ints / sympy expressions) of the first trace;
-    hints: expression -> value at the example inputs; trace_at(args, kwargs, forced) exports
-    the resized inputs with ``forced`` (``(id(tensor), dim)`` pairs) static and returns the
-    program with a renaming of its symbols to ours (by the dim they stand for), or None when
-    that needs another spec.
+    trace_at(args, kwargs, forced) exports the resized inputs with ``forced``
+    (``(id(tensor), dim)`` pairs) static and returns a ``Retrace``, or None when that needs
+    another spec.
     """
-    symbols = [s for s in candidates if s in ep.range_constraints
-               and int(ep.range_constraints[s].lower) == 2][:MAX_SYMBOLS]
-    if not symbols:
+    candidates = sorted((s for s in env.admits_one if s in ep.range_constraints
+                         and int(ep.range_constraints[s].lower) == 2), key=str)
+    if not candidates:
         return ep
-    for count in range(1, len(symbols) + 1):
-        for subset in itertools.combinations(symbols, count):
-            values = {s: sympy.Integer(1) for s in subset}
-            resized = _resize((args, kwargs), leaf_dims, values, hints)
-            if resized is None:
-                return ep
-            (new_args, new_kwargs), forced = resized
-            try:
-                traced = trace_at(new_args, new_kwargs, forced)
-            except UnbrokenError:
-                return ep  # the code refuses size 1 (or needs a different spec for it)
-            if traced is None or not same_program(ep, traced[0], values, traced[1]):
-                return ep
+    free = {s for s in candidates if s not in env.one_sensitive}
+    sensitive = [s for s in candidates if s not in free]
+    tried = [s for s in sensitive if s in requested][:MAX_SYMBOLS]
+    admitted = free | _same_at_one(ep, tried, free, leaf_dims, env.hint_of, args, kwargs,
+                                   trace_at)
     ranges = dict(ep.range_constraints)
-    for symbol in symbols:
+    for symbol in admitted:
         ranges[symbol] = type(ranges[symbol])(1, ranges[symbol].upper)
-    return type(ep).from_parts(dataclasses.replace(ep.parts(), range_constraints=ranges))
+    refused = {str(s): _reason(env, s, env.one_sensitive[s], s in tried)
+               for s in sensitive if s not in admitted}
+    for symbol in sensitive:
+        if symbol not in admitted and symbol in requested:
+            warnings.warn(_requested_refused(env, symbol, refused[str(symbol)]),
+                          SizeOneWarning, stacklevel=5)
+    result = type(ep).from_parts(dataclasses.replace(ep.parts(), range_constraints=ranges))
+    if refused:
+        result.graph_module.meta[SIZE_ONE_REFUSED] = refused
+    return result
+
+
+def _same_at_one(ep, tried, free, leaf_dims, hints, args, kwargs, trace_at) -> set:
+    """The symbols of ``tried`` whose every combination at 1 (with the others of the result)
+    traces to ``ep``'s program, with ``free`` still free of size-1 dependent answers: each
+    alone first, then the combinations of those that passed."""
+    passed: list = []
+    for symbol in tried:
+        if _traces_the_same(ep, (symbol,), free, leaf_dims, hints, args, kwargs, trace_at):
+            passed.append(symbol)
+    for count in range(2, len(passed) + 1):
+        for subset in itertools.combinations(passed, count):
+            if not _traces_the_same(ep, subset, free, leaf_dims, hints, args, kwargs,
+                                    trace_at):
+                return set(passed[:1])  # each alone is the same program, not together
+    return set(passed)
+
+
+def _traces_the_same(ep, subset, free, leaf_dims, hints, args, kwargs, trace_at) -> bool:
+    values = {s: sympy.Integer(1) for s in subset}
+    resized = _resize((args, kwargs), leaf_dims, values, hints)
+    if resized is None:
+        return False
+    (new_args, new_kwargs), forced = resized
+    try:
+        retrace = trace_at(new_args, new_kwargs, forced)
+    except UnbrokenError:
+        return False  # the code refuses size 1 (or needs a different spec for it)
+    return retrace is not None and not retrace.sensitive & free and same_program(
+        ep, retrace.program, values, retrace.rename)
+
+
+def _reason(env, symbol, guard, traced: bool) -> str:
+    """Why ``symbol`` keeps ``[2, ...]``: the answer that depends on it being >= 2."""
+    where = guard.location
+    place = ""
+    if where is not None:
+        source = f" ({where.source.strip()})" if where.source else ""
+        place = f" at {where.filename}:{where.lineno}{source}"
+    op = f" in {guard.op}" if guard.op else ""
+    then = ("a trace at size 1 gives a different program" if traced else
+            "checking size 1 needs a trace at size 1, done for dims declared min=1: declare "
+            "this one Dim.AUTO(min=1) or Dim(..., min=1) to have it checked")
+    return (f"the program relies on {guard.describe(env.source_of)}{op}{place}, which "
+            f"may not hold at {env.source_of(symbol)} = 1, and {then}")
+
+
+def _requested_refused(env, symbol, reason: str) -> str:
+    return (f"{env.source_of(symbol)} is declared min=1 but the program admits it from 2: "
+            f"{reason}. Calls with size 1 are refused; declare min=2, or "
+            f"export a separate program from an example of size 1 (that dim then static).")
 
 
 def _resize(inputs, leaf_dims: dict, values: dict, hints: Callable):
@@ -102,37 +186,82 @@ def same_program(general: ExportedProgram, special: ExportedProgram, values: dic
             not _same_tensor(general.constants[k], special.constants[k])
             for k in general.constants):
         return False
-    left, right = _ops(general.graph_module), _ops(special.graph_module)
-    if left is None or right is None or len(left) != len(right):
+    return _same_graph(general.graph_module, special.graph_module, sides)
+
+
+def _same_graph(left_module: fx.GraphModule, right_module: fx.GraphModule,
+                sides: _Sides) -> bool:
+    """The node-by-node comparison of ``same_program``; subgraphs (grad-mode regions,
+    ``torch.cond`` branches) read by ``get_attr`` are compared the same way."""
+    left, right = _ops(left_module), _ops(right_module)
+    if len(left[0]) != len(right[0]):
         return False
-    mapping: dict = {}
-    for a, b in zip(left, right):
-        if (a.op, a.target) != (b.op, b.target) or (a.op == "placeholder" and a.name != b.name):
-            return False
-        if not (_same_arg(a.args, b.args, mapping, sides)
-                and _same_arg(a.kwargs, b.kwargs, mapping, sides)
-                and _same_value(a.meta.get("val"), b.meta.get("val"), sides)):
-            return False
-        mapping[a] = b
-    return True
+    outer, sides.skipped = sides.skipped, (left[1], right[1])
+    try:
+        mapping: dict = {}
+        for a, b in zip(left[0], right[0]):
+            if a.op != b.op or (a.op == "placeholder" and a.name != b.name):
+                return False
+            if a.op == "get_attr":
+                if not _same_attribute(getattr(left_module, a.target),
+                                       getattr(right_module, b.target), sides):
+                    return False
+            elif a.target != b.target or not (
+                    _same_arg(a.args, b.args, mapping, sides)
+                    and _same_arg(a.kwargs, b.kwargs, mapping, sides)
+                    and _same_value(a.meta.get("val"), b.meta.get("val"), sides)):
+                return False
+            mapping[a] = b
+        return True
+    finally:
+        sides.skipped = outer
 
 
-def _ops(graph_module) -> list | None:
-    """The nodes that compute tensors (size arithmetic and size assertions left out); None for
-    graphs with subgraphs (``torch.cond``), which this comparison does not follow."""
-    nodes = []
+def _same_attribute(a, b, sides: _Sides) -> bool:
+    if isinstance(a, fx.GraphModule) and isinstance(b, fx.GraphModule):
+        return _same_graph(a, b, sides)
+    return _same_tensor(a, b)
+
+
+def _ops(graph_module) -> tuple[list, dict]:
+    """The nodes that compute tensors (size arithmetic, size assertions and whole-dim slices
+    left out), and ``{whole-dim slice: its input}``.
+
+    A whole-dim slice (``x[:]``: start 0, step 1, end at or past the size) is the identity;
+    indexing records it or not depending on whether the size is static (at size 1) or not."""
+    nodes, skipped = [], {}
     for node in graph_module.graph.nodes:
-        if node.op == "get_attr":
-            return None
         if node.op == "call_function" and node.target is torch.ops.aten._assert_scalar.default:
             continue
         if isinstance(node.meta.get("val"), (torch.SymInt, torch.SymBool, torch.SymFloat)):
             continue
+        if _is_whole_slice(node):
+            skipped[node] = skipped.get(node.args[0], node.args[0])
+            continue
         nodes.append(node)
-    return nodes
+    return nodes, skipped
+
+
+def _is_whole_slice(node: fx.Node) -> bool:
+    if node.op != "call_function" or node.target is not torch.ops.aten.slice.Tensor:
+        return False
+    defaults = (None, 0, None, None, 1)  # slice.Tensor(self, dim=0, start=None, end=None, step=1)
+    source, _, start, end, step = tuple(node.args) + defaults[len(node.args):]
+    value, before = node.meta.get("val"), getattr(source, "meta", {}).get("val")
+    whole = end is None or (isinstance(end, int) and end >= _INT64_MAX)
+    return (start in (0, None) and step == 1 and whole and isinstance(value, torch.Tensor)
+            and isinstance(before, torch.Tensor)
+            and [_expr(x) for x in value.shape] == [_expr(x) for x in before.shape])
+
+
+_INT64_MAX = 2**63 - 1
 
 
 def _same_arg(a, b, mapping: dict, sides: _Sides) -> bool:
+    if isinstance(a, fx.Node):
+        a = sides.skipped[0].get(a, a)
+    if isinstance(b, fx.Node):
+        b = sides.skipped[1].get(b, b)
     if isinstance(a, fx.Node) and a in mapping:
         return b is mapping[a]
     if isinstance(a, fx.Node) or isinstance(b, fx.Node):
@@ -150,6 +279,7 @@ class _Sides:
 
     def __init__(self, values: dict, rename: dict):
         self.values, self.rename = values, rename
+        self.skipped: tuple[dict, dict] = ({}, {})  # per side: whole-dim slice -> its input
 
     def general(self, expr):
         return sympy.expand(sympy.sympify(expr).xreplace(self.values))

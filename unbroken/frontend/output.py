@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch.utils import _pytree as pytree
 
+from ..ir.unit_meta import settle_leaf_call
 from ..symbolic.diagnostics import (
     DataDependentError,
     InternalError,
@@ -318,9 +319,15 @@ class TraceContext:
         generated = False
         with self.leaf_errors(fn), self.recorder.recording(), \
                 torch.set_grad_enabled(self.grad_enabled):
-            result = fn(*values, **named)
-            if isinstance(result, types.GeneratorType):
-                result, generated = list(result), True
+            with self.recorder.leaf_scope() as scope:
+                result = fn(*values, **named)
+                if isinstance(result, types.GeneratorType):
+                    result, generated = list(result), True
+            if scope is not None and scope[0] and not generated:
+                settle_leaf_call(self.recorder.env, self.recorder, *scope, fn, values, named,
+                                 result)
+            elif scope is not None and scope[0]:
+                self.recorder.env.mark_size_one_sensitive(scope[0])
         self.note_results(fn, _tensor_inputs(fn, values, named), result)
         if generated:
             return IteratorVariable([wrap(tx, v) for v in result])

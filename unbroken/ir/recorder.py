@@ -39,6 +39,7 @@ from .data_dependent import DATA_DEPENDENT_SIZES, SCALAR_OPS, integer_indexing
 from .graph_builder import GraphBuilder, meta_like
 from .meta_cache import MetaCache
 from .ops import is_functional, is_inplace_op, is_view_op, takes_argument, written_arguments
+from .unit_meta import settle_unit_questions
 
 __all__ = ["Recorder", "meta_like"]
 
@@ -97,6 +98,10 @@ class Recorder(TorchDispatchMode):
         self._this_call: set[int] = set()  # ids of tensors made during the current leaf call
         self._recording = 0   # depth of recording() contexts
         self._suspended = 0   # depth of composite ops being computed without recording
+        # size-1 checks of leaf calls (ir.unit_meta): the ops each open leaf scope dispatched,
+        # and, while a leaf call is re-run at size 1, the ops it dispatches (nothing recorded)
+        self._leaf_logs: list[list] = []
+        self._dry_log: list | None = None
         self.meta_cache = MetaCache(env)  # meta outputs of functional ops, per trace
 
     # ----------------------------------------------------------------- tensors
@@ -149,6 +154,32 @@ class Recorder(TorchDispatchMode):
         finally:
             self._recording -= 1
 
+    @contextlib.contextmanager
+    def leaf_scope(self):
+        """Around one leaf call: yields ``(pending, log)`` — the sensitive size answers given
+        outside any node's meta computation (``env.unit_scope``) and the ops dispatched, as
+        ``(op, args, kwargs, out)`` — or None when no dim admits 1."""
+        if self.env is None or not self.env.admits_one:
+            yield None
+            return
+        log: list = []
+        self._leaf_logs.append(log)
+        try:
+            with self.env.unit_scope() as pending:
+                yield pending, log
+        finally:
+            self._leaf_logs.pop()
+
+    @contextlib.contextmanager
+    def dry_logging(self):
+        """Ops dispatched inside are computed on meta tensors and logged in the yielded list,
+        never recorded (a leaf call re-run at size 1, ``ir.unit_meta``)."""
+        outer, self._dry_log = self._dry_log, []
+        try:
+            yield self._dry_log
+        finally:
+            self._dry_log = outer
+
     def is_recording(self) -> bool:
         """True inside a leaf call, outside a composite op being kept whole."""
         return self._recording > 0 and self._suspended == 0
@@ -156,6 +187,15 @@ class Recorder(TorchDispatchMode):
     def record_composite(self, op, args, kwargs, decompose):
         """Record the composite ``op`` as one node; its meta output comes from ``decompose``
         run with recording suspended (see ``ir.composites``)."""
+        if self._dry_log is not None:
+            self._suspended += 1
+            try:
+                with _pop_mode_temporarily():
+                    out = decompose(op, args, kwargs)
+            finally:
+                self._suspended -= 1
+            self._dry_log.append((op, args, kwargs, out))
+            return out
         compute_args, compute_kwargs, device = self._prepare(op, args, kwargs)
         key = self.meta_cache.key("composite", op, compute_args, compute_kwargs)
         self._suspended += 1
@@ -164,12 +204,15 @@ class Recorder(TorchDispatchMode):
                 out = self.meta_cache.get(key)
                 if out is None:
                     symbols = self.meta_cache.symbol_count()
-                    out = decompose(op, compute_args, compute_kwargs)
+                    out = self._meta_of(lambda a, k: decompose(op, a, k), compute_args,
+                                        compute_kwargs)
                     self.meta_cache.put(key, out, symbols)
         finally:
             self._suspended -= 1
         node = self._record(op, args, kwargs, out)
         self._bind_outputs(node, out, device)
+        if self._leaf_logs:
+            self._leaf_logs[-1].append((op, args, kwargs, out))
         return out
 
     def record_opaque(self, op, args, kwargs):
@@ -205,12 +248,24 @@ class Recorder(TorchDispatchMode):
                 return func.decompose(*args, **kwargs)
         if self.env is None:
             return self._dispatch(func, args, kwargs)
-        with self.env.op_context(str(func)):  # the guards its meta kernel records name it
+        with self.env.op_context(str(func)), \
+                self.env.aligned_broadcast(_aligned_pointwise(func, args)):
             return self._dispatch(func, args, kwargs)
 
     def _dispatch(self, func, args, kwargs):
         """Compute ``func`` on meta tensors and record it (``__torch_dispatch__`` once the
-        decomposition choices are made)."""
+        decomposition choices are made); log it for the open leaf scope (``leaf_scope``), or
+        only compute and log it while a leaf call is re-run (``dry_logging``)."""
+        if self._dry_log is not None:
+            out = func(*args, **kwargs)
+            self._dry_log.append((func, args, kwargs, out))
+            return out
+        out = self._dispatch_and_record(func, args, kwargs)
+        if self._leaf_logs:
+            self._leaf_logs[-1].append((func, args, kwargs, out))
+        return out
+
+    def _dispatch_and_record(self, func, args, kwargs):
         self._refuse_value_dependent(func, args)
         compute_args, compute_kwargs, device = self._prepare(func, args, kwargs)
         if func is aten.detach.default and self._is_unused_factory_output(args[0]):
@@ -238,8 +293,19 @@ class Recorder(TorchDispatchMode):
         out = self.meta_cache.get(key)
         if out is None:
             symbols = self.meta_cache.symbol_count()
-            out = func(*args, **kwargs)
+            out = self._meta_of(lambda a, k: func(*a, **k), args, kwargs)
             self.meta_cache.put(key, out, symbols)
+        return out
+
+    def _meta_of(self, kernel, args, kwargs):
+        """``kernel(args, kwargs)``: the meta output of one recorded node; its "is this size
+        1?" answers are checked against the output at 1 (``ir.unit_meta``)."""
+        if self.env is None or not self.env.admits_one:
+            return kernel(args, kwargs)
+        with self.env.unit_scope() as pending:
+            out = kernel(args, kwargs)
+        if pending:
+            settle_unit_questions(self.env, pending, kernel, args, kwargs, out)
         return out
 
     def _record_scalar(self, args, compute_args):
@@ -449,3 +515,23 @@ def _takes_default_dtype(func, args, kwargs) -> bool:
     that dtype keeps the program independent of the default in force when it runs."""
     return (kwargs.get("dtype") is None and takes_argument(func, "dtype")
             and not any(isinstance(a, torch.Tensor) for a in pytree.tree_leaves(args)))
+
+
+def _aligned_pointwise(func, args) -> bool:
+    """A pointwise op whose tensor operands have, at every right-aligned position, one size
+    expression besides literal 1s (see ``ShapeEnvironment.aligned_broadcast``)."""
+    if torch.Tag.pointwise not in func.tags:
+        return False
+    shapes = [arg.shape for arg in args if isinstance(arg, torch.Tensor)]
+    if len(shapes) < 2:
+        return False
+    for position in range(1, max(len(shape) for shape in shapes) + 1):
+        sizes = {_size_expr(shape[-position]) for shape in shapes if len(shape) >= position}
+        sizes.discard(1)
+        if len(sizes) > 1:
+            return False
+    return True
+
+
+def _size_expr(size):
+    return size.node.expr if isinstance(size, torch.SymInt) else int(size)

@@ -48,7 +48,8 @@ from torch.export._unlift import _StatefulGraphModule, _unlift_exported_program_
 from unbroken.ir.signature import ConstantArgument, InputKind, OutputKind
 from unbroken.symbolic.diagnostics import InputMismatchError
 
-__all__ = ["ExportedModule", "InputChecker", "InputGuard", "LAYOUT_READ", "build_module",
+__all__ = ["ExportedModule", "InputChecker", "InputGuard", "LAYOUT_READ", "SIZE_ONE_REFUSED",
+           "build_module",
            "flatten_user_inputs", "size_assertions"]
 
 _SIZE_HINT = (
@@ -167,8 +168,9 @@ class _SymbolBinder:
               the plain symbols are bound.
     """
 
-    def __init__(self, range_constraints):
+    def __init__(self, range_constraints, size_one_reasons=None):
         self.range_constraints = range_constraints
+        self.size_one_reasons = size_one_reasons or {}
         self.bindings: dict = {}
         self.derived: list = []
 
@@ -245,7 +247,11 @@ class _SymbolBinder:
         lower, upper = _bound_to_int(value_range.lower), _bound_to_int(value_range.upper)
         if (lower is not None and value < lower) or (upper is not None and value > upper):
             hint = "pass a size inside the range, or re-export with a wider Dim (min=/max=)."
-            if value in (0, 1) and lower is not None and lower >= 2:
+            reason = self.size_one_reasons.get(str(symbol)) if value == 1 else None
+            if reason is not None:
+                hint = (f"size 1 is refused for {where}: {reason}. For size 1, export a separate "
+                        f"program from an example of size 1.")
+            elif value in (0, 1) and lower is not None and lower >= 2:
                 hint += (" Sizes 0 and 1 are refused for dims exported as >= 2: the graph may "
                          "have been specialized for them (broadcasting, empty tensors).")
             raise _mismatch(f"{where}: {symbol} = {value} is outside the range the program was "
@@ -276,6 +282,9 @@ _LAYOUT_HINT = ("pass a tensor laid out like the example given to export() (e.g.
 #: ``graph_module.meta`` key: the program holds for the example's strides only (the trace read
 #: a layout fact, or it writes an input and called an op that aliases or copies by layout).
 LAYOUT_READ = "unbroken_layout_read"
+# graph_module.meta key: {symbol name: why the program refuses size 1 for it} (see
+# unbroken.size_one); absent after a save/load round trip (the generic hint is given then)
+SIZE_ONE_REFUSED = "unbroken_size_one_refused"
 
 
 def _check_layout(user: _UserInput, value, known: dict) -> None:
@@ -413,15 +422,17 @@ class InputChecker:
                        no ``dynamic_shapes`` spec can state) are checked before the graph runs.
     """
 
-    def __init__(self, users, range_constraints, assertions=(), strict_layout: bool = False):
+    def __init__(self, users, range_constraints, assertions=(), strict_layout: bool = False,
+                 size_one_reasons=None):
         self.users = tuple(users)
         self.range_constraints = range_constraints
+        self.size_one_reasons = size_one_reasons or {}
         self.assertions = tuple(assertions)
         self.strict_layout = strict_layout
 
     def check(self, leaves) -> None:
         """Raise InputMismatchError naming the first input that does not fit."""
-        binder = _SymbolBinder(self.range_constraints)
+        binder = _SymbolBinder(self.range_constraints, self.size_one_reasons)
         for user, value in zip(self.users, leaves):
             self._check_one(user, value, binder)
         binder.finish()
@@ -497,8 +508,10 @@ class InputGuard:
         self.written = frozenset(s.target for s in program.graph_signature.output_specs
                                  if s.kind == OutputKind.USER_INPUT_MUTATION)
         strict = bool(program.graph_module.meta.get(LAYOUT_READ, False))
-        self.checker = InputChecker(self.users, program.range_constraints,
-                                    size_assertions(program.graph), strict_layout=strict)
+        self.checker = InputChecker(
+            self.users, program.range_constraints, size_assertions(program.graph),
+            strict_layout=strict,
+            size_one_reasons=program.graph_module.meta.get(SIZE_ONE_REFUSED))
 
     def check_inputs(self, *args, **kwargs) -> None:
         """Raise InputMismatchError unless the program admits ``(args, kwargs)``; runs

@@ -16,6 +16,7 @@ guards are checked against the spec later by ``solver.check_guards``.
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -28,7 +29,9 @@ from .guards import Guard, render_expr
 from .node import SymNode
 from .ranges import ValueRange, bound, static_truth
 
-__all__ = ["ShapeEnvironment", "SymbolInfo"]
+__all__ = ["DryRunUndecided", "ShapeEnvironment", "SymbolInfo"]
+
+_AUDIT_MAX = 3  # admits_one symbols of one question checked at 1 (2**n - 1 substitutions)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,9 +80,22 @@ class ShapeEnvironment:
         # key of a refinement. ``dynamic_symbols``: those of Dim.DYNAMIC, never made static.
         self.auto_symbols: dict[sympy.Symbol, str] = {}
         self.dynamic_symbols: set[sympy.Symbol] = set()
-        # symbols whose spec says min=1: export checks whether the program also serves size 1
-        # (dynamic ranges start at 2 while tracing; see unbroken.size_one)
+        # symbols whose spec admits 1 although tracing gives them [2, ...] (``min=1``,
+        # Dim.AUTO, Dim.DYNAMIC, a named Dim's default min): export checks whether the program
+        # also serves size 1 (see unbroken.size_one). ``one_sensitive``: those of them on which
+        # some decision of the trace would have gone otherwise at 1 -> that decision (a Guard)
         self.admits_one: set[sympy.Symbol] = set()
+        self.one_sensitive: dict[sympy.Symbol, Guard] = {}
+        self.one_requested: set[sympy.Symbol] = set()  # of admits_one: declared min=1
+        self._aligned_broadcast = 0  # > 0 inside a pointwise op whose operands align
+        # one dict per meta computation of a recorded node (innermost last): its "is this size
+        # 1?" questions that the audit found sensitive, settled by the recorder comparing the
+        # node's output metadata at 1 (see unit_scope)
+        self._unit_scopes: list[dict] = []
+        self._dry = 0  # > 0: answer only what ranges or earlier answers settle (see dry)
+        # sensitive answers -> (Guard, symbols): a cached answer reused by a later node (or
+        # outside any) counts there too
+        self._sensitive_answers: dict = {}
         self._hints: dict[sympy.Symbol, int | float] = {}
         self._op_stack: list[str] = []
         self._decided: dict[tuple, bool] = {}
@@ -261,10 +277,16 @@ class ShapeEnvironment:
         key = (expr, size_oblivious)
         known = self._decided.get(key)
         if known is not None:
+            if expr in self._sensitive_answers and not self._dry:
+                value, kind, symbols = self._sensitive_answers[expr]
+                self._note_sensitive(expr, self._here(expr, value, kind), symbols)
             return known
         value = self.static_truth(expr, size_oblivious=size_oblivious)
+        if self._dry:
+            return _settled(value)
         if value is not None:
             self._decided[key] = value
+            self._audit_size_one(expr, value, kind)
             return value
         if hint is None:
             hint = self.hint_of(expr)
@@ -275,6 +297,7 @@ class ShapeEnvironment:
         value = bool(hint)
         self._record(expr, value, kind)
         self._decided[key] = value
+        self._audit_size_one(expr, value, kind)
         return value
 
     def decide_value(self, node: SymNode):
@@ -284,7 +307,11 @@ class ShapeEnvironment:
             return E.to_python(expr) if node.pytype is not float else float(expr)
         value_range = self.bound(expr)
         if value_range.is_singleton():
+            if not self._dry:
+                self._audit_size_one(sympy.Eq(expr, value_range.lower), True, "guard")
             return node.pytype(value_range.lower)
+        if self._dry:
+            raise DryRunUndecided(expr)
         hint = node.hint if node.hint is not None else self.hint_of(expr)
         if hint is None:
             raise self.data_dependent_error(expr, concretize=True)
@@ -296,6 +323,7 @@ class ShapeEnvironment:
         if key not in self._decided:
             self._record(question, True, "guard")
             self._decided[key] = True
+            self._audit_size_one(question, True, "guard")
         return hint
 
     def expect_true(self, node: SymNode) -> bool:
@@ -312,16 +340,119 @@ class ShapeEnvironment:
         if known is not None:
             return known
         value = self.static_truth(expr)
+        if self._dry:
+            return _settled(value)
         if value is not None:
+            self._audit_size_one(expr, value, "expect_true")
             return value
         hint = node.hint if node.hint is not None else self.hint_of(expr)
         if hint is not None and not hint:
             return False
+        self._audit_size_one(expr, True, "expect_true")
         self._record(expr, True, "expect_true")
         self.facts.append(expr)
         self._decided[(expr, False)] = True
         self._refine(expr)
         return True
+
+    @contextlib.contextmanager
+    def aligned_broadcast(self, active: bool) -> Iterator[None]:
+        """Inside a pointwise op whose operands' sizes agree at every (right-aligned) position
+        up to literal 1s (``x + y`` of equal shapes, ``x * w`` with ``w`` broadcast): its
+        "is this size 1?" / "are there fewer than 2 elements?" questions only pick the
+        broadcast source or the layout shortcut. The output size is the same expression either
+        way and the op recorded the same, so those answers do not make the program depend on
+        a size being >= 2: not audited."""
+        if not active:
+            yield
+            return
+        self._aligned_broadcast += 1
+        try:
+            yield
+        finally:
+            self._aligned_broadcast -= 1
+
+    def known_true(self, expr) -> bool:
+        """``statically_known_true``: True when the ranges prove ``expr``; code that gets
+        True may skip work, so that answer must hold at size 1 too (audited)."""
+        if self.static_truth(expr) is not True:
+            return False
+        if not self._dry:
+            self._audit_size_one(expr, True, "guard")
+        return True
+
+    @contextlib.contextmanager
+    def unit_scope(self) -> Iterator[dict]:
+        """Around the meta computation of one recorded node: the sensitive answers the ranges
+        give inside go to the yielded ``{symbol: Guard}`` instead of ``one_sensitive``. Such
+        an answer only shapes the node's output metadata (the node recorded is the same); the
+        recorder compares that metadata with the one computed at 1 (``ir.unit_meta``) and
+        calls ``mark_size_one_sensitive`` when they differ."""
+        pending: dict = {}
+        self._unit_scopes.append(pending)
+        try:
+            yield pending
+        finally:
+            self._unit_scopes.pop()
+
+    def mark_size_one_sensitive(self, decisions: dict) -> None:
+        for symbol, guard in decisions.items():
+            self.one_sensitive.setdefault(symbol, guard)
+
+    @contextlib.contextmanager
+    def dry(self) -> Iterator[None]:
+        """A hypothetical computation (metadata at size 1): questions are answered only from
+        the ranges and earlier answers, nothing is recorded or audited, and a question they
+        do not settle raises ``DryRunUndecided``."""
+        self._dry += 1
+        try:
+            yield
+        finally:
+            self._dry -= 1
+
+    def _audit_size_one(self, expr, value: bool, kind: str) -> None:
+        """Mark the ``admits_one`` symbols of ``expr`` on which the answer ``value`` might
+        change when some of them are 1 instead of >= 2: for each non-empty set of them set to
+        1, the ranges must still give ``value``. Up to ``_AUDIT_MAX`` symbols per question;
+        beyond, all count as sensitive."""
+        if not self.admits_one:
+            return
+        candidates = [s for s in expr.free_symbols
+                      if s in self.admits_one and s not in self.one_sensitive]
+        if not candidates:
+            return
+        candidates.sort(key=str)
+        if len(candidates) <= _AUDIT_MAX and all(
+                static_truth(expr.xreplace({s: sympy.Integer(1) for s in subset}),
+                             self.var_ranges, self._bound_cache) is value
+                for count in range(1, len(candidates) + 1)
+                for subset in itertools.combinations(candidates, count)):
+            return
+        self._sensitive_answers[expr] = (value, kind, tuple(candidates))
+        self._note_sensitive(expr, self._here(expr, value, kind), candidates)
+
+    def _here(self, expr, value: bool, kind: str) -> Guard:
+        """The decision as a Guard with the current user stack and op."""
+        op = self._op_stack[-1] if self._op_stack else None
+        return Guard(expr, value, self.frames(), op, kind)
+
+    def _note_sensitive(self, expr, guard: Guard, symbols) -> None:
+        """``symbols`` depend on being >= 2 through ``expr``. An answer given inside the meta
+        computation of one recorded node (a unit scope) only shaped that node's output
+        metadata: it goes to the scope, for the recorder to compare that metadata at 1. Any
+        other (the model's own decisions, torch's indexing code choosing which ops to run)
+        marks them for the whole program. An "is this size 1?" inside an aligned broadcast
+        marks nothing (see ``aligned_broadcast``).
+
+        A guard recorded inside a kernel holds for ``[2, ...]`` (the solver checks it against
+        the spec) and only chose that node's metadata; nothing at run time reads it, so the
+        metadata comparison covers it too."""
+        if self._aligned_broadcast and _is_unit_question(expr):
+            return
+        target = self._unit_scopes[-1] if self._unit_scopes else self.one_sensitive
+        for symbol in symbols:
+            if symbol not in self.one_sensitive:
+                target.setdefault(symbol, guard)
 
     def _record(self, expr, value: bool, kind: str) -> None:
         frames = tuple(self.location_provider()) if self.location_provider else ()
@@ -431,6 +562,23 @@ class ShapeEnvironment:
 
 _FLIP = {sympy.Ge: sympy.Le, sympy.Gt: sympy.Lt, sympy.Le: sympy.Ge, sympy.Lt: sympy.Gt,
          sympy.Eq: sympy.Eq}
+
+
+class DryRunUndecided(Exception):
+    """A question of a dry run (``ShapeEnvironment.dry``) the ranges do not settle."""
+
+
+def _settled(value: bool | None) -> bool:
+    if value is None:
+        raise DryRunUndecided
+    return value
+
+
+def _is_unit_question(expr) -> bool:
+    """``Eq(e, 1)``/``Ne(e, 1)`` (is this size 1?) or ``e < 2`` (fewer than 2 elements?)."""
+    if isinstance(expr, (sympy.Eq, sympy.Ne)):
+        return sympy.Integer(1) in expr.args
+    return isinstance(expr, sympy.StrictLessThan) and expr.rhs == 2
 
 
 def _symbol_vs_constant(fact):

@@ -349,7 +349,7 @@ class SymNode:
         return self.shape_env.decide_bool(self, kind="guard", fallback=True)
 
     def statically_known_true(self, file: str = "", line: int = 0) -> bool:
-        return self.shape_env.static_truth(self.expr) is True
+        return self.shape_env.known_true(self.expr)
 
     def bool_(self) -> bool:
         return self.guard_bool()

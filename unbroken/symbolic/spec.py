@@ -25,8 +25,10 @@ cannot serve it and sizes >= 2 soundly. Every dynamic dimension therefore has th
 ``[max(min, 2), max]``. ``Dim.AUTO`` with an example size of 0 or 1 becomes static (as in
 PyTorch); a named ``Dim`` or ``Dim.DYNAMIC`` with such an example raises ``ExportUsageError``
 asking for an example of size >= 2 (PyTorch would fail later with a constraint violation).
-A dim declared ``min=1`` is still traced from 2; its symbol goes into ``env.admits_one``, and
-``unbroken.size_one`` widens its range to 1 when a trace at size 1 gives the same program.
+A dim whose spec admits 1 (``min=1``, a named Dim's default ``min=0``, ``Dim.AUTO``,
+``Dim.DYNAMIC``) is still traced from 2; its symbol goes into ``env.admits_one``, and
+``unbroken.size_one`` widens its range to 1 when no decision of the trace depends on it being
+>= 2, or a trace at size 1 gives the same program.
 """
 from __future__ import annotations
 
@@ -339,8 +341,10 @@ class _Resolver:
         elif isinstance(refinement, str) and refinement != "static":
             return self._by_source[refinement]
         symbol = self.env.create_symbol("", occ.size, lower=lower, upper=upper, source=occ.source)
-        if hint.min == 1:
+        if lower == 2 and (hint.min is None or hint.min <= 1):
             self.env.admits_one.add(symbol)
+            if hint.min == 1:
+                self.env.one_requested.add(symbol)
         self.env.auto_symbols[symbol] = occ.source
         if not auto:
             self.env.dynamic_symbols.add(symbol)
@@ -384,9 +388,11 @@ class _Resolver:
         first = uses[0][0]
         source = next((o.source for o, d in uses if d is None), f"{name} (via {first.source})")
         symbol = self.env.create_symbol(name, hint, lower=lower, upper=upper, source=source)
-        if dim.min == 1 and all(derived is None or derived.fn(sympy.Integer(1)) >= 1
-                                for _, derived in uses):
+        if lower == 2 and dim.min <= 1 and all(
+                derived is None or derived.fn(sympy.Integer(1)) >= 1 for _, derived in uses):
             self.env.admits_one.add(symbol)
+            if dim.min == 1:
+                self.env.one_requested.add(symbol)
         return symbol
 
     def _root_hint(self, name: str, uses: list) -> int:

@@ -1,0 +1,200 @@
+"""Whether "is this size 1?" answers matter: a node's output metadata, or a leaf call's ops,
+compared at 1.
+
+Meta kernels ask "is this size 1?" (``Eq(s0, 1)``) or "fewer than 2 elements?" to pick a
+broadcast source, skip a size-1 dim when computing strides, or take a contiguity shortcut.
+With dynamic dims traced from 2 the answer is "no" for free; whether the program then also
+serves size 1 (``unbroken.size_one``) depends on what the answer changed. Inside one recorded
+node the op is the same either way: only its output metadata can differ. So the node's kernel
+runs again on its inputs' metadata with the dims at 1 (``ShapeEnvironment.dry``: every
+question must be settled by the ranges, nothing is recorded) and the outputs are compared:
+equal dtypes, ranks, sizes, and strides of every dim whose size is not 1 (the stride of a
+size-1 dim is never read by PyTorch's kernels, layout checks or view rules). Equal, the
+answers only shaped bookkeeping; different (a ``squeeze``, a view that becomes a copy), the
+dims keep ``[2, ...]``.
+
+Answers given during a leaf call but outside any node (torch's C++ ``reshape`` choosing a
+view or a copy, indexing choosing which ops to run) may change which ops run: the whole call
+is re-run at 1 with every op it dispatches logged and none recorded
+(``Recorder.dry_logging``), and must dispatch the same ops on corresponding arguments, with
+the same output metadata, and return the corresponding result.
+"""
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+import sympy
+import torch
+import torch.utils._pytree as pytree
+
+from ..symbolic.diagnostics import UnbrokenError
+from ..symbolic.env import DryRunUndecided
+
+__all__ = ["settle_leaf_call", "settle_unit_questions"]
+
+_MAX_SYMBOLS = 3  # symbols of one node checked together (2**n - 1 reruns)
+
+# What a kernel may raise on metadata it rejects at size 1 (eager would raise too), or
+# unbroken on a re-run it cannot follow: the answers then count. Anything else propagates.
+_REJECTED = (DryRunUndecided, RuntimeError, ValueError, TypeError, IndexError, UnbrokenError)
+
+
+def settle_unit_questions(env, pending: dict, rerun: Callable, args, kwargs, out) -> None:
+    """Mark the symbols of ``pending`` (``{symbol: Guard}`` from ``env.unit_scope``) size-one
+    sensitive unless ``rerun(args, kwargs)`` at every combination of them at 1 gives ``out``'s
+    metadata at 1."""
+    symbols = sorted((s for s in pending if s not in env.one_sensitive), key=str)
+    if not symbols:
+        return
+    if len(symbols) <= _MAX_SYMBOLS and all(
+            _same_at(env, rerun, args, kwargs, out, {s: sympy.Integer(1) for s in subset})
+            for count in range(1, len(symbols) + 1)
+            for subset in itertools.combinations(symbols, count)):
+        return
+    env.mark_size_one_sensitive(pending)
+
+
+def settle_leaf_call(env, recorder, pending: dict, log: list, fn, args, kwargs,
+                     result) -> None:
+    """Mark the symbols of ``pending`` (answers given during one leaf call outside any
+    node's meta computation: torch's own code choosing which ops to run, as ``reshape``
+    choosing a view or a copy) size-one sensitive unless re-running the call at every
+    combination of them at 1 dispatches the same ops, on the same arguments, with the same
+    output metadata at 1, and returns the same thing. ``log``: the ``(op, args, kwargs,
+    out)`` the call dispatched (``recorder.leaf_scope``)."""
+    symbols = sorted((s for s in pending if s not in env.one_sensitive), key=str)
+    if not symbols:
+        return
+    if len(symbols) <= _MAX_SYMBOLS and all(
+            _same_call_at(env, recorder, log, fn, args, kwargs, result,
+                          {s: sympy.Integer(1) for s in subset})
+            for count in range(1, len(symbols) + 1)
+            for subset in itertools.combinations(symbols, count)):
+        return
+    env.mark_size_one_sensitive(pending)
+
+
+def _same_call_at(env, recorder, log, fn, args, kwargs, result, values: dict) -> bool:
+    with env.dry():
+        try:
+            new_args, new_kwargs = pytree.tree_map(
+                lambda value: _substituted(env, value, values), (args, kwargs))
+            with recorder.dry_logging() as again_log:
+                again = fn(*new_args, **new_kwargs)
+        except _REJECTED:
+            return False
+    pairs = _Pairs(values)
+    if not pairs.bind((args, kwargs), (new_args, new_kwargs)) or len(log) != len(again_log):
+        return False
+    for (op, op_args, op_kwargs, out), (op2, op_args2, op_kwargs2, out2) in zip(log, again_log):
+        if op != op2 or not pairs.same((op_args, op_kwargs), (op_args2, op_kwargs2)):
+            return False
+        left, left_spec = pytree.tree_flatten(out)
+        right, right_spec = pytree.tree_flatten(out2)
+        if left_spec != right_spec or not all(
+                _same_leaf(a, b, values) for a, b in zip(left, right)):
+            return False
+        pairs.bind(out, out2)
+    return pairs.same(result, again)
+
+
+class _Pairs:
+    """Which tensor of the re-run stands for which of the first run (inputs, then each op's
+    outputs); sizes and scalars compared with the symbols at 1."""
+
+    def __init__(self, values: dict):
+        self.values = values
+        self.tensors: dict = {}  # id(first run's tensor) -> (that tensor, the re-run's)
+
+    def bind(self, first, again) -> bool:
+        left, left_spec = pytree.tree_flatten(first)
+        right, right_spec = pytree.tree_flatten(again)
+        if left_spec != right_spec:
+            return False
+        for a, b in zip(left, right):
+            if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+                self.tensors[id(a)] = (a, b)
+        return True
+
+    def same(self, first, again) -> bool:
+        left, left_spec = pytree.tree_flatten(first)
+        right, right_spec = pytree.tree_flatten(again)
+        return left_spec == right_spec and all(self._same(a, b) for a, b in zip(left, right))
+
+    def _same(self, a, b) -> bool:
+        if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+            known = self.tensors.get(id(a))
+            if known is None:  # a constant made inside the call (a wrapped Python number)
+                return _same_constant(a, b)
+            return known[0] is a and known[1] is b
+        return _same_leaf(a, b, self.values)
+
+
+def _same_constant(a, b) -> bool:
+    return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
+            and a.device.type != "meta" and b.device.type != "meta"
+            and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b))
+
+
+def _same_at(env, rerun, args, kwargs, out, values: dict) -> bool:
+    with env.dry():
+        try:
+            new_args, new_kwargs = pytree.tree_map(
+                lambda value: _substituted(env, value, values), (args, kwargs))
+            again = rerun(new_args, new_kwargs)
+        except _REJECTED:
+            return False
+    left, left_spec = pytree.tree_flatten(out)
+    right, right_spec = pytree.tree_flatten(again)
+    return left_spec == right_spec and all(
+        _same_leaf(a, b, values) for a, b in zip(left, right))
+
+
+def _substituted(env, value, values: dict):
+    """``value`` with ``values`` put in for its symbols: meta tensors rebuilt with the
+    substituted sizes, strides and offset; symbolic scalars substituted."""
+    if isinstance(value, torch.Tensor):
+        sizes = [_sub(env, size, values) for size in value.shape]
+        strides = [_sub(env, stride, values) for stride in value.stride()]
+        offset = _sub(env, value.storage_offset(), values)
+        base = torch.empty_strided(sizes, strides, dtype=value.dtype, device=value.device)
+        return base if offset == 0 else base.as_strided(sizes, strides, offset)
+    if isinstance(value, (torch.SymInt, torch.SymBool, torch.SymFloat)):
+        return _sub(env, value, values)
+    return value
+
+
+def _sub(env, value, values: dict):
+    if not isinstance(value, (torch.SymInt, torch.SymBool, torch.SymFloat)):
+        return value
+    expr = value.node.expr.xreplace(values)
+    if isinstance(value, torch.SymBool):
+        return env.symbool(expr)
+    if isinstance(value, torch.SymFloat):
+        return env.symfloat(expr)
+    return env.symint(expr)
+
+
+def _same_leaf(general, at_one, values: dict) -> bool:
+    if isinstance(general, torch.Tensor) or isinstance(at_one, torch.Tensor):
+        return (isinstance(general, torch.Tensor) and isinstance(at_one, torch.Tensor)
+                and general.dtype == at_one.dtype and general.dim() == at_one.dim()
+                and _same_layout(general, at_one, values))
+    if isinstance(general, (torch.SymInt, torch.SymBool, torch.SymFloat, int, float, bool)):
+        return _expr(general, values) == _expr(at_one, {})
+    return type(general) is type(at_one) and general == at_one
+
+
+def _same_layout(general, at_one, values: dict) -> bool:
+    sizes = [_expr(size, values) for size in general.shape]
+    if sizes != [_expr(size, {}) for size in at_one.shape]:
+        return False
+    return all(size == 1 or _expr(a, values) == _expr(b, {})
+               for size, a, b in zip(sizes, general.stride(), at_one.stride()))
+
+
+def _expr(value, values: dict):
+    if isinstance(value, (torch.SymInt, torch.SymBool, torch.SymFloat)):
+        return sympy.expand(value.node.expr.xreplace(values))
+    return sympy.sympify(value)

@@ -80,6 +80,7 @@ from .symbolic.diagnostics import (
 )
 from .symbolic.env import ShapeEnvironment
 from .symbolic.fixes import suggest_fix
+from .symbolic.ranges import ValueRange
 from .symbolic.solver import Solver, Violation, check_guards
 from .symbolic.spec import resolve_dynamic_shapes
 from .uncaught import checked_against_eager
@@ -272,6 +273,7 @@ def _admit_size_one(exporter: _Export, ep: ExportedProgram) -> ExportedProgram:
         ours = {info.source: s for s, info in exporter.env.symbols.items()}
         rename = {s: ours[info.source] for s, info in retry.env.symbols.items()
                   if info.source in ours}
+        retry.env.settle_size_one()
         sensitive = frozenset(rename[s] for s in retry.env.one_sensitive if s in rename)
         return Retrace(other, rename, sensitive)
 
@@ -352,6 +354,7 @@ class _Export:
                                                                      kwarg_trackers))
             result, tx = trace_call(self.output, self.mod, arg_trackers, kwarg_trackers)
             outputs = result.unwrap(tx)
+            self.env.settle_size_one()  # its meta re-runs need the tracing dispatch context
         user_pytree_leaves(outputs, "forward()'s result")  # the user's flatten functions run
         return pytree.tree_flatten(outputs)
 
@@ -617,9 +620,14 @@ class _Export:
         return specs
 
     def _range_constraints(self) -> dict:
-        """Input sizes: the spec's ranges; data-dependent values: what torch._check proved."""
-        return {symbol: self.env.spec_ranges[symbol] if info.hint is not None
-                else self.env.var_ranges[symbol] for symbol, info in self.env.symbols.items()}
+        """Input sizes: the spec's ranges, from 1 for the dims no decision of the trace needs
+        >= 2 (``unbroken.size_one``); data-dependent values: what torch._check proved."""
+        ranges = {symbol: self.env.spec_ranges[symbol] if info.hint is not None
+                  else self.env.var_ranges[symbol] for symbol, info in self.env.symbols.items()}
+        for symbol in self.env.settle_size_one():
+            if ranges[symbol].lower == 2:
+                ranges[symbol] = ValueRange(1, ranges[symbol].upper)
+        return ranges
 
 
 _OUTPUT_CONSTANTS = (int, float, bool, str, type(None), torch.dtype, torch.device)

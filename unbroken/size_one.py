@@ -10,7 +10,10 @@ dims whose spec admits 1 (``Dim("batch", min=1)``, a named ``Dim``'s default ``m
 1. the decision audit (``ShapeEnvironment._audit_size_one``): every question the trace
    answered is re-asked with each set of its candidate symbols at 1. A symbol no answer
    depends on is admitted without more work: at 1 the trace takes every decision it took, so
-   it records this very program;
+   it records this very program. Answers given inside one node's meta computation only shape
+   that node's output metadata: they count only when that metadata differs at 1; answers
+   torch's own code gives during a leaf call (``reshape`` choosing a view or a copy) count
+   only when the call, re-run at 1, dispatches other ops (``ir.unit_meta``);
 2. the others ("sensitive": some answer would change, e.g. ``s0 == 1`` while broadcasting)
    keep ``[2, ...]`` unless their spec says ``min=1``: those (up to ``MAX_SYMBOLS``) are
    traced again with the dim fixed at 1 (the example inputs cut down to size 1) and the two
@@ -63,8 +66,9 @@ class Retrace:
 
 def admit_size_one(ep: ExportedProgram, env, requested, leaf_dims: dict, args, kwargs,
                    trace_at: Callable) -> ExportedProgram:
-    """``ep`` with ``[1, ...]`` ranges for the candidates (``env.admits_one``) the audit or
-    the traces at size 1 show to give the same program.
+    """``ep`` (whose ranges already start at 1 for the dims the audit cleared) with
+    ``[1, ...]`` also for the sensitive dims declared ``min=1`` that traces at size 1 show to
+    give the same program; the others' reasons recorded for the run-time checks.
 
     requested: the candidates whose spec says ``min=1`` (warned about when refused);
     leaf_dims: ``id(example tensor) -> dims`` (ints / sympy expressions) of the first trace;
@@ -72,25 +76,26 @@ def admit_size_one(ep: ExportedProgram, env, requested, leaf_dims: dict, args, k
     (``(id(tensor), dim)`` pairs) static and returns a ``Retrace``, or None when that needs
     another spec.
     """
-    candidates = sorted((s for s in env.admits_one if s in ep.range_constraints
-                         and int(ep.range_constraints[s].lower) == 2), key=str)
-    if not candidates:
+    free = env.settle_size_one()
+    sensitive = sorted((s for s in env.admits_one if s in env.one_sensitive
+                        and s in ep.range_constraints
+                        and int(ep.range_constraints[s].lower) == 2), key=str)
+    if not sensitive:
         return ep
-    free = {s for s in candidates if s not in env.one_sensitive}
-    sensitive = [s for s in candidates if s not in free]
     tried = [s for s in sensitive if s in requested][:MAX_SYMBOLS]
-    admitted = free | _same_at_one(ep, tried, free, leaf_dims, env.hint_of, args, kwargs,
-                                   trace_at)
-    ranges = dict(ep.range_constraints)
-    for symbol in admitted:
-        ranges[symbol] = type(ranges[symbol])(1, ranges[symbol].upper)
+    admitted = _same_at_one(ep, tried, free, leaf_dims, env.hint_of, args, kwargs, trace_at)
     refused = {str(s): _reason(env, s, env.one_sensitive[s], s in tried)
                for s in sensitive if s not in admitted}
     for symbol in sensitive:
         if symbol not in admitted and symbol in requested:
             warnings.warn(_requested_refused(env, symbol, refused[str(symbol)]),
                           SizeOneWarning, stacklevel=5)
-    result = type(ep).from_parts(dataclasses.replace(ep.parts(), range_constraints=ranges))
+    result = ep
+    if admitted:
+        ranges = dict(ep.range_constraints)
+        for symbol in admitted:
+            ranges[symbol] = type(ranges[symbol])(1, ranges[symbol].upper)
+        result = type(ep).from_parts(dataclasses.replace(ep.parts(), range_constraints=ranges))
     if refused:
         result.graph_module.meta[SIZE_ONE_REFUSED] = refused
     return result

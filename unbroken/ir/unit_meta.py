@@ -31,28 +31,23 @@ import torch.utils._pytree as pytree
 from ..symbolic.diagnostics import UnbrokenError
 from ..symbolic.env import DryRunUndecided
 
-__all__ = ["settle_leaf_call", "settle_unit_questions"]
+__all__ = ["same_node_at_one", "settle_leaf_call"]
 
 _MAX_SYMBOLS = 3  # symbols of one node checked together (2**n - 1 reruns)
 
 # What a kernel may raise on metadata it rejects at size 1 (eager would raise too), or
 # unbroken on a re-run it cannot follow: the answers then count. Anything else propagates.
-_REJECTED = (DryRunUndecided, RuntimeError, ValueError, TypeError, IndexError, UnbrokenError)
+_REJECTED = (DryRunUndecided, RuntimeError, ValueError, TypeError, IndexError, ArithmeticError,
+             UnbrokenError)
 
 
-def settle_unit_questions(env, pending: dict, rerun: Callable, args, kwargs, out) -> None:
-    """Mark the symbols of ``pending`` (``{symbol: Guard}`` from ``env.unit_scope``) size-one
-    sensitive unless ``rerun(args, kwargs)`` at every combination of them at 1 gives ``out``'s
-    metadata at 1."""
-    symbols = sorted((s for s in pending if s not in env.one_sensitive), key=str)
-    if not symbols:
-        return
-    if len(symbols) <= _MAX_SYMBOLS and all(
-            _same_at(env, rerun, args, kwargs, out, {s: sympy.Integer(1) for s in subset})
-            for count in range(1, len(symbols) + 1)
-            for subset in itertools.combinations(symbols, count)):
-        return
-    env.mark_size_one_sensitive(pending)
+def same_node_at_one(env, rerun: Callable, args, kwargs, out, symbols) -> bool:
+    """Whether ``rerun(args, kwargs)`` at every combination of ``symbols`` at 1 gives
+    ``out``'s metadata at 1 (a node's "is this size 1?" answers are then harmless)."""
+    return len(symbols) <= _MAX_SYMBOLS and all(
+        _same_at(env, rerun, args, kwargs, out, {s: sympy.Integer(1) for s in subset})
+        for count in range(1, len(symbols) + 1)
+        for subset in itertools.combinations(symbols, count))
 
 
 def settle_leaf_call(env, recorder, pending: dict, log: list, fn, args, kwargs,

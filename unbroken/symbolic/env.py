@@ -93,6 +93,9 @@ class ShapeEnvironment:
         # node's output metadata at 1 (see unit_scope)
         self._unit_scopes: list[dict] = []
         self._dry = 0  # > 0: answer only what ranges or earlier answers settle (see dry)
+        # (pending answers of one node, check(symbols) -> bool): settled once the trace ends,
+        # for the symbols nothing else has made sensitive by then (see settle_size_one)
+        self._deferred_checks: list[tuple[dict, Callable]] = []
         # sensitive answers -> (Guard, symbols): a cached answer reused by a later node (or
         # outside any) counts there too
         self._sensitive_answers: dict = {}
@@ -399,6 +402,23 @@ class ShapeEnvironment:
         for symbol, guard in decisions.items():
             self.one_sensitive.setdefault(symbol, guard)
 
+    def defer_size_one_check(self, pending: dict, check: Callable) -> None:
+        """``check(symbols)``: whether the answers of ``pending`` (one node's, see
+        ``unit_scope``) are harmless with ``symbols`` at 1; run by ``settle_size_one`` only for
+        the symbols still free then (most nodes need none: a dim the model's own code
+        branches on is sensitive anyway)."""
+        self._deferred_checks.append((pending, check))
+
+    def settle_size_one(self) -> set:
+        """Run the deferred checks; the ``admits_one`` symbols no answer depends on being
+        >= 2 (the ones the program admits at 1 without another trace)."""
+        checks, self._deferred_checks = self._deferred_checks, []
+        for pending, check in checks:
+            symbols = sorted((s for s in pending if s not in self.one_sensitive), key=str)
+            if symbols and not check(symbols):
+                self.mark_size_one_sensitive(pending)
+        return {s for s in self.admits_one if s not in self.one_sensitive}
+
     @contextlib.contextmanager
     def dry(self) -> Iterator[None]:
         """A hypothetical computation (metadata at size 1): questions are answered only from
@@ -423,13 +443,21 @@ class ShapeEnvironment:
             return
         candidates.sort(key=str)
         if len(candidates) <= _AUDIT_MAX and all(
-                static_truth(expr.xreplace({s: sympy.Integer(1) for s in subset}),
-                             self.var_ranges, self._bound_cache) is value
+                self._holds_at_one(expr, subset, value)
                 for count in range(1, len(candidates) + 1)
                 for subset in itertools.combinations(candidates, count)):
             return
         self._sensitive_answers[expr] = (value, kind, tuple(candidates))
         self._note_sensitive(expr, self._here(expr, value, kind), candidates)
+
+    def _holds_at_one(self, expr, symbols, value: bool) -> bool:
+        """Whether the ranges give ``expr`` the answer ``value`` with ``symbols`` at 1 (False
+        when it is undefined there: ``x % (s0 // 8)``)."""
+        try:
+            at_one = expr.xreplace({s: sympy.Integer(1) for s in symbols})
+        except ArithmeticError:
+            return False
+        return static_truth(at_one, self.var_ranges, self._bound_cache) is value
 
     def _here(self, expr, value: bool, kind: str) -> Guard:
         """The decision as a Guard with the current user stack and op."""

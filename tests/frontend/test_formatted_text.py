@@ -8,6 +8,7 @@ of the use; a use of a size's text records the guard there.
 import pytest
 import torch
 from torch.export import Dim
+from torch.utils._sympy.numbers import int_oo
 
 import unbroken
 from tests.exactness import assert_bit_exact
@@ -27,7 +28,7 @@ class UnreadMessage(torch.nn.Module):
 def test_unread_text_of_a_tensor_and_a_dynamic_size_neither_refuses_nor_specializes():
     x = torch.randn(3, 4)
     ep = unbroken.export(UnreadMessage(), (x,), dynamic_shapes={"x": {0: Dim("rows")}})
-    assert [str(r) for r in ep.range_constraints.values()] == ["VR[2, int_oo]"]
+    assert [r.upper for r in ep.range_constraints.values()] == [int_oo]  # rows stays dynamic
     assert_bit_exact(ep.module()(x), UnreadMessage()(x))  # the text output is a constant "4"
     bigger = torch.randn(7, 4)
     assert_bit_exact(ep.module()(bigger), UnreadMessage()(bigger))

@@ -110,3 +110,19 @@ def test_what_eagers_formatting_raises_whatever_the_data_is_raised_at_the_format
     with pytest.raises(unbroken.UnbrokenError) as info:
         unbroken.export(unread, (x,))
     assert info.value.code == "UB104" and error.__name__ in str(info.value)
+
+
+class ReadsTextThenBranches(torch.nn.Module):
+    def forward(self, x):
+        message = f"count {(x > 0).sum()}"
+        if len(message) > 7:
+            x = x + 1
+        if x.sum() > 0:
+            return x
+        return -x
+
+
+def test_find_graph_breaks_goes_on_past_a_use_of_a_tensors_text():
+    """In "find them all" mode the text is the example's, so the breaks after it are found."""
+    breaks = unbroken.find_graph_breaks(ReadsTextThenBranches(), (torch.randn(3, 4),))
+    assert [b.code for b in breaks] == ["UB105", "UB101"]

@@ -83,21 +83,47 @@ class FormattedTextVariable(VariableTracker):
         return not self.unknown()
 
     def as_constant(self) -> str:
+        if self.text is not None:
+            return self.text
         if self.unknown():
-            raise graph_break("UB105", f"{self.describe()} is used: eager's text shows the "
-                              "tensor's values, known only at run time",
-                              frames=self.output.user_frames(),
-                              details="Formatting a tensor into a string is fine while nothing "
-                              "reads the string (an error message for a check that holds); "
-                              "reading it is a decision on tensor data.",
-                              hint="Format sizes or constants only, or keep the value as a "
-                              "tensor.")
-        if self.text is None:
-            with self.output.leaf_errors():
-                self.text = "".join(part if isinstance(part, str) else
-                                    _format(_value(part[0]), *part[1:])
-                                    for part in self.parts)
+            error = graph_break("UB105", f"{self.describe()} is used: eager's text shows the "
+                                "tensor's values, known only at run time",
+                                frames=self.output.user_frames(),
+                                details="Formatting a tensor into a string is fine while "
+                                "nothing reads the string (an error message for a check that "
+                                "holds); reading it is a decision on tensor data.",
+                                hint="Format sizes or constants only, or keep the value as a "
+                                "tensor.")
+            real = self._text(self._real_value)  # "find them all" mode: go on with it
+            if real is None or not self.output.recover(error):
+                raise error
+            self.text = real
+            return real
+        with self.output.leaf_errors():
+            self.text = self._text(_value)
         return self.text
+
+    def _text(self, value_of):
+        """The text, each part's value given by ``value_of`` (None: a value is unknown)."""
+        pieces = []
+        for part in self.parts:
+            value = part if isinstance(part, str) else value_of(part[0])
+            if value is None and not isinstance(part, str):
+                return None
+            pieces.append(value if isinstance(part, str) else _format(value, *part[1:]))
+        return "".join(pieces)
+
+    def _real_value(self, value):
+        """A part's value as the example inputs make it ("find them all" mode), or None."""
+        if isinstance(value, FormattedTextVariable):
+            return value.as_constant() if not value.unknown() else \
+                value._text(value._real_value)
+        leaves, spec = pytree.tree_flatten(value)
+        real = [self.output.real_value(leaf) if isinstance(leaf, torch.Tensor) else leaf
+                for leaf in leaves]
+        if any(r is None and isinstance(leaf, torch.Tensor) for r, leaf in zip(real, leaves)):
+            return None
+        return pytree.tree_map(_concrete, pytree.tree_unflatten(real, spec))
 
     def unwrap(self, tx):
         return self.as_constant()

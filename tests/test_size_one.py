@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 from torch.export import Dim
 from torch.testing import assert_close
 
@@ -218,3 +219,69 @@ def test_same_program_skips_whole_dim_slices():
     for n in (1, 4):
         x = torch.randn(n, 3)
         assert_close(ep.module()(x), model(x), rtol=0, atol=0)
+
+
+def _write_through_view(x):
+    y = x.reshape(-1)  # a view of a contiguous input: the write reaches x
+    y.add_(1.0)
+    return y * 2
+
+
+def _write_through_transposed_reshape(x):
+    y = x.t().reshape(-1)  # a copy at >= 2 (a view at 1 for one row)
+    y.mul_(3.0)
+    return y
+
+
+_BODIES = {
+    "squeeze": lambda x: x.squeeze(0) * 2,
+    "unsqueeze": lambda x: x.unsqueeze(1) + 1,
+    "broadcast": lambda x: x + torch.ones(1, 4),
+    "sum": lambda x: x.sum(0),
+    "softmax_batch": lambda x: x.softmax(0),
+    "contiguous_t": lambda x: x.t().contiguous().view(-1),
+    "first_last": lambda x: x[0] + x[-1],
+    "cat_stack": lambda x: torch.stack([torch.cat([x, x], 0)] * 2, 1),
+    "matmul": lambda x: x @ x.t(),
+    "cumsum_sort": lambda x: x.cumsum(0).sort(0).values,
+    "layer_batch_norm": lambda x: F.batch_norm(F.layer_norm(x, (4,)), torch.zeros(4),
+                                               torch.ones(4)),
+    "chunk": lambda x: x.chunk(2, 0)[-1],
+    "split": lambda x: x.split(1, 0)[0] * 2,
+    "expand_copy": lambda x: x[:, None].expand(-1, 3, -1).contiguous().view(-1, 4),
+    "std": lambda x: x.std(0),
+    "sdpa": lambda x: F.scaled_dot_product_attention(x[None], x[None], x[None]),
+    "write_view": _write_through_view,
+    "write_transposed": _write_through_transposed_reshape,
+}
+
+
+@pytest.mark.parametrize("name", sorted(_BODIES))
+def test_every_admitted_size_computes_what_eager_computes(name):
+    """Differential: whatever range the program admits, each admitted size (1 included)
+    gives eager's outputs and input writes; each other size is refused."""
+    body = _BODIES[name]
+
+    class Body(nn.Module):
+        def forward(self, x):
+            return body(x)
+
+    try:
+        ep = unbroken.export(Body(), (torch.randn(5, 4),), dynamic_shapes={"x": {0: Dim.AUTO}})
+    except unbroken.RefusalError:
+        return  # refusing is sound
+    module = ep.module()
+    for n in (1, 2, 3, 6):
+        x = torch.randn(n, 4)
+        x_eager = x.clone()
+        try:
+            expected = Body()(x_eager)
+        except RuntimeError:
+            expected = None
+        try:
+            got = module(x)
+        except InputMismatchError:
+            continue  # outside the program's range: refused before running
+        assert expected is not None, f"{name}: size {n} runs in the program, not in eager"
+        assert_close(got, expected, rtol=0, atol=0, equal_nan=True)
+        assert_close(x, x_eager, rtol=0, atol=0)

@@ -323,11 +323,11 @@ class TraceContext:
                 result = fn(*values, **named)
                 if isinstance(result, types.GeneratorType):
                     result, generated = list(result), True
-            if scope is not None and scope[0] and not generated:
-                settle_leaf_call(self.recorder.env, self.recorder, *scope, fn, values, named,
-                                 result)
-            elif scope is not None and scope[0]:
-                self.recorder.env.mark_size_one_sensitive(scope[0])
+        if scope is not None and scope[0] and not generated:
+            settle_leaf_call(self.recorder.env, self.recorder, *scope, fn, values, named,
+                             result, self.grad_enabled)
+        elif scope is not None and scope[0]:
+            self.recorder.env.mark_size_one_sensitive(scope[0])
         self.note_results(fn, _tensor_inputs(fn, values, named), result)
         if generated:
             return IteratorVariable([wrap(tx, v) for v in result])

@@ -51,18 +51,19 @@ def same_node_at_one(env, rerun: Callable, args, kwargs, out, symbols) -> bool:
 
 
 def settle_leaf_call(env, recorder, pending: dict, log: list, fn, args, kwargs,
-                     result) -> None:
+                     result, grad_enabled: bool) -> None:
     """Mark the symbols of ``pending`` (answers given during one leaf call outside any
     node's meta computation: torch's own code choosing which ops to run, as ``reshape``
     choosing a view or a copy) size-one sensitive unless re-running the call at every
     combination of them at 1 dispatches the same ops, on the same arguments, with the same
     output metadata at 1, and returns the same thing. ``log``: the ``(op, args, kwargs,
-    out)`` the call dispatched (``recorder.leaf_scope``)."""
+    out)`` the call dispatched (``recorder.leaf_scope``). Called outside the recording mode
+    (the comparisons run real ops); the re-run enters it with ``grad_enabled``."""
     symbols = sorted((s for s in pending if s not in env.one_sensitive), key=str)
     if not symbols:
         return
     if len(symbols) <= _MAX_SYMBOLS and all(
-            _same_call_at(env, recorder, log, fn, args, kwargs, result,
+            _same_call_at(env, recorder, log, fn, args, kwargs, result, grad_enabled,
                           {s: sympy.Integer(1) for s in subset})
             for count in range(1, len(symbols) + 1)
             for subset in itertools.combinations(symbols, count)):
@@ -70,12 +71,14 @@ def settle_leaf_call(env, recorder, pending: dict, log: list, fn, args, kwargs,
     env.mark_size_one_sensitive(pending)
 
 
-def _same_call_at(env, recorder, log, fn, args, kwargs, result, values: dict) -> bool:
+def _same_call_at(env, recorder, log, fn, args, kwargs, result, grad_enabled: bool,
+                  values: dict) -> bool:
     with env.dry():
         try:
             new_args, new_kwargs = pytree.tree_map(
                 lambda value: _substituted(env, value, values), (args, kwargs))
-            with recorder.dry_logging() as again_log:
+            with recorder.recording(), torch.set_grad_enabled(grad_enabled), \
+                    recorder.dry_logging() as again_log:
                 again = fn(*new_args, **new_kwargs)
         except _REJECTED:
             return False

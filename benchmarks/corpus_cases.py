@@ -25,6 +25,7 @@ import torch
 
 BATCH, SEQ = 2, 12            # the example inputs
 RESIZED = (3, 9)              # batch, seq of the resized inputs checked under --dynamic
+BATCH_ONE = (1, 9)            # and the batch-1 call checked under --dynamic
 VOCAB = 128
 HIDDEN = 64
 IMAGE = 32                    # vision inputs: (batch, 3, IMAGE, IMAGE)

@@ -26,6 +26,12 @@ def resized_ok(record: dict) -> bool:
         "status") in ("exact", "close")
 
 
+def batch_one_ok(record: dict) -> bool:
+    """Under --dynamic: the program ran on a batch of 1 (sequence 9) and matched eager."""
+    return record.get("status") == "ok" and (record.get("batch_one") or {}).get(
+        "status") in ("exact", "close")
+
+
 def error_label(error: dict | None) -> str:
     """``UB107`` for unbroken's errors, the exception's class name otherwise."""
     if not error:
@@ -57,6 +63,10 @@ def cell(record: dict | None) -> str:
         text = f"≠ {times} s" + (f" Δ{diff:.0e}" if diff is not None else " structure")
     if "resized" in record:
         text += " · " + resized_note(record)
+    if "batch_one" in record:
+        text += " · batch 1 " + ("✓" if batch_one_ok(record) else "✗ " + (
+            error_label((record["batch_one"] or {}).get("error"))
+            or (record["batch_one"] or {}).get("status", "")))
     return text
 
 
@@ -81,7 +91,8 @@ def by_case(records) -> dict[str, dict[str, dict]]:
 
 def summary_rows(records, groups: dict[str, str], exporters=EXPORTERS) -> list[list[str]]:
     """One row per set: cases, then per exporter ``exported & matching / cases`` (and under
-    --dynamic ``· resized n``: programs that also ran and matched on the resized inputs)."""
+    --dynamic ``· resized n · batch 1 m``: programs that also ran and matched on the resized
+    inputs, on a batch of 1)."""
     counts: dict = defaultdict(lambda: defaultdict(int))
     cases: dict = defaultdict(set)
     dynamic = any(r.get("dynamic") for r in records)
@@ -89,6 +100,7 @@ def summary_rows(records, groups: dict[str, str], exporters=EXPORTERS) -> list[l
         cases[r["group"]].add(r["case"])
         counts[r["group"]][r["exporter"], "ok"] += r.get("status") == "ok"
         counts[r["group"]][r["exporter"], "resized"] += resized_ok(r)
+        counts[r["group"]][r["exporter"], "batch_one"] += batch_one_ok(r)
     rows = []
     for group, title in groups.items():
         n = len(cases.get(group, ()))
@@ -99,6 +111,8 @@ def summary_rows(records, groups: dict[str, str], exporters=EXPORTERS) -> list[l
             text = f"{counts[group][e, 'ok']}/{n}"
             if dynamic and group in ("common", "harder", "seed"):
                 text += f" · resized {counts[group][e, 'resized']}"
+                if any("batch_one" in r for r in records if r["group"] == group):
+                    text += f" · batch 1 {counts[group][e, 'batch_one']}"
             row.append(text)
         rows.append(row)
     return rows
@@ -141,7 +155,8 @@ def render(records, groups: dict[str, str], environment: dict, command: str,
              f" transformers {environment.get('transformers')}, {environment.get('machine')}",
              "", "## Summary", "",
              "Exported and matching eager on the example inputs"
-             + (" (`resized n`: the program also ran on batch 3 / seq 9 and matched eager)"
+             + (" (`resized n`: the program also ran on batch 3 / seq 9 and matched eager; "
+                "`batch 1 m`: on batch 1 / seq 9)"
                 if dynamic else "") + ".", ""]
     header = ["set"] + [TITLES[e] for e in ("strict", "nonstrict", "unbroken") if e in exporters]
     parts += [markdown_table(header, summary_rows(records, groups, exporters)), ""]

@@ -37,7 +37,7 @@ torch.manual_seed(0)  # ExportDB makes its example inputs at import time
 torch.set_num_threads(1)
 
 import torch.utils._pytree as pytree  # noqa: E402
-from corpus_cases import BATCH, RESIZED, SEQ, Case  # noqa: E402
+from corpus_cases import BATCH, BATCH_ONE, RESIZED, SEQ, Case  # noqa: E402
 from corpus_compare import compare, describe_error, input_shapes, pinned_dims  # noqa: E402
 from corpus_registry import GROUPS, all_cases  # noqa: E402
 from torch.export import Dim  # noqa: E402
@@ -83,11 +83,12 @@ def _placeholder_shapes(ep) -> list:
 
 
 class Plan:
-    """What one case exports: example call, spec, and (under --dynamic) the resized call and
-    the dims marked ``Dim.AUTO``."""
+    """What one case exports: example call, spec, and (under --dynamic) the resized call, the
+    batch-1 call (cases built from a batch size) and the dims marked ``Dim.AUTO``."""
 
     def __init__(self, case: Case, dynamic: bool):
         self.resized = None
+        self.batch_one = None
         self.auto_dims: dict[str, tuple] = {}
         if case.inputs is not None:
             example = case.inputs(BATCH, SEQ)
@@ -99,6 +100,8 @@ class Plan:
                              for k, dims in example.auto_dims.items()}
                 resized = case.inputs(*RESIZED)
                 self.resized = (resized.args, resized.kwargs)
+                one = case.inputs(*BATCH_ONE)
+                self.batch_one = (one.args, one.kwargs)
         else:
             self.args, self.kwargs, self.spec = case.fixed()
             if dynamic and case.auto is not None:
@@ -106,8 +109,10 @@ class Plan:
                 self.auto_dims = _auto_dims_of(self.spec)
                 self.resized = case.resized()
 
-    def call(self, fn, resized: bool = False):
-        args, kwargs = self.resized if resized else (self.args, self.kwargs)
+    def call(self, fn, inputs: str = "example"):
+        """``fn`` on a copy of the ``example``, ``resized`` or ``batch_one`` inputs."""
+        args, kwargs = {"example": (self.args, self.kwargs), "resized": self.resized,
+                        "batch_one": self.batch_one}[inputs]
         args, kwargs = copy.deepcopy((args, kwargs))  # a program may mutate its inputs
         with torch.no_grad():
             return fn(*args, **kwargs)
@@ -138,9 +143,9 @@ def _timed_export(export, model, plan, record, key):
     return ep
 
 
-def _check_run(ep, reference, plan, record, key, resized=False):
+def _check_run(ep, reference, plan, record, key, inputs="example"):
     try:
-        out = plan.call(ep.module(), resized)
+        out = plan.call(ep.module(), inputs)
     except Exception as error:  # noqa: BLE001 -- the benchmark records any failure of the program
         record[key] = {"status": "run_error", "error": describe_error(error)}
         return
@@ -157,7 +162,8 @@ def measure(case: Case, exporter: str, dynamic: bool, single_call: bool = False)
         torch.manual_seed(0)
         model = case.build()
         reference = plan.call(reference_model)
-        resized_reference = plan.call(reference_model, True) if plan.resized else None
+        resized_reference = plan.call(reference_model, "resized") if plan.resized else None
+        one_reference = plan.call(reference_model, "batch_one") if plan.batch_one else None
     except Exception as error:  # noqa: BLE001 -- a case that cannot even run eagerly
         record.update(status="build_error", error=describe_error(error),
                       traceback=traceback.format_exc(limit=-8))
@@ -182,7 +188,9 @@ def measure(case: Case, exporter: str, dynamic: bool, single_call: bool = False)
     record["range_constraints"] = {str(k): str(v) for k, v in ep.range_constraints.items()}
     if plan.resized is not None:
         record["pinned"] = pinned_dims(shapes, plan.auto_dims)
-        _check_run(ep, resized_reference, plan, record, "resized", resized=True)
+        _check_run(ep, resized_reference, plan, record, "resized", inputs="resized")
+    if plan.batch_one is not None:
+        _check_run(ep, one_reference, plan, record, "batch_one", inputs="batch_one")
     match = record["match"]
     record["status"] = ("ok" if match.get("status") in ("exact", "close")
                         else "run_error" if match.get("status") == "run_error" else "mismatch")

@@ -127,3 +127,10 @@ def test_resized_notes():
     fine = {**pinned, "pinned": [], "resized": {"status": "close"}}
     assert resized_note(fine) == "resized ✓"
     assert summary_rows([fine], {"common": "x"}, ("unbroken",)) == [["1 x", "1/1 · resized 1"]]
+    one = {**fine, "batch_one": {"status": "exact"}}
+    refused = {**fine, "case": "other", "batch_one": {"status": "run_error",
+                                                      "error": {"code": "UB002"}}}
+    assert summary_rows([one, refused], {"common": "x"}, ("unbroken",)) == [
+        ["2 x", "2/2 · resized 2 · batch 1 1"]]
+    assert cell({**refused, "export_s": 1.0, "match": {"status": "exact"}}).endswith(
+        "batch 1 ✗ UB002")

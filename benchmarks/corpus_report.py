@@ -155,7 +155,8 @@ def render(records, groups: dict[str, str], environment: dict, command: str,
              f" transformers {environment.get('transformers')}, {environment.get('machine')}",
              "", "## Summary", "",
              "Exported and matching eager on the example inputs"
-             + (" (`resized n`: the program also ran on batch 3 / seq 9 and matched eager)"
+             + (" (`resized n`: the program also ran on batch 3 / seq 9 and matched eager; "
+                "`batch 1 m`: on batch 1 / seq 9)"
                 if dynamic else "") + ".", ""]
     header = ["set"] + [TITLES[e] for e in ("strict", "nonstrict", "unbroken") if e in exporters]
     parts += [markdown_table(header, summary_rows(records, groups, exporters)), ""]

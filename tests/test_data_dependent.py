@@ -111,3 +111,22 @@ def test_check_is_size_of_a_negative_constant_fails_like_eager():
     with pytest.raises(unbroken.GraphBreakError) as info:
         unbroken.export(negative, (torch.randn(3),))
     assert info.value.code == "UB104"
+
+
+class LoopOverHits(nn.Module):
+    """Switch-Transformers' expert loop: one iteration per row of a ``nonzero()`` result."""
+
+    def forward(self, x):
+        total = x.sum(0)
+        for hit in (x > 0).nonzero():  # the loop
+            total = total + hit
+        return total
+
+
+def test_iterating_rows_that_tensor_data_counts_is_refused_at_the_loop():
+    with pytest.raises(unbroken.UnbrokenError) as info:
+        unbroken.export(LoopOverHits(), (torch.randn(4, 2),))
+    error = info.value
+    assert error.code == "UB105" and "number of rows depends on tensor data" in str(error)
+    assert error.frames[-1].source.strip().endswith("# the loop")
+    assert "nonzero() count" in error.details and "range(n)" in error.hint

@@ -363,6 +363,26 @@ def test_dim_auto_specializes_when_code_does():
         ep.module()(torch.randn(9, 99))
 
 
+class IterateRows(nn.Module):
+    def forward(self, x):
+        return torch.stack([row * i for i, row in enumerate(x)])  # MARK
+
+
+def test_iterating_a_dynamic_dim_specializes_it_like_range():
+    """One element per row: the count is specialized (LLaVA's ``list(image_features)``):
+    Dim.AUTO adopts it, a named Dim is refused at the line with the static fix."""
+    x = torch.randn(3, 4)
+    with pytest.warns(unbroken.SpecializationWarning):
+        ep = unbroken.export(IterateRows(), (x,), dynamic_shapes={"x": {0: Dim.AUTO}})
+    assert_close(ep.module()(x), IterateRows()(x), rtol=0, atol=0)
+    with pytest.raises(InputMismatchError):
+        ep.module()(torch.randn(4, 4))
+    with pytest.raises(ConstraintViolationError) as info:
+        unbroken.export(IterateRows(), (x,), dynamic_shapes={"x": {0: Dim("b")}})
+    assert info.value.frames[-1].lineno == line_of(IterateRows, "# MARK")
+    assert '"x": None' in info.value.render()
+
+
 def test_example_size_one_named_dim_refused():
     with pytest.raises(ExportUsageError):
         unbroken.export(MLP(), (torch.randn(1, 8),), dynamic_shapes={"x": {0: Dim("b")}})
@@ -475,10 +495,10 @@ SOUND_CASES = {
 # regression to a refusal, or a construct newly supported: then delete its entry).
 REFUSED_CASES = {
     "range_loop": "UB117",      # range() with a dynamic bound would unroll
-    "iterate_tensor": "UB117",  # iterating a tensor whose first dim is dynamic
-    **dict.fromkeys(["unbind", "split_len", "int_size", "mod_branch",
-                     "eq_branch", "in_tuple", "tuple_index", "reshape_pairs", "str_size",
-                     "fstring_shape", "str_shape"], "UB003"),  # the code specializes the dim
+    # the code specializes the dim
+    **dict.fromkeys(["iterate_tensor", "unbind", "split_len", "int_size",
+                     "mod_branch", "eq_branch", "in_tuple", "tuple_index", "reshape_pairs",
+                     "str_size", "fstring_shape", "str_shape"], "UB003"),
 }
 
 

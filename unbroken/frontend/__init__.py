@@ -18,12 +18,13 @@ foundation            ``graph_breaks`` (the catalogue, the errors), ``sources`` 
                       ``budget`` (the tracing budget and its meter)
 value model           ``variables.base`` (``VariableTracker`` and ``Interpreter``, the
                       interface through which trackers reach the interpreter),
-                      ``variables.native`` (native callables), ``variables.constant``
+                      ``variables.text`` (text computed when used), ``variables.native``
+                      (native callables), ``variables.constant``
 object protocol       ``protocol``: attribute lookup and method binding, special-method
                       calls, subscript, iteration, calls: one implementation for all
 trackers              ``variables.tensor`` < ``grad_mode`` < ``containers`` <
                       ``torch_calls`` < ``functions`` < ``objects`` < ``autograd_function``
-                      < ``nn_module``
+                      < ``module_hooks`` < ``nn_module``
 builtins              ``builtins``: builtin functions, classes and constructors
 builder               ``variables.builder``: ``wrap``, the tracker for any Python value
 opcodes               ``opcodes.registry`` and the handler families
@@ -43,12 +44,13 @@ __all__ = ["CATALOGUE", "GraphBreakError", "interpret", "trace_call", "LAYERS"]
 # (layer, modules relative to this package), lowest first; "" is this package itself.
 LAYERS = (
     ("foundation", ("graph_breaks", "sources", "overlay", "budget")),
-    ("value model", ("variables", "variables.base", "variables.native", "variables.constant",
-                     "variables.numpy_values")),
+    ("value model", ("variables", "variables.base", "variables.text", "variables.native",
+                     "variables.constant", "variables.numpy_values")),
     ("object protocol", ("protocol",)),
     ("trackers", ("variables.tensor", "variables.grad_mode", "variables.containers",
                   "variables.torch_calls", "variables.functions", "variables.objects",
-                  "variables.autograd_function", "variables.nn_module")),
+                  "variables.autograd_function", "variables.module_hooks",
+                  "variables.nn_module")),
     ("builtins", ("builtins",)),
     ("builder", ("variables.builder",)),
     ("opcodes", ("opcodes.registry", "opcodes.arithmetic", "opcodes.calls",

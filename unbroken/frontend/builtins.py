@@ -49,6 +49,7 @@ from .variables.objects import (
     construct_user_object,
 )
 from .variables.tensor import TensorVariable
+from .variables.text import format_text
 
 __all__ = ["BuiltinVariable", "ClassVariable", "call_builtin", "construct", "concrete"]
 
@@ -366,9 +367,16 @@ def concrete(tx, value: VariableTracker):
 
 
 def _textual(fn):
+    """``str``/``repr``/``ascii``/``format`` of one value (and a constant format spec): text
+    computed when used (``variables.text``); other forms are computed now."""
     def handler(tx, value=None, *rest):
         if value is None:
             return ConstantVariable(fn())
+        if not rest and fn is not format:
+            return format_text(tx, value, fn, "")
+        if fn is format and len(rest) <= 1 and all(
+                r.is_constant() and isinstance(r.as_constant(), str) for r in rest):
+            return format_text(tx, value, None, rest[0].as_constant() if rest else "")
         return ConstantVariable(fn(concrete(tx, value), *(concrete(tx, r) for r in rest)))
 
     return handler

@@ -131,7 +131,11 @@ _KINDS = [
     BreakKind(
         "UB109", "Unsupported module hook",
         "Hooks registered on this module cannot be captured (backward hooks, global hooks, or "
-        "hooks on PyTorch's built-in modules).",
+        "hooks on PyTorch's built-in modules). Forward hooks and pre-hooks that forward() "
+        "itself registers are kept by the trace (later calls run them, as in eager; the model "
+        "is not changed), except a hook with always_call=True, a hook on a module that only "
+        "runs inside one of PyTorch's own modules, and reading a module's hook dicts after "
+        "forward() changed its hooks.",
         "Remove the hook before exporting, or call its logic explicitly from forward().",
         "model.lin.register_forward_hook(log_hook)",
         "model.lin._forward_hooks.clear()",

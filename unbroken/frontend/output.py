@@ -183,6 +183,10 @@ class TraceContext:
         may reach values computed from them while grad mode is on)."""
         return any(self._requires_grad.values())
 
+    def owns_module(self, module) -> bool:
+        """True when ``module`` is the exported model or one of its submodules."""
+        return id(module) in self._paths
+
     def module_path(self, module, source) -> str:
         if id(module) in self._paths:
             return self._paths[id(module)]

@@ -9,6 +9,11 @@ trackers, and checked at the end. Two kinds of write:
   input tensor): *kept*, as ``torch.export`` does. The program computes what eager's forward
   computes from the model as it was at export time; the model itself is left unchanged
   (export never changes the caller's model).
+
+Forward hooks and pre-hooks that forward() registers on a module (or removes through the
+handle it got) are kept here the same way: the trace's later calls of that module run the
+hooks eager would run, and the module's own hook dicts are never touched. A hook on one of
+the model's modules may stay registered; one on an outside module must be removed by the end.
 """
 from __future__ import annotations
 
@@ -17,7 +22,8 @@ from dataclasses import dataclass
 
 from .graph_breaks import graph_break
 
-__all__ = ["DELETED", "Overlay", "StateWriteWarning", "Write", "refuse_in_branch"]
+__all__ = ["DELETED", "HookTable", "Overlay", "StateWriteWarning", "TracedHook", "Write",
+           "refuse_in_branch"]
 
 DELETED = object()  # an overlay entry for an attribute deleted by the trace
 
@@ -40,17 +46,79 @@ class Write:
     read_first: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class TracedHook:
+    """One forward hook or forward pre-hook of a module, as the trace sees it.
+
+    hook_id: its key in the module's hook dict (a hook the module had: its own id; a hook the
+    trace registered: a negative int, which torch never hands out); hook: the callable (the
+    Python function of a hook the module had, the tracker of one the trace registered);
+    with_kwargs: it is called with the call's keyword arguments too."""
+
+    hook_id: int
+    hook: object
+    with_kwargs: bool
+
+
+@dataclass(slots=True)
+class HookTable:
+    """The forward hooks (kind ``"forward"``) or pre-hooks (``"forward_pre"``) of one module
+    whose hooks the trace changed.
+
+    module: the module (kept alive); hooks: its hooks as the trace sees them, in the order eager
+    runs them; original: the ids of the hooks it had; kept: the model's own module (a hook left
+    registered is kept, as attribute writes are); frames: the user's frames of the latest
+    change."""
+
+    module: object
+    hooks: list
+    original: tuple
+    kept: bool
+    frames: object
+
+
 class Overlay:
     """Writes to attributes of Python objects that outlive the trace, kept aside (the real
     objects are never changed). ``check_restored`` refuses (UB107) a write that must be undone
-    (``kept=False``) and is left with another value than it had.
+    (``kept=False``) and is left with another value than it had, and a hook left registered on
+    a module that is not the model's.
 
     entries: (id(obj), name) -> Write.
+    hooks:   (id(module), kind) -> HookTable.
     """
 
     def __init__(self):
         self.entries: dict[tuple[int, str], Write] = {}
         self.reads: set[tuple[int, str]] = set()  # model attributes read before any write
+        self.hooks: dict[tuple[int, str], HookTable] = {}
+        self._next_hook_id = -1
+
+    def hooks_of(self, module, kind: str) -> list[TracedHook] | None:
+        """The ``kind`` hooks of ``module`` in the trace, or None if the trace changed none
+        (then they are the module's own)."""
+        table = self.hooks.get((id(module), kind))
+        return None if table is None else list(table.hooks)
+
+    def add_hook(self, module, kind: str, current: list[TracedHook], hook, *,
+                 with_kwargs: bool, prepend: bool, kept: bool, frames) -> int:
+        """Register ``hook`` as eager's ``register_<kind>_hook`` would, after the hooks
+        ``current`` (the module's hooks as the trace sees them); returns its id. kept: the
+        module is the model's own."""
+        hook_id, self._next_hook_id = self._next_hook_id, self._next_hook_id - 1
+        table = self.hooks.setdefault((id(module), kind), HookTable(
+            module, list(current), tuple(h.hook_id for h in current), kept, frames))
+        table.frames = frames
+        added = TracedHook(hook_id, hook, with_kwargs)
+        if prepend:
+            table.hooks.insert(0, added)
+        else:
+            table.hooks.append(added)
+        return hook_id
+
+    def remove_hook(self, module, kind: str, hook_id: int) -> None:
+        """``handle.remove()`` of a hook the trace registered (again: nothing, as eager)."""
+        table = self.hooks[(id(module), kind)]
+        table.hooks[:] = [hook for hook in table.hooks if hook.hook_id != hook_id]
 
     def note_read(self, obj, name: str) -> None:
         """The trace read ``obj.name`` (a module attribute)."""
@@ -78,6 +146,14 @@ class Overlay:
                 raise graph_break("UB107", f"forward() leaves `{type(entry.obj).__name__}."
                                   f"{entry.name}` changed (an object that exists outside "
                                   "forward())", frames=entry.frames)
+        for (_, kind), table in self.hooks.items():
+            if not table.kept and tuple(h.hook_id for h in table.hooks) != table.original:
+                raise graph_break("UB107", f"forward() leaves a {kind.replace('_', ' ')} hook "
+                                  f"registered on a {type(table.module).__name__} that is not "
+                                  "part of the model (an object that exists outside forward())",
+                                  frames=table.frames,
+                                  details="Remove it before forward() returns (keep the "
+                                  "handle), or register it on a module of the model.")
 
 
     def warn_changed_state(self) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import operator
 
-from ..builtins import call_builtin, concrete
+from ..builtins import call_builtin
 from ..graph_breaks import graph_break
 from ..protocol import iterate, subscript
 from ..variables.constant import ConstantVariable
@@ -18,6 +18,7 @@ from ..variables.containers import (
 )
 from ..variables.objects import NewObjectVariable, ObjectVariable
 from ..variables.tensor import TensorVariable
+from ..variables.text import format_text, join_text
 from .registry import opcode
 
 
@@ -51,8 +52,7 @@ def build_const_key_map(tx, instruction):
 
 @opcode("BUILD_STRING")
 def build_string(tx, instruction):
-    parts = tx.popn(instruction.arg)
-    tx.push(ConstantVariable("".join(p.as_constant() for p in parts)))
+    tx.push(join_text(tx, tx.popn(instruction.arg)))
 
 
 @opcode("BUILD_SLICE")
@@ -186,6 +186,4 @@ def format_value(tx, instruction):
     flags = instruction.arg
     spec = tx.pop().as_constant() if flags & 0x04 else ""
     value = tx.pop()
-    raw = concrete(tx, value)
-    convert = _CONVERSIONS[flags & 0x03]
-    tx.push(ConstantVariable(format(convert(raw) if convert else raw, spec)))
+    tx.push(format_text(tx, value, _CONVERSIONS[flags & 0x03], spec))

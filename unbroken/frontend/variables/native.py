@@ -12,6 +12,7 @@ import torch
 
 from ..graph_breaks import graph_break
 from .base import AttributeMissing, VariableTracker
+from .text import format_call, is_str_format
 
 __all__ = ["ImportModuleVariable", "NativeCallableVariable", "PureCallableVariable"]
 
@@ -54,6 +55,8 @@ class PureCallableVariable(NativeCallableVariable):
 
     def call(self, tx, args, kwargs) -> VariableTracker:
         fn = self.fn
+        if is_str_format(fn):  # the text of a tensor is not the meta tensor's
+            return format_call(tx, fn, args, kwargs)
         if fn in _SYMBOLIC_MATH and any(isinstance(a.unwrap(tx), _SYMBOLIC_TYPES) for a in args):
             fn = _SYMBOLIC_MATH[fn]  # keep the size symbolic instead of guarding on its value
         return tx.call_leaf(fn, args, kwargs)

@@ -24,6 +24,13 @@ from .base import VariableTracker
 from .constant import ConstantVariable
 from .containers import DictVariable, TupleVariable
 from .functions import TorchFunctionVariable, UserFunctionVariable, is_pytorch_module_name
+from .module_hooks import (
+    REGISTER_METHODS,
+    RegisterHookVariable,
+    call_hook,
+    module_hooks,
+    refuse_hook_read,
+)
 from .tensor import TensorVariable
 
 __all__ = ["NNModuleVariable", "PreservedCall", "assign_module_attribute", "is_leaf_module",
@@ -87,6 +94,7 @@ class NNModuleVariable(VariableTracker):
         written = tx.output.overlay.read(module, name)
         if written is not None:
             return written
+        refuse_hook_read(tx, self, name)
         tx.output.overlay.note_read(module, name)
         found = lookup(tx, self, name, instance=module, source=self.source)
         if found is not None:
@@ -110,11 +118,13 @@ class NNModuleVariable(VariableTracker):
                 and name not in _SAFE_BASE_METHODS):
             if name == "to":
                 return _ModuleToVariable(self)
+            if name in REGISTER_METHODS:
+                return RegisterHookVariable(self, REGISTER_METHODS[name],
+                                            _native_owner(tx, self))
             raise graph_break("UB108", f"`nn.Module.{name}` called inside forward()",
-                              details="A module method that changes the module (hooks, "
-                              "device, dtype, mode) changes the caller's model: call it "
-                              "before export (for transformers' output-capturing hooks: "
-                              "call the model once).")
+                              details="A module method that changes the module (backward "
+                              "hooks, device, dtype, mode) changes the caller's model: call "
+                              "it before export.")
         return found
 
     def setattr(self, tx, name, value) -> None:
@@ -151,6 +161,24 @@ class NNModuleVariable(VariableTracker):
     # ----------------------------------------------------------------- calls
     def call(self, tx, args, kwargs) -> VariableTracker:
         return call_module(tx, self, args, kwargs)
+
+
+def _native_owner(tx, var: NNModuleVariable) -> str | None:
+    """The path of a module above ``var``'s that is one of PyTorch's own and runs natively
+    (its forward calls ``var``'s module outside the trace), or None."""
+    root = tx.output.root
+    if root is None or not var.fqn:
+        return None
+    parts = var.fqn.split(".")
+    for end in range(len(parts)):
+        path = ".".join(parts[:end])
+        try:
+            owner = root.get_submodule(path)
+        except AttributeError:
+            return None
+        if is_leaf_module(owner) and "forward" not in owner.__dict__:
+            return path or type(owner).__name__
+    return None
 
 
 class _ModuleToVariable(VariableTracker):
@@ -392,27 +420,40 @@ def call_module(tx, var: NNModuleVariable, args, kwargs) -> VariableTracker:
 
 
 def _call_module(tx, var: NNModuleVariable, args, kwargs, suffix: str = "") -> VariableTracker:
+    """Eager's ``Module._call_impl``: a module without forward hooks or pre-hooks when the call
+    begins runs forward only (so a hook that its own forward registers runs from the next call
+    on); otherwise the pre-hooks as they were at the call, forward, then the forward hooks as
+    they are after it."""
     module = var.module
     with tx.output.module_scope(var, suffix):
-        for hook_id, hook in list(module._forward_pre_hooks.items()):
-            if hook_id in module._forward_pre_hooks_with_kwargs:
-                result = call_python(tx, hook, [var, TupleVariable(args), _kw(kwargs)])
-                if not (result.is_constant() and result.as_constant() is None):
-                    args_var, kwargs_var = result.items(tx)
-                    args, kwargs = args_var.items(tx), dict(kwargs_var.entries)
-            else:
-                result = call_python(tx, hook, [var, TupleVariable(args)])
-                if not (result.is_constant() and result.as_constant() is None):
-                    args = result.items(tx) if isinstance(result, TupleVariable) else [result]
+        pre_hooks = module_hooks(tx, module, "forward_pre")
+        if not pre_hooks and not module_hooks(tx, module, "forward"):
+            return run_forward(tx, var, args, kwargs)
+        for hook in pre_hooks:
+            args, kwargs = _run_pre_hook(tx, var, hook, args, kwargs)
         out = run_forward(tx, var, args, kwargs)
-        for hook_id, hook in list(module._forward_hooks.items()):
+        for hook in module_hooks(tx, module, "forward"):
             hook_args = [var, TupleVariable(args)]
-            if hook_id in module._forward_hooks_with_kwargs:
+            if hook.with_kwargs:
                 hook_args.append(_kw(kwargs))
-            result = call_python(tx, hook, [*hook_args, out])
+            result = call_hook(tx, hook, [*hook_args, out])
             if not (result.is_constant() and result.as_constant() is None):
                 out = result
     return out
+
+
+def _run_pre_hook(tx, var, hook, args, kwargs):
+    """``(args, kwargs)`` after one forward pre-hook (None keeps them)."""
+    if hook.with_kwargs:
+        result = call_hook(tx, hook, [var, TupleVariable(args), _kw(kwargs)])
+        if not (result.is_constant() and result.as_constant() is None):
+            args_var, kwargs_var = result.items(tx)
+            args, kwargs = args_var.items(tx), dict(kwargs_var.entries)
+        return args, kwargs
+    result = call_hook(tx, hook, [var, TupleVariable(args)])
+    if not (result.is_constant() and result.as_constant() is None):
+        args = result.items(tx) if isinstance(result, TupleVariable) else [result]
+    return args, kwargs
 
 
 def _kw(kwargs):
@@ -425,10 +466,10 @@ def run_forward(tx, var: NNModuleVariable, args, kwargs) -> VariableTracker:
     forward = module.__dict__.get("forward") or type(module).forward
     if is_leaf_module(module) and "forward" not in module.__dict__:
         return tx.call_leaf(type(module).forward, [var, *args], kwargs)
+    if "forward" in module.__dict__:  # an instance attribute: called as it is (a bound
+        return tx.wrap(forward).call(tx, list(args), kwargs)  # method keeps its receiver)
     if getattr(forward, "__func__", None) is not None:
         forward = forward.__func__
-    if "forward" in module.__dict__:
-        return tx.wrap(forward).call(tx, list(args), kwargs)
     return tx.wrap(forward).call(tx, [var, *args], kwargs) if not _is_torch_class(type(module)) \
         else _inline_torch_container(tx, var, forward, args, kwargs)
 

@@ -76,8 +76,7 @@ class TensorVariable(VariableTracker):
         if self.meta.dim() == 0:
             raise graph_break("UB117", "iteration over a 0-d tensor")
         if not isinstance(self.meta.shape[0], int):
-            raise graph_break("UB117", f"iteration over {self.describe()} whose first dimension "
-                              "is dynamic (the number of iterations would be specialized)")
+            _specialize_rows(tx, self)
         return list(tx.call_leaf(torch.Tensor.unbind, [self], {}).items(tx))
 
     def length(self, tx):
@@ -232,6 +231,26 @@ class SymbolicVariable(VariableTracker):
         if callable(attr):
             return PureCallableVariable(attr)
         return ConstantVariable(attr)
+
+
+def _specialize_rows(tx, tensor: TensorVariable) -> None:
+    """Iterating makes one element per row: a dynamic count is specialized, as ``unbind`` does
+    (a guard that the size equals its example value: Dim.AUTO adopts it, a size declared
+    dynamic is refused with the fix). A count read from tensor data (``nonzero()``) is
+    data-dependent control flow (UB105)."""
+    try:
+        with tx.output.leaf_errors():
+            int(tensor.meta.shape[0])
+    except GraphBreakError as error:
+        if error.code != "UB105":
+            raise
+        raise graph_break(
+            "UB105", f"iteration over {tensor.describe()} whose number of rows depends on "
+            "tensor data (a `nonzero()` count, a value read with `.item()`)",
+            frames=tx.user_frames(),
+            details=f"{error.message}\n\n{error.details}" if error.details else error.message,
+            hint="Loop over a bound known at export time instead (`for i in range(n):`, "
+                 "masking what does not apply), or branch with torch.cond.") from None
 
 
 def _has_symbolic(index) -> bool:

@@ -1179,3 +1179,31 @@ def test_a_raising_user_pytree_flatten_is_a_usage_error_at_its_line(model, examp
     assert "raise KeyError" in error.frames[-1].source
     two_d = _Crate(torch.randn(2, 3))  # where the flatten works, export works
     assert torch.equal(unbroken.export(_Unpack(), (two_d,)).module()(two_d), two_d.t + 1)
+
+
+_OUTSIDE = torch.nn.Linear(3, 3)  # a module that is not part of the exported model
+
+
+class _UsesOutsideModule(torch.nn.Module):
+    def forward(self, x):
+        return _OUTSIDE(x) * 2
+
+
+def test_parameters_of_a_module_outside_the_model_are_constants():
+    """Lifted as constants (as torch's non-strict export; strict crashes): module() and a
+    save/load round trip compute eager's values. They were nn.Parameters in ep.constants and
+    torch's unlifting failed in module() ('lifted_tensor is not a buffer')."""
+    import io
+    import warnings
+
+    model, x = _UsesOutsideModule(), torch.randn(2, 3)
+    ep = unbroken.export(model, (x,))
+    assert not any(isinstance(t, torch.nn.Parameter) for t in ep.constants.values())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's: a constant that requires grad is detached
+        torch.testing.assert_close(ep.module()(x), model(x), rtol=0, atol=0)
+        buffer = io.BytesIO()
+        unbroken.save(ep, buffer)
+        buffer.seek(0)
+        torch.testing.assert_close(unbroken.load(buffer).module()(x), model(x), rtol=0, atol=0)
+    assert isinstance(_OUTSIDE.weight, torch.nn.Parameter)  # the caller's module unchanged

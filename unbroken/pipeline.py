@@ -603,6 +603,11 @@ class _Export:
     def _lift_constant_specs(self) -> None:
         for name, tensor in self.recorder.constants.items():
             target = self.recorder.constant_targets[name]
+            if isinstance(tensor, torch.nn.Parameter):
+                # a parameter of a module outside the model: a constant like any tensor there
+                # (as torch's non-strict export); an nn.Parameter would be registered as a
+                # parameter by fx, where torch's unlifting looks constants up as buffers
+                tensor = tensor.detach().requires_grad_(tensor.requires_grad)
             self.constants[target] = tensor
             self.input_specs.append(InputSpec(InputKind.CONSTANT_TENSOR, TensorArgument(name),
                                               target))

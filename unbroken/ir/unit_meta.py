@@ -21,7 +21,6 @@ the same output metadata, and return the corresponding result.
 """
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 
 import sympy
@@ -29,11 +28,9 @@ import torch
 import torch.utils._pytree as pytree
 
 from ..symbolic.diagnostics import UnbrokenError
-from ..symbolic.env import DryRunUndecided
+from ..symbolic.env import DryRunUndecided, holds_at_one
 
 __all__ = ["same_node_at_one", "settle_leaf_call"]
-
-_MAX_SYMBOLS = 3  # symbols of one node checked together (2**n - 1 reruns)
 
 # What a kernel may raise on metadata it rejects at size 1 (eager would raise too), or
 # unbroken on a re-run it cannot follow: the answers then count. Anything else propagates.
@@ -44,10 +41,7 @@ _REJECTED = (DryRunUndecided, RuntimeError, ValueError, TypeError, IndexError, A
 def same_node_at_one(env, rerun: Callable, args, kwargs, out, symbols) -> bool:
     """Whether ``rerun(args, kwargs)`` at every combination of ``symbols`` at 1 gives
     ``out``'s metadata at 1 (a node's "is this size 1?" answers are then harmless)."""
-    return len(symbols) <= _MAX_SYMBOLS and all(
-        _same_at(env, rerun, args, kwargs, out, {s: sympy.Integer(1) for s in subset})
-        for count in range(1, len(symbols) + 1)
-        for subset in itertools.combinations(symbols, count))
+    return holds_at_one(symbols, lambda ones: _same_at(env, rerun, args, kwargs, out, ones))
 
 
 def settle_leaf_call(env, recorder, pending: dict, log: list, fn, args, kwargs,
@@ -59,14 +53,11 @@ def settle_leaf_call(env, recorder, pending: dict, log: list, fn, args, kwargs,
     output metadata at 1, and returns the same thing. ``log``: the ``(op, args, kwargs,
     out)`` the call dispatched (``recorder.leaf_scope``). Called outside the recording mode
     (the comparisons run real ops); the re-run enters it with ``grad_enabled``."""
-    symbols = sorted((s for s in pending if s not in env.one_sensitive), key=str)
+    symbols = [s for s in pending if s not in env.one_sensitive]
     if not symbols:
         return
-    if len(symbols) <= _MAX_SYMBOLS and all(
-            _same_call_at(env, recorder, log, fn, args, kwargs, result, grad_enabled,
-                          {s: sympy.Integer(1) for s in subset})
-            for count in range(1, len(symbols) + 1)
-            for subset in itertools.combinations(symbols, count)):
+    if holds_at_one(symbols, lambda ones: _same_call_at(
+            env, recorder, log, fn, args, kwargs, result, grad_enabled, ones)):
         return
     env.mark_size_one_sensitive(pending)
 

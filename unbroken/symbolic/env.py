@@ -29,9 +29,19 @@ from .guards import Guard, render_expr
 from .node import SymNode
 from .ranges import ValueRange, bound, static_truth
 
-__all__ = ["DryRunUndecided", "ShapeEnvironment", "SymbolInfo"]
+__all__ = ["DryRunUndecided", "ShapeEnvironment", "SymbolInfo", "holds_at_one"]
 
-_AUDIT_MAX = 3  # admits_one symbols of one question checked at 1 (2**n - 1 substitutions)
+_AT_ONE_MAX = 3  # symbols checked together at 1 (2**n - 1 checks); beyond, they count
+
+
+def holds_at_one(symbols, check: Callable[[dict], bool]) -> bool:
+    """Whether ``check(ones)`` holds for every non-empty set of ``symbols`` put at 1
+    (``ones``: ``{symbol: 1}``); False beyond ``_AT_ONE_MAX`` symbols."""
+    symbols = sorted(symbols, key=str)
+    return len(symbols) <= _AT_ONE_MAX and all(
+        check({s: sympy.Integer(1) for s in subset})
+        for count in range(1, len(symbols) + 1)
+        for subset in itertools.combinations(symbols, count))
 
 
 @dataclass(frozen=True, slots=True)
@@ -421,7 +431,7 @@ class ShapeEnvironment:
         >= 2 (the ones the program admits at 1 without another trace)."""
         checks, self._deferred_checks = self._deferred_checks, []
         for pending, check in checks:
-            symbols = sorted((s for s in pending if s not in self.one_sensitive), key=str)
+            symbols = [s for s in pending if s not in self.one_sensitive]
             if symbols and not check(symbols):
                 self.mark_size_one_sensitive(pending)
         return {s for s in self.admits_one if s not in self.one_sensitive}
@@ -440,28 +450,24 @@ class ShapeEnvironment:
     def _audit_size_one(self, expr, value: bool, kind: str) -> None:
         """Mark the ``admits_one`` symbols of ``expr`` on which the answer ``value`` might
         change when some of them are 1 instead of >= 2: for each non-empty set of them set to
-        1, the ranges must still give ``value``. Up to ``_AUDIT_MAX`` symbols per question;
-        beyond, all count as sensitive."""
+        1, the ranges must still give ``value``. Up to ``_AT_ONE_MAX`` symbols per question;
+        beyond, all count as sensitive (``holds_at_one``)."""
         if not self.admits_one:
             return
         candidates = [s for s in expr.free_symbols
                       if s in self.admits_one and s not in self.one_sensitive]
         if not candidates:
             return
-        candidates.sort(key=str)
-        if len(candidates) <= _AUDIT_MAX and all(
-                self._holds_at_one(expr, subset, value)
-                for count in range(1, len(candidates) + 1)
-                for subset in itertools.combinations(candidates, count)):
+        if holds_at_one(candidates, lambda ones: self._holds_at_one(expr, ones, value)):
             return
         self._sensitive_answers[expr] = (value, kind, tuple(candidates))
         self._note_sensitive(expr, self._here(expr, value, kind), candidates)
 
-    def _holds_at_one(self, expr, symbols, value: bool) -> bool:
-        """Whether the ranges give ``expr`` the answer ``value`` with ``symbols`` at 1 (False
+    def _holds_at_one(self, expr, ones: dict, value: bool) -> bool:
+        """Whether the ranges give ``expr`` the answer ``value`` with ``ones`` put in (False
         when it is undefined there: ``x % (s0 // 8)``)."""
         try:
-            at_one = expr.xreplace({s: sympy.Integer(1) for s in symbols})
+            at_one = expr.xreplace(ones)
         except ArithmeticError:
             return False
         return static_truth(at_one, self.var_ranges, self._bound_cache) is value

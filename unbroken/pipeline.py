@@ -457,16 +457,20 @@ class _Export:
             self.recorder.shadow.set(meta, real.detach().clone())
 
     # ----------------------------------------------------------------- guards
-    def _check_guards(self) -> None:
+    def _check_guards(self, undecided=None) -> None:
         """Every guard must be implied by the spec (assuming the program's torch._check facts);
         a torch._check on data-dependent values becomes a runtime assert, one on input sizes
-        must be implied by the spec too."""
+        must be implied by the spec too.
+
+        undecided: after ranges narrowed in place, the guards the wider ranges did not imply;
+        every other guard still holds (a fact true on a range is true on any part of it)."""
         if not self.env.guards:
             self._log_guards(())
             return
-        violations = check_guards(self.env, Solver(self.env, assume_checks=True))
+        guards = self.env.guards if undecided is None else undecided
+        violations = check_guards(self.env, Solver(self.env, assume_checks=True), guards)
         strict = Solver(self.env, assume_checks=False)
-        for guard in self.env.guards:
+        for guard in guards:
             if guard.kind != "expect_true":
                 continue
             if _mentions_unbacked(guard.expr, self.env):
@@ -480,7 +484,8 @@ class _Export:
             if adoption is not None and adoption.refinements:
                 if self.narrow_in_place and narrow_in_place(self.env, adoption):
                     self.auto_refinements = {**self.auto_refinements, **adoption.refinements}
-                    return self._check_guards()  # each call narrows a range: it terminates
+                    # each call narrows a range: it terminates
+                    return self._check_guards([v.guard for v in violations])
                 raise _AdoptAuto(adoption)
             if adoption is not None:  # the symbols have settled: what is left is asserted
                 for guard in adoption.asserted:

@@ -117,8 +117,10 @@ class _Converter:
                 device = val.device
             shape = [self.symint(s) for s in val.shape]
             stride = [self.symint(s) for s in val.stride()]
-            with self.mode:
-                return torch.empty_strided(shape, stride, dtype=val.dtype, device=device)
+            # the meta tensor wrapped as a fake one on ``device`` (what the mode's own
+            # empty_strided builds, without re-deriving its layout through Python refs)
+            meta = torch.empty_strided(shape, stride, dtype=val.dtype, device="meta")
+            return self.mode.fake_tensor_converter.from_meta_and_device(self.mode, meta, device)
         if isinstance(val, (torch.SymInt, torch.SymBool, torch.SymFloat)):
             return self.symbolic(val.node.expr, real=isinstance(val, torch.SymFloat))
         if isinstance(val, (tuple, list)):
@@ -148,8 +150,15 @@ def to_fake_graph(graph_module: fx.GraphModule, env: ShapeEnv, hints: dict,
     """
     converter = _Converter(env, hints)
     default = next(iter(placeholder_devices.values()), torch.device("cpu"))
-    with env.suppress_guards():
-        _convert(graph_module, converter, placeholder_devices, default)
+    # Each value is built once: the mode's dispatch cache would only cost (keying symbolic
+    # sizes and storing an entry was twice the building). Torch's tools that later run the
+    # program under this mode get it back enabled.
+    caching, converter.mode.cache_enabled = converter.mode.cache_enabled, False
+    try:
+        with env.suppress_guards():
+            _convert(graph_module, converter, placeholder_devices, default)
+    finally:
+        converter.mode.cache_enabled = caching
 
 
 def _convert(graph_module, converter, placeholder_devices, default) -> None:

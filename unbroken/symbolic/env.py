@@ -114,8 +114,6 @@ class ShapeEnvironment:
         self._decided: dict[tuple, bool] = {}
         self._bound_cache: dict = {}
         self._oblivious_cache: dict = {}
-        # SymNode arithmetic: (method, types, operand expressions) -> result expression
-        self.arithmetic_memo: dict = {}
         self.version = 0  # bumped whenever a range changes or a symbol is made
         self._backed_count = 0
         self._unbacked_count = 0

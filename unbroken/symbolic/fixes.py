@@ -37,6 +37,7 @@ import z3
 
 from .expr import Mod, PythonMod
 from .guards import render_expr
+from .ranges import ValueRange, static_truth
 from .solver import Untranslatable, to_z3
 
 __all__ = ["Fix", "suggest_fix", "implied"]
@@ -82,6 +83,13 @@ def implied(fact, ranges: dict, assumptions=()) -> bool:
     if fact is sympy.true:
         return True
     if fact is sympy.false and not assumptions:
+        return False
+    intervals = {symbol: ValueRange(*ranges.get(symbol, (None, None)))
+                 for symbol in fact.free_symbols}
+    settled = static_truth(fact, intervals)
+    if settled is True:  # true on the whole box: true on the part the assumptions leave
+        return True
+    if settled is False and not assumptions:
         return False
     solver = z3.Solver()
     solver.set("timeout", 2000)

@@ -120,24 +120,31 @@ _INT_ARITH = {"add", "sub", "mul", "mod", "int_floordiv", "int_truediv", "pow_by
 _RANGE_DEPENDENT = {"mod"}
 
 
+# SymNode arithmetic: (method, types, operand expressions) -> (result expression, type).
+# Kernels ask the same questions over and over (``s0 == 1`` while broadcasting each op), and
+# every export of a model asks the ones the last asked (its symbols have the same names):
+# building a sympy relation costs ~0.1-0.3 ms, a dict lookup nothing. The result is a function
+# of the key alone (sympy's evaluation is deterministic), so the memo is process-wide; it is
+# emptied when it reaches ARITHMETIC_MEMO_SIZE entries.
+ARITHMETIC_MEMO_SIZE = 1 << 16
+_ARITHMETIC_MEMO: dict = {}
+
+
 def _make_binary(method: str):
     build, py_op = _BINARY[method]
     memoized = method not in _RANGE_DEPENDENT
 
     def binary(self: SymNode, other: SymNode) -> SymNode:
-        # Kernels ask the same questions over and over (``s0 == 1`` while broadcasting each
-        # op): building a sympy relation costs ~0.3 ms, a dict lookup nothing. The result is
-        # a function of the method and the operands' types and expressions (sympy's
-        # evaluation is deterministic), so one environment builds each once.
-        memo = getattr(self.shape_env, "arithmetic_memo", None) if memoized else None
         a, b = self.expr, other.expr
         key = (method, self.pytype, other.pytype, a.__class__, b.__class__, a, b)
-        built = memo.get(key) if memo is not None else None
+        built = _ARITHMETIC_MEMO.get(key) if memoized else None
         if built is None:
             pytype = _result_type(method, self, other)
             built = (_build(method, build, self, other, pytype), pytype)
-            if memo is not None:
-                memo[key] = built
+            if memoized:
+                if len(_ARITHMETIC_MEMO) >= ARITHMETIC_MEMO_SIZE:
+                    _ARITHMETIC_MEMO.clear()
+                _ARITHMETIC_MEMO[key] = built
         expr, pytype = built
         hint = None
         if self.hint is not None and other.hint is not None:

@@ -10,6 +10,7 @@ Endpoints are Python ints (or floats for float expressions) or ``-sympy.oo``/``s
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -28,6 +29,17 @@ NEG_INF = -sympy.oo
 
 def _is_inf(x) -> bool:
     return x is INF or x is NEG_INF
+
+
+def _key(x):
+    """An endpoint as a Python number, for comparing: a comparison with ``sympy.oo`` builds
+    and evaluates a sympy relational (about a hundred times slower), and the guard fast path
+    compares endpoints on every decision."""
+    if x is INF:
+        return math.inf
+    if x is NEG_INF:
+        return -math.inf
+    return x
 
 
 def _norm(x):
@@ -78,24 +90,19 @@ class ValueRange:
         return not _is_inf(self.lower) and self.lower == self.upper
 
     def is_empty(self) -> bool:
-        return self.lower > self.upper
+        return _key(self.lower) > _key(self.upper)
 
     def contains(self, value) -> bool:
-        return self.lower <= value <= self.upper
+        return _key(self.lower) <= _key(value) <= _key(self.upper)
 
     def is_nonnegative(self) -> bool:
-        return self.lower >= 0
+        return _key(self.lower) >= 0
 
     def is_positive(self) -> bool:
-        return self.lower > 0
+        return _key(self.lower) > 0
 
     def intersect(self, other: ValueRange) -> ValueRange:
-        keep_lower = other.lower is NEG_INF or (self.lower is not NEG_INF
-                                                and self.lower >= other.lower)
-        keep_upper = other.upper is INF or (self.upper is not INF and self.upper <= other.upper)
-        lower = self.lower if keep_lower else other.lower
-        upper = self.upper if keep_upper else other.upper
-        return ValueRange(lower, upper)
+        return ValueRange(_max(self.lower, other.lower), _min(self.upper, other.upper))
 
     def union(self, other: ValueRange) -> ValueRange:
         return ValueRange(_min(self.lower, other.lower), _max(self.upper, other.upper))
@@ -122,15 +129,15 @@ class ValueRange:
 
     def floordiv(self, other: ValueRange) -> ValueRange:
         """Python ``//``. Unbounded when the divisor range contains 0."""
-        if other.lower > 0:
+        if _key(other.lower) > 0:
             return _corners(self, other, _floordiv)
-        if other.upper < 0:
+        if _key(other.upper) < 0:
             return (-self).floordiv(-other)
         return ValueRange.unbounded()
 
     def truediv(self, other: ValueRange) -> ValueRange:
         """Real division. Unbounded when the divisor range contains 0."""
-        if other.lower > 0 or other.upper < 0:
+        if _key(other.lower) > 0 or _key(other.upper) < 0:
             return _corners(self, other, _truediv)
         return ValueRange.unbounded()
 
@@ -141,14 +148,15 @@ class ValueRange:
             c = other.lower
             if self.lower // c == self.upper // c:
                 return ValueRange(self.lower % c, self.upper % c)
-        if other.lower > 0 and self.lower >= 0 and self.upper < other.lower:
+        divisor_low, low = _key(other.lower), _key(self.lower)
+        if divisor_low > 0 and low >= 0 and _key(self.upper) < divisor_low:
             return self  # a % b == a when 0 <= a < b
-        if other.lower > 0:
+        if divisor_low > 0:
             top = _add(other.upper, -1)
-            if self.lower >= 0:
+            if low >= 0:
                 top = _min(top, self.upper)
             return ValueRange(0, top)
-        if other.upper < 0:
+        if _key(other.upper) < 0:
             return ValueRange(_add(other.lower, 1), 0)
         return ValueRange.unbounded()
 
@@ -157,19 +165,19 @@ class ValueRange:
         if other.is_singleton() and isinstance(other.lower, int) and other.lower >= 0:
             n = other.lower
             lo, hi = _pow(self.lower, n), _pow(self.upper, n)
-            if n % 2 == 1 or self.lower >= 0:
+            if n % 2 == 1 or _key(self.lower) >= 0:
                 return ValueRange(lo, hi)
-            if self.upper <= 0:
+            if _key(self.upper) <= 0:
                 return ValueRange(hi, lo)
             return ValueRange(0, _max(lo, hi))
-        if self.lower >= 1 and other.lower >= 0:
+        if _key(self.lower) >= 1 and _key(other.lower) >= 0:
             return ValueRange(_pow(self.lower, other.lower), _pow(self.upper, other.upper))
         return ValueRange.unbounded()
 
     def abs(self) -> ValueRange:
-        if self.lower >= 0:
+        if _key(self.lower) >= 0:
             return self
-        if self.upper <= 0:
+        if _key(self.upper) <= 0:
             return -self
         return ValueRange(0, _max(-self.lower, self.upper))
 
@@ -199,9 +207,10 @@ def _add(a, b):
 
 
 def _mul(a, b):
-    if a == 0 or b == 0:
-        return 0
     if _is_inf(a) or _is_inf(b):
+        a, b = _key(a), _key(b)
+        if a == 0 or b == 0:
+            return 0
         return INF if (a > 0) == (b > 0) else NEG_INF
     return a * b
 
@@ -210,7 +219,7 @@ def _floordiv(a, b):
     if _is_inf(b):
         if _is_inf(a):
             return 0  # only a corner candidate; the other corners bound the true extremes
-        return 0 if (a >= 0) == (b > 0) else -1
+        return 0 if (a >= 0) == (_key(b) > 0) else -1
     if _is_inf(a):
         return a if b > 0 else -a
     return a // b
@@ -239,11 +248,11 @@ def _round(a, fn):
 
 
 def _min(a, b):
-    return a if a <= b else b
+    return a if _key(a) <= _key(b) else b
 
 
 def _max(a, b):
-    return a if a >= b else b
+    return a if _key(a) >= _key(b) else b
 
 
 def _corners(x: ValueRange, y: ValueRange, fn) -> ValueRange:
@@ -340,26 +349,31 @@ def _relational_truth(rel, ranges, cache) -> bool | None:
         if isinstance(rel, sympy.Eq):
             return a == b
         return (a != b) if isinstance(rel, sympy.Ne) else None
-    diff = bound(sympy.expand(lhs - rhs) if _cheap(lhs, rhs) else lhs - rhs, ranges, cache)
+    diff = bound(_difference(lhs, rhs), ranges, cache)
     if isinstance(rel, sympy.Eq):
         return _eq_truth(diff)
     if isinstance(rel, sympy.Ne):
         t = _eq_truth(diff)
         return None if t is None else not t
+    lower, upper = _key(diff.lower), _key(diff.upper)
     if isinstance(rel, sympy.StrictLessThan):
-        return _cmp(diff.upper < 0, diff.lower >= 0)
+        return _cmp(upper < 0, lower >= 0)
     if isinstance(rel, sympy.LessThan):
-        return _cmp(diff.upper <= 0, diff.lower > 0)
+        return _cmp(upper <= 0, lower > 0)
     if isinstance(rel, sympy.StrictGreaterThan):
-        return _cmp(diff.lower > 0, diff.upper <= 0)
+        return _cmp(lower > 0, upper <= 0)
     if isinstance(rel, sympy.GreaterThan):
-        return _cmp(diff.lower >= 0, diff.upper < 0)
+        return _cmp(lower >= 0, upper < 0)
     return None
 
 
-def _cheap(lhs, rhs) -> bool:
-    """Expanding products helps cancel terms; skip it for large expressions."""
-    return lhs.count_ops() + (rhs.count_ops() if hasattr(rhs, "count_ops") else 0) < 12
+@functools.lru_cache(maxsize=4096)
+def _difference(lhs, rhs):
+    """``lhs - rhs``, expanded when small (expanding products cancels terms; large
+    expressions are left alone). Cached: the same guards come back in every export of a model,
+    and expanding is most of the cost of settling one."""
+    cheap = lhs.count_ops() + (rhs.count_ops() if hasattr(rhs, "count_ops") else 0) < 12
+    return sympy.expand(lhs - rhs) if cheap else lhs - rhs
 
 
 def _eq_truth(diff: ValueRange) -> bool | None:

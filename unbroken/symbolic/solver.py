@@ -94,8 +94,8 @@ class Solver:
         self._cache: dict = {}
         self._bound_cache: dict = {}
         self._translator = _Translator()
-        self._assumptions = self._build_assumptions()
-        self._solver = self._new_solver(timeout_ms)
+        self._assumptions = None  # built with the z3 solver, on the first fact z3 must decide
+        self._reused = None
 
     # ----- public -----
     def decide(self, fact) -> Decision:
@@ -150,7 +150,9 @@ class Solver:
 
     def _check(self, query):
         """``(result, model)`` of assumptions + query; retries ``unknown`` with a fresh solver."""
-        solver = self._solver
+        if self._reused is None:
+            self._reused = self._new_solver(self.timeout_ms)
+        solver = self._reused
         solver.push()
         try:
             solver.add(query)
@@ -221,21 +223,25 @@ class Solver:
         return assumptions
 
     def _new_solver(self, timeout_ms: int) -> z3.Solver:
+        if self._assumptions is None:
+            self._assumptions = self._build_assumptions()
         solver = z3.Solver()
         solver.set("timeout", timeout_ms)
         solver.add(*self._assumptions)
         return solver
 
 
-def check_guards(env: ShapeEnvironment, solver: Solver | None = None) -> list[Violation]:
-    """Every recorded guard whose fact is not implied by the spec, in recording order.
+def check_guards(env: ShapeEnvironment, solver: Solver | None = None,
+                 guards=None) -> list[Violation]:
+    """Every recorded guard (or every one of ``guards``) whose fact is not implied by the
+    spec, in recording order.
 
     ``expect_true`` guards (``torch._check``) are assumptions, not obligations: they are
     skipped here (use ``Solver(env, assume_checks=False)`` to check them against the spec).
     """
     solver = solver or Solver(env)
     violations = []
-    for guard in env.guards:
+    for guard in env.guards if guards is None else guards:
         if guard.kind == "expect_true" and solver.assume_checks:
             continue
         decision = solver.decide(guard.as_fact())

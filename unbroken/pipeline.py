@@ -358,7 +358,6 @@ class _Export:
                                                                      kwarg_trackers))
             result, tx = trace_call(self.output, self.mod, arg_trackers, kwarg_trackers)
             outputs = result.unwrap(tx)
-            self.env.settle_size_one()  # its meta re-runs need the tracing dispatch context
         user_pytree_leaves(outputs, "forward()'s result")  # the user's flatten functions run
         return pytree.tree_flatten(outputs)
 
@@ -522,6 +521,7 @@ class _Export:
         """``aten._assert_scalar`` of a fact over input sizes that no spec can state, right
         after the placeholders: the program refuses, before computing anything, the inputs
         for which the graph would not compute what eager does."""
+        self.env.input_facts.append(guard.as_fact())
         text = (f"the exported program requires {guard.describe(self.env.source_of)}"
                 + (f" (from {guard.frames[-1].short()})" if guard.frames else ""))
         self.builder.assert_at_inputs(guard.as_fact(), text, guard.frames)
@@ -638,7 +638,9 @@ class _Export:
         >= 2 (``unbroken.size_one``); data-dependent values: what torch._check proved."""
         ranges = {symbol: self.env.spec_ranges[symbol] if info.hint is not None
                   else self.env.var_ranges[symbol] for symbol, info in self.env.symbols.items()}
-        for symbol in self.env.settle_size_one():
+        with enable_python_dispatcher():  # the size-1 checks re-run meta kernels
+            free = self.env.settle_size_one()
+        for symbol in free:
             if ranges[symbol].lower == 2:
                 ranges[symbol] = ValueRange(1, ranges[symbol].upper)
         return ranges

@@ -39,7 +39,7 @@ from .data_dependent import DATA_DEPENDENT_SIZES, SCALAR_OPS, integer_indexing
 from .graph_builder import GraphBuilder, meta_like
 from .meta_cache import MetaCache
 from .ops import is_functional, is_inplace_op, is_view_op, takes_argument, written_arguments
-from .unit_meta import same_node_at_one
+from .unit_meta import same_node_at
 
 __all__ = ["Recorder", "meta_like"]
 
@@ -316,8 +316,8 @@ class Recorder(TorchDispatchMode):
             out = kernel(args, kwargs)
         if pending:
             env = self.env
-            env.defer_size_one_check(pending, lambda symbols: same_node_at_one(
-                env, kernel, args, kwargs, out, symbols))
+            env.defer_size_one_check(pending, lambda ones: same_node_at(
+                env, kernel, args, kwargs, out, ones))
         return out
 
     def _record_scalar(self, args, compute_args):

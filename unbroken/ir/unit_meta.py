@@ -30,7 +30,7 @@ import torch.utils._pytree as pytree
 from ..symbolic.diagnostics import UnbrokenError
 from ..symbolic.env import DryRunUndecided, holds_at_one
 
-__all__ = ["same_node_at_one", "settle_leaf_call"]
+__all__ = ["same_node_at", "settle_leaf_call"]
 
 # What a kernel may raise on metadata it rejects at size 1 (eager would raise too), or
 # unbroken on a re-run it cannot follow: the answers then count. Anything else propagates.
@@ -38,10 +38,10 @@ _REJECTED = (DryRunUndecided, RuntimeError, ValueError, TypeError, IndexError, A
              UnbrokenError)
 
 
-def same_node_at_one(env, rerun: Callable, args, kwargs, out, symbols) -> bool:
-    """Whether ``rerun(args, kwargs)`` at every combination of ``symbols`` at 1 gives
-    ``out``'s metadata at 1 (a node's "is this size 1?" answers are then harmless)."""
-    return holds_at_one(symbols, lambda ones: _same_at(env, rerun, args, kwargs, out, ones))
+def same_node_at(env, rerun: Callable, args, kwargs, out, ones: dict) -> bool:
+    """Whether ``rerun(args, kwargs)`` with ``ones`` (``{symbol: 1}``) put in gives ``out``'s
+    metadata at 1 (a node's "is this size 1?" answers are then harmless there)."""
+    return _same_at(env, rerun, args, kwargs, out, ones)
 
 
 def settle_leaf_call(env, recorder, pending: dict, log: list, fn, args, kwargs,

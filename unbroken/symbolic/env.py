@@ -16,6 +16,7 @@ guards are checked against the spec later by ``solver.check_guards``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -29,9 +30,13 @@ from .guards import Guard, render_expr
 from .node import SymNode
 from .ranges import ValueRange, bound, static_truth
 
-__all__ = ["DryRunUndecided", "ShapeEnvironment", "SymbolInfo", "holds_at_one"]
+__all__ = ["DryRunUndecided", "ShapeEnvironment", "SymbolInfo", "failing_at_one",
+           "holds_at_one"]
 
 _AT_ONE_MAX = 3  # symbols checked together at 1 (2**n - 1 checks); beyond, they count
+# symbols of one node's deferred check put at 1 together (15 cheap meta re-runs at most): a
+# pointwise op between a tensor and its mask meets batch and sequence of both
+_NODE_AT_ONE_MAX = 6
 
 
 def holds_at_one(symbols, check: Callable[[dict], bool]) -> bool:
@@ -42,6 +47,20 @@ def holds_at_one(symbols, check: Callable[[dict], bool]) -> bool:
         check({s: sympy.Integer(1) for s in subset})
         for count in range(1, len(symbols) + 1)
         for subset in itertools.combinations(symbols, count))
+
+
+def failing_at_one(symbols, check: Callable[[dict], bool],
+                   skip: Callable[[dict], bool] = lambda ones: False) -> list:
+    """The sets of ``symbols`` put at 1 (``{symbol: 1}``, smallest first) for which
+    ``check`` fails, ``skip`` (sets no input can reach) left out; ``[None]`` (not checked:
+    every set counts) beyond ``_NODE_AT_ONE_MAX`` symbols."""
+    symbols = sorted(symbols, key=str)
+    if len(symbols) > _NODE_AT_ONE_MAX:
+        return [None]
+    subsets = (subset for count in range(1, len(symbols) + 1)
+               for subset in itertools.combinations(symbols, count))
+    ones = ({s: sympy.Integer(1) for s in subset} for subset in subsets)
+    return [values for values in ones if not skip(values) and not check(values)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,9 +122,13 @@ class ShapeEnvironment:
         # node's output metadata at 1 (see unit_scope)
         self._unit_scopes: list[dict] = []
         self._dry = 0  # > 0: answer only what ranges or earlier answers settle (see dry)
-        # (pending answers of one node, check(symbols) -> bool): settled once the trace ends,
-        # for the symbols nothing else has made sensitive by then (see settle_size_one)
+        # (pending answers of one node, check(ones) -> bool): run once the trace ends and the
+        # input facts are known, for the symbols nothing else has made sensitive by then (see
+        # settle_size_one)
         self._deferred_checks: list[tuple[dict, Callable]] = []
+        # facts over input sizes the program asserts before computing anything (relations no
+        # spec can state): an input they refuse never reaches a node (see settle_size_one)
+        self.input_facts: list = []
         # sensitive answers -> (Guard, symbols): a cached answer reused by a later node (or
         # outside any) counts there too
         self._sensitive_answers: dict = {}
@@ -418,21 +441,51 @@ class ShapeEnvironment:
             self.one_sensitive.setdefault(symbol, guard)
 
     def defer_size_one_check(self, pending: dict, check: Callable) -> None:
-        """``check(symbols)``: whether the answers of ``pending`` (one node's, see
-        ``unit_scope``) are harmless with ``symbols`` at 1; run by ``settle_size_one`` only for
-        the symbols still free then (most nodes need none: a dim the model's own code
+        """``check(ones)``: whether the answers of ``pending`` (one node's, see ``unit_scope``)
+        are harmless with ``ones`` (``{symbol: 1}``) put in; run by ``settle_size_one`` only
+        for the symbols still free then (most nodes need none: a dim the model's own code
         branches on is sensitive anyway)."""
         self._deferred_checks.append((pending, check))
 
     def settle_size_one(self) -> set:
         """Run the deferred checks; the ``admits_one`` symbols no answer depends on being
-        >= 2 (the ones the program admits at 1 without another trace)."""
+        >= 2 (the ones the program admits at 1 without another trace). Their meta re-runs
+        need the Python dispatcher (symbolic ``expand``).
+
+        A check runs on every set of its free symbols at 1 that an input can reach: not when
+        one of the set is refused at 1 anyway, or one of ``input_facts`` is false whatever
+        the other sizes (a mask of batch 1 broadcast against a tensor of batch ``n`` is
+        refused by ``n == b or b == 1`` asserted for the tensor's batch ``b``). So call it
+        once the program's input facts are known (after the guards are checked). The symbols
+        of a failing set are marked."""
         checks, self._deferred_checks = self._deferred_checks, []
         for pending, check in checks:
             symbols = [s for s in pending if s not in self.one_sensitive]
-            if symbols and not check(symbols):
-                self.mark_size_one_sensitive(pending)
+            if not symbols:
+                continue
+            skip = functools.partial(self._unreachable_at_one, checked=symbols)
+            for ones in failing_at_one(symbols, check, skip):
+                self.mark_size_one_sensitive(
+                    pending if ones is None else {s: pending[s] for s in ones})
         return {s for s in self.admits_one if s not in self.one_sensitive}
+
+    def _unreachable_at_one(self, ones: dict, checked) -> bool:
+        """Whether no input admitted has ``ones`` at 1 and the other ``checked`` symbols >= 2:
+        one of ``ones`` is already refused at 1, or an input fact is false there whatever the
+        other sizes (any other size-1 candidate at 1 or more)."""
+        return bool(set(ones) & set(self.one_sensitive)) or self._refused_at_one(ones, checked)
+
+    def _refused_at_one(self, ones: dict, checked) -> bool:
+        """Whether an input fact is false for every input with ``ones`` at 1, the other
+        ``checked`` symbols >= 2 (their ranges) and any other size-1 candidate at 1 or more."""
+        if not self.input_facts:
+            return False
+        ranges = dict(self.var_ranges)
+        for symbol in self.admits_one - set(checked):
+            ranges[symbol] = ValueRange(1, ranges[symbol].upper)
+        cache: dict = {}
+        return any(static_truth(fact.xreplace(ones), ranges, cache) is False
+                   for fact in self.input_facts)
 
     @contextlib.contextmanager
     def dry(self) -> Iterator[None]:

@@ -16,7 +16,6 @@ guards are checked against the spec later by ``solver.check_guards``.
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -30,8 +29,8 @@ from .guards import Guard, render_expr
 from .node import SymNode
 from .ranges import ValueRange, bound, static_truth
 
-__all__ = ["DryRunUndecided", "ShapeEnvironment", "SymbolInfo", "failing_at_one",
-           "holds_at_one"]
+__all__ = ["DryRunUndecided", "ShapeEnvironment", "SymbolInfo", "holds_at_one",
+           "sets_at_one"]
 
 _AT_ONE_MAX = 3  # symbols checked together at 1 (2**n - 1 checks); beyond, they count
 # symbols of one node's deferred check put at 1 together (15 cheap meta re-runs at most): a
@@ -49,18 +48,12 @@ def holds_at_one(symbols, check: Callable[[dict], bool]) -> bool:
         for subset in itertools.combinations(symbols, count))
 
 
-def failing_at_one(symbols, check: Callable[[dict], bool],
-                   skip: Callable[[dict], bool] = lambda ones: False) -> list:
-    """The sets of ``symbols`` put at 1 (``{symbol: 1}``, smallest first) for which
-    ``check`` fails, ``skip`` (sets no input can reach) left out; ``[None]`` (not checked:
-    every set counts) beyond ``_NODE_AT_ONE_MAX`` symbols."""
+def sets_at_one(symbols) -> Iterator[dict]:
+    """Every non-empty set of ``symbols`` put at 1 (``{symbol: 1}``), smallest first."""
     symbols = sorted(symbols, key=str)
-    if len(symbols) > _NODE_AT_ONE_MAX:
-        return [None]
-    subsets = (subset for count in range(1, len(symbols) + 1)
-               for subset in itertools.combinations(symbols, count))
-    ones = ({s: sympy.Integer(1) for s in subset} for subset in subsets)
-    return [values for values in ones if not skip(values) and not check(values)]
+    for count in range(1, len(symbols) + 1):
+        for subset in itertools.combinations(symbols, count):
+            yield {s: sympy.Integer(1) for s in subset}
 
 
 @dataclass(frozen=True, slots=True)
@@ -452,22 +445,37 @@ class ShapeEnvironment:
         >= 2 (the ones the program admits at 1 without another trace). Their meta re-runs
         need the Python dispatcher (symbolic ``expand``).
 
-        A check runs on every set of its free symbols at 1 that an input can reach: not when
-        one of the set is refused at 1 anyway, or one of ``input_facts`` is false whatever
-        the other sizes (a mask of batch 1 broadcast against a tensor of batch ``n`` is
-        refused by ``n == b or b == 1`` asserted for the tensor's batch ``b``). So call it
+        A check runs on every set of its free symbols at 1 (up to ``_NODE_AT_ONE_MAX``;
+        beyond, they count) that an input can reach: not when one of the set is refused at 1
+        anyway (marked, by this check or an earlier one), or one of ``input_facts`` is false
+        whatever the other sizes (a mask of batch 1 broadcast against a tensor of batch ``n``
+        is refused by ``n == b or b == 1`` asserted for the tensor's batch ``b``). So call it
         once the program's input facts are known (after the guards are checked). The symbols
-        of a failing set are marked."""
+        of a failing set are marked: the sets that contain one of them are then unreachable."""
         checks, self._deferred_checks = self._deferred_checks, []
         for pending, check in checks:
-            symbols = [s for s in pending if s not in self.one_sensitive]
-            if not symbols:
+            symbols = self._linked([s for s in pending if s not in self.one_sensitive])
+            if len(symbols) > _NODE_AT_ONE_MAX:
+                self.mark_size_one_sensitive(pending)
                 continue
-            skip = functools.partial(self._unreachable_at_one, checked=symbols)
-            for ones in failing_at_one(symbols, check, skip):
-                self.mark_size_one_sensitive(
-                    pending if ones is None else {s: pending[s] for s in ones})
+            guard = next(iter(pending.values()))
+            for ones in sets_at_one(symbols):
+                if not self._unreachable_at_one(ones, symbols) and not check(ones):
+                    self.mark_size_one_sensitive({s: pending.get(s, guard) for s in ones})
         return {s for s in self.admits_one if s not in self.one_sensitive}
+
+    def _linked(self, symbols: list) -> list:
+        """``symbols`` and the free size-1 candidates an input fact relates to them: a mask's
+        batch ``b`` with the batch ``n`` it broadcasts against (``n == b or b == 1``), so
+        that ``n`` at 1 is checked with ``b`` at 1 too, while ``n`` alone at 1 is refused."""
+        if not symbols:
+            return symbols
+        linked = set(symbols)
+        for fact in self.input_facts:
+            if fact.free_symbols & linked:
+                linked |= {s for s in fact.free_symbols
+                           if s in self.admits_one and s not in self.one_sensitive}
+        return sorted(linked, key=str)
 
     def _unreachable_at_one(self, ones: dict, checked) -> bool:
         """Whether no input admitted has ``ones`` at 1 and the other ``checked`` symbols >= 2:
@@ -481,7 +489,7 @@ class ShapeEnvironment:
         if not self.input_facts:
             return False
         ranges = dict(self.var_ranges)
-        for symbol in self.admits_one - set(checked):
+        for symbol in self.admits_one - set(checked) - set(self.one_sensitive):
             ranges[symbol] = ValueRange(1, ranges[symbol].upper)
         cache: dict = {}
         return any(static_truth(fact.xreplace(ones), ranges, cache) is False

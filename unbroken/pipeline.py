@@ -567,6 +567,8 @@ class _Export:
                             for s in signature.mutation_specs)
         strict_layout = self.output.layout_read or self.recorder.wrote_layout_dependent or (
             writes_inputs and self.output.layout_aliasing)
+        # a reshape that copies here and views at size 1: harmless unless layout is read
+        self.recorder.layout_observed_at_one(flat_outputs, self.output.layout_read)
         graph_module = dead_code_elimination(graph_module)
         module_calls = preserved_signatures(graph_module, signature,
                                             self.output.preserved_calls)

@@ -30,7 +30,7 @@ import torch.utils._pytree as pytree
 from ..symbolic.diagnostics import UnbrokenError
 from ..symbolic.env import DryRunUndecided, holds_at_one
 
-__all__ = ["same_node_at", "settle_leaf_call"]
+__all__ = ["LAYOUT_DEPENDENT_CALLS", "same_node_at", "settle_leaf_call"]
 
 # What a kernel may raise on metadata it rejects at size 1 (eager would raise too), or
 # unbroken on a re-run it cannot follow: the answers then count. Anything else propagates.
@@ -59,7 +59,39 @@ def settle_leaf_call(env, recorder, pending: dict, log: list, fn, args, kwargs,
     if holds_at_one(symbols, lambda ones: _same_call_at(
             env, recorder, log, fn, args, kwargs, result, grad_enabled, ones)):
         return
+    if fn in LAYOUT_DEPENDENT_CALLS and holds_at_one(symbols, lambda ones: _same_result_at(
+            env, recorder, fn, args, kwargs, result, grad_enabled, ones)):
+        recorder.note_layout_at_one((args, kwargs), result, pending)
+        return
     env.mark_size_one_sensitive(pending)
+
+
+# Calls whose result has the values of ``x.contiguous().view(shape)`` whichever way torch
+# goes, a view of ``x`` where its layout allows and a copy elsewhere: at size 1 (a dim of size
+# 1 merges with any other) a copy of the trace may be a view in eager. Same values; only a
+# write into either side, or the result returned, can tell the two apart.
+LAYOUT_DEPENDENT_CALLS = frozenset({
+    torch.reshape, torch.Tensor.reshape, torch.Tensor.reshape_as, torch.flatten,
+    torch.Tensor.flatten, torch.Tensor.contiguous, torch.unflatten, torch.Tensor.unflatten})
+
+
+def _same_result_at(env, recorder, fn, args, kwargs, result, grad_enabled: bool,
+                    values: dict) -> bool:
+    """Whether ``fn`` (one of ``LAYOUT_DEPENDENT_CALLS``) re-run with ``values`` put in
+    returns a tensor of ``result``'s dtype and sizes at 1, whatever ops it took to get
+    there and whatever its strides."""
+    with env.dry():
+        try:
+            new_args, new_kwargs = pytree.tree_map(
+                lambda value: _substituted(env, value, values), (args, kwargs))
+            with recorder.recording(), torch.set_grad_enabled(grad_enabled), \
+                    recorder.dry_logging():
+                again = fn(*new_args, **new_kwargs)
+        except _REJECTED:
+            return False
+    return (isinstance(result, torch.Tensor) and isinstance(again, torch.Tensor)
+            and result.dtype == again.dtype and result.dim() == again.dim()
+            and [_expr(x, values) for x in result.shape] == [_expr(x, {}) for x in again.shape])
 
 
 def _same_call_at(env, recorder, log, fn, args, kwargs, result, grad_enabled: bool,

@@ -84,7 +84,7 @@ def admit_size_one(ep: ExportedProgram, env, requested, leaf_dims: dict, args, k
         return ep
     tried = [s for s in sensitive if s in requested][:MAX_SYMBOLS]
     admitted = _same_at_one(ep, tried, free, leaf_dims, env.hint_of, args, kwargs, trace_at)
-    refused = {str(s): _reason(env, s, env.one_sensitive[s], s in tried)
+    refused = {str(s): _reason(env, s, env.one_sensitive[s], s in tried, env.one_why.get(s))
                for s in sensitive if s not in admitted}
     for symbol in sensitive:
         if symbol not in admitted and symbol in requested:
@@ -131,8 +131,9 @@ def _traces_the_same(ep, subset, free, leaf_dims, hints, args, kwargs, trace_at)
         ep, retrace.program, values, retrace.rename)
 
 
-def _reason(env, symbol, guard, traced: bool) -> str:
-    """Why ``symbol`` keeps ``[2, ...]``: the answer that depends on it being >= 2."""
+def _reason(env, symbol, guard, traced: bool, why: str | None = None) -> str:
+    """Why ``symbol`` keeps ``[2, ...]``: the answer that depends on it being >= 2 (and
+    ``why`` that answer matters, when the guard alone does not say it)."""
     where = guard.location
     place = ""
     if where is not None:
@@ -142,6 +143,8 @@ def _reason(env, symbol, guard, traced: bool) -> str:
     then = ("a trace at size 1 gives a different program" if traced else
             "checking size 1 needs a trace at size 1, done for dims declared min=1: declare "
             "this one Dim.AUTO(min=1) or Dim(..., min=1) to have it checked")
+    if why:  # a trace at size 1 would record the other program: no use offering one
+        return f"the program relies on {guard.describe(env.source_of)}{op}{place}: {why}"
     return (f"the program relies on {guard.describe(env.source_of)}{op}{place}, which "
             f"may not hold at {env.source_of(symbol)} = 1, and {then}")
 

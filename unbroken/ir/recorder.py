@@ -369,8 +369,12 @@ class Recorder(TorchDispatchMode):
         inputs after such calls (``observed``), or returns one of their results."""
         roots = [self.aliases.root(t) for t in outputs if isinstance(t, torch.Tensor)]
         for _, result, pending in self._layout_at_one:
-            if observed or any(root is result for root in roots):
-                self.env.mark_size_one_sensitive(pending)
+            if observed:
+                self.env.mark_size_one_sensitive(pending, _LAYOUT_AT_ONE.format(
+                    "and the program reads a stride or contiguity fact"))
+            elif any(root is result for root in roots):
+                self.env.mark_size_one_sensitive(pending, _LAYOUT_AT_ONE.format(
+                    "and the program returns that result (or a view of it)"))
         self._layout_at_one.clear()
 
     def _written(self, tensor: torch.Tensor) -> None:
@@ -378,7 +382,9 @@ class Recorder(TorchDispatchMode):
         root = self.aliases.root(tensor)
         for roots, _, pending in self._layout_at_one:
             if any(root is noted for noted in roots):
-                self.env.mark_size_one_sensitive(pending)
+                self.env.mark_size_one_sensitive(pending, _LAYOUT_AT_ONE.format(
+                    "and the program later writes into that memory in place" + _at(
+                        self.frames_provider())))
 
     def _track_aliasing(self, func, args, kwargs, out, node) -> None:
         if self._layout_at_one and is_mutating(func):
@@ -594,6 +600,14 @@ def _aligned_pointwise(func, args) -> bool:
 
 def _size_expr(size):
     return size.node.expr if isinstance(size, torch.SymInt) else int(size)
+
+
+_LAYOUT_AT_ONE = ("at size 1 that call returns a view of its input where the program copies "
+                  "(or a copy where it views), {}")
+
+
+def _at(frames) -> str:
+    return f" ({frames[-1].short()})" if frames else ""
 
 
 def _written_tensors(func, args, kwargs) -> list:

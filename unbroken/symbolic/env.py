@@ -109,6 +109,7 @@ class ShapeEnvironment:
         self.admits_one: set[sympy.Symbol] = set()
         self.one_sensitive: dict[sympy.Symbol, Guard] = {}
         self.one_requested: set[sympy.Symbol] = set()  # of admits_one: declared min=1
+        self.one_why: dict[sympy.Symbol, str] = {}  # of one_sensitive: why its answer matters
         self._aligned_broadcast = 0  # > 0 inside a pointwise op whose operands align
         # one dict per meta computation of a recorded node (innermost last): its "is this size
         # 1?" questions that the audit found sensitive, settled by the recorder comparing the
@@ -429,9 +430,14 @@ class ShapeEnvironment:
         finally:
             self._unit_scopes.pop()
 
-    def mark_size_one_sensitive(self, decisions: dict) -> None:
+    def mark_size_one_sensitive(self, decisions: dict, why: str = "") -> None:
+        """``decisions``: ``{symbol: the Guard that depends on it being >= 2}``; ``why``: what
+        makes that answer matter, when the guard alone does not say it (``one_why``)."""
         for symbol, guard in decisions.items():
-            self.one_sensitive.setdefault(symbol, guard)
+            if symbol not in self.one_sensitive:
+                self.one_sensitive[symbol] = guard
+                if why:
+                    self.one_why[symbol] = why
 
     def defer_size_one_check(self, pending: dict, check: Callable) -> None:
         """``check(ones)``: whether the answers of ``pending`` (one node's, see ``unit_scope``)

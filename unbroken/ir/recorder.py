@@ -38,8 +38,14 @@ from .aliasing import Aliases
 from .data_dependent import DATA_DEPENDENT_SIZES, SCALAR_OPS, integer_indexing
 from .graph_builder import GraphBuilder, meta_like
 from .meta_cache import MetaCache
-from .ops import (is_functional, is_inplace_op, is_mutating, is_view_op, takes_argument,
-                  written_arguments)
+from .ops import (
+    is_functional,
+    is_inplace_op,
+    is_mutating,
+    is_view_op,
+    takes_argument,
+    written_arguments,
+)
 from .unit_meta import same_node_at
 
 __all__ = ["Recorder", "meta_like"]

@@ -16,6 +16,7 @@ guards are checked against the spec later by ``solver.check_guards``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -29,8 +30,8 @@ from .guards import Guard, render_expr
 from .node import SymNode
 from .ranges import ValueRange, bound, static_truth
 
-__all__ = ["DryRunUndecided", "ShapeEnvironment", "SymbolInfo", "holds_at_one",
-           "sets_at_one"]
+__all__ = ["AnswersAtOne", "DryRunUndecided", "ShapeEnvironment", "SymbolInfo",
+           "flipped_at_one", "holds_at_one", "sets_at_one"]
 
 _AT_ONE_MAX = 3  # symbols checked together at 1 (2**n - 1 checks); beyond, they count
 # symbols of one node's deferred check put at 1 together (15 cheap meta re-runs at most): a
@@ -38,14 +39,67 @@ _AT_ONE_MAX = 3  # symbols checked together at 1 (2**n - 1 checks); beyond, they
 _NODE_AT_ONE_MAX = 6
 
 
-def holds_at_one(symbols, check: Callable[[dict], bool]) -> bool:
+def holds_at_one(symbols, check: Callable[[dict], bool], within=None) -> bool:
     """Whether ``check(ones)`` holds for every non-empty set of ``symbols`` put at 1
-    (``ones``: ``{symbol: 1}``); False beyond ``_AT_ONE_MAX`` symbols."""
+    (``ones``: ``{symbol: 1}``); False beyond ``_AT_ONE_MAX`` symbols.
+
+    within: when given, the only sets that may fail (``AnswersAtOne.flips``: the sets under
+    which an answer changed); the others are known to hold and are not checked."""
+    return all(check({s: sympy.Integer(1) for s in subset})
+               for subset in _sets_at_one(symbols, within))
+
+
+def flipped_at_one(symbols, holds: Callable[[dict], bool]) -> list[frozenset] | None:
+    """The non-empty sets of ``symbols`` which, put at 1, make ``holds(ones)`` False; None
+    beyond ``_AT_ONE_MAX`` symbols (every set counts then)."""
+    if len(symbols) > _AT_ONE_MAX:
+        return None
+    return [frozenset(subset) for subset in _sets_at_one(symbols, None)
+            if not holds({s: sympy.Integer(1) for s in subset})]
+
+
+def _sets_at_one(symbols, within) -> list[tuple]:
+    """The sets of ``symbols`` to put at 1, smallest first (name order within a size); a
+    single impossible set (``(None,)``) beyond ``_AT_ONE_MAX`` symbols, so that checks fail."""
     symbols = sorted(symbols, key=str)
-    return len(symbols) <= _AT_ONE_MAX and all(
-        check({s: sympy.Integer(1) for s in subset})
-        for count in range(1, len(symbols) + 1)
-        for subset in itertools.combinations(symbols, count))
+    if within is not None:
+        free = set(symbols)
+        return sorted((tuple(sorted(subset, key=str)) for subset in within if subset <= free),
+                      key=lambda subset: (len(subset), [str(s) for s in subset]))
+    if len(symbols) > _AT_ONE_MAX:
+        return [(None,)]
+    return [subset for count in range(1, len(symbols) + 1)
+            for subset in itertools.combinations(symbols, count)]
+
+
+class AnswersAtOne(dict):
+    """The size-1 sensitive answers given inside one node's meta computation (or one leaf
+    call): ``{symbol: Guard}``, and ``flips``, the sets of symbols which, put at 1, change one
+    of those answers (None once an answer had too many symbols to enumerate: every set
+    counts). A set no answer changes under gives the same computation, so only ``flips``
+    need the metadata compared at 1."""
+
+    __slots__ = ("flips",)
+
+    def __init__(self):
+        super().__init__()
+        self.flips: set | None = set()
+
+    def note(self, symbols, guard, flips) -> None:
+        for symbol in symbols:
+            self.setdefault(symbol, guard)
+        if flips is None or self.flips is None:
+            self.flips = None
+        else:
+            self.flips.update(flips)
+
+
+@functools.lru_cache(maxsize=8192)
+def _put_ones(expr, symbols: tuple):
+    """``expr`` with each of ``symbols`` replaced by 1. Cached for the process: substituting
+    re-evaluates the expression (most of an audit's cost), and every export of a model audits
+    the same questions."""
+    return expr.xreplace({s: sympy.Integer(1) for s in symbols})
 
 
 def sets_at_one(symbols) -> Iterator[dict]:
@@ -313,8 +367,8 @@ class ShapeEnvironment:
         known = self._decided.get(key)
         if known is not None:
             if expr in self._sensitive_answers and not self._dry:
-                value, kind, symbols = self._sensitive_answers[expr]
-                self._note_sensitive(expr, self._here(expr, value, kind), symbols)
+                value, kind, symbols, flips = self._sensitive_answers[expr]
+                self._note_sensitive(expr, self._here(expr, value, kind), symbols, flips)
             return known
         value = self.static_truth(expr, size_oblivious=size_oblivious)
         if self._dry:
@@ -417,13 +471,13 @@ class ShapeEnvironment:
         return True
 
     @contextlib.contextmanager
-    def unit_scope(self) -> Iterator[dict]:
+    def unit_scope(self) -> Iterator[AnswersAtOne]:
         """Around the meta computation of one recorded node: the sensitive answers the ranges
-        give inside go to the yielded ``{symbol: Guard}`` instead of ``one_sensitive``. Such
+        give inside go to the yielded ``AnswersAtOne`` instead of ``one_sensitive``. Such
         an answer only shapes the node's output metadata (the node recorded is the same); the
         recorder compares that metadata with the one computed at 1 (``ir.unit_meta``) and
         calls ``mark_size_one_sensitive`` when they differ."""
-        pending: dict = {}
+        pending = AnswersAtOne()
         self._unit_scopes.append(pending)
         try:
             yield pending
@@ -451,31 +505,51 @@ class ShapeEnvironment:
         >= 2 (the ones the program admits at 1 without another trace). Their meta re-runs
         need the Python dispatcher (symbolic ``expand``).
 
-        A check runs on every set of its free symbols at 1 (up to ``_NODE_AT_ONE_MAX``;
-        beyond, they count) that an input can reach: not when one of the set is refused at 1
-        anyway (marked, by this check or an earlier one), or one of ``input_facts`` is false
-        whatever the other sizes (a mask of batch 1 broadcast against a tensor of batch ``n``
-        is refused by ``n == b or b == 1`` asserted for the tensor's batch ``b``). So call it
-        once the program's input facts are known (after the guards are checked). The symbols
-        of a failing set are marked: the sets that contain one of them are then unreachable."""
+        A check runs on the sets of its free symbols at 1 that changed one of its answers
+        (``AnswersAtOne.flips``; every set, up to ``_NODE_AT_ONE_MAX`` symbols, when they were
+        too many to enumerate) and that an input can reach: not when one of the set is refused
+        at 1 anyway (marked, by this check or an earlier one), or one of ``input_facts`` is
+        false whatever the other sizes (a mask of batch 1 broadcast against a tensor of batch
+        ``n`` is refused by ``n == b or b == 1`` asserted for the tensor's batch ``b``: ``n``
+        at 1 is checked with ``b`` at 1 too, see ``_linked``). So call it once the program's
+        input facts are known (after the guards are checked). The symbols of a failing set are
+        marked: the sets that contain one of them are then unreachable."""
         checks, self._deferred_checks = self._deferred_checks, []
         for pending, check in checks:
-            symbols = self._linked([s for s in pending if s not in self.one_sensitive])
-            if len(symbols) > _NODE_AT_ONE_MAX:
+            free = [s for s in pending if s not in self.one_sensitive]
+            if not free:
+                continue
+            symbols = self._linked(free)
+            sets = self._sets_to_check(pending, free, symbols)
+            if sets is None:
                 self.mark_size_one_sensitive(pending)
                 continue
             guard = next(iter(pending.values()))
-            for ones in sets_at_one(symbols):
+            for ones in sets:
                 if not self._unreachable_at_one(ones, symbols) and not check(ones):
                     self.mark_size_one_sensitive({s: pending.get(s, guard) for s in ones})
         return {s for s in self.admits_one if s not in self.one_sensitive}
 
+    def _sets_to_check(self, pending, free: list, symbols: list) -> list[dict] | None:
+        """The sets at 1 a deferred check runs on, smallest first: each set of ``free``
+        (pending's symbols not yet refused at 1) that flipped an answer, with each set of the
+        symbols ``_linked`` to them; None when there are too many to enumerate."""
+        flips = getattr(pending, "flips", None)
+        linked = [s for s in symbols if s not in free]
+        if flips is None:
+            if len(symbols) > _NODE_AT_ONE_MAX:
+                return None
+            bases = [frozenset(ones) for ones in sets_at_one(free)]
+        else:
+            bases = [subset for subset in flips if subset <= set(free)]
+        extras = [frozenset()] + [frozenset(ones) for ones in sets_at_one(linked)]
+        sets = {base | extra for base in bases for extra in extras}
+        ordered = sorted(sets, key=lambda subset: (len(subset), sorted(map(str, subset))))
+        return [{s: sympy.Integer(1) for s in subset} for subset in ordered]
+
     def _linked(self, symbols: list) -> list:
         """``symbols`` and the free size-1 candidates an input fact relates to them: a mask's
-        batch ``b`` with the batch ``n`` it broadcasts against (``n == b or b == 1``), so
-        that ``n`` at 1 is checked with ``b`` at 1 too, while ``n`` alone at 1 is refused."""
-        if not symbols:
-            return symbols
+        batch ``b`` with the batch ``n`` it broadcasts against (``n == b or b == 1``)."""
         linked = set(symbols)
         for fact in self.input_facts:
             if fact.free_symbols & linked:
@@ -523,16 +597,17 @@ class ShapeEnvironment:
                       if s in self.admits_one and s not in self.one_sensitive]
         if not candidates:
             return
-        if holds_at_one(candidates, lambda ones: self._holds_at_one(expr, ones, value)):
+        flips = flipped_at_one(candidates, lambda ones: self._holds_at_one(expr, ones, value))
+        if flips == []:
             return
-        self._sensitive_answers[expr] = (value, kind, tuple(candidates))
-        self._note_sensitive(expr, self._here(expr, value, kind), candidates)
+        self._sensitive_answers[expr] = (value, kind, tuple(candidates), flips)
+        self._note_sensitive(expr, self._here(expr, value, kind), candidates, flips)
 
     def _holds_at_one(self, expr, ones: dict, value: bool) -> bool:
         """Whether the ranges give ``expr`` the answer ``value`` with ``ones`` put in (False
         when it is undefined there: ``x % (s0 // 8)``)."""
         try:
-            at_one = expr.xreplace(ones)
+            at_one = _put_ones(expr, tuple(sorted(ones, key=str)))
         except ArithmeticError:
             return False
         return static_truth(at_one, self.var_ranges, self._bound_cache) is value
@@ -542,8 +617,9 @@ class ShapeEnvironment:
         op = self._op_stack[-1] if self._op_stack else None
         return Guard(expr, value, self.frames(), op, kind)
 
-    def _note_sensitive(self, expr, guard: Guard, symbols) -> None:
-        """``symbols`` depend on being >= 2 through ``expr``. An answer given inside the meta
+    def _note_sensitive(self, expr, guard: Guard, symbols, flips) -> None:
+        """``symbols`` depend on being >= 2 through ``expr`` (``flips``: the sets of them at 1
+        that change the answer, None when too many to enumerate). An answer given inside the meta
         computation of one recorded node (a unit scope) only shaped that node's output
         metadata: it goes to the scope, for the recorder to compare that metadata at 1. Any
         other (the model's own decisions, torch's indexing code choosing which ops to run)
@@ -555,10 +631,12 @@ class ShapeEnvironment:
         metadata comparison covers it too."""
         if self._aligned_broadcast and _is_unit_question(expr):
             return
-        target = self._unit_scopes[-1] if self._unit_scopes else self.one_sensitive
-        for symbol in symbols:
-            if symbol not in self.one_sensitive:
-                target.setdefault(symbol, guard)
+        free = [s for s in symbols if s not in self.one_sensitive]
+        if self._unit_scopes:
+            self._unit_scopes[-1].note(free, guard, flips)
+            return
+        for symbol in free:
+            self.one_sensitive.setdefault(symbol, guard)
 
     def _record(self, expr, value: bool, kind: str) -> None:
         frames = tuple(self.location_provider()) if self.location_provider else ()

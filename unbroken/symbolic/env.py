@@ -372,7 +372,7 @@ class ShapeEnvironment:
             return known
         value = self.static_truth(expr, size_oblivious=size_oblivious)
         if self._dry:
-            return _settled(value)
+            return _settled(value if value is not None else self._dry_truth(expr))
         if value is not None:
             self._decided[key] = value
             self._audit_size_one(expr, value, kind)
@@ -430,7 +430,7 @@ class ShapeEnvironment:
             return known
         value = self.static_truth(expr)
         if self._dry:
-            return _settled(value)
+            return _settled(value if value is not None else self._dry_truth(expr))
         if value is not None:
             self._audit_size_one(expr, value, "expect_true")
             return value
@@ -574,6 +574,12 @@ class ShapeEnvironment:
         cache: dict = {}
         return any(static_truth(fact.xreplace(ones), ranges, cache) is False
                    for fact in self.input_facts)
+
+    def _dry_truth(self, expr) -> bool | None:
+        """A dry run's question the ranges leave open, settled once exact polynomial divisions
+        are carried out (``Eq(4*s1**2, 4*s1*((s1**2)//s1))``, a view's ``-1`` at size 1)."""
+        simpler = E.exact_divisions(expr)
+        return None if simpler is expr else self.static_truth(simpler)
 
     @contextlib.contextmanager
     def dry(self) -> Iterator[None]:

@@ -91,7 +91,7 @@ def _same_result_at(env, recorder, fn, args, kwargs, result, grad_enabled: bool,
     """Whether ``fn`` (one of ``LAYOUT_DEPENDENT_CALLS``) re-run with ``values`` put in
     returns a tensor of ``result``'s dtype and sizes at 1, whatever ops it took to get
     there and whatever its strides."""
-    with env.dry():
+    with env.dry(values):
         try:
             new_args, new_kwargs = pytree.tree_map(
                 lambda value: _substituted(env, value, values), (args, kwargs))
@@ -107,7 +107,7 @@ def _same_result_at(env, recorder, fn, args, kwargs, result, grad_enabled: bool,
 
 def _same_call_at(env, recorder, log, fn, args, kwargs, result, grad_enabled: bool,
                   values: dict) -> bool:
-    with env.dry():
+    with env.dry(values):
         try:
             new_args, new_kwargs = pytree.tree_map(
                 lambda value: _substituted(env, value, values), (args, kwargs))
@@ -170,7 +170,7 @@ def _same_constant(a, b) -> bool:
 
 
 def _same_at(env, rerun, args, kwargs, out, values: dict) -> bool:
-    with env.dry():
+    with env.dry(values):
         try:
             new_args, new_kwargs = pytree.tree_map(
                 lambda value: _substituted(env, value, values), (args, kwargs))

@@ -170,6 +170,7 @@ class ShapeEnvironment:
         # node's output metadata at 1 (see unit_scope)
         self._unit_scopes: list[dict] = []
         self._dry = 0  # > 0: answer only what ranges or earlier answers settle (see dry)
+        self._dry_ones: list[dict] = []  # the symbols each open dry run puts at 1
         # (pending answers of one node, check(ones) -> bool): run once the trace ends and the
         # input facts are known, for the symbols nothing else has made sensitive by then (see
         # settle_size_one)
@@ -577,20 +578,52 @@ class ShapeEnvironment:
 
     def _dry_truth(self, expr) -> bool | None:
         """A dry run's question the ranges leave open, settled once exact polynomial divisions
-        are carried out (``Eq(4*s1**2, 4*s1*((s1**2)//s1))``, a view's ``-1`` at size 1)."""
+        are carried out (``Eq(4*s1**2, 4*s1*((s1**2)//s1))``, a view's ``-1`` at size 1), or
+        by an equality the input facts force (``_forced_equalities``)."""
         simpler = E.exact_divisions(expr)
-        return None if simpler is expr else self.static_truth(simpler)
+        value = None if simpler is expr else self.static_truth(simpler)
+        if value is None and self.input_facts:
+            equalities = self._forced_equalities()
+            if equalities:
+                value = self.static_truth(simpler.xreplace(equalities))
+        return value
+
+    def _forced_equalities(self) -> dict:
+        """``{symbol: expression}`` that every input reaching a dry run's computation has:
+        an input fact (checked before the program runs) of which one alternative is left,
+        an equality, once the run's symbols at 1 are put in and the alternatives false for
+        every size are dropped (``seq == 1 or mask_seq == seq`` with ``seq`` refused at 1:
+        ``mask_seq == seq``). Sizes that may still be 1 count as 1 or more."""
+        ones = self._dry_ones[-1] if self._dry_ones else {}
+        ranges = dict(self.var_ranges)
+        for symbol in self.admits_one - set(self.one_sensitive) - set(ones):
+            ranges[symbol] = ValueRange(1, ranges[symbol].upper)
+        cache: dict = {}
+        forced: dict = {}
+        for fact in self.input_facts:
+            left = [option for option in sympy.Or.make_args(fact.xreplace(ones))
+                    if static_truth(option, ranges, cache) is not False]
+            if len(left) == 1 and isinstance(left[0], sympy.Eq):
+                lhs, rhs = left[0].args
+                if lhs.is_Symbol and lhs not in forced:
+                    forced[lhs] = rhs
+                elif rhs.is_Symbol and rhs not in forced:
+                    forced[rhs] = lhs
+        return forced
 
     @contextlib.contextmanager
-    def dry(self) -> Iterator[None]:
-        """A hypothetical computation (metadata at size 1): questions are answered only from
-        the ranges and earlier answers, nothing is recorded or audited, and a question they
-        do not settle raises ``DryRunUndecided``."""
+    def dry(self, ones: dict | None = None) -> Iterator[None]:
+        """A hypothetical computation (metadata with ``ones``, ``{symbol: 1}``, put in):
+        questions are answered only from the ranges, earlier answers and the input facts,
+        nothing is recorded or audited, and a question they do not settle raises
+        ``DryRunUndecided``."""
         self._dry += 1
+        self._dry_ones.append(ones or {})
         try:
             yield
         finally:
             self._dry -= 1
+            self._dry_ones.pop()
 
     def _audit_size_one(self, expr, value: bool, kind: str) -> None:
         """Mark the ``admits_one`` symbols of ``expr`` on which the answer ``value`` might

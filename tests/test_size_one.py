@@ -443,3 +443,61 @@ def test_encoder_decoder_attention_admits_batch_one():
     ep = unbroken.export(model, tuple(make(2, 6, 4)), dynamic_shapes=(auto, auto, auto))
     sizes = [(1,), (3,), (1, 5, 2), (1, 5, 1), (3, 9, 2), (3, 7, 3, 1)]
     assert {(1,), (3,), (1, 5, 2), (3, 9, 2)} <= set(_check_sizes(model, ep, sizes, make))
+
+
+class MergedHeadsView(nn.Module):
+    """BLOOM: scores of ``batch * heads`` viewed back with a ``-1`` (at batch 1 the view's
+    size question divides polynomials exactly: ``(s**2)//s``)."""
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        q = x.view(b, s, 2, 4).transpose(1, 2).reshape(b * 2, s, 4)
+        scores = torch.bmm(q, q.transpose(1, 2))
+        return scores.view(b, 2, s, -1).softmax(-1)
+
+
+def test_view_with_inferred_size_over_merged_heads_admits_batch_one():
+    model = MergedHeadsView()
+    ep = unbroken.export(model, (torch.randn(2, 5, 8),),
+                         dynamic_shapes=({0: Dim.AUTO, 1: Dim.AUTO},))
+    assert {int(r.lower) for r in ep.range_constraints.values()} == {1}
+    sizes = [(1, 5), (3, 4), (1, 1), (2, 1)]
+    assert _check_sizes(model, ep, sizes, lambda b, s: [torch.randn(b, s, 8)]) == sizes
+
+
+class PositionBias(nn.Module):
+    """T5: a position bias of batch 1 (heads permuted to the front) masked by the padding
+    mask of the batch; the length must not be 1 (the code branches on it)."""
+
+    def __init__(self):
+        super().__init__()
+        self.bias = nn.Embedding(8, 4)
+
+    def forward(self, x, mask):
+        b, s = x.shape[:2]
+        positions = torch.arange(s)[:, None] - torch.arange(s)[None, :]
+        bias = self.bias(positions.clamp(0, 7)).permute(2, 0, 1).unsqueeze(0)
+        padding = mask[:, None, None, :].bool().expand(b, 1, s, mask.shape[1])
+        scores = torch.where(padding, bias, torch.finfo(x.dtype).min)
+        q = x.view(b, s, 4, 2).transpose(1, 2)
+        out = F.scaled_dot_product_attention(q, q, q, attn_mask=scores)
+        return out * (2 if s > 1 else 1)
+
+
+def test_position_bias_masked_by_the_batch_admits_batch_one():
+    model = PositionBias()
+    auto = {0: Dim.AUTO, 1: Dim.AUTO}
+    ep = unbroken.export(model, (torch.randn(2, 6, 8), torch.ones(2, 6)),
+                         dynamic_shapes=(auto, auto))
+    batch = [s for s, r in ep.range_constraints.items() if int(r.lower) == 1]
+    assert batch  # the batch admits 1; the length keeps [2, ...]
+
+    def make(b, s=6, mask_b=None):
+        mask = torch.ones(mask_b or b, s)
+        mask[-1, s // 2:] = 0
+        return [torch.randn(b, s, 8), mask]
+
+    sizes = [(1,), (3,), (1, 4), (3, 1), (3, 6, 1)]
+    assert {(1,), (3,), (1, 4)} <= set(_check_sizes(model, ep, sizes, make))
+    with pytest.raises(InputMismatchError, match="size 1 is refused for x.shape\\[1\\]"):
+        ep.module()(*make(2, 1))

@@ -572,6 +572,7 @@ class _Export:
     # ----------------------------------------------------------------- program
     def _build(self, flat_outputs, out_spec) -> ExportedProgram:
         self._lift_constant_specs()
+        self._settle_size_one(flat_outputs)
         self.builder.set_output(flat_outputs)
         graph_module = functionalize_subgraphs(self.builder.graph_module())
         signature = ExportGraphSignature(self._ordered_input_specs(), self._output_specs())
@@ -581,8 +582,6 @@ class _Export:
                             for s in signature.mutation_specs)
         strict_layout = self.output.layout_read or self.recorder.wrote_layout_dependent or (
             writes_inputs and self.output.layout_aliasing)
-        # a reshape that copies here and views at size 1: harmless unless layout is read
-        self.recorder.layout_observed_at_one(flat_outputs, self.output.layout_read)
         graph_module = dead_code_elimination(graph_module)
         module_calls = preserved_signatures(graph_module, signature,
                                             self.output.preserved_calls)
@@ -596,6 +595,28 @@ class _Export:
             forward_arg_names=tuple(self.top_dims), module_types=self._module_types(),
             env=self.env, specializations=self.specializations,
             strict_layout=bool(strict_layout), module_calls=module_calls))
+
+    def _settle_size_one(self, flat_outputs) -> None:
+        """Which dims admit 1 (``symbolic.settle_one``), once the guards have given the input
+        facts: a reshape that copies here and views at 1 counts if the program reads layout
+        or returns its result; each set of sizes at 1 refused by pattern becomes an
+        assertion at the inputs."""
+        self.recorder.layout_observed_at_one(flat_outputs, self.output.layout_read)
+        with enable_python_dispatcher():  # the checks re-run meta kernels
+            self.env.settle_size_one()
+        for refused in self.env.one_refused_sets:
+            self._refuse_at_one(refused)
+
+    def _refuse_at_one(self, refused) -> None:
+        source = self.env.source_of
+        guard = refused.guard
+        ones = " and ".join(f"{source(s)} = 1" for s in sorted(refused.ones, key=str))
+        others = " or ".join(source(s) for s in sorted(refused.others, key=str))
+        where = f" at {guard.frames[-1].short()}" if guard.frames else ""
+        text = (f"with {ones}, {others} must be 1 too: otherwise the program relies on "
+                f"{guard.describe(source)}{where}, which does not hold there (those sizes need "
+                f"a program of their own)")
+        self.builder.assert_at_inputs(refused.fact, text, guard.frames)
 
     def _module_types(self) -> dict:
         """Submodule FQN -> class, for the program's module call graph and node metadata."""

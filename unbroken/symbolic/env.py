@@ -29,14 +29,12 @@ from .diagnostics import DataDependentError, ExportUsageError, UserFrame
 from .guards import Guard, render_expr
 from .node import SymNode
 from .ranges import ValueRange, bound, static_truth
+from .settle_one import forced_equalities, settle_check
 
 __all__ = ["AnswersAtOne", "DryRunUndecided", "ShapeEnvironment", "SymbolInfo",
-           "flipped_at_one", "holds_at_one", "sets_at_one"]
+           "flipped_at_one", "holds_at_one"]
 
 _AT_ONE_MAX = 3  # symbols checked together at 1 (2**n - 1 checks); beyond, they count
-# symbols of one node's deferred check put at 1 together (15 cheap meta re-runs at most): a
-# pointwise op between a tensor and its mask meets batch and sequence of both
-_NODE_AT_ONE_MAX = 6
 
 
 def holds_at_one(symbols, check: Callable[[dict], bool], within=None) -> bool:
@@ -100,14 +98,6 @@ def _put_ones(expr, symbols: tuple):
     re-evaluates the expression (most of an audit's cost), and every export of a model audits
     the same questions."""
     return expr.xreplace({s: sympy.Integer(1) for s in symbols})
-
-
-def sets_at_one(symbols) -> Iterator[dict]:
-    """Every non-empty set of ``symbols`` put at 1 (``{symbol: 1}``), smallest first."""
-    symbols = sorted(symbols, key=str)
-    for count in range(1, len(symbols) + 1):
-        for subset in itertools.combinations(symbols, count):
-            yield {s: sympy.Integer(1) for s in subset}
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +168,9 @@ class ShapeEnvironment:
         # facts over input sizes the program asserts before computing anything (relations no
         # spec can state): an input they refuse never reaches a node (see settle_size_one)
         self.input_facts: list = []
+        # sets of sizes at 1 under which a node computes something else, refused at run time
+        # by an assertion (settle_one.RefusedAtOne) the pipeline adds to the program
+        self.one_refused_sets: list = []
         # sensitive answers -> (Guard, symbols): a cached answer reused by a later node (or
         # outside any) counts there too
         self._sensitive_answers: dict = {}
@@ -502,114 +495,30 @@ class ShapeEnvironment:
         self._deferred_checks.append((pending, check))
 
     def settle_size_one(self) -> set:
-        """Run the deferred checks; the ``admits_one`` symbols no answer depends on being
-        >= 2 (the ones the program admits at 1 without another trace). Their meta re-runs
-        need the Python dispatcher (symbolic ``expand``).
-
-        A check runs on the sets of its free symbols at 1 that changed one of its answers
-        (``AnswersAtOne.flips``; every set, up to ``_NODE_AT_ONE_MAX`` symbols, when they were
-        too many to enumerate) and that an input can reach: not when one of the set is refused
-        at 1 anyway (marked, by this check or an earlier one), or one of ``input_facts`` is
-        false whatever the other sizes (a mask of batch 1 broadcast against a tensor of batch
-        ``n`` is refused by ``n == b or b == 1`` asserted for the tensor's batch ``b``: ``n``
-        at 1 is checked with ``b`` at 1 too, see ``_linked``). So call it once the program's
-        input facts are known (after the guards are checked). The symbols of a failing set are
-        marked: the sets that contain one of them are then unreachable."""
+        """Run the deferred checks (``symbolic.settle_one``): the ``admits_one`` symbols no
+        answer depends on being >= 2 (the ones the program admits at 1 without another
+        trace). Call it once the program's input facts are known (after the guards are
+        checked), under the Python dispatcher (the checks re-run meta kernels); the sets of
+        sizes at 1 refused by a run-time assertion instead are in ``one_refused_sets``."""
         checks, self._deferred_checks = self._deferred_checks, []
         for pending, check in checks:
-            free = [s for s in pending if s not in self.one_sensitive]
-            if not free:
-                continue
-            symbols = self._linked(free)
-            sets = self._sets_to_check(pending, free, symbols)
-            if sets is None:
-                self.mark_size_one_sensitive(pending)
-                continue
-            guard = next(iter(pending.values()))
-            for ones in sets:
-                if not self._unreachable_at_one(ones, symbols) and not check(ones):
-                    self.mark_size_one_sensitive({s: pending.get(s, guard) for s in ones})
+            refused = settle_check(self, pending, check)
+            self.one_refused_sets.extend(refused)
+            self.input_facts.extend(r.fact for r in refused)
         return {s for s in self.admits_one if s not in self.one_sensitive}
-
-    def _sets_to_check(self, pending, free: list, symbols: list) -> list[dict] | None:
-        """The sets at 1 a deferred check runs on, smallest first: each set of ``free``
-        (pending's symbols not yet refused at 1) that flipped an answer, with each set of the
-        symbols ``_linked`` to them; None when there are too many to enumerate."""
-        flips = getattr(pending, "flips", None)
-        linked = [s for s in symbols if s not in free]
-        if flips is None:
-            if len(symbols) > _NODE_AT_ONE_MAX:
-                return None
-            bases = [frozenset(ones) for ones in sets_at_one(free)]
-        else:
-            bases = [subset for subset in flips if subset <= set(free)]
-        extras = [frozenset()] + [frozenset(ones) for ones in sets_at_one(linked)]
-        sets = {base | extra for base in bases for extra in extras}
-        ordered = sorted(sets, key=lambda subset: (len(subset), sorted(map(str, subset))))
-        return [{s: sympy.Integer(1) for s in subset} for subset in ordered]
-
-    def _linked(self, symbols: list) -> list:
-        """``symbols`` and the free size-1 candidates an input fact relates to them: a mask's
-        batch ``b`` with the batch ``n`` it broadcasts against (``n == b or b == 1``)."""
-        linked = set(symbols)
-        for fact in self.input_facts:
-            if fact.free_symbols & linked:
-                linked |= {s for s in fact.free_symbols
-                           if s in self.admits_one and s not in self.one_sensitive}
-        return sorted(linked, key=str)
-
-    def _unreachable_at_one(self, ones: dict, checked) -> bool:
-        """Whether no input admitted has ``ones`` at 1 and the other ``checked`` symbols >= 2:
-        one of ``ones`` is already refused at 1, or an input fact is false there whatever the
-        other sizes (any other size-1 candidate at 1 or more)."""
-        return bool(set(ones) & set(self.one_sensitive)) or self._refused_at_one(ones, checked)
-
-    def _refused_at_one(self, ones: dict, checked) -> bool:
-        """Whether an input fact is false for every input with ``ones`` at 1, the other
-        ``checked`` symbols >= 2 (their ranges) and any other size-1 candidate at 1 or more."""
-        if not self.input_facts:
-            return False
-        ranges = dict(self.var_ranges)
-        for symbol in self.admits_one - set(checked) - set(self.one_sensitive):
-            ranges[symbol] = ValueRange(1, ranges[symbol].upper)
-        cache: dict = {}
-        return any(static_truth(fact.xreplace(ones), ranges, cache) is False
-                   for fact in self.input_facts)
 
     def _dry_truth(self, expr) -> bool | None:
         """A dry run's question the ranges leave open, settled once exact polynomial divisions
         are carried out (``Eq(4*s1**2, 4*s1*((s1**2)//s1))``, a view's ``-1`` at size 1), or
-        by an equality the input facts force (``_forced_equalities``)."""
+        by an equality the input facts force (``settle_one.forced_equalities``)."""
         simpler = E.exact_divisions(expr)
         value = None if simpler is expr else self.static_truth(simpler)
         if value is None and self.input_facts:
-            equalities = self._forced_equalities()
+            ones = self._dry_ones[-1] if self._dry_ones else {}
+            equalities = forced_equalities(self, ones)
             if equalities:
                 value = self.static_truth(simpler.xreplace(equalities))
         return value
-
-    def _forced_equalities(self) -> dict:
-        """``{symbol: expression}`` that every input reaching a dry run's computation has:
-        an input fact (checked before the program runs) of which one alternative is left,
-        an equality, once the run's symbols at 1 are put in and the alternatives false for
-        every size are dropped (``seq == 1 or mask_seq == seq`` with ``seq`` refused at 1:
-        ``mask_seq == seq``). Sizes that may still be 1 count as 1 or more."""
-        ones = self._dry_ones[-1] if self._dry_ones else {}
-        ranges = dict(self.var_ranges)
-        for symbol in self.admits_one - set(self.one_sensitive) - set(ones):
-            ranges[symbol] = ValueRange(1, ranges[symbol].upper)
-        cache: dict = {}
-        forced: dict = {}
-        for fact in self.input_facts:
-            left = [option for option in sympy.Or.make_args(fact.xreplace(ones))
-                    if static_truth(option, ranges, cache) is not False]
-            if len(left) == 1 and isinstance(left[0], sympy.Eq):
-                lhs, rhs = left[0].args
-                if lhs.is_Symbol and lhs not in forced:
-                    forced[lhs] = rhs
-                elif rhs.is_Symbol and rhs not in forced:
-                    forced[rhs] = lhs
-        return forced
 
     @contextlib.contextmanager
     def dry(self, ones: dict | None = None) -> Iterator[None]:

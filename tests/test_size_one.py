@@ -501,3 +501,37 @@ def test_position_bias_masked_by_the_batch_admits_batch_one():
     assert {(1,), (3,), (1, 4)} <= set(_check_sizes(model, ep, sizes, make))
     with pytest.raises(InputMismatchError, match="size 1 is refused for x.shape\\[1\\]"):
         ep.module()(*make(2, 1))
+
+
+class OuterMask(nn.Module):
+    """DeBERTa: the padding mask made a ``(batch, 1, len, len)`` attention mask of its own
+    batch, filling the scores of the inputs' batch: a mask of batch 1 broadcasts against
+    inputs of batch n (another program), mask and inputs of batch 1 together do not."""
+
+    def forward(self, x, mask):
+        b, s, _ = x.shape
+        x = x * mask.unsqueeze(-1)  # the embeddings masked: the mask's batch may be 1
+        square = mask[:, None, :, None] * mask[:, None, None, :]
+        heads = x.view(b, s, 2, 4).transpose(1, 2)
+        scores = (heads @ heads.transpose(-1, -2)).masked_fill(square == 0, -1e4)
+        return scores.softmax(-1).sum(1)
+
+
+def test_mask_of_its_own_batch_refuses_only_the_pattern_that_broadcasts():
+    model = OuterMask()
+    auto = {0: Dim.AUTO, 1: Dim.AUTO}
+    ep = unbroken.export(model, (torch.randn(2, 6, 8), torch.ones(2, 6)),
+                         dynamic_shapes=(auto, auto))
+    assert {int(r.lower) for r in ep.range_constraints.values()} == {1}
+
+    def make(b, s=6, mask_b=None, mask_s=None):
+        mask = torch.ones(mask_b or b, mask_s or s)
+        mask[-1, s // 2:] = 0
+        return [torch.randn(b, s, 8), mask]
+
+    sizes = [(1,), (3,), (1, 1), (3, 5, 1), (3, 6, 3, 1)]
+    assert {(1,), (3,), (1, 1)} <= set(_check_sizes(model, ep, sizes, make))
+    with pytest.raises(InputMismatchError, match=r"with mask.shape\[0\] = 1, one of .*x.shape"
+                                                 r"\[0\].* must be 1 too: otherwise the "
+                                                 r"program relies on .*test_size_one.py:\d+"):
+        ep.module()(*make(3, 6, 1))

@@ -611,9 +611,11 @@ class _Export:
         source = self.env.source_of
         guard = refused.guard
         ones = " and ".join(f"{source(s)} = 1" for s in sorted(refused.ones, key=str))
-        others = " or ".join(source(s) for s in sorted(refused.others, key=str))
+        others = sorted(refused.others, key=str)
+        needed = (f"{source(others[0])} must be 1 too" if len(others) == 1 else
+                  f"one of {', '.join(map(source, others))} must be 1 too")
         where = f" at {guard.frames[-1].short()}" if guard.frames else ""
-        text = (f"with {ones}, {others} must be 1 too: otherwise the program relies on "
+        text = (f"with {ones}, {needed}: otherwise the program relies on "
                 f"{guard.describe(source)}{where}, which does not hold there (those sizes need "
                 f"a program of their own)")
         self.builder.assert_at_inputs(refused.fact, text, guard.frames)

@@ -918,10 +918,10 @@ class BSetattr(nn.Module):
         return self.head(x)
 
 
-class BNonzero(nn.Module):
+class BBincount(nn.Module):
     def forward(self, x):
-        values = torch.unique(x)  # MARK
-        return values
+        counts = torch.bincount(x.abs().long().flatten())  # MARK
+        return counts
 
 
 class BMaskIndex(nn.Module):
@@ -960,7 +960,7 @@ class BInt(nn.Module):
     (BRaise, "UB104"),
     (BGlobal, "UB107"),
     (BSetattr, "UB107"),
-    (BNonzero, "UB114"),
+    (BBincount, "UB114"),
     (BMaskIndex, "UB114"),
     (BInt, "UB105"),
 ], ids=lambda v: v.__name__ if isinstance(v, type) else v)

@@ -194,7 +194,12 @@ def hints_of(graph: fx.Graph, symbols) -> dict:
     """symbol -> example value, for the given symbols, from the graph's fake values (symbols
     without one, such as data-dependent ones, map to None)."""
     env = _shape_env_of(graph)
-    known = getattr(env, "backed_var_to_val", None) or getattr(env, "var_to_val", None) or {}
+    if env is None:
+        known = {}
+    elif hasattr(env, "backed_var_to_val"):  # an empty one too: var_to_val warns it is deprecated
+        known = env.backed_var_to_val
+    else:
+        known = env.var_to_val
     return {s: int(known[s]) if s in known else None for s in symbols}
 
 

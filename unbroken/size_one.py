@@ -11,9 +11,14 @@ dims whose spec admits 1 (``Dim("batch", min=1)``, a named ``Dim``'s default ``m
    answered is re-asked with each set of its candidate symbols at 1. A symbol no answer
    depends on is admitted without more work: at 1 the trace takes every decision it took, so
    it records this very program. Answers given inside one node's meta computation only shape
-   that node's output metadata: they count only when that metadata differs at 1; answers
-   torch's own code gives during a leaf call (``reshape`` choosing a view or a copy) count
-   only when the call, re-run at 1, dispatches other ops (``ir.unit_meta``);
+   that node's output metadata: they count only when that metadata differs at 1, under a set
+   of dims at 1 that the program's input assertions let through (``symbolic.settle_one``;
+   a set that differs while others containing its dims do not is refused by a run-time
+   assertion of that pattern instead of a range); answers torch's own code gives during a
+   leaf call (``reshape`` choosing a view or a copy) count only when the call, re-run at 1,
+   dispatches other ops (``ir.unit_meta``) -- or, for a layout-dependent call that copies on
+   one side and views on the other, when the program writes that memory, returns the result
+   or reads a layout fact (``Recorder.note_layout_at_one``);
 2. the others ("sensitive": some answer would change, e.g. ``s0 == 1`` while broadcasting)
    keep ``[2, ...]`` unless their spec says ``min=1``: those (up to ``MAX_SYMBOLS``) are
    traced again with the dim fixed at 1 (the example inputs cut down to size 1) and the two

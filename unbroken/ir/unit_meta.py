@@ -17,7 +17,11 @@ Answers given during a leaf call but outside any node (torch's C++ ``reshape`` c
 view or a copy, indexing choosing which ops to run) may change which ops run: the whole call
 is re-run at 1 with every op it dispatches logged and none recorded
 (``Recorder.dry_logging``), and must dispatch the same ops on corresponding arguments, with
-the same output metadata, and return the corresponding result.
+the same output metadata, and return the corresponding result. A layout-dependent call
+(``LAYOUT_DEPENDENT_CALLS``: ``reshape``, ``flatten``, ``contiguous``...) that copies on one
+side and views on the other returns the same values either way: it only needs a result of
+the same sizes at 1, and the recorder then watches what could tell a view from a copy
+(``Recorder.note_layout_at_one``).
 """
 from __future__ import annotations
 

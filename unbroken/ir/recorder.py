@@ -383,8 +383,8 @@ class Recorder(TorchDispatchMode):
 
     def layout_observed_at_one(self, outputs, observed: bool) -> None:
         """The trace has ended: mark the answers of the layout-dependent calls noted by
-        ``note_layout_at_one`` size-one sensitive when the program reads layout or writes
-        inputs after such calls (``observed``), or returns one of their results."""
+        ``note_layout_at_one`` size-one sensitive when the program reads a layout fact
+        (``observed``) or returns one of their results (writes are marked as they happen)."""
         roots = [self.aliases.root(t) for t in outputs if isinstance(t, torch.Tensor)]
         for _, result, pending in self._layout_at_one:
             if observed:

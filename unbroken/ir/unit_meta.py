@@ -49,15 +49,6 @@ def same_node_at(env, rerun: Callable, args, kwargs, out, ones: dict) -> bool:
     return _same_at(env, rerun, args, kwargs, out, ones)
 
 
-def same_node_at_one(env, rerun: Callable, args, kwargs, out, symbols, flips=None) -> bool:
-    """Whether ``rerun(args, kwargs)`` at every combination of ``symbols`` at 1 gives
-    ``out``'s metadata at 1 (a node's "is this size 1?" answers are then harmless).
-    ``flips``: the only combinations under which an answer changed (``AnswersAtOne.flips``);
-    under the others the re-run repeats the same computation and is not made."""
-    return holds_at_one(symbols, lambda ones: _same_at(env, rerun, args, kwargs, out, ones),
-                        within=flips)
-
-
 def settle_leaf_call(env, recorder, pending: dict, log: list, fn, args, kwargs,
                      result, grad_enabled: bool) -> None:
     """Mark the symbols of ``pending`` (answers given during one leaf call outside any

@@ -535,3 +535,40 @@ def test_mask_of_its_own_batch_refuses_only_the_pattern_that_broadcasts():
                                                  r"\[0\].* must be 1 too: otherwise the "
                                                  r"program relies on .*test_size_one.py:\d+"):
         ep.module()(*make(3, 6, 1))
+
+
+_PAIR_BODIES = {
+    "scale_by_mask": lambda x, m: x * m.unsqueeze(-1),
+    "masked_scores": lambda x, m: (x @ x.transpose(-1, -2)).masked_fill(
+        m[:, None, :] == 0, -1e4).softmax(-1),
+    "where_mask": lambda x, m: torch.where(m[:, :, None] > 0, x, x.flip(-1)),
+    "outer_mask": lambda x, m: (x * m.unsqueeze(-1)).transpose(1, 2) @ (
+        m[:, :, None] * m[:, None, :]),
+    "merged_heads": lambda x, m: (x * m.unsqueeze(-1)).view(
+        x.shape[0], x.shape[1], 2, 2).transpose(1, 2).reshape(-1, x.shape[1], 2).sum(-1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_PAIR_BODIES))
+def test_every_admitted_pair_of_sizes_computes_what_eager_computes(name):
+    """Differential, two inputs with every dim ``Dim.AUTO`` (an input and a mask of batch and
+    length of their own): each combination of sizes (1 included) either runs and gives
+    eager's output, or is refused before running; batch 1 for both runs."""
+    body = _PAIR_BODIES[name]
+
+    class Body(nn.Module):
+        def forward(self, x, m):
+            return body(x, m)
+
+    auto = {0: Dim.AUTO, 1: Dim.AUTO}
+    ep = unbroken.export(Body(), (torch.randn(2, 5, 4), torch.ones(2, 5)),
+                         dynamic_shapes=(auto, auto))
+
+    def make(b, s, mask_b, mask_s):
+        mask = (torch.rand(mask_b, mask_s, generator=torch.Generator().manual_seed(b)) > .3)
+        return [torch.randn(b, s, 4), mask.float()]
+
+    sizes = [(b, s, mb, ms) for b in (1, 2, 3) for s in (1, 5) for mb in (1, b)
+             for ms in (1, s)]
+    ran = _check_sizes(Body(), ep, sizes, make)
+    assert (1, 5, 1, 5) in ran and (3, 5, 3, 5) in ran

@@ -143,6 +143,11 @@ UNIQUE_CASES = {
     "one_hot_against_values": lambda x: x[:, None] == torch.unique(x)[None, :],
     "repeat_interleave": lambda x: torch.repeat_interleave(x * 10, x),
     "repeat_interleave_indices": lambda x: torch.repeat_interleave(x).float().mean(),
+    "bincount": lambda x: torch.bincount(x),
+    "bincount_minlength_weights": lambda x: torch.bincount(x, x.float() / 3, minlength=9),
+    "bincount_half_weights_sum_in_double": lambda x: torch.bincount(x, x.half()),
+    "mask_over_a_later_dim": lambda x: x.view(2, 3)[:, x.view(2, 3)[0] > 1] * 2,
+    "mask_after_an_ellipsis": lambda x: x.view(3, 2)[..., x[:2] > 1],
 }
 
 
@@ -157,9 +162,10 @@ class Fn(nn.Module):
 
 @pytest.mark.parametrize("name", list(UNIQUE_CASES))
 def test_unique_counts_are_unbacked_sizes(name):
-    """torch.unique and its relatives: the number of values kept is a size only tensor data
-    decides (an unbacked symbol, as for nonzero); the program matches eager on inputs with
-    other numbers of distinct values, after save/load and after run_decompositions()."""
+    """torch.unique and its relatives (bincount, repeat_interleave, a boolean mask over any
+    dims): the number of values kept is a size only tensor data decides (an unbacked symbol,
+    as for nonzero); the program matches eager on inputs with other numbers of distinct
+    values, after save/load and after run_decompositions()."""
     fn = UNIQUE_CASES[name]
     example = torch.tensor([3, 1, 3, 2, 1, 2])
     ep = unbroken.export(Fn(fn), (example,))
@@ -174,6 +180,13 @@ def test_unique_counts_are_unbacked_sizes(name):
             assert len(got) == len(want)
             for a, b in zip(got, want):
                 assert a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b)
+
+
+def test_bincount_minlength_is_the_lower_bound_of_its_length():
+    ep = unbroken.export(Fn(lambda x: torch.bincount(x, minlength=8)),
+                         (torch.tensor([0, 2, 2]),))
+    (length,) = ep.range_constraints.values()
+    assert length.lower == 8
 
 
 def test_unique_of_an_empty_input_keeps_no_symbol():

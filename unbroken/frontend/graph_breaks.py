@@ -175,14 +175,14 @@ _KINDS = [
     BreakKind(
         "UB114", "Operator with a data-dependent output shape",
         "The output size of this operator depends on tensor values in a way unbroken does not "
-        "model (`bincount`, `one_hot` without `num_classes`, boolean masks mixed with other "
-        "index tensors). The ones it models (`nonzero`, `masked_select`, `x[mask]`, `unique`, "
-        "`unique_consecutive`, `repeat_interleave` by a tensor) export: their sizes become "
-        "symbols known at run time.",
-        "Use a fixed-size formulation (a known number of classes or bins, torch.where(mask, x, "
-        "0) instead of selecting), or one of the modelled operators.",
-        "return torch.bincount(x)",
-        "return torch.nn.functional.one_hot(x, num_classes=10).sum(0)",
+        "model (a boolean mask indexing together with other index tensors). The ones it models "
+        "(`nonzero`, `masked_select`, `x[mask]`, `unique`, `unique_consecutive`, "
+        "`repeat_interleave` by a tensor, `bincount`) export: their sizes become symbols known "
+        "at run time.",
+        "Index with the mask alone (then with the other index), or use a fixed-size formulation "
+        "such as torch.where(mask, x, 0) instead of selecting.",
+        "return x[torch.tensor([0, 1]), x[0] > 0]",
+        "return x[torch.tensor([0, 1])][:, x[0] > 0]",
     ),
     BreakKind(
         "UB116", "Attribute assignment on a tensor",

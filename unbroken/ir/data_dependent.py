@@ -1,6 +1,6 @@
 """Operators whose results depend on tensor values: ``.item()`` and ops whose output sizes
 do (``nonzero``, ``masked_select``, boolean-mask indexing, the ``unique`` family,
-``repeat_interleave`` by a tensor).
+``repeat_interleave`` by a tensor, ``bincount``).
 
 With a shape environment, the recorder gives each such value a fresh *unbacked* symbol (no
 example value; a size is >= 0 and at most the input's element count) instead of refusing it.
@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from ..symbolic.diagnostics import UnsupportedError
+from ..symbolic.ranges import ValueRange
 
 __all__ = ["SCALAR_OPS", "DATA_DEPENDENT_SIZES", "integer_indexing"]
 
@@ -31,14 +32,17 @@ def _masked_select(recorder, tensor, mask):
 
 
 def _bool_index(recorder, tensor, indices):
-    """``x[mask]`` with one boolean mask over the leading dims (other index forms refused)."""
+    """``x[mask]``, ``x[:, mask]``: one boolean mask over consecutive dims, every other index
+    a full slice; the selected elements replace those dims (other index forms refused)."""
     masks = [i for i in indices if i is not None]
-    if len(masks) != 1 or indices[0] is None or masks[0].dtype not in (torch.bool, torch.uint8):
+    if len(masks) != 1 or masks[0].dtype not in (torch.bool, torch.uint8):
         raise UnsupportedError("indexing with several tensors where one is a boolean mask",
                                code="UB114", frames=recorder.frames_provider())
     mask = masks[0]
+    start = next(i for i, index in enumerate(indices) if index is not None)
     count = recorder.unbacked_size("mask count", upper=_static_numel(mask.shape))
-    return torch.empty((count, *tensor.shape[mask.dim():]), dtype=tensor.dtype, device=_META)
+    shape = (*tensor.shape[:start], count, *tensor.shape[start + mask.dim():])
+    return torch.empty(shape, dtype=tensor.dtype, device=_META)
 
 
 def _repeat_interleave(recorder, repeats, output_size=None):
@@ -47,6 +51,20 @@ def _repeat_interleave(recorder, repeats, output_size=None):
     if output_size is None:
         output_size = recorder.unbacked_size("repeat_interleave() total")
     return torch.empty((output_size,), dtype=repeats.dtype, device=_META)
+
+
+def _bincount(recorder, tensor, weights=None, minlength=0):
+    """``bincount``: one count per value up to the largest (``max(x) + 1``, at least
+    ``minlength``; none for an empty input), as the CPU kernel types it: int64 counts, or sums
+    of the weights in float32 for float32 weights and in float64 for any other."""
+    count = recorder.unbacked_size("bincount() length")
+    if minlength:
+        recorder.env.set_range(count.node.expr, ValueRange(minlength, None), spec=True)
+    if weights is None:
+        dtype = torch.long
+    else:
+        dtype = torch.float32 if weights.dtype == torch.float32 else torch.float64
+    return torch.empty((count,), dtype=dtype, device=_META)
 
 
 def _unique(recorder, tensor, dim, return_inverse, return_counts, what):
@@ -107,6 +125,7 @@ DATA_DEPENDENT_SIZES = {
     aten.masked_select.default: _masked_select,
     aten.index.Tensor: _bool_index,
     aten.repeat_interleave.Tensor: _repeat_interleave,
+    aten.bincount.default: _bincount,
     aten._unique2.default: _unique2,
     aten._unique.default: _unique_old,
     aten.unique_dim.default: _unique_dim,

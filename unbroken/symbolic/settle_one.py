@@ -140,6 +140,8 @@ def _unreachable(env, subset: frozenset, checked, facts: list) -> bool:
     refuses, ``facts``) is false there whatever the other sizes."""
     if subset & set(env.one_sensitive):
         return True
+    if not env.input_facts and not facts:
+        return False
     ones = {s: sympy.Integer(1) for s in subset}
     ranges = _ranges_at_one(env, ones, checked)
     cache: dict = {}

@@ -4,6 +4,8 @@ Each case runs eagerly and through the exported program on fresh clones of the i
 compares the outputs *and* the inputs afterwards (a mutated input is written back). Runtime
 inputs with other strides than the example's check that the graph is layout independent.
 """
+import copy
+
 import pytest
 import torch
 import torch.nn as nn
@@ -164,19 +166,19 @@ class WritesParameterView(nn.Module):
 
 
 def test_writing_a_parameter_through_a_view_under_no_grad():
-    """As eager: the rest of forward uses the new value and differentiates the parameter; the
-    parameter itself is not written back (each call starts from the exported one)."""
+    """As eager: the rest of forward uses the new value and differentiates the parameter, and
+    the parameter is written back (it holds the new value after the call)."""
     torch.manual_seed(0)
     model, x = WritesParameterView(), torch.randn(3)
-    exported = model.w.detach().clone()
+    eager = copy.deepcopy(model)  # the program shares the model's storage
     module = unbroken.export(model, (x,)).module()
     got = module(x)
     got.sum().backward()
-    assert torch.equal(module.w.detach(), exported)  # (it shares the model's storage)
-    want = model(x)
+    want = eager(x)
     want.sum().backward()
     assert torch.equal(got, want) and got.requires_grad
-    assert torch.equal(module.w.grad, model.w.grad)
+    assert torch.equal(module.w.detach(), eager.w.detach()) and module.w.is_leaf
+    assert torch.equal(module.w.grad, eager.w.grad)
 
 
 def test_writing_an_expanded_view_is_refused():

@@ -13,7 +13,10 @@ module keeps them consistent while recording:
   way (``select_scatter``, ``slice_scatter``, a reverse ``view``/``permute``...), the root is
   rewritten with one ``copy_`` (so ``passes.functionalize`` sees an ordinary in-place write to
   it: a mutated input or buffer becomes a mutation output), and every other registered view of
-  the root is re-derived from the root's new value by replaying its view op.
+  the root is re-derived from the root's new value by replaying its view op;
+- a write through a ``.detach()`` alias is invisible to eager's autograd: the root's update is
+  recorded inside a ``no_grad`` region, so the root keeps its gradient history (see
+  ``passes.functionalize``).
 
 The scatter ops are layout-independent (they index logically, like the view ops), so the graph
 stays correct when the program runs on inputs whose strides differ from the example's.
@@ -22,6 +25,7 @@ A write through a view whose op has no inverse here (``as_strided``, ``expand``,
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import torch
@@ -81,15 +85,43 @@ class Aliases:
         root = self.root(target)
         if root is not target:
             node.meta["view_write"] = True  # functionalize: the base is updated below
-            value, tensor = target, target
-            while tensor is not root:
-                view = self._view_of[id(tensor)]
-                value = self._scatter(view, value)
-                tensor = view.parent
-            self.recorder.emit(aten.copy_.default, (root, value))
+            with self._hidden_from_autograd(self._through_detach(target)):
+                value, tensor = target, target
+                while tensor is not root:
+                    view = self._view_of[id(tensor)]
+                    value = self._scatter(view, value)
+                    tensor = view.parent
+                self.recorder.emit(aten.copy_.default, (root, value))
         for view in self._views_of_root.get(id(root), []):
             if view is not target:
                 self._replay(view)
+
+    def _through_detach(self, tensor: torch.Tensor) -> bool:
+        """True when ``tensor`` views its root through a ``detach``: autograd does not see a
+        write through it (eager's root keeps its history; later gradients reach it as if
+        unwritten)."""
+        while id(tensor) in self._view_of:
+            view = self._view_of[id(tensor)]
+            if view.func is aten.detach.default:
+                return True
+            tensor = view.parent
+        return False
+
+    @contextlib.contextmanager
+    def _hidden_from_autograd(self, hidden: bool):
+        """Record what runs inside in a ``no_grad`` region when ``hidden`` and grad mode is on:
+        the base's new value then carries no gradient, and ``passes.functionalize`` makes its
+        later reads pass their gradient to the base's old value, as eager's autograd does."""
+        if not (hidden and torch.is_grad_enabled()):
+            yield
+            return
+        builder = self.recorder.builder
+        previous = builder.record_grad_mode(False, True)
+        try:
+            with torch.no_grad():
+                yield
+        finally:
+            builder.record_grad_mode_restore(previous)
 
     # ----------------------------------------------------------------- inverse and replay
     def _replay(self, view: torch.Tensor) -> None:

@@ -3,8 +3,8 @@
 The module is the one torch's own tools expect (AOTInductor asserts a ``GraphModule``):
 torch's unlifting (``torch.export._unlift``) puts the parameters and buffers back under their
 original FQNs (``lin.weight``, in a submodule hierarchy), turns mutation outputs into in-place
-copies at the end of the graph (buffers, user inputs; a buffer's new value is copied without
-autograd history, so state stays a leaf) and gives ``forward`` the original
+copies at the end of the graph (parameters, buffers, user inputs: :func:`write_back` copies
+with autograd history exactly when eager's write had it) and gives ``forward`` the original
 argument names and pytree structure. unbroken adds its input checks, as a forward pre-hook
 (:class:`InputGuard`):
 
@@ -583,7 +583,7 @@ def build_module(program) -> ExportedModule:
     module = _unlift_exported_program_lifted_states(program, check_guards=False)
     module.validate_inputs = False  # torch's own pre-hook: ours below says it in our words
     _adopt(module)
-    _detach_buffer_write_backs(module)
+    _write_backs(module)
     _differentiable_copies(module)
     guard = InputGuard(program)
     module.__dict__["_unbroken_guard"] = guard
@@ -592,22 +592,19 @@ def build_module(program) -> ExportedModule:
     return module
 
 
-def _detach_buffer_write_backs(module: torch.fx.GraphModule) -> None:
-    """A buffer's new value is copied in without autograd history (the ``copy_`` nodes torch's
-    unlifting appends, on ``get_attr`` buffers): the state stays a leaf that needs no grad, so
-    running the module twice, or saving the program after running it, keeps working. An
-    input's new value is copied in by :func:`write_back_input`."""
+def _write_backs(module: torch.fx.GraphModule) -> None:
+    """The ``copy_`` nodes torch's unlifting appends for mutation outputs (into ``get_attr``
+    parameters and buffers, and into user-input placeholders) call :func:`write_back`, which
+    copies as eager's in-place write left the tensor (with autograd history or without)."""
     graph = module.graph
     for node in list(graph.nodes):
         if node.target is not torch.ops.aten.copy_.default:
             continue
         if node.args[0].op == "get_attr":
-            with graph.inserting_before(node):
-                value = graph.call_function(torch.ops.aten.detach.default, (node.args[1],))
-            node.update_arg(1, value)
+            node.target = write_back
             _read_a_snapshot(graph, node.args[0], node)
         elif node.args[0].op == "placeholder":
-            node.target = write_back_input
+            node.target = write_back
     module.recompile()
 
 
@@ -625,11 +622,15 @@ def _read_a_snapshot(graph: torch.fx.Graph, buffer: torch.fx.Node, write_back) -
         reader.replace_input_with(buffer, snapshot)
 
 
-def write_back_input(target: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
-    """Copy an input's new value into it. A value without autograd history was written where
-    autograd did not see it (a no_grad region, a ``.detach()`` alias): eager's input keeps its
-    own history (a leaf that requires grad stays one), so the copy is made under no_grad."""
-    if value.requires_grad:
+def write_back(target: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+    """Copy a parameter's, buffer's or input's new value into it, as eager's in-place write
+    left it. A value with autograd history was written where autograd saw it: the copy keeps
+    the history (a buffer written with ``copy_(x * 2)`` requires grad after the call and
+    passes ``x`` its gradient, as in eager). A value without history was written where
+    autograd did not see it (a ``no_grad`` region, a ``.detach()`` alias): the target keeps its
+    own history (a parameter or an input that requires grad stays the leaf it was), so the copy
+    is made under no_grad."""
+    if value.requires_grad and torch.is_grad_enabled():
         return target.copy_(value)
     with torch.no_grad():
         return target.copy_(value)

@@ -232,7 +232,8 @@ class _TensorTable:
         """The index entries of one group (``state_dict`` or ``constants``), in its order."""
         return [{"name": name, "tensor": self.key(tensor),
                  "parameter": isinstance(tensor, torch.nn.Parameter),
-                 "requires_grad": bool(tensor.requires_grad)} for name, tensor in tensors.items()]
+                 "requires_grad": _leaf_requires_grad(tensor)}
+                for name, tensor in tensors.items()]
 
     def to_bytes(self) -> bytes:
         try:
@@ -240,3 +241,11 @@ class _TensorTable:
         except (ValueError, TypeError, RuntimeError) as error:  # an unsupported dtype
             raise SerializationError(f"the program's tensors cannot be stored: {error}") \
                 from None
+
+
+def _leaf_requires_grad(tensor: torch.Tensor) -> bool:
+    """The ``requires_grad`` flag a loaded tensor gets: the saved tensor's, when it is a leaf.
+    A state tensor with autograd history (a buffer the program wrote with a value that
+    requires grad, as eager's ``copy_`` leaves it) is saved as eager's ``state_dict()`` saves
+    it: detached, a leaf that requires no grad."""
+    return bool(tensor.requires_grad and tensor.is_leaf)

@@ -8,8 +8,9 @@ outputs in the same order; output names updated) whose graph is re-recorded node
   the ops it calls go through the recorder, where the table applies again (composites inside
   decompose through PyTorch's dispatcher as usual);
 - with no table given (``run_decompositions()``), the core ATen table of ``torch._decomp`` is
-  used and every other composite (CompositeImplicitAutograd) op decomposes too, which lowers
-  the graph to the core ATen set;
+  used (but for ``detach``, kept: lowered to ``alias`` as torch does, it would let gradients
+  through where eager's stop) and every other composite (CompositeImplicitAutograd) op
+  decomposes too, which lowers the graph to the core ATen set;
 - with a table given, an op absent from it is kept whole (as ``torch.export`` does: remove an
   entry from ``default_decompositions()`` to preserve that op);
 - size arithmetic and ``getitem`` are recomputed from the new values;
@@ -121,7 +122,12 @@ def _drop_inner_aliases(graph_module: fx.GraphModule) -> None:
 def _table(decomp_table):
     """(op -> decomposition, whether ops absent from the table are kept whole)."""
     if decomp_table is None:
-        return dict(core_aten_decompositions()), False
+        table = dict(core_aten_decompositions())
+        # torch's table makes ``detach`` an ``alias``: gradients would then flow through every
+        # read the program made with ``.detach()`` (a straight-through read of a value written
+        # under no_grad, ``x.detach() * x``), unlike eager's; ``detach`` is a functional ATen op
+        table.pop(torch.ops.aten.detach.default, None)
+        return table, False
     return dict(decomp_table.items()), True
 
 

@@ -30,9 +30,11 @@ from dataclasses import dataclass
 
 import torch
 
+from torch.utils import _pytree as pytree
+
 from ..symbolic.diagnostics import UnsupportedError
 
-__all__ = ["Aliases"]
+__all__ = ["Aliases", "refuse_inplace_on_view"]
 
 aten = torch.ops.aten
 
@@ -59,6 +61,7 @@ class Aliases:
         self.recorder = recorder
         self._view_of: dict[int, ViewOf] = {}
         self._views_of_root: dict[int, list[torch.Tensor]] = {}
+        self._created_version: dict[int, int] = {}  # id(view) -> its version when made
 
     def note_view(self, func, args, kwargs, out) -> None:
         """Register the output(s) of the view op ``func(*args, **kwargs)``."""
@@ -70,6 +73,7 @@ class Aliases:
             if isinstance(view, torch.Tensor):
                 self._view_of[id(view)] = ViewOf(parent, func, tuple(args), dict(kwargs),
                                                   index if multi else None)
+                self._created_version[id(view)] = view._version
                 self._views_of_root.setdefault(id(root), []).append(view)
 
     def root(self, tensor: torch.Tensor) -> torch.Tensor:
@@ -122,6 +126,25 @@ class Aliases:
                 yield
         finally:
             builder.record_grad_mode_restore(previous)
+
+    def refuse_stale_view_read(self, func, args, kwargs, out, requires_grad,
+                               frames_provider) -> None:
+        """Raise UnsupportedError (UB120) where eager's autograd refuses to differentiate
+        ``func``: with grad mode on, it reads a view that requires grad, made by a function
+        returning several views or in another grad mode (see :data:`_REFUSED_VIEWS`), whose
+        base or another view of it was written in place since (its version changed)."""
+        if not (torch.is_grad_enabled() and _differentiable_output(func, out)):
+            return
+        for tensor in pytree.tree_leaves((args, kwargs)):
+            if not (isinstance(tensor, torch.Tensor) and tensor._is_view()):
+                continue
+            created = self._created_version.get(id(tensor))
+            if created is None or created == tensor._version:
+                continue
+            refused = _STALE_VIEWS.get(torch._C._autograd._get_creation_meta(tensor))
+            if refused is not None and (requires_grad(tensor) or requires_grad(tensor._base)):
+                raise UnsupportedError(f"`{func}` {refused[0]}.", code="UB120",
+                                       frames=frames_provider(), hint=refused[1])
 
     # ----------------------------------------------------------------- inverse and replay
     def _replay(self, view: torch.Tensor) -> None:
@@ -225,3 +248,84 @@ _INVERSES = {
     aten.split.Tensor: _split,
     aten.split_with_sizes.default: _split_with_sizes,
 }
+
+
+# -- views eager's autograd refuses to write ---------------------------------------------------
+_CreationMeta = torch._C._autograd.CreationMeta
+#: Why eager refuses an in-place write into a view, by how the view was made, and the fix.
+_REFUSED_VIEWS = {
+    _CreationMeta.MULTI_OUTPUT_NODE: (
+        "writes in place into a view returned by a function that returns several views "
+        "(`split`, `chunk`, `unbind`...) while gradients are recorded: eager PyTorch raises "
+        "here (\"... is a view and is being modified inplace. This view is the output of a "
+        "function that returns multiple views. Such functions do not allow the output views to "
+        "be modified inplace.\")",
+        "replace the in-place op by an out-of-place one (`a = a + 1`), or write into a "
+        "`.clone()` of the view, or build the whole tensor anew (`torch.cat`)."),
+    _CreationMeta.NO_GRAD_MODE: (
+        "writes in place, with grad mode on, into a view created in a no_grad region: eager "
+        "PyTorch raises here (\"A view was created in no_grad mode and is being modified "
+        "inplace with grad mode enabled.\")",
+        "make the view and the in-place write both inside the no_grad block, or both outside "
+        "it."),
+    _CreationMeta.INFERENCE_MODE: (
+        "writes in place, outside inference mode, into a view created in inference mode: eager "
+        "PyTorch raises here (\"A view was created in inference mode and is being modified "
+        "inplace in normal mode.\")",
+        "make the view and the in-place write both inside the inference_mode block, or both "
+        "outside it."),
+    _CreationMeta.IN_CUSTOM_FUNCTION: (
+        "writes in place into a view created inside a custom autograd Function: eager "
+        "PyTorch raises here (\"A view was created inside a custom Function ... and is being "
+        "modified inplace.\")",
+        "return a `.clone()` of the view from the Function, or write out of place."),
+}
+
+
+#: Why eager refuses to differentiate a read of a view whose base was written since.
+_STALE_VIEWS = {
+    _CreationMeta.MULTI_OUTPUT_NODE: (
+        "reads, while gradients are recorded, a view returned by a function that returns "
+        "several views (`split`, `chunk`, `unbind`...) after its base or another view of its "
+        "base was written in place: eager PyTorch raises here (\"... is a view and its base or "
+        "another view of its base has been modified inplace. This view is the output of a "
+        "function that returns multiple views.\")",
+        "write the base before taking the views, clone the views first "
+        "(`a, b = (t.clone() for t in y.split(2))`), or compute out of place."),
+    _CreationMeta.NO_GRAD_MODE: (
+        "reads, with grad mode on, a view created in a no_grad region after its base or "
+        "another view of its base was written in place: eager PyTorch raises here (\"A view "
+        "was created in no_grad mode and its base or another view of its base has been "
+        "modified inplace with grad mode enabled.\")",
+        "make the view inside the grad mode it is used in, or clone it in the no_grad region."),
+}
+_NOT_DIFFERENTIABLE = frozenset({aten.detach.default})
+
+
+def _differentiable_output(func, out) -> bool:
+    """Whether autograd differentiates ``func`` (made ``out``): a floating-point or complex
+    result of an op other than ``detach`` and the ``*_like`` factories."""
+    if func in _NOT_DIFFERENTIABLE or func._schema.name.endswith("_like"):
+        return False
+    return any(isinstance(t, torch.Tensor) and (t.dtype.is_floating_point or t.dtype.is_complex)
+               for t in pytree.tree_leaves(out))
+
+
+def refuse_inplace_on_view(func, args, kwargs, requires_grad, frames_provider) -> None:
+    """Raise UnsupportedError (UB120, at the user's line) where eager's autograd refuses the
+    in-place op ``func`` (it writes ``args[0]``): grad mode is on, some tensor argument
+    requires grad (``requires_grad(tensor)``: eager's flag, a view's is its base's), and the
+    written tensor is a view made by a function returning several views, in another grad
+    mode, or in a custom Function. The program would otherwise compute where eager raises."""
+    target = args[0]
+    if not (isinstance(target, torch.Tensor) and target._is_view() and torch.is_grad_enabled()):
+        return
+    refused = _REFUSED_VIEWS.get(torch._C._autograd._get_creation_meta(target))
+    if refused is None:
+        return
+    tensors = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+    if not any(requires_grad(t) or (t._is_view() and requires_grad(t._base)) for t in tensors):
+        return
+    message, hint = refused
+    raise UnsupportedError(f"`{func}` {message}.", code="UB120", frames=frames_provider(),
+                           hint=hint)

@@ -34,7 +34,7 @@ from torch.utils._python_dispatch import (
 
 from ..symbolic.diagnostics import DataDependentError, UnsupportedError
 from ..symbolic.ranges import ValueRange
-from .aliasing import Aliases
+from .aliasing import Aliases, refuse_inplace_on_view
 from .data_dependent import DATA_DEPENDENT_SIZES, SCALAR_OPS, integer_indexing
 from .graph_builder import GraphBuilder, meta_like
 from .meta_cache import MetaCache
@@ -76,14 +76,18 @@ class Recorder(TorchDispatchMode):
         decompositions: op -> decomposition applied as ops arrive (``run_decompositions``).
         decompose_composites: ``True`` lowers every composite op; ``"aliasing"`` only those
             returning views (``to.dtype``...), which a decomposition table never preserves.
+        requires_grad_provider: one-arg callable, whether eager's tensor behind a traced meta
+            tensor requires grad (meta tensors carry no autograd state); with it, an in-place
+            write that eager's autograd refuses (see :func:`refuse_inplace_on_view`) is refused.
     """
 
     def __init__(self, *, env=None, frames_provider=tuple, module_stack_provider=dict,
                  allow_meta_constants: bool = False, shadow=None, decompositions=None,
-                 decompose_composites: bool | str = False):
+                 decompose_composites: bool | str = False, requires_grad_provider=None):
         super().__init__()
         self.env = env
         self.frames_provider = frames_provider
+        self.requires_grad_provider = requires_grad_provider
         self.builder = GraphBuilder(sym_value=env.sym_value if env is not None else None,
                                     frames_provider=frames_provider,
                                     module_stack_provider=module_stack_provider)
@@ -277,6 +281,9 @@ class Recorder(TorchDispatchMode):
 
     def _dispatch_and_record(self, func, args, kwargs):
         self._refuse_value_dependent(func, args)
+        if self.requires_grad_provider is not None and is_inplace_op(func):
+            refuse_inplace_on_view(func, args, kwargs, self.requires_grad_provider,
+                                   self.frames_provider)
         compute_args, compute_kwargs, device = self._prepare(func, args, kwargs)
         if func is aten.detach.default and self._is_unused_factory_output(args[0]):
             return self._elide_detach(func, args[0], compute_args, device)
@@ -291,6 +298,10 @@ class Recorder(TorchDispatchMode):
             out = DATA_DEPENDENT_SIZES[func](self, *compute_args, **compute_kwargs)
             return self.record_data_dependent(func, args, kwargs, out, device)
         out = self._compute(func, compute_args, compute_kwargs)
+        if self.requires_grad_provider is not None:
+            self.aliases.refuse_stale_view_read(func, args, kwargs, out,
+                                                self.requires_grad_provider,
+                                                self.frames_provider)
         node = self._record(func, args, kwargs, out)
         self._bind_outputs(node, out, device)
         self._track_aliasing(func, compute_args, compute_kwargs, out, node)

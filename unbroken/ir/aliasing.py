@@ -29,7 +29,6 @@ import contextlib
 from dataclasses import dataclass
 
 import torch
-
 from torch.utils import _pytree as pytree
 
 from ..symbolic.diagnostics import UnsupportedError

@@ -20,7 +20,7 @@ from torch.export import Dim
 from torch.testing import assert_close
 
 import unbroken
-from unbroken import ConstraintViolationError, ExportUsageError, InputMismatchError
+from unbroken import ConstraintViolationError, ExportUsageError, GraphBreakError, InputMismatchError
 
 torch.manual_seed(0)
 
@@ -383,6 +383,39 @@ def test_iterating_a_dynamic_dim_specializes_it_like_range():
     assert '"x": None' in info.value.render()
 
 
+class RangeRows(nn.Module):
+    def forward(self, x):
+        total = x[0]
+        for i in range(1, x.shape[0]):  # MARK
+            total = total + x[i] * i
+        return total
+
+
+class RangeFromData(nn.Module):
+    def forward(self, x):
+        return torch.stack([x[0] * i for i in range(int(x.sum()))])  # MARK
+
+
+def test_range_over_a_dynamic_dim_specializes_it():
+    """``range(x.shape[0])`` unrolls the loop for one size: the size is specialized, as
+    torch.export does (Dim.AUTO adopts it with a warning naming the line, a named Dim is
+    refused with the static fix); a bound read from tensor data is refused at the line."""
+    x = torch.randn(4, 3)
+    with pytest.warns(unbroken.SpecializationWarning, match="rows|shape\\[0\\]"):
+        ep = unbroken.export(RangeRows(), (x,), dynamic_shapes={"x": {0: Dim.AUTO}})
+    assert_close(ep.module()(x), RangeRows()(x), rtol=0, atol=0)
+    with pytest.raises(InputMismatchError):
+        ep.module()(torch.randn(5, 3))
+    with pytest.raises(ConstraintViolationError) as info:
+        unbroken.export(RangeRows(), (x,), dynamic_shapes={"x": {0: Dim("rows")}})
+    assert info.value.frames[-1].lineno == line_of(RangeRows, "# MARK")
+    assert '"x": None' in info.value.render()
+    with pytest.raises(GraphBreakError) as info:
+        unbroken.export(RangeFromData(), (torch.ones(2, 3),))
+    assert info.value.code == "UB105"
+    assert info.value.frames[-1].lineno == line_of(RangeFromData, "# MARK")
+
+
 def test_example_size_one_named_dim_refused():
     with pytest.raises(ExportUsageError):
         unbroken.export(MLP(), (torch.randn(1, 8),), dynamic_shapes={"x": {0: Dim("b")}})
@@ -494,9 +527,8 @@ SOUND_CASES = {
 # What the cases above get today when they are not exported: a change either way must show (a
 # regression to a refusal, or a construct newly supported: then delete its entry).
 REFUSED_CASES = {
-    "range_loop": "UB117",      # range() with a dynamic bound would unroll
     # the code specializes the dim
-    **dict.fromkeys(["iterate_tensor", "unbind", "split_len", "int_size",
+    **dict.fromkeys(["range_loop", "iterate_tensor", "unbind", "split_len", "int_size",
                      "mod_branch", "eq_branch", "in_tuple", "tuple_index", "reshape_pairs",
                      "str_size", "fstring_shape", "str_shape"], "UB003"),
 }

@@ -469,8 +469,10 @@ class _Export:
             self._log_guards(())
             return
         guards = self.env.guards if undecided is None else undecided
-        violations = check_guards(self.env, Solver(self.env, assume_checks=True), guards)
-        strict = Solver(self.env, assume_checks=False)
+        # counterexamples are only shown when export refuses: minimized then (_shown)
+        violations = check_guards(
+            self.env, Solver(self.env, assume_checks=True, smallest=False), guards)
+        strict = Solver(self.env, assume_checks=False, smallest=False)
         for guard in guards:
             if guard.kind != "expect_true":
                 continue
@@ -493,10 +495,22 @@ class _Export:
                     self._input_assert(guard)
                 self._log_guards(adoption.asserted)
                 return
+            violations = self._shown(violations)
             fix = _suggest_fix(self.env, violations)
             suggestion = self._verified_fix(fix) if self.suggest_fixes else None
             raise constraint_error(self.env, violations, suggestion)
         self._log_guards(())
+
+    def _shown(self, violations: list) -> list:
+        """``violations`` decided again with the smallest counterexamples (deterministic,
+        what the refusal shows)."""
+        solvers = {kind: Solver(self.env, assume_checks=kind) for kind in (True, False)}
+        shown = []
+        for violation in violations:
+            guard = violation.guard
+            decision = solvers[guard.kind != "expect_true"].decide(guard.as_fact())
+            shown.append(Violation(guard, decision, decision.counterexample))
+        return shown
 
     def _log_guards(self, asserted) -> None:
         """The guard log (``UNBROKEN_LOG=guards``): each guard and how it was decided."""

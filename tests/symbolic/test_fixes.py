@@ -130,3 +130,20 @@ def test_adopt_never_changes_fixed_symbols():
 def test_adopt_narrows_a_range():
     fix = _adopt([sympy.Le(s0, 512)], [s0])
     assert fix.ranges[s0] == (2, 512) and not fix.asserted
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.integers(-3, 3).filter(bool), st.integers(-9, 9), st.integers(-20, 20),
+       st.sampled_from([sympy.Lt, sympy.Le, sympy.Gt, sympy.Ge, sympy.Eq, sympy.Ne]),
+       st.integers(-5, 5), st.integers(0, 8) | st.none())
+def test_implied_matches_every_value_of_the_range(a, b, c, rel, low, width):
+    """The interval shortcuts (a bound the interval settles, a linear order it does not)
+    answer as checking every admitted value would."""
+    s = sympy.Symbol("s", integer=True)
+    fact = rel(a * s + b, c)
+    upper = None if width is None else low + width
+    values = range(low, (upper if upper is not None else low + 60) + 1)
+    every = all(bool(fact.subs(s, v)) for v in values)
+    if upper is None and every:  # unbounded: also far out
+        every = all(bool(fact.subs(s, v)) for v in (10**4, 10**6))
+    assert implied(fact, {s: (low, upper)}) is every

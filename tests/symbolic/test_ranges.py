@@ -71,3 +71,40 @@ def test_size_questions_settled_by_ranges():
     assert static_truth(s * s >= 2, ranges) is True
     assert static_truth(sympy.Eq(s, 4), ranges) is None
     assert static_truth(sympy.Or(sympy.Eq(s, 1), sympy.Eq(s, 0)), ranges) is False
+
+
+@settings(max_examples=150, deadline=None)
+@given(_exprs(), st.sampled_from([sympy.Eq, sympy.Ne, sympy.Lt, sympy.Le, sympy.Gt, sympy.Ge]),
+       st.integers(-20, 20), st.integers(-3, 3))
+def test_static_truth_is_sound_on_unbounded_ranges(expr, rel, c, low):
+    """Endpoints at infinity take part in every operation (products, quotients, modulo):
+    an answer must hold at small and at very large values alike."""
+    ranges = {A: ValueRange(low, None), B: ValueRange(None, low + 4)}
+    fact = rel(expr, c)
+    answer = static_truth(fact, ranges)
+    if answer is None or fact in (sympy.true, sympy.false):
+        return
+    for a in (low, low + 1, low + 5, 10**6):
+        for b in (low + 4, low + 1, low - 7, -10**6):
+            assert E.evaluate_at(fact, {A: a, B: b}) == answer, (fact, a, b)
+
+
+def test_products_with_infinite_endpoints():
+    assert ValueRange(2, None) * ValueRange(-3, 5) == ValueRange(None, None)
+    assert ValueRange(2, None) * ValueRange(0, 0) == ValueRange(0, 0)
+    assert ValueRange(None, -1) * ValueRange(2, 3) == ValueRange(None, -2)
+    assert ValueRange(2, None).intersect(ValueRange(None, 64)) == ValueRange(2, 64)
+    assert ValueRange(5, None).intersect(ValueRange(None, 4)).is_empty()
+    assert ValueRange(None, 3).contains(-10**30) and not ValueRange(4, None).contains(3)
+
+
+def test_common_factors_settle_products_of_sizes():
+    """``s0*s1 != s0`` for sizes >= 2 (torch's view code asks it): the expanded difference
+    ``s0*s1 - s0`` bounds to [-oo, oo]; ``s0*(s1 - 1)`` to [2, oo]."""
+    s0, s1 = sympy.symbols("s0 s1", integer=True, positive=True)
+    sizes = {s0: ValueRange(2, None), s1: ValueRange(2, 64)}
+    assert static_truth(sympy.Ne(s0 * s1, s0), sizes) is True
+    assert static_truth(sympy.Eq(s0, s0 * s1), sizes) is False
+    assert static_truth(sympy.Gt(3 * s0 * s1, 3 * s0), sizes) is True
+    with_one = {s0: ValueRange(2, None), s1: ValueRange(1, 64)}
+    assert static_truth(sympy.Ne(s0 * s1, s0), with_one) is None

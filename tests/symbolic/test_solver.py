@@ -47,11 +47,14 @@ FACT_BUILDERS = [
 
 @settings(max_examples=40, deadline=None)
 @given(st.sampled_from(range(len(FACT_BUILDERS))), st.integers(2, 9).filter(lambda c: c != 6),
-       st.integers(8, 40))
-def test_counterexamples_violate_the_fact_and_verdicts_match_sampling(which, c, upper):
+       st.integers(8, 40), st.booleans())
+def test_counterexamples_violate_the_fact_and_verdicts_match_sampling(which, c, upper,
+                                                                      smallest):
     env, a, b = _env(upper=upper)
     fact = FACT_BUILDERS[which](a, b, c)
-    decision = Solver(env).decide(fact)
+    decision = Solver(env, smallest=smallest).decide(fact)
+    if smallest is False:  # z3's first model: a counterexample all the same, same verdict
+        assert decision.verdict == Solver(env).decide(fact).verdict
     if decision.counterexample is not None:
         values = decision.counterexample
         assert 2 <= values[a] <= upper and 2 <= values[b] <= upper

@@ -18,7 +18,7 @@ import operator
 import torch
 from torch.utils import _pytree as pytree
 
-from .graph_breaks import graph_break
+from .graph_breaks import GraphBreakError, graph_break
 from .protocol import BoundMethodVariable, iterate, lookup, read_attribute
 from .variables.base import AttributeMissing, VariableTracker
 from .variables.constant import ConstantVariable
@@ -48,7 +48,7 @@ from .variables.objects import (
     SuperVariable,
     construct_user_object,
 )
-from .variables.tensor import TensorVariable
+from .variables.tensor import SymbolicVariable, TensorVariable
 from .variables.text import format_text
 
 __all__ = ["BuiltinVariable", "ClassVariable", "call_builtin", "construct", "concrete"]
@@ -182,10 +182,34 @@ def _delattr(tx, obj, name):
 
 
 def _range(tx, *args):
+    """``range(...)``. A dynamic size as a bound is specialized (a guard that it equals its
+    example value, as torch.export does: ``Dim.AUTO`` adopts it and says so, a size declared
+    dynamic is refused with the fix), since the loop it drives is unrolled for that size. A
+    bound read from tensor data is refused (UB105): no size makes the unrolled loop right."""
     if all(a.is_constant() for a in args):
         return ConstantVariable(range(*(a.as_constant() for a in args)))
-    raise graph_break("UB117", "`range()` with a dynamic bound (the loop would be unrolled "
-                      "for one size only)", frames=tx.user_frames())
+    if not all(a.is_constant() or isinstance(a, SymbolicVariable) for a in args):
+        raise graph_break("UB117", "`range()` of something other than ints and sizes: "
+                          + ", ".join(a.describe() for a in args), frames=tx.user_frames())
+    return ConstantVariable(range(*(_loop_bound(tx, a) for a in args)))
+
+
+def _loop_bound(tx, bound) -> int:
+    if bound.is_constant():
+        return bound.as_constant()
+    try:
+        with tx.output.leaf_errors():
+            return operator.index(bound.value)
+    except GraphBreakError as error:
+        if error.code != "UB105":
+            raise
+        raise graph_break(
+            "UB105", f"`range()` bounded by {bound.describe()}, which depends on tensor data "
+            "(a `nonzero()` count, a value read with `.item()`): the loop would be unrolled "
+            "for one value", frames=tx.user_frames(),
+            details=f"{error.message}\n\n{error.details}" if error.details else error.message,
+            hint="Loop over a bound known at export time instead (masking what does not "
+                 "apply), or express the loop with tensor operations / torch.cond.") from None
 
 
 def _enumerate(tx, iterable, start=None):

@@ -129,7 +129,9 @@ def _install() -> None:
                 if isinstance(previous, DispatchKey) or (previous is None and key is not _CIA):
                     continue
                 _saved[(op, key)] = op.py_kernels.pop(key, None)
-                op.py_impl(key)(_kernel(op, previous))
+                # what ``op.py_impl(key)`` stores, without building its typing aliases (a
+                # millisecond per export, every export)
+                op.py_kernels[key] = _kernel(op, previous)
             op._dispatch_cache.clear()
     except BaseException:
         _uninstall()

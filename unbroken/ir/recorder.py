@@ -328,7 +328,7 @@ class Recorder(TorchDispatchMode):
         if pending:
             env = self.env
             env.defer_size_one_check(pending, lambda symbols: same_node_at_one(
-                env, kernel, args, kwargs, out, symbols))
+                env, kernel, args, kwargs, out, symbols, pending.flips))
         return out
 
     def _record_scalar(self, args, compute_args):

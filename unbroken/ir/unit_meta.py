@@ -21,6 +21,7 @@ the same output metadata, and return the corresponding result.
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import sympy
@@ -38,10 +39,13 @@ _REJECTED = (DryRunUndecided, RuntimeError, ValueError, TypeError, IndexError, A
              UnbrokenError)
 
 
-def same_node_at_one(env, rerun: Callable, args, kwargs, out, symbols) -> bool:
+def same_node_at_one(env, rerun: Callable, args, kwargs, out, symbols, flips=None) -> bool:
     """Whether ``rerun(args, kwargs)`` at every combination of ``symbols`` at 1 gives
-    ``out``'s metadata at 1 (a node's "is this size 1?" answers are then harmless)."""
-    return holds_at_one(symbols, lambda ones: _same_at(env, rerun, args, kwargs, out, ones))
+    ``out``'s metadata at 1 (a node's "is this size 1?" answers are then harmless).
+    ``flips``: the only combinations under which an answer changed (``AnswersAtOne.flips``);
+    under the others the re-run repeats the same computation and is not made."""
+    return holds_at_one(symbols, lambda ones: _same_at(env, rerun, args, kwargs, out, ones),
+                        within=flips)
 
 
 def settle_leaf_call(env, recorder, pending: dict, log: list, fn, args, kwargs,
@@ -57,7 +61,8 @@ def settle_leaf_call(env, recorder, pending: dict, log: list, fn, args, kwargs,
     if not symbols:
         return
     if holds_at_one(symbols, lambda ones: _same_call_at(
-            env, recorder, log, fn, args, kwargs, result, grad_enabled, ones)):
+            env, recorder, log, fn, args, kwargs, result, grad_enabled, ones),
+            within=pending.flips):
         return
     env.mark_size_one_sensitive(pending)
 
@@ -185,5 +190,12 @@ def _same_layout(general, at_one, values: dict) -> bool:
 
 def _expr(value, values: dict):
     if isinstance(value, (torch.SymInt, torch.SymBool, torch.SymFloat)):
-        return sympy.expand(value.node.expr.xreplace(values))
+        return _expanded_at(value.node.expr, tuple(values.items()))
     return sympy.sympify(value)
+
+
+@functools.lru_cache(maxsize=8192)
+def _expanded_at(expr, values: tuple):
+    """``expr`` with ``values`` put in, expanded (so equal sizes compare equal). Cached for
+    the process: every export of a model compares the same sizes at the same points."""
+    return sympy.expand(expr.xreplace(dict(values)))

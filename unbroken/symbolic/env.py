@@ -16,6 +16,7 @@ guards are checked against the spec later by ``solver.check_guards``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -29,19 +30,73 @@ from .guards import Guard, render_expr
 from .node import SymNode
 from .ranges import ValueRange, bound, static_truth
 
-__all__ = ["DryRunUndecided", "ShapeEnvironment", "SymbolInfo", "holds_at_one"]
+__all__ = ["AnswersAtOne", "DryRunUndecided", "ShapeEnvironment", "SymbolInfo",
+           "flipped_at_one", "holds_at_one"]
 
 _AT_ONE_MAX = 3  # symbols checked together at 1 (2**n - 1 checks); beyond, they count
 
 
-def holds_at_one(symbols, check: Callable[[dict], bool]) -> bool:
+def holds_at_one(symbols, check: Callable[[dict], bool], within=None) -> bool:
     """Whether ``check(ones)`` holds for every non-empty set of ``symbols`` put at 1
-    (``ones``: ``{symbol: 1}``); False beyond ``_AT_ONE_MAX`` symbols."""
+    (``ones``: ``{symbol: 1}``); False beyond ``_AT_ONE_MAX`` symbols.
+
+    within: when given, the only sets that may fail (``AnswersAtOne.flips``: the sets under
+    which an answer changed); the others are known to hold and are not checked."""
+    return all(check({s: sympy.Integer(1) for s in subset})
+               for subset in _sets_at_one(symbols, within))
+
+
+def flipped_at_one(symbols, holds: Callable[[dict], bool]) -> list[frozenset] | None:
+    """The non-empty sets of ``symbols`` which, put at 1, make ``holds(ones)`` False; None
+    beyond ``_AT_ONE_MAX`` symbols (every set counts then)."""
+    if len(symbols) > _AT_ONE_MAX:
+        return None
+    return [frozenset(subset) for subset in _sets_at_one(symbols, None)
+            if not holds({s: sympy.Integer(1) for s in subset})]
+
+
+def _sets_at_one(symbols, within) -> list[tuple]:
+    """The sets of ``symbols`` to put at 1, smallest first (name order within a size); a
+    single impossible set (``(None,)``) beyond ``_AT_ONE_MAX`` symbols, so that checks fail."""
     symbols = sorted(symbols, key=str)
-    return len(symbols) <= _AT_ONE_MAX and all(
-        check({s: sympy.Integer(1) for s in subset})
-        for count in range(1, len(symbols) + 1)
-        for subset in itertools.combinations(symbols, count))
+    if within is not None:
+        free = set(symbols)
+        return sorted((tuple(sorted(subset, key=str)) for subset in within if subset <= free),
+                      key=lambda subset: (len(subset), [str(s) for s in subset]))
+    if len(symbols) > _AT_ONE_MAX:
+        return [(None,)]
+    return [subset for count in range(1, len(symbols) + 1)
+            for subset in itertools.combinations(symbols, count)]
+
+
+class AnswersAtOne(dict):
+    """The size-1 sensitive answers given inside one node's meta computation (or one leaf
+    call): ``{symbol: Guard}``, and ``flips``, the sets of symbols which, put at 1, change one
+    of those answers (None once an answer had too many symbols to enumerate: every set
+    counts). A set no answer changes under gives the same computation, so only ``flips``
+    need the metadata compared at 1."""
+
+    __slots__ = ("flips",)
+
+    def __init__(self):
+        super().__init__()
+        self.flips: set | None = set()
+
+    def note(self, symbols, guard, flips) -> None:
+        for symbol in symbols:
+            self.setdefault(symbol, guard)
+        if flips is None or self.flips is None:
+            self.flips = None
+        else:
+            self.flips.update(flips)
+
+
+@functools.lru_cache(maxsize=8192)
+def _put_ones(expr, symbols: tuple):
+    """``expr`` with each of ``symbols`` replaced by 1. Cached for the process: substituting
+    re-evaluates the expression (most of an audit's cost), and every export of a model audits
+    the same questions."""
+    return expr.xreplace({s: sympy.Integer(1) for s in symbols})
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,8 +351,8 @@ class ShapeEnvironment:
         known = self._decided.get(key)
         if known is not None:
             if expr in self._sensitive_answers and not self._dry:
-                value, kind, symbols = self._sensitive_answers[expr]
-                self._note_sensitive(expr, self._here(expr, value, kind), symbols)
+                value, kind, symbols, flips = self._sensitive_answers[expr]
+                self._note_sensitive(expr, self._here(expr, value, kind), symbols, flips)
             return known
         value = self.static_truth(expr, size_oblivious=size_oblivious)
         if self._dry:
@@ -400,13 +455,13 @@ class ShapeEnvironment:
         return True
 
     @contextlib.contextmanager
-    def unit_scope(self) -> Iterator[dict]:
+    def unit_scope(self) -> Iterator[AnswersAtOne]:
         """Around the meta computation of one recorded node: the sensitive answers the ranges
-        give inside go to the yielded ``{symbol: Guard}`` instead of ``one_sensitive``. Such
+        give inside go to the yielded ``AnswersAtOne`` instead of ``one_sensitive``. Such
         an answer only shapes the node's output metadata (the node recorded is the same); the
         recorder compares that metadata with the one computed at 1 (``ir.unit_meta``) and
         calls ``mark_size_one_sensitive`` when they differ."""
-        pending: dict = {}
+        pending = AnswersAtOne()
         self._unit_scopes.append(pending)
         try:
             yield pending
@@ -456,16 +511,17 @@ class ShapeEnvironment:
                       if s in self.admits_one and s not in self.one_sensitive]
         if not candidates:
             return
-        if holds_at_one(candidates, lambda ones: self._holds_at_one(expr, ones, value)):
+        flips = flipped_at_one(candidates, lambda ones: self._holds_at_one(expr, ones, value))
+        if flips == []:
             return
-        self._sensitive_answers[expr] = (value, kind, tuple(candidates))
-        self._note_sensitive(expr, self._here(expr, value, kind), candidates)
+        self._sensitive_answers[expr] = (value, kind, tuple(candidates), flips)
+        self._note_sensitive(expr, self._here(expr, value, kind), candidates, flips)
 
     def _holds_at_one(self, expr, ones: dict, value: bool) -> bool:
         """Whether the ranges give ``expr`` the answer ``value`` with ``ones`` put in (False
         when it is undefined there: ``x % (s0 // 8)``)."""
         try:
-            at_one = expr.xreplace(ones)
+            at_one = _put_ones(expr, tuple(sorted(ones, key=str)))
         except ArithmeticError:
             return False
         return static_truth(at_one, self.var_ranges, self._bound_cache) is value
@@ -475,8 +531,9 @@ class ShapeEnvironment:
         op = self._op_stack[-1] if self._op_stack else None
         return Guard(expr, value, self.frames(), op, kind)
 
-    def _note_sensitive(self, expr, guard: Guard, symbols) -> None:
-        """``symbols`` depend on being >= 2 through ``expr``. An answer given inside the meta
+    def _note_sensitive(self, expr, guard: Guard, symbols, flips) -> None:
+        """``symbols`` depend on being >= 2 through ``expr`` (``flips``: the sets of them at 1
+        that change the answer, None when too many to enumerate). An answer given inside the meta
         computation of one recorded node (a unit scope) only shaped that node's output
         metadata: it goes to the scope, for the recorder to compare that metadata at 1. Any
         other (the model's own decisions, torch's indexing code choosing which ops to run)
@@ -488,10 +545,12 @@ class ShapeEnvironment:
         metadata comparison covers it too."""
         if self._aligned_broadcast and _is_unit_question(expr):
             return
-        target = self._unit_scopes[-1] if self._unit_scopes else self.one_sensitive
-        for symbol in symbols:
-            if symbol not in self.one_sensitive:
-                target.setdefault(symbol, guard)
+        free = [s for s in symbols if s not in self.one_sensitive]
+        if self._unit_scopes:
+            self._unit_scopes[-1].note(free, guard, flips)
+            return
+        for symbol in free:
+            self.one_sensitive.setdefault(symbol, guard)
 
     def _record(self, expr, value: bool, kind: str) -> None:
         frames = tuple(self.location_provider()) if self.location_provider else ()

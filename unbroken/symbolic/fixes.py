@@ -89,8 +89,9 @@ def implied(fact, ranges: dict, assumptions=()) -> bool:
     settled = static_truth(fact, intervals)
     if settled is True:  # true on the whole box: true on the part the assumptions leave
         return True
-    if settled is False and not assumptions:
-        return False
+    if not assumptions and (settled is False or _linear_bound(fact)) \
+            and not any(box.is_empty() for box in intervals.values()):
+        return False  # a linear bound the interval does not settle fails at an end of it
     solver = z3.Solver()
     solver.set("timeout", 2000)
     symbols = set(fact.free_symbols).union(*(sympy.sympify(a).free_symbols for a in assumptions))
@@ -107,6 +108,18 @@ def implied(fact, ranges: dict, assumptions=()) -> bool:
     except (Untranslatable, z3.Z3Exception):  # z3 cannot express it: never claim it implied
         return False
     return solver.check() == z3.unsat
+
+
+def _linear_bound(fact) -> bool:
+    """``a*s + b <op> c`` with one symbol and ``<op>`` an order (not ``==``/``!=``): its
+    interval is exact and its extremes lie at the ends of the symbol's range, so the
+    interval answers it (``2*s != 5`` would not be: no integer makes it false)."""
+    if not isinstance(fact, (sympy.StrictLessThan, sympy.LessThan, sympy.StrictGreaterThan,
+                             sympy.GreaterThan)) or len(fact.free_symbols) != 1:
+        return False
+    symbol = next(iter(fact.free_symbols))
+    difference = sympy.expand(fact.lhs - fact.rhs)
+    return difference.is_polynomial(symbol) and sympy.degree(difference, symbol) == 1
 
 
 def suggest_fix(facts, ranges: dict, hints: dict, describe=str, *,

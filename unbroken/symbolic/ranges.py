@@ -349,7 +349,19 @@ def _relational_truth(rel, ranges, cache) -> bool | None:
         if isinstance(rel, sympy.Eq):
             return a == b
         return (a != b) if isinstance(rel, sympy.Ne) else None
-    diff = bound(_difference(lhs, rhs), ranges, cache)
+    difference = _difference(lhs, rhs)
+    truth = _sign_truth(rel, bound(difference, ranges, cache))
+    if truth is None and isinstance(difference, sympy.Add):
+        # a sum of products loses their correlation (s0*s1 - s0 is [-oo, oo] for s0, s1 >= 2);
+        # its common factors kept apart (s0*(s1 - 1) >= 2) often settle it
+        factored = _common_factors(difference)
+        if factored is not difference:
+            truth = _sign_truth(rel, bound(factored, ranges, cache))
+    return truth
+
+
+def _sign_truth(rel, diff: ValueRange) -> bool | None:
+    """``rel`` (``lhs <op> rhs``) given an interval of ``lhs - rhs``."""
     if isinstance(rel, sympy.Eq):
         return _eq_truth(diff)
     if isinstance(rel, sympy.Ne):
@@ -365,6 +377,14 @@ def _relational_truth(rel, ranges, cache) -> bool | None:
     if isinstance(rel, sympy.GreaterThan):
         return _cmp(lower >= 0, upper < 0)
     return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _common_factors(expr):
+    """``expr`` with the factors common to its terms pulled out (``s0*(s1 - 1)``), or
+    ``expr`` itself when there are none. Cached for the process, as ``_difference``."""
+    factored = sympy.factor_terms(expr)
+    return expr if factored == expr else factored
 
 
 @functools.lru_cache(maxsize=4096)

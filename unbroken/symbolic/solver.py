@@ -82,13 +82,17 @@ class Solver:
     assume_checks: also assume the recorded ``torch._check`` facts (and the ranges they
                    refined); with False only the spec ranges (``env.spec_ranges``) are used.
     timeout_ms:    z3 timeout of the reused solver; the fresh retry gets 5x as long.
+    smallest:      counterexamples are the lexicographically smallest (deterministic, for
+                   messages); False keeps z3's first model, for answers whose counterexample
+                   nobody shows (a search per symbol saved).
     """
 
     def __init__(self, env: ShapeEnvironment, *, assume_checks: bool = True,
-                 timeout_ms: int = 1000):
+                 timeout_ms: int = 1000, smallest: bool = True):
         self.env = env
         self.assume_checks = assume_checks
         self.timeout_ms = timeout_ms
+        self.smallest = smallest
         self.ranges = dict(env.var_ranges if assume_checks else env.spec_ranges)
         self._facts = list(env.facts) if assume_checks else []
         self._cache: dict = {}
@@ -142,7 +146,8 @@ class Solver:
             return Decision("true", None, "z3")
         if result == z3.unknown:
             return Decision("inconclusive", None, "unknown")
-        counterexample = self._smallest(z3.Not(z3_fact), fact, model)
+        counterexample = self._smallest(z3.Not(z3_fact), fact, model) if self.smallest \
+            else self._extract(model, fact)
         holds_somewhere, _ = self._check(z3_fact)
         if holds_somewhere == z3.unsat:
             return Decision("false", counterexample, "z3")
@@ -170,7 +175,9 @@ class Solver:
     def _model_for(self, z3_fact, fact, negate: bool):
         query = z3.Not(z3_fact) if negate else z3_fact
         result, model = self._check(query)
-        return self._smallest(query, fact, model) if result == z3.sat else None
+        if result != z3.sat:
+            return None
+        return self._smallest(query, fact, model) if self.smallest else self._extract(model, fact)
 
     def _smallest(self, query, fact, model) -> dict[sympy.Symbol, int] | None:
         """The lexicographically smallest integer model of ``query`` (symbols in name order),

@@ -132,14 +132,13 @@ class Aliases:
         ``func``: with grad mode on, it reads a view that requires grad, made by a function
         returning several views or in another grad mode (see :data:`_REFUSED_VIEWS`), whose
         base or another view of it was written in place since (its version changed)."""
-        if not (torch.is_grad_enabled() and _differentiable_output(func, out)):
+        if not (self._created_version and torch.is_grad_enabled()):
             return
-        for tensor in pytree.tree_leaves((args, kwargs)):
-            if not (isinstance(tensor, torch.Tensor) and tensor._is_view()):
-                continue
-            created = self._created_version.get(id(tensor))
-            if created is None or created == tensor._version:
-                continue
+        stale = [t for t in _tensor_arguments(args, kwargs) if t._is_view()
+                 and self._created_version.get(id(t), t._version) != t._version]
+        if not stale or not _differentiable_output(func, out):
+            return
+        for tensor in stale:
             refused = _STALE_VIEWS.get(torch._C._autograd._get_creation_meta(tensor))
             if refused is not None and (requires_grad(tensor) or requires_grad(tensor._base)):
                 raise UnsupportedError(f"`{func}` {refused[0]}.", code="UB120",
@@ -299,6 +298,17 @@ _STALE_VIEWS = {
         "make the view inside the grad mode it is used in, or clone it in the no_grad region."),
 }
 _NOT_DIFFERENTIABLE = frozenset({aten.detach.default})
+
+
+def _tensor_arguments(args, kwargs) -> list:
+    """The tensors among an op's arguments (top level, and inside lists such as ``cat``'s)."""
+    found = []
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, torch.Tensor):
+            found.append(value)
+        elif isinstance(value, (list, tuple)):
+            found.extend(v for v in value if isinstance(v, torch.Tensor))
+    return found
 
 
 def _differentiable_output(func, out) -> bool:

@@ -261,6 +261,10 @@ def test_the_same_writes_without_gradients_export_and_match_eager(fn):
     x = torch.randn(4)
     module = unbroken.export(fn, (x,)).module()
     torch.testing.assert_close(module(x.clone()), fn(x.clone()), rtol=0, atol=0)
+    # called with a gradient to record, the program raises where eager does
+    with pytest.raises(unbroken.UnbrokenError, match="for which eager raises") as info:
+        module(x.clone().requires_grad_())
+    assert "the refused line" in str(info.value)
     rg = torch.randn(4, requires_grad=True)
     with torch.no_grad():
         module = unbroken.export(fn, (rg,)).module()
@@ -312,6 +316,8 @@ def test_reading_a_view_eager_autograd_refuses_is_refused_at_the_line(fn):
     module = unbroken.export(fn, (x.detach(),)).module()  # no gradient to record: eager runs
     torch.testing.assert_close(module(x.detach().clone()), fn(x.detach().clone()), rtol=0,
                                atol=0)
+    with pytest.raises(unbroken.UnbrokenError, match="for which eager raises"):
+        module(x.detach().clone().requires_grad_())  # a gradient to record: eager raises
 
 
 def split_outputs_read_before_and_compared_after_a_write(x):

@@ -536,7 +536,34 @@ class DetachedAliasReadBack(torch.nn.Module):
         return x + d
 
 
-WRITES = [NoGradParameterAdd, NoGradParameterCopy, FrozenParameterAdd,
+class ViewReadAfterNoGradWriteOfItsBase(torch.nn.Module):
+    def forward(self, x):
+        y = x * 2
+        v = y[0:2]
+        with torch.no_grad():
+            y.add_(1)  # eager's v still differentiates y (its history is regenerated)
+        return v * 3
+
+
+class ViewReadAfterNoGradWriteOfAnotherView(torch.nn.Module):
+    def forward(self, x):
+        y = x * 2
+        v = y[0:2]
+        with torch.no_grad():
+            y[2:].mul_(2)
+        return v * 3 + y.sum()
+
+
+class InputViewReadAfterNoGradWrite(torch.nn.Module):
+    def forward(self, x):
+        v = x[0:2]
+        with torch.no_grad():
+            x.mul_(2)
+        return v * 3
+
+
+WRITES = [ViewReadAfterNoGradWriteOfItsBase, ViewReadAfterNoGradWriteOfAnotherView,
+          InputViewReadAfterNoGradWrite, NoGradParameterAdd, NoGradParameterCopy, FrozenParameterAdd,
           FrozenParameterTakesGradient, BufferCopiedWithGrad, BufferAccumulatesWithGrad,
           IntermediateWrittenUnderNoGrad, IntermediateWrittenThroughDetach,
           InputSliceWrittenThroughDetach, DetachedAliasReadBack]

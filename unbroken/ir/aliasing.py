@@ -32,8 +32,9 @@ import torch
 from torch.utils import _pytree as pytree
 
 from ..symbolic.diagnostics import UnsupportedError
+from .ops import is_inplace_op
 
-__all__ = ["Aliases", "refuse_inplace_on_view"]
+__all__ = ["Aliases", "EagerRefusal", "inplace_refusal"]
 
 aten = torch.ops.aten
 
@@ -48,6 +49,27 @@ class ViewOf:
     args: tuple
     kwargs: dict
     index: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class EagerRefusal:
+    """An op eager's autograd refuses when grad mode is on and one of some arguments requires
+    grad (a view returned by ``split`` written in place, or read after its base was written).
+
+    message / hint: what eager raises and the fix, for the error at the user's line.
+    arguments:      positions (in the op's arguments) of the tensors whose ``requires_grad``
+                    decides it.
+    creation:       how the view was made (``torch._C._autograd.CreationMeta``): by a
+                    function returning several views, or under no_grad...
+    """
+
+    message: str
+    hint: str
+    arguments: tuple[int, ...]
+    creation: object
+
+    def error(self, frames) -> UnsupportedError:
+        return UnsupportedError(self.message, code="UB120", frames=frames, hint=self.hint)
 
 
 class Aliases:
@@ -95,8 +117,10 @@ class Aliases:
                     value = self._scatter(view, value)
                     tensor = view.parent
                 self.recorder.emit(aten.copy_.default, (root, value))
-        for view in self._views_of_root.get(id(root), []):
-            if view is not target:
+        stale = [view for view in self._views_of_root.get(id(root), []) if view is not target]
+        with self._grad_mode_restored(self._may_carry_gradient(root) and any(
+                _made_with_grad(view) for view in stale)):
+            for view in stale:
                 self._replay(view)
 
     def _through_detach(self, tensor: torch.Tensor) -> bool:
@@ -126,23 +150,50 @@ class Aliases:
         finally:
             builder.record_grad_mode_restore(previous)
 
-    def refuse_stale_view_read(self, func, args, kwargs, out, requires_grad,
-                               frames_provider) -> None:
-        """Raise UnsupportedError (UB120) where eager's autograd refuses to differentiate
-        ``func``: with grad mode on, it reads a view that requires grad, made by a function
-        returning several views or in another grad mode (see :data:`_REFUSED_VIEWS`), whose
-        base or another view of it was written in place since (its version changed)."""
-        if not (self._created_version and torch.is_grad_enabled()):
-            return
-        stale = [t for t in _tensor_arguments(args, kwargs) if t._is_view()
+    def stale_read_refusal(self, func, args, kwargs, out) -> EagerRefusal | None:
+        """Why eager's autograd refuses to differentiate ``func`` (made ``out``), if it does
+        for some inputs: it reads a view made by a function returning several views or in
+        another grad mode (see :data:`_STALE_VIEWS`) whose base or another view of it was
+        written in place since (its version changed). An in-place op's own target (written
+        by this very op) is :func:`inplace_refusal`'s concern."""
+        if not self._created_version:
+            return None
+        written = args[0] if is_inplace_op(func) else None
+        stale = [(i, t) for i, t in enumerate(args) if isinstance(t, torch.Tensor)
+                 and t is not written and t._is_view()
                  and self._created_version.get(id(t), t._version) != t._version]
         if not stale or not _differentiable_output(func, out):
+            return None
+        for index, tensor in stale:
+            creation = torch._C._autograd._get_creation_meta(tensor)
+            if creation in _STALE_VIEWS:
+                message, hint = _STALE_VIEWS[creation]
+                return EagerRefusal(f"`{func}` {message}.", hint, (index,), creation)
+        return None
+
+    @staticmethod
+    def _may_carry_gradient(root: torch.Tensor) -> bool:
+        """Whether ``root`` may require grad in some call of the program (floating point or
+        complex: which inputs require grad is the caller's choice)."""
+        return root.dtype.is_floating_point or root.dtype.is_complex
+
+    @contextlib.contextmanager
+    def _grad_mode_restored(self, made_with_grad: bool):
+        """Record what runs inside in an ``enable_grad`` region when a write under no_grad
+        makes views made with grad enabled be re-derived: eager's view keeps differentiating
+        its base (autograd regenerates its history at the next read), so the re-derived view
+        must read the base with its gradient (``passes.functionalize`` reads a value written
+        under no_grad with the gradient of the old one, outside no_grad regions)."""
+        if not made_with_grad or torch.is_grad_enabled():
+            yield
             return
-        for tensor in stale:
-            refused = _STALE_VIEWS.get(torch._C._autograd._get_creation_meta(tensor))
-            if refused is not None and (requires_grad(tensor) or requires_grad(tensor._base)):
-                raise UnsupportedError(f"`{func}` {refused[0]}.", code="UB120",
-                                       frames=frames_provider(), hint=refused[1])
+        builder = self.recorder.builder
+        previous = builder.record_grad_mode(True, False)
+        try:
+            with torch.enable_grad():
+                yield
+        finally:
+            builder.record_grad_mode_restore(previous)
 
     # ----------------------------------------------------------------- inverse and replay
     def _replay(self, view: torch.Tensor) -> None:
@@ -300,15 +351,11 @@ _STALE_VIEWS = {
 _NOT_DIFFERENTIABLE = frozenset({aten.detach.default})
 
 
-def _tensor_arguments(args, kwargs) -> list:
-    """The tensors among an op's arguments (top level, and inside lists such as ``cat``'s)."""
-    found = []
-    for value in (*args, *kwargs.values()):
-        if isinstance(value, torch.Tensor):
-            found.append(value)
-        elif isinstance(value, (list, tuple)):
-            found.extend(v for v in value if isinstance(v, torch.Tensor))
-    return found
+def _made_with_grad(view: torch.Tensor) -> bool:
+    """Whether autograd tracks ``view`` as a view made with grad mode on (a ``detach`` is no
+    autograd view)."""
+    return view._is_view() and torch._C._autograd._get_creation_meta(view) in (
+        _CreationMeta.DEFAULT, _CreationMeta.MULTI_OUTPUT_NODE)
 
 
 def _differentiable_output(func, out) -> bool:
@@ -320,21 +367,17 @@ def _differentiable_output(func, out) -> bool:
                for t in pytree.tree_leaves(out))
 
 
-def refuse_inplace_on_view(func, args, kwargs, requires_grad, frames_provider) -> None:
-    """Raise UnsupportedError (UB120, at the user's line) where eager's autograd refuses the
-    in-place op ``func`` (it writes ``args[0]``): grad mode is on, some tensor argument
-    requires grad (``requires_grad(tensor)``: eager's flag, a view's is its base's), and the
-    written tensor is a view made by a function returning several views, in another grad
-    mode, or in a custom Function. The program would otherwise compute where eager raises."""
+def inplace_refusal(func, args) -> EagerRefusal | None:
+    """Why eager's autograd refuses the in-place op ``func`` (it writes ``args[0]``), if it
+    does for some inputs: the written tensor is a view made by a function returning several
+    views, in another grad mode, or in a custom Function (eager raises when grad mode is on
+    and some tensor argument requires grad)."""
     target = args[0]
-    if not (isinstance(target, torch.Tensor) and target._is_view() and torch.is_grad_enabled()):
-        return
-    refused = _REFUSED_VIEWS.get(torch._C._autograd._get_creation_meta(target))
-    if refused is None:
-        return
-    tensors = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
-    if not any(requires_grad(t) or (t._is_view() and requires_grad(t._base)) for t in tensors):
-        return
-    message, hint = refused
-    raise UnsupportedError(f"`{func}` {message}.", code="UB120", frames=frames_provider(),
-                           hint=hint)
+    if not (isinstance(target, torch.Tensor) and target._is_view()):
+        return None
+    creation = torch._C._autograd._get_creation_meta(target)
+    if creation not in _REFUSED_VIEWS:
+        return None
+    message, hint = _REFUSED_VIEWS[creation]
+    tensors = tuple(i for i, a in enumerate(args) if isinstance(a, torch.Tensor))
+    return EagerRefusal(f"`{func}` {message}.", hint, tensors, creation)

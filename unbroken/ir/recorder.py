@@ -34,14 +34,14 @@ from torch.utils._python_dispatch import (
 
 from ..symbolic.diagnostics import DataDependentError, UnsupportedError
 from ..symbolic.ranges import ValueRange
-from .aliasing import Aliases, refuse_inplace_on_view
+from .aliasing import Aliases, inplace_refusal
 from .data_dependent import DATA_DEPENDENT_SIZES, SCALAR_OPS, integer_indexing
 from .graph_builder import GraphBuilder, meta_like
 from .meta_cache import MetaCache
 from .ops import is_functional, is_inplace_op, is_view_op, takes_argument, written_arguments
 from .unit_meta import same_node_at_one
 
-__all__ = ["Recorder", "meta_like"]
+__all__ = ["EAGER_REFUSES", "Recorder", "meta_like"]
 
 aten = torch.ops.aten
 
@@ -57,6 +57,11 @@ _FUNCTIONAL_WRITERS = {
 # ``unbind``): their Python reference would run ``nonzero``'s meta kernel, which refuses; their
 # decomposition reaches ``nonzero`` as an op of its own (see ``data_dependent``).
 _DATA_DEPENDENT_COMPOSITES = frozenset({aten.where.default, aten.nonzero_numpy.default})
+#: ``node.meta`` key: ``(message, hint, argument positions)`` of an op eager's autograd refuses
+#: when grad mode is on and one of those arguments requires grad (``ir.aliasing.EagerRefusal``);
+#: ``ExportedProgram.module()`` checks it when the program runs.
+EAGER_REFUSES = "unbroken_eager_refuses"
+_CreationMeta = torch._C._autograd.CreationMeta
 _META = torch.device("meta")
 _CPU = torch.device("cpu")
 
@@ -88,6 +93,7 @@ class Recorder(TorchDispatchMode):
         self.env = env
         self.frames_provider = frames_provider
         self.requires_grad_provider = requires_grad_provider
+        self.export_grad_enabled = torch.is_grad_enabled()  # the mode export was called in
         self.builder = GraphBuilder(sym_value=env.sym_value if env is not None else None,
                                     frames_provider=frames_provider,
                                     module_stack_provider=module_stack_provider)
@@ -281,9 +287,6 @@ class Recorder(TorchDispatchMode):
 
     def _dispatch_and_record(self, func, args, kwargs):
         self._refuse_value_dependent(func, args)
-        if self.requires_grad_provider is not None and is_inplace_op(func):
-            refuse_inplace_on_view(func, args, kwargs, self.requires_grad_provider,
-                                   self.frames_provider)
         compute_args, compute_kwargs, device = self._prepare(func, args, kwargs)
         if func is aten.detach.default and self._is_unused_factory_output(args[0]):
             return self._elide_detach(func, args[0], compute_args, device)
@@ -297,15 +300,51 @@ class Recorder(TorchDispatchMode):
                 and not integer_indexing(func, compute_args):
             out = DATA_DEPENDENT_SIZES[func](self, *compute_args, **compute_kwargs)
             return self.record_data_dependent(func, args, kwargs, out, device)
+        refusal = self._inplace_refusal(func, args)
         out = self._compute(func, compute_args, compute_kwargs)
-        if self.requires_grad_provider is not None:
-            self.aliases.refuse_stale_view_read(func, args, kwargs, out,
-                                                self.requires_grad_provider,
-                                                self.frames_provider)
+        refusal = refusal or self._stale_read_refusal(func, args, kwargs, out)
         node = self._record(func, args, kwargs, out)
+        if refusal is not None:
+            node.meta[EAGER_REFUSES] = (refusal.message, refusal.hint, refusal.arguments)
         self._bind_outputs(node, out, device)
         self._track_aliasing(func, compute_args, compute_kwargs, out, node)
         return out
+
+    # ----------------------------------------------------------------- autograd's refusals
+    def _inplace_refusal(self, func, args):
+        """See :meth:`_refused`, for an in-place op (checked before it runs)."""
+        if self.requires_grad_provider is None or not is_inplace_op(func):
+            return None
+        return self._refused(inplace_refusal(func, args), args)
+
+    def _stale_read_refusal(self, func, args, kwargs, out):
+        if self.requires_grad_provider is None:
+            return None
+        return self._refused(self.aliases.stale_read_refusal(func, args, kwargs, out), args)
+
+    def _refused(self, refusal, args):
+        """Raise the refusal (UnsupportedError UB120 at the user's line) when eager's autograd
+        raises on the example: grad mode is on and one of its tensors requires grad (eager's
+        flag, a view's is its base's). Otherwise return it when it holds whatever grad mode the
+        program runs in (the node is marked :data:`EAGER_REFUSES`, checked when the program
+        runs): a view ``split`` returned, or one made in a no_grad region of forward()); else
+        None."""
+        if refusal is None:
+            return None
+        if torch.is_grad_enabled() and any(self._eager_requires_grad(args[i])
+                                           for i in refusal.arguments):
+            raise refusal.error(self.frames_provider())
+        # a view made under no_grad when export itself ran under no_grad may be an ordinary
+        # view when the program runs with grad: only a region of forward() makes it one there
+        made_under_no_grad = refusal.creation == _CreationMeta.NO_GRAD_MODE
+        if refusal.creation == _CreationMeta.MULTI_OUTPUT_NODE or (
+                made_under_no_grad and self.export_grad_enabled):
+            return refusal
+        return None
+
+    def _eager_requires_grad(self, tensor) -> bool:
+        provider = self.requires_grad_provider
+        return provider(tensor) or (tensor._is_view() and provider(tensor._base))
 
     def _compute(self, func, args, kwargs):
         """The meta output of ``func``; a functional op's from the cache when the trace has

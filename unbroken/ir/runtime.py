@@ -45,6 +45,7 @@ import torch.utils._pytree as pytree
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.export._unlift import _StatefulGraphModule, _unlift_exported_program_lifted_states
 
+from unbroken.ir.recorder import EAGER_REFUSES
 from unbroken.ir.signature import ConstantArgument, InputKind, OutputKind
 from unbroken.symbolic.diagnostics import InputMismatchError
 
@@ -585,6 +586,7 @@ def build_module(program) -> ExportedModule:
     _adopt(module)
     _write_backs(module)
     _differentiable_copies(module)
+    _eager_refusal_checks(module)
     guard = InputGuard(program)
     module.__dict__["_unbroken_guard"] = guard
     module.register_forward_pre_hook(guard, with_kwargs=True)
@@ -665,3 +667,39 @@ def _differentiable_copies(module: torch.fx.GraphModule) -> None:
             node.target = differentiable_copy
         if nodes:
             graph_module.recompile()
+
+
+def _eager_refusal_checks(module: torch.fx.GraphModule) -> None:
+    """Before each node the recorder marked :data:`EAGER_REFUSES` (an in-place write into an
+    output of ``split``/``chunk``/``unbind``, or a read of one after its base was written,
+    recorded where nothing required grad), a call of :func:`refuse_where_eager_does` on the
+    tensors whose ``requires_grad`` decides whether eager raises."""
+    graph = module.graph
+    marked = [n for n in graph.nodes if n.op == "call_function" and EAGER_REFUSES in n.meta]
+    for node in marked:
+        message, hint, positions = node.meta[EAGER_REFUSES]
+        tensors = [node.args[i] for i in positions if i < len(node.args)
+                   and isinstance(node.args[i], torch.fx.Node)]
+        location = _last_frame(node.meta.get("stack_trace") or "")
+        with graph.inserting_before(node):
+            graph.call_function(refuse_where_eager_does, (message, hint, location, *tensors))
+    if marked:
+        module.recompile()
+
+
+def _last_frame(stack_trace: str) -> str:
+    """The innermost ``File "...", line N, in f`` line of a node's stack trace (and its source)."""
+    lines = [line.strip() for line in stack_trace.strip().splitlines()]
+    starts = [i for i, line in enumerate(lines) if line.startswith("File ")]
+    return " ".join(lines[starts[-1]:starts[-1] + 2]) if starts else ""
+
+
+def refuse_where_eager_does(message: str, hint: str, location: str, *tensors) -> None:
+    """Raise InputMismatchError when eager's autograd would raise at this point of forward():
+    grad mode is on and one of ``tensors`` requires grad (the program was recorded from an
+    example without gradients, where eager runs)."""
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        raise _mismatch(f"{message} At {location}. The program was exported from inputs that "
+                        f"record no gradient here; this call records one, for which eager "
+                        f"raises.", hint=f"call it under torch.no_grad() or with inputs that "
+                        f"do not require grad, or fix the model: {hint}")

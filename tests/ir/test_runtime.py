@@ -563,7 +563,8 @@ class InputViewReadAfterNoGradWrite(torch.nn.Module):
 
 
 WRITES = [ViewReadAfterNoGradWriteOfItsBase, ViewReadAfterNoGradWriteOfAnotherView,
-          InputViewReadAfterNoGradWrite, NoGradParameterAdd, NoGradParameterCopy, FrozenParameterAdd,
+          InputViewReadAfterNoGradWrite, NoGradParameterAdd, NoGradParameterCopy,
+          FrozenParameterAdd,
           FrozenParameterTakesGradient, BufferCopiedWithGrad, BufferAccumulatesWithGrad,
           IntermediateWrittenUnderNoGrad, IntermediateWrittenThroughDetach,
           InputSliceWrittenThroughDetach, DetachedAliasReadBack]

@@ -1,4 +1,6 @@
 """Tests for unbroken.ir.runtime: ep.module() runs the graph, checks inputs, writes back."""
+import copy
+
 import pytest
 import sympy
 import torch
@@ -562,7 +564,18 @@ class InputViewReadAfterNoGradWrite(torch.nn.Module):
         return v * 3
 
 
-WRITES = [ViewReadAfterNoGradWriteOfItsBase, ViewReadAfterNoGradWriteOfAnotherView,
+class InitializesInForward(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        torch.nn.init.zeros_(self.lin.bias)  # PyTorch's own no_grad, inside one leaf call
+        return self.lin(x)
+
+
+WRITES = [InitializesInForward, ViewReadAfterNoGradWriteOfItsBase,
+          ViewReadAfterNoGradWriteOfAnotherView,
           InputViewReadAfterNoGradWrite, NoGradParameterAdd, NoGradParameterCopy,
           FrozenParameterAdd,
           FrozenParameterTakesGradient, BufferCopiedWithGrad, BufferAccumulatesWithGrad,
@@ -608,9 +621,9 @@ def test_writes_match_eager(model_class, route, tmp_path):
     from tests.exactness import assert_bit_exact
 
     torch.manual_seed(0)
-    start = torch.randn(3)
-    module = _program_module(model_class(), start.clone().requires_grad_(), route, tmp_path)
-    eager = model_class()
+    start, model = torch.randn(3), model_class()
+    eager = copy.deepcopy(model)  # the program shares the model's state
+    module = _program_module(model, start.clone().requires_grad_(), route, tmp_path)
     got = _run_with_grad(module, start, module)
     want = _run_with_grad(eager, start, eager)
     assert_bit_exact(got[0], want[0])

@@ -321,8 +321,9 @@ class TraceContext:
         values = [a.unwrap(tx) for a in args]
         named = {k: v.unwrap(tx) for k, v in kwargs.items()}
         generated = False
-        with self.leaf_errors(fn), self.recorder.recording(), \
-                torch.set_grad_enabled(self.grad_enabled):
+        # the grad mode first: the recorder takes the call's mode when recording begins
+        with self.leaf_errors(fn), torch.set_grad_enabled(self.grad_enabled), \
+                self.recorder.recording():
             with self.recorder.leaf_scope() as scope:
                 result = fn(*values, **named)
                 if isinstance(result, types.GeneratorType):

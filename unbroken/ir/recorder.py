@@ -82,8 +82,11 @@ class Recorder(TorchDispatchMode):
         decompose_composites: ``True`` lowers every composite op; ``"aliasing"`` only those
             returning views (``to.dtype``...), which a decomposition table never preserves.
         requires_grad_provider: one-arg callable, whether eager's tensor behind a traced meta
-            tensor requires grad (meta tensors carry no autograd state); with it, an in-place
-            write that eager's autograd refuses (see :func:`refuse_inplace_on_view`) is refused.
+            tensor requires grad (meta tensors carry no autograd state); with it, an op eager's
+            autograd refuses (``ir.aliasing.EagerRefusal``) is refused or marked, and an op a
+            leaf call dispatches in another grad mode than the call's own (PyTorch code that
+            enters ``torch.no_grad()`` itself, as ``nn.init.zeros_``) is recorded in a
+            grad-mode region of that mode.
     """
 
     def __init__(self, *, env=None, frames_provider=tuple, module_stack_provider=dict,
@@ -94,6 +97,8 @@ class Recorder(TorchDispatchMode):
         self.frames_provider = frames_provider
         self.requires_grad_provider = requires_grad_provider
         self.export_grad_enabled = torch.is_grad_enabled()  # the mode export was called in
+        self._leaf_grad_mode = True  # the grad mode the current leaf call was made in
+        self._inner_region = None  # (previous node, mode) of a region opened inside a leaf call
         self.builder = GraphBuilder(sym_value=env.sym_value if env is not None else None,
                                     frames_provider=frames_provider,
                                     module_stack_provider=module_stack_provider)
@@ -166,12 +171,15 @@ class Recorder(TorchDispatchMode):
         """Activate the mode for the duration of one leaf call."""
         if self._recording == 0:
             self._this_call.clear()
+            self._leaf_grad_mode = torch.is_grad_enabled()
         self._recording += 1
         try:
             with self:
                 yield
         finally:
             self._recording -= 1
+            if self._recording == 0:
+                self._close_inner_region()
 
     @contextlib.contextmanager
     def leaf_scope(self):
@@ -215,6 +223,7 @@ class Recorder(TorchDispatchMode):
                 self._suspended -= 1
             self._dry_log.append((op, args, kwargs, out))
             return out
+        self._follow_grad_mode()
         compute_args, compute_kwargs, device = self._prepare(op, args, kwargs)
         key = self.meta_cache.key("composite", op, compute_args, compute_kwargs)
         self._suspended += 1
@@ -287,6 +296,7 @@ class Recorder(TorchDispatchMode):
 
     def _dispatch_and_record(self, func, args, kwargs):
         self._refuse_value_dependent(func, args)
+        self._follow_grad_mode()
         compute_args, compute_kwargs, device = self._prepare(func, args, kwargs)
         if func is aten.detach.default and self._is_unused_factory_output(args[0]):
             return self._elide_detach(func, args[0], compute_args, device)
@@ -309,6 +319,26 @@ class Recorder(TorchDispatchMode):
         self._bind_outputs(node, out, device)
         self._track_aliasing(func, compute_args, compute_kwargs, out, node)
         return out
+
+    # ----------------------------------------------------------------- grad mode inside a call
+    def _follow_grad_mode(self) -> None:
+        """Record the op about to be recorded in the grad mode it runs in: PyTorch code called
+        as one leaf (``nn.init.zeros_``, ``F.embedding(max_norm=...)``) may enter
+        ``torch.no_grad()`` itself, and its writes are then invisible to autograd in eager
+        (a parameter it zeroes stays the leaf later ops differentiate)."""
+        if self.requires_grad_provider is None or self._recording == 0:
+            return
+        mode = torch.is_grad_enabled()
+        if self._inner_region is not None and self._inner_region[1] == mode:
+            return
+        self._close_inner_region()
+        if mode != self._leaf_grad_mode:
+            self._inner_region = (self.builder.record_grad_mode(mode, self._leaf_grad_mode), mode)
+
+    def _close_inner_region(self) -> None:
+        if self._inner_region is not None:
+            self.builder.record_grad_mode_restore(self._inner_region[0])
+            self._inner_region = None
 
     # ----------------------------------------------------------------- autograd's refusals
     def _inplace_refusal(self, func, args):

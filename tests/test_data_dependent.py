@@ -1,6 +1,7 @@
 """Values that only tensor data decide: .item() and data-dependent sizes are unbacked symbols;
 torch._check facts about them become runtime asserts; what the facts cannot decide is refused
 with a hint. Examples from the seed tutorial's data-dependent section."""
+import io
 import warnings
 
 import pytest
@@ -130,3 +131,57 @@ def test_iterating_rows_that_tensor_data_counts_is_refused_at_the_loop():
     assert error.code == "UB105" and "number of rows depends on tensor data" in str(error)
     assert error.frames[-1].source.strip().endswith("# the loop")
     assert "nonzero() count" in error.details and "range(n)" in error.hint
+
+
+UNIQUE_CASES = {
+    "values": lambda x: torch.unique(x) * 2,
+    "inverse_and_counts": lambda x: torch.unique(x, return_inverse=True, return_counts=True),
+    "count_as_size": lambda x: torch.arange(torch.unique(x).numel()) + x.shape[0],
+    "dim": lambda x: torch.unique(x.view(-1, 2), dim=0, return_counts=True),
+    "consecutive": lambda x: torch.unique_consecutive(x, return_inverse=True),
+    "consecutive_dim": lambda x: torch.unique_consecutive(x.view(2, -1), dim=1),
+    "one_hot_against_values": lambda x: x[:, None] == torch.unique(x)[None, :],
+    "repeat_interleave": lambda x: torch.repeat_interleave(x * 10, x),
+    "repeat_interleave_indices": lambda x: torch.repeat_interleave(x).float().mean(),
+    "bincount": lambda x: torch.bincount(x),
+    "bincount_minlength_weights": lambda x: torch.bincount(x, x.float() / 3, minlength=9),
+    "bincount_half_weights_sum_in_double": lambda x: torch.bincount(x, x.half()),
+    "mask_over_a_later_dim": lambda x: x.view(2, 3)[:, x.view(2, 3)[0] > 1] * 2,
+    "mask_after_an_ellipsis": lambda x: x.view(3, 2)[..., x[:2] > 1],
+}
+
+
+@pytest.mark.parametrize("name", list(UNIQUE_CASES))
+def test_unique_counts_are_unbacked_sizes(name):
+    """torch.unique and its relatives (bincount, repeat_interleave, a boolean mask over any
+    dims): the number of values kept is a size only tensor data decides (an unbacked symbol,
+    as for nonzero); the program matches eager on inputs with other numbers of distinct
+    values, after save/load and after run_decompositions()."""
+    fn = UNIQUE_CASES[name]
+    example = torch.tensor([3, 1, 3, 2, 1, 2])
+    ep = unbroken.export(fn, (example,))  # a function: unbroken takes it as is
+    buffer = io.BytesIO()
+    unbroken.save(ep, buffer)
+    buffer.seek(0)
+    programs = (ep, unbroken.load(buffer), ep.run_decompositions())
+    for x in (example, torch.tensor([5, 5, 4, 4, 7, 5]), torch.tensor([1, 1, 1, 1, 1, 1])):
+        want = torch.utils._pytree.tree_leaves(fn(x))
+        for program in programs:
+            got = torch.utils._pytree.tree_leaves(program.module()(x))
+            assert len(got) == len(want)
+            for a, b in zip(got, want):
+                assert a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b)
+
+
+def test_bincount_minlength_is_the_lower_bound_of_its_length():
+    ep = unbroken.export(lambda x: torch.bincount(x, minlength=8), (torch.tensor([0, 2, 2]),))
+    (length,) = ep.range_constraints.values()
+    assert length.lower == 8
+
+
+def test_unique_of_an_empty_input_keeps_no_symbol():
+    empty = torch.zeros(0, 3, dtype=torch.long)
+    ep = unbroken.export(lambda x: torch.unique(x, return_inverse=True), (empty,))
+    assert not ep.range_constraints
+    values, inverse = ep.module()(empty)
+    assert values.shape == (0,) and inverse.shape == (0, 3)

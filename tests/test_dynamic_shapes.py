@@ -368,21 +368,6 @@ class IterateRows(nn.Module):
         return torch.stack([row * i for i, row in enumerate(x)])  # MARK
 
 
-def test_iterating_a_dynamic_dim_specializes_it_like_range():
-    """One element per row: the count is specialized (LLaVA's ``list(image_features)``):
-    Dim.AUTO adopts it, a named Dim is refused at the line with the static fix."""
-    x = torch.randn(3, 4)
-    with pytest.warns(unbroken.SpecializationWarning):
-        ep = unbroken.export(IterateRows(), (x,), dynamic_shapes={"x": {0: Dim.AUTO}})
-    assert_close(ep.module()(x), IterateRows()(x), rtol=0, atol=0)
-    with pytest.raises(InputMismatchError):
-        ep.module()(torch.randn(4, 4))
-    with pytest.raises(ConstraintViolationError) as info:
-        unbroken.export(IterateRows(), (x,), dynamic_shapes={"x": {0: Dim("b")}})
-    assert info.value.frames[-1].lineno == line_of(IterateRows, "# MARK")
-    assert '"x": None' in info.value.render()
-
-
 class RangeRows(nn.Module):
     def forward(self, x):
         total = x[0]
@@ -391,25 +376,29 @@ class RangeRows(nn.Module):
         return total
 
 
+@pytest.mark.parametrize("model", [IterateRows, RangeRows], ids=["iterate", "range"])
+def test_a_loop_over_a_dynamic_dim_specializes_it(model):
+    """A loop unrolled once per row (LLaVA's ``list(image_features)``, ``for i in
+    range(x.shape[0])``) specializes the count, as torch.export does: Dim.AUTO adopts it with
+    a warning, a named Dim is refused at the line with the static fix."""
+    x = torch.randn(3, 4)
+    with pytest.warns(unbroken.SpecializationWarning, match=r"x\.shape\[0\]"):
+        ep = unbroken.export(model(), (x,), dynamic_shapes={"x": {0: Dim.AUTO}})
+    assert_close(ep.module()(x), model()(x), rtol=0, atol=0)
+    with pytest.raises(InputMismatchError):
+        ep.module()(torch.randn(4, 4))
+    with pytest.raises(ConstraintViolationError) as info:
+        unbroken.export(model(), (x,), dynamic_shapes={"x": {0: Dim("b")}})
+    assert info.value.frames[-1].lineno == line_of(model, "# MARK")
+    assert '"x": None' in info.value.render()
+
+
 class RangeFromData(nn.Module):
     def forward(self, x):
         return torch.stack([x[0] * i for i in range(int(x.sum()))])  # MARK
 
 
-def test_range_over_a_dynamic_dim_specializes_it():
-    """``range(x.shape[0])`` unrolls the loop for one size: the size is specialized, as
-    torch.export does (Dim.AUTO adopts it with a warning naming the line, a named Dim is
-    refused with the static fix); a bound read from tensor data is refused at the line."""
-    x = torch.randn(4, 3)
-    with pytest.warns(unbroken.SpecializationWarning, match="rows|shape\\[0\\]"):
-        ep = unbroken.export(RangeRows(), (x,), dynamic_shapes={"x": {0: Dim.AUTO}})
-    assert_close(ep.module()(x), RangeRows()(x), rtol=0, atol=0)
-    with pytest.raises(InputMismatchError):
-        ep.module()(torch.randn(5, 3))
-    with pytest.raises(ConstraintViolationError) as info:
-        unbroken.export(RangeRows(), (x,), dynamic_shapes={"x": {0: Dim("rows")}})
-    assert info.value.frames[-1].lineno == line_of(RangeRows, "# MARK")
-    assert '"x": None' in info.value.render()
+def test_a_range_bounded_by_tensor_data_is_refused_at_the_line():
     with pytest.raises(GraphBreakError) as info:
         unbroken.export(RangeFromData(), (torch.ones(2, 3),))
     assert info.value.code == "UB105"

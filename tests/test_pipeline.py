@@ -918,15 +918,10 @@ class BSetattr(nn.Module):
         return self.head(x)
 
 
-class BNonzero(nn.Module):
-    def forward(self, x):
-        values = torch.unique(x)  # MARK
-        return values
-
 
 class BMaskIndex(nn.Module):
     def forward(self, x):
-        return x[:, x[0] > 0]  # MARK
+        return x[torch.tensor([0, 1]), x[0] > 0]  # MARK: a mask beside another index tensor
 
 
 class MyFn(torch.autograd.Function):
@@ -960,7 +955,6 @@ class BInt(nn.Module):
     (BRaise, "UB104"),
     (BGlobal, "UB107"),
     (BSetattr, "UB107"),
-    (BNonzero, "UB114"),
     (BMaskIndex, "UB114"),
     (BInt, "UB105"),
 ], ids=lambda v: v.__name__ if isinstance(v, type) else v)

@@ -40,6 +40,25 @@ def test_seed_dynamic_model_gives_z_as_a_product():
     assert pinned.frames[-1].source.strip() == "x1 = self.l(w)"
 
 
+class DoubledBatch(nn.Module):
+    def forward(self, x, y):
+        return torch.cat([y, y]) + x  # x.shape[0] == 2 * y.shape[0]
+
+
+def test_an_earlier_dim_twice_a_later_one_is_a_derived_dim():
+    """x comes first, but only x = 2*y is a dim expression (as torch's Dim.AUTO makes it);
+    y = x/2 would not be. y admits 1 (x is then 2)."""
+    ep = unbroken.export(DoubledBatch(), (torch.randn(8, 3), torch.randn(4, 3)),
+                         dynamic_shapes={"x": {0: A}, "y": {0: A}})
+    (x, _), (y, _) = _placeholder_shapes(ep)
+    assert x.node.expr == 2 * y.node.expr and len(ep.range_constraints) == 1
+    for n in (1, 3, 6):
+        args = (torch.randn(2 * n, 3), torch.randn(n, 3))
+        assert_close(ep.module()(*args), DoubledBatch()(*args), rtol=0, atol=0)
+    with pytest.raises(InputMismatchError, match="2\\*s0"):
+        ep.module()(torch.randn(8, 3), torch.randn(3, 3))
+
+
 class MaskOrBroadcast(nn.Module):
     """Like scaled_dot_product_attention's check: the mask's length equals the sequence's, or
     is 1 (broadcast). No dynamic_shapes spec can state an "or"."""

@@ -100,6 +100,19 @@ def test_adopt_keeps_a_product_as_a_derived_dim():
     assert fix.derived == {s2: s0 * s1} and not fix.static and not fix.asserted
 
 
+def test_adopt_derives_an_earlier_dim_when_the_later_is_no_polynomial():
+    """``s0 == 2*s1``: ``s1 = s0/2`` is no integer polynomial, ``s0 = 2*s1`` is (torch's
+    Dim.AUTO does the same); ``s0 == s1**2 + 1`` too. ``2*s0 == 3*s1`` has neither: asserted."""
+    fix = _adopt([sympy.Eq(s0, 2 * s1)], [s0, s1])
+    assert fix.derived == {s0: 2 * s1} and not fix.asserted and s0 not in fix.ranges
+    fix = _adopt([sympy.Eq(s0, s1 ** 2 + 1)], [s0, s1])
+    assert fix.derived == {s0: s1 ** 2 + 1}
+    fix = _adopt([sympy.Eq(2 * s0, 3 * s1)], [s0, s1])
+    assert not fix.derived and fix.asserted == [sympy.Eq(2 * s0, 3 * s1)]
+    fix = _adopt([sympy.Eq(s0, 2 * s1)], [s0, s1], fixed=frozenset({s0}))  # s0 a named Dim
+    assert not fix.derived and fix.asserted
+
+
 def test_adopt_asserts_a_disjunction_instead_of_pinning():
     fact = sympy.Or(sympy.Eq(s0, s1), sympy.Eq(s1, 1))
     fix = _adopt([fact], [s0, s1])

@@ -174,11 +174,15 @@ _KINDS = [
     ),
     BreakKind(
         "UB114", "Operator with a data-dependent output shape",
-        "The output size of this operator (nonzero, masked_select, unique, ...) depends on tensor "
-        "values, which is not supported yet.",
-        "Use a fixed-size formulation such as torch.where(mask, x, 0) instead of x[mask].",
-        "return x[x > 0]",
-        "return torch.where(x > 0, x, torch.zeros_like(x))",
+        "The output size of this operator depends on tensor values in a way unbroken does not "
+        "model (a boolean mask indexing together with other index tensors). The ones it models "
+        "(`nonzero`, `masked_select`, `x[mask]`, `unique`, `unique_consecutive`, "
+        "`repeat_interleave` by a tensor, `bincount`) export: their sizes become symbols known "
+        "at run time.",
+        "Index with the mask alone (then with the other index), or use a fixed-size formulation "
+        "such as torch.where(mask, x, 0) instead of selecting.",
+        "return x[torch.tensor([0, 1]), x[0] > 0]",
+        "return x[torch.tensor([0, 1])][:, x[0] > 0]",
     ),
     BreakKind(
         "UB116", "Attribute assignment on a tensor",

@@ -1,5 +1,6 @@
 """Operators whose results depend on tensor values: ``.item()`` and ops whose output sizes
-do (``nonzero``, ``masked_select``, boolean-mask indexing).
+do (``nonzero``, ``masked_select``, boolean-mask indexing, the ``unique`` family,
+``repeat_interleave`` by a tensor, ``bincount``).
 
 With a shape environment, the recorder gives each such value a fresh *unbacked* symbol (no
 example value; a size is >= 0 and at most the input's element count) instead of refusing it.
@@ -11,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from ..symbolic.diagnostics import UnsupportedError
+from ..symbolic.ranges import ValueRange
 
 __all__ = ["SCALAR_OPS", "DATA_DEPENDENT_SIZES", "integer_indexing"]
 
@@ -30,14 +32,79 @@ def _masked_select(recorder, tensor, mask):
 
 
 def _bool_index(recorder, tensor, indices):
-    """``x[mask]`` with one boolean mask over the leading dims (other index forms refused)."""
+    """``x[mask]``, ``x[:, mask]``: one boolean mask over consecutive dims, every other index
+    a full slice; the selected elements replace those dims (other index forms refused)."""
     masks = [i for i in indices if i is not None]
-    if len(masks) != 1 or indices[0] is None or masks[0].dtype not in (torch.bool, torch.uint8):
+    if len(masks) != 1 or masks[0].dtype not in (torch.bool, torch.uint8):
         raise UnsupportedError("indexing with several tensors where one is a boolean mask",
                                code="UB114", frames=recorder.frames_provider())
     mask = masks[0]
+    start = next(i for i, index in enumerate(indices) if index is not None)
     count = recorder.unbacked_size("mask count", upper=_static_numel(mask.shape))
-    return torch.empty((count, *tensor.shape[mask.dim():]), dtype=tensor.dtype, device=_META)
+    shape = (*tensor.shape[:start], count, *tensor.shape[start + mask.dim():])
+    return torch.empty(shape, dtype=tensor.dtype, device=_META)
+
+
+def _repeat_interleave(recorder, repeats, output_size=None):
+    """``repeat_interleave(repeats)``: index ``i`` repeated ``repeats[i]`` times, as many
+    as the repeats add up to (``output_size`` when the caller gives it)."""
+    if output_size is None:
+        output_size = recorder.unbacked_size("repeat_interleave() total")
+    return torch.empty((output_size,), dtype=repeats.dtype, device=_META)
+
+
+def _bincount(recorder, tensor, weights=None, minlength=0):
+    """``bincount``: one count per value up to the largest (``max(x) + 1``, at least
+    ``minlength``; none for an empty input), as the CPU kernel types it: int64 counts, or sums
+    of the weights in float32 for float32 weights and in float64 for any other."""
+    count = recorder.unbacked_size("bincount() length")
+    if minlength:
+        recorder.env.set_range(count.node.expr, ValueRange(minlength, None), spec=True)
+    if weights is None:
+        dtype = torch.long
+    else:
+        dtype = torch.float32 if weights.dtype == torch.float32 else torch.float64
+    return torch.empty((count,), dtype=dtype, device=_META)
+
+
+def _unique(recorder, tensor, dim, return_inverse, return_counts, what):
+    """The ``unique`` family: the values kept (a fresh count along ``dim``, or of the
+    flattened input), the inverse indices and the counts, each empty when not asked for, as
+    eager's CPU kernels give them (with a ``dim`` they always return all three)."""
+    if dim is not None:
+        dim = dim % max(tensor.dim(), 1)
+    numel = _static_numel(tensor) if dim is None else tensor.shape[dim]
+    if numel == 0:
+        count = 0  # nothing to keep: no symbol (it would be refined to 0 at once)
+    else:
+        count = recorder.unbacked_size(f"{what} count",
+                                       upper=numel if isinstance(numel, int) else None)
+    shape = (count,) if dim is None else (*tensor.shape[:dim], count, *tensor.shape[dim + 1:])
+    kept = torch.empty(shape, dtype=tensor.dtype, device=_META)
+    always = dim is not None
+    inverse_shape = tensor.shape if dim is None else (tensor.shape[dim],)
+    inverse = torch.empty(inverse_shape if return_inverse or always else (0,),
+                          dtype=torch.long, device=_META)
+    counts = torch.empty((count,) if return_counts or always else (0,), dtype=torch.long,
+                         device=_META)
+    return kept, inverse, counts
+
+
+def _unique2(recorder, tensor, sorted=True, return_inverse=False, return_counts=False):
+    return _unique(recorder, tensor, None, return_inverse, return_counts, "unique()")
+
+
+def _unique_old(recorder, tensor, sorted=True, return_inverse=False):
+    return _unique(recorder, tensor, None, return_inverse, False, "unique()")[:2]
+
+
+def _unique_dim(recorder, tensor, dim, sorted=True, return_inverse=False, return_counts=False):
+    return _unique(recorder, tensor, dim, return_inverse, return_counts, "unique(dim=...)")
+
+
+def _unique_consecutive(recorder, tensor, return_inverse=False, return_counts=False, dim=None):
+    return _unique(recorder, tensor, dim, return_inverse, return_counts,
+                   "unique_consecutive()")
 
 
 def _static_numel(shape_or_tensor):
@@ -57,6 +124,12 @@ DATA_DEPENDENT_SIZES = {
     aten.nonzero.default: _nonzero,
     aten.masked_select.default: _masked_select,
     aten.index.Tensor: _bool_index,
+    aten.repeat_interleave.Tensor: _repeat_interleave,
+    aten.bincount.default: _bincount,
+    aten._unique2.default: _unique2,
+    aten._unique.default: _unique_old,
+    aten.unique_dim.default: _unique_dim,
+    aten.unique_consecutive.default: _unique_consecutive,
 }
 
 

@@ -24,7 +24,7 @@ import torch
 import torch.fx as fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
-from torch.fx.passes.shape_prop import _extract_tensor_metadata
+from torch.fx.passes.shape_prop import TensorMetadata, _extract_tensor_metadata
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import ValueRanges
 
@@ -82,6 +82,7 @@ class _Converter:
                                      if v is not None}
         self.mode = FakeTensorMode(shape_env=env, allow_non_fake_inputs=True)
         self.symbols: dict = {}
+        self.layouts: dict = {}  # (size exprs, stride exprs) -> a TensorMetadata of that layout
 
     def _hint(self, expr):
         value = expr.xreplace(self.hints)
@@ -111,6 +112,20 @@ class _Converter:
                 self.symbols[expr] = self.env.create_symintnode(expr, hint=self._hint(expr))
         return self.symbols[expr]
 
+    def tensor_meta(self, fake: torch.Tensor) -> TensorMetadata:
+        """``_extract_tensor_metadata(fake)``, as torch's passes read it. Its memory format
+        (a contiguity question per format, each a dozen symbolic operations) is computed once
+        per layout: the nodes of a graph share a few."""
+        if fake.is_quantized or fake.layout != torch.strided:
+            return _extract_tensor_metadata(fake)
+        stride = fake.stride()
+        key = (tuple(map(_expr_of, fake.shape)), tuple(map(_expr_of, stride)))
+        known = self.layouts.get(key)
+        if known is None:
+            known = self.layouts[key] = _extract_tensor_metadata(fake)
+        return TensorMetadata(fake.shape, fake.dtype, fake.requires_grad, stride,
+                              known.memory_format, False, {})
+
     def value(self, val, device):
         if isinstance(val, torch.Tensor):
             if val.device.type != "meta" and not val.is_meta:
@@ -126,6 +141,10 @@ class _Converter:
         if isinstance(val, (tuple, list)):
             return type(val)(self.value(v, device) for v in val)
         return val
+
+
+def _expr_of(size):
+    return size.node.expr if isinstance(size, torch.SymInt) else size
 
 
 def _node_device(node: fx.Node, devices: dict, default: torch.device) -> torch.device:
@@ -178,7 +197,7 @@ def _convert(graph_module, converter, placeholder_devices, default) -> None:
         devices[node] = device
         node.meta["val"] = converter.value(node.meta["val"], device)
         if isinstance(node.meta["val"], torch.Tensor):  # read by torch's passes, as export sets it
-            node.meta["tensor_meta"] = _extract_tensor_metadata(node.meta["val"])
+            node.meta["tensor_meta"] = converter.tensor_meta(node.meta["val"])
 
 
 def _shape_env_of(graph: fx.Graph):
@@ -194,7 +213,12 @@ def hints_of(graph: fx.Graph, symbols) -> dict:
     """symbol -> example value, for the given symbols, from the graph's fake values (symbols
     without one, such as data-dependent ones, map to None)."""
     env = _shape_env_of(graph)
-    known = getattr(env, "backed_var_to_val", None) or getattr(env, "var_to_val", None) or {}
+    if env is None:
+        known = {}
+    elif hasattr(env, "backed_var_to_val"):  # an empty one too: var_to_val warns it is deprecated
+        known = env.backed_var_to_val
+    else:
+        known = env.var_to_val
     return {s: int(known[s]) if s in known else None for s in symbols}
 
 

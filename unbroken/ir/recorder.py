@@ -250,14 +250,26 @@ class Recorder(TorchDispatchMode):
 
     def record_data_dependent(self, func, args, kwargs, value, device=None):
         """Record ``func`` (``item``, ``nonzero``...) whose result ``value`` only tensor data
-        decides: an unbacked SymInt/SymFloat/SymBool, or a meta tensor whose leading size is
-        one. Later sizes and arguments computed from that symbol read it from this node.
+        decides: an unbacked SymInt/SymFloat/SymBool, a meta tensor whose leading size is
+        one (or given by the caller), or a tuple of meta tensors whose sizes include one
+        (``unique``). Later sizes and arguments computed from that symbol read it from this
+        node.
         ``run_decompositions`` passes the value the exported program already has, so the
         symbol (and the facts ``torch._check`` proved about it) stays the same."""
         if isinstance(value, torch.Tensor):
             node = self._record(func, args, kwargs, value)
             self._bind_outputs(node, value, device or self.device_of(args[0]))
-            self.builder.bind_symbol(value.shape[0].node.expr, node, 0, value)
+            if isinstance(value.shape[0], torch.SymInt):  # not when the caller gave the size
+                self.builder.bind_symbol(value.shape[0].node.expr, node, 0, value)
+            return value
+        if isinstance(value, tuple):  # ``unique``: its count is the size of its outputs
+            node = self._record(func, args, kwargs, value)
+            self._bind_outputs(node, value, device or self.device_of(args[0]))
+            for tensor in value:
+                for dim, size in enumerate(tensor.shape):
+                    if isinstance(size, torch.SymInt) and size.node.expr.is_Symbol:
+                        self.builder.bind_symbol(size.node.expr, self.node_of(tensor), dim,
+                                                 tensor)
             return value
         node = self._record(aten.item.default, args[:1], {}, value)
         for symbol in value.node.expr.free_symbols:  # a bool item is Eq(u, 1): u is read here

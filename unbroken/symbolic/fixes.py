@@ -195,34 +195,52 @@ def _adopt_univariate(fix: Fix, fact, original, s, describe) -> bool:
 def _relate_polynomial(fix: Fix, fact, symbols, describe, fixed) -> bool:
     """``later == p(earlier...)``: the latest symbol that is not ``fixed`` becomes the integer
     polynomial ``p`` when every value of ``p`` lies in its range; ``y == 8`` whatever ``x`` is
-    pins ``y``."""
+    pins ``y``. When the latest is no integer polynomial of the others (``x == 2*y``: ``y`` is
+    ``x/2``), an earlier free symbol that is one becomes it (``x = 2*y``, as torch.export's
+    ``Dim.AUTO`` makes it); the symbols it is expressed over stay roots."""
     free = [s for s in symbols if s not in fixed]
     if not free:
         return False
     later = free[-1]
     if any(s not in fixed and _order(s) > _order(later) for s in symbols):
         return False
+    for target in reversed(free):
+        value = _solved_for(fact, target)
+        if value is None:
+            continue
+        if value.is_Integer:
+            if target is not later:
+                continue  # a pin is the latest dim's (as before: the first to differ)
+            fix.pinned_by[later] = fact
+            return _make_static(fix, later, f"the code needs `{render_expr(fact, describe)}`",
+                                describe)
+        if _integer_polynomial(value) and target not in value.free_symbols \
+                and not value.free_symbols & set(fix.derived) \
+                and _derive_in_range(fix, target, value, describe):
+            return True
+    return False
+
+
+def _solved_for(fact, symbol):
+    """The one solution of ``fact`` for ``symbol`` (expanded), or None."""
     try:
-        solved = sympy.solve(fact, later)
+        solved = sympy.solve(fact, symbol)
     except (NotImplementedError, ValueError, TypeError):  # not a relation sympy solves
-        return False
-    if len(solved) != 1:
-        return False
-    value = sympy.expand(solved[0])
-    if value.is_Integer:
-        fix.pinned_by[later] = fact
-        return _make_static(fix, later, f"the code needs `{render_expr(fact, describe)}`",
-                            describe)
-    if not _integer_polynomial(value) or later in value.free_symbols:
-        return False
-    lower, upper = fix.ranges.get(later, (2, None))
+        return None
+    return sympy.expand(solved[0]) if len(solved) == 1 else None
+
+
+def _derive_in_range(fix: Fix, symbol, value, describe) -> bool:
+    """Make ``symbol`` the expression ``value`` when every value it takes lies in ``symbol``'s
+    range."""
+    lower, upper = fix.ranges.get(symbol, (2, None))
     in_range = sympy.Ge(value, lower) if upper is None else \
         sympy.And(sympy.Ge(value, lower), sympy.Le(value, upper))
     if not implied(in_range, fix.ranges):
         return False
-    fix.derived[later] = value
-    fix.ranges.pop(later, None)
-    fix.notes.append(f"{describe(later)} = {render_expr(value, describe)}")
+    fix.derived[symbol] = value
+    fix.ranges.pop(symbol, None)
+    fix.notes.append(f"{describe(symbol)} = {render_expr(value, describe)}")
     return True
 
 

@@ -305,9 +305,25 @@ class _Resolver:
                 if derived is None:
                     self._by_source[occ.source] = symbols[name]
         out = {}
-        for index, occ in enumerate(occurrences):
-            out[_Ref(index)] = self._by_source[occ.source] = self._entry(occ, symbols)
+        # a dim Dim.AUTO made an expression of others (``x.shape[0] = 2 * y.shape[0]``) is
+        # resolved once the dims it names are, whichever input comes first
+        pending = list(enumerate(occurrences))
+        while pending:
+            ready = [(i, occ) for i, occ in pending if self._names_resolved(occ)]
+            if not ready:
+                raise AssertionError(f"Dim.AUTO refinements name each other: {pending}")
+            for index, occ in ready:
+                out[_Ref(index)] = self._by_source[occ.source] = self._entry(occ, symbols)
+            pending = [(i, occ) for i, occ in pending if _Ref(i) not in out]
         return out
+
+    def _names_resolved(self, occ: _Occurrence) -> bool:
+        refinement = self.auto_refinements.get(occ.source)
+        if isinstance(refinement, tuple) and refinement[0] == "expr":
+            return all(s.name in self._by_source for s in refinement[1].free_symbols)
+        if isinstance(refinement, str) and refinement != "static":
+            return refinement in self._by_source
+        return True
 
     def _entry(self, occ: _Occurrence, symbols: dict):
         entry = occ.entry

@@ -1,0 +1,69 @@
+"""The program's fake values: what torch's passes read from each node (``meta["val"]`` and
+``meta["tensor_meta"]``) is what torch would compute from them."""
+import pytest
+import torch
+from torch import nn
+from torch.export import Dim
+from torch.fx.passes.shape_prop import _extract_tensor_metadata
+from torch.utils._pytree import tree_leaves
+
+import unbroken
+from unbroken.ir.fake import hints_of
+
+
+class Layouts(nn.Module):
+    """Contiguous, transposed, channels-last and expanded values side by side."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x, tokens):
+        y = self.conv(x.contiguous(memory_format=torch.channels_last))
+        t = tokens.transpose(0, 1)
+        return y.relu(), t * 2, t.contiguous(), tokens[:, :1].expand_as(tokens) + 1
+
+
+ARGS = (torch.randn(2, 3, 8, 8), torch.randn(5, 6))
+
+
+@pytest.mark.parametrize("spec", [None, ({0: Dim.AUTO, 2: Dim.AUTO, 3: Dim.AUTO},
+                                         {0: Dim.AUTO, 1: Dim.AUTO})], ids=["static", "auto"])
+def test_tensor_meta_is_torchs_for_every_node(spec):
+    ep = unbroken.export(Layouts(), ARGS, dynamic_shapes=spec)
+    checked = 0
+    for node in ep.graph.nodes:
+        val = node.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            assert node.meta["tensor_meta"] == _extract_tensor_metadata(val), node
+            checked += 1
+    formats = {n.meta["tensor_meta"].memory_format for n in ep.graph.nodes
+               if "tensor_meta" in n.meta}
+    assert checked > 8 and torch.channels_last in formats and None in formats
+
+
+def test_fake_values_are_distinct_and_not_views():
+    """Each node has its own fake tensor (torch's passes find aliasing by storage)."""
+    model = Layouts()
+    ep = unbroken.export(model, ARGS, dynamic_shapes=({0: Dim.AUTO}, {0: Dim.AUTO}))
+    vals = [n.meta["val"] for n in ep.graph.nodes
+            if isinstance(n.meta.get("val"), torch.Tensor)]
+    assert len({id(v) for v in vals}) == len(vals)
+    placeholders = [n.meta["val"] for n in ep.graph.nodes if n.op == "placeholder"]
+    storages = {p.untyped_storage()._cdata for p in placeholders}
+    assert len(storages) == len(placeholders)
+    assert not any(p._is_view() for p in placeholders)
+    want, got = model(*ARGS), ep.module()(*ARGS)
+    for a, b in zip(tree_leaves(got), tree_leaves(want)):
+        torch.testing.assert_close(a, b)
+
+
+def test_hints_of_a_graph_with_only_data_dependent_sizes_warns_nothing(recwarn):
+    class Nonzero(nn.Module):
+        def forward(self, x):
+            return x.nonzero()
+
+    ep = unbroken.export(Nonzero(), (torch.tensor([0, 1, 1]),))
+    symbols = set(ep.range_constraints)
+    assert hints_of(ep.graph, symbols) == dict.fromkeys(symbols)
+    assert not [w for w in recwarn if issubclass(w.category, FutureWarning)]

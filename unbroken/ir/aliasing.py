@@ -34,7 +34,7 @@ from torch.utils import _pytree as pytree
 from ..symbolic.diagnostics import UnsupportedError
 from .ops import is_inplace_op
 
-__all__ = ["Aliases", "EagerRefusal", "inplace_refusal"]
+__all__ = ["EAGER_REFUSES", "Aliases", "EagerRefusal", "inplace_refusal"]
 
 aten = torch.ops.aten
 
@@ -49,6 +49,12 @@ class ViewOf:
     args: tuple
     kwargs: dict
     index: int | None
+
+
+#: ``node.meta`` key: ``(message, hint, argument positions)`` of an op eager's autograd refuses
+#: when grad mode is on and one of those arguments requires grad (:class:`EagerRefusal`);
+#: ``ExportedProgram.module()`` checks it when the program runs; ``unbroken.save`` keeps it.
+EAGER_REFUSES = "unbroken_eager_refuses"
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,14 +34,14 @@ from torch.utils._python_dispatch import (
 
 from ..symbolic.diagnostics import DataDependentError, UnsupportedError
 from ..symbolic.ranges import ValueRange
-from .aliasing import Aliases, inplace_refusal
+from .aliasing import EAGER_REFUSES, Aliases, inplace_refusal
 from .data_dependent import DATA_DEPENDENT_SIZES, SCALAR_OPS, integer_indexing
 from .graph_builder import GraphBuilder, meta_like
 from .meta_cache import MetaCache
 from .ops import is_functional, is_inplace_op, is_view_op, takes_argument, written_arguments
 from .unit_meta import same_node_at_one
 
-__all__ = ["EAGER_REFUSES", "Recorder", "meta_like"]
+__all__ = ["Recorder", "meta_like"]
 
 aten = torch.ops.aten
 
@@ -57,10 +57,6 @@ _FUNCTIONAL_WRITERS = {
 # ``unbind``): their Python reference would run ``nonzero``'s meta kernel, which refuses; their
 # decomposition reaches ``nonzero`` as an op of its own (see ``data_dependent``).
 _DATA_DEPENDENT_COMPOSITES = frozenset({aten.where.default, aten.nonzero_numpy.default})
-#: ``node.meta`` key: ``(message, hint, argument positions)`` of an op eager's autograd refuses
-#: when grad mode is on and one of those arguments requires grad (``ir.aliasing.EagerRefusal``);
-#: ``ExportedProgram.module()`` checks it when the program runs.
-EAGER_REFUSES = "unbroken_eager_refuses"
 _CreationMeta = torch._C._autograd.CreationMeta
 _META = torch.device("meta")
 _CPU = torch.device("cpu")

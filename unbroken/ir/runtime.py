@@ -45,7 +45,7 @@ import torch.utils._pytree as pytree
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.export._unlift import _StatefulGraphModule, _unlift_exported_program_lifted_states
 
-from unbroken.ir.recorder import EAGER_REFUSES
+from unbroken.ir.aliasing import EAGER_REFUSES
 from unbroken.ir.signature import ConstantArgument, InputKind, OutputKind
 from unbroken.symbolic.diagnostics import InputMismatchError
 

@@ -18,6 +18,7 @@ from torch.utils import _pytree as pytree
 from torch.utils._sympy.numbers import int_oo
 
 from ..symbolic.diagnostics import SerializationError
+from .aliasing import EAGER_REFUSES
 from .serialize_archive import write_members
 from .serialize_format import FORMAT_NAME, FORMAT_VERSION, MEMBERS, target_name
 
@@ -60,7 +61,7 @@ def _graph(graph_module: fx.GraphModule) -> dict:
     for node in graph_module.graph.nodes:
         if node.op == "get_attr":
             modules.append([node.target, _graph(getattr(graph_module, node.target))])
-        nodes.append({
+        nodes.append(_eager_refusal(node) | {
             "name": node.name, "op": node.op, "target": _target(node),
             "args": encode_argument(tuple(node.args)), "kwargs":
                 [[key, encode_argument(value)] for key, value in node.kwargs.items()],
@@ -70,6 +71,15 @@ def _graph(graph_module: fx.GraphModule) -> dict:
                                 node.meta.get("nn_module_stack", {}).items()],
         })
     return {"nodes": nodes, "modules": modules}
+
+
+def _eager_refusal(node: fx.Node) -> dict:
+    """``{"eager_refuses": [message, hint, argument positions]}`` for a node marked
+    ``EAGER_REFUSES`` (an op eager's autograd refuses in a call that records a gradient)."""
+    if EAGER_REFUSES not in node.meta:
+        return {}
+    message, hint, positions = node.meta[EAGER_REFUSES]
+    return {"eager_refuses": [message, hint, list(positions)]}
 
 
 def _target(node: fx.Node) -> str:

@@ -316,7 +316,10 @@ def _keep_gradients_through_hidden_writes(graph, analysis: _Analysis, replaced: 
             if user in written or user in disabled:
                 continue  # the next write of the chain, or a use that records no gradient
             with graph.inserting_before(user):
-                user.replace_input_with(new, _straight_through(graph, new, anchor))
+                read = _straight_through(graph, new, anchor)
+                for node in _ancestors_until(read, new, anchor):
+                    node.meta["nn_module_stack"] = dict(user.meta.get("nn_module_stack", {}))
+                user.replace_input_with(new, read)
 
 
 def _differentiable(node: torch.fx.Node) -> bool:
@@ -333,6 +336,19 @@ def _straight_through(graph, new: torch.fx.Node, anchor: torch.fx.Node) -> torch
     zero = _like(graph.call_function(aten.nan_to_num.default, (difference, 0.0, 0.0, 0.0)),
                  anchor)
     return _like(graph.call_function(aten.sub.Tensor, (leaf_value, zero)), new)
+
+
+def _ancestors_until(node: torch.fx.Node, *stops: torch.fx.Node) -> list:
+    """``node`` and the nodes it reads, transitively, short of ``stops``: the nodes of one
+    straight-through read, which belong to the module call of the node that reads it."""
+    found, stack = [], [node]
+    while stack:
+        current = stack.pop()
+        if current in stops or current in found:
+            continue
+        found.append(current)
+        stack.extend(current.all_input_nodes)
+    return found
 
 
 def _like(node: torch.fx.Node, model: torch.fx.Node) -> torch.fx.Node:

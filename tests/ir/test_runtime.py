@@ -574,7 +574,22 @@ class InitializesInForward(torch.nn.Module):
         return self.lin(x)
 
 
-WRITES = [InitializesInForward, ViewReadAfterNoGradWriteOfItsBase,
+class CopiesIntoATensorThatRequiresGrad(torch.nn.Module):
+    def forward(self, x):
+        y = x * 2
+        y.copy_(torch.ones(3))  # eager: y's old value gets a zero gradient
+        return y * x
+
+
+class AssignsAnElementOfATensorThatRequiresGrad(torch.nn.Module):
+    def forward(self, x):
+        y = x * 2
+        y[0] = 5.0
+        return y * 3
+
+
+WRITES = [CopiesIntoATensorThatRequiresGrad, AssignsAnElementOfATensorThatRequiresGrad,
+          InitializesInForward, ViewReadAfterNoGradWriteOfItsBase,
           ViewReadAfterNoGradWriteOfAnotherView,
           InputViewReadAfterNoGradWrite, NoGradParameterAdd, NoGradParameterCopy,
           FrozenParameterAdd,

@@ -640,20 +640,22 @@ def write_back(target: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
 
 def differentiable_copy(target: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
     """``aten.copy(target, src)`` (a tensor laid out as ``target`` holding ``src`` broadcast and
-    cast), computed so that autograd can differentiate it: PyTorch has no derivative for the
-    functional ``aten.copy`` (functionalization makes it from ``y[0] = v``, ``y.copy_(v)``), and
-    backward through it fails where eager's in-place ``copy_`` gives ``v`` its gradient.
-
-    Only a source that requires grad takes this path. A destination that requires grad written
-    with a source that does not stays ``aten.copy``, whose backward fails loudly: the graph
-    does not say whether eager wrote it with ``copy_`` under grad mode (zero gradient to the
-    old value) or through a ``.detach()`` alias (autograd never sees the write; the gradient
-    reaches the old value unchanged)."""
-    if not (src.requires_grad and torch.is_grad_enabled()):
+    cast), computed so that autograd differentiates it as eager's in-place ``copy_``: PyTorch
+    has no derivative for the functional ``aten.copy`` (functionalization makes it from
+    ``y[0] = v``, ``y.copy_(v)``), and backward through it failed. ``src`` gets the gradient;
+    ``target`` (its old value) gets zero, and the result requires grad when either does. A
+    write autograd does not see (a ``.detach()`` alias, a no_grad region) runs under no_grad,
+    where this is plain ``aten.copy``."""
+    if not (torch.is_grad_enabled() and (src.requires_grad or target.requires_grad)):
         return torch.ops.aten.copy.default(target, src)
     out = torch.empty_strided(target.size(), target.stride(), dtype=target.dtype,
                               device=target.device)
-    return out.copy_(src)
+    out.copy_(src)
+    if not target.requires_grad:
+        return out
+    # the old value is overwritten: connected to the result with a zero gradient, exactly
+    # (a where that always takes ``out``: no arithmetic on target's values, infinities kept)
+    return torch.where(torch.ones((), dtype=torch.bool, device=out.device), out, target)
 
 
 def _differentiable_copies(module: torch.fx.GraphModule) -> None:

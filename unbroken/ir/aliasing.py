@@ -305,7 +305,7 @@ _INVERSES = {
 }
 
 
-# -- views eager's autograd refuses to write ---------------------------------------------------
+# -- views eager's autograd refuses to write or differentiate ---------------------------------
 _CreationMeta = torch._C._autograd.CreationMeta
 #: Why eager refuses an in-place write into a view, by how the view was made, and the fix.
 _REFUSED_VIEWS = {

@@ -359,7 +359,6 @@ class _Export:
                                                                      kwarg_trackers))
             result, tx = trace_call(self.output, self.mod, arg_trackers, kwarg_trackers)
             outputs = result.unwrap(tx)
-            self.env.settle_size_one()  # its meta re-runs need the tracing dispatch context
         user_pytree_leaves(outputs, "forward()'s result")  # the user's flatten functions run
         return pytree.tree_flatten(outputs)
 
@@ -537,6 +536,7 @@ class _Export:
         """``aten._assert_scalar`` of a fact over input sizes that no spec can state, right
         after the placeholders: the program refuses, before computing anything, the inputs
         for which the graph would not compute what eager does."""
+        self.env.input_facts.append(guard.as_fact())
         text = (f"the exported program requires {guard.describe(self.env.source_of)}"
                 + (f" (from {guard.frames[-1].short()})" if guard.frames else ""))
         self.builder.assert_at_inputs(guard.as_fact(), text, guard.frames)
@@ -573,6 +573,7 @@ class _Export:
     # ----------------------------------------------------------------- program
     def _build(self, flat_outputs, out_spec) -> ExportedProgram:
         self._lift_constant_specs()
+        self._settle_size_one(flat_outputs)
         self.builder.set_output(flat_outputs)
         graph_module = functionalize_subgraphs(self.builder.graph_module())
         signature = ExportGraphSignature(self._ordered_input_specs(), self._output_specs())
@@ -595,6 +596,30 @@ class _Export:
             forward_arg_names=tuple(self.top_dims), module_types=self._module_types(),
             env=self.env, specializations=self.specializations,
             strict_layout=bool(strict_layout), module_calls=module_calls))
+
+    def _settle_size_one(self, flat_outputs) -> None:
+        """Which dims admit 1 (``symbolic.settle_one``), once the guards have given the input
+        facts: a reshape that copies here and views at 1 counts if the program reads layout
+        or returns its result; each set of sizes at 1 refused by pattern becomes an
+        assertion at the inputs."""
+        self.recorder.layout_observed_at_one(flat_outputs, self.output.layout_read)
+        with enable_python_dispatcher():  # the checks re-run meta kernels
+            self.env.settle_size_one()
+        for refused in self.env.one_refused_sets:
+            self._refuse_at_one(refused)
+
+    def _refuse_at_one(self, refused) -> None:
+        source = self.env.source_of
+        guard = refused.guard
+        ones = " and ".join(f"{source(s)} = 1" for s in sorted(refused.ones, key=str))
+        others = sorted(refused.others, key=str)
+        needed = (f"{source(others[0])} must be 1 too" if len(others) == 1 else
+                  f"one of {', '.join(map(source, others))} must be 1 too")
+        where = f" at {guard.frames[-1].short()}" if guard.frames else ""
+        text = (f"with {ones}, {needed}: otherwise the program relies on "
+                f"{guard.describe(source)}{where}, which does not hold there (those sizes need "
+                f"a program of their own)")
+        self.builder.assert_at_inputs(refused.fact, text, guard.frames)
 
     def _module_types(self) -> dict:
         """Submodule FQN -> class, for the program's module call graph and node metadata."""
@@ -653,7 +678,9 @@ class _Export:
         >= 2 (``unbroken.size_one``); data-dependent values: what torch._check proved."""
         ranges = {symbol: self.env.spec_ranges[symbol] if info.hint is not None
                   else self.env.var_ranges[symbol] for symbol, info in self.env.symbols.items()}
-        for symbol in self.env.settle_size_one():
+        with enable_python_dispatcher():  # the size-1 checks re-run meta kernels
+            free = self.env.settle_size_one()
+        for symbol in free:
             if ranges[symbol].lower == 2:
                 ranges[symbol] = ValueRange(1, ranges[symbol].upper)
         return ranges

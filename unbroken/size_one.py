@@ -11,9 +11,14 @@ dims whose spec admits 1 (``Dim("batch", min=1)``, a named ``Dim``'s default ``m
    answered is re-asked with each set of its candidate symbols at 1. A symbol no answer
    depends on is admitted without more work: at 1 the trace takes every decision it took, so
    it records this very program. Answers given inside one node's meta computation only shape
-   that node's output metadata: they count only when that metadata differs at 1; answers
-   torch's own code gives during a leaf call (``reshape`` choosing a view or a copy) count
-   only when the call, re-run at 1, dispatches other ops (``ir.unit_meta``);
+   that node's output metadata: they count only when that metadata differs at 1, under a set
+   of dims at 1 that the program's input assertions let through (``symbolic.settle_one``;
+   a set that differs while others containing its dims do not is refused by a run-time
+   assertion of that pattern instead of a range); answers torch's own code gives during a
+   leaf call (``reshape`` choosing a view or a copy) count only when the call, re-run at 1,
+   dispatches other ops (``ir.unit_meta``) -- or, for a layout-dependent call that copies on
+   one side and views on the other, when the program writes that memory, returns the result
+   or reads a layout fact (``Recorder.note_layout_at_one``);
 2. the others ("sensitive": some answer would change, e.g. ``s0 == 1`` while broadcasting)
    keep ``[2, ...]`` unless their spec says ``min=1``: those (up to ``MAX_SYMBOLS``) are
    traced again with the dim fixed at 1 (the example inputs cut down to size 1) and the two
@@ -84,7 +89,7 @@ def admit_size_one(ep: ExportedProgram, env, requested, leaf_dims: dict, args, k
         return ep
     tried = [s for s in sensitive if s in requested][:MAX_SYMBOLS]
     admitted = _same_at_one(ep, tried, free, leaf_dims, env.hint_of, args, kwargs, trace_at)
-    refused = {str(s): _reason(env, s, env.one_sensitive[s], s in tried)
+    refused = {str(s): _reason(env, s, env.one_sensitive[s], s in tried, env.one_why.get(s))
                for s in sensitive if s not in admitted}
     for symbol in sensitive:
         if symbol not in admitted and symbol in requested:
@@ -131,8 +136,9 @@ def _traces_the_same(ep, subset, free, leaf_dims, hints, args, kwargs, trace_at)
         ep, retrace.program, values, retrace.rename)
 
 
-def _reason(env, symbol, guard, traced: bool) -> str:
-    """Why ``symbol`` keeps ``[2, ...]``: the answer that depends on it being >= 2."""
+def _reason(env, symbol, guard, traced: bool, why: str | None = None) -> str:
+    """Why ``symbol`` keeps ``[2, ...]``: the answer that depends on it being >= 2 (and
+    ``why`` that answer matters, when the guard alone does not say it)."""
     where = guard.location
     place = ""
     if where is not None:
@@ -142,6 +148,8 @@ def _reason(env, symbol, guard, traced: bool) -> str:
     then = ("a trace at size 1 gives a different program" if traced else
             "checking size 1 needs a trace at size 1, done for dims declared min=1: declare "
             "this one Dim.AUTO(min=1) or Dim(..., min=1) to have it checked")
+    if why:  # a trace at size 1 would record the other program: no use offering one
+        return f"the program relies on {guard.describe(env.source_of)}{op}{place}: {why}"
     return (f"the program relies on {guard.describe(env.source_of)}{op}{place}, which "
             f"may not hold at {env.source_of(symbol)} = 1, and {then}")
 

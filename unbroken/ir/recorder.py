@@ -38,8 +38,15 @@ from .aliasing import EAGER_REFUSES, Aliases, inplace_refusal
 from .data_dependent import DATA_DEPENDENT_SIZES, SCALAR_OPS, integer_indexing
 from .graph_builder import GraphBuilder, meta_like
 from .meta_cache import MetaCache
-from .ops import is_functional, is_inplace_op, is_view_op, takes_argument, written_arguments
-from .unit_meta import same_node_at_one
+from .ops import (
+    is_functional,
+    is_inplace_op,
+    is_mutating,
+    is_view_op,
+    takes_argument,
+    written_arguments,
+)
+from .unit_meta import same_node_at
 
 __all__ = ["Recorder", "meta_like"]
 
@@ -113,6 +120,11 @@ class Recorder(TorchDispatchMode):
         # such memory is written in place
         self._layout_dependent: list[torch.Tensor] = []
         self.wrote_layout_dependent = False
+        # size 1 (ir.unit_meta.settle_leaf_call): layout-dependent calls that copy in this
+        # trace and view at 1 (or the reverse), as (alias roots of their inputs and result,
+        # root of the result, the size answers that chose): harmless unless that memory is
+        # written, or the result is returned (see layout_observed_at_one)
+        self._layout_at_one: list[tuple[list, torch.Tensor, dict]] = []
         self._lifted: dict[int, torch.Tensor] = {}     # id(real tensor) -> its meta copy
         self._alive: list[torch.Tensor] = []           # keeps the lifted ids stable
         self._this_call: set[int] = set()  # ids of tensors made during the current leaf call
@@ -404,8 +416,8 @@ class Recorder(TorchDispatchMode):
             out = kernel(args, kwargs)
         if pending:
             env = self.env
-            env.defer_size_one_check(pending, lambda symbols: same_node_at_one(
-                env, kernel, args, kwargs, out, symbols, pending.flips))
+            env.defer_size_one_check(pending, lambda ones: same_node_at(
+                env, kernel, args, kwargs, out, ones))
         return out
 
     def _record_scalar(self, args, compute_args):
@@ -436,7 +448,42 @@ class Recorder(TorchDispatchMode):
         no longer reach the other). See ``wrote_layout_dependent``."""
         self._layout_dependent.append(self.aliases.root(tensor))
 
+    def note_layout_at_one(self, inputs, result, pending: dict) -> None:
+        """``result`` of a layout-dependent call (``reshape``) on ``inputs`` is a copy in this
+        trace and a view at size 1 (or the reverse), by the answers ``pending``: same values,
+        other aliasing. A later write into the memory of either side, or the result returned
+        (``layout_observed_at_one``), would tell them apart: those answers then count."""
+        roots = [self.aliases.root(t) for t in pytree.tree_leaves((inputs, result))
+                 if isinstance(t, torch.Tensor)]
+        self._layout_at_one.append((roots, self.aliases.root(result), pending))
+
+    def layout_observed_at_one(self, outputs, observed: bool) -> None:
+        """The trace has ended: mark the answers of the layout-dependent calls noted by
+        ``note_layout_at_one`` size-one sensitive when the program reads a layout fact
+        (``observed``) or returns one of their results (writes are marked as they happen)."""
+        roots = [self.aliases.root(t) for t in outputs if isinstance(t, torch.Tensor)]
+        for _, result, pending in self._layout_at_one:
+            if observed:
+                self.env.mark_size_one_sensitive(pending, _LAYOUT_AT_ONE.format(
+                    "and the program reads a stride or contiguity fact"))
+            elif any(root is result for root in roots):
+                self.env.mark_size_one_sensitive(pending, _LAYOUT_AT_ONE.format(
+                    "and the program returns that result (or a view of it)"))
+        self._layout_at_one.clear()
+
+    def _written(self, tensor: torch.Tensor) -> None:
+        """An in-place write into ``tensor``'s memory (see ``note_layout_at_one``)."""
+        root = self.aliases.root(tensor)
+        for roots, _, pending in self._layout_at_one:
+            if any(root is noted for noted in roots):
+                self.env.mark_size_one_sensitive(pending, _LAYOUT_AT_ONE.format(
+                    "and the program later writes into that memory in place" + _at(
+                        self.frames_provider())))
+
     def _track_aliasing(self, func, args, kwargs, out, node) -> None:
+        if self._layout_at_one and is_mutating(func):
+            for tensor in _written_tensors(func, args, kwargs):
+                self._written(tensor)
         if is_view_op(func):
             self.aliases.note_view(func, args, kwargs, out)
         elif is_inplace_op(func) and isinstance(args[0], torch.Tensor):
@@ -493,6 +540,8 @@ class Recorder(TorchDispatchMode):
             target = self._lifted.get(id(args[index]), args[index])
             copy = self.builder.call(aten.copy_.default, (target, new_value), {}, target)
             self.bind(target, copy)
+            if self._layout_at_one:
+                self._written(args[index])
         return tuple(out[:returned])
 
     def _refuse_value_dependent(self, func, args) -> None:
@@ -645,3 +694,21 @@ def _aligned_pointwise(func, args) -> bool:
 
 def _size_expr(size):
     return size.node.expr if isinstance(size, torch.SymInt) else int(size)
+
+
+_LAYOUT_AT_ONE = ("at size 1 that call returns a view of its input where the program copies "
+                  "(or a copy where it views), {}")
+
+
+def _at(frames) -> str:
+    return f" ({frames[-1].short()})" if frames else ""
+
+
+def _written_tensors(func, args, kwargs) -> list:
+    """The tensors a mutating op writes (``Tensor(a!)`` arguments, positional or keyword)."""
+    arguments = func._schema.arguments
+    written = []
+    for index in written_arguments(func):
+        value = args[index] if index < len(args) else kwargs.get(arguments[index].name)
+        written.extend(t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor))
+    return written

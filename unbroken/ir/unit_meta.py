@@ -17,7 +17,11 @@ Answers given during a leaf call but outside any node (torch's C++ ``reshape`` c
 view or a copy, indexing choosing which ops to run) may change which ops run: the whole call
 is re-run at 1 with every op it dispatches logged and none recorded
 (``Recorder.dry_logging``), and must dispatch the same ops on corresponding arguments, with
-the same output metadata, and return the corresponding result.
+the same output metadata, and return the corresponding result. A layout-dependent call
+(``LAYOUT_DEPENDENT_CALLS``: ``reshape``, ``flatten``, ``contiguous``...) that copies on one
+side and views on the other returns the same values either way: it only needs a result of
+the same sizes at 1, and the recorder then watches what could tell a view from a copy
+(``Recorder.note_layout_at_one``).
 """
 from __future__ import annotations
 
@@ -31,7 +35,7 @@ import torch.utils._pytree as pytree
 from ..symbolic.diagnostics import UnbrokenError
 from ..symbolic.env import DryRunUndecided, holds_at_one
 
-__all__ = ["same_node_at_one", "settle_leaf_call"]
+__all__ = ["LAYOUT_DEPENDENT_CALLS", "same_node_at", "settle_leaf_call"]
 
 # What a kernel may raise on metadata it rejects at size 1 (eager would raise too), or
 # unbroken on a re-run it cannot follow: the answers then count. Anything else propagates.
@@ -39,13 +43,10 @@ _REJECTED = (DryRunUndecided, RuntimeError, ValueError, TypeError, IndexError, A
              UnbrokenError)
 
 
-def same_node_at_one(env, rerun: Callable, args, kwargs, out, symbols, flips=None) -> bool:
-    """Whether ``rerun(args, kwargs)`` at every combination of ``symbols`` at 1 gives
-    ``out``'s metadata at 1 (a node's "is this size 1?" answers are then harmless).
-    ``flips``: the only combinations under which an answer changed (``AnswersAtOne.flips``);
-    under the others the re-run repeats the same computation and is not made."""
-    return holds_at_one(symbols, lambda ones: _same_at(env, rerun, args, kwargs, out, ones),
-                        within=flips)
+def same_node_at(env, rerun: Callable, args, kwargs, out, ones: dict) -> bool:
+    """Whether ``rerun(args, kwargs)`` with ``ones`` (``{symbol: 1}``) put in gives ``out``'s
+    metadata at 1 (a node's "is this size 1?" answers are then harmless there)."""
+    return _same_at(env, rerun, args, kwargs, out, ones)
 
 
 def settle_leaf_call(env, recorder, pending: dict, log: list, fn, args, kwargs,
@@ -64,12 +65,44 @@ def settle_leaf_call(env, recorder, pending: dict, log: list, fn, args, kwargs,
             env, recorder, log, fn, args, kwargs, result, grad_enabled, ones),
             within=pending.flips):
         return
+    if fn in LAYOUT_DEPENDENT_CALLS and holds_at_one(symbols, lambda ones: _same_result_at(
+            env, recorder, fn, args, kwargs, result, grad_enabled, ones)):
+        recorder.note_layout_at_one((args, kwargs), result, pending)
+        return
     env.mark_size_one_sensitive(pending)
+
+
+# Calls whose result has the values of ``x.contiguous().view(shape)`` whichever way torch
+# goes, a view of ``x`` where its layout allows and a copy elsewhere: at size 1 (a dim of size
+# 1 merges with any other) a copy of the trace may be a view in eager. Same values; only a
+# write into either side, or the result returned, can tell the two apart.
+LAYOUT_DEPENDENT_CALLS = frozenset({
+    torch.reshape, torch.Tensor.reshape, torch.Tensor.reshape_as, torch.flatten,
+    torch.Tensor.flatten, torch.Tensor.contiguous, torch.unflatten, torch.Tensor.unflatten})
+
+
+def _same_result_at(env, recorder, fn, args, kwargs, result, grad_enabled: bool,
+                    values: dict) -> bool:
+    """Whether ``fn`` (one of ``LAYOUT_DEPENDENT_CALLS``) re-run with ``values`` put in
+    returns a tensor of ``result``'s dtype and sizes at 1, whatever ops it took to get
+    there and whatever its strides."""
+    with env.dry(values):
+        try:
+            new_args, new_kwargs = pytree.tree_map(
+                lambda value: _substituted(env, value, values), (args, kwargs))
+            with recorder.recording(), torch.set_grad_enabled(grad_enabled), \
+                    recorder.dry_logging():
+                again = fn(*new_args, **new_kwargs)
+        except _REJECTED:
+            return False
+    return (isinstance(result, torch.Tensor) and isinstance(again, torch.Tensor)
+            and result.dtype == again.dtype and result.dim() == again.dim()
+            and [_expr(x, values) for x in result.shape] == [_expr(x, {}) for x in again.shape])
 
 
 def _same_call_at(env, recorder, log, fn, args, kwargs, result, grad_enabled: bool,
                   values: dict) -> bool:
-    with env.dry():
+    with env.dry(values):
         try:
             new_args, new_kwargs = pytree.tree_map(
                 lambda value: _substituted(env, value, values), (args, kwargs))
@@ -132,7 +165,7 @@ def _same_constant(a, b) -> bool:
 
 
 def _same_at(env, rerun, args, kwargs, out, values: dict) -> bool:
-    with env.dry():
+    with env.dry(values):
         try:
             new_args, new_kwargs = pytree.tree_map(
                 lambda value: _substituted(env, value, values), (args, kwargs))

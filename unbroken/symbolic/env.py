@@ -29,6 +29,7 @@ from .diagnostics import DataDependentError, ExportUsageError, UserFrame
 from .guards import Guard, render_expr
 from .node import SymNode
 from .ranges import ValueRange, bound, static_truth
+from .settle_one import forced_equalities, settle_check
 
 __all__ = ["AnswersAtOne", "DryRunUndecided", "ShapeEnvironment", "SymbolInfo",
            "flipped_at_one", "holds_at_one"]
@@ -152,15 +153,24 @@ class ShapeEnvironment:
         self.admits_one: set[sympy.Symbol] = set()
         self.one_sensitive: dict[sympy.Symbol, Guard] = {}
         self.one_requested: set[sympy.Symbol] = set()  # of admits_one: declared min=1
+        self.one_why: dict[sympy.Symbol, str] = {}  # of one_sensitive: why its answer matters
         self._aligned_broadcast = 0  # > 0 inside a pointwise op whose operands align
         # one dict per meta computation of a recorded node (innermost last): its "is this size
         # 1?" questions that the audit found sensitive, settled by the recorder comparing the
         # node's output metadata at 1 (see unit_scope)
         self._unit_scopes: list[dict] = []
         self._dry = 0  # > 0: answer only what ranges or earlier answers settle (see dry)
-        # (pending answers of one node, check(symbols) -> bool): settled once the trace ends,
-        # for the symbols nothing else has made sensitive by then (see settle_size_one)
+        self._dry_ones: list[dict] = []  # the symbols each open dry run puts at 1
+        # (pending answers of one node, check(ones) -> bool): run once the trace ends and the
+        # input facts are known, for the symbols nothing else has made sensitive by then (see
+        # settle_size_one)
         self._deferred_checks: list[tuple[dict, Callable]] = []
+        # facts over input sizes the program asserts before computing anything (relations no
+        # spec can state): an input they refuse never reaches a node (see settle_size_one)
+        self.input_facts: list = []
+        # sets of sizes at 1 under which a node computes something else, refused at run time
+        # by an assertion (settle_one.RefusedAtOne) the pipeline adds to the program
+        self.one_refused_sets: list = []
         # sensitive answers -> (Guard, symbols): a cached answer reused by a later node (or
         # outside any) counts there too
         self._sensitive_answers: dict = {}
@@ -356,7 +366,7 @@ class ShapeEnvironment:
             return known
         value = self.static_truth(expr, size_oblivious=size_oblivious)
         if self._dry:
-            return _settled(value)
+            return _settled(value if value is not None else self._dry_truth(expr))
         if value is not None:
             self._decided[key] = value
             self._audit_size_one(expr, value, kind)
@@ -414,7 +424,7 @@ class ShapeEnvironment:
             return known
         value = self.static_truth(expr)
         if self._dry:
-            return _settled(value)
+            return _settled(value if value is not None else self._dry_truth(expr))
         if value is not None:
             self._audit_size_one(expr, value, "expect_true")
             return value
@@ -468,37 +478,61 @@ class ShapeEnvironment:
         finally:
             self._unit_scopes.pop()
 
-    def mark_size_one_sensitive(self, decisions: dict) -> None:
+    def mark_size_one_sensitive(self, decisions: dict, why: str = "") -> None:
+        """``decisions``: ``{symbol: the Guard that depends on it being >= 2}``; ``why``: what
+        makes that answer matter, when the guard alone does not say it (``one_why``)."""
         for symbol, guard in decisions.items():
-            self.one_sensitive.setdefault(symbol, guard)
+            if symbol not in self.one_sensitive:
+                self.one_sensitive[symbol] = guard
+                if why:
+                    self.one_why[symbol] = why
 
     def defer_size_one_check(self, pending: dict, check: Callable) -> None:
-        """``check(symbols)``: whether the answers of ``pending`` (one node's, see
-        ``unit_scope``) are harmless with ``symbols`` at 1; run by ``settle_size_one`` only for
-        the symbols still free then (most nodes need none: a dim the model's own code
+        """``check(ones)``: whether the answers of ``pending`` (one node's, see ``unit_scope``)
+        are harmless with ``ones`` (``{symbol: 1}``) put in; run by ``settle_size_one`` only
+        for the symbols still free then (most nodes need none: a dim the model's own code
         branches on is sensitive anyway)."""
         self._deferred_checks.append((pending, check))
 
     def settle_size_one(self) -> set:
-        """Run the deferred checks; the ``admits_one`` symbols no answer depends on being
-        >= 2 (the ones the program admits at 1 without another trace)."""
+        """Run the deferred checks (``symbolic.settle_one``): the ``admits_one`` symbols no
+        answer depends on being >= 2 (the ones the program admits at 1 without another
+        trace). Call it once the program's input facts are known (after the guards are
+        checked), under the Python dispatcher (the checks re-run meta kernels); the sets of
+        sizes at 1 refused by a run-time assertion instead are in ``one_refused_sets``."""
         checks, self._deferred_checks = self._deferred_checks, []
         for pending, check in checks:
-            symbols = [s for s in pending if s not in self.one_sensitive]
-            if symbols and not check(symbols):
-                self.mark_size_one_sensitive(pending)
+            refused = settle_check(self, pending, check)
+            self.one_refused_sets.extend(refused)
+            self.input_facts.extend(r.fact for r in refused)
         return {s for s in self.admits_one if s not in self.one_sensitive}
 
+    def _dry_truth(self, expr) -> bool | None:
+        """A dry run's question the ranges leave open, settled once exact polynomial divisions
+        are carried out (``Eq(4*s1**2, 4*s1*((s1**2)//s1))``, a view's ``-1`` at size 1), or
+        by an equality the input facts force (``settle_one.forced_equalities``)."""
+        simpler = E.exact_divisions(expr)
+        value = None if simpler is expr else self.static_truth(simpler)
+        if value is None and self.input_facts:
+            ones = self._dry_ones[-1] if self._dry_ones else {}
+            equalities = forced_equalities(self, ones)
+            if equalities:
+                value = self.static_truth(simpler.xreplace(equalities))
+        return value
+
     @contextlib.contextmanager
-    def dry(self) -> Iterator[None]:
-        """A hypothetical computation (metadata at size 1): questions are answered only from
-        the ranges and earlier answers, nothing is recorded or audited, and a question they
-        do not settle raises ``DryRunUndecided``."""
+    def dry(self, ones: dict | None = None) -> Iterator[None]:
+        """A hypothetical computation (metadata with ``ones``, ``{symbol: 1}``, put in):
+        questions are answered only from the ranges, earlier answers and the input facts,
+        nothing is recorded or audited, and a question they do not settle raises
+        ``DryRunUndecided``."""
         self._dry += 1
+        self._dry_ones.append(ones or {})
         try:
             yield
         finally:
             self._dry -= 1
+            self._dry_ones.pop()
 
     def _audit_size_one(self, expr, value: bool, kind: str) -> None:
         """Mark the ``admits_one`` symbols of ``expr`` on which the answer ``value`` might

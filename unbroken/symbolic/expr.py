@@ -46,6 +46,7 @@ from torch.utils._sympy.functions import (  # noqa: F401  (re-exported vocabular
 )
 
 __all__ = [
+    "exact_divisions",
     "BACKED_PREFIX",
     "UNBACKED_INT_PREFIX",
     "UNBACKED_FLOAT_PREFIX",
@@ -107,6 +108,25 @@ def free_unbacked_symbols(expr) -> set[sympy.Symbol]:
 def python_floordiv(a, b) -> sympy.Expr:
     """``a // b`` with Python semantics as a sympy expression (folds when both are numbers)."""
     return FloorDiv(sympy.sympify(a), sympy.sympify(b))
+
+
+def exact_divisions(expr):
+    """``expr`` with each ``FloorDiv(p, q)`` whose polynomials divide exactly (integer
+    coefficients, no remainder: ``(s1**2)//s1``) replaced by the quotient; the same
+    expression when there is none. An identity wherever ``q != 0``."""
+    if not expr.has(FloorDiv):
+        return expr
+    return expr.replace(lambda e: isinstance(e, FloorDiv), _exact_quotient)
+
+
+def _exact_quotient(division):
+    p, q = division.args
+    try:
+        quotient, remainder = sympy.div(p, q, domain="ZZ")
+    except (sympy.PolynomialError, sympy.polys.polyerrors.PolificationFailed,
+            sympy.polys.polyerrors.CoercionFailed):
+        return division
+    return quotient if remainder == 0 else division
 
 
 def python_mod(a, b) -> sympy.Expr:

@@ -137,6 +137,36 @@ def test_grad_region_inside_the_submodule():
     torch.testing.assert_close(flat(x), model(x))
 
 
+class HiddenWriteSub(nn.Module):
+    def forward(self, x):
+        h = x * 2
+        with torch.no_grad():
+            h.add_(1)  # autograd does not see it: h * 3 still differentiates x * 2
+        return h * 3
+
+
+class WithHiddenWrite(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.sub = HiddenWriteSub()
+
+    def forward(self, x):
+        return self.sub(x) + 1
+
+
+def test_a_write_autograd_does_not_see_inside_the_submodule():
+    """The reads that keep the gradient of a value written under no_grad belong to the call
+    that reads it (they were outside every module call: the call was refused)."""
+    model = WithHiddenWrite()
+    x = torch.randn(3, requires_grad=True)
+    ep = unbroken.export(model, (x,), preserve_module_call_signature=("sub",))
+    ours, eager = x.detach().clone().requires_grad_(), x.detach().clone().requires_grad_()
+    got, want = torch.export.unflatten(ep)(ours), model(eager)
+    got.sum().backward()
+    want.sum().backward()
+    assert torch.equal(got, want) and torch.equal(ours.grad, eager.grad)
+
+
 # -- refusals ----------------------------------------------------------------------------------
 class Twice(nn.Module):
     def __init__(self):

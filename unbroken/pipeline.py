@@ -313,7 +313,8 @@ class _Export:
             env=self.env, frames_provider=lambda: self.output.user_frames(),
             module_stack_provider=lambda: self.output.nn_module_stack(),
             allow_meta_constants=_on_meta_device(self.root, args, kwargs),
-            shadow=Shadow() if find_all else None)
+            shadow=Shadow() if find_all else None,
+            requires_grad_provider=lambda tensor: self.output.requires_grad(tensor))
         self.builder = self.recorder.builder
         self.output = TraceContext(self.recorder, self.root)
         self.output.find_all = find_all

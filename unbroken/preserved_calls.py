@@ -10,8 +10,8 @@ names, torch's argument classes), which become the submodules' entries of the pr
 
 A call can be kept only when it is a real boundary in the final graph: its values are still
 there (not rewritten by an in-place op, not removed as unused), and nothing computed inside
-the call is read outside it except its outputs (a buffer or an input the call writes is read
-after it, through the mutation outputs). Anything else is refused (UnsupportedError) rather
+the call is read outside it except its outputs (a parameter, buffer or input the call writes
+is read after it, through the mutation outputs). Anything else is refused (UnsupportedError) rather
 than given a signature ``torch.export.unflatten`` would rebuild wrongly.
 """
 from __future__ import annotations
@@ -89,8 +89,8 @@ def _check_closed(call, graph: fx.Graph, user_inputs: set) -> None:
         for user in node.users:
             if user not in inside:
                 raise _refusal(call, f"the value `{node.name}` computed inside it is read "
-                                     f"after the call by `{user.name}` (a buffer or an input "
-                                     "it writes, or a value it leaves behind)")
+                                     f"after the call by `{user.name}` (a parameter, buffer "
+                                     "or input it writes, or a value it leaves behind)")
 
 
 def _refusal(call, what: str) -> UnsupportedError:

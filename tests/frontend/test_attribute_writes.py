@@ -3,6 +3,7 @@
 Each export is compared with eager bit for bit, and the caller's model must be left exactly as
 it was (``tests.state_leak``): the trace keeps its writes in an overlay, never on the model.
 """
+import copy
 import importlib
 import warnings
 
@@ -220,24 +221,27 @@ class RescaleOnce(nn.Module):
         return self.lin(x)
 
 
-def test_parameter_written_in_place_is_used_and_not_written_back():
+def test_parameter_written_in_place_is_used_and_written_back():
+    """The program uses the rescaled weight and writes it back, as eager's first call leaves
+    it (and torch.export's ep.module()); the gradient reaches the parameter, which stays the
+    leaf ``linear`` differentiates. The flag is Python state the program does not keep (a
+    StateWriteWarning says so): each call rescales the weights it finds, as eager's first."""
     torch.manual_seed(0)
     model, x = RescaleOnce().eval(), torch.randn(2, 3)
-    ep = export_unchanged(model, x)
-    assert [spec.kind.name for spec in ep.graph_signature.output_specs] == ["USER_OUTPUT"]
+    eager = copy.deepcopy(model)  # the program shares the model's parameters
+    with pytest.warns(unbroken.StateWriteWarning, match="rescaled"):
+        ep = export_unchanged(model, x)
+    assert [spec.kind.name for spec in ep.graph_signature.output_specs] == [
+        "PARAMETER_MUTATION", "USER_OUTPUT"]
     module = ep.module()
-    with torch.no_grad():
-        first = module(x)
-        assert_bit_exact(module(x), first)  # each call starts from the exported weights
-    # with grad: the same values, and the gradient reaches the parameter as in eager (the
-    # weight stays the leaf that linear differentiates)
     got = module(x)
     got.sum().backward()
-    want = model(x)  # eager's first call from the same state
+    want = eager(x)
     want.sum().backward()
     assert_bit_exact(got, want)
-    assert_bit_exact(first, want.detach())
-    assert_bit_exact(module.lin.weight.grad, model.lin.weight.grad)
+    assert_bit_exact(module.lin.weight.detach(), eager.lin.weight.detach())
+    assert module.lin.weight.is_leaf and module.lin.weight.requires_grad
+    assert_bit_exact(module.lin.weight.grad, eager.lin.weight.grad)
 
 
 class AccumulatesIntoFrozen(nn.Module):

@@ -4,6 +4,8 @@ Each case runs eagerly and through the exported program on fresh clones of the i
 compares the outputs *and* the inputs afterwards (a mutated input is written back). Runtime
 inputs with other strides than the example's check that the graph is layout independent.
 """
+import copy
+
 import pytest
 import torch
 import torch.nn as nn
@@ -164,19 +166,19 @@ class WritesParameterView(nn.Module):
 
 
 def test_writing_a_parameter_through_a_view_under_no_grad():
-    """As eager: the rest of forward uses the new value and differentiates the parameter; the
-    parameter itself is not written back (each call starts from the exported one)."""
+    """As eager: the rest of forward uses the new value and differentiates the parameter, and
+    the parameter is written back (it holds the new value after the call)."""
     torch.manual_seed(0)
     model, x = WritesParameterView(), torch.randn(3)
-    exported = model.w.detach().clone()
+    eager = copy.deepcopy(model)  # the program shares the model's storage
     module = unbroken.export(model, (x,)).module()
     got = module(x)
     got.sum().backward()
-    assert torch.equal(module.w.detach(), exported)  # (it shares the model's storage)
-    want = model(x)
+    want = eager(x)
     want.sum().backward()
     assert torch.equal(got, want) and got.requires_grad
-    assert torch.equal(module.w.grad, model.w.grad)
+    assert torch.equal(module.w.detach(), eager.w.detach()) and module.w.is_leaf
+    assert torch.equal(module.w.grad, eager.w.grad)
 
 
 def test_writing_an_expanded_view_is_refused():
@@ -188,3 +190,146 @@ def test_writing_an_expanded_view_is_refused():
     with pytest.raises(unbroken.UnbrokenError) as info:
         unbroken.export(fn, (torch.randn(3),))
     assert info.value.code in ("UB121", "UB120")
+
+
+# -- in-place writes eager's autograd refuses ----------------------------------------------------
+def split_output_written(x):
+    y = x * 2
+    a, b = y.split(2)
+    a.add_(1)  # the refused line
+    return a + b.sum()
+
+
+def unbind_output_written(x):
+    y = x.view(2, 2) * 2
+    a, b = y.unbind(0)
+    a.mul_(2)  # the refused line
+    return a
+
+
+def chunk_output_written(x):
+    y = x * 2
+    a, b = y.chunk(2)
+    a.zero_()  # the refused line
+    return y
+
+
+def split_output_assigned(x):
+    a, b = (x * 2).split(2)
+    a[0] = 1.0  # the refused line
+    return a
+
+
+def view_of_split_output_written(x):
+    a, b = (x * 2).split(2)
+    a.view(2).add_(1)  # the refused line
+    return a
+
+
+def no_grad_view_written_with_grad(x):
+    y = x * 2
+    with torch.no_grad():
+        v = y[0:2]
+    v.add_(1)  # the refused line
+    return y
+
+
+REFUSED_WRITES = [split_output_written, unbind_output_written, chunk_output_written,
+                  split_output_assigned, view_of_split_output_written,
+                  no_grad_view_written_with_grad]
+
+
+@pytest.mark.parametrize("fn", REFUSED_WRITES, ids=lambda f: f.__name__)
+def test_writes_eager_autograd_refuses_are_refused_at_the_line(fn):
+    """Eager raises (x requires grad, grad mode on); the program used to compute a value. The
+    refusal names the line and what eager raises."""
+    x = torch.randn(4, requires_grad=True)
+    with pytest.raises(RuntimeError, match="is being modified inplace"):
+        fn(x.clone())
+    with pytest.raises(unbroken.UnbrokenError) as info:
+        unbroken.export(fn, (x,))
+    error = info.value
+    assert error.code == "UB120"
+    assert "the refused line" in str(error) and "eager PyTorch raises" in str(error)
+    assert error.hint
+
+
+@pytest.mark.parametrize("fn", REFUSED_WRITES, ids=lambda f: f.__name__)
+def test_the_same_writes_without_gradients_export_and_match_eager(fn):
+    """Without a gradient to record (x does not require grad, or grad mode is off) eager runs
+    them, and so does the program."""
+    x = torch.randn(4)
+    module = unbroken.export(fn, (x,)).module()
+    torch.testing.assert_close(module(x.clone()), fn(x.clone()), rtol=0, atol=0)
+    # called with a gradient to record, the program raises where eager does
+    with pytest.raises(unbroken.UnbrokenError, match="for which eager raises") as info:
+        module(x.clone().requires_grad_())
+    assert "the refused line" in str(info.value)
+    rg = torch.randn(4, requires_grad=True)
+    with torch.no_grad():
+        module = unbroken.export(fn, (rg,)).module()
+        torch.testing.assert_close(module(rg.clone()), fn(rg.clone()), rtol=0, atol=0)
+
+
+def split_output_read_after_a_detached_write(x):
+    a, b = (x * 2).split(2)
+    a.detach().add_(1)  # shares a's version counter: eager's next read of `a` raises
+    return a * b  # the refused line
+
+
+def split_output_read_after_its_base_was_written(x):
+    y = x * 2
+    a, b = y.split(2)
+    y.add_(1)
+    return a * b  # the refused line
+
+
+def unbind_output_read_after_a_no_grad_write(x):
+    y = x.view(2, 2) * 2
+    a, b = y.unbind(0)
+    with torch.no_grad():
+        y.add_(1)
+    return a * b  # the refused line
+
+
+def no_grad_view_read_after_its_base_was_written(x):
+    y = x * 2
+    with torch.no_grad():
+        v = y[0:2]
+    y.add_(1)
+    return v * 2  # the refused line
+
+
+@pytest.mark.parametrize("fn", [
+    split_output_read_after_a_detached_write, split_output_read_after_its_base_was_written,
+    unbind_output_read_after_a_no_grad_write, no_grad_view_read_after_its_base_was_written,
+], ids=lambda f: f.__name__)
+def test_reading_a_view_eager_autograd_refuses_is_refused_at_the_line(fn):
+    """Eager raises when it differentiates such a view after its base (or another view of it)
+    was written; the program used to compute a value."""
+    x = torch.randn(4, requires_grad=True)
+    with pytest.raises(RuntimeError, match="its base or another view of its base has been"):
+        fn(x.clone())
+    with pytest.raises(unbroken.UnbrokenError) as info:
+        unbroken.export(fn, (x,))
+    assert info.value.code == "UB120" and "the refused line" in str(info.value)
+    module = unbroken.export(fn, (x.detach(),)).module()  # no gradient to record: eager runs
+    torch.testing.assert_close(module(x.detach().clone()), fn(x.detach().clone()), rtol=0,
+                               atol=0)
+    with pytest.raises(unbroken.UnbrokenError, match="for which eager raises"):
+        module(x.detach().clone().requires_grad_())  # a gradient to record: eager raises
+
+
+def split_outputs_read_before_and_compared_after_a_write(x):
+    y = x * 2
+    a, b = y.split(2)
+    c = a * b  # read before the write: eager differentiates it (a saved view: backward raises)
+    y.add_(1)
+    return c.detach() + (a > 0).float()  # a comparison is not differentiated: eager runs it
+
+
+def test_reads_eager_autograd_allows_are_not_refused():
+    x = torch.randn(4, requires_grad=True)
+    fn = split_outputs_read_before_and_compared_after_a_write
+    module = unbroken.export(fn, (x,)).module()
+    torch.testing.assert_close(module(x.clone()), fn(x.clone()), rtol=0, atol=0)

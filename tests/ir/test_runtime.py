@@ -1,4 +1,6 @@
 """Tests for unbroken.ir.runtime: ep.module() runs the graph, checks inputs, writes back."""
+import copy
+
 import pytest
 import sympy
 import torch
@@ -360,17 +362,28 @@ class WritesThroughDetach(torch.nn.Module):
         return x * 2
 
 
-def test_write_through_detach_is_not_differentiated_as_a_copy():
-    """Eager: the gradient of x * 2 reaches x (the write is invisible to autograd). The program
-    cannot tell this copy from an ordinary copy_ (zero gradient to x): backward must fail
-    loudly rather than return a wrong gradient."""
+@pytest.mark.parametrize("leaf", [True, False])
+def test_write_through_detach_is_invisible_to_autograd(leaf):
+    """Eager: the write is invisible to autograd; x keeps its history (a leaf that requires
+    grad stays one) and the gradient of x * 2 reaches x. The program used to fail: a leaf
+    written back with autograd history ("a leaf Variable that requires grad is being used in
+    an in-place operation"), or backward through the functional copy ("derivative for
+    aten::copy is not implemented")."""
     import unbroken
 
-    module = unbroken.export(WritesThroughDetach(), (torch.randn(3),)).module()
-    leaf = torch.randn(3, requires_grad=True)
-    out = module(leaf * 1)  # not a leaf: the write-back may record autograd history
-    with pytest.raises(RuntimeError, match="derivative for aten::copy is not implemented"):
+    module = unbroken.export(WritesThroughDetach(), (torch.randn(3, requires_grad=True),)).module()
+    start = torch.randn(3)
+    results = []
+    for call in (module, WritesThroughDetach()):
+        source = start.clone().requires_grad_()
+        x = source if leaf else source * 1
+        out = call(x)
         out.sum().backward()
+        results.append((out, x.detach().clone(), x.is_leaf, source.grad))
+    (got, got_x, got_leaf, got_grad), (want, want_x, want_leaf, want_grad) = results
+    assert torch.equal(got, want) and got.requires_grad
+    assert torch.equal(got_x, want_x) and got_leaf == want_leaf
+    assert torch.equal(got_grad, want_grad)
 
 
 class ScalesInputWithoutGrad(torch.nn.Module):
@@ -432,3 +445,228 @@ def test_backward_through_training_batch_norm():
     torch.testing.assert_close((got, ours.grad), (want, eager.grad))
     torch.testing.assert_close(module.bn.running_mean, model.bn.running_mean)
     torch.testing.assert_close(module.bn.num_batches_tracked, model.bn.num_batches_tracked)
+
+
+# -- write-back of parameters, buffers and inputs: differential against eager ------------------
+class NoGradParameterAdd(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(3))
+
+    def forward(self, x):
+        with torch.no_grad():
+            self.w.add_(1)
+        return x * self.w
+
+
+class NoGradParameterCopy(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(3))
+
+    def forward(self, x):
+        with torch.no_grad():
+            self.w.copy_(x)
+        return x * self.w
+
+
+class FrozenParameterAdd(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(3), requires_grad=False)
+
+    def forward(self, x):
+        self.w.add_(1)
+        return x * self.w
+
+
+class FrozenParameterTakesGradient(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(3), requires_grad=False)
+
+    def forward(self, x):
+        self.w.add_(x)  # eager's w now has x's gradient history
+        return self.w * 3
+
+
+class BufferCopiedWithGrad(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("b", torch.ones(3))
+
+    def forward(self, x):
+        self.b.copy_(x * 2)
+        return self.b
+
+
+class BufferAccumulatesWithGrad(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("b", torch.ones(3))
+
+    def forward(self, x):
+        self.b += x
+        return self.b, x * 2
+
+
+class IntermediateWrittenUnderNoGrad(torch.nn.Module):
+    def forward(self, x):
+        h = x * 2
+        with torch.no_grad():
+            h.add_(1)
+        return h * 3
+
+
+class IntermediateWrittenThroughDetach(torch.nn.Module):
+    def forward(self, x):
+        h = x * 2
+        h.detach()[0] = 5
+        return h * 3
+
+
+class InputSliceWrittenThroughDetach(torch.nn.Module):
+    def forward(self, x):
+        x[0:2].detach().mul_(3)
+        return x * 3
+
+
+class DetachedAliasReadBack(torch.nn.Module):
+    def forward(self, x):
+        d = x.detach()
+        d.mul_(2)
+        return x + d
+
+
+class ViewReadAfterNoGradWriteOfItsBase(torch.nn.Module):
+    def forward(self, x):
+        y = x * 2
+        v = y[0:2]
+        with torch.no_grad():
+            y.add_(1)  # eager's v still differentiates y (its history is regenerated)
+        return v * 3
+
+
+class ViewReadAfterNoGradWriteOfAnotherView(torch.nn.Module):
+    def forward(self, x):
+        y = x * 2
+        v = y[0:2]
+        with torch.no_grad():
+            y[2:].mul_(2)
+        return v * 3 + y.sum()
+
+
+class InputViewReadAfterNoGradWrite(torch.nn.Module):
+    def forward(self, x):
+        v = x[0:2]
+        with torch.no_grad():
+            x.mul_(2)
+        return v * 3
+
+
+class InitializesInForward(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        torch.nn.init.zeros_(self.lin.bias)  # PyTorch's own no_grad, inside one leaf call
+        return self.lin(x)
+
+
+class CopiesIntoATensorThatRequiresGrad(torch.nn.Module):
+    def forward(self, x):
+        y = x * 2
+        y.copy_(torch.ones(3))  # eager: y's old value gets a zero gradient
+        return y * x
+
+
+class AssignsAnElementOfATensorThatRequiresGrad(torch.nn.Module):
+    def forward(self, x):
+        y = x * 2
+        y[0] = 5.0
+        return y * 3
+
+
+WRITES = [CopiesIntoATensorThatRequiresGrad, AssignsAnElementOfATensorThatRequiresGrad,
+          InitializesInForward, ViewReadAfterNoGradWriteOfItsBase,
+          ViewReadAfterNoGradWriteOfAnotherView,
+          InputViewReadAfterNoGradWrite, NoGradParameterAdd, NoGradParameterCopy,
+          FrozenParameterAdd,
+          FrozenParameterTakesGradient, BufferCopiedWithGrad, BufferAccumulatesWithGrad,
+          IntermediateWrittenUnderNoGrad, IntermediateWrittenThroughDetach,
+          InputSliceWrittenThroughDetach, DetachedAliasReadBack]
+
+
+def _program_module(model, x, route: str, tmp_path):
+    import unbroken
+
+    ep = unbroken.export(model, (x,))
+    if route == "decompositions":
+        ep = ep.run_decompositions()
+    elif route == "save_load":
+        unbroken.save(ep, tmp_path / "program.ub")
+        ep = unbroken.load(tmp_path / "program.ub")
+    return ep.module()
+
+
+def _state(module) -> dict:
+    return {name: (t.detach().clone(), t.requires_grad, t.is_leaf)
+            for name, t in [*module.named_parameters(), *module.named_buffers()]}
+
+
+def _run_with_grad(call, start: torch.Tensor, module):
+    x = start.clone().requires_grad_()
+    out = call(x)
+    outputs = out if isinstance(out, tuple) else (out,)
+    sum(o.sum() for o in outputs if o.requires_grad).backward()
+    grads = {name: p.grad for name, p in module.named_parameters()}
+    return out, x.detach().clone(), x.grad, _state(module), grads
+
+
+@pytest.mark.parametrize("route", ["module", "save_load", "decompositions"])
+@pytest.mark.parametrize("model_class", WRITES, ids=lambda c: c.__name__)
+def test_writes_match_eager(model_class, route, tmp_path):
+    """Outputs (values and requires_grad), the input after the call, parameters and buffers
+    after the call (values, requires_grad, leaf or not), and gradients of the input and the
+    parameters equal eager's: parameters are written back (as eager and torch.export's
+    module() leave them), a buffer written with a value that requires grad keeps its history,
+    and a write autograd does not see (no_grad, a .detach() alias) keeps the written tensor's
+    gradient identity."""
+    from tests.exactness import assert_bit_exact
+
+    torch.manual_seed(0)
+    start, model = torch.randn(3), model_class()
+    eager = copy.deepcopy(model)  # the program shares the model's state
+    module = _program_module(model, start.clone().requires_grad_(), route, tmp_path)
+    got = _run_with_grad(module, start, module)
+    want = _run_with_grad(eager, start, eager)
+    assert_bit_exact(got[0], want[0])
+    assert torch.equal(got[1], want[1])  # the input after the call
+    assert_bit_exact(got[2], want[2])  # its gradient
+    assert got[3].keys() == want[3].keys()
+    for name, (value, requires_grad, is_leaf) in want[3].items():
+        assert torch.equal(got[3][name][0], value), name
+        assert got[3][name][1:] == (requires_grad, is_leaf), name
+    for name, grad in want[4].items():
+        assert (grad is None) == (got[4][name] is None), name
+        assert grad is None or torch.equal(got[4][name], grad), name
+
+
+def test_state_written_with_grad_saves_as_a_leaf(tmp_path):
+    """After a call that left a buffer with autograd history (as eager's copy_), the program
+    saves and loads, and the loaded program runs with grad again (the buffer is saved as a
+    leaf that requires no grad, as eager's state_dict())."""
+    import unbroken
+
+    x = torch.randn(3, requires_grad=True)
+    ep = unbroken.export(BufferCopiedWithGrad(), (x,))
+    module = ep.module()
+    assert module(x).requires_grad and module.b.grad_fn is not None
+    unbroken.save(ep, tmp_path / "program.ub")
+    loaded = unbroken.load(tmp_path / "program.ub").module()
+    assert not loaded.b.requires_grad
+    out = loaded(x)
+    out.sum().backward()
+    assert torch.equal(out.detach(), (x * 2).detach())
+    assert torch.equal(x.grad, torch.full((3,), 2.0))

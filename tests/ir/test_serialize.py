@@ -277,3 +277,39 @@ def test_limits_are_configurable():
         unbroken.load(_rezip(members), limits=Limits(tensor_bytes=100))
     with pytest.raises(unbroken.SerializationError, match="more than 3 nodes"):
         unbroken.load(_rezip(members), limits=Limits(nodes=3))
+
+
+def _writes_a_split_output(x):
+    a, b = (x * 2).split(2)
+    a.add_(1)  # eager raises here when a gradient is recorded
+    return a + b.sum()
+
+
+def test_autograd_refusal_marks_round_trip():
+    """A program recorded without gradients keeps, through save/load, the points where eager's
+    autograd raises in a call that records one (module() raises there too)."""
+    x = torch.randn(4)
+    loaded = _round_trip(unbroken.export(_writes_a_split_output, (x,)))
+    module = loaded.module()
+    assert torch.equal(module(x), _writes_a_split_output(x.clone()))
+    with pytest.raises(unbroken.UnbrokenError, match="for which eager raises") as info:
+        module(x.clone().requires_grad_())
+    assert "a.add_(1)" in str(info.value)
+
+
+def test_a_malformed_autograd_refusal_mark_is_refused():
+    ep = unbroken.export(_writes_a_split_output, (torch.randn(4),))
+    data = _save(ep)
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        members = {name: archive.read(name) for name in archive.namelist()}
+    program = json.loads(members["program.json"])
+    marked = [n for n in program["graph"]["nodes"] if "eager_refuses" in n]
+    assert marked  # the write, and the reads of its sibling view after it
+    marked[0]["eager_refuses"][2] = [7]  # not an argument of the node
+    members["program.json"] = json.dumps(program).encode()
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        for name, content in members.items():
+            archive.writestr(name, content)
+    with pytest.raises(unbroken.SerializationError, match="argument positions"):
+        unbroken.load(io.BytesIO(out.getvalue()))

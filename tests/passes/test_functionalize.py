@@ -223,18 +223,22 @@ def test_refuse_mutation_with_live_view():
     assert "clone()" in error.hint
 
 
-def test_parameter_mutation_is_used_not_written_back():
-    """with no_grad(): w.mul_(0.5); return w: the program returns the new value and leaves the
-    parameter as exported (no mutation output), as torch.export."""
+def test_parameter_mutation_is_a_parameter_mutation_output():
+    """with no_grad(): w.mul_(0.5); return w: the program returns the new value and writes it
+    back into the parameter (a PARAMETER_MUTATION output), as eager leaves it and as
+    torch.export's ep.module() does."""
     b = Builder()
     w = b.param("lin.weight", meta(2))
     b.output(b.call(aten.mul_.Scalar, w, 0.5, line=9))
     weight = torch.tensor([2.0, 4.0])
     ep, sig = run(b, state={"lin.weight": weight})
-    assert [spec.kind for spec in sig.output_specs] == [OutputKind.USER_OUTPUT]
+    assert [(spec.kind, spec.target) for spec in sig.output_specs] == [
+        (OutputKind.PARAMETER_MUTATION, "lin.weight"), (OutputKind.USER_OUTPUT, None)]
     assert not any(n.target is aten.mul_.Scalar for n in ep.graph_module.graph.nodes)
-    got = ep.module()()
-    assert torch.equal(got, weight * 0.5) and torch.equal(weight, torch.tensor([2.0, 4.0]))
+    module = ep.module()
+    got = module()
+    assert torch.equal(got, torch.tensor([1.0, 2.0]))
+    assert torch.equal(module.lin.weight, torch.tensor([1.0, 2.0]))
 
 
 def test_refuse_constant_mutation():

@@ -321,8 +321,9 @@ class TraceContext:
         values = [a.unwrap(tx) for a in args]
         named = {k: v.unwrap(tx) for k, v in kwargs.items()}
         generated = False
-        with self.leaf_errors(fn), self.recorder.recording(), \
-                torch.set_grad_enabled(self.grad_enabled):
+        # the grad mode first: the recorder takes the call's mode when recording begins
+        with self.leaf_errors(fn), torch.set_grad_enabled(self.grad_enabled), \
+                self.recorder.recording():
             with self.recorder.leaf_scope() as scope:
                 result = fn(*values, **named)
                 if isinstance(result, types.GeneratorType):
@@ -348,9 +349,11 @@ class TraceContext:
             raise graph_break("UB105", exc.message, frames=exc.frames or self.user_frames(),
                               details=exc.details, hint=exc.hint) from None
         except UnsupportedError as exc:
-            if exc.code in ("UB114", "UB117", "UB121"):
+            if exc.code in ("UB114", "UB117", "UB120", "UB121"):
+                # UB120 (an op eager refuses, see ir.aliasing) knows the precise fix
+                hint = exc.hint if exc.code == "UB120" and exc.hint else ""
                 raise graph_break(exc.code, exc.message, frames=exc.frames or self.user_frames(),
-                                  details=exc.details) from None
+                                  details=exc.details, hint=hint) from None
             raise exc.with_frames(self.user_frames()) from None
         except UnbrokenError as exc:
             raise exc.with_frames(self.user_frames()) from None

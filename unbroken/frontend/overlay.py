@@ -159,7 +159,8 @@ class Overlay:
     def warn_changed_state(self) -> None:
         """A :class:`StateWriteWarning` for each attribute of the model that forward() read and
         then left with another value: eager's next call would read the new one, each call of
-        the program starts from the model as exported."""
+        the program reads the value as exported (and its tensor state as the last call left
+        it)."""
         for entry in self.entries.values():
             if not (entry.kept and entry.read_first) or entry.current is DELETED or \
                     entry.original is not None:  # a kept write with an original: a buffer,
@@ -172,8 +173,10 @@ class Overlay:
             warnings.warn(StateWriteWarning(
                 f"forward() reads `{type(entry.obj).__name__}.{entry.name}` and then changes it"
                 f"{where}: the exported program does not keep the change, so each call runs as "
-                "eager's first call from the model as exported (eager's next call would read "
-                "the new value)."), stacklevel=2)
+                "eager's first call with the attribute as exported (eager's next call would "
+                "read the new value), on the parameters and buffers the previous call left (a "
+                "one-time in-place update guarded by it is made again by every call)."),
+                stacklevel=2)
 
 
 class StateWriteWarning(UserWarning):

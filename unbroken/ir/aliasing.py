@@ -13,7 +13,10 @@ module keeps them consistent while recording:
   way (``select_scatter``, ``slice_scatter``, a reverse ``view``/``permute``...), the root is
   rewritten with one ``copy_`` (so ``passes.functionalize`` sees an ordinary in-place write to
   it: a mutated input or buffer becomes a mutation output), and every other registered view of
-  the root is re-derived from the root's new value by replaying its view op.
+  the root is re-derived from the root's new value by replaying its view op;
+- a write through a ``.detach()`` alias is invisible to eager's autograd: the root's update is
+  recorded inside a ``no_grad`` region, so the root keeps its gradient history (see
+  ``passes.functionalize``).
 
 The scatter ops are layout-independent (they index logically, like the view ops), so the graph
 stays correct when the program runs on inputs whose strides differ from the example's.
@@ -22,13 +25,16 @@ A write through a view whose op has no inverse here (``as_strided``, ``expand``,
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import torch
+from torch.utils import _pytree as pytree
 
 from ..symbolic.diagnostics import UnsupportedError
+from .ops import is_inplace_op
 
-__all__ = ["Aliases"]
+__all__ = ["EAGER_REFUSES", "Aliases", "EagerRefusal", "inplace_refusal"]
 
 aten = torch.ops.aten
 
@@ -45,6 +51,33 @@ class ViewOf:
     index: int | None
 
 
+#: ``node.meta`` key: ``(message, hint, argument positions)`` of an op eager's autograd refuses
+#: when grad mode is on and one of those arguments requires grad (:class:`EagerRefusal`);
+#: ``ExportedProgram.module()`` checks it when the program runs; ``unbroken.save`` keeps it.
+EAGER_REFUSES = "unbroken_eager_refuses"
+
+
+@dataclass(frozen=True, slots=True)
+class EagerRefusal:
+    """An op eager's autograd refuses when grad mode is on and one of some arguments requires
+    grad (a view returned by ``split`` written in place, or read after its base was written).
+
+    message / hint: what eager raises and the fix, for the error at the user's line.
+    arguments:      positions (in the op's arguments) of the tensors whose ``requires_grad``
+                    decides it.
+    creation:       how the view was made (``torch._C._autograd.CreationMeta``): by a
+                    function returning several views, or under no_grad...
+    """
+
+    message: str
+    hint: str
+    arguments: tuple[int, ...]
+    creation: object
+
+    def error(self, frames) -> UnsupportedError:
+        return UnsupportedError(self.message, code="UB120", frames=frames, hint=self.hint)
+
+
 class Aliases:
     """The view registry of one recording (see the module docstring).
 
@@ -55,6 +88,7 @@ class Aliases:
         self.recorder = recorder
         self._view_of: dict[int, ViewOf] = {}
         self._views_of_root: dict[int, list[torch.Tensor]] = {}
+        self._created_version: dict[int, int] = {}  # id(view) -> its version when made
 
     def note_view(self, func, args, kwargs, out) -> None:
         """Register the output(s) of the view op ``func(*args, **kwargs)``."""
@@ -66,6 +100,7 @@ class Aliases:
             if isinstance(view, torch.Tensor):
                 self._view_of[id(view)] = ViewOf(parent, func, tuple(args), dict(kwargs),
                                                   index if multi else None)
+                self._created_version[id(view)] = view._version
                 self._views_of_root.setdefault(id(root), []).append(view)
 
     def root(self, tensor: torch.Tensor) -> torch.Tensor:
@@ -81,15 +116,90 @@ class Aliases:
         root = self.root(target)
         if root is not target:
             node.meta["view_write"] = True  # functionalize: the base is updated below
-            value, tensor = target, target
-            while tensor is not root:
-                view = self._view_of[id(tensor)]
-                value = self._scatter(view, value)
-                tensor = view.parent
-            self.recorder.emit(aten.copy_.default, (root, value))
-        for view in self._views_of_root.get(id(root), []):
-            if view is not target:
+            with self._hidden_from_autograd(self._through_detach(target)):
+                value, tensor = target, target
+                while tensor is not root:
+                    view = self._view_of[id(tensor)]
+                    value = self._scatter(view, value)
+                    tensor = view.parent
+                self.recorder.emit(aten.copy_.default, (root, value))
+        stale = [view for view in self._views_of_root.get(id(root), []) if view is not target]
+        with self._grad_mode_restored(self._may_carry_gradient(root) and any(
+                _made_with_grad(view) for view in stale)):
+            for view in stale:
                 self._replay(view)
+
+    def _through_detach(self, tensor: torch.Tensor) -> bool:
+        """True when ``tensor`` views its root through a ``detach``: autograd does not see a
+        write through it (eager's root keeps its history; later gradients reach it as if
+        unwritten)."""
+        while id(tensor) in self._view_of:
+            view = self._view_of[id(tensor)]
+            if view.func is aten.detach.default:
+                return True
+            tensor = view.parent
+        return False
+
+    @contextlib.contextmanager
+    def _hidden_from_autograd(self, hidden: bool):
+        """Record what runs inside in a ``no_grad`` region when ``hidden`` and grad mode is on:
+        the base's new value then carries no gradient, and ``passes.functionalize`` makes its
+        later reads pass their gradient to the base's old value, as eager's autograd does."""
+        if not (hidden and torch.is_grad_enabled()):
+            yield
+            return
+        builder = self.recorder.builder
+        previous = builder.record_grad_mode(False, True)
+        try:
+            with torch.no_grad():
+                yield
+        finally:
+            builder.record_grad_mode_restore(previous)
+
+    def stale_read_refusal(self, func, args, kwargs, out) -> EagerRefusal | None:
+        """Why eager's autograd refuses to differentiate ``func`` (made ``out``), if it does
+        for some inputs: it reads a view made by a function returning several views or in
+        another grad mode (see :data:`_STALE_VIEWS`) whose base or another view of it was
+        written in place since (its version changed). An in-place op's own target (written
+        by this very op) is :func:`inplace_refusal`'s concern."""
+        if not self._created_version:
+            return None
+        written = args[0] if is_inplace_op(func) else None
+        stale = [(i, t) for i, t in enumerate(args) if isinstance(t, torch.Tensor)
+                 and t is not written and t._is_view()
+                 and self._created_version.get(id(t), t._version) != t._version]
+        if not stale or not _differentiable_output(func, out):
+            return None
+        for index, tensor in stale:
+            creation = torch._C._autograd._get_creation_meta(tensor)
+            if creation in _STALE_VIEWS:
+                message, hint = _STALE_VIEWS[creation]
+                return EagerRefusal(f"`{func}` {message}.", hint, (index,), creation)
+        return None
+
+    @staticmethod
+    def _may_carry_gradient(root: torch.Tensor) -> bool:
+        """Whether ``root`` may require grad in some call of the program (floating point or
+        complex: which inputs require grad is the caller's choice)."""
+        return root.dtype.is_floating_point or root.dtype.is_complex
+
+    @contextlib.contextmanager
+    def _grad_mode_restored(self, made_with_grad: bool):
+        """Record what runs inside in an ``enable_grad`` region when a write under no_grad
+        makes views made with grad enabled be re-derived: eager's view keeps differentiating
+        its base (autograd regenerates its history at the next read), so the re-derived view
+        must read the base with its gradient (``passes.functionalize`` reads a value written
+        under no_grad with the gradient of the old one, outside no_grad regions)."""
+        if not made_with_grad or torch.is_grad_enabled():
+            yield
+            return
+        builder = self.recorder.builder
+        previous = builder.record_grad_mode(True, False)
+        try:
+            with torch.enable_grad():
+                yield
+        finally:
+            builder.record_grad_mode_restore(previous)
 
     # ----------------------------------------------------------------- inverse and replay
     def _replay(self, view: torch.Tensor) -> None:
@@ -193,3 +303,87 @@ _INVERSES = {
     aten.split.Tensor: _split,
     aten.split_with_sizes.default: _split_with_sizes,
 }
+
+
+# -- views eager's autograd refuses to write or differentiate ---------------------------------
+_CreationMeta = torch._C._autograd.CreationMeta
+#: Why eager refuses an in-place write into a view, by how the view was made, and the fix.
+_REFUSED_VIEWS = {
+    _CreationMeta.MULTI_OUTPUT_NODE: (
+        "writes in place into a view returned by a function that returns several views "
+        "(`split`, `chunk`, `unbind`...) while gradients are recorded: eager PyTorch raises "
+        "here (\"... is a view and is being modified inplace. This view is the output of a "
+        "function that returns multiple views. Such functions do not allow the output views to "
+        "be modified inplace.\")",
+        "replace the in-place op by an out-of-place one (`a = a + 1`), or write into a "
+        "`.clone()` of the view, or build the whole tensor anew (`torch.cat`)."),
+    _CreationMeta.NO_GRAD_MODE: (
+        "writes in place, with grad mode on, into a view created in a no_grad region: eager "
+        "PyTorch raises here (\"A view was created in no_grad mode and is being modified "
+        "inplace with grad mode enabled.\")",
+        "make the view and the in-place write both inside the no_grad block, or both outside "
+        "it."),
+    _CreationMeta.INFERENCE_MODE: (
+        "writes in place, outside inference mode, into a view created in inference mode: eager "
+        "PyTorch raises here (\"A view was created in inference mode and is being modified "
+        "inplace in normal mode.\")",
+        "make the view and the in-place write both inside the inference_mode block, or both "
+        "outside it."),
+    _CreationMeta.IN_CUSTOM_FUNCTION: (
+        "writes in place into a view created inside a custom autograd Function: eager "
+        "PyTorch raises here (\"A view was created inside a custom Function ... and is being "
+        "modified inplace.\")",
+        "return a `.clone()` of the view from the Function, or write out of place."),
+}
+
+
+#: Why eager refuses to differentiate a read of a view whose base was written since.
+_STALE_VIEWS = {
+    _CreationMeta.MULTI_OUTPUT_NODE: (
+        "reads, while gradients are recorded, a view returned by a function that returns "
+        "several views (`split`, `chunk`, `unbind`...) after its base or another view of its "
+        "base was written in place: eager PyTorch raises here (\"... is a view and its base or "
+        "another view of its base has been modified inplace. This view is the output of a "
+        "function that returns multiple views.\")",
+        "write the base before taking the views, clone the views first "
+        "(`a, b = (t.clone() for t in y.split(2))`), or compute out of place."),
+    _CreationMeta.NO_GRAD_MODE: (
+        "reads, with grad mode on, a view created in a no_grad region after its base or "
+        "another view of its base was written in place: eager PyTorch raises here (\"A view "
+        "was created in no_grad mode and its base or another view of its base has been "
+        "modified inplace with grad mode enabled.\")",
+        "make the view inside the grad mode it is used in, or clone it in the no_grad region."),
+}
+_NOT_DIFFERENTIABLE = frozenset({aten.detach.default})
+
+
+def _made_with_grad(view: torch.Tensor) -> bool:
+    """Whether autograd tracks ``view`` as a view made with grad mode on (a ``detach`` is no
+    autograd view)."""
+    return view._is_view() and torch._C._autograd._get_creation_meta(view) in (
+        _CreationMeta.DEFAULT, _CreationMeta.MULTI_OUTPUT_NODE)
+
+
+def _differentiable_output(func, out) -> bool:
+    """Whether autograd differentiates ``func`` (made ``out``): a floating-point or complex
+    result of an op other than ``detach`` and the ``*_like`` factories."""
+    if func in _NOT_DIFFERENTIABLE or func._schema.name.endswith("_like"):
+        return False
+    return any(isinstance(t, torch.Tensor) and (t.dtype.is_floating_point or t.dtype.is_complex)
+               for t in pytree.tree_leaves(out))
+
+
+def inplace_refusal(func, args) -> EagerRefusal | None:
+    """Why eager's autograd refuses the in-place op ``func`` (it writes ``args[0]``), if it
+    does for some inputs: the written tensor is a view made by a function returning several
+    views, in another grad mode, or in a custom Function (eager raises when grad mode is on
+    and some tensor argument requires grad)."""
+    target = args[0]
+    if not (isinstance(target, torch.Tensor) and target._is_view()):
+        return None
+    creation = torch._C._autograd._get_creation_meta(target)
+    if creation not in _REFUSED_VIEWS:
+        return None
+    message, hint = _REFUSED_VIEWS[creation]
+    tensors = tuple(i for i, a in enumerate(args) if isinstance(a, torch.Tensor))
+    return EagerRefusal(f"`{func}` {message}.", hint, tensors, creation)

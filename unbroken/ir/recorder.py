@@ -34,7 +34,7 @@ from torch.utils._python_dispatch import (
 
 from ..symbolic.diagnostics import DataDependentError, UnsupportedError
 from ..symbolic.ranges import ValueRange
-from .aliasing import Aliases
+from .aliasing import EAGER_REFUSES, Aliases, inplace_refusal
 from .data_dependent import DATA_DEPENDENT_SIZES, SCALAR_OPS, integer_indexing
 from .graph_builder import GraphBuilder, meta_like
 from .meta_cache import MetaCache
@@ -64,6 +64,7 @@ _FUNCTIONAL_WRITERS = {
 # ``unbind``): their Python reference would run ``nonzero``'s meta kernel, which refuses; their
 # decomposition reaches ``nonzero`` as an op of its own (see ``data_dependent``).
 _DATA_DEPENDENT_COMPOSITES = frozenset({aten.where.default, aten.nonzero_numpy.default})
+_CreationMeta = torch._C._autograd.CreationMeta
 _META = torch.device("meta")
 _CPU = torch.device("cpu")
 
@@ -83,14 +84,24 @@ class Recorder(TorchDispatchMode):
         decompositions: op -> decomposition applied as ops arrive (``run_decompositions``).
         decompose_composites: ``True`` lowers every composite op; ``"aliasing"`` only those
             returning views (``to.dtype``...), which a decomposition table never preserves.
+        requires_grad_provider: one-arg callable, whether eager's tensor behind a traced meta
+            tensor requires grad (meta tensors carry no autograd state); with it, an op eager's
+            autograd refuses (``ir.aliasing.EagerRefusal``) is refused or marked, and an op a
+            leaf call dispatches in another grad mode than the call's own (PyTorch code that
+            enters ``torch.no_grad()`` itself, as ``nn.init.zeros_``) is recorded in a
+            grad-mode region of that mode.
     """
 
     def __init__(self, *, env=None, frames_provider=tuple, module_stack_provider=dict,
                  allow_meta_constants: bool = False, shadow=None, decompositions=None,
-                 decompose_composites: bool | str = False):
+                 decompose_composites: bool | str = False, requires_grad_provider=None):
         super().__init__()
         self.env = env
         self.frames_provider = frames_provider
+        self.requires_grad_provider = requires_grad_provider
+        self.export_grad_enabled = torch.is_grad_enabled()  # the mode export was called in
+        self._leaf_grad_mode = True  # the grad mode the current leaf call was made in
+        self._inner_region = None  # (previous node, mode) of a region opened inside a leaf call
         self.builder = GraphBuilder(sym_value=env.sym_value if env is not None else None,
                                     frames_provider=frames_provider,
                                     module_stack_provider=module_stack_provider)
@@ -168,12 +179,15 @@ class Recorder(TorchDispatchMode):
         """Activate the mode for the duration of one leaf call."""
         if self._recording == 0:
             self._this_call.clear()
+            self._leaf_grad_mode = torch.is_grad_enabled()
         self._recording += 1
         try:
             with self:
                 yield
         finally:
             self._recording -= 1
+            if self._recording == 0:
+                self._close_inner_region()
 
     @contextlib.contextmanager
     def leaf_scope(self):
@@ -217,6 +231,7 @@ class Recorder(TorchDispatchMode):
                 self._suspended -= 1
             self._dry_log.append((op, args, kwargs, out))
             return out
+        self._follow_grad_mode()
         compute_args, compute_kwargs, device = self._prepare(op, args, kwargs)
         key = self.meta_cache.key("composite", op, compute_args, compute_kwargs)
         self._suspended += 1
@@ -301,6 +316,7 @@ class Recorder(TorchDispatchMode):
 
     def _dispatch_and_record(self, func, args, kwargs):
         self._refuse_value_dependent(func, args)
+        self._follow_grad_mode()
         compute_args, compute_kwargs, device = self._prepare(func, args, kwargs)
         if func is aten.detach.default and self._is_unused_factory_output(args[0]):
             return self._elide_detach(func, args[0], compute_args, device)
@@ -314,11 +330,71 @@ class Recorder(TorchDispatchMode):
                 and not integer_indexing(func, compute_args):
             out = DATA_DEPENDENT_SIZES[func](self, *compute_args, **compute_kwargs)
             return self.record_data_dependent(func, args, kwargs, out, device)
+        refusal = self._inplace_refusal(func, args)
         out = self._compute(func, compute_args, compute_kwargs)
+        refusal = refusal or self._stale_read_refusal(func, args, kwargs, out)
         node = self._record(func, args, kwargs, out)
+        if refusal is not None:
+            node.meta[EAGER_REFUSES] = (refusal.message, refusal.hint, refusal.arguments)
         self._bind_outputs(node, out, device)
         self._track_aliasing(func, compute_args, compute_kwargs, out, node)
         return out
+
+    # ----------------------------------------------------------------- grad mode inside a call
+    def _follow_grad_mode(self) -> None:
+        """Record the op about to be recorded in the grad mode it runs in: PyTorch code called
+        as one leaf (``nn.init.zeros_``, ``F.embedding(max_norm=...)``) may enter
+        ``torch.no_grad()`` itself, and its writes are then invisible to autograd in eager
+        (a parameter it zeroes stays the leaf later ops differentiate)."""
+        if self.requires_grad_provider is None or self._recording == 0:
+            return
+        mode = torch.is_grad_enabled()
+        if self._inner_region is not None and self._inner_region[1] == mode:
+            return
+        self._close_inner_region()
+        if mode != self._leaf_grad_mode:
+            self._inner_region = (self.builder.record_grad_mode(mode, self._leaf_grad_mode), mode)
+
+    def _close_inner_region(self) -> None:
+        if self._inner_region is not None:
+            self.builder.record_grad_mode_restore(self._inner_region[0])
+            self._inner_region = None
+
+    # ----------------------------------------------------------------- autograd's refusals
+    def _inplace_refusal(self, func, args):
+        """See :meth:`_refused`, for an in-place op (checked before it runs)."""
+        if self.requires_grad_provider is None or not is_inplace_op(func):
+            return None
+        return self._refused(inplace_refusal(func, args), args)
+
+    def _stale_read_refusal(self, func, args, kwargs, out):
+        if self.requires_grad_provider is None:
+            return None
+        return self._refused(self.aliases.stale_read_refusal(func, args, kwargs, out), args)
+
+    def _refused(self, refusal, args):
+        """Raise the refusal (UnsupportedError UB120 at the user's line) when eager's autograd
+        raises on the example: grad mode is on and one of its tensors requires grad (eager's
+        flag, a view's is its base's). Otherwise return it when it holds whatever grad mode the
+        program runs in (the node is marked :data:`EAGER_REFUSES`, checked when the program
+        runs): a view ``split`` returned, or one made in a no_grad region of forward()); else
+        None."""
+        if refusal is None:
+            return None
+        if torch.is_grad_enabled() and any(self._eager_requires_grad(args[i])
+                                           for i in refusal.arguments):
+            raise refusal.error(self.frames_provider())
+        # a view made under no_grad when export itself ran under no_grad may be an ordinary
+        # view when the program runs with grad: only a region of forward() makes it one there
+        made_under_no_grad = refusal.creation == _CreationMeta.NO_GRAD_MODE
+        if refusal.creation == _CreationMeta.MULTI_OUTPUT_NODE or (
+                made_under_no_grad and self.export_grad_enabled):
+            return refusal
+        return None
+
+    def _eager_requires_grad(self, tensor) -> bool:
+        provider = self.requires_grad_provider
+        return provider(tensor) or (tensor._is_view() and provider(tensor._base))
 
     def _compute(self, func, args, kwargs):
         """The meta output of ``func``; a functional op's from the cache when the trace has

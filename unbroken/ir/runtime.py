@@ -3,8 +3,8 @@
 The module is the one torch's own tools expect (AOTInductor asserts a ``GraphModule``):
 torch's unlifting (``torch.export._unlift``) puts the parameters and buffers back under their
 original FQNs (``lin.weight``, in a submodule hierarchy), turns mutation outputs into in-place
-copies at the end of the graph (buffers, user inputs; a buffer's new value is copied without
-autograd history, so state stays a leaf) and gives ``forward`` the original
+copies at the end of the graph (parameters, buffers, user inputs: :func:`write_back` copies
+with autograd history exactly when eager's write had it) and gives ``forward`` the original
 argument names and pytree structure. unbroken adds its input checks, as a forward pre-hook
 (:class:`InputGuard`):
 
@@ -45,6 +45,7 @@ import torch.utils._pytree as pytree
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.export._unlift import _StatefulGraphModule, _unlift_exported_program_lifted_states
 
+from unbroken.ir.aliasing import EAGER_REFUSES
 from unbroken.ir.signature import ConstantArgument, InputKind, OutputKind
 from unbroken.symbolic.diagnostics import InputMismatchError
 
@@ -583,8 +584,9 @@ def build_module(program) -> ExportedModule:
     module = _unlift_exported_program_lifted_states(program, check_guards=False)
     module.validate_inputs = False  # torch's own pre-hook: ours below says it in our words
     _adopt(module)
-    _detach_buffer_write_backs(module)
+    _write_backs(module)
     _differentiable_copies(module)
+    _eager_refusal_checks(module)
     guard = InputGuard(program)
     module.__dict__["_unbroken_guard"] = guard
     module.register_forward_pre_hook(guard, with_kwargs=True)
@@ -592,22 +594,19 @@ def build_module(program) -> ExportedModule:
     return module
 
 
-def _detach_buffer_write_backs(module: torch.fx.GraphModule) -> None:
-    """A buffer's new value is copied in without autograd history (the ``copy_`` nodes torch's
-    unlifting appends, on ``get_attr`` buffers): the state stays a leaf that needs no grad, so
-    running the module twice, or saving the program after running it, keeps working. An
-    input's new value is copied in by :func:`write_back_input`."""
+def _write_backs(module: torch.fx.GraphModule) -> None:
+    """The ``copy_`` nodes torch's unlifting appends for mutation outputs (into ``get_attr``
+    parameters and buffers, and into user-input placeholders) call :func:`write_back`, which
+    copies as eager's in-place write left the tensor (with autograd history or without)."""
     graph = module.graph
     for node in list(graph.nodes):
         if node.target is not torch.ops.aten.copy_.default:
             continue
         if node.args[0].op == "get_attr":
-            with graph.inserting_before(node):
-                value = graph.call_function(torch.ops.aten.detach.default, (node.args[1],))
-            node.update_arg(1, value)
+            node.target = write_back
             _read_a_snapshot(graph, node.args[0], node)
         elif node.args[0].op == "placeholder":
-            node.target = write_back_input
+            node.target = write_back
     module.recompile()
 
 
@@ -625,11 +624,15 @@ def _read_a_snapshot(graph: torch.fx.Graph, buffer: torch.fx.Node, write_back) -
         reader.replace_input_with(buffer, snapshot)
 
 
-def write_back_input(target: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
-    """Copy an input's new value into it. A value without autograd history was written where
-    autograd did not see it (a no_grad region, a ``.detach()`` alias): eager's input keeps its
-    own history (a leaf that requires grad stays one), so the copy is made under no_grad."""
-    if value.requires_grad:
+def write_back(target: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+    """Copy a parameter's, buffer's or input's new value into it, as eager's in-place write
+    left it. A value with autograd history was written where autograd saw it: the copy keeps
+    the history (a buffer written with ``copy_(x * 2)`` requires grad after the call and
+    passes ``x`` its gradient, as in eager). A value without history was written where
+    autograd did not see it (a ``no_grad`` region, a ``.detach()`` alias): the target keeps its
+    own history (a parameter or an input that requires grad stays the leaf it was), so the copy
+    is made under no_grad."""
+    if value.requires_grad and torch.is_grad_enabled():
         return target.copy_(value)
     with torch.no_grad():
         return target.copy_(value)
@@ -637,20 +640,22 @@ def write_back_input(target: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
 
 def differentiable_copy(target: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
     """``aten.copy(target, src)`` (a tensor laid out as ``target`` holding ``src`` broadcast and
-    cast), computed so that autograd can differentiate it: PyTorch has no derivative for the
-    functional ``aten.copy`` (functionalization makes it from ``y[0] = v``, ``y.copy_(v)``), and
-    backward through it fails where eager's in-place ``copy_`` gives ``v`` its gradient.
-
-    Only a source that requires grad takes this path. A destination that requires grad written
-    with a source that does not stays ``aten.copy``, whose backward fails loudly: the graph
-    does not say whether eager wrote it with ``copy_`` under grad mode (zero gradient to the
-    old value) or through a ``.detach()`` alias (autograd never sees the write; the gradient
-    reaches the old value unchanged)."""
-    if not (src.requires_grad and torch.is_grad_enabled()):
+    cast), computed so that autograd differentiates it as eager's in-place ``copy_``: PyTorch
+    has no derivative for the functional ``aten.copy`` (functionalization makes it from
+    ``y[0] = v``, ``y.copy_(v)``), and backward through it failed. ``src`` gets the gradient;
+    ``target`` (its old value) gets zero, and the result requires grad when either does. A
+    write autograd does not see (a ``.detach()`` alias, a no_grad region) runs under no_grad,
+    where this is plain ``aten.copy``."""
+    if not (torch.is_grad_enabled() and (src.requires_grad or target.requires_grad)):
         return torch.ops.aten.copy.default(target, src)
     out = torch.empty_strided(target.size(), target.stride(), dtype=target.dtype,
                               device=target.device)
-    return out.copy_(src)
+    out.copy_(src)
+    if not target.requires_grad:
+        return out
+    # the old value is overwritten: connected to the result with a zero gradient, exactly
+    # (a where that always takes ``out``: no arithmetic on target's values, infinities kept)
+    return torch.where(torch.ones((), dtype=torch.bool, device=out.device), out, target)
 
 
 def _differentiable_copies(module: torch.fx.GraphModule) -> None:
@@ -664,3 +669,39 @@ def _differentiable_copies(module: torch.fx.GraphModule) -> None:
             node.target = differentiable_copy
         if nodes:
             graph_module.recompile()
+
+
+def _eager_refusal_checks(module: torch.fx.GraphModule) -> None:
+    """Before each node the recorder marked :data:`EAGER_REFUSES` (an in-place write into an
+    output of ``split``/``chunk``/``unbind``, or a read of one after its base was written,
+    recorded where nothing required grad), a call of :func:`refuse_where_eager_does` on the
+    tensors whose ``requires_grad`` decides whether eager raises."""
+    graph = module.graph
+    marked = [n for n in graph.nodes if n.op == "call_function" and EAGER_REFUSES in n.meta]
+    for node in marked:
+        message, hint, positions = node.meta[EAGER_REFUSES]
+        tensors = [node.args[i] for i in positions if i < len(node.args)
+                   and isinstance(node.args[i], torch.fx.Node)]
+        location = _last_frame(node.meta.get("stack_trace") or "")
+        with graph.inserting_before(node):
+            graph.call_function(refuse_where_eager_does, (message, hint, location, *tensors))
+    if marked:
+        module.recompile()
+
+
+def _last_frame(stack_trace: str) -> str:
+    """The innermost ``File "...", line N, in f`` line of a node's stack trace (and its source)."""
+    lines = [line.strip() for line in stack_trace.strip().splitlines()]
+    starts = [i for i, line in enumerate(lines) if line.startswith("File ")]
+    return " ".join(lines[starts[-1]:starts[-1] + 2]) if starts else ""
+
+
+def refuse_where_eager_does(message: str, hint: str, location: str, *tensors) -> None:
+    """Raise InputMismatchError when eager's autograd would raise at this point of forward():
+    grad mode is on and one of ``tensors`` requires grad (the program was recorded from an
+    example without gradients, where eager runs)."""
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        raise _mismatch(f"{message} At {location}. The program was exported from inputs that "
+                        f"record no gradient here; this call records one, for which eager "
+                        f"raises.", hint=f"call it under torch.no_grad() or with inputs that "
+                        f"do not require grad, or fix the model: {hint}")

@@ -4,7 +4,8 @@ A saved program (``.ubp``) is a zip archive of three members, always in this ord
 
 - ``format.json`` — ``{"format": "unbroken.exported_program", "version": 2}``;
 - ``program.json`` — the graph (nodes with ops by qualified name, tagged arguments, value
-  metadata with symbolic sizes as text, source locations, module stacks), the ``cond`` /
+  metadata with symbolic sizes as text, source locations, module stacks, the points where
+  eager's autograd raises in a call that records a gradient), the ``cond`` /
   ``while_loop`` subgraphs, the signature, the symbols of dynamic sizes with their ranges and
   example values, the pytree specs of inputs and outputs (``treespec_dumps``), the index of
   the tensors (``state_dict`` and ``constants``: name, tensor key, parameter, requires_grad)

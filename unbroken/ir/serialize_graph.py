@@ -22,6 +22,7 @@ import torch.fx as fx
 
 from ..symbolic.env import ShapeEnvironment
 from ..symbolic.parse import ExpressionBudget, ExpressionError, is_condition, parse_expression
+from .aliasing import EAGER_REFUSES
 from .serialize_format import (
     DTYPES,
     Limits,
@@ -233,6 +234,26 @@ class GraphReader:
         node.meta["nn_module_stack"] = self._module_stack(entry.get("nn_module_stack", []),
                                                           f"{where}.nn_module_stack")
         node.meta["user_frames"] = ()
+        if entry.get("eager_refuses") is not None:
+            node.meta[EAGER_REFUSES] = self._eager_refusal(node, entry["eager_refuses"],
+                                                           f"{where}.eager_refuses")
+
+    def _eager_refusal(self, node: fx.Node, raw, where: str) -> tuple:
+        """``(message, hint, argument positions)`` of an op eager's autograd refuses in a call
+        that records a gradient (``ir.aliasing.EagerRefusal``): texts, and positions of the
+        node's tensor arguments."""
+        f, limit = self.fields, self.limits.text_chars
+        f.check(raw, "list", where)
+        if len(raw) != 3:
+            raise f.fail(where, "must be [message, hint, argument positions]")
+        message = check_text(f.check(raw[0], "str", f"{where}[0]"), self.member, where, limit)
+        hint = check_text(f.check(raw[1], "str", f"{where}[1]"), self.member, where, limit)
+        positions = tuple(f.check(i, "int", f"{where}[2]") for i in f.check(raw[2], "list",
+                                                                             f"{where}[2]"))
+        if not all(0 <= i < len(node.args) and isinstance(node.args[i], fx.Node)
+                   for i in positions):
+            raise f.fail(where, "argument positions must name tensor arguments of the node")
+        return message, hint, positions
 
     def _module_stack(self, raw, where: str) -> dict:
         f, limit = self.fields, self.limits.text_chars

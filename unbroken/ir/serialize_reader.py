@@ -57,7 +57,8 @@ _SYMBOL = re.compile(r"(s|u|zuf)(0|[1-9][0-9]{0,8})\Z")
 _BOUND = 1 << 62
 _CALL_INDEX = re.compile(r"[1-9][0-9]{0,8}\Z")
 _INPUT_KINDS = ("USER_INPUT", "PARAMETER", "BUFFER", "CONSTANT_TENSOR")
-_OUTPUT_KINDS = ("USER_OUTPUT", "BUFFER_MUTATION", "USER_INPUT_MUTATION")
+_OUTPUT_KINDS = ("USER_OUTPUT", "PARAMETER_MUTATION", "BUFFER_MUTATION",
+                 "USER_INPUT_MUTATION")
 
 
 def read_program(f, limits: Limits, build):
@@ -279,7 +280,7 @@ class _Loader:
         target = f.get(entry, "target", "str", where, optional=True)
         if (kind == "USER_OUTPUT") != (target is None):
             raise f.fail(where, "mutation outputs (and only they) have a target")
-        if kind == "BUFFER_MUTATION":
+        if kind in ("PARAMETER_MUTATION", "BUFFER_MUTATION"):
             check_attribute_path(target, DOCUMENT, f"{where}.target")
         elif kind == "USER_INPUT_MUTATION":
             check_identifier(target, DOCUMENT, f"{where}.target")
@@ -495,13 +496,16 @@ def _dense(shape, stride) -> bool:
 
 
 def _check_mutations(graph_module, signature, placeholders: dict) -> None:
-    """A mutation output has the dtype and shape of the buffer or input it is written to."""
+    """A mutation output has the dtype and shape of the parameter, buffer or input it is
+    written to."""
     output = next(n for n in graph_module.graph.nodes if n.op == "output")
-    buffers = {s.target: s.arg.name for s in signature.input_specs if s.kind.name == "BUFFER"}
+    state = {(s.kind.name, s.target): s.arg.name for s in signature.input_specs
+             if s.kind.name in ("PARAMETER", "BUFFER")}
     for value, spec in zip(output.args[0], signature.output_specs):
         if spec.kind.name == "USER_OUTPUT":
             continue
-        name = buffers.get(spec.target) if spec.kind.name == "BUFFER_MUTATION" else spec.target
+        kind = spec.kind.name.removesuffix("_MUTATION")
+        name = spec.target if kind == "USER_INPUT" else state.get((kind, spec.target))
         target = placeholders.get(name)
         new, old = value.meta.get("val"), target.meta.get("val") if target is not None else None
         if not (isinstance(new, torch.Tensor) and isinstance(old, torch.Tensor)

@@ -18,6 +18,7 @@ from torch.utils import _pytree as pytree
 from torch.utils._sympy.numbers import int_oo
 
 from ..symbolic.diagnostics import SerializationError
+from .aliasing import EAGER_REFUSES
 from .serialize_archive import write_members
 from .serialize_format import FORMAT_NAME, FORMAT_VERSION, MEMBERS, target_name
 
@@ -60,7 +61,7 @@ def _graph(graph_module: fx.GraphModule) -> dict:
     for node in graph_module.graph.nodes:
         if node.op == "get_attr":
             modules.append([node.target, _graph(getattr(graph_module, node.target))])
-        nodes.append({
+        nodes.append(_eager_refusal(node) | {
             "name": node.name, "op": node.op, "target": _target(node),
             "args": encode_argument(tuple(node.args)), "kwargs":
                 [[key, encode_argument(value)] for key, value in node.kwargs.items()],
@@ -70,6 +71,15 @@ def _graph(graph_module: fx.GraphModule) -> dict:
                                 node.meta.get("nn_module_stack", {}).items()],
         })
     return {"nodes": nodes, "modules": modules}
+
+
+def _eager_refusal(node: fx.Node) -> dict:
+    """``{"eager_refuses": [message, hint, argument positions]}`` for a node marked
+    ``EAGER_REFUSES`` (an op eager's autograd refuses in a call that records a gradient)."""
+    if EAGER_REFUSES not in node.meta:
+        return {}
+    message, hint, positions = node.meta[EAGER_REFUSES]
+    return {"eager_refuses": [message, hint, list(positions)]}
 
 
 def _target(node: fx.Node) -> str:
@@ -232,7 +242,8 @@ class _TensorTable:
         """The index entries of one group (``state_dict`` or ``constants``), in its order."""
         return [{"name": name, "tensor": self.key(tensor),
                  "parameter": isinstance(tensor, torch.nn.Parameter),
-                 "requires_grad": bool(tensor.requires_grad)} for name, tensor in tensors.items()]
+                 "requires_grad": _leaf_requires_grad(tensor)}
+                for name, tensor in tensors.items()]
 
     def to_bytes(self) -> bytes:
         try:
@@ -240,3 +251,11 @@ class _TensorTable:
         except (ValueError, TypeError, RuntimeError) as error:  # an unsupported dtype
             raise SerializationError(f"the program's tensors cannot be stored: {error}") \
                 from None
+
+
+def _leaf_requires_grad(tensor: torch.Tensor) -> bool:
+    """The ``requires_grad`` flag a loaded tensor gets: the saved tensor's, when it is a leaf.
+    A state tensor with autograd history (a buffer the program wrote with a value that
+    requires grad, as eager's ``copy_`` leaves it) is saved as eager's ``state_dict()`` saves
+    it: detached, a leaf that requires no grad."""
+    return bool(tensor.requires_grad and tensor.is_leaf)

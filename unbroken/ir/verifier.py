@@ -14,7 +14,8 @@ An exported graph module holds, and :func:`verify` checks:
 5. no op mutates (``op._schema.is_mutable``): the graph is functional;
 6. every node except ``output``/``get_attr`` has ``meta["val"]``;
 7. the single output node returns a tuple matching the output specs one to one; mutation outputs
-   come before user outputs, name an existing buffer / user input, each at most once;
+   come before user outputs, name an existing parameter / buffer / user input, each at most
+   once;
 8. when given an ``ExportedProgram``: every lifted input's target is in ``state_dict`` or
    ``constants`` as its kind says, with its placeholder's dtype and (static) shape, and no two
    inputs read the same entry.
@@ -57,7 +58,8 @@ ALLOWED_BUILTINS = frozenset({
 #: Grad-mode regions (``with torch.no_grad():``): read the caller's mode, set one, set it back.
 GRAD_MODE_BUILTINS = frozenset({torch.is_grad_enabled, torch._C._set_grad_enabled})
 
-_MUTATION_KINDS = (OutputKind.BUFFER_MUTATION, OutputKind.USER_INPUT_MUTATION)
+_MUTATION_KINDS = (OutputKind.PARAMETER_MUTATION, OutputKind.BUFFER_MUTATION,
+                   OutputKind.USER_INPUT_MUTATION)
 
 
 class DialectViolation(InternalError):
@@ -225,17 +227,13 @@ def _check_mutation_specs(node: torch.fx.Node, signature) -> None:
         raise _fail("mutation outputs must come before user outputs", node)
     user_inputs = {s.arg.name for s in signature.input_specs if s.kind == InputKind.USER_INPUT}
     valid = {OutputKind.BUFFER_MUTATION: set(signature.buffers),
+             OutputKind.PARAMETER_MUTATION: set(signature.parameters),
              OutputKind.USER_INPUT_MUTATION: user_inputs}
     seen = set()
     for spec in mutation_specs(signature):
-        if spec.kind == OutputKind.PARAMETER_MUTATION:
-            continue  # refused below
         if spec.target not in valid[spec.kind] or spec.target in seen:
             raise _fail(f"mutation output {spec} names an unknown or repeated target", node)
         seen.add(spec.target)
-    for spec in signature.output_specs:
-        if spec.kind == OutputKind.PARAMETER_MUTATION:
-            raise _fail(f"parameter mutation output {spec} is not supported", node)
 
 
 # -- 8: state ----------------------------------------------------------------------------------

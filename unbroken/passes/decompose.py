@@ -8,8 +8,10 @@ outputs in the same order; output names updated) whose graph is re-recorded node
   the ops it calls go through the recorder, where the table applies again (composites inside
   decompose through PyTorch's dispatcher as usual);
 - with no table given (``run_decompositions()``), the core ATen table of ``torch._decomp`` is
-  used and every other composite (CompositeImplicitAutograd) op decomposes too, which lowers
-  the graph to the core ATen set;
+  used (but for the program's own ``detach`` nodes, kept: lowered to ``alias`` as torch does,
+  they would let gradients through where eager's stop; a ``detach`` a decomposition makes
+  becomes ``alias``) and every other composite (CompositeImplicitAutograd) op decomposes too,
+  which lowers the graph to the core ATen set;
 - with a table given, an op absent from it is kept whole (as ``torch.export`` does: remove an
   entry from ``default_decompositions()`` to preserve that op);
 - size arithmetic and ``getitem`` are recomputed from the new values;
@@ -166,11 +168,31 @@ def _rerecord(recorder, node, values, table, keep_others, symbols):
         return recorder.record_data_dependent(target, args, kwargs,
                                               fake.to_meta(node.meta["val"], *symbols))
     with recorder.recording():
+        if target is torch.ops.aten.detach.default and not keep_others and \
+                _may_carry_gradient(node.args[0]):
+            # the program's own detach (``x.detach()``, a read of a value written under
+            # no_grad) stops gradients in eager: the default table's ``alias`` would not
+            return recorder.record_opaque(target, args, kwargs)
         if target in table:
             return table[target](*args, **kwargs)
         if keep_others:
             return recorder.record_opaque(target, args, kwargs)
         return target(*args, **kwargs)
+
+
+def _may_carry_gradient(node) -> bool:
+    """Whether the value of ``node`` may require grad at run time: a floating-point or
+    complex tensor not made by a factory (``full``, ``zeros_like``...: no tensor argument
+    passes it a gradient)."""
+    value = node.meta.get("val") if isinstance(node, fx.Node) else None
+    if not (isinstance(value, torch.Tensor)
+            and (value.dtype.is_floating_point or value.dtype.is_complex)):
+        return False
+    if node.op != "call_function" or not isinstance(node.target, OpOverload):
+        return True
+    name = node.target._schema.name
+    return not (name.endswith("_like") or not any(
+        isinstance(a.type, torch.TensorType) for a in node.target._schema.arguments))
 
 
 def _placeholder(recorder, node, env, mapping):

@@ -13,11 +13,16 @@ Output invariants:
 - no ``call_function`` node has a mutable schema; each in-place node became the functional op
   found from the schemas (``relu_`` -> ``relu``, ``add_.Tensor`` -> ``add.Tensor``, ``normal_`` ->
   ``normal_functional``), with the same arguments and ``meta``, and its uses were rewired;
-- a parameter written in place is used with its new value by the later nodes, and not written
-  back (no output: each call starts from the exported parameters, as ``torch.export``);
-- each mutated buffer / user input has one extra output, its final value, placed before the user
-  outputs in placeholder order, with an output spec ``BUFFER_MUTATION`` (target: the buffer's FQN)
-  or ``USER_INPUT_MUTATION`` (target: the input's placeholder name);
+- each mutated parameter / buffer / user input has one extra output, its final value, placed
+  before the user outputs in placeholder order, with an output spec ``PARAMETER_MUTATION`` /
+  ``BUFFER_MUTATION`` (target: the FQN) or ``USER_INPUT_MUTATION`` (target: the input's
+  placeholder name): ``ExportedProgram.module()`` writes it back, as eager's in-place write
+  (and torch.export's) leaves it;
+- a value written where autograd does not see it (a ``no_grad`` region, a write through a
+  ``.detach()`` alias, which the recorder puts in a ``no_grad`` region) is read by later nodes
+  outside such regions as ``new.detach() - (old.detach() - old)``: the new value, whose gradient
+  is the identity to ``old``, the last value autograd saw (see
+  :func:`_keep_gradients_through_hidden_writes`);
 - output specs name the (possibly renamed) output nodes.
 
 Refused with :class:`UnsupportedError` at the user's line (the graph is left untouched): writes
@@ -194,10 +199,7 @@ class _Analysis:
         self._check_root(node, root)
         self._check_views_and_stale_uses(node, root)
         self.rewrites.append(_Rewrite(node, functional, root))
-        # a parameter written in place (under no_grad, or frozen) is used with
-        # its new value by the rest of the program but not written back, as torch.export: each
-        # call computes what eager's forward computes from the parameters as exported
-        if root.op == "placeholder" and self.inputs[root].kind != InputKind.PARAMETER:
+        if root.op == "placeholder":
             self.final[root] = node
 
     def _check_root(self, node: torch.fx.Node, root: torch.fx.Node) -> None:
@@ -268,9 +270,13 @@ def _output_spec(spec: OutputSpec, value) -> OutputSpec:
     return spec
 
 
+_STATE_MUTATIONS = {InputKind.BUFFER: OutputKind.BUFFER_MUTATION,
+                    InputKind.PARAMETER: OutputKind.PARAMETER_MUTATION}
+
+
 def _mutation_spec(placeholder, spec, value: torch.fx.Node) -> OutputSpec:
-    if spec.kind == InputKind.BUFFER:
-        return OutputSpec(OutputKind.BUFFER_MUTATION, TensorArgument(value.name), spec.target)
+    if spec.kind in _STATE_MUTATIONS:
+        return OutputSpec(_STATE_MUTATIONS[spec.kind], TensorArgument(value.name), spec.target)
     return OutputSpec(OutputKind.USER_INPUT_MUTATION, TensorArgument(value.name),
                       placeholder.name)
 
@@ -286,37 +292,63 @@ def _rewrite_outputs(graph, signature, analysis: _Analysis, replaced: dict):
     return signature.replace(output_specs=mutation_specs + user_specs)
 
 
-# -- parameters written in place ---------------------------------------------------------------
-def _keep_parameter_gradients(graph, analysis: _Analysis, replaced: dict) -> None:
-    """Eager writes a parameter (or an input) in place under no_grad and it stays the tensor
-    that later ops differentiate: their gradient flows to it, computed at the new value. Each use
-    of a value written under no_grad, outside a no_grad region, therefore reads
-    ``new.detach() - (p.detach() - p)``: the new value exactly (``x - 0.0`` is ``x``, signed
-    zeros included) whose gradient is the identity to ``p``, the last value autograd saw
-    (the parameter, or a write made with grad enabled: a frozen parameter ``w.add_(x)`` passes
-    ``x`` its gradient, read from that write's value itself)."""
-    written = {replaced[r.node]: r.root for r in analysis.rewrites
-               if r.root.op == "placeholder"
-               and analysis.inputs[r.root].kind in (InputKind.PARAMETER, InputKind.USER_INPUT)}
-    if not written:
-        return
+# -- writes autograd does not see ------------------------------------------------------------
+def _keep_gradients_through_hidden_writes(graph, analysis: _Analysis, replaced: dict) -> None:
+    """Eager writes a tensor in place where autograd does not see it (a ``no_grad`` region; a
+    write through a ``.detach()`` alias, which the recorder puts in one) and the tensor stays
+    what later ops differentiate: their gradient flows to it as before the write, computed at
+    the new value. Each use of such a value, outside a no_grad region, therefore reads
+    ``new.detach() - nan_to_num(old.detach() - old, 0, 0, 0)``: the new value exactly (``x - 0.0``
+    is ``x``, signed zeros included; the ``nan_to_num`` keeps an infinite or NaN old element
+    from turning the value into NaN) whose gradient is the identity to ``old``, the last value
+    autograd saw (a parameter or input, an intermediate, or a write made with grad enabled: a
+    frozen parameter ``w.add_(x)`` passes ``x`` its gradient, read from that write's value).
+    Only floating-point and complex values carry gradients; others are left as they are."""
+    written = {replaced[r.node]: r.root for r in analysis.rewrites}
     disabled = _grad_disabled_nodes(graph)
     for new in written:
         anchor = new
         while anchor in written and anchor in disabled:  # back to the value autograd saw
             anchor = anchor.args[0]
-        if anchor is new:
+        if anchor is new or not _differentiable(new):
             continue
         for user in list(new.users):
             if user in written or user in disabled:
                 continue  # the next write of the chain, or a use that records no gradient
             with graph.inserting_before(user):
-                leaf_value = _like(graph.call_function(aten.detach.default, (new,)), new)
-                zero = _like(graph.call_function(aten.sub.Tensor, (
-                    _like(graph.call_function(aten.detach.default, (anchor,)), anchor),
-                    anchor)), anchor)
-                user.replace_input_with(new, _like(
-                    graph.call_function(aten.sub.Tensor, (leaf_value, zero)), new))
+                read = _straight_through(graph, new, anchor)
+                for node in _ancestors_until(read, new, anchor):
+                    node.meta["nn_module_stack"] = dict(user.meta.get("nn_module_stack", {}))
+                user.replace_input_with(new, read)
+
+
+def _differentiable(node: torch.fx.Node) -> bool:
+    value = node.meta.get("val")
+    return isinstance(value, torch.Tensor) and (value.dtype.is_floating_point
+                                                or value.dtype.is_complex)
+
+
+def _straight_through(graph, new: torch.fx.Node, anchor: torch.fx.Node) -> torch.fx.Node:
+    """``new.detach() - nan_to_num(anchor.detach() - anchor, 0, 0, 0)`` (see above)."""
+    leaf_value = _like(graph.call_function(aten.detach.default, (new,)), new)
+    difference = _like(graph.call_function(aten.sub.Tensor, (
+        _like(graph.call_function(aten.detach.default, (anchor,)), anchor), anchor)), anchor)
+    zero = _like(graph.call_function(aten.nan_to_num.default, (difference, 0.0, 0.0, 0.0)),
+                 anchor)
+    return _like(graph.call_function(aten.sub.Tensor, (leaf_value, zero)), new)
+
+
+def _ancestors_until(node: torch.fx.Node, *stops: torch.fx.Node) -> list:
+    """``node`` and the nodes it reads, transitively, short of ``stops``: the nodes of one
+    straight-through read, which belong to the module call of the node that reads it."""
+    found, stack = [], [node]
+    while stack:
+        current = stack.pop()
+        if current in stops or current in found:
+            continue
+        found.append(current)
+        stack.extend(current.all_input_nodes)
+    return found
 
 
 def _like(node: torch.fx.Node, model: torch.fx.Node) -> torch.fx.Node:
@@ -359,7 +391,7 @@ def functionalize(graph_module: torch.fx.GraphModule, signature):
     if not analysis.rewrites:
         return graph_module, signature
     replaced = {r.node: _replace(graph, r) for r in analysis.rewrites}
-    _keep_parameter_gradients(graph, analysis, replaced)
+    _keep_gradients_through_hidden_writes(graph, analysis, replaced)
     new_signature = _rewrite_outputs(graph, signature, analysis, replaced)
     graph_module.recompile()
     return graph_module, new_signature

@@ -148,13 +148,8 @@ class Aliases:
         if not (hidden and torch.is_grad_enabled()):
             yield
             return
-        builder = self.recorder.builder
-        previous = builder.record_grad_mode(False, True)
-        try:
-            with torch.no_grad():
-                yield
-        finally:
-            builder.record_grad_mode_restore(previous)
+        with self._recorded_in_grad_mode(False):
+            yield
 
     def stale_read_refusal(self, func, args, kwargs, out) -> EagerRefusal | None:
         """Why eager's autograd refuses to differentiate ``func`` (made ``out``), if it does
@@ -193,10 +188,17 @@ class Aliases:
         if not made_with_grad or torch.is_grad_enabled():
             yield
             return
+        with self._recorded_in_grad_mode(True):
+            yield
+
+    @contextlib.contextmanager
+    def _recorded_in_grad_mode(self, enabled: bool):
+        """Run and record what runs inside in a region of grad mode ``enabled`` (the
+        opposite of the current one), which the program restores to the caller's mode."""
         builder = self.recorder.builder
-        previous = builder.record_grad_mode(True, False)
+        previous = builder.record_grad_mode(enabled, not enabled)
         try:
-            with torch.enable_grad():
+            with torch.set_grad_enabled(enabled):
                 yield
         finally:
             builder.record_grad_mode_restore(previous)

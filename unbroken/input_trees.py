@@ -8,11 +8,15 @@ initialises layers, concatenates its tensors) is recorded, and the object is one
 own. As with ``torch.export``, the caller's object is never changed: a cache forward() updates
 is returned (if forward() returns it) as a new object.
 
-Example tensors must be plain dense tensors (:func:`check_traceable_tensor`).
+Example tensors must be plain dense tensors (:func:`check_traceable_tensor`). The call itself
+is checked here too: the example inputs (:func:`check_call`), their binding to forward()'s
+parameters and names (:func:`bind_inputs`, :func:`top_level_names`, :func:`leaves_with_paths`),
+and what forward() returns (:func:`check_outputs`).
 """
 from __future__ import annotations
 
 import inspect
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -21,7 +25,7 @@ from torch.utils import _pytree as pytree
 
 from .fix_rendering import TensorDims
 from .frontend.tracer import trace_call
-from .symbolic.diagnostics import ExportUsageError
+from .symbolic.diagnostics import ExportUsageError, frame_from_code
 
 __all__ = ["Rebuild", "check_traceable_tensor", "dims_of", "leaf_entries", "materialize",
            "unflatten_inputs"]
@@ -139,3 +143,145 @@ def check_traceable_tensor(tensor: torch.Tensor) -> None:
         f"unsupported example input: {what}; the trace would see a plain dense tensor, and "
         f"the program would not compute what eager computes on it",
         hint=f"Export with plain dense tensors: {fix}.")
+
+
+# ----- forward()'s call: the example inputs, their names, and what it returns -----
+def check_call(mod, args, kwargs):
+    if not (isinstance(mod, torch.nn.Module) or callable(mod)):
+        raise ExportUsageError(f"export() expects an nn.Module or a function, got "
+                               f"{type(mod).__name__}", hint="Pass the model object itself.")
+    if isinstance(args, list):
+        args = tuple(args)
+    if not isinstance(args, tuple):
+        raise ExportUsageError(
+            f"`args` must be a tuple of example inputs, got {type(args).__name__}",
+            hint="Wrap a single input in a tuple: export(model, (x,)).")
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise ExportUsageError(f"`kwargs` must be a dict, got {type(kwargs).__name__}")
+    for leaf in user_pytree_leaves((args, kwargs or {}), "the example inputs"):
+        if not isinstance(leaf, (torch.Tensor, int, float, bool, str, type(None), torch.dtype,
+                                 torch.device)):
+            raise ExportUsageError(
+                f"unsupported example input of type {type(leaf).__name__}",
+                hint="Inputs must be tensors, Python numbers/strings, or tuples/lists/dicts of "
+                     "them (register other containers with torch.utils._pytree).")
+        if isinstance(leaf, torch.Tensor):
+            check_traceable_tensor(leaf)
+    return args, dict(kwargs or {})
+
+
+
+def user_pytree_leaves(value, what: str) -> list:
+    """``pytree.tree_leaves(value)``; a flatten function the user registered for a container
+    type (``register_pytree_node``) that raises is the user's error, reported at its line."""
+    try:
+        return pytree.tree_leaves(value)
+    except Exception as exc:  # only a flatten function registered by the user can raise here
+        culprit = _failing_container(value)
+        name = culprit.__qualname__ if culprit else "a container type"
+        last = traceback.extract_tb(exc.__traceback__)[-1]
+        frame = frame_from_code(last.filename, last.lineno, last.name)
+        raise ExportUsageError(
+            f"flattening {what} failed: the pytree flatten function registered for {name} "
+            f"raised {type(exc).__name__}: {exc}", frames=(frame,),
+            hint=f"Make the flatten function registered for {name} (with "
+                 "torch.utils._pytree.register_pytree_node) return (children, context) for "
+                 "every instance.") from exc
+
+
+def _failing_container(value):
+    """The innermost registered container type in ``value`` whose flatten function raises."""
+    node = pytree.SUPPORTED_NODES.get(type(value))
+    if node is None:
+        return None
+    try:
+        children, _ = node.flatten_fn(value)
+    except Exception:  # the same failure tree_leaves met, found
+        return type(value)
+    return next((t for t in map(_failing_container, children) if t is not None), None)
+
+
+_OUTPUT_CONSTANTS = (int, float, bool, str, type(None), torch.dtype, torch.device)
+
+
+def check_outputs(leaves, frames) -> None:
+    """Outputs must flatten (torch.utils._pytree) to tensors, sizes and Python constants."""
+    for leaf in leaves:
+        if not isinstance(leaf, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool,
+                                 *_OUTPUT_CONSTANTS)):
+            kind = type(leaf)
+            raise ExportUsageError(
+                f"forward() returns an object of type {kind.__qualname__}, which unbroken cannot "
+                "flatten into graph outputs", frames=frames, hint=_registration_hint(kind))
+
+
+def _registration_hint(kind: type) -> str:
+    """How to register ``kind`` with pytree: ``transformers`` ships the registration of its
+    cache classes (its export integration), other classes need their own."""
+    if kind.__module__.startswith("transformers.") and kind.__name__.endswith("Cache"):
+        return ("transformers registers its cache classes with pytree for export; before "
+                "exporting, call:\n"
+                "    from transformers.exporters.exporter_dynamo import "
+                "register_cache_pytrees_for_model\n"
+                "    register_cache_pytrees_for_model(model)")
+    return (f"Register the class as a pytree node, e.g. torch.export.register_dataclass("
+            f"{kind.__name__}) for a dataclass or torch.utils._pytree.register_pytree_node("
+            f"{kind.__name__}, flatten_fn, unflatten_fn), or return a tuple/dict.")
+
+
+def signature_of(forward) -> inspect.Signature:
+    try:
+        return inspect.signature(forward)
+    except (TypeError, ValueError) as exc:
+        raise ExportUsageError(f"cannot read the signature of {forward!r}: {exc}") from None
+
+
+def bind_inputs(signature, forward, args, kwargs) -> dict:
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        names = ", ".join(signature.parameters)
+        raise ExportUsageError(
+            f"the example inputs do not match forward({names}): {exc}",
+            hint="Pass one example value per parameter of "
+                 f"{getattr(forward, '__qualname__', 'forward')}.") from None
+    return dict(bound.arguments)
+
+
+def top_level_names(signature, args, kwargs):
+    """(name, value) for each positional then keyword input, named after ``forward``'s
+    parameters (extra positionals of ``*args`` as ``args_0``, ``args_1``, ...)."""
+    params = list(signature.parameters.values())
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    var_positional = next((p.name for p in params if p.kind == p.VAR_POSITIONAL), "args")
+    for i, value in enumerate(args):
+        name = positional[i].name if i < len(positional) else \
+            f"{var_positional}_{i - len(positional)}"
+        yield name, value
+    yield from kwargs.items()
+
+
+def leaves_with_paths(value) -> list:
+    """``(path, leaf)`` pairs of ``value``. A container type registered without a
+    ``flatten_with_keys_fn`` (allowed by ``register_pytree_node``) has no keys: its leaves are
+    then named by position, as if ``value`` were a flat sequence."""
+    if _keyed(value):
+        return pytree.tree_flatten_with_path(value)[0]
+    return [((pytree.SequenceKey(i),), leaf) for i, leaf in enumerate(pytree.tree_leaves(value))]
+
+
+def _keyed(value) -> bool:
+    """Whether every registered container type in ``value`` can name its children."""
+    node = pytree.SUPPORTED_NODES.get(type(value))
+    if node is None:  # a leaf, or a namedtuple / structseq (keyed by torch itself)
+        return True
+    if node.flatten_with_keys_fn is None:
+        return False
+    return all(_keyed(child) for child in node.flatten_fn(value)[0])
+
+
+def path_suffix(key) -> str:
+    for attribute in ("idx", "key", "name"):
+        if hasattr(key, attribute):
+            return f"_{getattr(key, attribute)}"
+    return f"_{key}"

@@ -14,8 +14,6 @@ An uncaught exception of the traced program is checked against eager (``uncaught
 from __future__ import annotations
 
 import contextlib
-import inspect
-import traceback
 import warnings
 
 import sympy
@@ -34,11 +32,18 @@ from .frontend.translator import check_python_version
 from .frontend.variables.constant import ConstantVariable
 from .frontend.variables.tensor import TensorVariable
 from .input_trees import (
-    check_traceable_tensor,
+    bind_inputs,
+    check_call,
+    check_outputs,
     dims_of,
     leaf_entries,
+    leaves_with_paths,
     materialize,
+    path_suffix,
+    signature_of,
+    top_level_names,
     unflatten_inputs,
+    user_pytree_leaves,
 )
 from .ir.composites import preserving
 from .ir.program import ProgramParts
@@ -77,7 +82,6 @@ from .symbolic.diagnostics import (
     RefusalError,
     UnbrokenError,
     UnsupportedError,
-    frame_from_code,
 )
 from .symbolic.env import ShapeEnvironment
 from .symbolic.fixes import suggest_fix
@@ -123,7 +127,7 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict: bool = True,
         print(ep)
         out = ep.module()(x, y)
     """
-    args, kwargs = _check_call(mod, args, kwargs)
+    args, kwargs = check_call(mod, args, kwargs)
     preserve = checked_paths(mod, preserve_module_call_signature)
     check_python_version()
     with isolated():
@@ -158,61 +162,6 @@ def _export(mod, args, kwargs, dynamic_shapes, preserve=frozenset()) -> Exported
     except Exception as exc:  # a bug in unbroken: say so, with what we know
         raise InternalError(f"export failed unexpectedly ({type(exc).__name__})",
                             cause=exc) from exc
-
-
-def _check_call(mod, args, kwargs):
-    if not (isinstance(mod, torch.nn.Module) or callable(mod)):
-        raise ExportUsageError(f"export() expects an nn.Module or a function, got "
-                               f"{type(mod).__name__}", hint="Pass the model object itself.")
-    if isinstance(args, list):
-        args = tuple(args)
-    if not isinstance(args, tuple):
-        raise ExportUsageError(
-            f"`args` must be a tuple of example inputs, got {type(args).__name__}",
-            hint="Wrap a single input in a tuple: export(model, (x,)).")
-    if kwargs is not None and not isinstance(kwargs, dict):
-        raise ExportUsageError(f"`kwargs` must be a dict, got {type(kwargs).__name__}")
-    for leaf in user_pytree_leaves((args, kwargs or {}), "the example inputs"):
-        if not isinstance(leaf, (torch.Tensor, int, float, bool, str, type(None), torch.dtype,
-                                 torch.device)):
-            raise ExportUsageError(
-                f"unsupported example input of type {type(leaf).__name__}",
-                hint="Inputs must be tensors, Python numbers/strings, or tuples/lists/dicts of "
-                     "them (register other containers with torch.utils._pytree).")
-        if isinstance(leaf, torch.Tensor):
-            check_traceable_tensor(leaf)
-    return args, dict(kwargs or {})
-
-
-
-def user_pytree_leaves(value, what: str) -> list:
-    """``pytree.tree_leaves(value)``; a flatten function the user registered for a container
-    type (``register_pytree_node``) that raises is the user's error, reported at its line."""
-    try:
-        return pytree.tree_leaves(value)
-    except Exception as exc:  # only a flatten function registered by the user can raise here
-        culprit = _failing_container(value)
-        name = culprit.__qualname__ if culprit else "a container type"
-        last = traceback.extract_tb(exc.__traceback__)[-1]
-        frame = frame_from_code(last.filename, last.lineno, last.name)
-        raise ExportUsageError(
-            f"flattening {what} failed: the pytree flatten function registered for {name} "
-            f"raised {type(exc).__name__}: {exc}", frames=(frame,),
-            hint=f"Make the flatten function registered for {name} (with "
-                 "torch.utils._pytree.register_pytree_node) return (children, context) for "
-                 "every instance.") from exc
-
-
-def _failing_container(value):
-    """The innermost registered container type in ``value`` whose flatten function raises."""
-    node = pytree.SUPPORTED_NODES.get(type(value))
-    if node is None:
-        return None
-    try:
-        children, _ = node.flatten_fn(value)
-    except Exception:  # the same failure tree_leaves met, found
-        return type(value)
-    return next((t for t in map(_failing_container, children) if t is not None), None)
 
 
 _MAX_AUTO_ROUNDS = 8
@@ -334,7 +283,7 @@ class _Export:
 
     def run(self) -> ExportedProgram:
         flat_outputs, out_spec = self._trace()
-        _check_outputs(flat_outputs, self.output.user_frames() or ())
+        check_outputs(flat_outputs, self.output.user_frames() or ())
         self._check_guards()
         return self._build(flat_outputs, out_spec)
 
@@ -349,8 +298,8 @@ class _Export:
 
     def _trace(self):
         forward = self.root.forward if self.root is not None else self.mod
-        signature = _signature(forward)
-        combined = _bind(signature, forward, self.args, self.kwargs)
+        signature = signature_of(forward)
+        combined = bind_inputs(signature, forward, self.args, self.kwargs)
         dims = self.leaf_dims = self._resolve_dims(combined)
         self._lift_state()
         arg_trackers, kwarg_trackers = self._lift_inputs(signature, dims)
@@ -418,12 +367,12 @@ class _Export:
         # (export(m, (x, x))): the program is traced for separate inputs; module() refuses a
         # call whose inputs share memory with one the program writes (ir.runtime)
         bound = {}
-        for top_name, value in _top_level_names(signature, self.args, self.kwargs):
-            leaves = _leaves_with_paths(value)
+        for top_name, value in top_level_names(signature, self.args, self.kwargs):
+            leaves = leaves_with_paths(value)
             spec = pytree.tree_structure(value)
             trackers = {}
             for path, leaf in leaves:
-                name = top_name + "".join(_path_suffix(k) for k in path)
+                name = top_name + "".join(path_suffix(k) for k in path)
                 trackers[id(leaf)] = self._user_input(name, leaf, dims.get(id(leaf)))
                 bound.setdefault(top_name, []).append(trackers[id(leaf)])
             self.top_dims[top_name] = dims_of(value, spec, [
@@ -686,97 +635,11 @@ class _Export:
         return ranges
 
 
-_OUTPUT_CONSTANTS = (int, float, bool, str, type(None), torch.dtype, torch.device)
-
-
-def _check_outputs(leaves, frames) -> None:
-    """Outputs must flatten (torch.utils._pytree) to tensors, sizes and Python constants."""
-    for leaf in leaves:
-        if not isinstance(leaf, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool,
-                                 *_OUTPUT_CONSTANTS)):
-            kind = type(leaf)
-            raise ExportUsageError(
-                f"forward() returns an object of type {kind.__qualname__}, which unbroken cannot "
-                "flatten into graph outputs", frames=frames, hint=_registration_hint(kind))
-
-
-def _registration_hint(kind: type) -> str:
-    """How to register ``kind`` with pytree: ``transformers`` ships the registration of its
-    cache classes (its export integration), other classes need their own."""
-    if kind.__module__.startswith("transformers.") and kind.__name__.endswith("Cache"):
-        return ("transformers registers its cache classes with pytree for export; before "
-                "exporting, call:\n"
-                "    from transformers.exporters.exporter_dynamo import "
-                "register_cache_pytrees_for_model\n"
-                "    register_cache_pytrees_for_model(model)")
-    return (f"Register the class as a pytree node, e.g. torch.export.register_dataclass("
-            f"{kind.__name__}) for a dataclass or torch.utils._pytree.register_pytree_node("
-            f"{kind.__name__}, flatten_fn, unflatten_fn), or return a tuple/dict.")
-
-
 def _shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.device.type == "meta" or b.device.type == "meta":
         return False
     return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr() \
         and a.untyped_storage().nbytes() > 0
-
-
-def _signature(forward) -> inspect.Signature:
-    try:
-        return inspect.signature(forward)
-    except (TypeError, ValueError) as exc:
-        raise ExportUsageError(f"cannot read the signature of {forward!r}: {exc}") from None
-
-
-def _bind(signature, forward, args, kwargs) -> dict:
-    try:
-        bound = signature.bind(*args, **kwargs)
-    except TypeError as exc:
-        names = ", ".join(signature.parameters)
-        raise ExportUsageError(
-            f"the example inputs do not match forward({names}): {exc}",
-            hint="Pass one example value per parameter of "
-                 f"{getattr(forward, '__qualname__', 'forward')}.") from None
-    return dict(bound.arguments)
-
-
-def _top_level_names(signature, args, kwargs):
-    """(name, value) for each positional then keyword input, named after ``forward``'s
-    parameters (extra positionals of ``*args`` as ``args_0``, ``args_1``, ...)."""
-    params = list(signature.parameters.values())
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    var_positional = next((p.name for p in params if p.kind == p.VAR_POSITIONAL), "args")
-    for i, value in enumerate(args):
-        name = positional[i].name if i < len(positional) else \
-            f"{var_positional}_{i - len(positional)}"
-        yield name, value
-    yield from kwargs.items()
-
-
-def _leaves_with_paths(value) -> list:
-    """``(path, leaf)`` pairs of ``value``. A container type registered without a
-    ``flatten_with_keys_fn`` (allowed by ``register_pytree_node``) has no keys: its leaves are
-    then named by position, as if ``value`` were a flat sequence."""
-    if _keyed(value):
-        return pytree.tree_flatten_with_path(value)[0]
-    return [((pytree.SequenceKey(i),), leaf) for i, leaf in enumerate(pytree.tree_leaves(value))]
-
-
-def _keyed(value) -> bool:
-    """Whether every registered container type in ``value`` can name its children."""
-    node = pytree.SUPPORTED_NODES.get(type(value))
-    if node is None:  # a leaf, or a namedtuple / structseq (keyed by torch itself)
-        return True
-    if node.flatten_with_keys_fn is None:
-        return False
-    return all(_keyed(child) for child in node.flatten_fn(value)[0])
-
-
-def _path_suffix(key) -> str:
-    for attribute in ("idx", "key", "name"):
-        if hasattr(key, attribute):
-            return f"_{getattr(key, attribute)}"
-    return f"_{key}"
 
 
 def _is_persistent(root, fqn: str) -> bool:
@@ -843,7 +706,7 @@ def find_graph_breaks(mod, args, kwargs=None, *, dynamic_shapes=None) -> list:
         for error in unbroken.find_graph_breaks(model, (x,)):
             print(error.code, error.location.short(), error.reason)
     """
-    args, kwargs = _check_call(mod, args, kwargs)
+    args, kwargs = check_call(mod, args, kwargs)
     check_python_version()
     with isolated():
         try:

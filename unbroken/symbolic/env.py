@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import itertools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -29,7 +28,7 @@ from .diagnostics import DataDependentError, ExportUsageError, UserFrame
 from .guards import Guard, render_expr
 from .node import SymNode
 from .ranges import ValueRange, bound, static_truth
-from .settle_one import forced_equalities, settle_check
+from .settle_one import forced_equalities, sets_at_one, settle_check, smallest_first
 
 __all__ = ["AnswersAtOne", "DryRunUndecided", "ShapeEnvironment", "SymbolInfo",
            "flipped_at_one", "holds_at_one"]
@@ -56,18 +55,15 @@ def flipped_at_one(symbols, holds: Callable[[dict], bool]) -> list[frozenset] | 
             if not holds({s: sympy.Integer(1) for s in subset})]
 
 
-def _sets_at_one(symbols, within) -> list[tuple]:
+def _sets_at_one(symbols, within) -> list:
     """The sets of ``symbols`` to put at 1, smallest first (name order within a size); a
     single impossible set (``(None,)``) beyond ``_AT_ONE_MAX`` symbols, so that checks fail."""
-    symbols = sorted(symbols, key=str)
     if within is not None:
         free = set(symbols)
-        return sorted((tuple(sorted(subset, key=str)) for subset in within if subset <= free),
-                      key=lambda subset: (len(subset), [str(s) for s in subset]))
+        return smallest_first(subset for subset in within if subset <= free)
     if len(symbols) > _AT_ONE_MAX:
         return [(None,)]
-    return [subset for count in range(1, len(symbols) + 1)
-            for subset in itertools.combinations(symbols, count)]
+    return list(sets_at_one(symbols))
 
 
 class AnswersAtOne(dict):

@@ -30,7 +30,8 @@ import sympy
 from .guards import Guard
 from .ranges import ValueRange, static_truth
 
-__all__ = ["RefusedAtOne", "forced_equalities", "sets_at_one", "settle_check"]
+__all__ = ["RefusedAtOne", "forced_equalities", "sets_at_one", "settle_check",
+           "smallest_first"]
 
 # dims of one node's check put at 1 together (63 cheap meta re-runs at most): a pointwise op
 # between a tensor and its mask meets batch and sequence of both
@@ -91,7 +92,7 @@ def settle_check(env, pending, check: Callable[[dict], bool]) -> list[RefusedAtO
             continue
         failed.append(subset)
         facts.append(RefusedAtOne(subset, frozenset(symbols) - subset, guard).fact)
-        queue = _ordered(queue + [subset | {t} for t in symbols if t not in subset])
+        queue = smallest_first(queue + [subset | {t} for t in symbols if t not in subset])
     never = {s for s in symbols if any(s in f for f in failed)
              and all(r in failed for r in reached if s in r)}
     env.mark_size_one_sensitive({s: pending.get(s, guard) for s in never})
@@ -103,7 +104,8 @@ def _first(subset):
     return min(subset, key=str)
 
 
-def _ordered(sets) -> list:
+def smallest_first(sets) -> list:
+    """The distinct ``sets`` of symbols, smallest first (name order within a size)."""
     return sorted(set(sets), key=lambda subset: (len(subset), sorted(map(str, subset))))
 
 
@@ -120,7 +122,7 @@ def _sets_to_check(pending, free: list, symbols: list) -> list | None:
     else:
         bases = [subset for subset in flips if subset <= set(free)]
     extras = [frozenset(), *sets_at_one(linked)]
-    return _ordered(base | extra for base in bases for extra in extras)
+    return smallest_first(base | extra for base in bases for extra in extras)
 
 
 def _linked(env, symbols: list) -> list:

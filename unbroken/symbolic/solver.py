@@ -146,8 +146,7 @@ class Solver:
             return Decision("true", None, "z3")
         if result == z3.unknown:
             return Decision("inconclusive", None, "unknown")
-        counterexample = self._smallest(z3.Not(z3_fact), fact, model) if self.smallest \
-            else self._extract(model, fact)
+        counterexample = self._counterexample(z3.Not(z3_fact), fact, model)
         holds_somewhere, _ = self._check(z3_fact)
         if holds_somewhere == z3.unsat:
             return Decision("false", counterexample, "z3")
@@ -175,8 +174,11 @@ class Solver:
     def _model_for(self, z3_fact, fact, negate: bool):
         query = z3.Not(z3_fact) if negate else z3_fact
         result, model = self._check(query)
-        if result != z3.sat:
-            return None
+        return self._counterexample(query, fact, model) if result == z3.sat else None
+
+    def _counterexample(self, query, fact, model) -> dict[sympy.Symbol, int] | None:
+        """Values of ``fact``'s symbols satisfying ``query``, from ``model``: the smallest
+        such (``self.smallest``) or z3's own."""
         return self._smallest(query, fact, model) if self.smallest else self._extract(model, fact)
 
     def _smallest(self, query, fact, model) -> dict[sympy.Symbol, int] | None:

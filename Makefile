@@ -1,39 +1,57 @@
 # unbroken — developer entry points.
 #
-#   make demo       set up .venv, then `unbroken check` on examples/*.py
-#   make test       set up .venv, then the lint (ruff) and the whole test suite (slow cases
-#                   included, heavy ones not)
+#   make demo       set up the venv of the cell, then `unbroken check` on examples/*.py
+#   make test       set up the venv, then the lint (ruff) and the whole test suite (slow cases
+#                   included, heavy ones not); `--durations=25` lists the slowest tests
 #   make lint       ruff on the repository (configuration in pyproject.toml)
 #   make test-fast  the suite without tests marked `slow`
 #   make test-heavy only the tests marked `heavy` (the costliest toolchain cases, ~5 min)
-#   make bench      export time of unbroken vs torch.export(strict=True) on the model zoo
+#   make test-slice the representative slice every Python x torch cell runs (tests marked
+#                   `matrix`: CPython parity, the zoo, transformers models, soundness draws,
+#                   the CI gate, save/load)
+#   make test-matrix  test-slice (and `make demo`) on every cell of ci/cells.txt, one at a
+#                   time; KEEP=1 keeps each venv afterwards (they are ~5 GB each)
+#   make bench      export time of unbroken vs torch.export on the model zoo
 #   make corpus     unbroken vs torch.export strict/non-strict on ~120 real models and programs,
 #                   one fresh process each (benchmarks/corpus.py; slow: 77 min with --jobs 2
 #                   --single-call on 2 busy cores). Options through ARGS, e.g.
 #                   make corpus ARGS="--jobs 2 --single-call", ARGS="--dynamic --jobs 2"
 #   make docs       regenerate docs/graph-breaks.md from the graph-break catalogue
 #
-# The set-up is one stamp file: it reruns only when pyproject.toml changes or .venv is gone.
-# torch==2.13.0 is installed first, on its own, so that the dependency range in pyproject.toml
-# is already satisfied by the local CPU wheel and pip never reaches for another build.
+# A cell is a Python version and a torch release: `make setup PYTHON=3.12 TORCH=2.14.1`
+# creates `.venv-3.12-torch2.14.1`; the default cell (PYTHON=3.11 TORCH=2.13.0) is `.venv`,
+# with the torch 2.13.0 CPU wheel that lies on disk. Every target takes the cell the same way
+# (`make test-slice PYTHON=3.13 TORCH=2.15.0`), or a venv directly (`make bench VENV=...`).
+# The set-up is one stamp file per venv: it reruns only when pyproject.toml changes or the
+# venv is gone. torch is installed first, on its own and pinned (ci/torch-<release>.txt), so
+# that the dependency range in pyproject.toml is already satisfied and pip never reaches for
+# another build. A machine-wide pip cap on torch releases (a constraint file in pip's
+# configuration) is lifted for the install (PIP_CONSTRAINT=/dev/null): the pin file decides.
 
-PYTHON ?= python3.11
-VENV   := .venv
+PYTHON ?= 3.11
+TORCH  ?= 2.13.0
+ifeq ($(PYTHON)-$(TORCH),3.11-2.13.0)
+VENV   ?= .venv
+else
+VENV   ?= .venv-$(PYTHON)-torch$(TORCH)
+endif
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.unbroken-setup-stamp
+PYTEST_ARGS ?=
 
-.PHONY: demo test test-fast test-heavy lint bench corpus docs setup clean
+.PHONY: demo test test-fast test-heavy test-slice test-matrix lint bench corpus docs setup clean
 
 setup: $(STAMP)
 
+# ci/find-python prints the interpreter of a Python version (python3.12 on PATH, or pyenv's).
 $(PY):
-	$(PYTHON) -m venv $(VENV)
+	"$$(ci/find-python $(PYTHON))" -m venv $(VENV)
 
 # unbroken/__init__.py too: an editable install made before the package existed would treat
 # `unbroken` as a namespace package until reinstalled.
 $(STAMP): pyproject.toml $(wildcard unbroken/__init__.py) | $(PY)
-	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[dev]'
+	PIP_CONSTRAINT=/dev/null $(PY) -m pip install --quiet -r ci/torch-$(TORCH).txt
+	PIP_CONSTRAINT=/dev/null $(PY) -m pip install --quiet -e '.[dev]' -c ci/torch-$(TORCH).txt
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -44,7 +62,13 @@ lint: $(STAMP)
 
 # The lint runs first: a red lint fails the build before the ~10 minutes of tests.
 test: lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25 $(PYTEST_ARGS)
+
+test-slice: $(STAMP)
+	$(PY) -m pytest -q -m "matrix and not heavy" --durations=10 $(PYTEST_ARGS)
+
+test-matrix:
+	ci/matrix $(if $(KEEP),--keep,)
 
 test-fast: lint
 	$(PY) -m pytest -q -m "not slow and not heavy"

@@ -21,6 +21,7 @@ from .check.command import check_command, merge_command
 from .check.explain import explain_command
 from .check.outcome import EXIT_USAGE
 from .check.suggest import suggest_command
+from .frontend.opcodes.versions import python_support_error
 
 __all__ = ["main"]
 
@@ -37,7 +38,15 @@ def main(argv: list[str] | None = None) -> int:
     if options.command is None:
         parser.print_help()
         return EXIT_USAGE
+    problem = python_support_error()
+    if problem is not None and options.command in _TRACING_COMMANDS:
+        print(f"unbroken {options.command}: error: [UB119] {problem}", file=sys.stderr)
+        return EXIT_USAGE  # one usage error, not a refusal per case
     return options.run(options, _version())
+
+
+# The commands that trace models (and so need a Python whose bytecode unbroken interprets).
+_TRACING_COMMANDS = frozenset({"check", "suggest"})
 
 
 def _parser() -> argparse.ArgumentParser:

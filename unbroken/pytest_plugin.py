@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from .frontend.opcodes.versions import python_support_error
+
 __all__ = ["CaseFile", "CaseItem", "CaseRefused"]
 
 
@@ -33,6 +35,9 @@ def pytest_configure(config):
     paths = [Path(p).resolve() for p in config.getoption("unbroken")]
     paths += [Path(p).resolve() for p in config.getini("unbroken_paths")]
     config._unbroken_paths = paths
+    problem = python_support_error() if paths else None
+    if problem is not None:  # one usage error for the session, not a failure per case
+        raise pytest.UsageError(f"unbroken: [UB119] {problem}")
     given = [Path(str(a).split("::")[0]).resolve() for a in config.args]
     for path in paths:  # make pytest walk the case paths even when they are not test paths
         if not any(path == g or path.is_relative_to(g) for g in given):

@@ -302,3 +302,17 @@ def test_a_bug_while_listing_the_breaks_is_reported_not_dropped(tmp_path, capsys
     assert "INTERNAL ERROR" in capsys.readouterr().out
     case = json.loads(report.read_text())["cases"][0]
     assert case["status"] == "internal_error" and case["error"]["kind"] == "InternalError"
+
+
+def test_unsupported_python_is_one_usage_error(tmp_path, capsys, monkeypatch):
+    """A Python whose bytecode unbroken does not know: exit 2 with one message, no case run."""
+    from unbroken.frontend.opcodes import versions
+
+    monkeypatch.setattr(versions, "CURRENT", (3, 99))
+    write(tmp_path, "good.py", GOOD)
+    write(tmp_path, "broken.py", BROKEN)
+    assert main(["check", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.count("[UB119]") == 1, captured.err
+    assert "CPython 3.11, 3.12, 3.13" in captured.err
+    assert "REFUSED" not in captured.out and "exported" not in captured.out

@@ -209,10 +209,12 @@ _KINDS = [
     ),
     BreakKind(
         "UB119", "Unsupported Python version",
-        "The bytecode interpreter supports CPython 3.11 only; bytecode changes between versions.",
-        "Run the export under Python 3.11.",
-        "python3.12 -m unbroken check model.py",
-        "python3.11 -m unbroken check model.py",
+        "The bytecode interpreter supports CPython 3.11, 3.12 and 3.13; bytecode changes "
+        "between versions, so any other version is refused before tracing (a usage error: "
+        "`unbroken check` exits 2).",
+        "Run the export under CPython 3.11, 3.12 or 3.13.",
+        "python3.14 -m unbroken check model.py",
+        "python3.13 -m unbroken check model.py",
     ),
     BreakKind(
         "UB120", "PyTorch raised an error while tracing",

@@ -16,16 +16,21 @@ handlers, and any other exception escaping an opcode handler is a bug in unbroke
 from __future__ import annotations
 
 import inspect
-import sys
 from dataclasses import dataclass
 
 import bytecode
 
-from ..symbolic.diagnostics import InternalError, UnbrokenError, frame_from_code
+from ..symbolic.diagnostics import (
+    ExportUsageError,
+    InternalError,
+    UnbrokenError,
+    frame_from_code,
+)
 from .budget import loop_statement_line
 from .graph_breaks import TracedException, graph_break
 from .opcodes import HANDLERS
 from .opcodes.arithmetic import apply_binary
+from .opcodes.versions import python_support_error
 from .sources import GlobalSource
 from .variables.base import VariableTracker
 from .variables.builder import wrap
@@ -34,17 +39,17 @@ from .variables.functions import CellVariable
 
 __all__ = ["InstructionTranslator", "decode"]
 
-SUPPORTED_VERSIONS = {(3, 11)}
 MAX_INLINE_DEPTH = 64
 _ASYNC_FLAGS = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
 
 
 def check_python_version() -> None:
-    """Fail closed on interpreters whose bytecode we do not implement."""
-    if sys.version_info[:2] not in SUPPORTED_VERSIONS:
-        version = ".".join(map(str, sys.version_info[:3]))
-        raise graph_break("UB119", f"this is Python {version}; unbroken interprets CPython 3.11 "
-                          "bytecode only")
+    """Fail closed on interpreters whose bytecode we do not implement: one usage error
+    (UB119), raised before any tracing."""
+    problem = python_support_error()
+    if problem is not None:
+        raise ExportUsageError(problem, code="UB119",
+                               hint="Install unbroken under a supported CPython and run it there.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +213,8 @@ class InstructionTranslator:
             frame = tx.frame()
             lineno = loop_statement_line(tx.code.co_filename, tx.loop_line)
             line = frame_from_code(tx.code.co_filename, lineno, tx.code.co_name)
-            frames = [line if f == frame else f for f in frames] if frame in frames else [line]
+            # the stack ends at that loop: a helper it happens to be calling is not the cause
+            frames = frames[:frames.index(frame)] + [line] if frame in frames else [line]
         raise graph_break("UB122", f"tracing used up its budget of {exhausted} "
                           "(a loop that does not end at export time?)", frames=tuple(frames))
 

@@ -17,6 +17,7 @@ from ..variables.nn_module import NNModuleVariable
 from ..variables.objects import NewObjectVariable, ObjectVariable
 from ..variables.tensor import TensorVariable
 from .registry import opcode
+from .versions import PY311
 
 BINARY = {
     "ADD": ("+", operator.add), "SUBTRACT": ("-", operator.sub), "MULTIPLY": ("*", operator.mul),
@@ -85,19 +86,22 @@ def binary_op(tx, instruction):
     tx.push(apply_binary(tx, symbol, left, right, inplace))
 
 
+def apply_unary(tx, fn, value):
+    """``fn(value)`` for a unary operator: folded on a constant, a leaf call otherwise."""
+    if value.is_constant():
+        return _fold(tx, lambda a, _: fn(a), value.as_constant(), None)
+    return tx.call_leaf(fn, [value], {})
+
+
 def _unary(fn):
     def handler(tx, instruction):
-        value = tx.pop()
-        if value.is_constant():
-            tx.push(_fold(tx, lambda a, _: fn(a), value.as_constant(), None))
-        else:
-            tx.push(tx.call_leaf(fn, [value], {}))
+        tx.push(apply_unary(tx, fn, tx.pop()))
 
     return handler
 
 
 opcode("UNARY_NEGATIVE")(_unary(operator.neg))
-opcode("UNARY_POSITIVE")(_unary(operator.pos))
+opcode("UNARY_POSITIVE", versions=(PY311,))(_unary(operator.pos))  # 3.12: an intrinsic
 opcode("UNARY_INVERT")(_unary(operator.invert))
 
 
@@ -123,9 +127,13 @@ def _opaque(left, right) -> bool:
 
 @opcode("COMPARE_OP")
 def compare_op(tx, instruction):
+    """``left <op> right``; 3.13's ``_CAST`` forms also convert the result to bool (a
+    comparison that feeds a branch), as ``TO_BOOL`` would."""
     right = tx.pop()
     left = tx.pop()
-    tx.push(compare(tx, instruction.arg.name, left, right))
+    name = instruction.arg.name
+    result = compare(tx, name.removesuffix("_CAST"), left, right)
+    tx.push(ConstantVariable(result.truth(tx)) if name.endswith("_CAST") else result)
 
 
 def is_same(a, b) -> bool:

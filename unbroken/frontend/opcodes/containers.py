@@ -20,6 +20,7 @@ from ..variables.objects import NewObjectVariable, ObjectVariable
 from ..variables.tensor import TensorVariable
 from ..variables.text import format_text, join_text
 from .registry import opcode
+from .versions import PY311, PY313, since, until
 
 
 @opcode("BUILD_TUPLE")
@@ -55,13 +56,32 @@ def build_string(tx, instruction):
     tx.push(join_text(tx, tx.popn(instruction.arg)))
 
 
-@opcode("BUILD_SLICE")
-def build_slice(tx, instruction):
-    parts = tx.popn(instruction.arg)
+def _slice(parts: list):
+    """``slice(*parts)``: a constant when every part is one."""
     if len(parts) == 2:
         parts.append(ConstantVariable(None))
     slice_var = SliceVariable(parts)
-    tx.push(ConstantVariable(slice_var.as_constant()) if slice_var.is_constant() else slice_var)
+    return ConstantVariable(slice_var.as_constant()) if slice_var.is_constant() else slice_var
+
+
+@opcode("BUILD_SLICE")
+def build_slice(tx, instruction):
+    tx.push(_slice(tx.popn(instruction.arg)))
+
+
+@opcode("BINARY_SLICE", versions=since((3, 12)))
+def binary_slice(tx, instruction):
+    """``container[start:stop]`` in one instruction (3.12)."""
+    start, stop = tx.popn(2)
+    tx.push(subscript(tx, tx.pop(), _slice([start, stop])))
+
+
+@opcode("STORE_SLICE", versions=since((3, 12)))
+def store_slice(tx, instruction):
+    """``container[start:stop] = value`` in one instruction (3.12)."""
+    start, stop = tx.popn(2)
+    container = tx.pop()
+    store_item(tx, container, _slice([start, stop]), tx.pop())
 
 
 @opcode("LIST_APPEND")
@@ -76,7 +96,7 @@ def list_extend(tx, instruction):
     tx.stack[-instruction.arg].elements.extend(iterate(tx, values))
 
 
-@opcode("LIST_TO_TUPLE")
+@opcode("LIST_TO_TUPLE", versions=(PY311,))
 def list_to_tuple(tx, instruction):
     tx.push(TupleVariable(tx.pop().elements))
 
@@ -143,7 +163,11 @@ def binary_subscr(tx, instruction):
 def store_subscr(tx, instruction):
     index = tx.pop()
     container = tx.pop()
-    value = tx.pop()
+    store_item(tx, container, index, tx.pop())
+
+
+def store_item(tx, container, index, value) -> None:
+    """``container[index] = value``."""
     if isinstance(container, (ObjectVariable, NewObjectVariable)):
         if container.special(tx, "__setitem__", [index, value]) is not None:
             return
@@ -181,9 +205,26 @@ def delete_subscr(tx, instruction):
 _CONVERSIONS = {0: None, 1: str, 2: repr, 3: ascii}
 
 
-@opcode("FORMAT_VALUE")
+@opcode("FORMAT_VALUE", versions=until((3, 12)))
 def format_value(tx, instruction):
     flags = instruction.arg
     spec = tx.pop().as_constant() if flags & 0x04 else ""
     value = tx.pop()
     tx.push(format_text(tx, value, _CONVERSIONS[flags & 0x03], spec))
+
+
+@opcode("CONVERT_VALUE", versions=(PY313,))
+def convert_value(tx, instruction):
+    """3.13: an f-string's ``!s``/``!r``/``!a``, before its formatting."""
+    tx.push(format_text(tx, tx.pop(), _CONVERSIONS[int(instruction.arg)], ""))
+
+
+@opcode("FORMAT_SIMPLE", versions=(PY313,))
+def format_simple(tx, instruction):
+    tx.push(format_text(tx, tx.pop(), None, ""))
+
+
+@opcode("FORMAT_WITH_SPEC", versions=(PY313,))
+def format_with_spec(tx, instruction):
+    spec = tx.pop().as_constant()
+    tx.push(format_text(tx, tx.pop(), None, spec))

@@ -12,7 +12,8 @@ from ..variables.constant import ConstantVariable
 from ..variables.containers import IteratorVariable
 from ..variables.grad_mode import GradModeVariable
 from ..variables.objects import ContextManagerVariable, NewObjectVariable
-from .registry import opcode
+from .registry import CONVENTIONS, opcode
+from .versions import PY311, PY313, since
 
 
 @opcode("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT")
@@ -28,8 +29,12 @@ def _branch(jump_if: bool):
     return handler
 
 
-opcode("POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_TRUE")(_branch(True))
-opcode("POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_FALSE")(_branch(False))
+opcode("POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_TRUE", versions=(PY311,))(
+    _branch(True))
+opcode("POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_FALSE", versions=(PY311,))(
+    _branch(False))
+opcode("POP_JUMP_IF_TRUE", versions=since((3, 12)))(_branch(True))
+opcode("POP_JUMP_IF_FALSE", versions=since((3, 12)))(_branch(False))
 
 
 def _is_none(value) -> bool:
@@ -44,8 +49,18 @@ def _none_branch(jump_if_none: bool):
     return handler
 
 
-opcode("POP_JUMP_FORWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NONE")(_none_branch(True))
-opcode("POP_JUMP_FORWARD_IF_NOT_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE")(_none_branch(False))
+opcode("POP_JUMP_FORWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NONE", versions=(PY311,))(
+    _none_branch(True))
+opcode("POP_JUMP_FORWARD_IF_NOT_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE", versions=(PY311,))(
+    _none_branch(False))
+opcode("POP_JUMP_IF_NONE", versions=since((3, 12)))(_none_branch(True))
+opcode("POP_JUMP_IF_NOT_NONE", versions=since((3, 12)))(_none_branch(False))
+
+
+@opcode("TO_BOOL", versions=(PY313,))
+def to_bool(tx, instruction):
+    """3.13: the truth test before a branch or ``not`` is its own instruction."""
+    tx.push(ConstantVariable(tx.pop().truth(tx)))
 
 
 def _jump_or_pop(jump_if: bool):
@@ -58,8 +73,8 @@ def _jump_or_pop(jump_if: bool):
     return handler
 
 
-opcode("JUMP_IF_TRUE_OR_POP")(_jump_or_pop(True))
-opcode("JUMP_IF_FALSE_OR_POP")(_jump_or_pop(False))
+opcode("JUMP_IF_TRUE_OR_POP", versions=(PY311,))(_jump_or_pop(True))
+opcode("JUMP_IF_FALSE_OR_POP", versions=(PY311,))(_jump_or_pop(False))
 
 
 @opcode("GET_ITER")
@@ -70,12 +85,19 @@ def get_iter(tx, instruction):
 
 @opcode("FOR_ITER")
 def for_iter(tx, instruction):
+    """An exhausted iterator is popped and the loop left past its cleanup instructions (the
+    version's ``for_loop_cleanup``: END_FOR from 3.12, and a POP_TOP after it from 3.13)."""
     item = tx.stack[-1].next()
     if item is None:
         tx.pop()
-        tx.jump(instruction)
+        tx.ip = instruction.target + CONVENTIONS.for_loop_cleanup
     else:
         tx.push(item)
+
+
+@opcode("END_FOR", versions=since((3, 12)))
+def end_for(tx, instruction):
+    tx.popn(CONVENTIONS.end_for_pops)
 
 
 @opcode("GET_LEN")
@@ -86,6 +108,11 @@ def get_len(tx, instruction):
 @opcode("RETURN_VALUE")
 def return_value(tx, instruction):
     tx.returned = tx.pop()
+
+
+@opcode("RETURN_CONST", versions=since((3, 12)))
+def return_const(tx, instruction):
+    tx.returned = wrap(tx, instruction.arg)
 
 
 @opcode("RETURN_GENERATOR")
@@ -182,13 +209,16 @@ def with_except_start(tx, instruction):
     tx.push(exit_fn.call(tx, [wrap(tx, type(raised)), tx.stack[-1], ConstantVariable(None)], {}))
 
 
-@opcode("CHECK_EG_MATCH", "PREP_RERAISE_STAR")
+@opcode("CHECK_EG_MATCH")
+@opcode("PREP_RERAISE_STAR", versions=(PY311,))
 def exception_groups(tx, instruction):
     raise graph_break("UB104", "`except*` (exception groups) is not supported")
 
 
-@opcode("GET_YIELD_FROM_ITER", "SEND", "ASYNC_GEN_WRAP", "GET_AWAITABLE", "GET_AITER",
-        "GET_ANEXT", "BEFORE_ASYNC_WITH", "END_ASYNC_FOR")
+@opcode("GET_YIELD_FROM_ITER", "SEND", "GET_AWAITABLE", "GET_AITER", "GET_ANEXT",
+        "BEFORE_ASYNC_WITH", "END_ASYNC_FOR")
+@opcode("ASYNC_GEN_WRAP", versions=(PY311,))
+@opcode("END_SEND", "CLEANUP_THROW", versions=since((3, 12)))
 def generators(tx, instruction):
     raise graph_break("UB106", f"{instruction.name.lower()} (generators and coroutines)")
 
@@ -220,11 +250,14 @@ def import_from(tx, instruction):
         raise graph_break("UB111", f"`from {module.__name__} import {name}` (not imported yet)")
 
 
-@opcode("IMPORT_STAR")
+@opcode("IMPORT_STAR", versions=(PY311,))
 def import_star(tx, instruction):
     raise graph_break("UB111", "`from ... import *` inside a function")
 
 
 @opcode("LOAD_BUILD_CLASS")
+@opcode("LOAD_LOCALS", "LOAD_FROM_DICT_OR_DEREF", "LOAD_FROM_DICT_OR_GLOBALS",
+        versions=since((3, 12)))
 def build_class(tx, instruction):
+    """A class body (the 3.12 loads run only in class bodies and annotation scopes)."""
     raise graph_break("UB112", "a `class` statement")

@@ -1,27 +1,34 @@
 """The opcode handler table, and what every handler module shares.
 
 ``HANDLERS`` maps an opcode name to a function ``handler(tx, instruction)``; ``opcode``
-registers one, asserting the opcode exists in ``dis.opmap`` of the running interpreter for the
-versions it claims, so a handler can never silently target an instruction this Python does not
-have. ``NULL`` is the marker CPython 3.11 pushes below a callable.
+registers one for the CPython versions it serves (``versions``, from ``opcodes.versions``),
+asserting that every version it claims has that instruction, so a handler can never silently
+target an instruction a Python does not have. Only the handlers serving the running version
+are registered. ``NULL`` is the marker CPython pushes beside a callable; ``push_callable`` and
+``pop_callable`` put it where the running version's calling convention wants it.
 """
 from __future__ import annotations
 
 import dis
-import sys
 
 from ..variables.base import VariableTracker
+from .versions import ALL, CURRENT, OPCODES, conventions
 
-__all__ = ["HANDLERS", "NULL", "opcode", "unhandled_opcodes"]
+__all__ = ["HANDLERS", "NULL", "opcode", "pop_callable", "push_callable", "unhandled_opcodes"]
 
 HANDLERS: dict = {}
+CONVENTIONS = conventions()
 
 
-def opcode(*names: str, versions=((3, 11),)):
+def opcode(*names: str, versions: tuple = ALL):
     """Register the decorated function as the handler of ``names`` on ``versions``."""
 
     def register(fn):
-        if sys.version_info[:2] in versions:
+        for version in versions:
+            for name in names:
+                assert name in OPCODES[version], \
+                    f"{name} is not an opcode of Python {'.'.join(map(str, version))}"
+        if CURRENT in versions:
             for name in names:
                 assert name in dis.opmap, f"{name} is not an opcode of this Python"
                 assert name not in HANDLERS, f"{name} registered twice"
@@ -32,12 +39,13 @@ def opcode(*names: str, versions=((3, 11),)):
 
 
 def unhandled_opcodes() -> list[str]:
-    """Opcodes of the running Python with no handler (they are refused as UB100)."""
-    return sorted(name for name in dis.opmap if name not in HANDLERS)
+    """Instructions of the running Python with no handler (they are refused as UB100)."""
+    return sorted(name for name in OPCODES.get(CURRENT, ()) if name not in HANDLERS)
 
 
 class _Null(VariableTracker):
-    """The NULL that CPython 3.11 pushes below a callable (PUSH_NULL, LOAD_GLOBAL, LOAD_METHOD)."""
+    """The NULL that CPython pushes beside a callable (PUSH_NULL, LOAD_GLOBAL, LOAD_ATTR's
+    method form): below it up to 3.12, above it from 3.13 on."""
 
     __slots__ = ()
 
@@ -46,3 +54,24 @@ class _Null(VariableTracker):
 
 
 NULL = _Null()
+
+
+def push_callable(tx, callee: VariableTracker) -> None:
+    """Push ``callee`` with its NULL, in the running version's order. A method is always
+    pushed bound (NULL and the bound method), never as CPython's unbound method and self."""
+    if CONVENTIONS.null_after_callable:
+        tx.push(callee)
+        tx.push(NULL)
+    else:
+        tx.push(NULL)
+        tx.push(callee)
+
+
+def pop_callable(tx) -> tuple:
+    """Pop the two slots below a call's arguments: ``(callee, self_or_null)``. Up to 3.12
+    they are ``NULL, callable`` or ``method, self``; from 3.13 on ``callable, NULL`` or
+    ``method, self``. A ``self`` that is not NULL is the call's first argument."""
+    lower, upper = tx.popn(2)
+    if not CONVENTIONS.null_after_callable and lower is NULL:
+        return upper, NULL
+    return lower, upper

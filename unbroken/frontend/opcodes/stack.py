@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 from .registry import NULL, opcode
+from .versions import PY311
 
 
-@opcode("NOP", "RESUME", "PRECALL", "CACHE", "EXTENDED_ARG", "COPY_FREE_VARS")
+@opcode("NOP", "RESUME", "CACHE", "EXTENDED_ARG", "COPY_FREE_VARS")
+@opcode("PRECALL", versions=(PY311,))
 def nop(tx, instruction):
     """No effect on the symbolic state (COPY_FREE_VARS: the closure is bound at frame creation)."""
 

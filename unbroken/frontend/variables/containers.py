@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ..graph_breaks import graph_break
+from ..graph_breaks import TracedException, graph_break
 from ..protocol import class_attribute, lookup
 from .base import CREATION_ORDER, AttributeMissing, VariableTracker
 from .constant import ConstantVariable
@@ -349,7 +349,16 @@ class GeneratorVariable(IteratorVariable):
         if self.done:
             return None
         self.translator.push(ConstantVariable(None))  # the value `yield` evaluates to
-        value = self.translator.resume()
+        try:
+            value = self.translator.resume()
+        except TracedException as error:
+            if not isinstance(error.exception, StopIteration):
+                raise
+            # PEP 479: a StopIteration escaping the body is a RuntimeError (3.12+ compile this
+            # into the body, CALL_INTRINSIC_1; 3.11 does it in the generator object)
+            runtime = RuntimeError("generator raised StopIteration")
+            runtime.__cause__ = error.exception
+            raise TracedException(runtime, frames=error.frames) from None
         self.done = value is None
         return value
 

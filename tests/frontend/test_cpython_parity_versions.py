@@ -47,7 +47,7 @@ def comprehension_nested_and_filtered(xs):
 
 
 def comprehension_captured_by_lambdas(xs):
-    funcs = [lambda: v * 2 for v in xs]
+    funcs = [lambda: v * 2 for v in xs]  # noqa: B023 - late binding is what is tested
     return [f() for f in funcs]
 
 

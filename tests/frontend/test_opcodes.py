@@ -76,3 +76,17 @@ def test_unsupported_python_is_refused_before_tracing(monkeypatch):
     assert info.value.code == "UB119"
     assert "unbroken interprets the bytecode of CPython 3.11, 3.12, 3.13" in str(info.value)
     assert versions.python_support_error() is not None
+
+
+def test_only_the_version_table_reads_the_python_version():
+    """Nothing else in the package branches on the Python version (issue: one table)."""
+    from pathlib import Path
+
+    import unbroken
+
+    package = Path(unbroken.__file__).parent
+    readers = sorted(str(path.relative_to(package)) for path in package.rglob("*.py")
+                     if any(marker in path.read_text(encoding="utf-8")
+                            for marker in ("sys.version_info", "sys.hexversion",
+                                           "platform.python_version")))
+    assert readers == ["frontend/opcodes/versions.py"]

@@ -9,8 +9,10 @@
 #   make test-slice the representative slice every Python x torch cell runs (tests marked
 #                   `matrix`: CPython parity, the zoo, transformers models, soundness draws,
 #                   the CI gate, save/load)
-#   make test-matrix  test-slice (and `make demo`) on every cell of ci/cells.txt, one at a
-#                   time; KEEP=1 keeps each venv afterwards (they are ~5 GB each)
+#   make test-matrix  `make demo` and test-slice on every cell of ci/cells.txt, one at a time
+#                   (ci/matrix), then a table of the results; CELLS="3.12-2.14.1 ..." runs only
+#                   those, KEEP=1 keeps the venvs it builds (~5 GB each), REPORT=FILE writes the
+#                   table as Markdown
 #   make bench      export time of unbroken vs torch.export on the model zoo
 #   make corpus     unbroken vs torch.export strict/non-strict on ~120 real models and programs,
 #                   one fresh process each (benchmarks/corpus.py; slow: 77 min with --jobs 2
@@ -39,7 +41,8 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.unbroken-setup-stamp
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-fast test-heavy test-slice test-matrix lint bench corpus docs setup clean
+.PHONY: demo test test-fast test-heavy test-slice test-matrix lint bench corpus docs setup clean \
+	venv-path
 
 setup: $(STAMP)
 
@@ -68,7 +71,11 @@ test-slice: $(STAMP)
 	$(PY) -m pytest -q -m "matrix and not heavy" --durations=10 $(PYTEST_ARGS)
 
 test-matrix:
-	ci/matrix $(if $(KEEP),--keep,)
+	ci/matrix $(CELLS) $(if $(KEEP),--keep,) $(if $(REPORT),--report $(REPORT),)
+
+# The venv of the cell, for scripts (ci/matrix): `make -s venv-path PYTHON=3.12 TORCH=2.14.1`.
+venv-path:
+	@echo $(VENV)
 
 test-fast: lint
 	$(PY) -m pytest -q -m "not slow and not heavy"

@@ -13,11 +13,13 @@
 #                   (ci/matrix), then a table of the results; CELLS="3.12-2.14.1 ..." runs only
 #                   those, KEEP=1 keeps the venvs it builds (~5 GB each), REPORT=FILE writes the
 #                   table as Markdown
-#   make bench      export time of unbroken vs torch.export on the model zoo
+#   make bench      export time of unbroken vs torch.export on the model zoo (the JSON of the
+#                   run: benchmarks/results/export-time-<date>-<cell>.json)
 #   make corpus     unbroken vs torch.export strict/non-strict on ~120 real models and programs,
 #                   one fresh process each (benchmarks/corpus.py; slow: 77 min with --jobs 2
 #                   --single-call on 2 busy cores). Options through ARGS, e.g.
-#                   make corpus ARGS="--jobs 2 --single-call", ARGS="--dynamic --jobs 2"
+#                   make corpus ARGS="--jobs 2 --single-call", ARGS="--dynamic --jobs 2";
+#                   reports: benchmarks/results/corpus-<date>-<cell>[-dynamic].{md,json}
 #   make docs       regenerate docs/graph-breaks.md from the graph-break catalogue
 #
 # A cell is a Python version and a torch release: `make setup PYTHON=3.12 TORCH=2.14.1`
@@ -83,13 +85,24 @@ test-fast: lint
 test-heavy: $(STAMP)
 	$(PY) -m pytest -q -m heavy
 
-bench: $(STAMP)
-	$(PY) benchmarks/export_time.py
+# Result files name the cell they were measured on (py3.12-torch2.14.1), read from the venv
+# itself so that VENV=... is named right too; the files record Python and torch inside as well.
+CELL_OF_VENV = $(PY) -c 'import sys; from importlib.metadata import version; \
+	print("py%d.%d-torch%s" % (*sys.version_info[:2], version("torch").split("+")[0]))'
+TODAY = $(shell date -u +%Y-%m-%d)
 
-# The report goes to benchmarks/results/corpus-<date>[-dynamic].{md,json}; ARGS adds options
-# (--dynamic, --only bert,gpt2, --exporters unbroken,strict, --jobs N, --timeout S).
-CORPUS_OUT = benchmarks/results/corpus-$(shell date -u +%Y-%m-%d)$(if $(findstring --dynamic,$(ARGS)),-dynamic,)
+# The table goes to the console, every run's times to
+# benchmarks/results/export-time-<date>-<cell>.json; ARGS adds options (--runs 3, --models
+# mlp,cnn, --modes auto,dims).
+bench: $(STAMP)
+	cell=$$($(CELL_OF_VENV)) && \
+	$(PY) benchmarks/export_time.py $(ARGS) --json benchmarks/results/export-time-$(TODAY)-$$cell.json
+
+# The report goes to benchmarks/results/corpus-<date>-<cell>[-dynamic].{md,json}; ARGS adds
+# options (--dynamic, --only bert,gpt2, --exporters unbroken,strict, --jobs N, --timeout S).
+CORPUS_OUT = benchmarks/results/corpus-$(TODAY)-$$cell$(if $(findstring --dynamic,$(ARGS)),-dynamic,)
 corpus: $(STAMP)
+	cell=$$($(CELL_OF_VENV)) && \
 	$(PY) benchmarks/corpus.py $(ARGS) --json $(CORPUS_OUT).json --markdown $(CORPUS_OUT).md
 
 docs: $(STAMP)

@@ -2,7 +2,12 @@
 import dis
 import sys
 
+import pytest
+
 from unbroken.frontend.opcodes import HANDLERS, unhandled_opcodes
+
+# In the slice every Python x torch cell runs (`make test-slice`; ci/cells.txt).
+pytestmark = pytest.mark.matrix
 
 # Instructions deliberately left without a handler: they are refused as UB100 when met.
 INTENDED_UNHANDLED = {

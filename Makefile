@@ -7,8 +7,9 @@
 #   make test-fast  the suite without tests marked `slow`
 #   make test-heavy only the tests marked `heavy` (the costliest toolchain cases, ~5 min)
 #   make test-slice the representative slice every Python x torch cell runs (tests marked
-#                   `matrix`: CPython parity, the zoo, transformers models, soundness draws,
-#                   the CI gate, save/load)
+#                   `matrix`: CPython parity, the opcode table, SymNode and dynamic shapes, the
+#                   tool chain, the zoo, 12 transformers models, soundness draws, the CI gate,
+#                   save/load, seed examples, ExportDB; ~3 min; the list is in pyproject.toml)
 #   make test-matrix  `make demo` and test-slice on every cell of ci/cells.txt, one at a time
 #                   (ci/matrix), then a table of the results; CELLS="3.12-2.14.1 ..." runs only
 #                   those, KEEP=1 keeps the venvs it builds (~5 GB each), REPORT=FILE writes the

@@ -7,15 +7,20 @@
 #   make test-fast  the suite without tests marked `slow`
 #   make test-heavy only the tests marked `heavy` (the costliest toolchain cases, ~5 min)
 #   make test-slice the representative slice every Python x torch cell runs (tests marked
-#                   `matrix`: CPython parity, the zoo, transformers models, soundness draws,
-#                   the CI gate, save/load)
-#   make test-matrix  test-slice (and `make demo`) on every cell of ci/cells.txt, one at a
-#                   time; KEEP=1 keeps each venv afterwards (they are ~5 GB each)
-#   make bench      export time of unbroken vs torch.export on the model zoo
+#                   `matrix`: CPython parity, the opcode table, SymNode and dynamic shapes, the
+#                   tool chain, the zoo, 12 transformers models, soundness draws, the CI gate,
+#                   save/load, seed examples, ExportDB; ~3 min; the list is in pyproject.toml)
+#   make test-matrix  `make demo` and test-slice on every cell of ci/cells.txt, one at a time
+#                   (ci/matrix), then a table of the results; CELLS="3.12-2.14.1 ..." runs only
+#                   those, KEEP=1 keeps the venvs it builds (~5 GB each), REPORT=FILE writes the
+#                   table as Markdown
+#   make bench      export time of unbroken vs torch.export on the model zoo (the JSON of the
+#                   run: benchmarks/results/export-time-<date>-<cell>.json)
 #   make corpus     unbroken vs torch.export strict/non-strict on ~120 real models and programs,
 #                   one fresh process each (benchmarks/corpus.py; slow: 77 min with --jobs 2
 #                   --single-call on 2 busy cores). Options through ARGS, e.g.
-#                   make corpus ARGS="--jobs 2 --single-call", ARGS="--dynamic --jobs 2"
+#                   make corpus ARGS="--jobs 2 --single-call", ARGS="--dynamic --jobs 2";
+#                   reports: benchmarks/results/corpus-<date>-<cell>[-dynamic].{md,json}
 #   make docs       regenerate docs/graph-breaks.md from the graph-break catalogue
 #
 # A cell is a Python version and a torch release: `make setup PYTHON=3.12 TORCH=2.14.1`
@@ -39,7 +44,8 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.unbroken-setup-stamp
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-fast test-heavy test-slice test-matrix lint bench corpus docs setup clean
+.PHONY: demo test test-fast test-heavy test-slice test-matrix lint bench corpus docs setup clean \
+	venv-path
 
 setup: $(STAMP)
 
@@ -68,7 +74,11 @@ test-slice: $(STAMP)
 	$(PY) -m pytest -q -m "matrix and not heavy" --durations=10 $(PYTEST_ARGS)
 
 test-matrix:
-	ci/matrix $(if $(KEEP),--keep,)
+	ci/matrix $(CELLS) $(if $(KEEP),--keep,) $(if $(REPORT),--report $(REPORT),)
+
+# The venv of the cell, for scripts (ci/matrix): `make -s venv-path PYTHON=3.12 TORCH=2.14.1`.
+venv-path:
+	@echo $(VENV)
 
 test-fast: lint
 	$(PY) -m pytest -q -m "not slow and not heavy"
@@ -76,13 +86,24 @@ test-fast: lint
 test-heavy: $(STAMP)
 	$(PY) -m pytest -q -m heavy
 
-bench: $(STAMP)
-	$(PY) benchmarks/export_time.py
+# Result files name the cell they were measured on (py3.12-torch2.14.1), read from the venv
+# itself so that VENV=... is named right too; the files record Python and torch inside as well.
+CELL_OF_VENV = $(PY) -c 'import sys; from importlib.metadata import version; \
+	print("py%d.%d-torch%s" % (*sys.version_info[:2], version("torch").split("+")[0]))'
+TODAY = $(shell date -u +%Y-%m-%d)
 
-# The report goes to benchmarks/results/corpus-<date>[-dynamic].{md,json}; ARGS adds options
-# (--dynamic, --only bert,gpt2, --exporters unbroken,strict, --jobs N, --timeout S).
-CORPUS_OUT = benchmarks/results/corpus-$(shell date -u +%Y-%m-%d)$(if $(findstring --dynamic,$(ARGS)),-dynamic,)
+# The table goes to the console, every run's times to
+# benchmarks/results/export-time-<date>-<cell>.json; ARGS adds options (--runs 3, --models
+# mlp,cnn, --modes auto,dims).
+bench: $(STAMP)
+	cell=$$($(CELL_OF_VENV)) && \
+	$(PY) benchmarks/export_time.py $(ARGS) --json benchmarks/results/export-time-$(TODAY)-$$cell.json
+
+# The report goes to benchmarks/results/corpus-<date>-<cell>[-dynamic].{md,json}; ARGS adds
+# options (--dynamic, --only bert,gpt2, --exporters unbroken,strict, --jobs N, --timeout S).
+CORPUS_OUT = benchmarks/results/corpus-$(TODAY)-$$cell$(if $(findstring --dynamic,$(ARGS)),-dynamic,)
 corpus: $(STAMP)
+	cell=$$($(CELL_OF_VENV)) && \
 	$(PY) benchmarks/corpus.py $(ARGS) --json $(CORPUS_OUT).json --markdown $(CORPUS_OUT).md
 
 docs: $(STAMP)

@@ -210,6 +210,7 @@ def main(argv=None) -> int:
     if options.markdown:
         options.markdown.parent.mkdir(parents=True, exist_ok=True)
         options.markdown.write_text(report)
+    print(f"Python {env['python']}, torch {env['torch']}, transformers {env['transformers']}")
     header = ["set"] + [e for e in ("strict", "nonstrict", "unbroken") if e in exporters]
     print(" | ".join(header))
     for row in summary_rows(ordered, GROUPS, exporters):

@@ -151,7 +151,8 @@ def render(records, groups: dict[str, str], environment: dict, command: str,
     dynamic = any(r.get("dynamic") for r in records)
     exporters = [e for e in EXPORTERS if e in exporters]
     parts = [f"# Corpus: unbroken vs torch.export ({'Dim.AUTO' if dynamic else 'static'})",
-             "", f"`{command}` — {environment.get('date', '')}, torch {environment.get('torch')},"
+             "", f"`{command}` — {environment.get('date', '')}, "
+             f"Python {environment.get('python')}, torch {environment.get('torch')},"
              f" transformers {environment.get('transformers')}, {environment.get('machine')}",
              "", "## Summary", "",
              "Exported and matching eager on the example inputs"

@@ -174,7 +174,9 @@ def measure(name: str, mode: str, runs: int) -> dict:
 
 
 def table(rows: list[dict], runs: int) -> Table:
-    out = Table(title=f"export time, median of {runs} runs after 1 warm-up", title_justify="left")
+    out = Table(title=f"export time, median of {runs} runs after 1 warm-up "
+                      f"(Python {platform.python_version()}, torch {torch.__version__})",
+                title_justify="left")
     out.add_column("model", no_wrap=True)
     out.add_column("shapes", no_wrap=True)
     out.add_column("unbroken", justify="right")

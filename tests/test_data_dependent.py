@@ -10,6 +10,9 @@ import torch.nn as nn
 
 import unbroken
 
+# In the slice every Python x torch cell runs (`make test-slice`; ci/cells.txt).
+pytestmark = pytest.mark.matrix
+
 
 class IndexByItem(nn.Module):
     def forward(self, x, y):

@@ -22,6 +22,9 @@ from torch.testing import assert_close
 import unbroken
 from unbroken import ConstraintViolationError, ExportUsageError, GraphBreakError, InputMismatchError
 
+# In the slice every Python x torch cell runs (`make test-slice`; ci/cells.txt).
+pytestmark = pytest.mark.matrix
+
 torch.manual_seed(0)
 
 FAST = settings(max_examples=15, deadline=None)

@@ -11,6 +11,9 @@ from tests.test_uncaught import RaisesOnlyWhenTraced
 from unbroken import pipeline
 from unbroken.cli import main
 
+# In the slice every Python x torch cell runs (`make test-slice`; ci/cells.txt).
+pytestmark = pytest.mark.matrix
+
 
 def _line(obj, marker: str) -> int:
     lines, start = inspect.getsourcelines(obj)

@@ -13,7 +13,9 @@ MARKERS = ("<<<<<<< ", ">>>>>>> ", "|||||||")
 
 def _text_files():
     for path in ROOT.rglob("*"):
-        if SKIPPED.intersection(path.relative_to(ROOT).parts) or not path.is_file():
+        parts = path.relative_to(ROOT).parts
+        # .venv-3.12-torch2.14.1 and the other cells' venvs (`make setup PYTHON=... TORCH=...`)
+        if SKIPPED.intersection(parts) or parts[0].startswith(".venv") or not path.is_file():
             continue
         if path.suffix in TEXT and path.stat().st_size < 2_000_000:
             yield path

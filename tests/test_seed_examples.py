@@ -13,6 +13,9 @@ import torch
 
 import unbroken
 
+# In the slice every Python x torch cell runs (`make test-slice`; ci/cells.txt).
+pytestmark = pytest.mark.matrix
+
 
 class MyModule(torch.nn.Module):
     def __init__(self):

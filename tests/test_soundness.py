@@ -22,6 +22,9 @@ from hypothesis import strategies as st
 import unbroken
 from tests.state_leak import ModelSnapshot
 
+# In the slice every Python x torch cell runs (`make test-slice`; ci/cells.txt).
+pytestmark = pytest.mark.matrix
+
 
 def _mul(m, h):
     return h * 1.5

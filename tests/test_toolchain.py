@@ -135,6 +135,7 @@ def _matches(e: Exported, run: Callable[[torch.export.ExportedProgram], object],
 
 
 # -- the program is torch's --------------------------------------------------------------------
+@pytest.mark.matrix
 def test_is_a_torch_program_with_torchs_signature(exported):
     ours, torchs = exported.ours, exported.torchs
     assert isinstance(ours, torch.export.ExportedProgram)
@@ -151,6 +152,7 @@ def test_is_a_torch_program_with_torchs_signature(exported):
     assert set(ours.range_constraints.values()) == set(torchs.range_constraints.values())
 
 
+@pytest.mark.matrix
 def test_nodes_carry_the_metadata_torchs_passes_read(exported):
     calls = [n for n in exported.ours.graph.nodes if n.op == "call_function"]
     for key in ("val", "nn_module_stack", "from_node", "torch_fn", "source_fn_stack",
@@ -163,6 +165,7 @@ def test_nodes_carry_the_metadata_torchs_passes_read(exported):
 
 
 # -- torch's tools take it ----------------------------------------------------------------------
+@pytest.mark.matrix
 def test_torch_save_then_load_runs(exported):
     def round_trip(program):
         buffer = io.BytesIO()
@@ -172,6 +175,7 @@ def test_torch_save_then_load_runs(exported):
     _matches(exported, round_trip)
 
 
+@pytest.mark.matrix
 def test_unflatten_restores_the_module_hierarchy(exported):
     def hierarchy(program):
         return {name for name, _ in torch.export.unflatten(program).named_modules()}
@@ -179,11 +183,13 @@ def test_unflatten_restores_the_module_hierarchy(exported):
     _matches(exported, lambda p: torch.export.unflatten(p)(*exported.fresh))
 
 
+@pytest.mark.matrix
 def test_move_to_device_pass(exported):
     from torch.export.passes import move_to_device_pass
     _matches(exported, lambda p: move_to_device_pass(p, "cpu").module()(*exported.fresh))
 
 
+@pytest.mark.matrix
 def test_run_decompositions_gives_torchs_op_set(exported):
     def ops(program):
         return {n.target for n in program.graph.nodes if n.op == "call_function"}
@@ -230,6 +236,7 @@ def test_aoti_compile_and_package(exported, tmp_path):
 
 
 # -- unbroken's own way back in -------------------------------------------------------------------
+@pytest.mark.matrix
 def test_reexporting_the_module_gives_the_same_graph(exported):
     args = exported.case.inputs(2, 5)
     again = unbroken.export(exported.ours.module(), args,
@@ -241,6 +248,7 @@ def test_reexporting_the_module_gives_the_same_graph(exported):
     assert again.graph_signature.input_specs == exported.ours.graph_signature.input_specs
 
 
+@pytest.mark.matrix
 def test_torch_export_of_the_module(exported):
     args = exported.case.inputs(2, 5)
     _matches(exported, lambda p: torch.export.export(

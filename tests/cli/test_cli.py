@@ -15,6 +15,9 @@ from unbroken import cases as cases_module
 from unbroken.cases import CaseCollectionError, collect_cases
 from unbroken.cli import main
 
+# In the slice every Python x torch cell runs (`make test-slice`; ci/cells.txt).
+pytestmark = pytest.mark.matrix
+
 GOOD = """\
 import torch
 import unbroken

@@ -12,6 +12,9 @@ import pytest
 from unbroken.check.select import parse_shard
 from unbroken.cli import _parser
 
+# In the slice every Python x torch cell runs (`make test-slice`; ci/cells.txt).
+pytestmark = pytest.mark.matrix
+
 ROOT = Path(__file__).resolve().parents[2]
 COMMAND = re.compile(r"\bunbroken ((?:check|merge-reports|suggest|explain)\b[^\n`]*)")
 CI_VALUES = {"${{ matrix.shard }}": "2", "$CI_NODE_INDEX": "2", "$CI_NODE_TOTAL": "4"}

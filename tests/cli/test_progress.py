@@ -12,6 +12,9 @@ from unbroken.check.console import LiveProgress, PlainProgress, Silent, progress
 from unbroken.check.outcome import OK, REFUSED, CaseOutcome, Finding
 from unbroken.cli import main
 
+# In the slice every Python x torch cell runs (`make test-slice`; ci/cells.txt).
+pytestmark = pytest.mark.matrix
+
 CASES = """\
 import torch
 import unbroken

@@ -18,6 +18,9 @@ import pytest
 
 from unbroken.cli import main
 
+# In the slice every Python x torch cell runs (`make test-slice`; ci/cells.txt).
+pytestmark = pytest.mark.matrix
+
 PROJECT = Path(__file__).parent / "project"
 SCHEMA = Path(__file__).parent / "sarif-schema-2.1.0.json"
 TIMEOUT = "10"  # seconds: a real case takes < 1 s in a warm worker; 10x margin for a loaded machine

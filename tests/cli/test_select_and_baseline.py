@@ -11,6 +11,9 @@ import pytest
 from unbroken.check.select import KeywordError, ShardError, keyword_matcher, parse_shard, shard
 from unbroken.cli import main
 
+# In the slice every Python x torch cell runs (`make test-slice`; ci/cells.txt).
+pytestmark = pytest.mark.matrix
+
 CASES = """\
 import torch
 import unbroken

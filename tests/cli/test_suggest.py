@@ -13,6 +13,9 @@ import unbroken
 from unbroken.check.suggest import user_condition
 from unbroken.cli import main
 
+# In the slice every Python x torch cell runs (`make test-slice`; ci/cells.txt).
+pytestmark = pytest.mark.matrix
+
 DYNAMIC = Path(__file__).parent / "project" / "more" / "dynamic.py"
 
 

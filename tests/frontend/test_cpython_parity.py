@@ -35,6 +35,9 @@ from hypothesis import strategies as st
 
 from tests.frontend.parity import PARITY, check
 
+# In the slice every Python x torch cell runs (`make test-slice`; ci/cells.txt).
+pytestmark = pytest.mark.matrix
+
 small_ints = st.integers(-50, 50)
 nonzero_ints = st.integers(-50, 50).filter(lambda n: n != 0)
 exponents = st.integers(0, 6)

@@ -15,6 +15,9 @@ from hypothesis import strategies as st
 
 from tests.frontend.parity import PARITY, check
 
+# In the slice every Python x torch cell runs (`make test-slice`; ci/cells.txt).
+pytestmark = pytest.mark.matrix
+
 small_ints = st.integers(-20, 20)
 int_lists = st.lists(small_ints, max_size=6)
 

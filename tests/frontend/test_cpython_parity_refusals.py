@@ -24,6 +24,9 @@ from unbroken import GraphBreakError
 from unbroken.frontend import interpret
 from unbroken.symbolic.diagnostics import UnbrokenError
 
+# In the slice every Python x torch cell runs (`make test-slice`; ci/cells.txt).
+pytestmark = pytest.mark.matrix
+
 
 def marked_line(fn, marker):
     """The 1-based line number of the only line of ``fn`` that ends with ``marker``."""

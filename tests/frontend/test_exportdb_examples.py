@@ -8,6 +8,9 @@ import torch
 import unbroken
 from unbroken.frontend.variables.functions import is_pytorch_module_name
 
+# In the slice every Python x torch cell runs (`make test-slice`; ci/cells.txt).
+pytestmark = pytest.mark.matrix
+
 TRACED = ["autograd_function", "assume_constant_result", "cond_operands",
           "cond_closed_over_variable", "dynamic_shape_map"]
 

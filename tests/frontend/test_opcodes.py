@@ -4,6 +4,8 @@ import dis
 
 import pytest
 
+import pytest
+
 from unbroken.frontend.opcodes import HANDLERS, unhandled_opcodes
 from unbroken.frontend.opcodes.registry import opcode
 from unbroken.frontend.opcodes.versions import (
@@ -19,6 +21,9 @@ from unbroken.frontend.opcodes.versions import (
 )
 
 pytestmark = pytest.mark.skipif(CURRENT not in SUPPORTED, reason="an unsupported Python")
+
+# In the slice every Python x torch cell runs (`make test-slice`; ci/cells.txt).
+pytestmark = pytest.mark.matrix
 
 # Instructions deliberately left without a handler: they are refused as UB100 when met.
 INTENDED_UNHANDLED = {

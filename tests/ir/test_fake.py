@@ -10,6 +10,9 @@ from torch.utils._pytree import tree_leaves
 import unbroken
 from unbroken.ir.fake import hints_of
 
+# In the slice every Python x torch cell runs (`make test-slice`; ci/cells.txt).
+pytestmark = pytest.mark.matrix
+
 
 class Layouts(nn.Module):
     """Contiguous, transposed, channels-last and expanded values side by side."""

@@ -16,6 +16,9 @@ import unbroken
 from tests.models.zoo import ZOO
 from unbroken.ir.serialize import FORMAT_VERSION, Limits
 
+# In the slice every Python x torch cell runs (`make test-slice`; ci/cells.txt).
+pytestmark = pytest.mark.matrix
+
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 
 

@@ -7,6 +7,9 @@ import torch.fx as fx
 from unbroken.ir.serialize_check import check_values
 from unbroken.symbolic.diagnostics import InternalError, SerializationError
 
+# In the slice every Python x torch cell runs (`make test-slice`; ci/cells.txt).
+pytestmark = pytest.mark.matrix
+
 
 def _graph(target, val):
     graph = fx.Graph()

@@ -7,11 +7,15 @@ import time
 import zipfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import unbroken
 from unbroken.ir.serialize import Limits
+
+# In the slice every Python x torch cell runs (`make test-slice`; ci/cells.txt).
+pytestmark = pytest.mark.matrix
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 ORIGINAL = (GOLDEN / "program_v2.ubp").read_bytes()

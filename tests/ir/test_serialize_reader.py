@@ -7,6 +7,9 @@ import unbroken
 from unbroken.ir.verifier import DialectViolation
 from unbroken.program import ExportedProgram
 
+# In the slice every Python x torch cell runs (`make test-slice`; ci/cells.txt).
+pytestmark = pytest.mark.matrix
+
 
 def _saved(tmp_path):
     path = tmp_path / "relu.ub"

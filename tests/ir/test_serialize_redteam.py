@@ -19,6 +19,9 @@ import torch
 import unbroken
 from unbroken.ir.serialize import Limits
 
+# In the slice every Python x torch cell runs (`make test-slice`; ci/cells.txt).
+pytestmark = pytest.mark.matrix
+
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 
 

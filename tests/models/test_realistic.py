@@ -18,6 +18,9 @@ import unbroken
 from tests.exactness import assert_bit_exact, assert_matches_eager
 from tests.models.realistic import REALISTIC
 
+# In the slice every Python x torch cell runs (`make test-slice`; ci/cells.txt).
+pytestmark = pytest.mark.matrix
+
 FRESH_SEEDS = (1, 2)
 
 XFAIL: dict[str, str] = {

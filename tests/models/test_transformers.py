@@ -51,7 +51,9 @@ def _export_and_compare(name: str, *, grad: bool):
     return compare(expected, got)
 
 
+# The 12 models of SLICE are also in the slice every Python x torch cell runs (ci/cells.txt).
 @pytest.mark.slow
+@pytest.mark.matrix
 @pytest.mark.parametrize("name", SLICE)
 def test_real_model_matches_eager(name):
     match = _export_and_compare(name, grad=True)

@@ -16,6 +16,9 @@ from tests.models.zoo import ZOO
 from tests.state_leak import ModelSnapshot
 from unbroken.process_state import ProcessState
 
+# In the slice every Python x torch cell runs (`make test-slice`; ci/cells.txt).
+pytestmark = pytest.mark.matrix
+
 FRESH_SEEDS = (1, 2, 3)
 
 ENTRIES = [pytest.param(name, marks=[pytest.mark.slow] if entry.slow else [], id=name)

@@ -17,6 +17,9 @@ from unbroken.symbolic.env import ShapeEnvironment
 from unbroken.symbolic.node import SymNode, sym_expr
 from unbroken.symbolic.ranges import ValueRange
 
+# In the slice every Python x torch cell runs (`make test-slice`; ci/cells.txt).
+pytestmark = pytest.mark.matrix
+
 
 def _env(*hints):
     env = ShapeEnvironment()

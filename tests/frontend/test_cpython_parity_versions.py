@@ -19,6 +19,8 @@ from hypothesis import strategies as st
 
 from tests.frontend.parity import PARITY, check
 
+pytestmark = pytest.mark.matrix
+
 small_ints = st.integers(-20, 20)
 int_lists = st.lists(small_ints, max_size=6)
 

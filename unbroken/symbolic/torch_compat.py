@@ -114,13 +114,12 @@ def warn_if_untested(version: str | None = None) -> bool:
     tested = ", ".join(f"{major}.{minor}" for major, minor in TESTED_TORCH)
     warnings.warn(f"unbroken is tested with torch {tested}; this is torch {version}. Exports "
                   "may fail where torch's internals changed: install a tested release, or "
-                  "report what broke.", UntestedTorchWarning, stacklevel=3)
+                  "report what broke.", UntestedTorchWarning, stacklevel=2)
     return True
 
 
 def _since(major: int, minor: int) -> bool:
     return TORCH_VERSION >= (major, minor)
-
 
 
 # --- sympy vocabulary: torch's size functions, infinity and ranges (all releases) -----------

@@ -2,9 +2,11 @@
 child pytest as a user would run them."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -36,8 +38,11 @@ def test_assert_exports_failure_is_the_diagnostic():
 
 
 def _pytest(tmp_path, *args) -> subprocess.CompletedProcess:
+    """Run pytest in ``tmp_path`` on the unbroken under test (this checkout first on the path,
+    not whichever copy the environment installed)."""
+    env = {**os.environ, "PYTHONPATH": str(Path(unbroken.__file__).parents[1])}
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=600)
+                          capture_output=True, text=True, cwd=tmp_path, timeout=600, env=env)
 
 
 def test_child_pytest_shows_the_user_line_not_unbroken_internals(tmp_path):

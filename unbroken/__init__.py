@@ -24,6 +24,9 @@ from .symbolic.diagnostics import (
     UnbrokenError,
     UnsupportedError,
 )
+from .symbolic.torch_compat import UntestedTorchWarning, warn_if_untested
+
+warn_if_untested()  # once per process: the running torch is not one CI tests
 
 __version__ = "0.1.0"
 
@@ -31,8 +34,8 @@ __all__ = [
     "ConstraintViolationError", "DataDependentError", "Dim", "ExportUsageError",
     "ExportedProgram", "GraphBreakError", "InputMismatchError", "InternalError",
     "RefusalError", "SerializationError", "Specialization", "SpecializationWarning",
-    "StateWriteWarning", "UnbrokenError", "UnsupportedError", "__version__", "budget", "case",
-    "export", "find_graph_breaks", "load", "save",
+    "StateWriteWarning", "UnbrokenError", "UnsupportedError", "UntestedTorchWarning",
+    "__version__", "budget", "case", "export", "find_graph_breaks", "load", "save",
 ]
 
 

@@ -19,7 +19,6 @@ import warnings
 import sympy
 import torch
 import torch.fx as fx
-from torch._dispatch.python import enable_python_dispatcher
 from torch.export.dynamic_shapes import AdditionalInputs, ShapesCollection
 from torch.utils import _pytree as pytree
 
@@ -88,6 +87,7 @@ from .symbolic.fixes import suggest_fix
 from .symbolic.ranges import ValueRange
 from .symbolic.solver import Solver, Violation, check_guards
 from .symbolic.spec import resolve_dynamic_shapes
+from .symbolic.torch_compat import enable_python_dispatcher
 from .uncaught import checked_against_eager
 
 __all__ = ["export", "find_graph_breaks"]

@@ -16,10 +16,19 @@ import contextlib
 from dataclasses import dataclass
 
 import torch
-from torch._C import DispatchKey
-from torch.utils import _python_dispatch
 
 from .ir.composites import PRESERVED
+from .symbolic.torch_compat import (
+    DispatchKey,
+    dispatch_modes,
+    function_modes,
+    inference_mode_guard,
+    local_dispatch_keys,
+    op_python_kernels,
+    restore_mode_stacks,
+    set_grad_enabled,
+    set_local_dispatch_key,
+)
 
 __all__ = ["ProcessState", "isolated"]
 
@@ -32,7 +41,7 @@ def _keys_in(key_set) -> frozenset:
 
 def _python_kernels() -> tuple:
     """The Python kernels installed on the composite ops unbroken patches while tracing."""
-    return tuple((str(op), tuple(sorted((str(k), id(v)) for k, v in op.py_kernels.items())))
+    return tuple((str(op), tuple(sorted((str(k), id(v)) for k, v in op_python_kernels(op).items())))
                  for op in PRESERVED)
 
 
@@ -64,42 +73,30 @@ class ProcessState:
             grad_enabled=torch.is_grad_enabled(),
             inference_mode=torch.is_inference_mode_enabled(),
             default_dtype=torch.get_default_dtype(),
-            dispatch_modes=tuple(torch._C._get_dispatch_stack_at(i)
-                                 for i in range(torch._C._len_torch_dispatch_stack())),
-            function_modes=tuple(torch._C._get_function_stack_at(i)
-                                 for i in range(torch._C._len_torch_function_stack())),
-            included=_keys_in(torch._C._dispatch_tls_local_include_set()),
-            excluded=_keys_in(torch._C._dispatch_tls_local_exclude_set()),
+            dispatch_modes=dispatch_modes(),
+            function_modes=function_modes(),
+            included=_keys_in(local_dispatch_keys()[0]),
+            excluded=_keys_in(local_dispatch_keys()[1]),
             python_kernels=_python_kernels())
 
     def restore(self) -> None:
         """Put the process back in this state (modes popped or pushed back, keys reset)."""
-        _restore_stack(self.dispatch_modes, torch._C._len_torch_dispatch_stack,
-                       _python_dispatch._pop_mode, _python_dispatch._push_mode)
-        _restore_stack(self.function_modes, torch._C._len_torch_function_stack,
-                       torch.overrides._pop_mode, torch.overrides._push_mode)
+        restore_mode_stacks(self.dispatch_modes, self.function_modes)
         if torch.is_inference_mode_enabled() != self.inference_mode:
             # the mode lives in an RAII guard someone did not close: hold a counter-guard for
             # the rest of the process (its dispatch keys are reset just below)
-            _COUNTER_GUARDS.append(torch._C._InferenceMode(self.inference_mode))
+            _COUNTER_GUARDS.append(inference_mode_guard(self.inference_mode))
         now = ProcessState.capture()
         for key in now.included ^ self.included:
-            torch._C._dispatch_tls_set_dispatch_key_included(key, key in self.included)
+            set_local_dispatch_key(key, included=key in self.included)
         for key in now.excluded ^ self.excluded:
-            torch._C._dispatch_tls_set_dispatch_key_excluded(key, key in self.excluded)
+            set_local_dispatch_key(key, excluded=key in self.excluded)
         if now.default_dtype != self.default_dtype:
             torch.set_default_dtype(self.default_dtype)
-        torch._C._set_grad_enabled(self.grad_enabled)
+        set_grad_enabled(self.grad_enabled)
 
 
 _COUNTER_GUARDS: list = []
-
-
-def _restore_stack(saved: tuple, length, pop, push) -> None:
-    while length() > len(saved):
-        pop()
-    for mode in saved[length():]:
-        push(mode)
 
 
 @contextlib.contextmanager

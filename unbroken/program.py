@@ -23,7 +23,6 @@ from typing import Any
 
 import torch
 import torch.export
-from torch._export.verifier import SpecViolationError
 
 from unbroken.ir import printer, runtime, serialize, verifier
 from unbroken.ir.fake import hints_of
@@ -32,6 +31,7 @@ from unbroken.ir.program import ProgramParts, module_calls_of, torch_program_arg
 from unbroken.ir.verifier import DialectViolation
 from unbroken.passes.decompose import decompose
 from unbroken.symbolic.diagnostics import ExportUsageError
+from unbroken.symbolic.torch_compat import SpecViolationError
 
 __all__ = ["ExportedProgram", "load", "save"]
 

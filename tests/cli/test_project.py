@@ -169,7 +169,9 @@ def test_console_script_imports_the_project_package(project):
     import sys
 
     script = Path(sys.executable).with_name("unbroken")
+    import unbroken  # the child runs the unbroken under test, not another installed copy
+    env = {**os.environ, "PYTHONPATH": str(Path(unbroken.__file__).parents[1])}
     done = subprocess.run([str(script), "check", "models/uses_package.py", "--quiet"],
-                          capture_output=True, text=True, cwd=project, timeout=300)
+                          capture_output=True, text=True, cwd=project, timeout=300, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 exported" in done.stdout

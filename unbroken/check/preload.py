@@ -11,11 +11,13 @@ whose OpenMP pool has started is unusable), and a worker starts warm instead of 
 again.
 """
 import torch
-import torch._dynamo  # noqa: F401  (loaded by a first export anyway; here even if the warm-up fails)
 
 import unbroken.pipeline
 from unbroken.check import jobs  # noqa: F401
 from unbroken.symbolic.diagnostics import UnbrokenError
+from unbroken.symbolic.torch_compat import preload_dynamo
+
+preload_dynamo()  # loaded by a first export anyway; here even if the warm-up fails
 
 
 class _WarmUp(torch.nn.Module):

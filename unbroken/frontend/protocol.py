@@ -24,6 +24,7 @@ from __future__ import annotations
 import inspect
 import types
 
+from ..symbolic.torch_compat import FUNCTION_APPLY
 from .graph_breaks import TracedException
 from .sources import AttrSource
 from .variables.base import AttributeMissing, VariableTracker
@@ -141,8 +142,8 @@ def lookup(tx, receiver: VariableTracker, name: str, *, instance=None, cls: type
         return call_python(tx, static.fget, [receiver])
     if isinstance(static, staticmethod):
         return tx.wrap(static.__func__, attr_source)
-    if isinstance(static, classmethod):
-        return BoundMethodVariable(tx.wrap(owner), tx.wrap(static.__func__))
+    if isinstance(static, classmethod) or static is FUNCTION_APPLY:
+        return BoundMethodVariable(tx.wrap(owner), tx.wrap(_class_method_function(static)))
     if isinstance(static, types.FunctionType) and not own:
         return BoundMethodVariable(receiver, tx.wrap(static))
     native = owner if instance is None else \
@@ -157,9 +158,15 @@ def _lookup_on_class(tx, receiver, cls: type, name: str, attr_source):
         static = inspect.getattr_static(cls, name)
     except AttributeError:
         return None
-    if isinstance(static, classmethod):
-        return BoundMethodVariable(receiver, tx.wrap(static.__func__))
+    if isinstance(static, classmethod) or static is FUNCTION_APPLY:
+        return BoundMethodVariable(receiver, tx.wrap(_class_method_function(static)))
     return tx.wrap(getattr(cls, name), attr_source)
+
+
+def _class_method_function(static):
+    """The callable a class method binds to its class: a ``classmethod``'s function, or the C
+    class method itself (``Function.apply`` on torch 2.14+, called with the class first)."""
+    return static.__func__ if isinstance(static, classmethod) else static
 
 
 def getattr_fallback(tx, receiver, cls: type, name: str, default=None) -> VariableTracker:

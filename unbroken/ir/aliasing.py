@@ -32,6 +32,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from ..symbolic.diagnostics import UnsupportedError
+from ..symbolic.torch_compat import CreationMeta, creation_meta, is_view, op_schema, version_counter
 from .ops import is_inplace_op
 
 __all__ = ["EAGER_REFUSES", "Aliases", "EagerRefusal", "inplace_refusal"]
@@ -100,7 +101,7 @@ class Aliases:
             if isinstance(view, torch.Tensor):
                 self._view_of[id(view)] = ViewOf(parent, func, tuple(args), dict(kwargs),
                                                   index if multi else None)
-                self._created_version[id(view)] = view._version
+                self._created_version[id(view)] = version_counter(view)
                 self._views_of_root.setdefault(id(root), []).append(view)
 
     def root(self, tensor: torch.Tensor) -> torch.Tensor:
@@ -161,12 +162,12 @@ class Aliases:
             return None
         written = args[0] if is_inplace_op(func) else None
         stale = [(i, t) for i, t in enumerate(args) if isinstance(t, torch.Tensor)
-                 and t is not written and t._is_view()
-                 and self._created_version.get(id(t), t._version) != t._version]
+                 and t is not written and is_view(t)
+                 and self._created_version.get(id(t), version_counter(t)) != version_counter(t)]
         if not stale or not _differentiable_output(func, out):
             return None
         for index, tensor in stale:
-            creation = torch._C._autograd._get_creation_meta(tensor)
+            creation = creation_meta(tensor)
             if creation in _STALE_VIEWS:
                 message, hint = _STALE_VIEWS[creation]
                 return EagerRefusal(f"`{func}` {message}.", hint, (index,), creation)
@@ -308,10 +309,9 @@ _INVERSES = {
 
 
 # -- views eager's autograd refuses to write or differentiate ---------------------------------
-_CreationMeta = torch._C._autograd.CreationMeta
 #: Why eager refuses an in-place write into a view, by how the view was made, and the fix.
 _REFUSED_VIEWS = {
-    _CreationMeta.MULTI_OUTPUT_NODE: (
+    CreationMeta.MULTI_OUTPUT_NODE: (
         "writes in place into a view returned by a function that returns several views "
         "(`split`, `chunk`, `unbind`...) while gradients are recorded: eager PyTorch raises "
         "here (\"... is a view and is being modified inplace. This view is the output of a "
@@ -319,19 +319,19 @@ _REFUSED_VIEWS = {
         "be modified inplace.\")",
         "replace the in-place op by an out-of-place one (`a = a + 1`), or write into a "
         "`.clone()` of the view, or build the whole tensor anew (`torch.cat`)."),
-    _CreationMeta.NO_GRAD_MODE: (
+    CreationMeta.NO_GRAD_MODE: (
         "writes in place, with grad mode on, into a view created in a no_grad region: eager "
         "PyTorch raises here (\"A view was created in no_grad mode and is being modified "
         "inplace with grad mode enabled.\")",
         "make the view and the in-place write both inside the no_grad block, or both outside "
         "it."),
-    _CreationMeta.INFERENCE_MODE: (
+    CreationMeta.INFERENCE_MODE: (
         "writes in place, outside inference mode, into a view created in inference mode: eager "
         "PyTorch raises here (\"A view was created in inference mode and is being modified "
         "inplace in normal mode.\")",
         "make the view and the in-place write both inside the inference_mode block, or both "
         "outside it."),
-    _CreationMeta.IN_CUSTOM_FUNCTION: (
+    CreationMeta.IN_CUSTOM_FUNCTION: (
         "writes in place into a view created inside a custom autograd Function: eager "
         "PyTorch raises here (\"A view was created inside a custom Function ... and is being "
         "modified inplace.\")",
@@ -341,7 +341,7 @@ _REFUSED_VIEWS = {
 
 #: Why eager refuses to differentiate a read of a view whose base was written since.
 _STALE_VIEWS = {
-    _CreationMeta.MULTI_OUTPUT_NODE: (
+    CreationMeta.MULTI_OUTPUT_NODE: (
         "reads, while gradients are recorded, a view returned by a function that returns "
         "several views (`split`, `chunk`, `unbind`...) after its base or another view of its "
         "base was written in place: eager PyTorch raises here (\"... is a view and its base or "
@@ -349,7 +349,7 @@ _STALE_VIEWS = {
         "function that returns multiple views.\")",
         "write the base before taking the views, clone the views first "
         "(`a, b = (t.clone() for t in y.split(2))`), or compute out of place."),
-    _CreationMeta.NO_GRAD_MODE: (
+    CreationMeta.NO_GRAD_MODE: (
         "reads, with grad mode on, a view created in a no_grad region after its base or "
         "another view of its base was written in place: eager PyTorch raises here (\"A view "
         "was created in no_grad mode and its base or another view of its base has been "
@@ -362,14 +362,14 @@ _NOT_DIFFERENTIABLE = frozenset({aten.detach.default})
 def _made_with_grad(view: torch.Tensor) -> bool:
     """Whether autograd tracks ``view`` as a view made with grad mode on (a ``detach`` is no
     autograd view)."""
-    return view._is_view() and torch._C._autograd._get_creation_meta(view) in (
-        _CreationMeta.DEFAULT, _CreationMeta.MULTI_OUTPUT_NODE)
+    return is_view(view) and creation_meta(view) in (
+        CreationMeta.DEFAULT, CreationMeta.MULTI_OUTPUT_NODE)
 
 
 def _differentiable_output(func, out) -> bool:
     """Whether autograd differentiates ``func`` (made ``out``): a floating-point or complex
     result of an op other than ``detach`` and the ``*_like`` factories."""
-    if func in _NOT_DIFFERENTIABLE or func._schema.name.endswith("_like"):
+    if func in _NOT_DIFFERENTIABLE or op_schema(func).name.endswith("_like"):
         return False
     return any(isinstance(t, torch.Tensor) and (t.dtype.is_floating_point or t.dtype.is_complex)
                for t in pytree.tree_leaves(out))
@@ -381,9 +381,9 @@ def inplace_refusal(func, args) -> EagerRefusal | None:
     views, in another grad mode, or in a custom Function (eager raises when grad mode is on
     and some tensor argument requires grad)."""
     target = args[0]
-    if not (isinstance(target, torch.Tensor) and target._is_view()):
+    if not (isinstance(target, torch.Tensor) and is_view(target)):
         return None
-    creation = torch._C._autograd._get_creation_meta(target)
+    creation = creation_meta(target)
     if creation not in _REFUSED_VIEWS:
         return None
     message, hint = _REFUSED_VIEWS[creation]

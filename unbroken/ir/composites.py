@@ -24,7 +24,13 @@ import contextvars
 import threading
 
 import torch
-from torch._C import DispatchKey
+
+from ..symbolic.torch_compat import (
+    DispatchKey,
+    call_at_key,
+    clear_dispatch_cache,
+    op_python_kernels,
+)
 
 __all__ = ["PRESERVED", "preserving"]
 
@@ -67,7 +73,7 @@ _saved: dict = {}      # (op, key) -> the Python kernel torch had there, or None
 
 
 def _cpp_decomposition(op, args, kwargs):
-    return op._op_dk(_CIA, *args, **kwargs)
+    return call_at_key(op, _CIA, *args, **kwargs)
 
 
 def _kernel(op, previous):
@@ -125,14 +131,14 @@ def _install() -> None:
     try:
         for op in PRESERVED:
             for key in _KEYS:
-                previous = op.py_kernels.get(key)
+                previous = op_python_kernels(op).get(key)
                 if isinstance(previous, DispatchKey) or (previous is None and key is not _CIA):
                     continue
-                _saved[(op, key)] = op.py_kernels.pop(key, None)
+                _saved[(op, key)] = op_python_kernels(op).pop(key, None)
                 # what ``op.py_impl(key)`` stores, without building its typing aliases (a
                 # millisecond per export, every export)
-                op.py_kernels[key] = _kernel(op, previous)
-            op._dispatch_cache.clear()
+                op_python_kernels(op)[key] = _kernel(op, previous)
+            clear_dispatch_cache(op)
     except BaseException:
         _uninstall()
         raise
@@ -141,7 +147,7 @@ def _install() -> None:
 def _uninstall() -> None:
     while _saved:
         (op, key), previous = _saved.popitem()
-        op.py_kernels.pop(key, None)
+        op_python_kernels(op).pop(key, None)
         if previous is not None:
-            op.py_kernels[key] = previous
-        op._dispatch_cache.clear()
+            op_python_kernels(op)[key] = previous
+        clear_dispatch_cache(op)

@@ -22,14 +22,17 @@ from __future__ import annotations
 import sympy
 import torch
 import torch.fx as fx
-from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.fx.experimental.symbolic_shapes import ShapeEnv
-from torch.fx.passes.shape_prop import TensorMetadata, _extract_tensor_metadata
-from torch.utils._sympy.numbers import int_oo
-from torch.utils._sympy.value_ranges import ValueRanges
 
 from unbroken.symbolic.env import ShapeEnvironment
 from unbroken.symbolic.ranges import ValueRange
+from unbroken.symbolic.torch_compat import (
+    FakeTensorMode,
+    ShapeEnv,
+    TensorMetadata,
+    ValueRanges,
+    extract_tensor_metadata,
+    int_oo,
+)
 
 __all__ = ["torch_range", "torch_shape_env", "to_fake_graph", "hints_of", "to_meta",
            "unbroken_env"]
@@ -113,16 +116,16 @@ class _Converter:
         return self.symbols[expr]
 
     def tensor_meta(self, fake: torch.Tensor) -> TensorMetadata:
-        """``_extract_tensor_metadata(fake)``, as torch's passes read it. Its memory format
+        """``extract_tensor_metadata(fake)``, as torch's passes read it. Its memory format
         (a contiguity question per format, each a dozen symbolic operations) is computed once
         per layout: the nodes of a graph share a few."""
         if fake.is_quantized or fake.layout != torch.strided:
-            return _extract_tensor_metadata(fake)
+            return extract_tensor_metadata(fake)
         stride = fake.stride()
         key = (tuple(map(_expr_of, fake.shape)), tuple(map(_expr_of, stride)))
         known = self.layouts.get(key)
         if known is None:
-            known = self.layouts[key] = _extract_tensor_metadata(fake)
+            known = self.layouts[key] = extract_tensor_metadata(fake)
         return TensorMetadata(fake.shape, fake.dtype, fake.requires_grad, stride,
                               known.memory_format, False, {})
 

@@ -4,9 +4,9 @@ unbroken records ``with torch.no_grad():`` (and ``enable_grad``, ``set_grad_enab
 ``inference_mode``) as three calls around the region's nodes (``GraphBuilder.record_grad_mode``)::
 
     previous = torch.is_grad_enabled()
-    torch._C._set_grad_enabled(False)
+    set_grad_enabled(False)
     ...                                    # the region
-    torch._C._set_grad_enabled(previous)   # the caller's mode, whatever it was
+    set_grad_enabled(previous)   # the caller's mode, whatever it was
 
 torch's programs say the same with ``torch.ops.higher_order.wrap_with_set_grad_enabled(False,
 submodule, *inputs)``: the region's nodes in a submodule, run under ``set_grad_enabled`` and the
@@ -25,10 +25,10 @@ import operator
 
 import torch
 import torch.fx as fx
-from torch._higher_order_ops.wrap import wrap_with_set_grad_enabled
 
 from unbroken.ir.signature import with_output_names
 from unbroken.symbolic.diagnostics import InternalError
+from unbroken.symbolic.torch_compat import set_grad_enabled, wrap_with_set_grad_enabled
 
 __all__ = ["to_torch_regions", "to_flat_regions", "has_torch_regions"]
 
@@ -100,7 +100,7 @@ def _flat_regions(graph: fx.Graph) -> list:
                 open_regions.append([node, None])
             else:
                 graph.erase_node(node)
-        elif node.target is torch._C._set_grad_enabled:
+        elif node.target is set_grad_enabled:
             flag = node.args[0] if node.args else None
             if isinstance(flag, fx.Node):
                 if not open_regions or open_regions[-1][0] is not flag or \
@@ -223,12 +223,12 @@ def _inline(owner, node: fx.Node, target: fx.Graph, env: dict, attributes: dict)
     submodule = getattr(owner, attr.target)
     previous = target.call_function(torch.is_grad_enabled, ())
     previous.meta = {**node.meta, "val": True}
-    setter = target.call_function(torch._C._set_grad_enabled, (flag,))
+    setter = target.call_function(set_grad_enabled, (flag,))
     setter.meta = {**node.meta, "val": None}
     placeholders = [n for n in submodule.graph.nodes if n.op == "placeholder"]
     inner = {p: env[a] if isinstance(a, fx.Node) else a for p, a in zip(placeholders, inputs)}
     outputs = _copy_inlined(submodule, submodule.graph, target, inner, attributes)
-    restore = target.call_function(torch._C._set_grad_enabled, (previous,))
+    restore = target.call_function(set_grad_enabled, (previous,))
     restore.meta = {**node.meta, "val": None}
     return tuple(outputs) if isinstance(outputs, (tuple, list)) else (outputs,)
 

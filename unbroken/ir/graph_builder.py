@@ -25,6 +25,7 @@ from torch.utils import _pytree as pytree
 
 from ..symbolic.diagnostics import UnsupportedError, format_stack
 from ..symbolic.functions import function_of
+from ..symbolic.torch_compat import set_grad_enabled
 
 __all__ = ["GraphBuilder", "meta_like"]
 
@@ -268,7 +269,7 @@ class GraphBuilder:
         ``previous_value`` is that mode during tracing (the node's ``val``)."""
         previous = self.graph.call_function(torch.is_grad_enabled, ())
         self.annotate(previous, previous_value)
-        self.annotate(self.graph.call_function(torch._C._set_grad_enabled, (enabled,)), None)
+        self.annotate(self.graph.call_function(set_grad_enabled, (enabled,)), None)
         return previous
 
     def record_grad_mode_restore(self, previous: fx.Node) -> None:
@@ -279,7 +280,7 @@ class GraphBuilder:
             self.graph.erase_node(setter)
             self.graph.erase_node(previous)
             return
-        self.annotate(self.graph.call_function(torch._C._set_grad_enabled, (previous,)), None)
+        self.annotate(self.graph.call_function(set_grad_enabled, (previous,)), None)
 
     def record_grad_mode_call(self, target, args, val) -> fx.Node:
         """Copy one grad-mode call (``torch.is_grad_enabled()`` / ``_set_grad_enabled(x)``)

@@ -2,7 +2,7 @@
 
 Every question the recorder, the aliasing tracker, the verifier and the passes ask about an
 operator (does it write an argument? return a view? which functional op replaces it?) is
-answered here, from ``OpOverload._schema`` only, so that the answers agree everywhere.
+answered here, from ``op_schema(OpOverload)`` only, so that the answers agree everywhere.
 
 Terms: an argument or return annotated ``Tensor(a)`` *aliases* (shares memory with) the
 argument of the same alias set; ``Tensor(a!)`` is also *written*. A *view op* returns an alias
@@ -13,7 +13,8 @@ tensors only.
 from __future__ import annotations
 
 import torch
-from torch._ops import OpOverload
+
+from ..symbolic.torch_compat import OpOverload, op_schema
 
 __all__ = ["is_mutating", "is_view_op", "is_inplace_op", "is_functional", "written_arguments",
            "inplace_written_index", "functional_variant", "op_name", "takes_argument"]
@@ -21,37 +22,37 @@ __all__ = ["is_mutating", "is_view_op", "is_inplace_op", "is_functional", "writt
 
 def op_name(op: OpOverload) -> tuple[str, str]:
     """(namespace, name) of an overload: ``aten::relu_`` -> ('aten', 'relu_')."""
-    namespace, _, name = op._schema.name.partition("::")
+    namespace, _, name = op_schema(op).name.partition("::")
     return namespace, name
 
 
 def is_mutating(op) -> bool:
     """True for an ``OpOverload`` that writes one of its arguments (a mutable schema)."""
-    return isinstance(op, OpOverload) and op._schema.is_mutable
+    return isinstance(op, OpOverload) and op_schema(op).is_mutable
 
 
 def is_view_op(op) -> bool:
     """The op returns an alias of an input without writing it (``select``, ``view``...)."""
-    schema = op._schema
+    schema = op_schema(op)
     return not schema.is_mutable and any(r.alias_info is not None for r in schema.returns)
 
 
 def is_functional(op) -> bool:
     """The op writes nothing and every output is fresh memory (``add``, ``zeros``...)."""
-    schema = op._schema
+    schema = op_schema(op)
     return not schema.is_mutable and all(r.alias_info is None for r in schema.returns)
 
 
 def is_inplace_op(op) -> bool:
     """The op writes its first, positional argument (``add_``, ``copy_``, ``fill_``...)."""
-    arguments = op._schema.arguments
+    arguments = op_schema(op).arguments
     return bool(arguments) and arguments[0].alias_info is not None and \
         arguments[0].alias_info.is_write and not arguments[0].kwarg_only
 
 
 def written_arguments(op) -> list[int]:
     """Indices of the schema arguments the op writes (``Tensor(a!)``)."""
-    return [i for i, a in enumerate(op._schema.arguments)
+    return [i for i, a in enumerate(op_schema(op).arguments)
             if a.alias_info is not None and a.alias_info.is_write]
 
 
@@ -60,7 +61,7 @@ def inplace_written_index(op) -> int | None:
     Tensor(a!)``: writes only its first argument and returns it), else None."""
     if not isinstance(op, OpOverload) or written_arguments(op) != [0]:
         return None
-    schema = op._schema
+    schema = op_schema(op)
     returns = schema.returns
     if schema.arguments[0].kwarg_only or len(returns) != 1 or returns[0].alias_info is None:
         return None
@@ -72,7 +73,7 @@ def _argument_key(argument) -> tuple:
 
 
 def _same_arguments(functional: OpOverload, inplace: OpOverload) -> bool:
-    a, b = functional._schema, inplace._schema
+    a, b = op_schema(functional), op_schema(inplace)
     return (not a.is_mutable and len(a.returns) == len(b.returns)
             and [_argument_key(x) for x in a.arguments] == [_argument_key(x) for x in b.arguments])
 
@@ -97,4 +98,4 @@ def functional_variant(op: OpOverload) -> OpOverload | None:
 
 def takes_argument(op, name: str) -> bool:
     """True when the op's schema has an argument called ``name`` (``device``, ``dtype``)."""
-    return any(argument.name == name for argument in op._schema.arguments)
+    return any(argument.name == name for argument in op_schema(op).arguments)

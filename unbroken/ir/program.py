@@ -27,14 +27,18 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.fx as fx
-from torch._export.verifier import TrainingIRVerifier, Verifier
-from torch.export.exported_program import ModuleCallEntry, ModuleCallSignature
-from torch.fx.traceback import NodeSource, NodeSourceAction
+from torch.export import ModuleCallEntry, ModuleCallSignature
 
 from unbroken.ir import fake, grad_regions
 from unbroken.ir.runtime import LAYOUT_READ
 from unbroken.ir.signature import ExportGraphSignature, InputKind, TensorArgument
 from unbroken.symbolic.diagnostics import UnsupportedError
+from unbroken.symbolic.torch_compat import (
+    NodeSource,
+    NodeSourceAction,
+    TrainingIRVerifier,
+    Verifier,
+)
 
 __all__ = ["ProgramParts", "ModuleCall", "torch_program_args", "as_graph_module",
            "DIALECT_VERIFIERS"]

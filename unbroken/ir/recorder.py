@@ -26,14 +26,19 @@ import sympy
 import torch
 import torch.fx as fx
 from torch.utils import _pytree as pytree
-from torch.utils._python_dispatch import (
-    TorchDispatchMode,
-    _disable_current_modes,
-    _pop_mode_temporarily,
-)
 
 from ..symbolic.diagnostics import DataDependentError, UnsupportedError
 from ..symbolic.ranges import ValueRange
+from ..symbolic.torch_compat import (
+    CreationMeta,
+    OpOverload,
+    TorchDispatchMode,
+    disable_current_modes,
+    is_view,
+    op_schema,
+    pop_mode_temporarily,
+    view_base,
+)
 from .aliasing import EAGER_REFUSES, Aliases, inplace_refusal
 from .data_dependent import DATA_DEPENDENT_SIZES, SCALAR_OPS, integer_indexing
 from .graph_builder import GraphBuilder, meta_like
@@ -64,7 +69,6 @@ _FUNCTIONAL_WRITERS = {
 # ``unbind``): their Python reference would run ``nonzero``'s meta kernel, which refuses; their
 # decomposition reaches ``nonzero`` as an op of its own (see ``data_dependent``).
 _DATA_DEPENDENT_COMPOSITES = frozenset({aten.where.default, aten.nonzero_numpy.default})
-_CreationMeta = torch._C._autograd.CreationMeta
 _META = torch.device("meta")
 _CPU = torch.device("cpu")
 
@@ -225,7 +229,7 @@ class Recorder(TorchDispatchMode):
         if self._dry_log is not None:
             self._suspended += 1
             try:
-                with _pop_mode_temporarily():
+                with pop_mode_temporarily():
                     out = decompose(op, args, kwargs)
             finally:
                 self._suspended -= 1
@@ -236,7 +240,7 @@ class Recorder(TorchDispatchMode):
         key = self.meta_cache.key("composite", op, compute_args, compute_kwargs)
         self._suspended += 1
         try:
-            with _pop_mode_temporarily():  # the cache's fresh tensors are not ops to record
+            with pop_mode_temporarily():  # the cache's fresh tensors are not ops to record
                 out = self.meta_cache.get(key)
                 if out is None:
                     symbols = self.meta_cache.symbol_count()
@@ -386,15 +390,15 @@ class Recorder(TorchDispatchMode):
             raise refusal.error(self.frames_provider())
         # a view made under no_grad when export itself ran under no_grad may be an ordinary
         # view when the program runs with grad: only a region of forward() makes it one there
-        made_under_no_grad = refusal.creation == _CreationMeta.NO_GRAD_MODE
-        if refusal.creation == _CreationMeta.MULTI_OUTPUT_NODE or (
+        made_under_no_grad = refusal.creation == CreationMeta.NO_GRAD_MODE
+        if refusal.creation == CreationMeta.MULTI_OUTPUT_NODE or (
                 made_under_no_grad and self.export_grad_enabled):
             return refusal
         return None
 
     def _eager_requires_grad(self, tensor) -> bool:
         provider = self.requires_grad_provider
-        return provider(tensor) or (tensor._is_view() and provider(tensor._base))
+        return provider(tensor) or (is_view(tensor) and provider(view_base(tensor)))
 
     def _compute(self, func, args, kwargs):
         """The meta output of ``func``; a functional op's from the cache when the trace has
@@ -514,7 +518,7 @@ class Recorder(TorchDispatchMode):
         node = self.builder.producer(tensor)
         return (node is not None and id(tensor) in self._this_call
                 and node.op == "call_function" and not node.users
-                and isinstance(node.target, torch._ops.OpOverload)
+                and isinstance(node.target, OpOverload)
                 and is_functional(node.target))
 
     def _elide_detach(self, func, tensor, compute_args, device):
@@ -535,7 +539,7 @@ class Recorder(TorchDispatchMode):
         out = functional(*compute_args, **compute_kwargs)
         node = self._record(functional, args, kwargs, out)
         self._bind_outputs(node, out, device)
-        returned = len(func._schema.returns)
+        returned = len(op_schema(func).returns)
         for index, new_value in zip(written_arguments(func), out[returned:]):
             target = self._lifted.get(id(args[index]), args[index])
             copy = self.builder.call(aten.copy_.default, (target, new_value), {}, target)
@@ -604,7 +608,7 @@ class Recorder(TorchDispatchMode):
         """The real computation beside the recorded one: no mode, no recording kernels."""
         self._suspended += 1
         try:
-            with _disable_current_modes():
+            with disable_current_modes():
                 self.shadow.run(func, list(args), kwargs, out)
         finally:
             self._suspended -= 1
@@ -706,7 +710,7 @@ def _at(frames) -> str:
 
 def _written_tensors(func, args, kwargs) -> list:
     """The tensors a mutating op writes (``Tensor(a!)`` arguments, positional or keyword)."""
-    arguments = func._schema.arguments
+    arguments = op_schema(func).arguments
     written = []
     for index in written_arguments(func):
         value = args[index] if index < len(args) else kwargs.get(arguments[index].name)

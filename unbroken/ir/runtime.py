@@ -42,12 +42,11 @@ from dataclasses import dataclass
 import sympy
 import torch
 import torch.utils._pytree as pytree
-from torch._subclasses.fake_tensor import FakeTensor
-from torch.export._unlift import _StatefulGraphModule, _unlift_exported_program_lifted_states
 
 from unbroken.ir.aliasing import EAGER_REFUSES
 from unbroken.ir.signature import ConstantArgument, InputKind, OutputKind
 from unbroken.symbolic.diagnostics import InputMismatchError
+from unbroken.symbolic.torch_compat import FakeTensor, StatefulGraphModule, unlift_lifted_states
 
 __all__ = ["ExportedModule", "InputChecker", "InputGuard", "LAYOUT_READ", "SIZE_ONE_REFUSED",
            "build_module",
@@ -541,7 +540,7 @@ class InputGuard:
         return None
 
 
-class ExportedModule(_StatefulGraphModule):
+class ExportedModule(StatefulGraphModule):
     """The class of ``ExportedProgram.module()``: torch's stateful graph module (same
     attributes, hooks and code), whose call also
 
@@ -581,7 +580,7 @@ def _adopt(module: torch.fx.GraphModule) -> None:
 
 def build_module(program) -> ExportedModule:
     """``ExportedProgram.module()``: see the module docstring."""
-    module = _unlift_exported_program_lifted_states(program, check_guards=False)
+    module = unlift_lifted_states(program, check_guards=False)
     module.validate_inputs = False  # torch's own pre-hook: ours below says it in our words
     _adopt(module)
     _write_backs(module)

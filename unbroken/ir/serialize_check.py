@@ -18,11 +18,16 @@ from __future__ import annotations
 import sympy
 import torch
 import torch.fx as fx
-from torch._dispatch.python import enable_python_dispatcher
 from torch.utils import _pytree as pytree
 
 from ..symbolic.diagnostics import RefusalError
 from ..symbolic.expr import free_unbacked_symbols
+from ..symbolic.torch_compat import (
+    HigherOrderOperator,
+    OpOverload,
+    enable_python_dispatcher,
+    op_schema,
+)
 from .data_dependent import DATA_DEPENDENT_SIZES, SCALAR_OPS
 from .serialize_format import fail
 
@@ -46,7 +51,7 @@ def _check_graph(graph_module: fx.GraphModule, member: str, where: str) -> None:
         if node.op != "call_function":
             continue
         place = f"{where}: node {node.name} ({_name(node.target)})"
-        if isinstance(node.target, torch._ops.HigherOrderOperator):
+        if isinstance(node.target, HigherOrderOperator):
             _check_higher_order(graph_module, node, member, place)
         elif node.target not in _NOT_RERUN and not _has_unbacked_inputs(node):
             computed = _rerun(node, member, place)
@@ -57,7 +62,7 @@ def _check_graph(graph_module: fx.GraphModule, member: str, where: str) -> None:
 
 
 def _name(target) -> str:
-    return str(target) if isinstance(target, torch._ops.OpOverload) else \
+    return str(target) if isinstance(target, OpOverload) else \
         getattr(target, "__name__", str(target))
 
 
@@ -77,8 +82,8 @@ def _has_unbacked_inputs(node: fx.Node) -> bool:
 
 def _rerun(node: fx.Node, member: str, place: str):
     args, kwargs = pytree.tree_map(_value, (node.args, node.kwargs))
-    if isinstance(node.target, torch._ops.OpOverload) and any(
-            a.name == "device" for a in node.target._schema.arguments):
+    if isinstance(node.target, OpOverload) and any(
+            a.name == "device" for a in op_schema(node.target).arguments):
         kwargs = {**kwargs, "device": _META}  # factories build meta tensors, never real ones
     try:
         return node.target(*args, **kwargs)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from ..symbolic.diagnostics import SerializationError
+from ..symbolic.torch_compat import HigherOrderOperator, OpOverload, op_schema, overload_name
 from .verifier import ALLOWED_BUILTINS, GRAD_MODE_BUILTINS
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "KNOWN_VERSIONS", "MEMBERS", "Limits",
@@ -147,9 +148,9 @@ def target_name(node) -> str:
     """How a ``call_function`` target is written: ``op:ns::name.overload``, ``hop:name`` or
     ``builtin:module.name``."""
     target = node.target
-    if isinstance(target, torch._ops.OpOverload):
-        return f"op:{target._schema.name}.{target._overloadname}"
-    if isinstance(target, torch._ops.HigherOrderOperator) and \
+    if isinstance(target, OpOverload):
+        return f"op:{op_schema(target).name}.{overload_name(target)}"
+    if isinstance(target, HigherOrderOperator) and \
             HIGHER_ORDER_OPS.get(target.name()) is target:
         return f"hop:{target.name()}"
     name = f"{getattr(target, '__module__', '')}.{getattr(target, '__name__', '')}"
@@ -187,7 +188,7 @@ def _resolve_op(namespace: str, packet: str, overload: str | None, *, member: st
             f"{member}: {where}: the operator {qualified}.{overload or 'default'} is not "
             f"registered", hint="Import the library that defines it (torch.library / "
                                 "custom_op) before loading.") from None
-    if not isinstance(op, torch._ops.OpOverload) or op._schema.name != qualified \
-            or op._overloadname != (overload or "default"):
+    if not isinstance(op, OpOverload) or op_schema(op).name != qualified \
+            or overload_name(op) != (overload or "default"):
         raise fail(member, f"{where}: {qualified} does not name an operator overload")
     return op

@@ -22,6 +22,7 @@ import torch.fx as fx
 
 from ..symbolic.env import ShapeEnvironment
 from ..symbolic.parse import ExpressionBudget, ExpressionError, is_condition, parse_expression
+from ..symbolic.torch_compat import HigherOrderOperator, OpOverload, op_schema, set_grad_enabled
 from .aliasing import EAGER_REFUSES
 from .serialize_format import (
     DTYPES,
@@ -48,7 +49,7 @@ _DEVICE_TYPES = ("cpu", "meta", "cuda", "mps", "xpu")
 
 
 # C builtins without an inspectable signature: how many positional arguments each takes.
-_GRAD_MODE_ARITY = {torch.is_grad_enabled: 0, torch._C._set_grad_enabled: 1}
+_GRAD_MODE_ARITY = {torch.is_grad_enabled: 0, set_grad_enabled: 1}
 
 class GraphReader:
     """Reads the graphs of one document (v1 or v2 encoding).
@@ -183,16 +184,16 @@ class GraphReader:
             raise f.fail(where, f"a {op} node takes no arguments")
         if op == "output" and (len(args) != 1 or kwargs):
             raise f.fail(where, "the output node must return one value")
-        if isinstance(target, torch._ops.OpOverload):
+        if isinstance(target, OpOverload):
             self._check_schema(target, args, kwargs, where)
-        elif isinstance(target, torch._ops.HigherOrderOperator) and \
+        elif isinstance(target, HigherOrderOperator) and \
                 target.name() == "autograd_function_apply":
             if len(args) < 2 or not all(isinstance(a, fx.Node) and a.op == "get_attr"
                                         for a in args[:2]) or set(kwargs) != _HOP_KEYWORDS[
                                             "autograd_function_apply"]:
                 raise f.fail(where, "autograd_function_apply takes its forward and backward "
                                     "subgraphs, then its inputs, and two index lists")
-        elif isinstance(target, torch._ops.HigherOrderOperator):
+        elif isinstance(target, HigherOrderOperator):
             if len(args) != 4 or not all(isinstance(a, fx.Node) and a.op == "get_attr"
                                          for a in args[1:3] if target.name() == "cond") \
                     or not all(isinstance(a, fx.Node) and a.op == "get_attr"
@@ -210,7 +211,7 @@ class GraphReader:
                 raise f.fail(where, f"wrong arguments for {target.__name__}: {error}") from None
 
     def _check_schema(self, op, args: tuple, kwargs: dict, where: str) -> None:
-        arguments = op._schema.arguments
+        arguments = op_schema(op).arguments
         positional = [a for a in arguments if not a.kwarg_only]
         if len(args) > len(positional):
             raise self.fields.fail(where, f"{op} takes {len(positional)} positional arguments, "
@@ -396,13 +397,13 @@ _HOP_KEYWORDS = {"autograd_function_apply": frozenset({"non_differentiable_idx",
 
 
 def _argument_names(target) -> frozenset:
-    if isinstance(target, torch._ops.OpOverload):
-        return frozenset(a.name for a in target._schema.arguments)
-    if isinstance(target, torch._ops.HigherOrderOperator):
+    if isinstance(target, OpOverload):
+        return frozenset(a.name for a in op_schema(target).arguments)
+    if isinstance(target, HigherOrderOperator):
         return _HOP_KEYWORDS.get(target.name(), frozenset())
     return frozenset()  # placeholders, outputs, other higher-order ops and builtins take none
 
 
 def _describe_target(target) -> str:
-    return str(target) if isinstance(target, torch._ops.OpOverload) else \
+    return str(target) if isinstance(target, OpOverload) else \
         f"{getattr(target, '__name__', target)} (which takes no keyword arguments)"

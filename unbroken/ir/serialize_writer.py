@@ -15,9 +15,9 @@ import safetensors.torch
 import torch
 import torch.fx as fx
 from torch.utils import _pytree as pytree
-from torch.utils._sympy.numbers import int_oo
 
 from ..symbolic.diagnostics import SerializationError
+from ..symbolic.torch_compat import int_oo
 from .aliasing import EAGER_REFUSES
 from .serialize_archive import write_members
 from .serialize_format import FORMAT_NAME, FORMAT_VERSION, MEMBERS, target_name

@@ -11,7 +11,7 @@ An exported graph module holds, and :func:`verify` checks:
 4. every ``call_function`` target is an ``OpOverload`` or a ``HigherOrderOperator``, or
    ``operator.getitem`` on a multi-output node, or a symbolic-int builtin (``operator.add``,
    ``torch.sym_max`` ...), or a grad-mode call (``torch._C._set_grad_enabled``);
-5. no op mutates (``op._schema.is_mutable``): the graph is functional;
+5. no op mutates (``op_schema(op).is_mutable``): the graph is functional;
 6. every node except ``output``/``get_attr`` has ``meta["val"]``;
 7. the single output node returns a tuple matching the output specs one to one; mutation outputs
    come before user outputs, name an existing parameter / buffer / user input, each at most
@@ -31,7 +31,6 @@ import math
 import operator
 
 import torch
-from torch._ops import HigherOrderOperator, OpOverload
 
 from unbroken.ir.signature import (
     ConstantArgument,
@@ -42,6 +41,12 @@ from unbroken.ir.signature import (
     mutation_specs,
 )
 from unbroken.symbolic.diagnostics import InternalError
+from unbroken.symbolic.torch_compat import (
+    HigherOrderOperator,
+    OpOverload,
+    op_schema,
+    set_grad_enabled,
+)
 
 __all__ = ["verify", "ALLOWED_BUILTINS", "GRAD_MODE_BUILTINS", "DialectViolation"]
 
@@ -56,7 +61,7 @@ ALLOWED_BUILTINS = frozenset({
 })
 
 #: Grad-mode regions (``with torch.no_grad():``): read the caller's mode, set one, set it back.
-GRAD_MODE_BUILTINS = frozenset({torch.is_grad_enabled, torch._C._set_grad_enabled})
+GRAD_MODE_BUILTINS = frozenset({torch.is_grad_enabled, set_grad_enabled})
 
 _MUTATION_KINDS = (OutputKind.PARAMETER_MUTATION, OutputKind.BUFFER_MUTATION,
                    OutputKind.USER_INPUT_MUTATION)
@@ -132,7 +137,7 @@ def _check_get_attr(graph_module, node: torch.fx.Node) -> None:
 def _check_target(node: torch.fx.Node) -> None:
     target = node.target
     if isinstance(target, OpOverload):
-        if target._schema.is_mutable:
+        if op_schema(target).is_mutable:
             raise _fail(f"op {target} mutates its inputs; the graph must be functional", node)
     elif isinstance(target, HigherOrderOperator):
         return

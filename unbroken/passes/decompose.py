@@ -28,10 +28,6 @@ from dataclasses import replace
 
 import torch
 import torch.fx as fx
-from torch._decomp import core_aten_decompositions
-from torch._dispatch.python import enable_python_dispatcher
-from torch._ops import OpOverload
-from torch.fx.experimental import _config as sym_config
 from torch.utils import _pytree as pytree
 
 from ..ir import fake
@@ -41,6 +37,13 @@ from ..ir.recorder import Recorder
 from ..ir.signature import with_output_names
 from ..ir.verifier import GRAD_MODE_BUILTINS
 from ..symbolic.diagnostics import UnsupportedError
+from ..symbolic.torch_compat import (
+    OpOverload,
+    core_aten_decompositions,
+    enable_python_dispatcher,
+    op_schema,
+    symbolic_shapes_config,
+)
 from .dce import dead_code_elimination
 from .functionalize import functionalize
 
@@ -67,7 +70,7 @@ def decompose(program: ProgramParts, decomp_table=None) -> ProgramParts:
     values: dict[fx.Node, object] = {}
     # unbroken's environment decides every size question; torch's backed-size-oblivious mode
     # (which torch.onnx.export turns on around this call) would ask torch's own SymNode.
-    with enable_python_dispatcher(), sym_config.patch(backed_size_oblivious=False):
+    with enable_python_dispatcher(), symbolic_shapes_config.patch(backed_size_oblivious=False):
         for node in program.graph_module.graph.nodes:
             current[0] = node
             values[node] = _rerecord(recorder, node, values, table, keep_others, symbols)
@@ -190,9 +193,9 @@ def _may_carry_gradient(node) -> bool:
         return False
     if node.op != "call_function" or not isinstance(node.target, OpOverload):
         return True
-    name = node.target._schema.name
+    name = op_schema(node.target).name
     return not (name.endswith("_like") or not any(
-        isinstance(a.type, torch.TensorType) for a in node.target._schema.arguments))
+        isinstance(a.type, torch.TensorType) for a in op_schema(node.target).arguments))
 
 
 def _placeholder(recorder, node, env, mapping):

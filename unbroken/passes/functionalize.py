@@ -41,7 +41,6 @@ import operator
 from dataclasses import dataclass
 
 import torch
-from torch._ops import OpOverload
 
 from unbroken.ir.ops import (
     functional_variant,
@@ -59,6 +58,7 @@ from unbroken.ir.signature import (
     TensorArgument,
 )
 from unbroken.symbolic.diagnostics import InternalError, UnsupportedError
+from unbroken.symbolic.torch_compat import OpOverload, op_schema, set_grad_enabled
 
 aten = torch.ops.aten
 
@@ -123,12 +123,12 @@ def _classify(node: torch.fx.Node) -> OpOverload:
     op = node.target
     name = op_name(op)[1]
     written = written_arguments(op)
-    if any(op._schema.arguments[i].kwarg_only for i in written):
+    if any(op_schema(op).arguments[i].kwarg_only for i in written):
         raise _refuse(node, f"The out= variant {_describe(node)} writes into a preallocated "
                       f"tensor, which is not supported yet.",
                       "call the op without `out=` and use its return value.")
     if inplace_written_index(op) is None:
-        names = ", ".join(op._schema.arguments[i].name for i in written)
+        names = ", ".join(op_schema(op).arguments[i].name for i in written)
         raise _refuse(node, f"{_describe(node)} mutates its argument(s) {names}, which is not "
                       f"supported yet.",
                       "use the op's functional form, or compute the new values out of place.")
@@ -362,7 +362,7 @@ def _grad_disabled_nodes(graph) -> set:
     (``_set_grad_enabled(False)`` ... ``_set_grad_enabled(previous)``)."""
     disabled, state, outer = set(), None, []
     for node in graph.nodes:
-        if node.op == "call_function" and node.target is torch._C._set_grad_enabled:
+        if node.op == "call_function" and node.target is set_grad_enabled:
             if isinstance(node.args[0], bool):
                 outer.append(state)
                 state = node.args[0]

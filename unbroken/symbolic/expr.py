@@ -25,7 +25,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import sympy
-from torch.utils._sympy.functions import (  # noqa: F401  (re-exported vocabulary)
+
+from .torch_compat import (  # noqa: F401  (re-exported vocabulary: torch's size functions)
     CeilToInt,
     CleanDiv,
     FloatPow,

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 import sympy
 import torch
 import z3
-from torch.utils._sympy import functions as torch_functions
 
 from . import expr as E
+from .torch_compat import OPAQUE_SQRT, sym_sqrt
 
 __all__ = ["SymbolicFunction", "FUNCTIONS", "function_of", "fold", "apply", "as_real"]
 
@@ -189,9 +189,9 @@ FUNCTIONS: dict[type, SymbolicFunction] = dict([
     _entry(sympy.Equivalent, _equivalent, None, _z3_equivalent, None),
 ])
 
-_sqrt = getattr(torch_functions, "OpaqueUnaryFn_sqrt", None)
+_sqrt = OPAQUE_SQRT
 if _sqrt is not None:  # torch's own sqrt of a size (made by torch._sym_sqrt)
-    FUNCTIONS[_sqrt] = SymbolicFunction(_sqrt, math.sqrt, None, None, torch._sym_sqrt)
+    FUNCTIONS[_sqrt] = SymbolicFunction(_sqrt, math.sqrt, None, None, sym_sqrt)
 
 
 def function_of(expr) -> SymbolicFunction | None:

@@ -38,10 +38,11 @@ from typing import Any
 import sympy
 import torch
 import torch.utils._pytree as pytree
-from torch.export.dynamic_shapes import Dim, _DerivedDim, _DimHint, _DimHintType, _StaticDim
+from torch.export.dynamic_shapes import Dim
 
 from .diagnostics import ExportUsageError
 from .env import ShapeEnvironment
+from .torch_compat import DerivedDim, DimHint, DimHintType, StaticDim, int_oo
 
 __all__ = ["resolve_dynamic_shapes"]
 
@@ -124,7 +125,7 @@ def _walk(value, spec, path: str, occurrences: list, forced=frozenset()) -> Any:
     if isinstance(value, torch.Tensor):
         return _tensor(value, spec, path, occurrences, forced)
     if pytree.tree_is_leaf(value):
-        static = isinstance(spec, _DimHint) and spec.type is _DimHintType.STATIC
+        static = isinstance(spec, DimHint) and spec.type is DimHintType.STATIC
         if spec is not None and not static:
             raise ExportUsageError(
                 f"dynamic_shapes[{path}] is {spec!r}, but input {path} is a "
@@ -169,7 +170,7 @@ def _child_specs(value, spec, path: str, n: int) -> list:
                 f"keys {sorted(map(repr, value))}.",
                 hint="Use exactly the input's keys (None for entries without dynamic dims).")
         return [spec[k] for k in value]
-    if isinstance(spec, (list, tuple)) and not isinstance(spec, _DimHint):
+    if isinstance(spec, (list, tuple)) and not isinstance(spec, DimHint):
         if len(spec) != n:
             raise ExportUsageError(
                 f"dynamic_shapes[{path}] has {len(spec)} entries but input {path} "
@@ -236,7 +237,7 @@ def _tensor(tensor: torch.Tensor, spec, path: str, occurrences: list,
                     f"input has size {size}.",
                     hint=f"Use {size} (or None) for {source}, or pass an example of size {entry}.")
             dims.append(size)
-        elif isinstance(entry, (Dim, _DimHint)):
+        elif isinstance(entry, (Dim, DimHint)):
             occurrences.append(_Occurrence(source, size, entry))
             dims.append(_Ref(len(occurrences) - 1))
         else:
@@ -250,7 +251,7 @@ def _tensor(tensor: torch.Tensor, spec, path: str, occurrences: list,
 
 
 def _is_static_hint(entry) -> bool:
-    return isinstance(entry, _DimHint) and entry.type is _DimHintType.STATIC
+    return isinstance(entry, DimHint) and entry.type is DimHintType.STATIC
 
 
 def _per_dim(spec, ndim: int, path: str) -> list:
@@ -278,7 +279,7 @@ def _per_dim(spec, ndim: int, path: str) -> list:
                 hint=f"Give exactly {ndim} entries (None for static dimensions), or a dict "
                      "{dim_index: Dim}.")
         return list(spec)
-    if isinstance(spec, (Dim, _DimHint)):
+    if isinstance(spec, (Dim, DimHint)):
         raise ExportUsageError(
             f"dynamic_shapes[{path}] is a single {spec!r}, but {path} is a tensor with {ndim} "
             "dimension(s).",
@@ -327,19 +328,19 @@ class _Resolver:
 
     def _entry(self, occ: _Occurrence, symbols: dict):
         entry = occ.entry
-        if isinstance(entry, _DimHint):
+        if isinstance(entry, DimHint):
             return self._hint_symbol(occ, entry)
-        if isinstance(entry, _DerivedDim):
+        if isinstance(entry, DerivedDim):
             symbol = symbols[entry.root.__name__]
             return sympy.expand(entry.fn(symbol))
-        if isinstance(entry, _StaticDim):
+        if isinstance(entry, StaticDim):
             return occ.size
         return symbols[entry.__name__]
 
-    def _hint_symbol(self, occ: _Occurrence, hint: _DimHint):
-        label = "Dim.DYNAMIC" if hint.type is _DimHintType.DYNAMIC else "Dim.AUTO"
+    def _hint_symbol(self, occ: _Occurrence, hint: DimHint):
+        label = "Dim.DYNAMIC" if hint.type is DimHintType.DYNAMIC else "Dim.AUTO"
         lower, upper = _bounds(hint.min, hint.max, f"{label} at {occ.source}")
-        auto = hint.type is _DimHintType.AUTO
+        auto = hint.type is DimHintType.AUTO
         if occ.size in (0, 1):
             if auto:
                 return occ.size
@@ -371,9 +372,9 @@ class _Resolver:
         roots: dict[str, tuple[Dim, list]] = {}
         for occ in occurrences:
             entry = occ.entry
-            if isinstance(entry, _DimHint) or isinstance(entry, _StaticDim):
+            if isinstance(entry, DimHint) or isinstance(entry, StaticDim):
                 continue
-            root, derived = (entry.root, entry) if isinstance(entry, _DerivedDim) else (entry, None)
+            root, derived = (entry.root, entry) if isinstance(entry, DerivedDim) else (entry, None)
             name = root.__name__
             if name in roots:
                 _check_same_dim(roots[name][0], root, occ)
@@ -435,7 +436,6 @@ class _Resolver:
 
 def _bounds(min_value, max_value, label: str) -> tuple[int, int | None]:
     """``[max(min, 2), max]`` of a Dim (``None`` = unbounded above)."""
-    from torch.utils._sympy.numbers import int_oo
 
     lower = 0 if min_value is None or min_value is -int_oo else int(min_value)
     upper = None if max_value is None or max_value is int_oo else int(max_value)
@@ -449,7 +449,7 @@ def _bounds(min_value, max_value, label: str) -> tuple[int, int | None]:
     return max(lower, 2), upper
 
 
-def _least_root(derived: _DerivedDim, dim: Dim) -> int:
+def _least_root(derived: DerivedDim, dim: Dim) -> int:
     """Smallest root value for which the derived dim is >= 2 (derived dims are A*x + B, A > 0)."""
     a = int(derived.fn(sympy.Integer(1)) - derived.fn(sympy.Integer(0)))
     b = int(derived.fn(sympy.Integer(0)))

@@ -19,6 +19,7 @@ import inspect
 import torch
 from torch.utils import _pytree as pytree
 
+from ...symbolic.torch_compat import DEFAULT_SETUP_CONTEXT, FUNCTION_APPLY
 from ..graph_breaks import graph_break
 from .constant import ConstantVariable
 from .containers import TupleVariable
@@ -29,8 +30,6 @@ from .tensor import TensorVariable
 __all__ = ["FunctionContext", "AutogradFunctionApplyVariable", "is_autograd_function_apply",
            "call_autograd_function"]
 
-FUNCTION_APPLY = torch.autograd.Function.__dict__["apply"].__func__
-"""The function behind the ``Function.apply`` class method (what ``MyFunction.apply`` binds)."""
 
 
 class FunctionContext:
@@ -67,7 +66,7 @@ _CONTEXT_FIELDS = ("needs_input_grad", "saved_tensors", "non_differentiable", "d
 
 def is_autograd_function_apply(fn, args) -> bool:
     """True for ``Function.apply`` called with a Function subclass as its first argument."""
-    if getattr(fn, "__qualname__", "") != "Function.apply" or not args:
+    if fn is not FUNCTION_APPLY or not args:
         return False
     cls = args[0].as_constant() if args[0].is_constant() else None
     return isinstance(cls, type) and issubclass(cls, torch.autograd.Function)
@@ -97,7 +96,7 @@ def _bind_keywords(tx, cls, inputs, kwargs) -> list:
 
 def _takes_ctx(cls) -> bool:
     """Old-style ``forward(ctx, ...)``, or new style ``forward(...)`` + ``setup_context``."""
-    return cls.setup_context is torch.autograd.function._SingleLevelFunction.setup_context
+    return cls.setup_context is DEFAULT_SETUP_CONTEXT
 
 
 def _context(tx, needs_input_grad: list, saved=()):

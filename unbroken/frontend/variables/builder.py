@@ -20,11 +20,19 @@ import warnings
 
 import torch
 
+from ...symbolic.torch_compat import (
+    FUNCTION_APPLY,
+    HigherOrderOperator,
+    OpOverload,
+    OpOverloadPacket,
+    TensorBase,
+    function_apply_class,
+)
 from ..builtins import BuiltinVariable, ClassVariable
 from ..graph_breaks import graph_break
 from ..protocol import BoundMethodVariable
 from ..sources import ItemSource
-from .autograd_function import FUNCTION_APPLY, AutogradFunctionApplyVariable
+from .autograd_function import AutogradFunctionApplyVariable
 from .base import VariableTracker
 from .constant import ConstantVariable, is_constant_value
 from .containers import (
@@ -202,6 +210,10 @@ def _wrap_function(tx, value, source):
 
 
 def _wrap_builtin(tx, value, source):
+    function_class = function_apply_class(value)
+    if function_class is not None:  # MyFunction.apply read natively (torch 2.14+: a C method)
+        return BoundMethodVariable(wrap(tx, function_class),
+                                   AutogradFunctionApplyVariable(FUNCTION_APPLY, None))
     if value is object.__new__:
         return ObjectNewVariable(value, source)
     module = getattr(value, "__module__", None) or ""
@@ -209,8 +221,8 @@ def _wrap_builtin(tx, value, source):
         return BuiltinVariable(value, source)
     if module in _PURE_MODULES or module.startswith("math"):
         return PureCallableVariable(value, source)
-    if is_torch_callable(value) or isinstance(value, (torch._ops.OpOverload,
-                                                      torch._ops.OpOverloadPacket)):
+    if is_torch_callable(value) or isinstance(value, (OpOverload,
+                                                      OpOverloadPacket)):
         return TorchFunctionVariable(value, source)
     self_obj = getattr(value, "__self__", None)
     if value is tuple.__new__:  # namedtuple._make / _replace build instances through it
@@ -235,8 +247,10 @@ def _wrap_method(tx, value, source):
 
 
 def _wrap_descriptor(tx, value, source):
+    if value is FUNCTION_APPLY:  # torch 2.14+: Function.apply is a C class method
+        return AutogradFunctionApplyVariable(value, source)
     owner = getattr(value, "__objclass__", None)
-    if owner is not None and issubclass(owner, torch._C.TensorBase):
+    if owner is not None and issubclass(owner, TensorBase):
         return TorchFunctionVariable(value, source)
     if value is object.__setattr__:
         return ObjectSetattrVariable(value, source)
@@ -295,8 +309,8 @@ _BUILDERS = [
     (lambda v: isinstance(v, (collections.abc.ItemsView, collections.abc.KeysView,
                               collections.abc.ValuesView)), _wrap_mapping_view),
     # higher-order operators (torch.ops.higher_order.cond...) are answered by torch_calls
-    (lambda v: isinstance(v, (torch._ops.OpOverload, torch._ops.OpOverloadPacket,
-                              torch._ops.HigherOrderOperator)), _wrap_op),
+    (lambda v: isinstance(v, (OpOverload, OpOverloadPacket,
+                              HigherOrderOperator)), _wrap_op),
     (lambda v: isinstance(v, types.FunctionType), _wrap_function),
     (lambda v: isinstance(v, types.BuiltinFunctionType), _wrap_builtin),
     (lambda v: isinstance(v, types.MethodType), _wrap_method),

@@ -10,6 +10,7 @@ import sys
 
 import torch
 
+from ...symbolic.torch_compat import sym_sqrt
 from ..graph_breaks import graph_break
 from .base import AttributeMissing, VariableTracker
 from .text import format_call, is_str_format
@@ -17,7 +18,7 @@ from .text import format_call, is_str_format
 __all__ = ["ImportModuleVariable", "NativeCallableVariable", "PureCallableVariable"]
 
 # math functions with a symbolic counterpart that the recorder can put in a graph.
-_SYMBOLIC_MATH = {math.sqrt: torch._sym_sqrt}
+_SYMBOLIC_MATH = {math.sqrt: sym_sqrt}
 _SYMBOLIC_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
 

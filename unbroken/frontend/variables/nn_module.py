@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
-from torch.nn.modules import module as module_globals
 from torch.utils import _pytree as pytree
 
 from ...symbolic.diagnostics import UnsupportedError
+from ...symbolic.torch_compat import GLOBAL_MODULE_HOOKS, global_module_hooks, parse_to_arguments
 from ..graph_breaks import GraphBreakError, graph_break
 from ..overlay import refuse_in_branch
 from ..protocol import BoundMethodVariable, call_python, class_attribute, getattr_fallback, lookup
@@ -43,8 +43,6 @@ _SAFE_BASE_METHODS = {"parameters", "named_parameters", "buffers", "named_buffer
                       "get_parameter", "get_buffer", "extra_repr", "_get_name", "__len__",
                       "__getitem__", "__iter__", "__contains__", "keys", "values", "items",
                       "__dir__", "_check_input_dim", "_check_forward_args"}
-_GLOBAL_HOOKS = ("_global_forward_pre_hooks", "_global_forward_hooks",
-                 "_global_backward_hooks", "_global_backward_pre_hooks")
 
 
 def _is_torch_class(cls) -> bool:
@@ -201,8 +199,8 @@ def _unchanged_by_to(tx, var: NNModuleVariable, args, kwargs) -> NNModuleVariabl
     """``module.to(...)`` when it changes nothing (every floating-point tensor already has the
     dtype, every tensor the device): eager returns the module itself. Otherwise refused
     (UB108): converting the model changes the caller's model."""
-    device, dtype, _, _ = torch._C._nn._parse_to(*[a.as_constant() for a in args],
-                                                 **{k: v.as_constant() for k, v in kwargs.items()})
+    device, dtype, _, _ = parse_to_arguments(*[a.as_constant() for a in args],
+                                             **{k: v.as_constant() for k, v in kwargs.items()})
     recorder = tx.output.recorder
     for tensor in [*var.module.parameters(), *var.module.buffers()]:
         wrong_dtype = dtype is not None and (tensor.is_floating_point() or tensor.is_complex()) \
@@ -334,8 +332,8 @@ class _ModuleCallVariable(VariableTracker):
 
 def _check_hooks(tx, var: NNModuleVariable) -> None:
     module = var.module
-    for name in _GLOBAL_HOOKS:
-        if getattr(module_globals, name, None):
+    for name in GLOBAL_MODULE_HOOKS:
+        if global_module_hooks(name):
             raise graph_break("UB109", "global module hooks are registered "
                               f"(torch.nn.modules.module.{name})", frames=tx.user_frames())
     if module._backward_hooks or getattr(module, "_backward_pre_hooks", None):

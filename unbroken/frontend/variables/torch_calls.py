@@ -2,11 +2,10 @@
 during export."""
 from __future__ import annotations
 
-import importlib
-
 import torch
 from torch.utils import _pytree as pytree
 
+from ...symbolic.torch_compat import map_function, set_grad_enabled
 from ..graph_breaks import GraphBreakError, graph_break
 from .constant import ConstantVariable
 from .containers import ListVariable
@@ -154,7 +153,7 @@ _SPECIAL = {
     torch.cond: lambda tx, args, kwargs: call_cond(tx, *args, **kwargs),
     torch.is_grad_enabled: _is_grad_enabled,
     torch.is_inference_mode_enabled: _is_inference_mode_enabled,
-    torch._C._set_grad_enabled: _set_grad_enabled,
+    set_grad_enabled: _set_grad_enabled,
 }
 for _name in _GLOBAL_STATE_SETTERS:
     for _owner in (torch, torch.random):
@@ -162,8 +161,7 @@ for _name in _GLOBAL_STATE_SETTERS:
             _SPECIAL[getattr(_owner, _name)] = _global_state(f"torch.{_name}")
 _SPECIAL[torch.ops.higher_order.cond] = _SPECIAL[torch.cond]
 _SPECIAL[torch.ops.higher_order.wrap_with_set_grad_enabled] = _wrap_with_set_grad_enabled
-# the module, not the function torch._higher_order_ops re-exports under the same name
-_SPECIAL[importlib.import_module("torch._higher_order_ops.map").map] = \
+_SPECIAL[map_function] = \
     lambda tx, args, kwargs: call_map(tx, *args)
 _SPECIAL[torch.while_loop] = lambda tx, args, kwargs: call_while_loop(tx, *args, **kwargs)
 _SPECIAL[torch.ops.higher_order.while_loop] = \

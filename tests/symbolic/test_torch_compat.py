@@ -1,0 +1,174 @@
+"""unbroken.symbolic.torch_compat: the one module that reaches into torch's internals."""
+import ast
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+import unbroken
+from unbroken.symbolic import torch_compat
+
+PACKAGE = Path(unbroken.__file__).parent
+COMPAT = PACKAGE / "symbolic" / "torch_compat.py"
+
+# Private torch modules that are public in all but name, used directly everywhere (see the
+# module docstring of torch_compat).
+_ALLOWED_PRIVATE = ("torch.utils._pytree",)
+
+
+def _package_sources():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path != COMPAT:
+            yield path, ast.parse(path.read_text(), str(path))
+
+
+def _private(dotted: str) -> bool:
+    """``torch._C``, ``torch.export._unlift``...: a torch module path with a private part."""
+    parts = dotted.split(".")
+    return parts[0] == "torch" and any(p.startswith("_") and not p.startswith("__")
+                                       for p in parts[1:]) and \
+        not dotted.startswith(_ALLOWED_PRIVATE)
+
+
+def _dotted(node) -> str | None:
+    names = []
+    while isinstance(node, ast.Attribute):
+        names.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        return ".".join([node.id, *reversed(names)])
+    return None
+
+
+def test_no_module_outside_compat_tests_the_torch_version():
+    offenders = []
+    for path, tree in _package_sources():
+        for node in ast.walk(tree):
+            dotted = _dotted(node) if isinstance(node, ast.Attribute) else None
+            if dotted in ("torch.__version__", "torch.version") or (
+                    dotted or "").startswith("torch.version."):
+                offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: {dotted}")
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                    node.func.id == "hasattr" and len(node.args) == 2 and \
+                    (_dotted(node.args[0]) or "").startswith("torch") and \
+                    isinstance(node.args[1], ast.Constant):  # hasattr(torch.x, "new_api")
+                offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: hasattr(torch...)")
+    assert not offenders, "torch version tests belong in torch_compat:\n" + "\n".join(offenders)
+
+
+def test_no_module_outside_compat_reaches_into_private_torch():
+    offenders = []
+    for path, tree in _package_sources():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                modules = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                modules = [a.name for a in node.names]
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+                modules = [_dotted(node) or ""]
+            else:
+                continue
+            for module in modules:
+                if _private(module) and not module.startswith(("torch._check",
+                                                               "torch.ops.")):
+                    offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: {module}")
+    assert not offenders, "private torch names belong in torch_compat:\n" + "\n".join(
+        sorted(set(offenders)))
+
+
+def test_every_entry_resolves_on_the_running_torch():
+    for name in torch_compat.__all__:
+        value = getattr(torch_compat, name)
+        if name != "OPAQUE_SQRT":  # optional by design (None where torch has no sqrt function)
+            assert value is not None, name
+
+
+def test_every_entry_is_documented():
+    """Each name in ``__all__`` has a docstring (a constant: the string right after it)."""
+    documented = set()
+    body = ast.parse(COMPAT.read_text()).body
+    for node, after in zip(body, body[1:] + [None]):
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and ast.get_docstring(node):
+            documented.add(node.name)
+        elif isinstance(node, ast.Assign) and isinstance(after, ast.Expr) and \
+                isinstance(after.value, ast.Constant) and isinstance(after.value.value, str):
+            documented.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    assert [n for n in torch_compat.__all__ if n not in documented] == []
+
+
+def test_running_torch_is_tested():
+    assert torch_compat.TORCH_VERSION in torch_compat.TESTED_TORCH, torch.__version__
+
+
+@pytest.mark.parametrize("text, version", [("2.14.1+cu130", (2, 14)), ("2.13.0", (2, 13)),
+                                           ("2.16.0.dev20260101", (2, 16)), ("garbage", (0, 0))])
+def test_parse_version(text, version):
+    assert torch_compat.parse_version(text) == version
+
+
+def test_untested_torch_warns_once(monkeypatch):
+    monkeypatch.setattr(torch_compat, "_warned", False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert torch_compat.warn_if_untested("2.16.0") is True
+        assert torch_compat.warn_if_untested("2.16.0") is False
+        assert torch_compat.warn_if_untested("2.12.1") is False
+    assert [type(w.message) for w in caught] == [torch_compat.UntestedTorchWarning]
+    message = str(caught[0].message)
+    assert "2.16.0" in message and "2.13, 2.14, 2.15" in message
+    assert unbroken.UntestedTorchWarning is torch_compat.UntestedTorchWarning
+
+
+@pytest.mark.parametrize("version", ["2.13.0", "2.14.1+cu130", "2.15.0"])
+def test_tested_torch_does_not_warn(monkeypatch, version):
+    monkeypatch.setattr(torch_compat, "_warned", False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert torch_compat.warn_if_untested(version) is False
+
+
+def test_import_warns_on_an_untested_torch(tmp_path):
+    """A fresh process whose torch claims 2.99 warns once at ``import unbroken``."""
+    import subprocess
+    import sys
+    code = ("import warnings, torch\n"
+            "torch.__version__ = '2.99.0'\n"
+            "with warnings.catch_warnings(record=True) as caught:\n"
+            "    warnings.simplefilter('always')\n"
+            "    import unbroken, unbroken.pipeline\n"
+            "print(sum(type(w.message).__name__ == 'UntestedTorchWarning' for w in caught))\n")
+    root = PACKAGE.parent
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "1"
+
+
+class _Double(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return 2 * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return 2 * grad
+
+
+def test_function_apply_is_what_a_function_class_binds():
+    assert torch_compat.function_apply_class(_Double.apply) is _Double
+    assert torch_compat.function_apply_class(torch.relu) is None
+    assert torch_compat.function_apply_class(_Double.forward) is None
+    # FUNCTION_APPLY called with the class first runs the Function, on every release
+    assert torch.equal(torch_compat.FUNCTION_APPLY(_Double, torch.ones(2)), torch.full((2,), 2.))
+
+
+def test_view_helpers():
+    base = torch.zeros(4)
+    view = base[1:]
+    assert torch_compat.is_view(view) and torch_compat.view_base(view) is base
+    before = torch_compat.version_counter(base)
+    view.add_(1)
+    assert torch_compat.version_counter(base) == before + 1
+    assert torch_compat.overload_name(torch.ops.aten.add.Tensor) == "Tensor"
+    assert torch_compat.op_schema(torch.ops.aten.add_.Tensor).is_mutable

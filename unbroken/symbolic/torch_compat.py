@@ -1,0 +1,414 @@
+"""Every place unbroken reaches into torch's internals, in one module.
+
+unbroken builds on torch's operators, meta kernels, decompositions, ``torch.fx`` and
+``torch.export``'s container. Public, stable API (``torch.fx.Graph``, ``torch.export.Dim``,
+``torch.ops``, ``torch.utils._pytree``) is used directly everywhere. Everything else — private
+modules and attributes, ``torch._C`` bindings, the pieces ``ExportedProgram``'s constructor and
+torch's verifier need — is reached through a name defined here, with a docstring saying what it
+is for and which torch releases it serves. A new torch release means editing this file only:
+nothing else in the package tests the torch version (``tests/symbolic/test_torch_compat.py``
+checks that).
+
+Tested releases: ``TESTED_TORCH`` (2.13, 2.14, 2.15). On any other release importing unbroken
+warns once, with :class:`UntestedTorchWarning`.
+
+This module is in the lowest layer (``symbolic``): it imports torch, never unbroken.
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+import warnings
+
+import torch
+import torch._C
+import torch._decomp
+import torch._dispatch.python
+import torch._export.verifier
+import torch._higher_order_ops.wrap
+import torch._ops
+import torch._subclasses.fake_tensor
+import torch.export._unlift
+import torch.export.dynamic_shapes
+import torch.fx.experimental._config
+import torch.fx.experimental.symbolic_shapes
+import torch.fx.passes.shape_prop
+import torch.fx.traceback
+import torch.nn.modules.module
+import torch.overrides
+import torch.utils._python_dispatch
+import torch.utils._sympy.functions
+import torch.utils._sympy.numbers
+import torch.utils._sympy.value_ranges
+from torch.utils._sympy.functions import (  # noqa: F401  (re-exported: unbroken.symbolic.expr)
+    CeilToInt,
+    CleanDiv,
+    FloatPow,
+    FloatTrueDiv,
+    FloorDiv,
+    FloorToInt,
+    Identity,
+    IntTrueDiv,
+    Max,
+    Min,
+    Mod,
+    PowByNatural,
+    PythonMod,
+    RoundToInt,
+    ToFloat,
+    TruncToFloat,
+    TruncToInt,
+)
+
+__all__ = [
+    "TESTED_TORCH", "parse_version", "TORCH_VERSION", "UntestedTorchWarning", "warn_if_untested",
+    "sympy_functions", "OPAQUE_SQRT", "sym_sqrt", "int_oo", "ValueRanges", "DerivedDim",
+    "StaticDim", "DimHint", "DimHintType", "OpOverload", "OpOverloadPacket", "HigherOrderOperator",
+    "DispatchKey", "TensorBase", "enable_python_dispatcher", "TorchDispatchMode",
+    "disable_current_modes", "pop_mode_temporarily", "op_python_kernels", "clear_dispatch_cache",
+    "call_at_key", "op_schema", "overload_name", "is_view", "view_base", "version_counter",
+    "dispatch_modes", "function_modes", "restore_mode_stacks", "local_dispatch_keys",
+    "set_local_dispatch_key", "inference_mode_guard", "set_grad_enabled", "CreationMeta",
+    "creation_meta", "parse_to_arguments", "FUNCTION_APPLY", "DEFAULT_SETUP_CONTEXT",
+    "function_apply_class",
+    "wrap_with_set_grad_enabled", "map_function", "FakeTensor", "FakeTensorMode", "ShapeEnv",
+    "TensorMetadata", "extract_tensor_metadata", "symbolic_shapes_config", "Verifier",
+    "TrainingIRVerifier", "SpecViolationError", "NodeSource", "NodeSourceAction",
+    "StatefulGraphModule", "unlift_lifted_states", "core_aten_decompositions",
+    "GLOBAL_MODULE_HOOKS", "global_module_hooks", "preload_dynamo",
+]
+
+TESTED_TORCH = ((2, 13), (2, 14), (2, 15))
+"""The torch releases (major, minor) CI runs unbroken on (``ci/torch-<release>.txt``)."""
+
+
+def parse_version(text: str) -> tuple[int, int]:
+    """``"2.14.1+cu130"`` -> ``(2, 14)``; a string without a leading ``major.minor`` is
+    ``(0, 0)`` (untested)."""
+    match = re.match(r"(\d+)\.(\d+)", text)
+    return (int(match[1]), int(match[2])) if match else (0, 0)
+
+
+TORCH_VERSION = parse_version(torch.__version__)
+"""The running torch's (major, minor). Only this module branches on it."""
+
+
+class UntestedTorchWarning(UserWarning):
+    """The running torch is not one unbroken is tested with: exports may fail with an
+    ``InternalError`` where torch's internals changed, or refuse what a tested release
+    captures. Install a tested release (see ``TESTED_TORCH``) or report what broke."""
+
+
+_warned = False
+
+
+def warn_if_untested(version: str | None = None) -> bool:
+    """Warn (once per process) when torch ``version`` (default: the running one) is outside
+    ``TESTED_TORCH``. Returns True when this call warned. Called at ``import unbroken``."""
+    global _warned
+    version = torch.__version__ if version is None else version
+    if _warned or parse_version(version) in TESTED_TORCH:
+        return False
+    _warned = True
+    tested = ", ".join(f"{major}.{minor}" for major, minor in TESTED_TORCH)
+    warnings.warn(f"unbroken is tested with torch {tested}; this is torch {version}. Exports "
+                  "may fail where torch's internals changed: install a tested release, or "
+                  "report what broke.", UntestedTorchWarning, stacklevel=2)
+    return True
+
+
+def _since(major: int, minor: int) -> bool:
+    return TORCH_VERSION >= (major, minor)
+
+
+# --- sympy vocabulary: torch's size functions, infinity and ranges (all releases) -----------
+
+sympy_functions = torch.utils._sympy.functions
+"""``torch.utils._sympy.functions``: torch's Python-semantics size functions (``FloorDiv``,
+``Mod``, ``PythonMod``, ``Max`` ...), the vocabulary of unbroken's expressions too (so torch's
+meta kernels and unbroken build the same expressions). All tested releases."""
+
+OPAQUE_SQRT = getattr(sympy_functions, "OpaqueUnaryFn_sqrt", None)
+"""The sympy function ``torch._sym_sqrt`` of a size builds (None if torch has none)."""
+
+sym_sqrt = torch._sym_sqrt
+"""``torch._sym_sqrt``: what ``math.sqrt`` of a SymInt means to torch (all releases)."""
+
+int_oo = torch.utils._sympy.numbers.int_oo
+"""torch's integer infinity (bounds of unbounded ``ValueRanges``; all releases)."""
+
+ValueRanges = torch.utils._sympy.value_ranges.ValueRanges
+"""torch's range type, in ``ExportedProgram.range_constraints`` (all releases)."""
+
+
+# --- dynamic_shapes spec: torch's Dim classes (all releases) --------------------------------
+
+DerivedDim = torch.export.dynamic_shapes._DerivedDim
+"""``2 * Dim("x")``: a dim derived from a root ``Dim`` (all releases)."""
+
+StaticDim = torch.export.dynamic_shapes._StaticDim
+"""A ``Dim`` whose min equals its max (a static size spelled as a Dim; all releases)."""
+
+DimHint = torch.export.dynamic_shapes._DimHint
+"""``Dim.AUTO`` / ``Dim.DYNAMIC`` / ``Dim.STATIC`` objects (all releases)."""
+
+DimHintType = torch.export.dynamic_shapes._DimHintType
+"""The kinds of ``DimHint`` (``AUTO``, ``DYNAMIC``, ``STATIC``; all releases)."""
+
+
+# --- operators and the dispatcher (all releases) ---------------------------------------------
+
+OpOverload = torch._ops.OpOverload
+"""``torch.ops.aten.add.Tensor``: one overload of an operator (a graph node's target)."""
+
+OpOverloadPacket = torch._ops.OpOverloadPacket
+"""``torch.ops.aten.add``: all overloads of an operator."""
+
+HigherOrderOperator = torch._ops.HigherOrderOperator
+"""``torch.ops.higher_order.cond`` and friends: operators taking subgraphs."""
+
+DispatchKey = torch._C.DispatchKey
+"""The dispatcher's keys (``CompositeImplicitAutograd``, ``Meta``, ``Autograd`` ...)."""
+
+TensorBase = torch._C.TensorBase
+"""The C base class of ``torch.Tensor``: its method descriptors are torch calls."""
+
+enable_python_dispatcher = torch._dispatch.python.enable_python_dispatcher
+"""Context manager under which torch's Python decompositions and meta kernels run (needed for
+symbolic sizes: without it, symbolic ``expand`` fails). All releases."""
+
+TorchDispatchMode = torch.utils._python_dispatch.TorchDispatchMode
+"""Base class of a mode that sees every ATen call (unbroken's recorder)."""
+
+disable_current_modes = torch.utils._python_dispatch._disable_current_modes
+"""Context manager: run with no dispatch mode active (all releases)."""
+
+pop_mode_temporarily = torch.utils._python_dispatch._pop_mode_temporarily
+"""Context manager: run with the innermost dispatch mode popped (all releases)."""
+
+
+def op_python_kernels(op) -> dict:
+    """``op.py_kernels``: the Python kernels an ``OpOverload`` holds, by dispatch key (a live
+    dict: writing it installs or removes a kernel; call :func:`clear_dispatch_cache` after)."""
+    return op.py_kernels
+
+
+def clear_dispatch_cache(op) -> None:
+    """Forget ``op``'s cached kernel choice after :func:`op_python_kernels` changed."""
+    op._dispatch_cache.clear()
+
+
+def call_at_key(op, key, *args, **kwargs):
+    """Run ``op``'s kernel registered at dispatch ``key`` (e.g. its C++ decomposition)."""
+    return op._op_dk(key, *args, **kwargs)
+
+
+def op_schema(op) -> torch._C.FunctionSchema:
+    """The ``FunctionSchema`` of an ``OpOverload`` (arguments, alias info, mutability)."""
+    return op._schema
+
+
+def overload_name(op) -> str:
+    """``"Tensor"`` for ``aten.add.Tensor`` (``"default"`` for the unnamed overload)."""
+    return op._overloadname
+
+
+def is_view(tensor: torch.Tensor) -> bool:
+    """Whether autograd knows ``tensor`` as a view of another (``tensor._is_view()``)."""
+    return tensor._is_view()
+
+
+def view_base(tensor: torch.Tensor) -> torch.Tensor | None:
+    """The tensor a view was made from (``tensor._base``), None for a non-view."""
+    return tensor._base
+
+
+def version_counter(tensor: torch.Tensor) -> int:
+    """The tensor's version counter (``tensor._version``): bumped by every in-place write."""
+    return tensor._version
+
+
+# --- process-wide dispatcher state (saved and restored around a trace; all releases) ---------
+
+def dispatch_modes() -> tuple:
+    """The torch-dispatch modes on the stack, outermost first."""
+    return tuple(torch._C._get_dispatch_stack_at(i)
+                 for i in range(torch._C._len_torch_dispatch_stack()))
+
+
+def function_modes() -> tuple:
+    """The torch-function modes on the stack, outermost first."""
+    return tuple(torch._C._get_function_stack_at(i)
+                 for i in range(torch._C._len_torch_function_stack()))
+
+
+def restore_mode_stacks(dispatch: tuple, function: tuple) -> None:
+    """Pop or push modes until both mode stacks are ``dispatch`` and ``function``."""
+    _restore_stack(dispatch, torch._C._len_torch_dispatch_stack,
+                   torch.utils._python_dispatch._pop_mode,
+                   torch.utils._python_dispatch._push_mode)
+    _restore_stack(function, torch._C._len_torch_function_stack,
+                   torch.overrides._pop_mode, torch.overrides._push_mode)
+
+
+def _restore_stack(saved: tuple, length, pop, push) -> None:
+    while length() > len(saved):
+        pop()
+    for mode in saved[length():]:
+        push(mode)
+
+
+def local_dispatch_keys() -> tuple:
+    """The thread-local included and excluded dispatch key sets (``DispatchKeySet``s)."""
+    return (torch._C._dispatch_tls_local_include_set(),
+            torch._C._dispatch_tls_local_exclude_set())
+
+
+def set_local_dispatch_key(key, *, included: bool | None = None,
+                           excluded: bool | None = None) -> None:
+    """Add ``key`` to / remove it from the thread-local included or excluded set."""
+    if included is not None:
+        torch._C._dispatch_tls_set_dispatch_key_included(key, included)
+    if excluded is not None:
+        torch._C._dispatch_tls_set_dispatch_key_excluded(key, excluded)
+
+
+def inference_mode_guard(enabled: bool):
+    """A guard object holding inference mode at ``enabled`` for as long as it lives."""
+    return torch._C._InferenceMode(enabled)
+
+
+# --- grad mode and autograd views (all releases) ---------------------------------------------
+
+set_grad_enabled = torch._C._set_grad_enabled
+"""``torch._C._set_grad_enabled(flag)``: the call ``with torch.no_grad()`` makes, and the
+grad-mode node of exported graphs (torch's programs have it too)."""
+
+CreationMeta = torch._C._autograd.CreationMeta
+"""How a view was made (``DEFAULT``, ``NO_GRAD_MODE``, ``MULTI_OUTPUT_NODE`` ...): decides
+whether eager allows an in-place write through it."""
+
+
+def creation_meta(view: torch.Tensor):
+    """The ``CreationMeta`` of a view tensor."""
+    return torch._C._autograd._get_creation_meta(view)
+
+
+def parse_to_arguments(*args, **kwargs) -> tuple:
+    """What ``module.to(*args, **kwargs)`` means: ``(device, dtype, non_blocking,
+    memory_format)`` as torch parses it."""
+    return torch._C._nn._parse_to(*args, **kwargs)
+
+
+# --- autograd.Function ----------------------------------------------------------------------
+
+FUNCTION_APPLY = (torch.autograd.Function.__dict__["apply"] if _since(2, 14)
+                  else torch.autograd.Function.__dict__["apply"].__func__)
+"""What ``MyFunction.apply`` binds to the class. torch 2.13: ``Function.apply`` is a Python
+``classmethod`` and this is its function; 2.14+: it is ``_C._FunctionBase``'s C class method
+(a ``classmethod_descriptor``), called with the class as first argument. Either way the
+frontend models ``MyFunction.apply`` as this object bound to ``MyFunction``."""
+
+
+DEFAULT_SETUP_CONTEXT = torch.autograd.function._SingleLevelFunction.setup_context
+"""The ``setup_context`` a Function inherits when it defines none: such a Function's
+``forward`` takes ``ctx`` first (old style). All releases."""
+
+
+def function_apply_class(value) -> type | None:
+    """The ``torch.autograd.Function`` subclass that ``value`` is ``apply`` bound to
+    (``MyFunction.apply`` read natively), or None. torch 2.13: a bound method whose
+    ``__func__`` is ``FUNCTION_APPLY``; 2.14+: a builtin method of the class."""
+    owner = getattr(value, "__self__", None)
+    if not (isinstance(owner, type) and issubclass(owner, torch.autograd.Function)):
+        return None
+    if getattr(value, "__func__", None) is FUNCTION_APPLY:
+        return owner
+    try:
+        static = inspect.getattr_static(owner, getattr(value, "__name__", ""))
+    except AttributeError:
+        return None
+    return owner if static is FUNCTION_APPLY else None
+
+
+# --- higher-order operators (all releases) ---------------------------------------------------
+
+wrap_with_set_grad_enabled = torch._higher_order_ops.wrap.wrap_with_set_grad_enabled
+"""The higher-order op torch's programs hold grad-mode regions in."""
+
+map_function = importlib.import_module("torch._higher_order_ops.map").map
+"""``torch._higher_order_ops.map.map(f, xs, *args)`` (the function, not the module that
+``torch._higher_order_ops`` re-exports under the same name)."""
+
+
+# --- fake tensors and torch's ShapeEnv (after the capture, for torch's tools) ---------------
+
+FakeTensor = torch._subclasses.fake_tensor.FakeTensor
+"""torch's fake tensor (``node.meta["val"]`` as torch's tools read it)."""
+
+FakeTensorMode = torch._subclasses.fake_tensor.FakeTensorMode
+"""The mode fake tensors are made under (holds a torch ``ShapeEnv``)."""
+
+ShapeEnv = torch.fx.experimental.symbolic_shapes.ShapeEnv
+"""torch's shape environment (only built at the boundary to torch's tools)."""
+
+TensorMetadata = torch.fx.passes.shape_prop.TensorMetadata
+"""``node.meta["tensor_meta"]`` as torch's export writes it."""
+
+extract_tensor_metadata = torch.fx.passes.shape_prop._extract_tensor_metadata
+"""``TensorMetadata`` of a tensor (all releases)."""
+
+symbolic_shapes_config = torch.fx.experimental._config
+"""torch's symbolic-shapes switches (``backed_size_oblivious`` ...); ``.patch(...)``."""
+
+
+# --- ExportedProgram's construction and torch's verifiers ------------------------------------
+
+Verifier = torch._export.verifier.Verifier
+"""torch's verifier of the ATen dialect (``ExportedProgram.verifiers`` after decomposition)."""
+
+TrainingIRVerifier = torch._export.verifier.TrainingIRVerifier
+"""torch's verifier of the training-IR dialect (what ``export()`` produces)."""
+
+SpecViolationError = torch._export.verifier.SpecViolationError
+"""What torch's verifiers raise."""
+
+NodeSource = torch.fx.traceback.NodeSource
+"""Provenance record of a node (``node.meta["from_node"]``)."""
+
+NodeSourceAction = torch.fx.traceback.NodeSourceAction
+"""What made a node (``CREATE``, ``REPLACE``)."""
+
+StatefulGraphModule = torch.export._unlift._StatefulGraphModule
+"""Base class of ``ExportedProgram.module()``'s result."""
+
+unlift_lifted_states = torch.export._unlift._unlift_exported_program_lifted_states
+"""torch's unlifting: parameters and buffers back under their module paths, a callable
+module (``ExportedProgram.module()``)."""
+
+
+# --- decompositions -----------------------------------------------------------------------
+
+core_aten_decompositions = torch._decomp.core_aten_decompositions
+"""The table ``run_decompositions()`` lowers to core ATen with (all releases)."""
+
+
+# --- nn.Module internals --------------------------------------------------------------------
+
+GLOBAL_MODULE_HOOKS = ("_global_forward_pre_hooks", "_global_forward_hooks",
+                       "_global_backward_hooks", "_global_backward_pre_hooks")
+"""Names, in ``torch.nn.modules.module``, of the hook dicts every module call consults."""
+
+
+def global_module_hooks(name: str):
+    """The global hook dict ``name`` of ``GLOBAL_MODULE_HOOKS`` (None if torch has none)."""
+    return getattr(torch.nn.modules.module, name, None)
+
+
+# --- torch's tracer -------------------------------------------------------------------------
+
+def preload_dynamo() -> None:
+    """Import ``torch._dynamo`` (what a first export loads lazily anyway), so that a warm-up
+    pays for it once."""
+    import torch._dynamo  # noqa: F401

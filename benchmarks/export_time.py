@@ -160,12 +160,17 @@ def time_side(export: Callable, model, args, spec, runs: int) -> dict:
     return {"median_s": statistics.median(times), "runs_s": times, "error": None}
 
 
-def measure(name: str, mode: str, runs: int) -> dict:
+_NOT_RUN = {"median_s": None, "runs_s": [], "error": None}
+
+
+def measure(name: str, mode: str, runs: int, sides=tuple(SIDES)) -> dict:
+    """One row: each of ``sides`` timed on the same model and inputs (a side not among them
+    is recorded as not run)."""
     model, args = MODELS[name]()
     spec = dynamic_shapes(name, mode)
     row = {"model": name, "mode": mode}
     for side, export in SIDES.items():
-        row[side] = time_side(export, model, args, spec, runs)
+        row[side] = time_side(export, model, args, spec, runs) if side in sides else _NOT_RUN
     ours = row["unbroken"]["median_s"]
     for side in ("strict", "non_strict"):
         theirs = row[side]["median_s"]
@@ -187,7 +192,7 @@ def table(rows: list[dict], runs: int) -> Table:
     out.add_column("errors", overflow="fold")
     for row in rows:
         errors = [f"{side}: {row[side]['error']}" for side in SIDES if row[side]["error"]]
-        out.add_row(row["model"], row["mode"], *(_ms(row[side]["median_s"]) for side in SIDES),
+        out.add_row(row["model"], row["mode"], *(_ms(row[side]) for side in SIDES),
                     *(_ratio(row[f"{side}_ratio"]) for side in ("strict", "non_strict")),
                     "\n".join(errors))
     return out
@@ -197,8 +202,11 @@ def _ratio(value: float | None) -> str:
     return f"{value:.2f}x" if value else "-"
 
 
-def _ms(seconds: float | None) -> str:
-    return "failed" if seconds is None else f"{seconds * 1000:.1f} ms"
+def _ms(side: dict) -> str:
+    """A side's median, ``failed`` when it raised, ``-`` when it was not run."""
+    if side["median_s"] is None:
+        return "failed" if side["error"] else "-"
+    return f"{side['median_s'] * 1000:.1f} ms"
 
 
 def _loads(values) -> str:
@@ -222,8 +230,15 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--models", help=f"comma-separated subset of: {', '.join(MODELS)}")
     parser.add_argument("--modes", default=",".join(MODES),
                         help=f"comma-separated shape modes among {', '.join(MODES)} (default all)")
+    parser.add_argument("--sides", default=",".join(SIDES),
+                        help="comma-separated exporters among unbroken, strict, non_strict "
+                             "(default all; `--sides unbroken` compares unbroken across cells: "
+                             "benchmarks/compare_cells.py)")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     options = parser.parse_args(argv)
+    options.side_list = tuple(options.sides.split(","))
+    if not set(options.side_list) <= set(SIDES):
+        parser.error(f"--sides: choose among {', '.join(SIDES)}")
     if options.runs < 1:
         parser.error("--runs must be at least 1")
     options.names = options.models.split(",") if options.models else list(MODELS)
@@ -245,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in options.names:
         for mode in options.mode_list:
             console.print(f"measuring {name} ({mode}) ...", markup=False)
-            rows.append(measure(name, mode, options.runs))
+            rows.append(measure(name, mode, options.runs, options.side_list))
     console.print(table(rows, options.runs))
     load = {"before": load_before, "after": os.getloadavg()}
     console.print(f"load average (1, 5, 15 min) before: {_loads(load['before'])}, "

@@ -28,3 +28,14 @@ def test_ratios_against_the_first_cell_with_rounds_combined(tmp_path, capsys):
     # the median of the three rounds (0.012) over the baseline (0.010); strict's 0.3 / 0.2
     assert "mlp                static      1.20x    1.50x          -" in out
     assert "geometric mean 1.20x, largest 1.20x over 1 rows" in out
+
+
+def test_combine_min_takes_each_cells_quietest_round(tmp_path, capsys):
+    paths = []
+    for index, report in enumerate([_report("3.11.7", [0.020]), _report("3.11.7", [0.010]),
+                                    _report("3.13.0", [0.030]), _report("3.13.0", [0.011])]):
+        path = tmp_path / f"r{index}.json"
+        path.write_text(json.dumps(report))
+        paths.append(str(path))
+    assert compare_cells.main([*paths, "--combine", "min"]) == 0
+    assert "geometric mean 1.10x, largest 1.10x over 1 rows" in capsys.readouterr().out

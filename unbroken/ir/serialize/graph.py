@@ -1,7 +1,7 @@
 """Rebuild graphs, their metadata and symbolic values from ``program.json``, checking every field.
 
 A node becomes an ``fx.Node`` only after each of its strings passed the check for where fx will put
-it (``serialize_format``): node names and placeholder targets are identifiers (and a placeholder's
+it (``format``): node names and placeholder targets are identifiers (and a placeholder's
 target, the argument name fx generates, is its name or another identifier that shadows no global of
 the generated code and no other node), ``get_attr`` targets name a subgraph of this graph,
 keyword-argument names are argument names of the op's schema, call targets resolve only through the
@@ -20,11 +20,11 @@ import sympy
 import torch
 import torch.fx as fx
 
-from ..symbolic.env import ShapeEnvironment
-from ..symbolic.parse import ExpressionBudget, ExpressionError, is_condition, parse_expression
-from ..symbolic.torch_compat import HigherOrderOperator, OpOverload, op_schema, set_grad_enabled
-from .aliasing import EAGER_REFUSES
-from .serialize_format import (
+from ...symbolic.env import ShapeEnvironment
+from ...symbolic.parse import ExpressionBudget, ExpressionError, is_condition, parse_expression
+from ...symbolic.torch_compat import HigherOrderOperator, OpOverload, op_schema, set_grad_enabled
+from ..aliasing import EAGER_REFUSES
+from .format import (
     DTYPES,
     Limits,
     check_attribute_path,
@@ -32,7 +32,7 @@ from .serialize_format import (
     check_text,
     resolve_target,
 )
-from .serialize_json import Fields
+from .json_document import Fields
 
 __all__ = ["GraphReader"]
 

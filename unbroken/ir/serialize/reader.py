@@ -1,9 +1,9 @@
 """Read a saved program: a parser that trusts nothing (see :mod:`unbroken.ir.serialize`).
 
-The order of the checks is the order of the file: the archive (``serialize_archive``), the
+The order of the checks is the order of the file: the archive (``archive``), the
 header (``format.json``: the format's name and a version from :data:`KNOWN_VERSIONS`, an int
-that is not a bool), the JSON document (``serialize_json``), the symbols, the graphs
-(``serialize_graph``), the signature, the tensors (safetensors for format 2, ``serialize_v1``
+that is not a bool), the JSON document (``json_document``), the symbols, the graphs
+(``graph``), the signature, the tensors (safetensors for format 2, ``v1``
 for format 1), then everything against everything: each weight's dtype, shape and strides
 against its placeholder, the example inputs against the user-input placeholders, the pytree
 specs against the signature, and last the dialect verifier. Every failure is one
@@ -18,27 +18,12 @@ import safetensors.torch
 import torch
 from torch.utils import _pytree as pytree
 
-from ..symbolic.auto import Specialization
-from ..symbolic.diagnostics import SerializationError, UnsupportedError, UserFrame
-from ..symbolic.env import ShapeEnvironment
-from ..symbolic.ranges import ValueRange
-from .program import ModuleCall, ProgramParts
-from .serialize_archive import open_archive, read_member, read_members
-from .serialize_check import check_values, same_value
-from .serialize_format import (
-    FORMAT_NAME,
-    KNOWN_VERSIONS,
-    MEMBERS,
-    Limits,
-    check_attribute_path,
-    check_identifier,
-    check_text,
-    fail,
-)
-from .serialize_graph import GraphReader
-from .serialize_json import Fields, decode_json
-from .serialize_v1 import read_v1_tensors
-from .signature import (
+from ...symbolic.auto import Specialization
+from ...symbolic.diagnostics import SerializationError, UnsupportedError, UserFrame
+from ...symbolic.env import ShapeEnvironment
+from ...symbolic.ranges import ValueRange
+from ..program import ModuleCall, ProgramParts
+from ..signature import (
     ConstantArgument,
     ExportGraphSignature,
     InputKind,
@@ -48,7 +33,22 @@ from .signature import (
     SymIntArgument,
     TensorArgument,
 )
-from .verifier import DialectViolation, verify
+from ..verifier import DialectViolation, verify
+from .archive import open_archive, read_member, read_members
+from .check import check_values, same_value
+from .format import (
+    FORMAT_NAME,
+    KNOWN_VERSIONS,
+    MEMBERS,
+    Limits,
+    check_attribute_path,
+    check_identifier,
+    check_text,
+    fail,
+)
+from .graph import GraphReader
+from .json_document import Fields, decode_json
+from .v1 import read_v1_tensors
 
 __all__ = ["read_program"]
 

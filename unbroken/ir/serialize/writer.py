@@ -3,7 +3,7 @@
 Everything written is canonical: JSON with sorted keys, fixed separators and ASCII only, where
 order matters it is a list (nodes, keyword arguments, subgraphs, module stacks, tensor
 indexes); tensors are keyed ``t0, t1, ...`` in the order they are first met; the zip is
-written by :func:`serialize_archive.write_members`. So saving the same program twice, in the
+written by :func:`archive.write_members`. So saving the same program twice, in the
 same or another process, gives the same bytes.
 """
 from __future__ import annotations
@@ -16,11 +16,11 @@ import torch
 import torch.fx as fx
 from torch.utils import _pytree as pytree
 
-from ..symbolic.diagnostics import SerializationError
-from ..symbolic.torch_compat import int_oo
-from .aliasing import EAGER_REFUSES
-from .serialize_archive import write_members
-from .serialize_format import FORMAT_NAME, FORMAT_VERSION, MEMBERS, target_name
+from ...symbolic.diagnostics import SerializationError
+from ...symbolic.torch_compat import int_oo
+from ..aliasing import EAGER_REFUSES
+from .archive import write_members
+from .format import FORMAT_NAME, FORMAT_VERSION, MEMBERS, target_name
 
 __all__ = ["write_program", "canonical_json"]
 

@@ -17,7 +17,7 @@ from unbroken.ir.serialize import Limits
 # In the slice every Python x torch cell runs (`make test-slice`; ci/cells.txt).
 pytestmark = pytest.mark.matrix
 
-GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+GOLDEN = Path(__file__).resolve().parents[2] / "golden"
 ORIGINAL = (GOLDEN / "program_v2.ubp").read_bytes()
 with zipfile.ZipFile(io.BytesIO(ORIGINAL)) as _archive:
     MEMBERS = {n: _archive.read(n) for n in _archive.namelist()}

@@ -23,8 +23,8 @@ import zipfile
 
 import torch
 
-from .serialize_archive import ZIP_ERRORS
-from .serialize_format import Limits, fail
+from .archive import ZIP_ERRORS
+from .format import Limits, fail
 
 __all__ = ["read_v1_tensors", "ALLOWED_GLOBALS"]
 

@@ -1,7 +1,7 @@
 """The vocabulary of saved programs: format versions, members, limits, names and op targets.
 
-Everything here is shared by the writer (``serialize_writer``) and the reader
-(``serialize_reader``); see :mod:`unbroken.ir.serialize` for the layout of a file.
+Everything here is shared by the writer (``writer``) and the reader
+(``reader``); see :mod:`unbroken.ir.serialize` for the layout of a file.
 
 Names are the one place where file content could reach Python source: torch.fx generates the
 ``forward`` of a graph module from node names, placeholder targets, keyword-argument names and
@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import torch
 
-from ..symbolic.diagnostics import SerializationError
-from ..symbolic.torch_compat import HigherOrderOperator, OpOverload, op_schema, overload_name
-from .verifier import ALLOWED_BUILTINS, GRAD_MODE_BUILTINS
+from ...symbolic.diagnostics import SerializationError
+from ...symbolic.torch_compat import HigherOrderOperator, OpOverload, op_schema, overload_name
+from ..verifier import ALLOWED_BUILTINS, GRAD_MODE_BUILTINS
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "KNOWN_VERSIONS", "MEMBERS", "Limits",
            "check_identifier", "check_attribute_path", "check_text", "resolve_target",

@@ -1,10 +1,10 @@
-"""ir.serialize_check: a saved value its op does not compute is the file's fault
+"""ir.serialize.check: a saved value its op does not compute is the file's fault
 (SerializationError); a bug in unbroken met while checking is not (InternalError)."""
 import pytest
 import torch
 import torch.fx as fx
 
-from unbroken.ir.serialize_check import check_values
+from unbroken.ir.serialize.check import check_values
 from unbroken.symbolic.diagnostics import InternalError, SerializationError
 
 # In the slice every Python x torch cell runs (`make test-slice`; ci/cells.txt).

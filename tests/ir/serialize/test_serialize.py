@@ -19,7 +19,7 @@ from unbroken.ir.serialize import FORMAT_VERSION, Limits
 # In the slice every Python x torch cell runs (`make test-slice`; ci/cells.txt).
 pytestmark = pytest.mark.matrix
 
-GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+GOLDEN = Path(__file__).resolve().parents[2] / "golden"
 
 
 def _save(ep) -> bytes:
@@ -219,10 +219,10 @@ def test_saves_are_byte_identical():
 
 def test_saves_are_byte_identical_across_processes():
     script = ("import io, sys, hashlib, unbroken\n"
-              "from tests.ir.test_serialize import _golden_v2_program\n"
+              "from tests.ir.serialize.test_serialize import _golden_v2_program\n"
               "b = io.BytesIO(); unbroken.save(_golden_v2_program(), b)\n"
               "print(hashlib.sha256(b.getvalue()).hexdigest())\n")
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     digests = {subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True,
                               text=True, check=True).stdout.strip() for _ in range(2)}
     assert len(digests) == 1

@@ -20,7 +20,7 @@ import struct
 import zipfile
 import zlib
 
-from .serialize_format import Limits, fail
+from .format import Limits, fail
 
 __all__ = ["open_archive", "read_members", "write_members", "ARCHIVE"]
 

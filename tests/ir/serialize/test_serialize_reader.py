@@ -1,4 +1,4 @@
-"""ir.serialize_reader: only a dialect violation of the loaded graph is the file's fault; any
+"""ir.serialize.reader: only a dialect violation of the loaded graph is the file's fault; any
 other InternalError met while loading is unbroken's and is raised as such."""
 import pytest
 import torch

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 
-from .serialize_format import Limits, fail
+from .format import Limits, fail
 
 __all__ = ["decode_json", "Fields"]
 

@@ -20,16 +20,16 @@ import torch
 import torch.fx as fx
 from torch.utils import _pytree as pytree
 
-from ..symbolic.diagnostics import RefusalError
-from ..symbolic.expr import free_unbacked_symbols
-from ..symbolic.torch_compat import (
+from ...symbolic.diagnostics import RefusalError
+from ...symbolic.expr import free_unbacked_symbols
+from ...symbolic.torch_compat import (
     HigherOrderOperator,
     OpOverload,
     enable_python_dispatcher,
     op_schema,
 )
-from .data_dependent import DATA_DEPENDENT_SIZES, SCALAR_OPS
-from .serialize_format import fail
+from ..data_dependent import DATA_DEPENDENT_SIZES, SCALAR_OPS
+from .format import fail
 
 __all__ = ["check_values", "same_value"]
 

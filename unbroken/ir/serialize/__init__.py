@@ -34,15 +34,15 @@ Format versions (every earlier one still loads):
     1 — first version (unbroken 0.1): tensors in ``tensors.pt`` (``torch.save``). Read by a
         static scan of the pickle that admits only the globals of plain tensors and no
         integer larger than the data, then ``torch.load(weights_only=True)``
-        (:mod:`unbroken.ir.serialize_v1`).
+        (:mod:`unbroken.ir.serialize.v1`).
     2 — tensors in safetensors; order-carrying maps written as lists; canonical JSON; the
         tensor index and example inputs in ``program.json``.
 """
 from __future__ import annotations
 
-from .serialize_format import FORMAT_VERSION, KNOWN_VERSIONS, Limits
-from .serialize_reader import read_program
-from .serialize_writer import write_program
+from .format import FORMAT_VERSION, KNOWN_VERSIONS, Limits
+from .reader import read_program
+from .writer import write_program
 
 __all__ = ["save", "load", "Limits", "FORMAT_VERSION", "KNOWN_VERSIONS"]
 

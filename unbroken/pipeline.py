@@ -45,7 +45,7 @@ from .input_trees import (
     user_pytree_leaves,
 )
 from .ir.composites import preserving
-from .ir.program import ProgramParts
+from .ir.parts import ProgramParts
 from .ir.recorder import Recorder, meta_like
 from .ir.shadow import Shadow
 from .ir.signature import (

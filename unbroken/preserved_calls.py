@@ -4,7 +4,7 @@
 While tracing, the frontend records each call of a named submodule
 (``frontend.variables.nn_module.PreservedCall``: the graph nodes of the call's tensors, its
 constants, the pytree specs). After the graph is functionalized and cleaned,
-:func:`preserved_signatures` turns them into :class:`unbroken.ir.program.ModuleCall` (node
+:func:`preserved_signatures` turns them into :class:`unbroken.ir.parts.ModuleCall` (node
 names, torch's argument classes), which become the submodules' entries of the program's
 ``module_call_graph``, as torch.export records them.
 
@@ -20,7 +20,7 @@ import torch
 import torch.fx as fx
 from torch.export.graph_signature import ConstantArgument, InputKind, TensorArgument
 
-from .ir.program import ModuleCall
+from .ir.parts import ModuleCall
 from .symbolic.diagnostics import ExportUsageError, UnsupportedError
 
 __all__ = ["checked_paths", "preserved_signatures"]

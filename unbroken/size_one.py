@@ -45,7 +45,7 @@ import torch
 import torch.fx as fx
 import torch.utils._pytree as pytree
 
-from .ir.runtime import SIZE_ONE_REFUSED
+from .ir.input_checks import SIZE_ONE_REFUSED
 from .program import ExportedProgram
 from .symbolic.diagnostics import UnbrokenError
 

@@ -5,7 +5,7 @@ The product class, ``unbroken.ExportedProgram``, is in :mod:`unbroken.program` (
 ``ir`` imports only ``unbroken.symbolic``; it never imports ``frontend``, ``passes`` or
 ``pipeline``.
 """
-from unbroken.ir.program import ProgramParts
+from unbroken.ir.parts import ProgramParts
 from unbroken.ir.runtime import build_module
 from unbroken.ir.signature import (
     ArgumentSpec,

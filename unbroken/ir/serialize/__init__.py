@@ -48,7 +48,7 @@ __all__ = ["save", "load", "Limits", "FORMAT_VERSION", "KNOWN_VERSIONS"]
 
 
 def save(program, f) -> None:
-    """Write ``program`` (the :class:`~unbroken.ir.program.ProgramParts` of an
+    """Write ``program`` (the :class:`~unbroken.ir.parts.ProgramParts` of an
     ``unbroken.ExportedProgram``, see ``unbroken.save``) to ``f`` (a path or a binary file
     object) in the current format.
 
@@ -68,7 +68,7 @@ def load(f, build, *, limits: Limits | None = None):
 
     Args:
         f: a path or a seekable binary file object.
-        build: makes the program of the :class:`~unbroken.ir.program.ProgramParts` read
+        build: makes the program of the :class:`~unbroken.ir.parts.ProgramParts` read
             (``unbroken.ExportedProgram.from_parts``, which runs the verifiers); an
             ``InternalError`` it raises is reported as the file's fault.
         limits: the bounds a file must respect (default :class:`Limits`); raise

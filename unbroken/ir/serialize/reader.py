@@ -22,7 +22,7 @@ from ...symbolic.auto import Specialization
 from ...symbolic.diagnostics import SerializationError, UnsupportedError, UserFrame
 from ...symbolic.env import ShapeEnvironment
 from ...symbolic.ranges import ValueRange
-from ..program import ModuleCall, ProgramParts
+from ..parts import ModuleCall, ProgramParts
 from ..signature import (
     ConstantArgument,
     ExportGraphSignature,

@@ -32,7 +32,7 @@ def canonical_json(value) -> bytes:
 
 
 def write_program(program, f) -> None:
-    """Write ``program`` (:class:`~unbroken.ir.program.ProgramParts`) to ``f`` (a path or a
+    """Write ``program`` (:class:`~unbroken.ir.parts.ProgramParts`) to ``f`` (a path or a
     binary file object) in format 2."""
     tensors = _TensorTable()
     document = {

@@ -1,4 +1,4 @@
-"""Tests for unbroken.ir.program: the ExportedProgram container and its printed form."""
+"""unbroken.ir.parts: program parts become a torch ExportedProgram; its printed form."""
 import pytest
 import sympy
 import torch
@@ -6,7 +6,7 @@ import torch.utils._pytree as pytree
 from torch._subclasses.fake_tensor import FakeTensor
 
 from tests.graph_builder import Builder, Range, aten, meta
-from unbroken.ir.program import ProgramParts
+from unbroken.ir.parts import ProgramParts
 from unbroken.program import ExportedProgram
 from unbroken.symbolic.diagnostics import ExportUsageError
 

@@ -24,9 +24,10 @@ from typing import Any
 import torch
 import torch.export
 
-from unbroken.ir import input_checks, printer, runtime, serialize, verifier
+from unbroken.ir import printer, runtime, serialize, verifier
 from unbroken.ir.fake import hints_of
 from unbroken.ir.grad_regions import to_flat_regions
+from unbroken.ir.meta_keys import LAYOUT_READ
 from unbroken.ir.parts import ProgramParts, module_calls_of, torch_program_args
 from unbroken.ir.verifier import DialectViolation
 from unbroken.passes.decompose import decompose
@@ -87,7 +88,7 @@ class ExportedProgram(torch.export.ExportedProgram):
         """True when the program holds for the example inputs' strides only (the trace read
         ``x.stride()`` or ``is_contiguous()``, or the program writes an input after an op that
         copies or aliases by layout): ``module()`` then checks every input's strides."""
-        return bool(self.graph_module.meta.get(input_checks.LAYOUT_READ, False))
+        return bool(self.graph_module.meta.get(LAYOUT_READ, False))
 
     def parts(self) -> ProgramParts:
         """This program as :class:`ProgramParts` (the graph is shared, not copied)."""

@@ -45,9 +45,10 @@ import torch
 import torch.fx as fx
 import torch.utils._pytree as pytree
 
-from .ir.input_checks import SIZE_ONE_REFUSED
+from .ir.meta_keys import SIZE_ONE_REFUSED
 from .program import ExportedProgram
 from .symbolic.diagnostics import UnbrokenError
+from .symbolic.node import sym_expr
 
 __all__ = ["SizeOneWarning", "admit_size_one", "same_program"]
 
@@ -264,7 +265,7 @@ def _is_whole_slice(node: fx.Node) -> bool:
     whole = end is None or (isinstance(end, int) and end >= _INT64_MAX)
     return (start in (0, None) and step == 1 and whole and isinstance(value, torch.Tensor)
             and isinstance(before, torch.Tensor)
-            and [_expr(x) for x in value.shape] == [_expr(x) for x in before.shape])
+            and [sym_expr(x) for x in value.shape] == [sym_expr(x) for x in before.shape])
 
 
 _INT64_MAX = 2**63 - 1
@@ -312,21 +313,18 @@ def _size_of(arg, substitute):
         value = arg.meta.get("val")
         if not isinstance(value, (torch.SymInt, torch.SymBool, torch.SymFloat)):
             return None
-        return substitute(value.node.expr)
+        return substitute(sym_expr(value))
     if isinstance(arg, (int, float, bool)):
-        return sympy.sympify(arg)
+        return sym_expr(arg)
     return None
 
 
 def _same_value(a, b, sides: _Sides) -> bool:
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
         return a.dtype == b.dtype and len(a.shape) == len(b.shape) and all(
-            sides.general(_expr(x)) == sides.special(_expr(y)) for x, y in zip(a.shape, b.shape))
+            sides.general(sym_expr(x)) == sides.special(sym_expr(y))
+            for x, y in zip(a.shape, b.shape))
     return type(a) is type(b)
-
-
-def _expr(size):
-    return size.node.expr if isinstance(size, torch.SymInt) else int(size)
 
 
 def _same_tensor(a, b) -> bool:

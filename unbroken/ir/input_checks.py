@@ -29,11 +29,13 @@ import sympy
 import torch
 import torch.utils._pytree as pytree
 
+from unbroken.ir.meta_keys import LAYOUT_READ, SIZE_ONE_REFUSED
 from unbroken.ir.signature import ConstantArgument, InputKind, OutputKind
 from unbroken.symbolic.diagnostics import InputMismatchError
+from unbroken.symbolic.ranges import finite_bound
 from unbroken.symbolic.torch_compat import FakeTensor
 
-__all__ = ["InputChecker", "InputGuard", "LAYOUT_READ", "SIZE_ONE_REFUSED",
+__all__ = ["InputChecker", "InputGuard",
            "flatten_user_inputs", "is_traced", "size_assertions"]
 
 _SIZE_HINT = (
@@ -130,17 +132,8 @@ def flatten_user_inputs(in_spec, names, args, kwargs) -> list:
 # ---------------------------------------------------------------------------------------------
 # Leaf checks: dtypes, sizes, dynamic dims
 # ---------------------------------------------------------------------------------------------
-def _bound_to_int(bound):
-    """An integer range bound, or None for an infinite/unknown one."""
-    try:
-        value = float(bound)
-        return None if math.isinf(value) else int(bound)
-    except (TypeError, ValueError, OverflowError):
-        return None
-
-
 def _format_range(value_range) -> str:
-    lower, upper = _bound_to_int(value_range.lower), _bound_to_int(value_range.upper)
+    lower, upper = finite_bound(value_range.lower), finite_bound(value_range.upper)
     return f"[{'-inf' if lower is None else lower}, {'inf' if upper is None else upper}]"
 
 
@@ -228,7 +221,7 @@ class _SymbolBinder:
         value_range = self.range_constraints.get(symbol)
         if value_range is None:
             return
-        lower, upper = _bound_to_int(value_range.lower), _bound_to_int(value_range.upper)
+        lower, upper = finite_bound(value_range.lower), finite_bound(value_range.upper)
         if (lower is not None and value < lower) or (upper is not None and value > upper):
             hint = "pass a size inside the range, or re-export with a wider Dim (min=/max=)."
             reason = self.size_one_reasons.get(str(symbol)) if value == 1 else None
@@ -265,14 +258,6 @@ def _check_tensor(user: _UserInput, value, binder: _SymbolBinder) -> None:
 _LAYOUT_HINT = ("pass a tensor laid out like the example given to export() (e.g. "
                 "x.contiguous(), or .contiguous(memory_format=torch.channels_last)), or "
                 "re-export with an example of this layout.")
-
-
-#: ``graph_module.meta`` key: the program holds for the example's strides only (the trace read
-#: a layout fact, or it writes an input and called an op that aliases or copies by layout).
-LAYOUT_READ = "unbroken_layout_read"
-# graph_module.meta key: {symbol name: why the program refuses size 1 for it} (see
-# unbroken.size_one); absent after a save/load round trip (the generic hint is given then)
-SIZE_ONE_REFUSED = "unbroken_size_one_refused"
 
 
 def _check_layout(user: _UserInput, value, known: dict) -> None:

@@ -30,7 +30,7 @@ import torch.fx as fx
 from torch.export import ModuleCallEntry, ModuleCallSignature
 
 from unbroken.ir import fake, grad_regions
-from unbroken.ir.input_checks import LAYOUT_READ
+from unbroken.ir.meta_keys import LAYOUT_READ
 from unbroken.ir.signature import ExportGraphSignature, InputKind, TensorArgument
 from unbroken.symbolic.diagnostics import UnsupportedError
 from unbroken.symbolic.torch_compat import (

@@ -28,6 +28,7 @@ import torch.fx as fx
 from torch.utils import _pytree as pytree
 
 from ..symbolic.diagnostics import DataDependentError, UnsupportedError
+from ..symbolic.node import sym_expr
 from ..symbolic.ranges import ValueRange
 from ..symbolic.torch_compat import (
     CreationMeta,
@@ -39,10 +40,11 @@ from ..symbolic.torch_compat import (
     pop_mode_temporarily,
     view_base,
 )
-from .aliasing import EAGER_REFUSES, Aliases, inplace_refusal
+from .aliasing import Aliases, inplace_refusal
 from .data_dependent import DATA_DEPENDENT_SIZES, SCALAR_OPS, integer_indexing
 from .graph_builder import GraphBuilder, meta_like
 from .meta_cache import MetaCache
+from .meta_keys import EAGER_REFUSES
 from .ops import (
     is_functional,
     is_inplace_op,
@@ -689,15 +691,11 @@ def _aligned_pointwise(func, args) -> bool:
     if len(shapes) < 2:
         return False
     for position in range(1, max(len(shape) for shape in shapes) + 1):
-        sizes = {_size_expr(shape[-position]) for shape in shapes if len(shape) >= position}
+        sizes = {sym_expr(shape[-position]) for shape in shapes if len(shape) >= position}
         sizes.discard(1)
         if len(sizes) > 1:
             return False
     return True
-
-
-def _size_expr(size):
-    return size.node.expr if isinstance(size, torch.SymInt) else int(size)
 
 
 _LAYOUT_AT_ONE = ("at size 1 that call returns a view of its input where the program copies "

@@ -21,8 +21,8 @@ from __future__ import annotations
 import torch
 import torch.utils._pytree as pytree
 
-from unbroken.ir.aliasing import EAGER_REFUSES
 from unbroken.ir.input_checks import InputGuard, is_traced, mismatch
+from unbroken.ir.meta_keys import EAGER_REFUSES
 from unbroken.symbolic.torch_compat import StatefulGraphModule, unlift_lifted_states
 
 __all__ = ["ExportedModule", "build_module"]

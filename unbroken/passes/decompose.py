@@ -32,6 +32,7 @@ from torch.utils import _pytree as pytree
 
 from ..ir import fake
 from ..ir.data_dependent import DATA_DEPENDENT_SIZES, SCALAR_OPS, integer_indexing
+from ..ir.meta_keys import USER_FRAMES
 from ..ir.parts import ProgramParts
 from ..ir.recorder import Recorder
 from ..ir.signature import with_output_names
@@ -143,7 +144,7 @@ def _new_recorder(program: ProgramParts, table, keep_others):
     current = [None]
     recorder = Recorder(
         env=env,
-        frames_provider=lambda: current[0].meta.get("user_frames", ()) if current[0] else (),
+        frames_provider=lambda: current[0].meta.get(USER_FRAMES, ()) if current[0] else (),
         module_stack_provider=lambda: current[0].meta.get("nn_module_stack", {})
         if current[0] else {},
         allow_meta_constants=True, decompositions=table,

@@ -15,13 +15,13 @@ when their expressions are, or when they agree at the example sizes (hints).
 """
 from __future__ import annotations
 
-import sympy
 import torch
 import torch.fx as fx
 from torch.utils import _pytree as pytree
 
 from ...symbolic.diagnostics import RefusalError
 from ...symbolic.expr import free_unbacked_symbols
+from ...symbolic.node import sym_expr
 from ...symbolic.torch_compat import (
     HigherOrderOperator,
     OpOverload,
@@ -125,14 +125,10 @@ def _same(computed, stored) -> bool:
 def _same_size(a, b) -> bool:
     """Equal sizes: the same int or expression; else they must agree at the example sizes
     (hints) when both have one, and are accepted otherwise (deciding would need a solver)."""
-    if _expr(a) == _expr(b):
+    if sym_expr(a) == sym_expr(b):
         return True
     hints = [_hint(x) for x in (a, b)]
     return None in hints or hints[0] == hints[1]
-
-
-def _expr(size):
-    return size.node.expr if isinstance(size, torch.SymInt) else sympy.Integer(int(size))
 
 
 def _hint(size):

@@ -23,7 +23,7 @@ import torch.fx as fx
 from ...symbolic.env import ShapeEnvironment
 from ...symbolic.parse import ExpressionBudget, ExpressionError, is_condition, parse_expression
 from ...symbolic.torch_compat import HigherOrderOperator, OpOverload, op_schema, set_grad_enabled
-from ..aliasing import EAGER_REFUSES
+from ..meta_keys import EAGER_REFUSES, USER_FRAMES
 from .format import (
     DTYPES,
     Limits,
@@ -234,7 +234,7 @@ class GraphReader:
                                               f"{where}.stack_trace", limit)
         node.meta["nn_module_stack"] = self._module_stack(entry.get("nn_module_stack", []),
                                                           f"{where}.nn_module_stack")
-        node.meta["user_frames"] = ()
+        node.meta[USER_FRAMES] = ()
         if entry.get("eager_refuses") is not None:
             node.meta[EAGER_REFUSES] = self._eager_refusal(node, entry["eager_refuses"],
                                                            f"{where}.eager_refuses")

@@ -17,8 +17,8 @@ import torch.fx as fx
 from torch.utils import _pytree as pytree
 
 from ...symbolic.diagnostics import SerializationError
-from ...symbolic.torch_compat import int_oo
-from ..aliasing import EAGER_REFUSES
+from ...symbolic.ranges import finite_bound
+from ..meta_keys import EAGER_REFUSES
 from .archive import write_members
 from .format import FORMAT_NAME, FORMAT_VERSION, MEMBERS, target_name
 
@@ -152,7 +152,7 @@ def _signature(signature) -> dict:
 
 def _symbols(program) -> list:
     hints = program.hints
-    return [{"name": str(symbol), "lower": _bound(r.lower), "upper": _bound(r.upper),
+    return [{"name": str(symbol), "lower": finite_bound(r.lower), "upper": finite_bound(r.upper),
              "hint": hints.get(symbol)}
             for symbol, r in sorted(program.range_constraints.items(), key=lambda i: str(i[0]))]
 
@@ -169,16 +169,6 @@ def _specialization(specialization) -> dict:
             "reason": specialization.reason,
             "frames": [{"filename": f.filename, "lineno": int(f.lineno), "function": f.function,
                         "source": f.source} for f in specialization.frames]}
-
-
-def _bound(value):
-    if value in (int_oo, -int_oo):  # torch's unbounded (``int()`` of it fails in sympy)
-        return None
-    try:
-        number = int(value)
-    except (TypeError, ValueError, OverflowError):  # an infinite bound
-        return None
-    return number if abs(number) < 2 ** 62 else None
 
 
 def _treespec(spec, what: str) -> str:

@@ -7,9 +7,9 @@ import torch
 import torch.nn as nn
 
 import unbroken
-from tests.test_uncaught import RaisesOnlyWhenTraced
-from unbroken import pipeline
+from tests.exporter.test_uncaught import RaisesOnlyWhenTraced
 from unbroken.cli import main
+from unbroken.exporter import pipeline
 
 # In the slice every Python x torch cell runs (`make test-slice`; ci/cells.txt).
 pytestmark = pytest.mark.matrix

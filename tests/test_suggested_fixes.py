@@ -8,7 +8,7 @@ import torch.nn as nn
 from torch.export import Dim
 
 import unbroken
-from unbroken import pipeline
+from unbroken.exporter import pipeline
 
 
 def _suggested_code(error) -> str:

@@ -43,7 +43,7 @@ def __getattr__(name):
     # export/ExportedProgram/case are imported on first use: importing the pipeline pulls in
     # z3 and the frontend, which `unbroken --version` and error handling do not need.
     if name in ("export", "find_graph_breaks"):
-        from . import pipeline
+        from .exporter import pipeline
 
         return getattr(pipeline, name)
     if name in ("ExportedProgram", "save", "load"):

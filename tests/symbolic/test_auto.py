@@ -128,7 +128,7 @@ class _PositionTable(nn.Module):
 
 
 def test_a_range_only_adoption_narrows_in_place_without_a_second_trace(monkeypatch):
-    import unbroken.pipeline as pipeline
+    import unbroken.exporter.pipeline as pipeline
 
     traces = []
     real_trace = pipeline._Export._trace

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .ir.composites import PRESERVED
-from .symbolic.torch_compat import (
+from ..ir.composites import PRESERVED
+from ..symbolic.torch_compat import (
     DispatchKey,
     dispatch_modes,
     function_modes,

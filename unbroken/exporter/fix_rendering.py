@@ -18,7 +18,7 @@ import sympy
 import torch.utils._pytree as pytree
 from torch.export import Dim
 
-from .symbolic.diagnostics import ConstraintViolationError, ViolatedGuard
+from ..symbolic.diagnostics import ConstraintViolationError, ViolatedGuard
 
 __all__ = ["TensorDims", "constraint_error", "render_fix"]
 

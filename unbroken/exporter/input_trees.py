@@ -23,9 +23,9 @@ from dataclasses import dataclass
 import torch
 from torch.utils import _pytree as pytree
 
+from ..frontend.tracer import trace_call
+from ..symbolic.diagnostics import ExportUsageError, frame_from_code
 from .fix_rendering import TensorDims
-from .frontend.tracer import trace_call
-from .symbolic.diagnostics import ExportUsageError, frame_from_code
 
 __all__ = ["Rebuild", "check_traceable_tensor", "dims_of", "leaf_entries", "materialize",
            "unflatten_inputs"]

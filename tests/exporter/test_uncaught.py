@@ -1,5 +1,5 @@
 """UB104 (an uncaught exception in the traced program) claims that eager fails too only after
-checking it (unbroken.uncaught); otherwise the failure is unbroken's."""
+checking it (unbroken.exporter.uncaught); otherwise the failure is unbroken's."""
 import pytest
 import torch
 import torch.nn as nn

@@ -4,7 +4,7 @@ import sympy
 import torch
 from torch.export import Dim
 
-from unbroken.fix_rendering import TensorDims, constraint_error, render_fix
+from unbroken.exporter.fix_rendering import TensorDims, constraint_error, render_fix
 from unbroken.symbolic.diagnostics import ConstraintViolationError, UserFrame
 from unbroken.symbolic.env import ShapeEnvironment
 from unbroken.symbolic.fixes import Fix

@@ -20,8 +20,8 @@ import torch
 import torch.fx as fx
 from torch.export.graph_signature import ConstantArgument, InputKind, TensorArgument
 
-from .ir.parts import ModuleCall
-from .symbolic.diagnostics import ExportUsageError, UnsupportedError
+from ..ir.parts import ModuleCall
+from ..symbolic.diagnostics import ExportUsageError, UnsupportedError
 
 __all__ = ["checked_paths", "preserved_signatures"]
 

@@ -22,14 +22,56 @@ import torch.fx as fx
 from torch.export.dynamic_shapes import AdditionalInputs, ShapesCollection
 from torch.utils import _pytree as pytree
 
+from ..frontend.graph_breaks import TracedException
+from ..frontend.output import TraceContext
+from ..frontend.sources import LocalSource
+from ..frontend.tracer import trace_call
+from ..frontend.translator import check_python_version
+from ..frontend.variables.constant import ConstantVariable
+from ..frontend.variables.tensor import TensorVariable
+from ..ir.composites import preserving
+from ..ir.parts import ProgramParts
+from ..ir.recorder import Recorder, meta_like
+from ..ir.shadow import Shadow
+from ..ir.signature import (
+    ConstantArgument,
+    ExportGraphSignature,
+    InputKind,
+    InputSpec,
+    OutputKind,
+    OutputSpec,
+    SymIntArgument,
+    TensorArgument,
+)
+from ..passes.dce import dead_code_elimination
+from ..passes.functionalize import functionalize
+from ..passes.subgraphs import functionalize_subgraphs
+from ..program import ExportedProgram
+from ..size_one import Retrace, admit_size_one
+from ..symbolic import guard_log
+from ..symbolic.auto import (
+    Adoption,
+    Specialization,
+    SpecializationWarning,
+    narrow_in_place,
+    plan_adoption,
+)
+from ..symbolic.diagnostics import (
+    ConstraintViolationError,
+    ExportUsageError,
+    InputMismatchError,
+    InternalError,
+    RefusalError,
+    UnbrokenError,
+    UnsupportedError,
+)
+from ..symbolic.env import ShapeEnvironment
+from ..symbolic.fixes import suggest_fix
+from ..symbolic.ranges import ValueRange
+from ..symbolic.solver import Solver, Violation, check_guards
+from ..symbolic.spec import resolve_dynamic_shapes
+from ..symbolic.torch_compat import enable_python_dispatcher
 from .fix_rendering import constraint_error, render_fix
-from .frontend.graph_breaks import TracedException
-from .frontend.output import TraceContext
-from .frontend.sources import LocalSource
-from .frontend.tracer import trace_call
-from .frontend.translator import check_python_version
-from .frontend.variables.constant import ConstantVariable
-from .frontend.variables.tensor import TensorVariable
 from .input_trees import (
     bind_inputs,
     check_call,
@@ -44,50 +86,8 @@ from .input_trees import (
     unflatten_inputs,
     user_pytree_leaves,
 )
-from .ir.composites import preserving
-from .ir.parts import ProgramParts
-from .ir.recorder import Recorder, meta_like
-from .ir.shadow import Shadow
-from .ir.signature import (
-    ConstantArgument,
-    ExportGraphSignature,
-    InputKind,
-    InputSpec,
-    OutputKind,
-    OutputSpec,
-    SymIntArgument,
-    TensorArgument,
-)
-from .passes.dce import dead_code_elimination
-from .passes.functionalize import functionalize
-from .passes.subgraphs import functionalize_subgraphs
 from .preserved_calls import checked_paths, preserved_signatures
 from .process_state import isolated
-from .program import ExportedProgram
-from .size_one import Retrace, admit_size_one
-from .symbolic import guard_log
-from .symbolic.auto import (
-    Adoption,
-    Specialization,
-    SpecializationWarning,
-    narrow_in_place,
-    plan_adoption,
-)
-from .symbolic.diagnostics import (
-    ConstraintViolationError,
-    ExportUsageError,
-    InputMismatchError,
-    InternalError,
-    RefusalError,
-    UnbrokenError,
-    UnsupportedError,
-)
-from .symbolic.env import ShapeEnvironment
-from .symbolic.fixes import suggest_fix
-from .symbolic.ranges import ValueRange
-from .symbolic.solver import Solver, Violation, check_guards
-from .symbolic.spec import resolve_dynamic_shapes
-from .symbolic.torch_compat import enable_python_dispatcher
 from .uncaught import checked_against_eager
 
 __all__ = ["export", "find_graph_breaks"]

@@ -9,7 +9,7 @@ from torch._dispatch.python import enable_python_dispatcher
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import unbroken
-import unbroken.exporter.pipeline
+import unbroken.exporter.build
 from tests.state_leak import ModelSnapshot
 from unbroken.exporter.process_state import ProcessState, isolated
 from unbroken.ir.recorder import Recorder
@@ -117,8 +117,8 @@ def _explode(raised):
 @pytest.mark.parametrize("owner, name, raised, expected", [
     (Recorder, "__torch_dispatch__", ValueError("boom"), unbroken.UnbrokenError),
     (Recorder, "__torch_dispatch__", KeyboardInterrupt(), KeyboardInterrupt),
-    (unbroken.exporter.pipeline, "functionalize", ValueError("boom"), unbroken.InternalError),
-    (unbroken.exporter.pipeline, "functionalize", KeyboardInterrupt(), KeyboardInterrupt),
+    (unbroken.exporter.build, "functionalize", ValueError("boom"), unbroken.InternalError),
+    (unbroken.exporter.build, "functionalize", KeyboardInterrupt(), KeyboardInterrupt),
 ])
 def test_internal_error_and_interrupt_leave_the_process_unchanged(monkeypatch, owner, name,
                                                                   raised, expected):

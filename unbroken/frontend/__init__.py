@@ -16,7 +16,9 @@ layer                 modules (what they hold)
 foundation            ``graph_breaks`` (the catalogue, the errors), ``sources`` (where a
                       value came from), ``overlay`` (writes to outside objects),
                       ``budget`` (the tracing budget and its meter), ``opcodes.versions``
-                      (what differs between the CPython versions interpreted)
+                      (what differs between the CPython versions interpreted),
+                      ``trace_site`` (where the trace is: what the recorder and the shape
+                      environment read the user's location from)
 value model           ``variables.base`` (``VariableTracker`` and ``Interpreter``, the
                       interface through which trackers reach the interpreter),
                       ``variables.text`` (text computed when used), ``variables.native``
@@ -44,7 +46,8 @@ __all__ = ["CATALOGUE", "GraphBreakError", "interpret", "trace_call", "LAYERS"]
 
 # (layer, modules relative to this package), lowest first; "" is this package itself.
 LAYERS = (
-    ("foundation", ("graph_breaks", "sources", "overlay", "budget", "opcodes.versions")),
+    ("foundation", ("graph_breaks", "sources", "overlay", "budget", "opcodes.versions",
+                    "trace_site")),
     ("value model", ("variables", "variables.base", "variables.text", "variables.native",
                      "variables.constant", "variables.numpy_values")),
     ("object protocol", ("protocol",)),

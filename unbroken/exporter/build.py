@@ -2,7 +2,7 @@
 
 :func:`build_program` takes a settled :class:`~unbroken.exporter.trace.Trace` and its flat
 outputs: lifts the constants the recorder met, settles which dims admit size 1
-(``symbolic.settle_one``), sets the graph's output, runs the passes (subgraph and root
+(``size_one.settle``), sets the graph's output, runs the passes (subgraph and root
 functionalization, dead-code elimination), collects the preserved module calls and the
 ranges, and makes the :class:`~unbroken.program.ExportedProgram` (which runs the verifiers).
 """
@@ -58,7 +58,7 @@ def build_program(trace: Trace, flat_outputs: list, out_spec,
     _, in_spec = pytree.tree_flatten((call.args, call.kwargs))
     return ExportedProgram.from_parts(ProgramParts(
         graph_module, signature, trace.state_dict, constants,
-        _range_constraints(env), in_spec, out_spec,
+        _range_constraints(trace), in_spec, out_spec,
         example_inputs=(call.args, call.kwargs),
         hints={s: env.hint_of(s) for s, i in env.symbols.items() if i.hint is not None},
         forward_arg_names=tuple(trace.top_dims), module_types=_module_types(call.root),
@@ -84,29 +84,17 @@ def _lifted_constants(trace: Trace) -> tuple[list[InputSpec], dict]:
 
 
 def _settle_size_one(trace: Trace, flat_outputs) -> None:
-    """Which dims admit 1 (``symbolic.settle_one``), once the guards have given the input
+    """Which dims admit 1 (``size_one.settle``), once the guards have given the input
     facts: a reshape that copies here and views at 1 counts if the program reads layout
     or returns its result; each set of sizes at 1 refused by pattern becomes an
     assertion at the inputs."""
-    trace.recorder.layout_observed_at_one(flat_outputs, trace.output.layout_read)
+    audit, env = trace.size_one, trace.env
+    audit.layout_observed(trace.recorder, flat_outputs, trace.output.layout_read)
     with enable_python_dispatcher():  # the checks re-run meta kernels
-        trace.env.settle_size_one()
-    for refused in trace.env.one_refused_sets:
-        _refuse_at_one(trace, refused)
-
-
-def _refuse_at_one(trace: Trace, refused) -> None:
-    source = trace.env.source_of
-    guard = refused.guard
-    ones = " and ".join(f"{source(s)} = 1" for s in sorted(refused.ones, key=str))
-    others = sorted(refused.others, key=str)
-    needed = (f"{source(others[0])} must be 1 too" if len(others) == 1 else
-              f"one of {', '.join(map(source, others))} must be 1 too")
-    where = f" at {guard.frames[-1].short()}" if guard.frames else ""
-    text = (f"with {ones}, {needed}: otherwise the program relies on "
-            f"{guard.describe(source)}{where}, which does not hold there (those sizes need "
-            f"a program of their own)")
-    trace.builder.assert_at_inputs(refused.fact, text, guard.frames)
+        audit.settle(env)
+    for refused in audit.refused_sets:
+        trace.builder.assert_at_inputs(refused.fact, refused.describe(env.source_of),
+                                       refused.guard.frames)
 
 
 def _module_types(root) -> dict:
@@ -152,13 +140,14 @@ def _output_specs(graph: fx.Graph) -> list[OutputSpec]:
     return specs
 
 
-def _range_constraints(env) -> dict:
+def _range_constraints(trace: Trace) -> dict:
     """Input sizes: the spec's ranges, from 1 for the dims no decision of the trace needs
     >= 2 (``unbroken.size_one``); data-dependent values: what torch._check proved."""
+    env = trace.env
     ranges = {symbol: env.spec_ranges[symbol] if info.hint is not None
               else env.var_ranges[symbol] for symbol, info in env.symbols.items()}
     with enable_python_dispatcher():  # the size-1 checks re-run meta kernels
-        free = env.settle_size_one()
+        free = trace.size_one.settle(env)
     for symbol in free:
         if ranges[symbol].lower == 2:
             ranges[symbol] = ValueRange(1, ranges[symbol].upper)

@@ -190,8 +190,8 @@ def _admit_size_one(call: ExportCall, options: ExportOptions, trace: Trace,
                     ep: ExportedProgram) -> ExportedProgram:
     """Dims whose spec admits 1 get ``[1, ...]`` when no decision of the trace depends on
     them being >= 2, or a trace at size 1 gives the same program (see ``unbroken.size_one``)."""
-    env = trace.env
-    if not env.admits_one:
+    env, audit = trace.env, trace.size_one
+    if not audit.admits_one:
         return ep
     # a narrower range is another spec too: no narrowing in place at size 1
     at_one = dataclasses.replace(options, suggest_fixes=False, narrow_in_place=False)
@@ -205,12 +205,11 @@ def _admit_size_one(call: ExportCall, options: ExportOptions, trace: Trace,
         ours = {info.source: s for s, info in env.symbols.items()}
         rename = {s: ours[info.source] for s, info in retrace.env.symbols.items()
                   if info.source in ours}
-        retrace.env.settle_size_one()
-        sensitive = frozenset(rename[s] for s in retrace.env.one_sensitive if s in rename)
+        retrace.size_one.settle(retrace.env)
+        sensitive = frozenset(rename[s] for s in retrace.size_one.sensitive if s in rename)
         return Retrace(other, rename, sensitive)
 
-    return admit_size_one(ep, env, env.one_requested, trace.leaf_dims, call.args, call.kwargs,
-                          trace_at)
+    return admit_size_one(ep, audit, env, trace.leaf_dims, call.args, call.kwargs, trace_at)
 
 
 def _warn_specializations(specializations) -> None:

@@ -2,9 +2,10 @@
 
 :class:`Trace` is built from an :class:`~unbroken.exporter.options.ExportCall` and its
 :class:`~unbroken.exporter.options.ExportOptions`, in the order the objects need each other:
-the trace site first (``frontend.trace_site``: where the user's code is), then the shape
-environment and the recorder, which read the user's location from it, then the trace context
-that holds the recorder. :meth:`Trace.run` binds the call to ``forward``'s parameters, turns
+the trace site first (``frontend.trace_site``: where the user's code is) and the size-1 audit
+(``size_one.audit``), then the shape environment and the recorder, which read the user's
+location from the one and report to the other, then the trace context that holds the
+recorder. :meth:`Trace.run` binds the call to ``forward``'s parameters, turns
 ``dynamic_shapes`` into symbols (``symbolic.spec``), lifts parameters, buffers and inputs to
 placeholders with meta stand-ins, and interprets the call while the recorder records ATen ops.
 What the later stages read stays on the object: ``env``, ``builder``, ``recorder``,
@@ -27,6 +28,7 @@ from ..ir.composites import preserving
 from ..ir.recorder import Recorder, meta_like
 from ..ir.shadow import Shadow
 from ..ir.signature import ConstantArgument, InputKind, InputSpec, TensorArgument
+from ..size_one import SizeOneAudit
 from ..symbolic.diagnostics import RefusalError
 from ..symbolic.env import ShapeEnvironment
 from ..symbolic.spec import resolve_dynamic_shapes
@@ -51,8 +53,9 @@ __all__ = ["Trace"]
 class Trace:
     """One trace of ``call`` under ``options``, and what it produced.
 
-    site / env / recorder / builder / output: the trace site, the shape environment, the
-        recorder and its graph builder, the trace context (built in that order);
+    site / size_one / env / recorder / builder / output: the trace site, the size-1 audit,
+        the shape environment (which reads the first two), the recorder and its graph builder
+        (which read them through the environment), the trace context (built in that order);
     input_specs: the placeholders' input specs, parameters and buffers first;
     state_dict / constants: the parameters and persistent buffers / the other buffers, by FQN;
     leaf_dims: ``id(example tensor) -> its dims`` (ints / sympy expressions), once traced;
@@ -63,7 +66,9 @@ class Trace:
     def __init__(self, call: ExportCall, options: ExportOptions):
         self.call, self.options = call, options
         self.site = TraceSite()
-        self.env = ShapeEnvironment(location_provider=self.site.user_frames)
+        self.size_one = SizeOneAudit()
+        self.env = ShapeEnvironment(location_provider=self.site.user_frames,
+                                    size_one=self.size_one)
         self.recorder = Recorder(
             env=self.env, frames_provider=self.site.user_frames,
             module_stack_provider=self.site.nn_module_stack,

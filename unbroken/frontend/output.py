@@ -16,7 +16,6 @@ from dataclasses import dataclass
 import torch
 from torch.utils import _pytree as pytree
 
-from ..ir.unit_meta import settle_leaf_call
 from ..symbolic.diagnostics import (
     DataDependentError,
     InternalError,
@@ -310,10 +309,10 @@ class TraceContext:
                 if isinstance(result, types.GeneratorType):
                     result, generated = list(result), True
         if scope is not None and scope[0] and not generated:
-            settle_leaf_call(self.recorder.env, self.recorder, *scope, fn, values, named,
-                             result, self.grad_enabled)
+            self.recorder.size_one.settle_leaf_call(self.recorder, *scope, fn, values, named,
+                                                    result, self.grad_enabled)
         elif scope is not None and scope[0]:
-            self.recorder.env.mark_size_one_sensitive(scope[0])
+            self.recorder.size_one.mark_sensitive(scope[0])
         self.note_results(fn, _tensor_inputs(fn, values, named), result)
         if generated:
             return IteratorVariable([wrap(tx, v) for v in result])

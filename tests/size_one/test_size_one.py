@@ -96,8 +96,8 @@ class Scale(nn.Module):
 def test_no_decision_depends_on_the_dim_so_size_one_is_admitted_without_a_retrace(
         entry, monkeypatch):
     calls = []
-    real = unbroken.size_one._traces_the_same
-    monkeypatch.setattr(unbroken.size_one, "_traces_the_same",
+    real = unbroken.size_one.admission._traces_the_same
+    monkeypatch.setattr(unbroken.size_one.admission, "_traces_the_same",
                         lambda *a, **k: calls.append(a) or real(*a, **k))
     model = Scale()
     ep = unbroken.export(model, (torch.randn(4, 3),), dynamic_shapes={"x": {0: entry}})

@@ -1,37 +1,7 @@
-"""Size 1 for dims whose spec admits it: admitted when the program computes what eager
-computes for 1.
-
-Tracing gives every dynamic dim the range ``[2, ...]``: kernels ask "is this dim 1?"
-(broadcasting, contiguity, squeeze) and one graph cannot in general serve both answers. The
-dims whose spec admits 1 (``Dim("batch", min=1)``, a named ``Dim``'s default ``min=0``,
-``Dim.AUTO``, ``Dim.DYNAMIC``) are ``env.admits_one``; two checks decide which of them get
-``[1, ...]``:
-
-1. the decision audit (``ShapeEnvironment._audit_size_one``): every question the trace
-   answered is re-asked with each set of its candidate symbols at 1. A symbol no answer
-   depends on is admitted without more work: at 1 the trace takes every decision it took, so
-   it records this very program. Answers given inside one node's meta computation only shape
-   that node's output metadata: they count only when that metadata differs at 1, under a set
-   of dims at 1 that the program's input assertions let through (``symbolic.settle_one``;
-   a set that differs while others containing its dims do not is refused by a run-time
-   assertion of that pattern instead of a range); answers torch's own code gives during a
-   leaf call (``reshape`` choosing a view or a copy) count only when the call, re-run at 1,
-   dispatches other ops (``ir.unit_meta``) -- or, for a layout-dependent call that copies on
-   one side and views on the other, when the program writes that memory, returns the result
-   or reads a layout fact (``Recorder.note_layout_at_one``);
-2. the others ("sensitive": some answer would change, e.g. ``s0 == 1`` while broadcasting)
-   keep ``[2, ...]`` unless their spec says ``min=1``: those (up to ``MAX_SYMBOLS``) are
-   traced again with the dim fixed at 1 (the example inputs cut down to size 1) and the two
-   programs compared: when the first one, with the dim set to 1, runs exactly the ops of the
-   second (same ops, same arguments, same constants), it computes what eager computes for 1
-   too. Each such symbol alone, then their combinations, must pass; each of those traces must
-   also leave the symbols admitted by step 1 free of sensitive answers. A trace costs about
-   one export, which is why ``Dim.AUTO`` dims are only audited (declare ``Dim.AUTO(min=1)``
-   to have one traced at 1).
-
-A size 1 refused for a dim is refused at run time with the decision that differs at 1 (file,
-line, source) and what to do; a dim declared ``min=1`` that keeps ``[2, ...]`` also gets a
-``SizeOneWarning`` at export.
+"""The admission half of the size-1 feature (see :mod:`unbroken.size_one`): the dims the audit
+found sensitive and whose spec says ``min=1`` are traced again at size 1, and admitted when
+the first program, with the dim set to 1, runs exactly the ops of the second; the refused
+ones get their reason for the run-time checks and, when declared ``min=1``, a warning.
 """
 from __future__ import annotations
 
@@ -45,10 +15,10 @@ import torch
 import torch.fx as fx
 import torch.utils._pytree as pytree
 
-from .ir.meta_keys import SIZE_ONE_REFUSED
-from .program import ExportedProgram
-from .symbolic.diagnostics import UnbrokenError
-from .symbolic.node import sym_expr
+from ..ir.meta_keys import SIZE_ONE_REFUSED
+from ..program import ExportedProgram
+from ..symbolic.diagnostics import UnbrokenError
+from ..symbolic.node import sym_expr
 
 __all__ = ["SizeOneWarning", "admit_size_one", "same_program"]
 
@@ -70,27 +40,29 @@ class Retrace:
     sensitive: frozenset
 
 
-def admit_size_one(ep: ExportedProgram, env, requested, leaf_dims: dict, args, kwargs,
+def admit_size_one(ep: ExportedProgram, audit, env, leaf_dims: dict, args, kwargs,
                    trace_at: Callable) -> ExportedProgram:
     """``ep`` (whose ranges already start at 1 for the dims the audit cleared) with
     ``[1, ...]`` also for the sensitive dims declared ``min=1`` that traces at size 1 show to
     give the same program; the others' reasons recorded for the run-time checks.
 
-    requested: the candidates whose spec says ``min=1`` (warned about when refused);
+    audit: the first trace's ``SizeOneAudit`` (its ``requested`` candidates, whose spec says
+        ``min=1``, are traced at 1 and warned about when refused); env: its environment;
     leaf_dims: ``id(example tensor) -> dims`` (ints / sympy expressions) of the first trace;
     trace_at(args, kwargs, forced) exports the resized inputs with ``forced``
     (``(id(tensor), dim)`` pairs) static and returns a ``Retrace``, or None when that needs
     another spec.
     """
-    free = env.settle_size_one()
-    sensitive = sorted((s for s in env.admits_one if s in env.one_sensitive
+    free = audit.settle(env)
+    requested = audit.requested
+    sensitive = sorted((s for s in audit.admits_one if s in audit.sensitive
                         and s in ep.range_constraints
                         and int(ep.range_constraints[s].lower) == 2), key=str)
     if not sensitive:
         return ep
     tried = [s for s in sensitive if s in requested][:MAX_SYMBOLS]
     admitted = _same_at_one(ep, tried, free, leaf_dims, env.hint_of, args, kwargs, trace_at)
-    refused = {str(s): _reason(env, s, env.one_sensitive[s], s in tried, env.one_why.get(s))
+    refused = {str(s): _reason(env, s, audit.sensitive[s], s in tried, audit.why.get(s))
                for s in sensitive if s not in admitted}
     for symbol in sensitive:
         if symbol not in admitted and symbol in requested:

@@ -6,7 +6,7 @@ broadcast source, skip a size-1 dim when computing strides, or take a contiguity
 With dynamic dims traced from 2 the answer is "no" for free; whether the program then also
 serves size 1 (``unbroken.size_one``) depends on what the answer changed. Inside one recorded
 node the op is the same either way: only its output metadata can differ. So the node's kernel
-runs again on its inputs' metadata with the dims at 1 (``ShapeEnvironment.dry``: every
+runs again on its inputs' metadata with the dims at 1 (``SizeOneAudit.dry_run``: every
 question must be settled by the ranges, nothing is recorded) and the outputs are compared:
 equal dtypes, ranks, sizes, and strides of every dim whose size is not 1 (the stride of a
 size-1 dim is never read by PyTorch's kernels, layout checks or view rules). Equal, the
@@ -21,7 +21,7 @@ the same output metadata, and return the corresponding result. A layout-dependen
 (``LAYOUT_DEPENDENT_CALLS``: ``reshape``, ``flatten``, ``contiguous``...) that copies on one
 side and views on the other returns the same values either way: it only needs a result of
 the same sizes at 1, and the recorder then watches what could tell a view from a copy
-(``Recorder.note_layout_at_one``).
+(``SizeOneAudit.note_layout_at_one``).
 """
 from __future__ import annotations
 
@@ -33,7 +33,8 @@ import torch
 import torch.utils._pytree as pytree
 
 from ..symbolic.diagnostics import UnbrokenError
-from ..symbolic.env import DryRunUndecided, holds_at_one
+from ..symbolic.size_one_hook import DryRunUndecided
+from .at_one import holds_at_one
 
 __all__ = ["LAYOUT_DEPENDENT_CALLS", "same_node_at", "settle_leaf_call"]
 
@@ -43,13 +44,13 @@ _REJECTED = (DryRunUndecided, RuntimeError, ValueError, TypeError, IndexError, A
              UnbrokenError)
 
 
-def same_node_at(env, rerun: Callable, args, kwargs, out, ones: dict) -> bool:
+def same_node_at(audit, env, rerun: Callable, args, kwargs, out, ones: dict) -> bool:
     """Whether ``rerun(args, kwargs)`` with ``ones`` (``{symbol: 1}``) put in gives ``out``'s
     metadata at 1 (a node's "is this size 1?" answers are then harmless there)."""
-    return _same_at(env, rerun, args, kwargs, out, ones)
+    return _same_at(audit, env, rerun, args, kwargs, out, ones)
 
 
-def settle_leaf_call(env, recorder, pending: dict, log: list, fn, args, kwargs,
+def settle_leaf_call(audit, env, recorder, pending: dict, log: list, fn, args, kwargs,
                      result, grad_enabled: bool) -> None:
     """Mark the symbols of ``pending`` (answers given during one leaf call outside any
     node's meta computation: torch's own code choosing which ops to run, as ``reshape``
@@ -58,18 +59,18 @@ def settle_leaf_call(env, recorder, pending: dict, log: list, fn, args, kwargs,
     output metadata at 1, and returns the same thing. ``log``: the ``(op, args, kwargs,
     out)`` the call dispatched (``recorder.leaf_scope``). Called outside the recording mode
     (the comparisons run real ops); the re-run enters it with ``grad_enabled``."""
-    symbols = [s for s in pending if s not in env.one_sensitive]
+    symbols = [s for s in pending if s not in audit.sensitive]
     if not symbols:
         return
     if holds_at_one(symbols, lambda ones: _same_call_at(
-            env, recorder, log, fn, args, kwargs, result, grad_enabled, ones),
+            audit, env, recorder, log, fn, args, kwargs, result, grad_enabled, ones),
             within=pending.flips):
         return
     if fn in LAYOUT_DEPENDENT_CALLS and holds_at_one(symbols, lambda ones: _same_result_at(
-            env, recorder, fn, args, kwargs, result, grad_enabled, ones)):
-        recorder.note_layout_at_one((args, kwargs), result, pending)
+            audit, env, recorder, fn, args, kwargs, result, grad_enabled, ones)):
+        audit.note_layout_at_one(recorder, (args, kwargs), result, pending)
         return
-    env.mark_size_one_sensitive(pending)
+    audit.mark_sensitive(pending)
 
 
 # Calls whose result has the values of ``x.contiguous().view(shape)`` whichever way torch
@@ -81,12 +82,12 @@ LAYOUT_DEPENDENT_CALLS = frozenset({
     torch.Tensor.flatten, torch.Tensor.contiguous, torch.unflatten, torch.Tensor.unflatten})
 
 
-def _same_result_at(env, recorder, fn, args, kwargs, result, grad_enabled: bool,
+def _same_result_at(audit, env, recorder, fn, args, kwargs, result, grad_enabled: bool,
                     values: dict) -> bool:
     """Whether ``fn`` (one of ``LAYOUT_DEPENDENT_CALLS``) re-run with ``values`` put in
     returns a tensor of ``result``'s dtype and sizes at 1, whatever ops it took to get
     there and whatever its strides."""
-    with env.dry(values):
+    with audit.dry_run(values):
         try:
             new_args, new_kwargs = pytree.tree_map(
                 lambda value: _substituted(env, value, values), (args, kwargs))
@@ -100,9 +101,9 @@ def _same_result_at(env, recorder, fn, args, kwargs, result, grad_enabled: bool,
             and [_expr(x, values) for x in result.shape] == [_expr(x, {}) for x in again.shape])
 
 
-def _same_call_at(env, recorder, log, fn, args, kwargs, result, grad_enabled: bool,
+def _same_call_at(audit, env, recorder, log, fn, args, kwargs, result, grad_enabled: bool,
                   values: dict) -> bool:
-    with env.dry(values):
+    with audit.dry_run(values):
         try:
             new_args, new_kwargs = pytree.tree_map(
                 lambda value: _substituted(env, value, values), (args, kwargs))
@@ -164,8 +165,8 @@ def _same_constant(a, b) -> bool:
             and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b))
 
 
-def _same_at(env, rerun, args, kwargs, out, values: dict) -> bool:
-    with env.dry(values):
+def _same_at(audit, env, rerun, args, kwargs, out, values: dict) -> bool:
+    with audit.dry_run(values):
         try:
             new_args, new_kwargs = pytree.tree_map(
                 lambda value: _substituted(env, value, values), (args, kwargs))

@@ -21,7 +21,6 @@ import warnings
 
 from torch.export.dynamic_shapes import AdditionalInputs, ShapesCollection
 
-from ..frontend.graph_breaks import TracedException
 from ..frontend.translator import check_python_version
 from ..program import ExportedProgram
 from ..size_one import Retrace, admit_size_one
@@ -34,6 +33,7 @@ from ..symbolic.diagnostics import (
     RefusalError,
     UnbrokenError,
 )
+from ..symbolic.diagnostics.catalogue import TracedException
 from .build import build_program
 from .fix_rendering import constraint_error, render_fix
 from .input_trees import check_call, check_outputs

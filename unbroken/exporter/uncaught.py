@@ -18,8 +18,8 @@ import copy
 
 import torch
 
-from ..frontend.graph_breaks import TracedException
 from ..symbolic.diagnostics import InternalError, UnbrokenError
+from ..symbolic.diagnostics.catalogue import TracedException
 
 __all__ = ["checked_against_eager"]
 

@@ -2,7 +2,8 @@
 
 ``trace_call`` interprets a module call for ``export``; ``interpret`` runs a pure-Python
 function (the oracle tests compare it with CPython); ``GraphBreakError`` is what both raise
-for constructs that cannot be captured (see ``graph_breaks.CATALOGUE``).
+for constructs that cannot be captured (see ``symbolic.diagnostics.catalogue.CATALOGUE``,
+with the error types in the lowest layer: every layer raises errors with its ids).
 
 Layers
 ------
@@ -13,7 +14,7 @@ import statement, function-local ones included). ``LAYERS`` below is the one dec
 ====================  =====================================================================
 layer                 modules (what they hold)
 ====================  =====================================================================
-foundation            ``graph_breaks`` (the catalogue, the errors), ``sources`` (where a
+foundation            ``graph_breaks`` (``make docs``'s command line), ``sources`` (where a
                       value came from), ``overlay`` (writes to outside objects),
                       ``budget`` (the tracing budget and its meter), ``opcodes.versions``
                       (what differs between the CPython versions interpreted),
@@ -39,7 +40,7 @@ The value model never imports the interpreter: a tracker that must wrap a value,
 user function or make a leaf call asks ``tx`` (``variables.base.Interpreter``), which the
 translator implements and passes down with every call.
 """
-from .graph_breaks import CATALOGUE, GraphBreakError
+from ..symbolic.diagnostics.catalogue import CATALOGUE, GraphBreakError
 from .tracer import interpret, trace_call
 
 __all__ = ["CATALOGUE", "GraphBreakError", "interpret", "trace_call", "LAYERS"]

@@ -22,8 +22,8 @@ from ..symbolic.diagnostics import (
     UnbrokenError,
     UnsupportedError,
 )
+from ..symbolic.diagnostics.catalogue import GraphBreakError, TracedException, graph_break
 from .budget import BudgetMeter, current_budget
-from .graph_breaks import GraphBreakError, TracedException, graph_break
 from .overlay import Overlay
 from .trace_site import TraceSite
 from .variables.base import CREATION_ORDER

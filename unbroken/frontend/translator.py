@@ -26,8 +26,8 @@ from ..symbolic.diagnostics import (
     UnbrokenError,
     frame_from_code,
 )
+from ..symbolic.diagnostics.catalogue import TracedException, graph_break
 from .budget import loop_statement_line
-from .graph_breaks import TracedException, graph_break
 from .opcodes import HANDLERS
 from .opcodes.arithmetic import apply_binary
 from .opcodes.versions import python_support_error

@@ -15,8 +15,8 @@ import torch.nn as nn
 from torch.utils import _pytree as pytree
 
 from ...symbolic.diagnostics import UnsupportedError
+from ...symbolic.diagnostics.catalogue import GraphBreakError, graph_break
 from ...symbolic.torch_compat import GLOBAL_MODULE_HOOKS, global_module_hooks, parse_to_arguments
-from ..graph_breaks import GraphBreakError, graph_break
 from ..overlay import refuse_in_branch
 from ..protocol import BoundMethodVariable, call_python, class_attribute, getattr_fallback, lookup
 from ..sources import AttrSource, ModuleSource

@@ -10,7 +10,7 @@ import operator
 
 import torch
 
-from ..graph_breaks import GraphBreakError, graph_break
+from ...symbolic.diagnostics.catalogue import GraphBreakError, graph_break
 from ..overlay import refuse_in_branch
 from .base import AttributeMissing, VariableTracker
 from .constant import ConstantVariable

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from unbroken.frontend.graph_breaks import CATALOGUE, GraphBreakError, render_markdown
+from unbroken.symbolic.diagnostics.catalogue import CATALOGUE, GraphBreakError, render_markdown
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "graph-breaks.md"
 

@@ -1,6 +1,6 @@
 """-k, --shard, --json -, explain, and baselines (one new and one fixed break, robust to line
 moves). Runs --in-process on small files: the selection and baseline logic does not depend on
-worker processes (tests/cli/test_project.py covers those)."""
+worker processes (tests/check/test_project.py covers those)."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-"""`unbroken check` on the test project of tests/cli/project/, in worker processes, as CI
+"""`unbroken check` on the test project of tests/check/project/, in worker processes, as CI
 runs it: isolation (hang, crash, SystemExit, poisoned state), a loop of declarations, a
 failing import, a module:callable target, the reports (JSON, JUnit, SARIF, GitHub), shards
 that merge back into the full report.

@@ -95,8 +95,9 @@ def _export(mod, args, kwargs, dynamic_shapes, preserve=frozenset()) -> Exported
     specializations: list = []
     try:
         for _ in range(_MAX_AUTO_ROUNDS):
-            options = ExportOptions(dynamic_shapes, preserve, refinements,
-                                    tuple(specializations))
+            options = ExportOptions(dynamic_shapes=dynamic_shapes, preserve=preserve,
+                                    auto_refinements=refinements,
+                                    specializations=tuple(specializations))
             try:
                 ep, trace, settled = run_stages(call, options)
             except AdoptAuto as adopt:  # Dim.AUTO dims take what the code requires: retrace

@@ -7,7 +7,7 @@ torch's program takes it: ``torch.export.save``/``load``, ``torch.export.unflatt
 AOTInductor, ``torch.onnx.export``, ``move_to_device_pass``. What unbroken adds or overrides:
 
 - :meth:`~ExportedProgram.module` checks its inputs with unbroken's messages
-  (:mod:`unbroken.ir.runtime`);
+  (:mod:`unbroken.ir.runtime`, :mod:`unbroken.ir.input_checks`);
 - :meth:`~ExportedProgram.run_decompositions` is unbroken's own (:mod:`unbroken.passes
   .decompose`, on unbroken's recorder, no tracing by torch);
 - :meth:`~ExportedProgram.validate` runs torch's verifier and unbroken's dialect check;

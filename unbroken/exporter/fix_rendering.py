@@ -26,7 +26,7 @@ __all__ = ["TensorDims", "constraint_error", "render_fix"]
 @dataclass(frozen=True, slots=True)
 class TensorDims:
     """The dims of one tensor inside a container argument (ints and sympy expressions); the
-    pipeline puts one in place of each tensor of a nested ``top_dims`` entry."""
+    trace puts one in place of each tensor of a nested ``top_dims`` entry."""
 
     dims: tuple
 
@@ -36,8 +36,9 @@ class _Unrenderable(Exception):
 
 
 def render_fix(fix, top_dims: dict, env):
-    """``(spec, code)`` for ``fix`` over the arguments ``top_dims`` (see ``pipeline``), or
-    None when it cannot be written as a ``dynamic_shapes`` dict."""
+    """``(spec, code)`` for ``fix`` over the arguments ``top_dims`` (see
+    ``exporter.trace.Trace``), or None when it cannot be written as a ``dynamic_shapes``
+    dict."""
     names = _Names(fix, env)
     spec, entries = {}, {}
     for arg, dims in top_dims.items():

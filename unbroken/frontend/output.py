@@ -116,7 +116,7 @@ class TraceContext:
     native_contexts: context managers entered natively, exited if the trace stops inside;
     meter:          the interpreter's budget (``frontend.budget``);
     layout_read / layout_aliasing: forward() read a stride/contiguity fact / called an op
-                    that views or copies depending on the layout (``ir.runtime`` checks);
+                    that views or copies depending on the layout (``ir.input_checks``);
     preserved_paths / preserved_calls: the submodules whose call signatures export keeps, and
                     the boundaries of their calls (graph nodes or constants, pytree specs).
     """

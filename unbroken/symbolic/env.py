@@ -270,20 +270,9 @@ class ShapeEnvironment:
         fallback: when given, an undecidable (data-dependent) question returns it instead of
         raising (``guard_or_false``/``guard_or_true``); nothing is recorded then.
         """
-        if expr is sympy.true or expr is sympy.false:
-            return expr is sympy.true
         key = (expr, size_oblivious)
-        size_one = self.size_one
-        known = self._decided.get(key)
-        if known is not None:
-            size_one.answered_again(self, expr)
-            return known
-        value = self.static_truth(expr, size_oblivious=size_oblivious)
-        if size_one.dry:
-            return _settled(value if value is not None else size_one.dry_truth(self, expr))
+        value = self._without_hint(expr, key, kind, remember=True)
         if value is not None:
-            self._decided[key] = value
-            size_one.audit(self, expr, value, kind)
             return value
         if hint is None:
             hint = self.hint_of(expr)
@@ -294,7 +283,32 @@ class ShapeEnvironment:
         value = bool(hint)
         self._record(expr, value, kind)
         self._decided[key] = value
-        size_one.audit(self, expr, value, kind)
+        self.size_one.audit(self, expr, value, kind)
+        return value
+
+    def _without_hint(self, expr, key: tuple, kind: str, *, remember: bool) -> bool | None:
+        """Steps 1-3 of the decision path for ``expr`` (``key``: its cache key, with the
+        size-oblivious flag): the answer a constant, an earlier answer or the ranges give,
+        reported to the size-1 audit; None when only the example inputs can answer. In a dry
+        run the audit may settle it too, else ``DryRunUndecided``; nothing is kept then.
+
+        remember: a guard question (``decide_expr``) keeps an answer the ranges give and
+        reports an earlier answer again; a ``torch._check`` (``expect_true``) does neither."""
+        if expr is sympy.true or expr is sympy.false:
+            return expr is sympy.true
+        known = self._decided.get(key)
+        if known is not None:
+            if remember:
+                self.size_one.answered_again(self, expr)
+            return known
+        value = self.static_truth(expr, size_oblivious=key[1])
+        size_one = self.size_one
+        if size_one.dry:
+            return _settled(value if value is not None else size_one.dry_truth(self, expr))
+        if value is not None:
+            if remember:
+                self._decided[key] = value
+            size_one.audit(self, expr, value, kind)
         return value
 
     def decide_value(self, node: SymNode):
@@ -330,22 +344,13 @@ class ShapeEnvironment:
         ranges of simple ``symbol <op> constant`` forms, and returns True.
         """
         expr = node.expr
-        if expr is sympy.true or expr is sympy.false:
-            return expr is sympy.true
-        known = self._decided.get((expr, False))
-        if known is not None:
-            return known
-        value = self.static_truth(expr)
-        size_one = self.size_one
-        if size_one.dry:
-            return _settled(value if value is not None else size_one.dry_truth(self, expr))
+        value = self._without_hint(expr, (expr, False), "expect_true", remember=False)
         if value is not None:
-            size_one.audit(self, expr, value, "expect_true")
             return value
         hint = node.hint if node.hint is not None else self.hint_of(expr)
         if hint is not None and not hint:
             return False
-        size_one.audit(self, expr, True, "expect_true")
+        self.size_one.audit(self, expr, True, "expect_true")
         self._record(expr, True, "expect_true")
         self.facts.append(expr)
         self._decided[(expr, False)] = True

@@ -210,7 +210,7 @@ def preload() -> None:
     nothing exported yet): import time is not what the benchmark measures."""
     import transformers  # noqa: F401
 
-    import unbroken.pipeline  # noqa: F401
+    import unbroken.exporter.pipeline  # noqa: F401
 
     all_cases()
 

@@ -9,7 +9,7 @@ import os
 import pytest
 from hypothesis import settings
 
-from unbroken.process_state import ProcessState
+from unbroken.exporter.process_state import ProcessState
 
 settings.register_profile("ci", derandomize=True, database=None, deadline=None,
                           print_blob=True)

@@ -30,7 +30,7 @@ from unbroken.ir import (
     SymIntArgument,
     TensorArgument,
 )
-from unbroken.ir.program import ProgramParts
+from unbroken.ir.parts import ProgramParts
 from unbroken.program import ExportedProgram
 from unbroken.symbolic.diagnostics import UserFrame
 

@@ -7,9 +7,9 @@ import torch
 import torch.nn as nn
 
 import unbroken
-from tests.test_uncaught import RaisesOnlyWhenTraced
-from unbroken import pipeline
+from tests.exporter.test_uncaught import RaisesOnlyWhenTraced
 from unbroken.cli import main
+from unbroken.exporter.trace import Trace
 
 # In the slice every Python x torch cell runs (`make test-slice`; ci/cells.txt).
 pytestmark = pytest.mark.matrix
@@ -101,7 +101,7 @@ def test_unbrokens_own_bug_is_raised_not_listed(monkeypatch):
     def broken(self, signature, dims):
         raise unbroken.InternalError("a bug planted by the test")
 
-    monkeypatch.setattr(pipeline._Export, "_lift_inputs", broken)
+    monkeypatch.setattr(Trace, "_lift_inputs", broken)
     with pytest.raises(unbroken.InternalError, match="planted"):
         unbroken.find_graph_breaks(lambda x: x + 1, (torch.randn(2),))
 

@@ -190,6 +190,6 @@ def test_the_checker_sees_function_local_imports():
     node = ast.parse(source).body[0].body[0]
     assert _targets(node, "unbroken.frontend.translator", False) == \
         ["unbroken.frontend.variables.builder"]
-    assert _cycles([Import("unbroken.cli", "unbroken.pipeline", Path(), 1),
-                    Import("unbroken.pipeline", "unbroken.cli", Path(), 2)]) == \
-        [["unbroken.cli", "unbroken.pipeline"]]
+    assert _cycles([Import("unbroken.cli", "unbroken.exporter.pipeline", Path(), 1),
+                    Import("unbroken.exporter.pipeline", "unbroken.cli", Path(), 2)]) == \
+        [["unbroken.cli", "unbroken.exporter.pipeline"]]

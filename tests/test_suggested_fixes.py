@@ -8,7 +8,7 @@ import torch.nn as nn
 from torch.export import Dim
 
 import unbroken
-from unbroken import pipeline
+from unbroken.exporter import pipeline, shapes
 
 
 def _suggested_code(error) -> str:
@@ -141,14 +141,14 @@ def test_fix_for_dims_inside_containers():
 def test_a_bug_while_verifying_the_fix_is_raised_not_dropped(monkeypatch):
     """The fix search re-exports with the suggestion; a bug in that re-export (InternalError)
     must surface, not read as "no fix found"."""
-    run = pipeline._Export.run
+    run = pipeline.run_stages
 
-    def run_or_fail(self):
-        if not self.suggest_fixes:  # the verifying re-export
+    def run_or_fail(call, options):
+        if not options.suggest_fixes:  # the verifying re-export
             raise unbroken.InternalError("a bug planted by the test")
-        return run(self)
+        return run(call, options)
 
-    monkeypatch.setattr(pipeline._Export, "run", run_or_fail)
+    monkeypatch.setattr(pipeline, "run_stages", run_or_fail)
     args = (torch.randn(6, 3), torch.randn(6, 3))
     with pytest.raises(unbroken.InternalError, match="planted"):
         unbroken.export(Broadcast(), args, dynamic_shapes={"x": {0: Dim("a")}, "y": {0: Dim("b")}})
@@ -157,13 +157,13 @@ def test_a_bug_while_verifying_the_fix_is_raised_not_dropped(monkeypatch):
 def test_the_fix_is_searched_once_per_refusal(monkeypatch):
     """Issue 11 item 5: the solver's fix search ran twice on the same violations."""
     calls = []
-    search = pipeline.suggest_fix
+    search = shapes.suggest_fix
 
     def counted(*args, **kwargs):
         calls.append(args[0])
         return search(*args, **kwargs)
 
-    monkeypatch.setattr(pipeline, "suggest_fix", counted)
+    monkeypatch.setattr(shapes, "suggest_fix", counted)
     args = (torch.randn(6, 3), torch.randn(6, 3))
     with pytest.raises(unbroken.ConstraintViolationError) as info:
         unbroken.export(Broadcast(), args, dynamic_shapes={"x": {0: Dim("a")}, "y": {0: Dim("b")}})

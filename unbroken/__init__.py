@@ -12,7 +12,6 @@ treat "this model is not supported" differently from a crash.
 """
 from torch.export import Dim  # torch's own Dim objects are the spec language (drop-in)
 
-from .frontend.graph_breaks import GraphBreakError
 from .symbolic.diagnostics import (
     ConstraintViolationError,
     DataDependentError,
@@ -24,6 +23,7 @@ from .symbolic.diagnostics import (
     UnbrokenError,
     UnsupportedError,
 )
+from .symbolic.diagnostics.catalogue import GraphBreakError
 from .symbolic.torch_compat import UntestedTorchWarning, warn_if_untested
 
 warn_if_untested()  # once per process: the running torch is not one CI tests
@@ -43,7 +43,7 @@ def __getattr__(name):
     # export/ExportedProgram/case are imported on first use: importing the pipeline pulls in
     # z3 and the frontend, which `unbroken --version` and error handling do not need.
     if name in ("export", "find_graph_breaks"):
-        from . import pipeline
+        from .exporter import pipeline
 
         return getattr(pipeline, name)
     if name in ("ExportedProgram", "save", "load"):

@@ -2,12 +2,12 @@
 
 The class is a subclass of ``torch.export.ExportedProgram``, built through torch's public
 constructor with torch's signature types, ``ValueRanges``, module call graph, verifiers and
-fake-tensor values (:func:`unbroken.ir.program.torch_program_args`), so every tool that takes
+fake-tensor values (:func:`unbroken.ir.parts.torch_program_args`), so every tool that takes
 torch's program takes it: ``torch.export.save``/``load``, ``torch.export.unflatten``,
 AOTInductor, ``torch.onnx.export``, ``move_to_device_pass``. What unbroken adds or overrides:
 
 - :meth:`~ExportedProgram.module` checks its inputs with unbroken's messages
-  (:mod:`unbroken.ir.runtime`);
+  (:mod:`unbroken.ir.runtime`, :mod:`unbroken.ir.input_checks`);
 - :meth:`~ExportedProgram.run_decompositions` is unbroken's own (:mod:`unbroken.passes
   .decompose`, on unbroken's recorder, no tracing by torch);
 - :meth:`~ExportedProgram.validate` runs torch's verifier and unbroken's dialect check;
@@ -27,7 +27,8 @@ import torch.export
 from unbroken.ir import printer, runtime, serialize, verifier
 from unbroken.ir.fake import hints_of
 from unbroken.ir.grad_regions import to_flat_regions
-from unbroken.ir.program import ProgramParts, module_calls_of, torch_program_args
+from unbroken.ir.meta_keys import LAYOUT_READ
+from unbroken.ir.parts import ProgramParts, module_calls_of, torch_program_args
 from unbroken.ir.verifier import DialectViolation
 from unbroken.passes.decompose import decompose
 from unbroken.symbolic.diagnostics import ExportUsageError
@@ -52,7 +53,7 @@ class ExportedProgram(torch.export.ExportedProgram):
 
     @classmethod
     def from_parts(cls, parts: ProgramParts) -> ExportedProgram:
-        """The program of ``parts`` (see :class:`unbroken.ir.program.ProgramParts`); verified."""
+        """The program of ``parts`` (see :class:`unbroken.ir.parts.ProgramParts`); verified."""
         program = cls(**torch_program_args(parts))
         program._unbroken_env = parts.env  # the symbols' facts, for run_decompositions
         program._specializations = tuple(parts.specializations)
@@ -87,7 +88,7 @@ class ExportedProgram(torch.export.ExportedProgram):
         """True when the program holds for the example inputs' strides only (the trace read
         ``x.stride()`` or ``is_contiguous()``, or the program writes an input after an op that
         copies or aliases by layout): ``module()`` then checks every input's strides."""
-        return bool(self.graph_module.meta.get(runtime.LAYOUT_READ, False))
+        return bool(self.graph_module.meta.get(LAYOUT_READ, False))
 
     def parts(self) -> ProgramParts:
         """This program as :class:`ProgramParts` (the graph is shared, not copied)."""

@@ -12,7 +12,7 @@ exception is raised without unbroken's internal frames, so ``--tb=line`` points 
 """
 from __future__ import annotations
 
-from . import pipeline
+from .exporter import pipeline
 from .symbolic.diagnostics import InternalError, UnbrokenError
 
 __all__ = ["ExportFailed", "assert_exports"]

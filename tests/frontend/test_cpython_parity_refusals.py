@@ -1,7 +1,7 @@
 """Oracle tests: the bytecode interpreter against CPython, part 5 — what strict mode refuses.
 
 Each function below contains one construct that cannot be captured. ``interpret`` must raise
-``GraphBreakError`` with the catalogue id of that construct (``unbroken/frontend/graph_breaks.py``)
+``GraphBreakError`` with the catalogue id of that construct (``unbroken/symbolic/diagnostics/catalogue.py``)
 and a user stack whose innermost frame is the offending statement: the line that carries the
 marker comment ``# BREAK``. Lines are found from the source (``inspect.getsourcelines``), never
 hard-coded, so editing this file cannot make the tests lie.

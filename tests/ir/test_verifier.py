@@ -16,7 +16,7 @@ from unbroken.ir import (
     TensorArgument,
     verify,
 )
-from unbroken.ir.program import ProgramParts
+from unbroken.ir.parts import ProgramParts
 from unbroken.program import ExportedProgram
 from unbroken.symbolic.diagnostics import InternalError
 

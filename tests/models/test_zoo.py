@@ -14,7 +14,7 @@ import unbroken
 from tests.exactness import assert_matches_eager
 from tests.models.zoo import ZOO
 from tests.state_leak import ModelSnapshot
-from unbroken.process_state import ProcessState
+from unbroken.exporter.process_state import ProcessState
 
 # In the slice every Python x torch cell runs (`make test-slice`; ci/cells.txt).
 pytestmark = pytest.mark.matrix

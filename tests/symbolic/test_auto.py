@@ -128,12 +128,14 @@ class _PositionTable(nn.Module):
 
 
 def test_a_range_only_adoption_narrows_in_place_without_a_second_trace(monkeypatch):
-    import unbroken.pipeline as pipeline
+    import dataclasses
+
+    import unbroken.exporter.pipeline as pipeline
+    from unbroken.exporter.trace import Trace
 
     traces = []
-    real_trace = pipeline._Export._trace
-    monkeypatch.setattr(pipeline._Export, "_trace",
-                        lambda self: (traces.append(self), real_trace(self))[1])
+    real_trace = Trace.run
+    monkeypatch.setattr(Trace, "run", lambda self: (traces.append(self), real_trace(self))[1])
     model = _PositionTable()
     ep = unbroken.export(model, (torch.randn(2, 12),), dynamic_shapes=({0: A, 1: A},))
     assert len(traces) == 1
@@ -146,15 +148,11 @@ def test_a_range_only_adoption_narrows_in_place_without_a_second_trace(monkeypat
     with pytest.raises(InputMismatchError):
         ep.module()(torch.randn(3, 17))
     # the same program a second trace under the narrowed spec gives
-    monkeypatch.setattr(pipeline._Export, "__init__", _no_in_place(pipeline._Export.__init__))
+    real_stages = pipeline.run_stages
+    monkeypatch.setattr(pipeline, "run_stages", lambda call, options: real_stages(
+        call, dataclasses.replace(options, narrow_in_place=False)))
     retraced = unbroken.export(model, (torch.randn(2, 12),), dynamic_shapes=({0: A, 1: A},))
     assert len(traces) == 3
     assert retraced.graph_module.code == ep.graph_module.code
     assert dict(retraced.range_constraints) == dict(ep.range_constraints)
 
-
-def _no_in_place(init):
-    def wrapped(self, *args, **kwargs):
-        init(self, *args, **kwargs)
-        self.narrow_in_place = False
-    return wrapped

@@ -127,34 +127,3 @@ def test_torch_helpers_reaching_into_shape_env():
     env = ShapeEnvironment()
     x = env.symint(env.create_symbol("", 6))
     assert optimization_hint(x) == 6 and not has_static_value(x)
-
-
-def test_flipped_sets_at_one_are_exactly_the_failing_ones():
-    from unbroken.symbolic.env import flipped_at_one, holds_at_one
-
-    a, b, c, d = sympy.symbols("a b c d", integer=True, positive=True)
-    fails = {frozenset({b}), frozenset({a, b})}
-    holds = lambda ones: frozenset(ones) not in fails  # noqa: E731
-    assert set(flipped_at_one([a, b], holds)) == fails
-    assert flipped_at_one([a, b, c, d], holds) is None  # too many to enumerate
-    asked = []
-    assert not holds_at_one([a, b], lambda ones: asked.append(set(ones)) or holds(ones),
-                            within=fails)
-    assert asked == [{b}]  # smallest first, stops at the first failure
-    asked.clear()
-    # a set naming a symbol no longer free (sensitive elsewhere) cannot occur: not checked
-    assert holds_at_one([a], lambda ones: asked.append(set(ones)) or holds(ones), within=fails)
-    assert asked == []
-
-
-def test_unit_scope_records_which_sets_at_one_change_an_answer():
-    env = ShapeEnvironment()
-    s0 = env.create_symbol("s0", 3, source="x.shape[0]")
-    s1 = env.create_symbol("s1", 5, upper=64, source="x.shape[1]")
-    env.admits_one.update({s0, s1})
-    with env.unit_scope() as pending:
-        assert env.decide_expr(sympy.Ne(s0 * s1, s0)) is True  # settled by the ranges
-    # s1 == 1 makes it s0 != s0; s0 == 1 alone leaves s1 != 1, still true for s1 >= 2
-    assert set(pending) == {s0, s1}
-    assert pending.flips == {frozenset({s1}), frozenset({s0, s1})}
-    assert not env.one_sensitive  # inside a node: the node's metadata check decides

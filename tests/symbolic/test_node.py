@@ -224,3 +224,16 @@ def test_mod_follows_the_current_ranges_not_the_memo():
     assert isinstance(((x - 3) % 4).node.expr, E.PythonMod)  # x - 3 may be negative
     env.set_range(s, ValueRange(4, None), spec=True)
     assert isinstance(((x - 3) % 4).node.expr, E.Mod)
+
+
+def test_sym_expr_reads_ours_torchs_and_plain_numbers():
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    env = ShapeEnvironment()
+    s = env.create_symbol("", 4)
+    assert sym_expr(env.symint(s * 2)) == 2 * s
+    assert sym_expr(3) == sympy.Integer(3) and sym_expr(True) is sympy.true
+    theirs = ShapeEnv().create_unbacked_symint()  # torch's node (a program's fake values)
+    assert sym_expr(theirs) == theirs.node.expr and isinstance(theirs.node.expr, sympy.Symbol)
+    with pytest.raises(TypeError):
+        sym_expr("five")

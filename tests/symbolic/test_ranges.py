@@ -108,3 +108,13 @@ def test_common_factors_settle_products_of_sizes():
     assert static_truth(sympy.Gt(3 * s0 * s1, 3 * s0), sizes) is True
     with_one = {s0: ValueRange(2, None), s1: ValueRange(1, 64)}
     assert static_truth(sympy.Ne(s0 * s1, s0), with_one) is None
+
+
+def test_finite_bound_is_an_int_or_none_for_every_spelling_of_infinity():
+    from unbroken.symbolic.ranges import finite_bound
+    from unbroken.symbolic.torch_compat import int_oo
+
+    assert finite_bound(7) == 7 and finite_bound(sympy.Integer(-3)) == -3
+    for infinite in (None, sympy.oo, -sympy.oo, int_oo, -int_oo, float("inf"), 2 ** 62,
+                     sympy.Symbol("s0")):
+        assert finite_bound(infinite) is None

@@ -136,7 +136,7 @@ def test_import_warns_on_an_untested_torch(tmp_path):
             "torch.__version__ = '2.99.0'\n"
             "with warnings.catch_warnings(record=True) as caught:\n"
             "    warnings.simplefilter('always')\n"
-            "    import unbroken, unbroken.pipeline\n"
+            "    import unbroken, unbroken.exporter.pipeline\n"
             "print(sum(type(w.message).__name__ == 'UntestedTorchWarning' for w in caught))\n")
     root = PACKAGE.parent
     done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True,

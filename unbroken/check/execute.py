@@ -15,8 +15,8 @@ import traceback
 from dataclasses import dataclass
 
 from ..cases import CaseCollectionError, ExportCase, load_target
-from ..frontend.graph_breaks import GraphBreakError
 from ..symbolic.diagnostics import BUG_NOTE, InternalError, RefusalError, UnbrokenError
+from ..symbolic.diagnostics.catalogue import GraphBreakError
 from .outcome import INTERNAL, OK, REFUSED, CaseOutcome, Finding
 
 __all__ = ["CaseInfo", "case_id", "collect", "describe", "find_case", "relative", "run_case",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.markdown import Markdown
 from rich.syntax import Syntax
 
-from ..frontend.graph_breaks import CATALOGUE
+from ..symbolic.diagnostics.catalogue import CATALOGUE
 from .console import make_console
 from .outcome import EXIT_OK, EXIT_USAGE
 from .reports import CATALOGUE_DOC, ERROR_RULES

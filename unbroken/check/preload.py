@@ -12,7 +12,7 @@ again.
 """
 import torch
 
-import unbroken.pipeline
+import unbroken.exporter.pipeline
 from unbroken.check import jobs  # noqa: F401
 from unbroken.symbolic.diagnostics import UnbrokenError
 from unbroken.symbolic.torch_compat import preload_dynamo
@@ -34,7 +34,7 @@ class _WarmUp(torch.nn.Module):
 
 def _warm_up() -> None:
     try:
-        unbroken.pipeline.export(_WarmUp(), (torch.empty(2, 8, device="meta"),))
+        unbroken.exporter.pipeline.export(_WarmUp(), (torch.empty(2, 8, device="meta"),))
     except UnbrokenError:  # a warm-up only: the workers still work, they start colder
         pass
 

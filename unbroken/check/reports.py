@@ -17,8 +17,8 @@ import json
 import sys
 import xml.etree.ElementTree as ET
 
-from ..frontend.graph_breaks import CATALOGUE
 from ..symbolic import diagnostics
+from ..symbolic.diagnostics.catalogue import CATALOGUE
 from .outcome import CRASHED, INTERNAL, OK, REFUSED, TIMEOUT, Report
 
 __all__ = ["ReportError", "github_annotations", "junit_xml", "sarif", "write_text"]

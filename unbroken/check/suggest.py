@@ -21,13 +21,13 @@ import re
 from dataclasses import dataclass
 
 from ..cases import CaseCollectionError, ExportCase, load_target
-from ..frontend.graph_breaks import GraphBreakError
 from ..symbolic.diagnostics import (
     ConstraintViolationError,
     DataDependentError,
     RefusalError,
     UnbrokenError,
 )
+from ..symbolic.diagnostics.catalogue import GraphBreakError
 from .console import make_console
 from .execute import case_id, relative, use_root
 from .outcome import EXIT_OK, EXIT_REFUSED, EXIT_USAGE

@@ -2,7 +2,8 @@
 
 ``trace_call`` interprets a module call for ``export``; ``interpret`` runs a pure-Python
 function (the oracle tests compare it with CPython); ``GraphBreakError`` is what both raise
-for constructs that cannot be captured (see ``graph_breaks.CATALOGUE``).
+for constructs that cannot be captured (see ``symbolic.diagnostics.catalogue.CATALOGUE``,
+with the error types in the lowest layer: every layer raises errors with its ids).
 
 Layers
 ------
@@ -13,10 +14,12 @@ import statement, function-local ones included). ``LAYERS`` below is the one dec
 ====================  =====================================================================
 layer                 modules (what they hold)
 ====================  =====================================================================
-foundation            ``graph_breaks`` (the catalogue, the errors), ``sources`` (where a
+foundation            ``graph_breaks`` (``make docs``'s command line), ``sources`` (where a
                       value came from), ``overlay`` (writes to outside objects),
                       ``budget`` (the tracing budget and its meter), ``opcodes.versions``
-                      (what differs between the CPython versions interpreted)
+                      (what differs between the CPython versions interpreted),
+                      ``trace_site`` (where the trace is: what the recorder and the shape
+                      environment read the user's location from)
 value model           ``variables.base`` (``VariableTracker`` and ``Interpreter``, the
                       interface through which trackers reach the interpreter),
                       ``variables.text`` (text computed when used), ``variables.native``
@@ -37,14 +40,15 @@ The value model never imports the interpreter: a tracker that must wrap a value,
 user function or make a leaf call asks ``tx`` (``variables.base.Interpreter``), which the
 translator implements and passes down with every call.
 """
-from .graph_breaks import CATALOGUE, GraphBreakError
+from ..symbolic.diagnostics.catalogue import CATALOGUE, GraphBreakError
 from .tracer import interpret, trace_call
 
 __all__ = ["CATALOGUE", "GraphBreakError", "interpret", "trace_call", "LAYERS"]
 
 # (layer, modules relative to this package), lowest first; "" is this package itself.
 LAYERS = (
-    ("foundation", ("graph_breaks", "sources", "overlay", "budget", "opcodes.versions")),
+    ("foundation", ("graph_breaks", "sources", "overlay", "budget", "opcodes.versions",
+                    "trace_site")),
     ("value model", ("variables", "variables.base", "variables.text", "variables.native",
                      "variables.constant", "variables.numpy_values")),
     ("object protocol", ("protocol",)),

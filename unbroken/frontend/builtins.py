@@ -18,7 +18,7 @@ import operator
 import torch
 from torch.utils import _pytree as pytree
 
-from .graph_breaks import GraphBreakError, graph_break
+from ..symbolic.diagnostics.catalogue import GraphBreakError, graph_break
 from .protocol import BoundMethodVariable, iterate, lookup, read_attribute
 from .variables.base import AttributeMissing, VariableTracker
 from .variables.constant import ConstantVariable

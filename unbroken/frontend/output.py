@@ -1,8 +1,9 @@
 """The trace-wide context shared by every translator of one export.
 
-It owns the recorder, the stack of running translators (from which the user's stack is read
-for every recorded op, guard and error), the ``nn_module_stack`` scopes, the map from module
-objects to their qualified names, and the leaf-call machinery.
+It owns the recorder, the trace site (``trace_site.TraceSite``: the stack of running
+translators, from which the user's stack is read for every recorded op, guard and error, and
+the ``nn_module_stack`` scopes), the map from module objects to their qualified names, and the
+leaf-call machinery.
 """
 from __future__ import annotations
 
@@ -15,16 +16,16 @@ from dataclasses import dataclass
 import torch
 from torch.utils import _pytree as pytree
 
-from ..ir.unit_meta import settle_leaf_call
 from ..symbolic.diagnostics import (
     DataDependentError,
     InternalError,
     UnbrokenError,
     UnsupportedError,
 )
+from ..symbolic.diagnostics.catalogue import GraphBreakError, TracedException, graph_break
 from .budget import BudgetMeter, current_budget
-from .graph_breaks import GraphBreakError, TracedException, graph_break
 from .overlay import Overlay
+from .trace_site import TraceSite
 from .variables.base import CREATION_ORDER
 from .variables.builder import wrap
 from .variables.containers import IteratorVariable, index_lists_as_tensors
@@ -61,12 +62,7 @@ class GradRegion:
     inference_mode: bool
     previous_node: object
 
-_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _UNBROKEN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-
-
-def _is_internal(filename: str) -> bool:
-    return filename.startswith((_TORCH_DIR, _UNBROKEN_DIR))
 
 
 # Exceptions PyTorch's Python code raises as ordinary Python control flow (a missing attribute
@@ -103,42 +99,41 @@ class TraceContext:
 
     recorder:       the ``ir.recorder.Recorder`` building the graph;
     root:           the exported module (or None when a plain function is traced);
-    translators:    the running translators, outermost first;
-    module_stack:   ``(fqn, type)`` of the modules being called, outermost first;
+    site:           the :class:`~unbroken.frontend.trace_site.TraceSite` the recorder and the
+                    shape environment read the user's location from (running translators,
+                    modules being called, eager ``requires_grad`` of the tensors);
     branch_starts:  creation stamps at which the open ``torch.cond`` branches began;
     find_all:       "find them all" mode (``find_graph_breaks``): breaks are collected in
                     ``breaks`` and tracing goes on along the path the example inputs take;
     breaks:         the graph breaks collected in that mode, in program order;
     overlay:        writes to objects outside the trace, undone when the trace ends;
     private:        module id -> qualified name (``_paths``), ids of the meta tensors standing
-                    for parameters (``_parameters``) and their eager ``requires_grad``
-                    (``_requires_grad``, also set for every leaf call's results), see
-                    ``mark_state`` and ``note_results``;
+                    for parameters (``_parameters``); eager ``requires_grad`` (in ``site``,
+                    also set for every leaf call's results), see ``mark_state`` and
+                    ``note_results``;
     grad_enabled / inference_mode: the traced program's grad mode (regions are recorded in the
                     graph; the process's own mode is set only around each leaf call);
     native_contexts: context managers entered natively, exited if the trace stops inside;
     meter:          the interpreter's budget (``frontend.budget``);
     layout_read / layout_aliasing: forward() read a stride/contiguity fact / called an op
-                    that views or copies depending on the layout (``ir.runtime`` checks);
+                    that views or copies depending on the layout (``ir.input_checks``);
     preserved_paths / preserved_calls: the submodules whose call signatures export keeps, and
                     the boundaries of their calls (graph nodes or constants, pytree specs).
     """
 
-    def __init__(self, recorder, root=None):
+    def __init__(self, recorder, site: TraceSite, root=None, *, find_all: bool = False,
+                 preserved_paths: frozenset[str] = frozenset()):
         self.recorder = recorder
+        self.site = site
         self.root = root
-        self.translators: list = []
-        self.module_stack: list[tuple[str, type]] = []
-        self.module_suffixes: list[str] = []  # "@n" per module_stack entry ("" mostly)
         self.branch_starts: list[int] = []  # creation stamps at which open branches began
         # "find them all" mode: breaks are collected here and tracing goes on along the path
         # the example inputs take (the recorder's shadow knows their real values)
-        self.find_all = False
+        self.find_all = find_all
         self.breaks: list = []
         self.overlay = Overlay()  # writes to outside objects, to be undone by the trace
         self._paths = {}
         self._parameters: set[int] = set()
-        self._requires_grad: dict[int, bool] = {}
         self._examples: dict[int, torch.Tensor] = {}
         # the trace's own grad mode (the process's is never changed by forward())
         self.grad_enabled = self.initial_grad_enabled = torch.is_grad_enabled()
@@ -149,7 +144,7 @@ class TraceContext:
         self.layout_aliasing = False  # it called an op that copies or aliases by layout
         # preserve_module_call_signature: the submodule paths asked for, and each call of one
         # (``variables.nn_module.PreservedCall``), in call order
-        self.preserved_paths: frozenset[str] = frozenset()
+        self.preserved_paths: frozenset[str] = preserved_paths
         self.preserved_calls: list = []
         if root is not None:
             for name, module in root.named_modules(remove_duplicate=False):
@@ -162,7 +157,7 @@ class TraceContext:
         example input itself, for the functions marked ``assume_constant_result``)."""
         if parameter:
             self._parameters.add(id(meta))
-        self._requires_grad[id(meta)] = requires_grad
+        self.site.eager_requires_grad[id(meta)] = requires_grad
         if example is not None:
             self._examples[id(meta)] = example
 
@@ -176,12 +171,12 @@ class TraceContext:
         return id(meta) in self._parameters
 
     def requires_grad(self, meta) -> bool:
-        return self._requires_grad.get(id(meta), False)
+        return self.site.requires_grad(meta)
 
     def any_requires_grad(self) -> bool:
         """True when a parameter, buffer or input of the export requires grad (so a gradient
         may reach values computed from them while grad mode is on)."""
-        return any(self._requires_grad.values())
+        return any(self.site.eager_requires_grad.values())
 
     def owns_module(self, module) -> bool:
         """True when ``module`` is the exported model or one of its submodules."""
@@ -223,7 +218,7 @@ class TraceContext:
             return False
         if not (result.dtype.is_floating_point or result.dtype.is_complex):
             return False
-        return any(self._requires_grad.get(id(t), False) for t in inputs)
+        return any(self.site.eager_requires_grad.get(id(t), False) for t in inputs)
 
     def note_results(self, fn, inputs: list, result) -> None:
         """Mark what a leaf call returned with its eager ``requires_grad`` (an in-place op
@@ -233,8 +228,8 @@ class TraceContext:
             if isinstance(tensor, torch.Tensor):
                 flag = self.result_requires_grad(fn, inputs, tensor)
                 if id(tensor) in input_ids:
-                    flag = flag or self._requires_grad.get(id(tensor), False)
-                self._requires_grad[id(tensor)] = flag
+                    flag = flag or self.site.eager_requires_grad.get(id(tensor), False)
+                self.site.eager_requires_grad[id(tensor)] = flag
 
     # ----------------------------------------------------------------- native context managers
     def entered_natively(self, manager) -> None:
@@ -251,27 +246,12 @@ class TraceContext:
 
     # ----------------------------------------------------------------- locations
     def user_frames(self) -> tuple:
-        """The user's stack: the frames of running translators outside torch and unbroken."""
-        frames = [tx.frame() for tx in self.translators]
-        user = tuple(f for f in frames if not _is_internal(f.filename))
-        return user or tuple(frames[-1:])
+        """The user's stack (see ``TraceSite.user_frames``)."""
+        return self.site.user_frames()
 
     def nn_module_stack(self) -> dict:
-        """``{key: (fqn, class name)}`` of the modules being called. The n-th call (n >= 1) of
-        a module whose call signature is preserved has keys ending ``@n`` (its submodules'
-        too), as torch.export marks them, so each call is told apart."""
-        stack, suffix = {}, ""
-        for (fqn, cls), own in zip(self.module_stack, self.module_suffixes):
-            suffix = own or suffix
-            if not fqn:
-                continue  # the exported module itself is not part of the stack (as in torch)
-            stack[self.stack_key(fqn, suffix)] = (fqn, f"{cls.__module__}.{cls.__qualname__}")
-        return stack
-
-    @staticmethod
-    def stack_key(fqn: str, suffix: str = "") -> str:
-        """The ``nn_module_stack`` key of a call of the module at ``fqn``."""
-        return "L__self___" + fqn.replace(".", "_") + suffix
+        """The modules being called (see ``TraceSite.nn_module_stack``)."""
+        return self.site.nn_module_stack()
 
     def recover(self, error) -> bool:
         """In "find them all" mode, note ``error`` and tell the caller to go on with the real
@@ -305,13 +285,13 @@ class TraceContext:
     def module_scope(self, module_var, suffix: str = ""):
         """While ``module_var`` is being called (``suffix``: ``@n`` for the n-th call of a
         module whose signature is preserved)."""
-        self.module_stack.append((module_var.fqn, type(module_var.module)))
-        self.module_suffixes.append(suffix)
+        self.site.module_stack.append((module_var.fqn, type(module_var.module)))
+        self.site.module_suffixes.append(suffix)
         try:
             yield
         finally:
-            self.module_stack.pop()
-            self.module_suffixes.pop()
+            self.site.module_stack.pop()
+            self.site.module_suffixes.pop()
 
     # ----------------------------------------------------------------- leaf calls
     def call_leaf(self, tx, fn, args, kwargs):
@@ -329,10 +309,10 @@ class TraceContext:
                 if isinstance(result, types.GeneratorType):
                     result, generated = list(result), True
         if scope is not None and scope[0] and not generated:
-            settle_leaf_call(self.recorder.env, self.recorder, *scope, fn, values, named,
-                             result, self.grad_enabled)
+            self.recorder.size_one.settle_leaf_call(self.recorder, *scope, fn, values, named,
+                                                    result, self.grad_enabled)
         elif scope is not None and scope[0]:
-            self.recorder.env.mark_size_one_sensitive(scope[0])
+            self.recorder.size_one.mark_sensitive(scope[0])
         self.note_results(fn, _tensor_inputs(fn, values, named), result)
         if generated:
             return IteratorVariable([wrap(tx, v) for v in result])

@@ -20,7 +20,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 
-from .graph_breaks import graph_break
+from ..symbolic.diagnostics.catalogue import graph_break
 
 __all__ = ["DELETED", "HookTable", "Overlay", "StateWriteWarning", "TracedHook", "Write",
            "refuse_in_branch"]

@@ -24,8 +24,8 @@ from __future__ import annotations
 import inspect
 import types
 
+from ..symbolic.diagnostics.catalogue import TracedException
 from ..symbolic.torch_compat import FUNCTION_APPLY
-from .graph_breaks import TracedException
 from .sources import AttrSource
 from .variables.base import AttributeMissing, VariableTracker
 from .variables.constant import ConstantVariable

@@ -4,6 +4,7 @@ from __future__ import annotations
 from ..ir.recorder import Recorder
 from .output import TraceContext
 from .sources import LocalSource
+from .trace_site import TraceSite
 from .translator import InstructionTranslator, check_python_version
 from .variables.builder import wrap
 from .variables.containers import DictVariable, TupleVariable
@@ -66,7 +67,9 @@ def interpret(fn, *args, **kwargs):
         >>> interpret(lambda a, b: [a * i for i in range(b)], 3, 3)
         [0, 3, 6]
     """
-    output = TraceContext(Recorder(frames_provider=lambda: output.user_frames(),
-                                   module_stack_provider=lambda: output.nn_module_stack()))
+    site = TraceSite()
+    recorder = Recorder(frames_provider=site.user_frames,
+                        module_stack_provider=site.nn_module_stack)
+    output = TraceContext(recorder, site)
     result, tx = trace_call(output, fn, list(args), dict(kwargs), inputs_are_external=False)
     return result.unwrap(tx)

@@ -26,8 +26,8 @@ from ..symbolic.diagnostics import (
     UnbrokenError,
     frame_from_code,
 )
+from ..symbolic.diagnostics.catalogue import TracedException, graph_break
 from .budget import loop_statement_line
-from .graph_breaks import TracedException, graph_break
 from .opcodes import HANDLERS
 from .opcodes.arithmetic import apply_binary
 from .opcodes.versions import python_support_error
@@ -181,7 +181,7 @@ class InstructionTranslator:
         return self.yielded if self.paused else None
 
     def _loop(self) -> None:
-        self.output.translators.append(self)
+        self.output.site.translators.append(self)
         try:
             while self.returned is None and not self.paused:
                 instruction = self.instructions[self.ip]
@@ -200,14 +200,14 @@ class InstructionTranslator:
                                       f"({_describe_instruction(instruction)})")
                 self._execute(handler, instruction)
         finally:
-            self.output.translators.pop()
+            self.output.site.translators.pop()
         return self.returned
 
     def _out_of_budget(self, exhausted: str):
         """Refuse (UB122) at the loop that used the budget: of the running frames, the one
         that iterated most, shown at its loop's first line."""
         frames = list(self.user_frames())
-        looping = [tx for tx in self.output.translators if tx.back_jumps]
+        looping = [tx for tx in self.output.site.translators if tx.back_jumps]
         if looping:
             tx = max(looping, key=lambda t: t.back_jumps)
             frame = tx.frame()

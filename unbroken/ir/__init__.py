@@ -1,11 +1,13 @@
-"""The exported-program dialect: signature, program parts, runtime module, printer, verifier.
+"""The exported-program dialect: signature, program parts, runtime module and its input checks,
+the recorder, printer, verifier, ``meta_keys`` (the ``meta`` keys unbroken writes), files
+(``serialize``).
 
 The product class, ``unbroken.ExportedProgram``, is in :mod:`unbroken.program` (it runs passes).
 
-``ir`` imports only ``unbroken.symbolic``; it never imports ``frontend``, ``passes`` or
-``pipeline``.
+``ir`` imports only ``unbroken.symbolic``; it never imports ``frontend``, ``passes`` or the
+packages above them.
 """
-from unbroken.ir.program import ProgramParts
+from unbroken.ir.parts import ProgramParts
 from unbroken.ir.runtime import build_module
 from unbroken.ir.signature import (
     ArgumentSpec,

@@ -33,9 +33,10 @@ from torch.utils import _pytree as pytree
 
 from ..symbolic.diagnostics import UnsupportedError
 from ..symbolic.torch_compat import CreationMeta, creation_meta, is_view, op_schema, version_counter
+from .meta_keys import VIEW_WRITE
 from .ops import is_inplace_op
 
-__all__ = ["EAGER_REFUSES", "Aliases", "EagerRefusal", "inplace_refusal"]
+__all__ = ["Aliases", "EagerRefusal", "inplace_refusal"]
 
 aten = torch.ops.aten
 
@@ -50,12 +51,6 @@ class ViewOf:
     args: tuple
     kwargs: dict
     index: int | None
-
-
-#: ``node.meta`` key: ``(message, hint, argument positions)`` of an op eager's autograd refuses
-#: when grad mode is on and one of those arguments requires grad (:class:`EagerRefusal`);
-#: ``ExportedProgram.module()`` checks it when the program runs; ``unbroken.save`` keeps it.
-EAGER_REFUSES = "unbroken_eager_refuses"
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +111,7 @@ class Aliases:
         """``target`` was just written in place by ``node``: update its root and views."""
         root = self.root(target)
         if root is not target:
-            node.meta["view_write"] = True  # functionalize: the base is updated below
+            node.meta[VIEW_WRITE] = True  # functionalize: the base is updated below
             with self._hidden_from_autograd(self._through_detach(target)):
                 value, tensor = target, target
                 while tensor is not root:

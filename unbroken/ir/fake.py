@@ -24,7 +24,8 @@ import torch
 import torch.fx as fx
 
 from unbroken.symbolic.env import ShapeEnvironment
-from unbroken.symbolic.ranges import ValueRange
+from unbroken.symbolic.node import sym_expr
+from unbroken.symbolic.ranges import ValueRange, finite_bound
 from unbroken.symbolic.torch_compat import (
     FakeTensorMode,
     ShapeEnv,
@@ -42,18 +43,11 @@ __all__ = ["torch_range", "torch_shape_env", "to_fake_graph", "hints_of", "to_me
 _BOOLEAN = (sympy.core.relational.Relational, sympy.logic.boolalg.BooleanFunction,
             sympy.logic.boolalg.BooleanAtom)
 
-_INFINITIES = (sympy.oo, -sympy.oo, int_oo, -int_oo, float("inf"), float("-inf"))
-
-
 def _bound(value, infinite):
-    """An integer bound, or torch's ``int_oo`` (with the sign of ``infinite``) when unbounded."""
-    if value is None or value in _INFINITIES:
-        return infinite
-    try:
-        number = int(value)
-    except (TypeError, ValueError, OverflowError):
-        return infinite
-    return infinite if abs(number) >= 2 ** 62 else number
+    """An integer bound, or ``infinite`` (torch's ``int_oo`` with a sign, or None) when
+    unbounded."""
+    number = finite_bound(value)
+    return infinite if number is None else number
 
 
 def torch_range(value_range) -> ValueRanges:
@@ -122,7 +116,7 @@ class _Converter:
         if fake.is_quantized or fake.layout != torch.strided:
             return extract_tensor_metadata(fake)
         stride = fake.stride()
-        key = (tuple(map(_expr_of, fake.shape)), tuple(map(_expr_of, stride)))
+        key = (tuple(map(sym_expr, fake.shape)), tuple(map(sym_expr, stride)))
         known = self.layouts.get(key)
         if known is None:
             known = self.layouts[key] = extract_tensor_metadata(fake)
@@ -144,10 +138,6 @@ class _Converter:
         if isinstance(val, (tuple, list)):
             return type(val)(self.value(v, device) for v in val)
         return val
-
-
-def _expr_of(size):
-    return size.node.expr if isinstance(size, torch.SymInt) else size
 
 
 def _node_device(node: fx.Node, devices: dict, default: torch.device) -> torch.device:

@@ -9,7 +9,7 @@ every node, and the graphs being built (the root graph and the open ``torch.cond
 Conventions (relied on by ``passes.functionalize``):
 - placeholders come first: parameters, buffers, lifted constants, user inputs;
 - ops with several outputs get one ``operator.getitem`` node per output;
-- every node has ``meta["val"]``, ``meta["user_frames"]``, ``meta["stack_trace"]`` and
+- every node has ``meta["val"]``, ``meta[USER_FRAMES]``, ``meta["stack_trace"]`` and
   ``meta["nn_module_stack"]`` (empty for size arithmetic, which belongs to no user line).
 """
 from __future__ import annotations
@@ -26,6 +26,7 @@ from torch.utils import _pytree as pytree
 from ..symbolic.diagnostics import UnsupportedError, format_stack
 from ..symbolic.functions import function_of
 from ..symbolic.torch_compat import set_grad_enabled
+from .meta_keys import USER_FRAMES
 
 __all__ = ["GraphBuilder", "meta_like"]
 
@@ -293,7 +294,7 @@ class GraphBuilder:
         """``val`` and the current user location (stack, module path) on ``node``."""
         frames = tuple(self.frames_provider())
         node.meta["val"] = val
-        node.meta["user_frames"] = frames
+        node.meta[USER_FRAMES] = frames
         node.meta["stack_trace"] = format_stack(frames) + "\n" if frames else ""
         node.meta["nn_module_stack"] = dict(self.module_stack_provider())
 
@@ -413,7 +414,7 @@ class GraphBuilder:
 
 
 def _no_location(node: fx.Node) -> None:
-    node.meta["user_frames"] = ()
+    node.meta[USER_FRAMES] = ()
     node.meta["stack_trace"] = ""
     node.meta["nn_module_stack"] = {}
 

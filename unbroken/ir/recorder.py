@@ -29,6 +29,7 @@ from torch.utils import _pytree as pytree
 
 from ..symbolic.diagnostics import DataDependentError, UnsupportedError
 from ..symbolic.ranges import ValueRange
+from ..symbolic.size_one_hook import NO_SIZE_ONE
 from ..symbolic.torch_compat import (
     CreationMeta,
     OpOverload,
@@ -39,10 +40,11 @@ from ..symbolic.torch_compat import (
     pop_mode_temporarily,
     view_base,
 )
-from .aliasing import EAGER_REFUSES, Aliases, inplace_refusal
+from .aliasing import Aliases, inplace_refusal
 from .data_dependent import DATA_DEPENDENT_SIZES, SCALAR_OPS, integer_indexing
 from .graph_builder import GraphBuilder, meta_like
 from .meta_cache import MetaCache
+from .meta_keys import EAGER_REFUSES
 from .ops import (
     is_functional,
     is_inplace_op,
@@ -51,7 +53,6 @@ from .ops import (
     takes_argument,
     written_arguments,
 )
-from .unit_meta import same_node_at
 
 __all__ = ["Recorder", "meta_like"]
 
@@ -101,6 +102,9 @@ class Recorder(TorchDispatchMode):
                  decompose_composites: bool | str = False, requires_grad_provider=None):
         super().__init__()
         self.env = env
+        # the size-1 audit, the recorder's one hook into it (the environment's: the null
+        # audit without one): node metadata, leaf calls and writes are reported to it
+        self.size_one = env.size_one if env is not None else NO_SIZE_ONE
         self.frames_provider = frames_provider
         self.requires_grad_provider = requires_grad_provider
         self.export_grad_enabled = torch.is_grad_enabled()  # the mode export was called in
@@ -124,17 +128,12 @@ class Recorder(TorchDispatchMode):
         # such memory is written in place
         self._layout_dependent: list[torch.Tensor] = []
         self.wrote_layout_dependent = False
-        # size 1 (ir.unit_meta.settle_leaf_call): layout-dependent calls that copy in this
-        # trace and view at 1 (or the reverse), as (alias roots of their inputs and result,
-        # root of the result, the size answers that chose): harmless unless that memory is
-        # written, or the result is returned (see layout_observed_at_one)
-        self._layout_at_one: list[tuple[list, torch.Tensor, dict]] = []
         self._lifted: dict[int, torch.Tensor] = {}     # id(real tensor) -> its meta copy
         self._alive: list[torch.Tensor] = []           # keeps the lifted ids stable
         self._this_call: set[int] = set()  # ids of tensors made during the current leaf call
         self._recording = 0   # depth of recording() contexts
         self._suspended = 0   # depth of composite ops being computed without recording
-        # size-1 checks of leaf calls (ir.unit_meta): the ops each open leaf scope dispatched,
+        # size-1 checks of leaf calls (size_one.unit_meta): the ops each open leaf scope dispatched,
         # and, while a leaf call is re-run at size 1, the ops it dispatches (nothing recorded)
         self._leaf_logs: list[list] = []
         self._dry_log: list | None = None
@@ -196,15 +195,15 @@ class Recorder(TorchDispatchMode):
     @contextlib.contextmanager
     def leaf_scope(self):
         """Around one leaf call: yields ``(pending, log)`` — the sensitive size answers given
-        outside any node's meta computation (``env.unit_scope``) and the ops dispatched, as
-        ``(op, args, kwargs, out)`` — or None when no dim admits 1."""
-        if self.env is None or not self.env.admits_one:
+        outside any node's meta computation (``size_one.unit_scope``) and the ops dispatched,
+        as ``(op, args, kwargs, out)`` — or None when no dim admits 1."""
+        if not self.size_one.active:
             yield None
             return
         log: list = []
         self._leaf_logs.append(log)
         try:
-            with self.env.unit_scope() as pending:
+            with self.size_one.unit_scope() as pending:
                 yield pending, log
         finally:
             self._leaf_logs.pop()
@@ -212,7 +211,7 @@ class Recorder(TorchDispatchMode):
     @contextlib.contextmanager
     def dry_logging(self):
         """Ops dispatched inside are computed on meta tensors and logged in the yielded list,
-        never recorded (a leaf call re-run at size 1, ``ir.unit_meta``)."""
+        never recorded (a leaf call re-run at size 1, ``size_one.unit_meta``)."""
         outer, self._dry_log = self._dry_log, []
         try:
             yield self._dry_log
@@ -301,8 +300,7 @@ class Recorder(TorchDispatchMode):
                 return func.decompose(*args, **kwargs)
         if self.env is None:
             return self._dispatch(func, args, kwargs)
-        with self.env.op_context(str(func)), \
-                self.env.aligned_broadcast(_aligned_pointwise(func, args)):
+        with self.env.op_context(str(func)), self.size_one.aligned_broadcast(func, args):
             return self._dispatch(func, args, kwargs)
 
     def _dispatch(self, func, args, kwargs):
@@ -412,17 +410,9 @@ class Recorder(TorchDispatchMode):
         return out
 
     def _meta_of(self, kernel, args, kwargs):
-        """``kernel(args, kwargs)``: the meta output of one recorded node; its "is this size
-        1?" answers are checked against the output at 1 (``ir.unit_meta``)."""
-        if self.env is None or not self.env.admits_one:
-            return kernel(args, kwargs)
-        with self.env.unit_scope() as pending:
-            out = kernel(args, kwargs)
-        if pending:
-            env = self.env
-            env.defer_size_one_check(pending, lambda ones: same_node_at(
-                env, kernel, args, kwargs, out, ones))
-        return out
+        """``kernel(args, kwargs)``: the meta output of one recorded node (its "is this size
+        1?" answers are the size-1 audit's: ``SizeOneHook.node_meta``)."""
+        return self.size_one.node_meta(self.env, kernel, args, kwargs)
 
     def _record_scalar(self, args, compute_args):
         """``t.item()``: a fresh unbacked symbol (value unknown at export time)."""
@@ -452,42 +442,10 @@ class Recorder(TorchDispatchMode):
         no longer reach the other). See ``wrote_layout_dependent``."""
         self._layout_dependent.append(self.aliases.root(tensor))
 
-    def note_layout_at_one(self, inputs, result, pending: dict) -> None:
-        """``result`` of a layout-dependent call (``reshape``) on ``inputs`` is a copy in this
-        trace and a view at size 1 (or the reverse), by the answers ``pending``: same values,
-        other aliasing. A later write into the memory of either side, or the result returned
-        (``layout_observed_at_one``), would tell them apart: those answers then count."""
-        roots = [self.aliases.root(t) for t in pytree.tree_leaves((inputs, result))
-                 if isinstance(t, torch.Tensor)]
-        self._layout_at_one.append((roots, self.aliases.root(result), pending))
-
-    def layout_observed_at_one(self, outputs, observed: bool) -> None:
-        """The trace has ended: mark the answers of the layout-dependent calls noted by
-        ``note_layout_at_one`` size-one sensitive when the program reads a layout fact
-        (``observed``) or returns one of their results (writes are marked as they happen)."""
-        roots = [self.aliases.root(t) for t in outputs if isinstance(t, torch.Tensor)]
-        for _, result, pending in self._layout_at_one:
-            if observed:
-                self.env.mark_size_one_sensitive(pending, _LAYOUT_AT_ONE.format(
-                    "and the program reads a stride or contiguity fact"))
-            elif any(root is result for root in roots):
-                self.env.mark_size_one_sensitive(pending, _LAYOUT_AT_ONE.format(
-                    "and the program returns that result (or a view of it)"))
-        self._layout_at_one.clear()
-
-    def _written(self, tensor: torch.Tensor) -> None:
-        """An in-place write into ``tensor``'s memory (see ``note_layout_at_one``)."""
-        root = self.aliases.root(tensor)
-        for roots, _, pending in self._layout_at_one:
-            if any(root is noted for noted in roots):
-                self.env.mark_size_one_sensitive(pending, _LAYOUT_AT_ONE.format(
-                    "and the program later writes into that memory in place" + _at(
-                        self.frames_provider())))
-
     def _track_aliasing(self, func, args, kwargs, out, node) -> None:
-        if self._layout_at_one and is_mutating(func):
+        if self.size_one.watches_writes and is_mutating(func):
             for tensor in _written_tensors(func, args, kwargs):
-                self._written(tensor)
+                self.size_one.written(self.aliases.root(tensor), self.frames_provider())
         if is_view_op(func):
             self.aliases.note_view(func, args, kwargs, out)
         elif is_inplace_op(func) and isinstance(args[0], torch.Tensor):
@@ -544,8 +502,8 @@ class Recorder(TorchDispatchMode):
             target = self._lifted.get(id(args[index]), args[index])
             copy = self.builder.call(aten.copy_.default, (target, new_value), {}, target)
             self.bind(target, copy)
-            if self._layout_at_one:
-                self._written(args[index])
+            if self.size_one.watches_writes:
+                self.size_one.written(self.aliases.root(args[index]), self.frames_provider())
         return tuple(out[:returned])
 
     def _refuse_value_dependent(self, func, args) -> None:
@@ -678,34 +636,6 @@ def _takes_default_dtype(func, args, kwargs) -> bool:
     that dtype keeps the program independent of the default in force when it runs."""
     return (kwargs.get("dtype") is None and takes_argument(func, "dtype")
             and not any(isinstance(a, torch.Tensor) for a in pytree.tree_leaves(args)))
-
-
-def _aligned_pointwise(func, args) -> bool:
-    """A pointwise op whose tensor operands have, at every right-aligned position, one size
-    expression besides literal 1s (see ``ShapeEnvironment.aligned_broadcast``)."""
-    if torch.Tag.pointwise not in func.tags:
-        return False
-    shapes = [arg.shape for arg in args if isinstance(arg, torch.Tensor)]
-    if len(shapes) < 2:
-        return False
-    for position in range(1, max(len(shape) for shape in shapes) + 1):
-        sizes = {_size_expr(shape[-position]) for shape in shapes if len(shape) >= position}
-        sizes.discard(1)
-        if len(sizes) > 1:
-            return False
-    return True
-
-
-def _size_expr(size):
-    return size.node.expr if isinstance(size, torch.SymInt) else int(size)
-
-
-_LAYOUT_AT_ONE = ("at size 1 that call returns a view of its input where the program copies "
-                  "(or a copy where it views), {}")
-
-
-def _at(frames) -> str:
-    return f" ({frames[-1].short()})" if frames else ""
 
 
 def _written_tensors(func, args, kwargs) -> list:

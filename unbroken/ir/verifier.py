@@ -32,6 +32,7 @@ import operator
 
 import torch
 
+from unbroken.ir.meta_keys import USER_FRAMES
 from unbroken.ir.signature import (
     ConstantArgument,
     InputKind,
@@ -72,7 +73,7 @@ class DialectViolation(InternalError):
 
 
 def _fail(message: str, node: torch.fx.Node | None = None, cause=None) -> DialectViolation:
-    frames = node.meta.get("user_frames", ()) if node is not None else ()
+    frames = node.meta.get(USER_FRAMES, ()) if node is not None else ()
     where = f" (node {node.format_node()})" if node is not None else ""
     return DialectViolation(f"exported graph is invalid: {message}{where}", frames=frames,
                             cause=cause)

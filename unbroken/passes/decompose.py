@@ -1,6 +1,6 @@
 """Decompositions: lower an exported program's operators through a decomposition table.
 
-Input: the :class:`~unbroken.ir.program.ProgramParts` of a verified program (functional
+Input: the :class:`~unbroken.ir.parts.ProgramParts` of a verified program (functional
 graph). Output: new parts (dialect ``ATEN``) with the same signature (inputs, mutations,
 outputs in the same order; output names updated) whose graph is re-recorded node by node:
 
@@ -32,7 +32,8 @@ from torch.utils import _pytree as pytree
 
 from ..ir import fake
 from ..ir.data_dependent import DATA_DEPENDENT_SIZES, SCALAR_OPS, integer_indexing
-from ..ir.program import ProgramParts
+from ..ir.meta_keys import USER_FRAMES
+from ..ir.parts import ProgramParts
 from ..ir.recorder import Recorder
 from ..ir.signature import with_output_names
 from ..ir.verifier import GRAD_MODE_BUILTINS
@@ -143,7 +144,7 @@ def _new_recorder(program: ProgramParts, table, keep_others):
     current = [None]
     recorder = Recorder(
         env=env,
-        frames_provider=lambda: current[0].meta.get("user_frames", ()) if current[0] else (),
+        frames_provider=lambda: current[0].meta.get(USER_FRAMES, ()) if current[0] else (),
         module_stack_provider=lambda: current[0].meta.get("nn_module_stack", {})
         if current[0] else {},
         allow_meta_constants=True, decompositions=table,

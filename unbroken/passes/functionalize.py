@@ -60,6 +60,8 @@ from unbroken.ir.signature import (
 from unbroken.symbolic.diagnostics import InternalError, UnsupportedError
 from unbroken.symbolic.torch_compat import OpOverload, op_schema, set_grad_enabled
 
+from ..ir.meta_keys import USER_FRAMES, VIEW_WRITE
+
 aten = torch.ops.aten
 
 __all__ = ["functionalize", "functional_variant", "is_view_node", "inplace_written_index"]
@@ -110,7 +112,7 @@ class _Rewrite:
 
 
 def _refuse(node: torch.fx.Node, message: str, hint: str) -> UnsupportedError:
-    return UnsupportedError(message, code="UB121", frames=node.meta.get("user_frames", ()),
+    return UnsupportedError(message, code="UB121", frames=node.meta.get(USER_FRAMES, ()),
                             hint=hint)
 
 
@@ -185,8 +187,8 @@ class _Analysis:
         target = node.args[0]
         if not isinstance(target, torch.fx.Node):
             raise InternalError(f"in-place node {node.name} writes a non-tensor argument",
-                                frames=node.meta.get("user_frames", ()))
-        if node.meta.get("view_write"):
+                                frames=node.meta.get(USER_FRAMES, ()))
+        if node.meta.get(VIEW_WRITE):
             # A write through a view whose base the recorder already updated (scatter + copy_
             # into the base, views re-derived; see ir.aliasing): only the op itself changes.
             self.rewrites.append(_Rewrite(node, functional, target))
@@ -230,7 +232,7 @@ class _Analysis:
                 if user is not node and self.order[user] > position:
                     raise InternalError(
                         f"{user.name} uses the value of {version.name} from before the "
-                        f"in-place write {node.name}", frames=node.meta.get("user_frames", ()))
+                        f"in-place write {node.name}", frames=node.meta.get(USER_FRAMES, ()))
             for view in self._views(version):
                 if self.order[view] < position and self._used_after(view, position):
                     raise _refuse(node, f"{_describe(node)} modifies a tensor that has a view "
@@ -353,7 +355,7 @@ def _ancestors_until(node: torch.fx.Node, *stops: torch.fx.Node) -> list:
 
 def _like(node: torch.fx.Node, model: torch.fx.Node) -> torch.fx.Node:
     node.meta = {k: v for k, v in model.meta.items() if k in ("val", "tensor_meta",
-                                                              "user_frames", "stack_trace")}
+                                                              USER_FRAMES, "stack_trace")}
     return node
 
 

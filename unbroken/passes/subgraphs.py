@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch.fx as fx
 from torch.utils import _pytree as pytree
 
+from ..ir.meta_keys import USER_FRAMES
 from ..ir.ops import is_mutating
 from ..ir.signature import (
     ExportGraphSignature,
@@ -69,7 +70,7 @@ def _functionalize_one(subgraph: fx.GraphModule) -> None:
         written = next(n for n in subgraph.graph.nodes if n.name == mutated[0].arg.name)
         raise UnsupportedError(
             "a torch.cond branch modifies one of its inputs in place", code="UB121",
-            frames=written.meta.get("user_frames", ()),
+            frames=written.meta.get(USER_FRAMES, ()),
             hint="Compute the new value out of place and return it from both branches.")
 
 
@@ -81,5 +82,5 @@ def _refuse_mutation_in(condition: fx.GraphModule) -> None:
     for node in condition.graph.nodes:
         if node.op == "call_function" and is_mutating(node.target):
             raise UnsupportedError("a while_loop cond_fn updates a tensor in place",
-                                   code="UB121", frames=node.meta.get("user_frames", ()),
+                                   code="UB121", frames=node.meta.get(USER_FRAMES, ()),
                                    hint="Compute the condition out of place.")

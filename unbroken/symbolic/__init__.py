@@ -2,7 +2,9 @@
 ranges, the ``dynamic_shapes`` parser and the z3 solver.
 
 This package is the lowest layer of unbroken: it imports nothing from ``ir``, ``frontend``,
-``passes`` or ``pipeline``.
+``passes`` or the packages above them. At its bottom, ``diagnostics`` holds every error type
+and the graph-break catalogue (every layer raises them); ``size_one_hook`` is the interface
+through which the environment and the recorder reach the size-1 audit (``unbroken.size_one``).
 """
 from .diagnostics import (
     ConstraintViolationError,

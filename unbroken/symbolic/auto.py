@@ -27,7 +27,7 @@ from .diagnostics import UserFrame
 from .env import ShapeEnvironment
 from .fixes import Fix, suggest_fix
 from .guards import Guard, render_expr
-from .ranges import ValueRange
+from .ranges import ValueRange, finite_bound
 
 __all__ = ["Adoption", "Specialization", "SpecializationWarning", "narrow_in_place",
            "plan_adoption"]
@@ -133,11 +133,7 @@ def narrow_in_place(env: ShapeEnvironment, adoption: Adoption) -> bool:
 
 def _range(env: ShapeEnvironment, symbol) -> tuple:
     value_range = env.spec_ranges[symbol]
-    try:
-        upper = int(value_range.upper)
-    except (TypeError, ValueError, OverflowError):  # int_oo: unbounded
-        upper = None
-    return int(value_range.lower), (upper if upper is not None and upper < 2 ** 62 else None)
+    return int(value_range.lower), finite_bound(value_range.upper)
 
 
 def _refinements(env: ShapeEnvironment, fix: Fix, ranges: dict) -> dict:

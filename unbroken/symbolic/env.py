@@ -10,13 +10,16 @@ Decision path for every question a meta kernel or the user's code asks (the hot 
    with the user's stack and the current op. Expressions over unbacked symbols have no hint:
    ``DataDependentError``, unless the caller supplied a fallback (``guard_or_false``).
 
+Every answer is also reported to the size-1 audit (``size_one``, a hook: see
+``size_one_hook``), which tells whether it would change for a dim at 1; in a dry run (a
+computation re-run with dims at 1) only steps 1-3 answer, and nothing is recorded.
+
 Nothing here rewrites expressions with what guards imply (no replacements): the recorded
 guards are checked against the spec later by ``solver.check_guards``.
 """
 from __future__ import annotations
 
 import contextlib
-import functools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -28,73 +31,9 @@ from .diagnostics import DataDependentError, ExportUsageError, UserFrame
 from .guards import Guard, render_expr
 from .node import SymNode
 from .ranges import ValueRange, bound, static_truth
-from .settle_one import forced_equalities, sets_at_one, settle_check, smallest_first
+from .size_one_hook import NO_SIZE_ONE, DryRunUndecided, SizeOneHook
 
-__all__ = ["AnswersAtOne", "DryRunUndecided", "ShapeEnvironment", "SymbolInfo",
-           "flipped_at_one", "holds_at_one"]
-
-_AT_ONE_MAX = 3  # symbols checked together at 1 (2**n - 1 checks); beyond, they count
-
-
-def holds_at_one(symbols, check: Callable[[dict], bool], within=None) -> bool:
-    """Whether ``check(ones)`` holds for every non-empty set of ``symbols`` put at 1
-    (``ones``: ``{symbol: 1}``); False beyond ``_AT_ONE_MAX`` symbols.
-
-    within: when given, the only sets that may fail (``AnswersAtOne.flips``: the sets under
-    which an answer changed); the others are known to hold and are not checked."""
-    return all(check({s: sympy.Integer(1) for s in subset})
-               for subset in _sets_at_one(symbols, within))
-
-
-def flipped_at_one(symbols, holds: Callable[[dict], bool]) -> list[frozenset] | None:
-    """The non-empty sets of ``symbols`` which, put at 1, make ``holds(ones)`` False; None
-    beyond ``_AT_ONE_MAX`` symbols (every set counts then)."""
-    if len(symbols) > _AT_ONE_MAX:
-        return None
-    return [frozenset(subset) for subset in _sets_at_one(symbols, None)
-            if not holds({s: sympy.Integer(1) for s in subset})]
-
-
-def _sets_at_one(symbols, within) -> list:
-    """The sets of ``symbols`` to put at 1, smallest first (name order within a size); a
-    single impossible set (``(None,)``) beyond ``_AT_ONE_MAX`` symbols, so that checks fail."""
-    if within is not None:
-        free = set(symbols)
-        return smallest_first(subset for subset in within if subset <= free)
-    if len(symbols) > _AT_ONE_MAX:
-        return [(None,)]
-    return list(sets_at_one(symbols))
-
-
-class AnswersAtOne(dict):
-    """The size-1 sensitive answers given inside one node's meta computation (or one leaf
-    call): ``{symbol: Guard}``, and ``flips``, the sets of symbols which, put at 1, change one
-    of those answers (None once an answer had too many symbols to enumerate: every set
-    counts). A set no answer changes under gives the same computation, so only ``flips``
-    need the metadata compared at 1."""
-
-    __slots__ = ("flips",)
-
-    def __init__(self):
-        super().__init__()
-        self.flips: set | None = set()
-
-    def note(self, symbols, guard, flips) -> None:
-        for symbol in symbols:
-            self.setdefault(symbol, guard)
-        if flips is None or self.flips is None:
-            self.flips = None
-        else:
-            self.flips.update(flips)
-
-
-@functools.lru_cache(maxsize=8192)
-def _put_ones(expr, symbols: tuple):
-    """``expr`` with each of ``symbols`` replaced by 1. Cached for the process: substituting
-    re-evaluates the expression (most of an audit's cost), and every export of a model audits
-    the same questions."""
-    return expr.xreplace({s: sympy.Integer(1) for s in symbols})
-
+__all__ = ["ShapeEnvironment", "SymbolInfo"]
 
 @dataclass(frozen=True, slots=True)
 class SymbolInfo:
@@ -128,10 +67,17 @@ class ShapeEnvironment:
         guards:      every recorded decision, in order, deduplicated.
         facts:       the booleans asserted by ``torch._check`` (also in ``guards`` with
                      ``kind == "expect_true"``).
+        input_facts: facts over input sizes the program asserts before computing anything
+                     (relations no spec can state): an input they refuse never reaches a node.
+        size_one:    the size-1 audit (``unbroken.size_one``) through its hook: every answer
+                     is reported to it (``audit``), and a dry run (``size_one.dry``) answers
+                     only what the ranges settle. :data:`NO_SIZE_ONE` when none is given.
     """
 
-    def __init__(self, location_provider: Callable[[], tuple[UserFrame, ...]] | None = None):
+    def __init__(self, location_provider: Callable[[], tuple[UserFrame, ...]] | None = None,
+                 size_one: SizeOneHook = NO_SIZE_ONE):
         self.location_provider = location_provider
+        self.size_one = size_one
         self.symbols: dict[sympy.Symbol, SymbolInfo] = {}
         self.var_ranges: dict[sympy.Symbol, ValueRange] = {}
         self.spec_ranges: dict[sympy.Symbol, ValueRange] = {}
@@ -142,34 +88,7 @@ class ShapeEnvironment:
         # key of a refinement. ``dynamic_symbols``: those of Dim.DYNAMIC, never made static.
         self.auto_symbols: dict[sympy.Symbol, str] = {}
         self.dynamic_symbols: set[sympy.Symbol] = set()
-        # symbols whose spec admits 1 although tracing gives them [2, ...] (``min=1``,
-        # Dim.AUTO, Dim.DYNAMIC, a named Dim's default min): export checks whether the program
-        # also serves size 1 (see unbroken.size_one). ``one_sensitive``: those of them on which
-        # some decision of the trace would have gone otherwise at 1 -> that decision (a Guard)
-        self.admits_one: set[sympy.Symbol] = set()
-        self.one_sensitive: dict[sympy.Symbol, Guard] = {}
-        self.one_requested: set[sympy.Symbol] = set()  # of admits_one: declared min=1
-        self.one_why: dict[sympy.Symbol, str] = {}  # of one_sensitive: why its answer matters
-        self._aligned_broadcast = 0  # > 0 inside a pointwise op whose operands align
-        # one dict per meta computation of a recorded node (innermost last): its "is this size
-        # 1?" questions that the audit found sensitive, settled by the recorder comparing the
-        # node's output metadata at 1 (see unit_scope)
-        self._unit_scopes: list[dict] = []
-        self._dry = 0  # > 0: answer only what ranges or earlier answers settle (see dry)
-        self._dry_ones: list[dict] = []  # the symbols each open dry run puts at 1
-        # (pending answers of one node, check(ones) -> bool): run once the trace ends and the
-        # input facts are known, for the symbols nothing else has made sensitive by then (see
-        # settle_size_one)
-        self._deferred_checks: list[tuple[dict, Callable]] = []
-        # facts over input sizes the program asserts before computing anything (relations no
-        # spec can state): an input they refuse never reaches a node (see settle_size_one)
         self.input_facts: list = []
-        # sets of sizes at 1 under which a node computes something else, refused at run time
-        # by an assertion (settle_one.RefusedAtOne) the pipeline adds to the program
-        self.one_refused_sets: list = []
-        # sensitive answers -> (Guard, symbols): a cached answer reused by a later node (or
-        # outside any) counts there too
-        self._sensitive_answers: dict = {}
         self._hints: dict[sympy.Symbol, int | float] = {}
         self._op_stack: list[str] = []
         self._decided: dict[tuple, bool] = {}
@@ -351,21 +270,9 @@ class ShapeEnvironment:
         fallback: when given, an undecidable (data-dependent) question returns it instead of
         raising (``guard_or_false``/``guard_or_true``); nothing is recorded then.
         """
-        if expr is sympy.true or expr is sympy.false:
-            return expr is sympy.true
         key = (expr, size_oblivious)
-        known = self._decided.get(key)
-        if known is not None:
-            if expr in self._sensitive_answers and not self._dry:
-                value, kind, symbols, flips = self._sensitive_answers[expr]
-                self._note_sensitive(expr, self._here(expr, value, kind), symbols, flips)
-            return known
-        value = self.static_truth(expr, size_oblivious=size_oblivious)
-        if self._dry:
-            return _settled(value if value is not None else self._dry_truth(expr))
+        value = self._without_hint(expr, key, kind, remember=True)
         if value is not None:
-            self._decided[key] = value
-            self._audit_size_one(expr, value, kind)
             return value
         if hint is None:
             hint = self.hint_of(expr)
@@ -376,7 +283,32 @@ class ShapeEnvironment:
         value = bool(hint)
         self._record(expr, value, kind)
         self._decided[key] = value
-        self._audit_size_one(expr, value, kind)
+        self.size_one.audit(self, expr, value, kind)
+        return value
+
+    def _without_hint(self, expr, key: tuple, kind: str, *, remember: bool) -> bool | None:
+        """Steps 1-3 of the decision path for ``expr`` (``key``: its cache key, with the
+        size-oblivious flag): the answer a constant, an earlier answer or the ranges give,
+        reported to the size-1 audit; None when only the example inputs can answer. In a dry
+        run the audit may settle it too, else ``DryRunUndecided``; nothing is kept then.
+
+        remember: a guard question (``decide_expr``) keeps an answer the ranges give and
+        reports an earlier answer again; a ``torch._check`` (``expect_true``) does neither."""
+        if expr is sympy.true or expr is sympy.false:
+            return expr is sympy.true
+        known = self._decided.get(key)
+        if known is not None:
+            if remember:
+                self.size_one.answered_again(self, expr)
+            return known
+        value = self.static_truth(expr, size_oblivious=key[1])
+        size_one = self.size_one
+        if size_one.dry:
+            return _settled(value if value is not None else size_one.dry_truth(self, expr))
+        if value is not None:
+            if remember:
+                self._decided[key] = value
+            size_one.audit(self, expr, value, kind)
         return value
 
     def decide_value(self, node: SymNode):
@@ -386,10 +318,9 @@ class ShapeEnvironment:
             return E.to_python(expr) if node.pytype is not float else float(expr)
         value_range = self.bound(expr)
         if value_range.is_singleton():
-            if not self._dry:
-                self._audit_size_one(sympy.Eq(expr, value_range.lower), True, "guard")
+            self.size_one.audit(self, sympy.Eq(expr, value_range.lower), True, "guard")
             return node.pytype(value_range.lower)
-        if self._dry:
+        if self.size_one.dry:
             raise DryRunUndecided(expr)
         hint = node.hint if node.hint is not None else self.hint_of(expr)
         if hint is None:
@@ -402,7 +333,7 @@ class ShapeEnvironment:
         if key not in self._decided:
             self._record(question, True, "guard")
             self._decided[key] = True
-            self._audit_size_one(question, True, "guard")
+            self.size_one.audit(self, question, True, "guard")
         return hint
 
     def expect_true(self, node: SymNode) -> bool:
@@ -413,174 +344,31 @@ class ShapeEnvironment:
         ranges of simple ``symbol <op> constant`` forms, and returns True.
         """
         expr = node.expr
-        if expr is sympy.true or expr is sympy.false:
-            return expr is sympy.true
-        known = self._decided.get((expr, False))
-        if known is not None:
-            return known
-        value = self.static_truth(expr)
-        if self._dry:
-            return _settled(value if value is not None else self._dry_truth(expr))
+        value = self._without_hint(expr, (expr, False), "expect_true", remember=False)
         if value is not None:
-            self._audit_size_one(expr, value, "expect_true")
             return value
         hint = node.hint if node.hint is not None else self.hint_of(expr)
         if hint is not None and not hint:
             return False
-        self._audit_size_one(expr, True, "expect_true")
+        self.size_one.audit(self, expr, True, "expect_true")
         self._record(expr, True, "expect_true")
         self.facts.append(expr)
         self._decided[(expr, False)] = True
         self._refine(expr)
         return True
 
-    @contextlib.contextmanager
-    def aligned_broadcast(self, active: bool) -> Iterator[None]:
-        """Inside a pointwise op whose operands' sizes agree at every (right-aligned) position
-        up to literal 1s (``x + y`` of equal shapes, ``x * w`` with ``w`` broadcast): its
-        "is this size 1?" / "are there fewer than 2 elements?" questions only pick the
-        broadcast source or the layout shortcut. The output size is the same expression either
-        way and the op recorded the same, so those answers do not make the program depend on
-        a size being >= 2: not audited."""
-        if not active:
-            yield
-            return
-        self._aligned_broadcast += 1
-        try:
-            yield
-        finally:
-            self._aligned_broadcast -= 1
-
     def known_true(self, expr) -> bool:
         """``statically_known_true``: True when the ranges prove ``expr``; code that gets
         True may skip work, so that answer must hold at size 1 too (audited)."""
         if self.static_truth(expr) is not True:
             return False
-        if not self._dry:
-            self._audit_size_one(expr, True, "guard")
+        self.size_one.audit(self, expr, True, "guard")
         return True
 
-    @contextlib.contextmanager
-    def unit_scope(self) -> Iterator[AnswersAtOne]:
-        """Around the meta computation of one recorded node: the sensitive answers the ranges
-        give inside go to the yielded ``AnswersAtOne`` instead of ``one_sensitive``. Such
-        an answer only shapes the node's output metadata (the node recorded is the same); the
-        recorder compares that metadata with the one computed at 1 (``ir.unit_meta``) and
-        calls ``mark_size_one_sensitive`` when they differ."""
-        pending = AnswersAtOne()
-        self._unit_scopes.append(pending)
-        try:
-            yield pending
-        finally:
-            self._unit_scopes.pop()
-
-    def mark_size_one_sensitive(self, decisions: dict, why: str = "") -> None:
-        """``decisions``: ``{symbol: the Guard that depends on it being >= 2}``; ``why``: what
-        makes that answer matter, when the guard alone does not say it (``one_why``)."""
-        for symbol, guard in decisions.items():
-            if symbol not in self.one_sensitive:
-                self.one_sensitive[symbol] = guard
-                if why:
-                    self.one_why[symbol] = why
-
-    def defer_size_one_check(self, pending: dict, check: Callable) -> None:
-        """``check(ones)``: whether the answers of ``pending`` (one node's, see ``unit_scope``)
-        are harmless with ``ones`` (``{symbol: 1}``) put in; run by ``settle_size_one`` only
-        for the symbols still free then (most nodes need none: a dim the model's own code
-        branches on is sensitive anyway)."""
-        self._deferred_checks.append((pending, check))
-
-    def settle_size_one(self) -> set:
-        """Run the deferred checks (``symbolic.settle_one``): the ``admits_one`` symbols no
-        answer depends on being >= 2 (the ones the program admits at 1 without another
-        trace). Call it once the program's input facts are known (after the guards are
-        checked), under the Python dispatcher (the checks re-run meta kernels); the sets of
-        sizes at 1 refused by a run-time assertion instead are in ``one_refused_sets``."""
-        checks, self._deferred_checks = self._deferred_checks, []
-        for pending, check in checks:
-            refused = settle_check(self, pending, check)
-            self.one_refused_sets.extend(refused)
-            self.input_facts.extend(r.fact for r in refused)
-        return {s for s in self.admits_one if s not in self.one_sensitive}
-
-    def _dry_truth(self, expr) -> bool | None:
-        """A dry run's question the ranges leave open, settled once exact polynomial divisions
-        are carried out (``Eq(4*s1**2, 4*s1*((s1**2)//s1))``, a view's ``-1`` at size 1), or
-        by an equality the input facts force (``settle_one.forced_equalities``)."""
-        simpler = E.exact_divisions(expr)
-        value = None if simpler is expr else self.static_truth(simpler)
-        if value is None and self.input_facts:
-            ones = self._dry_ones[-1] if self._dry_ones else {}
-            equalities = forced_equalities(self, ones)
-            if equalities:
-                value = self.static_truth(simpler.xreplace(equalities))
-        return value
-
-    @contextlib.contextmanager
-    def dry(self, ones: dict | None = None) -> Iterator[None]:
-        """A hypothetical computation (metadata with ``ones``, ``{symbol: 1}``, put in):
-        questions are answered only from the ranges, earlier answers and the input facts,
-        nothing is recorded or audited, and a question they do not settle raises
-        ``DryRunUndecided``."""
-        self._dry += 1
-        self._dry_ones.append(ones or {})
-        try:
-            yield
-        finally:
-            self._dry -= 1
-            self._dry_ones.pop()
-
-    def _audit_size_one(self, expr, value: bool, kind: str) -> None:
-        """Mark the ``admits_one`` symbols of ``expr`` on which the answer ``value`` might
-        change when some of them are 1 instead of >= 2: for each non-empty set of them set to
-        1, the ranges must still give ``value``. Up to ``_AT_ONE_MAX`` symbols per question;
-        beyond, all count as sensitive (``holds_at_one``)."""
-        if not self.admits_one:
-            return
-        candidates = [s for s in expr.free_symbols
-                      if s in self.admits_one and s not in self.one_sensitive]
-        if not candidates:
-            return
-        flips = flipped_at_one(candidates, lambda ones: self._holds_at_one(expr, ones, value))
-        if flips == []:
-            return
-        self._sensitive_answers[expr] = (value, kind, tuple(candidates), flips)
-        self._note_sensitive(expr, self._here(expr, value, kind), candidates, flips)
-
-    def _holds_at_one(self, expr, ones: dict, value: bool) -> bool:
-        """Whether the ranges give ``expr`` the answer ``value`` with ``ones`` put in (False
-        when it is undefined there: ``x % (s0 // 8)``)."""
-        try:
-            at_one = _put_ones(expr, tuple(sorted(ones, key=str)))
-        except ArithmeticError:
-            return False
-        return static_truth(at_one, self.var_ranges, self._bound_cache) is value
-
-    def _here(self, expr, value: bool, kind: str) -> Guard:
-        """The decision as a Guard with the current user stack and op."""
+    def decision(self, expr, value: bool, kind: str) -> Guard:
+        """The answer ``value`` to ``expr`` as a Guard with the current user stack and op."""
         op = self._op_stack[-1] if self._op_stack else None
         return Guard(expr, value, self.frames(), op, kind)
-
-    def _note_sensitive(self, expr, guard: Guard, symbols, flips) -> None:
-        """``symbols`` depend on being >= 2 through ``expr`` (``flips``: the sets of them at 1
-        that change the answer, None when too many to enumerate). An answer given inside the meta
-        computation of one recorded node (a unit scope) only shaped that node's output
-        metadata: it goes to the scope, for the recorder to compare that metadata at 1. Any
-        other (the model's own decisions, torch's indexing code choosing which ops to run)
-        marks them for the whole program. An "is this size 1?" inside an aligned broadcast
-        marks nothing (see ``aligned_broadcast``).
-
-        A guard recorded inside a kernel holds for ``[2, ...]`` (the solver checks it against
-        the spec) and only chose that node's metadata; nothing at run time reads it, so the
-        metadata comparison covers it too."""
-        if self._aligned_broadcast and _is_unit_question(expr):
-            return
-        free = [s for s in symbols if s not in self.one_sensitive]
-        if self._unit_scopes:
-            self._unit_scopes[-1].note(free, guard, flips)
-            return
-        for symbol in free:
-            self.one_sensitive.setdefault(symbol, guard)
 
     def _record(self, expr, value: bool, kind: str) -> None:
         frames = tuple(self.location_provider()) if self.location_provider else ()
@@ -692,21 +480,10 @@ _FLIP = {sympy.Ge: sympy.Le, sympy.Gt: sympy.Lt, sympy.Le: sympy.Ge, sympy.Lt: s
          sympy.Eq: sympy.Eq}
 
 
-class DryRunUndecided(Exception):
-    """A question of a dry run (``ShapeEnvironment.dry``) the ranges do not settle."""
-
-
 def _settled(value: bool | None) -> bool:
     if value is None:
         raise DryRunUndecided
     return value
-
-
-def _is_unit_question(expr) -> bool:
-    """``Eq(e, 1)``/``Ne(e, 1)`` (is this size 1?) or ``e < 2`` (fewer than 2 elements?)."""
-    if isinstance(expr, (sympy.Eq, sympy.Ne)):
-        return sympy.Integer(1) in expr.args
-    return isinstance(expr, sympy.StrictLessThan) and expr.rhs == 2
 
 
 def _symbol_vs_constant(fact):

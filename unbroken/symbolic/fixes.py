@@ -17,8 +17,8 @@ univariate), until all are implied:
 - ``(a*s + b) % m == 0``: ``s`` becomes ``m'*r + r0`` for a new root ``r`` (a derived dim).
 
 Every decision is made with z3 over the new ranges (``implied`` below), so what is returned is
-proven for the symbolic spec; the pipeline then re-exports with the rendered spec to verify it
-end to end.
+proven for the symbolic spec; the exporter then runs the stages again with the rendered spec
+to verify it end to end.
 
 ``adopt=True`` is the search ``Dim.AUTO`` uses, where the result is adopted rather than shown:
 a dim becomes static only where the code pins it to one value (``s == c`` has one admitted

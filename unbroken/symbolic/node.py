@@ -597,14 +597,16 @@ def is_our_symnode(value) -> bool:
 
 
 def sym_expr(value):
-    """The sympy expression of a SymInt/SymBool/SymFloat or plain number."""
+    """The sympy expression of a SymInt/SymBool/SymFloat or plain number: the one conversion
+    of a symbolic size to an expression. The symbolic value may be ours (a trace's meta
+    tensors) or torch's (an ``ExportedProgram``'s fake values): both nodes hold one."""
     if isinstance(value, bool):
         return _sympify_bool(value)
     if isinstance(value, int):
         return sympy.Integer(value)
     if isinstance(value, float):
         return sympy.Float(value)
-    node = getattr(value, "node", None)
-    if isinstance(node, SymNode):
-        return node.expr
+    expr = getattr(getattr(value, "node", None), "expr", None)
+    if isinstance(expr, sympy.Basic):
+        return expr
     raise TypeError(f"not a symbolic value: {type(value).__name__}")

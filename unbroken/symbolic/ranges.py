@@ -20,11 +20,31 @@ from sympy.core.relational import Relational
 from sympy.logic.boolalg import BooleanAtom
 
 from .functions import apply, function_of
+from .torch_compat import int_oo
 
 __all__ = ["ValueRange", "bound", "static_truth", "INF", "NEG_INF"]
 
 INF = sympy.oo
 NEG_INF = -sympy.oo
+
+#: Every spelling of an infinite endpoint: sympy's, torch's ``int_oo`` (``int()`` of it raises
+#: AttributeError), and float infinities.
+_INFINITIES = (INF, NEG_INF, int_oo, -int_oo, math.inf, -math.inf)
+
+
+def finite_bound(value) -> int | None:
+    """A range endpoint as a Python int, or None when the range is unbounded on that side: the
+    endpoint is None, infinite in any spelling (:data:`_INFINITIES`), not a number, or beyond
+    ``2**62`` (where torch's ``int_oo`` starts; such a bound states nothing a size can reach).
+    The one conversion of an endpoint for code outside this module (files, torch's ranges,
+    messages)."""
+    if value is None or value in _INFINITIES:
+        return None
+    try:
+        number = int(value)
+    except (TypeError, ValueError, OverflowError, AttributeError):
+        return None
+    return number if abs(number) < 2 ** 62 else None
 
 
 def _is_inf(x) -> bool:

@@ -26,7 +26,8 @@ cannot serve it and sizes >= 2 soundly. Every dynamic dimension therefore has th
 PyTorch); a named ``Dim`` or ``Dim.DYNAMIC`` with such an example raises ``ExportUsageError``
 asking for an example of size >= 2 (PyTorch would fail later with a constraint violation).
 A dim whose spec admits 1 (``min=1``, a named Dim's default ``min=0``, ``Dim.AUTO``,
-``Dim.DYNAMIC``) is still traced from 2; its symbol goes into ``env.admits_one``, and
+``Dim.DYNAMIC``) is still traced from 2; its symbol is admitted to the size-1 audit
+(``env.size_one.admit``), and
 ``unbroken.size_one`` widens its range to 1 when no decision of the trace depends on it being
 >= 2, or a trace at size 1 gives the same program.
 """
@@ -359,9 +360,7 @@ class _Resolver:
             return self._by_source[refinement]
         symbol = self.env.create_symbol("", occ.size, lower=lower, upper=upper, source=occ.source)
         if lower == 2 and (hint.min is None or hint.min <= 1):
-            self.env.admits_one.add(symbol)
-            if hint.min == 1:
-                self.env.one_requested.add(symbol)
+            self.env.size_one.admit(symbol, requested=hint.min == 1)
         self.env.auto_symbols[symbol] = occ.source
         if not auto:
             self.env.dynamic_symbols.add(symbol)
@@ -407,9 +406,7 @@ class _Resolver:
         symbol = self.env.create_symbol(name, hint, lower=lower, upper=upper, source=source)
         if lower == 2 and dim.min <= 1 and all(
                 derived is None or derived.fn(sympy.Integer(1)) >= 1 for _, derived in uses):
-            self.env.admits_one.add(symbol)
-            if dim.min == 1:
-                self.env.one_requested.add(symbol)
+            self.env.size_one.admit(symbol, requested=dim.min == 1)
         return symbol
 
     def _root_hint(self, name: str, uses: list) -> int:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import operator
 
+from ...symbolic.diagnostics.catalogue import graph_break
 from .. import protocol
-from ..graph_breaks import graph_break
 from ..variables.containers import DictVariable, TupleVariable
 from ..variables.functions import NestedFunctionVariable
 from .arithmetic import apply_unary

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import operator
 
+from ...symbolic.diagnostics.catalogue import graph_break
 from ..builtins import call_builtin
-from ..graph_breaks import graph_break
 from ..protocol import iterate, subscript
 from ..variables.constant import ConstantVariable
 from ..variables.containers import (

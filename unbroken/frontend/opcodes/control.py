@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 
-from ..graph_breaks import graph_break
+from ...symbolic.diagnostics.catalogue import graph_break
 from ..protocol import iterate, special_method
 from ..variables.builder import wrap
 from ..variables.constant import ConstantVariable

@@ -7,8 +7,8 @@ cell itself, and storing it back puts the cell back.
 """
 from __future__ import annotations
 
+from ...symbolic.diagnostics.catalogue import GraphBreakError, graph_break
 from .. import protocol
-from ..graph_breaks import GraphBreakError, graph_break
 from ..protocol import load_attribute
 from ..variables.builder import wrap
 from ..variables.containers import check_mutable

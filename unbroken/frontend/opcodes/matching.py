@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import collections.abc
 
-from ..graph_breaks import TracedException
+from ...symbolic.diagnostics.catalogue import TracedException
 from ..protocol import read_attribute
 from ..variables.constant import ConstantVariable
 from ..variables.containers import TupleVariable

@@ -19,8 +19,8 @@ import inspect
 import torch
 from torch.utils import _pytree as pytree
 
+from ...symbolic.diagnostics.catalogue import graph_break
 from ...symbolic.torch_compat import DEFAULT_SETUP_CONTEXT, FUNCTION_APPLY
-from ..graph_breaks import graph_break
 from .constant import ConstantVariable
 from .containers import TupleVariable
 from .functions import TorchFunctionVariable

@@ -18,7 +18,7 @@ import itertools
 import operator
 from typing import Protocol
 
-from ..graph_breaks import graph_break
+from ...symbolic.diagnostics.catalogue import graph_break
 from ..sources import Source
 
 __all__ = ["VariableTracker", "AttributeMissing", "CREATION_ORDER", "Interpreter"]

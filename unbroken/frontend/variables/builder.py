@@ -20,6 +20,7 @@ import warnings
 
 import torch
 
+from ...symbolic.diagnostics.catalogue import graph_break
 from ...symbolic.torch_compat import (
     FUNCTION_APPLY,
     HigherOrderOperator,
@@ -29,7 +30,6 @@ from ...symbolic.torch_compat import (
     function_apply_class,
 )
 from ..builtins import BuiltinVariable, ClassVariable
-from ..graph_breaks import graph_break
 from ..protocol import BoundMethodVariable
 from ..sources import ItemSource
 from .autograd_function import AutogradFunctionApplyVariable

@@ -5,7 +5,7 @@ import types
 
 import torch
 
-from ..graph_breaks import graph_break
+from ...symbolic.diagnostics.catalogue import graph_break
 from .base import AttributeMissing, VariableTracker
 from .native import PureCallableVariable
 

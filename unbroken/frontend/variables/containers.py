@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ..graph_breaks import TracedException, graph_break
+from ...symbolic.diagnostics.catalogue import TracedException, graph_break
 from ..protocol import class_attribute, lookup
 from .base import CREATION_ORDER, AttributeMissing, VariableTracker
 from .constant import ConstantVariable

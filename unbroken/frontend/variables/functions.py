@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 import types
 
-from ..graph_breaks import graph_break
+from ...symbolic.diagnostics.catalogue import graph_break
 from ..protocol import BoundMethodVariable
 from ..sources import ClosureSource, ConstantSource
 from .base import CREATION_ORDER, VariableTracker

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from ..graph_breaks import graph_break
+from ...symbolic.diagnostics.catalogue import graph_break
 from ..protocol import CallbackVariable
 from .base import AttributeMissing, VariableTracker
 from .constant import ConstantVariable

@@ -32,7 +32,7 @@ import inspect
 import torch.nn as nn
 from torch.utils.hooks import RemovableHandle
 
-from ..graph_breaks import graph_break
+from ...symbolic.diagnostics.catalogue import graph_break
 from ..overlay import TracedHook, refuse_in_branch
 from ..protocol import CallbackVariable
 from .base import AttributeMissing, VariableTracker

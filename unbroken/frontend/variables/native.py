@@ -10,8 +10,8 @@ import sys
 
 import torch
 
+from ...symbolic.diagnostics.catalogue import graph_break
 from ...symbolic.torch_compat import sym_sqrt
-from ..graph_breaks import graph_break
 from .base import AttributeMissing, VariableTracker
 from .text import format_call, is_str_format
 

@@ -15,11 +15,12 @@ import torch.nn as nn
 from torch.utils import _pytree as pytree
 
 from ...symbolic.diagnostics import UnsupportedError
+from ...symbolic.diagnostics.catalogue import GraphBreakError, graph_break
 from ...symbolic.torch_compat import GLOBAL_MODULE_HOOKS, global_module_hooks, parse_to_arguments
-from ..graph_breaks import GraphBreakError, graph_break
 from ..overlay import refuse_in_branch
 from ..protocol import BoundMethodVariable, call_python, class_attribute, getattr_fallback, lookup
 from ..sources import AttrSource, ModuleSource
+from ..trace_site import stack_key
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .containers import DictVariable, TupleVariable
@@ -401,7 +402,7 @@ def _preserved_call(tx, var: NNModuleVariable, args, kwargs) -> VariableTracker:
     out = _call_module(tx, var, args, kwargs, suffix)
     outputs, out_spec = _boundary(tx, var, out, "outputs")
     tx.output.preserved_calls.append(PreservedCall(
-        var.fqn + suffix, var.fqn, tx.output.stack_key(var.fqn, suffix), frames, inputs,
+        var.fqn + suffix, var.fqn, stack_key(var.fqn, suffix), frames, inputs,
         in_spec, outputs, out_spec))
     return out
 

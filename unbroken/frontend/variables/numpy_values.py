@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 
-from ..graph_breaks import graph_break
+from ...symbolic.diagnostics.catalogue import graph_break
 from .base import VariableTracker
 from .native import NativeCallableVariable
 

@@ -13,7 +13,7 @@ import types
 
 import torch
 
-from ..graph_breaks import graph_break
+from ...symbolic.diagnostics.catalogue import graph_break
 from ..overlay import DELETED
 from ..protocol import (
     CallbackVariable,

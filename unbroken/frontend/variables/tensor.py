@@ -10,7 +10,7 @@ import operator
 
 import torch
 
-from ..graph_breaks import GraphBreakError, graph_break
+from ...symbolic.diagnostics.catalogue import GraphBreakError, graph_break
 from ..overlay import refuse_in_branch
 from .base import AttributeMissing, VariableTracker
 from .constant import ConstantVariable
@@ -34,7 +34,7 @@ _REFUSED_ATTRIBUTES = {"data": "UB102", "grad": "UB105", "grad_fn": "UB105", "_v
 def note_layout_aliasing(tx, tensor: TensorVariable, result) -> None:
     """``result`` came from a layout-dependent op on ``tensor`` (``reshape``, ``contiguous``...:
     a view on some layouts, a copy on others): the program may hold for the example's layout
-    only (``pipeline`` decides, from writes into inputs or into the memory ``result`` has in
+    only (``exporter.build`` decides, from writes into inputs or into the memory ``result`` has in
     the trace: its own if copied, ``tensor``'s if aliased)."""
     tx.output.layout_aliasing = True
     if isinstance(result, TensorVariable):

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 from torch.utils import _pytree as pytree
 
-from ..graph_breaks import graph_break
+from ...symbolic.diagnostics.catalogue import graph_break
 from .base import VariableTracker
 
 __all__ = ["FormattedTextVariable", "format_call", "format_text", "is_str_format", "join_text"]

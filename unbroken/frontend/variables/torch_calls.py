@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 from torch.utils import _pytree as pytree
 
+from ...symbolic.diagnostics.catalogue import GraphBreakError, graph_break
 from ...symbolic.torch_compat import map_function, set_grad_enabled
-from ..graph_breaks import GraphBreakError, graph_break
 from .constant import ConstantVariable
 from .containers import ListVariable
 from .tensor import LAYOUT_ALIASING, SymbolicVariable, TensorVariable, note_layout_aliasing

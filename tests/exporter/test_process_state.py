@@ -1,0 +1,169 @@
+"""export/find_graph_breaks leave the caller's process and model as they found them, whatever
+happens inside: a program, a refusal, a bug in unbroken, a KeyboardInterrupt (issue 6, items 6
+and 7)."""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch._dispatch.python import enable_python_dispatcher
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import unbroken
+import unbroken.exporter.build
+from tests.state_leak import ModelSnapshot
+from unbroken.exporter.process_state import ProcessState, isolated
+from unbroken.ir.recorder import Recorder
+
+
+class InferenceRegion(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        with torch.inference_mode():
+            y = self.lin(x)
+        return y + x.sum()
+
+
+class InferenceDecorated(torch.nn.Module):
+    @torch.inference_mode()
+    def forward(self, x):
+        return x.view(3) * 2
+
+
+class BreakInsideInference(torch.nn.Module):
+    def forward(self, x):
+        with torch.inference_mode():
+            if x.sum() > 0:
+                return x + 1
+            return x - 1
+
+
+class BreakInsideAutocastOff(torch.nn.Module):
+    def forward(self, x):
+        with torch.autocast("cpu", enabled=False):
+            if x.sum() > 0:
+                return x + 1
+            return x - 1
+
+
+class SetsDefaultDtype(torch.nn.Module):
+    def forward(self, x):
+        torch.set_default_dtype(torch.float64)
+        return x + 1
+
+
+class LeavesGradOff(torch.nn.Module):
+    def forward(self, x):
+        torch.set_grad_enabled(False)
+        return x * 2
+
+
+class SharedTail(torch.nn.Module):
+    """A submodule reachable by two paths: ``seq.1`` and ``tail.1``."""
+
+    def __init__(self):
+        super().__init__()
+        self.seq = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Linear(3, 3))
+        self.tail = self.seq[1:]
+
+    def forward(self, x):
+        return self.tail(self.seq(x))
+
+
+def _eager_works():
+    assert torch.equal(torch.ones(2) + 1, torch.full((2,), 2.0))
+    torch.nn.Linear(2, 2)(torch.randn(1, 2))
+
+
+@pytest.mark.parametrize("cls", [InferenceRegion, InferenceDecorated])
+def test_inference_mode_region_exports_like_no_grad(cls):
+    model, x = cls(), torch.randn(3)
+    before = ProcessState.capture()
+    ep = unbroken.export(model, (x,))
+    assert ProcessState.capture() == before
+    _eager_works()
+    torch.testing.assert_close(ep.module()(x), model(x), rtol=0, atol=0)
+    assert not ep.module()(x).requires_grad or cls is InferenceRegion
+    assert unbroken.find_graph_breaks(model, (x,)) == []
+    assert ProcessState.capture() == before
+    assert not torch.is_inference_mode_enabled()
+
+
+@pytest.mark.parametrize("cls, code", [(BreakInsideInference, "UB101"),
+                                       (BreakInsideAutocastOff, "UB101"),
+                                       (SetsDefaultDtype, "UB107"),
+                                       (LeavesGradOff, "UB107")])
+def test_refusals_leave_the_process_unchanged(cls, code):
+    before = ProcessState.capture()
+    with pytest.raises(unbroken.UnbrokenError) as info:
+        unbroken.export(cls(), (torch.randn(3),))
+    assert info.value.code == code
+    assert ProcessState.capture() == before
+    breaks = unbroken.find_graph_breaks(cls(), (torch.randn(3),))
+    assert [b.code for b in breaks][:1] == [code]
+    assert ProcessState.capture() == before
+    _eager_works()
+
+
+def _explode(raised):
+    def explode(*args, **kwargs):
+        raise raised
+
+    return explode
+
+
+@pytest.mark.parametrize("owner, name, raised, expected", [
+    (Recorder, "__torch_dispatch__", ValueError("boom"), unbroken.UnbrokenError),
+    (Recorder, "__torch_dispatch__", KeyboardInterrupt(), KeyboardInterrupt),
+    (unbroken.exporter.build, "functionalize", ValueError("boom"), unbroken.InternalError),
+    (unbroken.exporter.build, "functionalize", KeyboardInterrupt(), KeyboardInterrupt),
+])
+def test_internal_error_and_interrupt_leave_the_process_unchanged(monkeypatch, owner, name,
+                                                                  raised, expected):
+    monkeypatch.setattr(owner, name, _explode(raised))
+    before = ProcessState.capture()
+    with pytest.raises(expected):
+        unbroken.export(InferenceRegion(), (torch.randn(3),))
+    assert ProcessState.capture() == before
+    monkeypatch.undo()
+    _eager_works()
+
+
+def test_isolated_restores_everything_the_body_changed():
+    before = ProcessState.capture()
+    with pytest.raises(RuntimeError):
+        with isolated():
+            torch.set_default_dtype(torch.float64)
+            torch._C._set_grad_enabled(False)
+            enable_python_dispatcher().__enter__()
+            TorchDispatchMode().__enter__()
+            raise RuntimeError("the body fails")
+    assert ProcessState.capture() == before
+    _eager_works()
+
+
+def test_shared_submodule_keeps_its_real_tensors():
+    model, x = SharedTail(), torch.randn(2, 3)
+    snapshot = ModelSnapshot.of(model)
+    ep = unbroken.export(model, (x,))
+    assert snapshot.diff(ModelSnapshot.of(model)) == []
+    torch.testing.assert_close(ep.module()(x), model(x), rtol=0, atol=0)
+
+
+def test_refused_export_keeps_the_model():
+    class Refused(SharedTail):
+        def forward(self, x):
+            y = self.tail(self.seq(x))
+            if y.sum() > 0:
+                return y
+            return -y
+
+    model = Refused().train()
+    model.register_forward_hook(lambda *a: None)
+    snapshot = ModelSnapshot.of(model)
+    with pytest.raises(unbroken.GraphBreakError):
+        unbroken.export(model, (torch.randn(2, 3),))
+    unbroken.find_graph_breaks(model, (torch.randn(2, 3),))
+    assert snapshot.diff(ModelSnapshot.of(model)) == []

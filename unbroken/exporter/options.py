@@ -1,0 +1,66 @@
+"""What one export is asked: the call (:class:`ExportCall`) and how (:class:`ExportOptions`).
+
+Both are immutable: a stage reads them, and a variant (the retrace of the ``Dim.AUTO`` rounds,
+a trace at size 1, the re-export that verifies a suggested fix) is a new value made with
+``dataclasses.replace``, never a flag set on an object after it was built.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+import torch
+
+__all__ = ["ExportCall", "ExportOptions"]
+
+
+@dataclass(frozen=True, slots=True)
+class ExportCall:
+    """The call being exported.
+
+    mod:    the ``nn.Module`` (or plain function) whose ``forward`` is traced;
+    args:   the example positional inputs (checked: a tuple);
+    kwargs: the example keyword inputs (checked: a dict).
+    """
+
+    mod: object
+    args: tuple
+    kwargs: dict
+
+    @property
+    def root(self) -> torch.nn.Module | None:
+        """The exported module, or None when a plain function is traced."""
+        return self.mod if isinstance(self.mod, torch.nn.Module) else None
+
+
+@dataclass(frozen=True, slots=True)
+class ExportOptions:
+    """How to export.
+
+    dynamic_shapes:   the user's spec (plain; torch's spec builders already expanded);
+    preserve:         ``preserve_module_call_signature`` paths (checked);
+    auto_refinements: what earlier traces found the code requires of ``Dim.AUTO`` /
+                      ``Dim.DYNAMIC`` dims, by source (``symbolic.auto``), adopted here;
+    specializations:  the ``Dim.AUTO`` dims earlier traces pinned (for the warnings);
+    forced_static:    ``(id(example tensor), dim)`` pairs static whatever the spec says (the
+                      traces at size 1 of ``unbroken.size_one``);
+    find_all:         "find them all" mode (``find_graph_breaks``): breaks are collected and
+                      tracing goes on along the path the example inputs take;
+    suggest_fixes:    a refusal for shapes searches a fix and verifies it by exporting again;
+    narrow_in_place:  an adoption that only narrows ranges is applied to this trace instead
+                      of tracing again (off where a narrower range would be another spec).
+    """
+
+    dynamic_shapes: object = None
+    preserve: frozenset[str] = frozenset()
+    auto_refinements: Mapping = field(default_factory=dict)
+    specializations: tuple = ()
+    forced_static: frozenset = frozenset()
+    find_all: bool = False
+    suggest_fixes: bool = True
+    narrow_in_place: bool = True
+
+    def __post_init__(self):
+        object.__setattr__(self, "auto_refinements",
+                           MappingProxyType(dict(self.auto_refinements)))

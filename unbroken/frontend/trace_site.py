@@ -1,0 +1,71 @@
+"""Where the trace is: the one object the shape environment and the recorder read the
+user's location from, built before either of them.
+
+The trace context (``output.TraceContext``) holds the recorder, and the recorder and the
+environment need the user's stack at every recorded op, guard and error: this object breaks
+that loop. It is made first, handed to the environment and the recorder (their providers are
+its bound methods) and then to the trace context, which pushes onto it as translators and
+module calls start and end.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+
+__all__ = ["TraceSite"]
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_UNBROKEN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def is_internal(filename: str) -> bool:
+    """True for a file of torch or of unbroken (never the user's frame)."""
+    return filename.startswith((_TORCH_DIR, _UNBROKEN_DIR))
+
+
+class TraceSite:
+    """The running translators, the modules being called and the eager ``requires_grad`` of
+    the tensors the trace knows.
+
+    translators:     the running translators, outermost first (each has ``frame()``);
+    module_stack:    ``(fqn, type)`` of the modules being called, outermost first;
+    module_suffixes: ``"@n"`` per ``module_stack`` entry for the n-th call of a module whose
+                     call signature is preserved (``""`` mostly);
+    eager_requires_grad: id(meta tensor) -> whether eager's tensor behind it requires grad.
+    """
+
+    __slots__ = ("translators", "module_stack", "module_suffixes", "eager_requires_grad")
+
+    def __init__(self):
+        self.translators: list = []
+        self.module_stack: list[tuple[str, type]] = []
+        self.module_suffixes: list[str] = []
+        self.eager_requires_grad: dict[int, bool] = {}
+
+    def user_frames(self) -> tuple:
+        """The user's stack: the frames of running translators outside torch and unbroken."""
+        frames = [tx.frame() for tx in self.translators]
+        user = tuple(f for f in frames if not is_internal(f.filename))
+        return user or tuple(frames[-1:])
+
+    def nn_module_stack(self) -> dict:
+        """``{key: (fqn, class name)}`` of the modules being called. The n-th call (n >= 1) of
+        a module whose call signature is preserved has keys ending ``@n`` (its submodules'
+        too), as torch.export marks them, so each call is told apart."""
+        stack, suffix = {}, ""
+        for (fqn, cls), own in zip(self.module_stack, self.module_suffixes):
+            suffix = own or suffix
+            if not fqn:
+                continue  # the exported module itself is not part of the stack (as in torch)
+            stack[stack_key(fqn, suffix)] = (fqn, f"{cls.__module__}.{cls.__qualname__}")
+        return stack
+
+    def requires_grad(self, meta) -> bool:
+        """Whether eager's tensor behind the meta tensor ``meta`` requires grad."""
+        return self.eager_requires_grad.get(id(meta), False)
+
+
+def stack_key(fqn: str, suffix: str = "") -> str:
+    """The ``nn_module_stack`` key of a call of the module at ``fqn``."""
+    return "L__self___" + fqn.replace(".", "_") + suffix

@@ -1,0 +1,304 @@
+"""The admission half of the size-1 feature (see :mod:`unbroken.size_one`): the dims the audit
+found sensitive and whose spec says ``min=1`` are traced again at size 1, and admitted when
+the first program, with the dim set to 1, runs exactly the ops of the second; the refused
+ones get their reason for the run-time checks and, when declared ``min=1``, a warning.
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import warnings
+from collections.abc import Callable
+
+import sympy
+import torch
+import torch.fx as fx
+import torch.utils._pytree as pytree
+
+from ..ir.meta_keys import SIZE_ONE_REFUSED
+from ..program import ExportedProgram
+from ..symbolic.diagnostics import UnbrokenError
+from ..symbolic.node import sym_expr
+
+__all__ = ["SizeOneWarning", "admit_size_one", "same_program"]
+
+MAX_SYMBOLS = 2
+
+
+class SizeOneWarning(UserWarning):
+    """A dim declared ``min=1`` keeps ``[2, ...]``: at size 1 the model's code takes another
+    path (the message names the line), so size 1 needs its own export."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Retrace:
+    """A trace at size 1: its program, a renaming of its symbols to the first trace's, and
+    the symbols (first trace's names) some answer of it depends on being >= 2."""
+
+    program: ExportedProgram
+    rename: dict
+    sensitive: frozenset
+
+
+def admit_size_one(ep: ExportedProgram, audit, env, leaf_dims: dict, args, kwargs,
+                   trace_at: Callable) -> ExportedProgram:
+    """``ep`` (whose ranges already start at 1 for the dims the audit cleared) with
+    ``[1, ...]`` also for the sensitive dims declared ``min=1`` that traces at size 1 show to
+    give the same program; the others' reasons recorded for the run-time checks.
+
+    audit: the first trace's ``SizeOneAudit`` (its ``requested`` candidates, whose spec says
+        ``min=1``, are traced at 1 and warned about when refused); env: its environment;
+    leaf_dims: ``id(example tensor) -> dims`` (ints / sympy expressions) of the first trace;
+    trace_at(args, kwargs, forced) exports the resized inputs with ``forced``
+    (``(id(tensor), dim)`` pairs) static and returns a ``Retrace``, or None when that needs
+    another spec.
+    """
+    free = audit.settle(env)
+    requested = audit.requested
+    sensitive = sorted((s for s in audit.admits_one if s in audit.sensitive
+                        and s in ep.range_constraints
+                        and int(ep.range_constraints[s].lower) == 2), key=str)
+    if not sensitive:
+        return ep
+    tried = [s for s in sensitive if s in requested][:MAX_SYMBOLS]
+    admitted = _same_at_one(ep, tried, free, leaf_dims, env.hint_of, args, kwargs, trace_at)
+    refused = {str(s): _reason(env, s, audit.sensitive[s], s in tried, audit.why.get(s))
+               for s in sensitive if s not in admitted}
+    for symbol in sensitive:
+        if symbol not in admitted and symbol in requested:
+            warnings.warn(_requested_refused(env, symbol, refused[str(symbol)]),
+                          SizeOneWarning, stacklevel=5)
+    result = ep
+    if admitted:
+        ranges = dict(ep.range_constraints)
+        for symbol in admitted:
+            ranges[symbol] = type(ranges[symbol])(1, ranges[symbol].upper)
+        result = type(ep).from_parts(dataclasses.replace(ep.parts(), range_constraints=ranges))
+    if refused:
+        result.graph_module.meta[SIZE_ONE_REFUSED] = refused
+    return result
+
+
+def _same_at_one(ep, tried, free, leaf_dims, hints, args, kwargs, trace_at) -> set:
+    """The symbols of ``tried`` whose every combination at 1 (with the others of the result)
+    traces to ``ep``'s program, with ``free`` still free of size-1 dependent answers: each
+    alone first, then the combinations of those that passed."""
+    passed: list = []
+    for symbol in tried:
+        if _traces_the_same(ep, (symbol,), free, leaf_dims, hints, args, kwargs, trace_at):
+            passed.append(symbol)
+    for count in range(2, len(passed) + 1):
+        for subset in itertools.combinations(passed, count):
+            if not _traces_the_same(ep, subset, free, leaf_dims, hints, args, kwargs,
+                                    trace_at):
+                return set(passed[:1])  # each alone is the same program, not together
+    return set(passed)
+
+
+def _traces_the_same(ep, subset, free, leaf_dims, hints, args, kwargs, trace_at) -> bool:
+    values = {s: sympy.Integer(1) for s in subset}
+    resized = _resize((args, kwargs), leaf_dims, values, hints)
+    if resized is None:
+        return False
+    (new_args, new_kwargs), forced = resized
+    try:
+        retrace = trace_at(new_args, new_kwargs, forced)
+    except UnbrokenError:
+        return False  # the code refuses size 1 (or needs a different spec for it)
+    return retrace is not None and not retrace.sensitive & free and same_program(
+        ep, retrace.program, values, retrace.rename)
+
+
+def _reason(env, symbol, guard, traced: bool, why: str | None = None) -> str:
+    """Why ``symbol`` keeps ``[2, ...]``: the answer that depends on it being >= 2 (and
+    ``why`` that answer matters, when the guard alone does not say it)."""
+    where = guard.location
+    place = ""
+    if where is not None:
+        source = f" ({where.source.strip()})" if where.source else ""
+        place = f" at {where.filename}:{where.lineno}{source}"
+    op = f" in {guard.op}" if guard.op else ""
+    then = ("a trace at size 1 gives a different program" if traced else
+            "checking size 1 needs a trace at size 1, done for dims declared min=1: declare "
+            "this one Dim.AUTO(min=1) or Dim(..., min=1) to have it checked")
+    if why:  # a trace at size 1 would record the other program: no use offering one
+        return f"the program relies on {guard.describe(env.source_of)}{op}{place}: {why}"
+    return (f"the program relies on {guard.describe(env.source_of)}{op}{place}, which "
+            f"may not hold at {env.source_of(symbol)} = 1, and {then}")
+
+
+def _requested_refused(env, symbol, reason: str) -> str:
+    return (f"{env.source_of(symbol)} is declared min=1 but the program admits it from 2: "
+            f"{reason}. Calls with size 1 are refused; declare min=2, or "
+            f"export a separate program from an example of size 1 (that dim then static).")
+
+
+def _resize(inputs, leaf_dims: dict, values: dict, hints: Callable):
+    """The example inputs cut down so that ``values`` hold, and the dims that then are static;
+    None when a size cannot be reached by cutting."""
+    forced: set = set()
+    failed = []
+
+    def cut(leaf):
+        dims = leaf_dims.get(id(leaf)) if isinstance(leaf, torch.Tensor) else None
+        if dims is None:
+            return leaf
+        new, pins = leaf, []
+        for index, expr in enumerate(dims):
+            if isinstance(expr, int) or not (expr.free_symbols & set(values)):
+                continue
+            size = hints(expr.xreplace(values))
+            if size is None or not 1 <= size <= leaf.shape[index]:
+                failed.append(index)
+                return leaf
+            new = new.narrow(index, 0, int(size))
+            pins.append(index)
+        new = new.clone()
+        forced.update((id(new), index) for index in pins)
+        return new
+
+    resized = pytree.tree_map(cut, inputs)
+    return None if failed else (resized, frozenset(forced))
+
+
+def same_program(general: ExportedProgram, special: ExportedProgram, values: dict,
+                 rename=None) -> bool:
+    """Whether ``general`` with its symbols set to ``values`` runs exactly the ops of
+    ``special``: the same tensor ops in the same order with the same arguments (sizes compared
+    as numbers or expressions), the same outputs and the same constants. ``rename`` maps
+    ``special``'s symbols to ``general``'s."""
+    sides = _Sides(values, rename or {})
+    if set(general.constants) != set(special.constants) or any(
+            not _same_tensor(general.constants[k], special.constants[k])
+            for k in general.constants):
+        return False
+    return _same_graph(general.graph_module, special.graph_module, sides)
+
+
+def _same_graph(left_module: fx.GraphModule, right_module: fx.GraphModule,
+                sides: _Sides) -> bool:
+    """The node-by-node comparison of ``same_program``; subgraphs (grad-mode regions,
+    ``torch.cond`` branches) read by ``get_attr`` are compared the same way."""
+    left, right = _ops(left_module), _ops(right_module)
+    if len(left[0]) != len(right[0]):
+        return False
+    outer, sides.skipped = sides.skipped, (left[1], right[1])
+    try:
+        mapping: dict = {}
+        for a, b in zip(left[0], right[0]):
+            if a.op != b.op or (a.op == "placeholder" and a.name != b.name):
+                return False
+            if a.op == "get_attr":
+                if not _same_attribute(getattr(left_module, a.target),
+                                       getattr(right_module, b.target), sides):
+                    return False
+            elif a.target != b.target or not (
+                    _same_arg(a.args, b.args, mapping, sides)
+                    and _same_arg(a.kwargs, b.kwargs, mapping, sides)
+                    and _same_value(a.meta.get("val"), b.meta.get("val"), sides)):
+                return False
+            mapping[a] = b
+        return True
+    finally:
+        sides.skipped = outer
+
+
+def _same_attribute(a, b, sides: _Sides) -> bool:
+    if isinstance(a, fx.GraphModule) and isinstance(b, fx.GraphModule):
+        return _same_graph(a, b, sides)
+    return _same_tensor(a, b)
+
+
+def _ops(graph_module) -> tuple[list, dict]:
+    """The nodes that compute tensors (size arithmetic, size assertions and whole-dim slices
+    left out), and ``{whole-dim slice: its input}``.
+
+    A whole-dim slice (``x[:]``: start 0, step 1, end at or past the size) is the identity;
+    indexing records it or not depending on whether the size is static (at size 1) or not."""
+    nodes, skipped = [], {}
+    for node in graph_module.graph.nodes:
+        if node.op == "call_function" and node.target is torch.ops.aten._assert_scalar.default:
+            continue
+        if isinstance(node.meta.get("val"), (torch.SymInt, torch.SymBool, torch.SymFloat)):
+            continue
+        if _is_whole_slice(node):
+            skipped[node] = skipped.get(node.args[0], node.args[0])
+            continue
+        nodes.append(node)
+    return nodes, skipped
+
+
+def _is_whole_slice(node: fx.Node) -> bool:
+    if node.op != "call_function" or node.target is not torch.ops.aten.slice.Tensor:
+        return False
+    defaults = (None, 0, None, None, 1)  # slice.Tensor(self, dim=0, start=None, end=None, step=1)
+    source, _, start, end, step = tuple(node.args) + defaults[len(node.args):]
+    value, before = node.meta.get("val"), getattr(source, "meta", {}).get("val")
+    whole = end is None or (isinstance(end, int) and end >= _INT64_MAX)
+    return (start in (0, None) and step == 1 and whole and isinstance(value, torch.Tensor)
+            and isinstance(before, torch.Tensor)
+            and [sym_expr(x) for x in value.shape] == [sym_expr(x) for x in before.shape])
+
+
+_INT64_MAX = 2**63 - 1
+
+
+def _same_arg(a, b, mapping: dict, sides: _Sides) -> bool:
+    if isinstance(a, fx.Node):
+        a = sides.skipped[0].get(a, a)
+    if isinstance(b, fx.Node):
+        b = sides.skipped[1].get(b, b)
+    if isinstance(a, fx.Node) and a in mapping:
+        return b is mapping[a]
+    if isinstance(a, fx.Node) or isinstance(b, fx.Node):
+        return _same_size(a, b, sides)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same_arg(x, y, mapping, sides) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same_arg(a[k], b[k], mapping, sides) for k in a)
+    return type(a) is type(b) and a == b
+
+
+class _Sides:
+    """The substitutions of one comparison: ``values`` on the general program's side,
+    ``rename`` on the special one's."""
+
+    def __init__(self, values: dict, rename: dict):
+        self.values, self.rename = values, rename
+        self.skipped: tuple[dict, dict] = ({}, {})  # per side: whole-dim slice -> its input
+
+    def general(self, expr):
+        return sympy.expand(sympy.sympify(expr).xreplace(self.values))
+
+    def special(self, expr):
+        return sympy.expand(sympy.sympify(expr).xreplace(self.rename))
+
+
+def _same_size(a, b, sides: _Sides) -> bool:
+    left, right = _size_of(a, sides.general), _size_of(b, sides.special)
+    return left is not None and left == right
+
+
+def _size_of(arg, substitute):
+    """A size argument as a sympy expression, substituted; None if not a size."""
+    if isinstance(arg, fx.Node):
+        value = arg.meta.get("val")
+        if not isinstance(value, (torch.SymInt, torch.SymBool, torch.SymFloat)):
+            return None
+        return substitute(sym_expr(value))
+    if isinstance(arg, (int, float, bool)):
+        return sym_expr(arg)
+    return None
+
+
+def _same_value(a, b, sides: _Sides) -> bool:
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return a.dtype == b.dtype and len(a.shape) == len(b.shape) and all(
+            sides.general(sym_expr(x)) == sides.special(sym_expr(y))
+            for x, y in zip(a.shape, b.shape))
+    return type(a) is type(b)
+
+
+def _same_tensor(a, b) -> bool:
+    return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape \
+        and a.dtype == b.dtype and torch.equal(a, b)

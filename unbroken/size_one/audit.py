@@ -1,0 +1,304 @@
+"""The size-1 audit: which dims whose spec admits 1 a trace's decisions depend on.
+
+Tracing gives every dynamic dim the range ``[2, ...]``. For a dim whose spec admits 1
+(``admit``), every question the trace answers is re-asked with each set of its candidate
+symbols at 1 (``audit``): a symbol no answer depends on is admitted without more work. An
+answer given inside one node's meta computation only shapes that node's output metadata: it
+is checked by re-running the kernel at 1 once the trace's input facts are known
+(``node_meta``, ``settle``: :mod:`unbroken.size_one.unit_meta`,
+:mod:`unbroken.size_one.settle`). An answer torch's own code gives during a leaf call counts
+only when the call, re-run at 1, dispatches other ops (``settle_leaf_call``), or, for a
+layout-dependent call that copies on one side and views on the other, when the program writes
+that memory, returns the result or reads a layout fact (``note_layout_at_one``, ``written``,
+``layout_observed``). The admission of the dims still sensitive is
+:mod:`unbroken.size_one.admission`.
+
+The shape environment and the recorder reach this object through the interface
+:class:`unbroken.symbolic.size_one_hook.SizeOneHook`: ``ShapeEnvironment(size_one=audit)``.
+"""
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+
+import sympy
+import torch
+import torch.utils._pytree as pytree
+
+from ..symbolic import expr as E
+from ..symbolic.guards import Guard
+from ..symbolic.node import sym_expr
+from ..symbolic.size_one_hook import SizeOneHook
+from .at_one import AnswersAtOne, flipped_at_one, put_ones
+from .settle import forced_equalities, settle_check
+from .unit_meta import same_node_at, settle_leaf_call
+
+__all__ = ["SizeOneAudit"]
+
+
+class SizeOneAudit(SizeOneHook):
+    """The size-1 state of one trace.
+
+    admits_one:   symbols whose spec admits 1 although tracing gives them ``[2, ...]``
+                  (``min=1``, ``Dim.AUTO``, ``Dim.DYNAMIC``, a named Dim's default min);
+    requested:    those of them declared ``min=1`` (traced at 1 when sensitive, warned about);
+    sensitive:    those of them on which some decision of the trace would have gone otherwise
+                  at 1 -> that decision (a ``Guard``);
+    why:          of ``sensitive``: why its answer matters, when the guard alone does not say;
+    refused_sets: sets of sizes at 1 under which a node computes something else, refused at
+                  run time by an assertion (``settle.RefusedAtOne``) the exporter adds;
+    dry:          depth of the dry runs in progress (``dry_run``).
+    """
+
+    def __init__(self):
+        self.admits_one: set = set()
+        self.requested: set = set()
+        self.sensitive: dict = {}
+        self.why: dict = {}
+        self.refused_sets: list = []
+        self.dry = 0
+        self._dry_ones: list[dict] = []  # the symbols each open dry run puts at 1
+        self._aligned_broadcast = 0  # > 0 inside a pointwise op whose operands align
+        # one AnswersAtOne per open meta computation of a recorded node or leaf call
+        # (innermost last): its sensitive answers, checked by comparing metadata at 1
+        self._unit_scopes: list[AnswersAtOne] = []
+        # (pending answers of one node, check(ones) -> bool): run once the trace ends and
+        # the input facts are known, for the symbols nothing else has made sensitive by then
+        self._deferred_checks: list[tuple[dict, Callable]] = []
+        # sensitive answers -> (value, kind, symbols, flips): a cached answer reused by a
+        # later node (or outside any) counts there too
+        self._sensitive_answers: dict = {}
+        # layout-dependent calls that copy in this trace and view at 1 (or the reverse), as
+        # (alias roots of their inputs and result, root of the result, the answers that
+        # chose): harmless unless that memory is written or the result returned
+        self._layout_at_one: list[tuple[list, torch.Tensor, dict]] = []
+
+    @property
+    def active(self) -> bool:
+        return bool(self.admits_one)
+
+    # ----------------------------------------------------------------- the environment's side
+    def admit(self, symbol, *, requested: bool) -> None:
+        self.admits_one.add(symbol)
+        if requested:
+            self.requested.add(symbol)
+
+    def audit(self, env, expr, value: bool, kind: str) -> None:
+        """Mark the ``admits_one`` symbols of ``expr`` on which the answer ``value`` might
+        change when some of them are 1 instead of >= 2: for each non-empty set of them set to
+        1, the ranges must still give ``value``. Up to ``at_one._AT_ONE_MAX`` symbols per
+        question; beyond, all count as sensitive (``flipped_at_one``)."""
+        if not self.admits_one or self.dry:
+            return
+        candidates = [s for s in expr.free_symbols
+                      if s in self.admits_one and s not in self.sensitive]
+        if not candidates:
+            return
+        flips = flipped_at_one(candidates, lambda ones: _holds_at_one(env, expr, ones, value))
+        if flips == []:
+            return
+        self._sensitive_answers[expr] = (value, kind, tuple(candidates), flips)
+        self._note_sensitive(expr, env.decision(expr, value, kind), candidates, flips)
+
+    def answered_again(self, env, expr) -> None:
+        entry = self._sensitive_answers.get(expr)
+        if entry is not None and not self.dry:
+            value, kind, symbols, flips = entry
+            self._note_sensitive(expr, env.decision(expr, value, kind), symbols, flips)
+
+    def dry_truth(self, env, expr) -> bool | None:
+        """A dry run's question the ranges leave open, settled once exact polynomial divisions
+        are carried out (``Eq(4*s1**2, 4*s1*((s1**2)//s1))``, a view's ``-1`` at size 1), or
+        by an equality the input facts force (``settle.forced_equalities``)."""
+        simpler = E.exact_divisions(expr)
+        value = None if simpler is expr else env.static_truth(simpler)
+        if value is None and env.input_facts:
+            ones = self._dry_ones[-1] if self._dry_ones else {}
+            equalities = forced_equalities(self, env, ones)
+            if equalities:
+                value = env.static_truth(simpler.xreplace(equalities))
+        return value
+
+    @contextlib.contextmanager
+    def dry_run(self, ones: dict | None = None) -> Iterator[None]:
+        """A hypothetical computation (metadata with ``ones``, ``{symbol: 1}``, put in):
+        the environment answers only from the ranges, earlier answers and the input facts,
+        records and audits nothing, and a question they do not settle raises
+        ``DryRunUndecided``."""
+        self.dry += 1
+        self._dry_ones.append(ones or {})
+        try:
+            yield
+        finally:
+            self.dry -= 1
+            self._dry_ones.pop()
+
+    def _note_sensitive(self, expr, guard: Guard, symbols, flips) -> None:
+        """``symbols`` depend on being >= 2 through ``expr`` (``flips``: the sets of them at 1
+        that change the answer, None when too many to enumerate). An answer given inside the
+        meta computation of one recorded node (a unit scope) only shaped that node's output
+        metadata: it goes to the scope, for the recorder to compare that metadata at 1. Any
+        other (the model's own decisions, torch's indexing code choosing which ops to run)
+        marks them for the whole program. An "is this size 1?" inside an aligned broadcast
+        marks nothing (see ``aligned_broadcast``).
+
+        A guard recorded inside a kernel holds for ``[2, ...]`` (the solver checks it against
+        the spec) and only chose that node's metadata; nothing at run time reads it, so the
+        metadata comparison covers it too."""
+        if self._aligned_broadcast and _is_unit_question(expr):
+            return
+        free = [s for s in symbols if s not in self.sensitive]
+        if self._unit_scopes:
+            self._unit_scopes[-1].note(free, guard, flips)
+            return
+        for symbol in free:
+            self.sensitive.setdefault(symbol, guard)
+
+    def mark_sensitive(self, decisions: dict, why: str = "") -> None:
+        """``decisions``: ``{symbol: the Guard that depends on it being >= 2}``; ``why``: what
+        makes that answer matter, when the guard alone does not say it."""
+        for symbol, guard in decisions.items():
+            if symbol not in self.sensitive:
+                self.sensitive[symbol] = guard
+                if why:
+                    self.why[symbol] = why
+
+    def settle(self, env) -> set:
+        """Run the deferred checks (:mod:`unbroken.size_one.settle`): the ``admits_one``
+        symbols no answer depends on being >= 2 (the ones the program admits at 1 without
+        another trace). Call it once the program's input facts are known (after the guards
+        are checked), under the Python dispatcher (the checks re-run meta kernels); the sets
+        of sizes at 1 refused by a run-time assertion instead are in ``refused_sets`` (their
+        facts join ``env.input_facts``)."""
+        checks, self._deferred_checks = self._deferred_checks, []
+        for pending, check in checks:
+            refused = settle_check(self, env, pending, check)
+            self.refused_sets.extend(refused)
+            env.input_facts.extend(r.fact for r in refused)
+        return {s for s in self.admits_one if s not in self.sensitive}
+
+    # ----------------------------------------------------------------- the recorder's side
+    @contextlib.contextmanager
+    def aligned_broadcast(self, func, args) -> Iterator[None]:
+        """Inside a pointwise op whose operands' sizes agree at every (right-aligned) position
+        up to literal 1s (``x + y`` of equal shapes, ``x * w`` with ``w`` broadcast): its
+        "is this size 1?" / "are there fewer than 2 elements?" questions only pick the
+        broadcast source or the layout shortcut. The output size is the same expression either
+        way and the op recorded the same, so those answers do not make the program depend on
+        a size being >= 2: not audited."""
+        if not self.admits_one or not _aligned_pointwise(func, args):
+            yield
+            return
+        self._aligned_broadcast += 1
+        try:
+            yield
+        finally:
+            self._aligned_broadcast -= 1
+
+    @contextlib.contextmanager
+    def unit_scope(self) -> Iterator[AnswersAtOne]:
+        """Around the meta computation of one recorded node (or one leaf call): the sensitive
+        answers the ranges give inside go to the yielded ``AnswersAtOne`` instead of
+        ``sensitive``, to be checked by comparing the computation at 1."""
+        pending = AnswersAtOne()
+        self._unit_scopes.append(pending)
+        try:
+            yield pending
+        finally:
+            self._unit_scopes.pop()
+
+    def node_meta(self, env, kernel, args, kwargs):
+        """``kernel(args, kwargs)``: the meta output of one recorded node; its "is this size
+        1?" answers are checked against the output at 1 (``unit_meta.same_node_at``), once
+        the input facts are known (``settle``)."""
+        if not self.admits_one:
+            return kernel(args, kwargs)
+        with self.unit_scope() as pending:
+            out = kernel(args, kwargs)
+        if pending:
+            self._deferred_checks.append((pending, lambda ones: same_node_at(
+                self, env, kernel, args, kwargs, out, ones)))
+        return out
+
+    def settle_leaf_call(self, recorder, pending, log, fn, args, kwargs, result,
+                         grad_enabled: bool) -> None:
+        """See :func:`unbroken.size_one.unit_meta.settle_leaf_call`."""
+        settle_leaf_call(self, recorder.env, recorder, pending, log, fn, args, kwargs, result,
+                         grad_enabled)
+
+    def note_layout_at_one(self, recorder, inputs, result, pending: dict) -> None:
+        """``result`` of a layout-dependent call (``reshape``) on ``inputs`` is a copy in this
+        trace and a view at size 1 (or the reverse), by the answers ``pending``: same values,
+        other aliasing. A later write into the memory of either side (``written``), or the
+        result returned (``layout_observed``), would tell them apart: those answers then
+        count."""
+        roots = [recorder.aliases.root(t) for t in pytree.tree_leaves((inputs, result))
+                 if isinstance(t, torch.Tensor)]
+        self._layout_at_one.append((roots, recorder.aliases.root(result), pending))
+
+    @property
+    def watches_writes(self) -> bool:
+        return bool(self._layout_at_one)
+
+    def written(self, root, frames) -> None:
+        """An in-place write into the memory whose alias root is ``root`` (at the user's
+        ``frames``)."""
+        for roots, _, pending in self._layout_at_one:
+            if any(root is noted for noted in roots):
+                self.mark_sensitive(pending, _LAYOUT_AT_ONE.format(
+                    "and the program later writes into that memory in place" + _at(frames)))
+
+    def layout_observed(self, recorder, outputs, observed: bool) -> None:
+        """The trace has ended: mark the answers of the layout-dependent calls noted by
+        ``note_layout_at_one`` sensitive when the program reads a layout fact (``observed``)
+        or returns one of their results (writes are marked as they happen)."""
+        roots = [recorder.aliases.root(t) for t in outputs if isinstance(t, torch.Tensor)]
+        for _, result, pending in self._layout_at_one:
+            if observed:
+                self.mark_sensitive(pending, _LAYOUT_AT_ONE.format(
+                    "and the program reads a stride or contiguity fact"))
+            elif any(root is result for root in roots):
+                self.mark_sensitive(pending, _LAYOUT_AT_ONE.format(
+                    "and the program returns that result (or a view of it)"))
+        self._layout_at_one.clear()
+
+
+def _holds_at_one(env, expr, ones: dict, value: bool) -> bool:
+    """Whether the ranges give ``expr`` the answer ``value`` with ``ones`` put in (False
+    when it is undefined there: ``x % (s0 // 8)``)."""
+    try:
+        at_one = put_ones(expr, tuple(sorted(ones, key=str)))
+    except ArithmeticError:
+        return False
+    return env.static_truth(at_one) is value
+
+
+def _is_unit_question(expr) -> bool:
+    """``Eq(e, 1)``/``Ne(e, 1)`` (is this size 1?) or ``e < 2`` (fewer than 2 elements?)."""
+    if isinstance(expr, (sympy.Eq, sympy.Ne)):
+        return sympy.Integer(1) in expr.args
+    return isinstance(expr, sympy.StrictLessThan) and expr.rhs == 2
+
+
+def _aligned_pointwise(func, args) -> bool:
+    """A pointwise op whose tensor operands have, at every right-aligned position, one size
+    expression besides literal 1s (see ``SizeOneAudit.aligned_broadcast``)."""
+    if torch.Tag.pointwise not in func.tags:
+        return False
+    shapes = [arg.shape for arg in args if isinstance(arg, torch.Tensor)]
+    if len(shapes) < 2:
+        return False
+    for position in range(1, max(len(shape) for shape in shapes) + 1):
+        sizes = {sym_expr(shape[-position]) for shape in shapes if len(shape) >= position}
+        sizes.discard(1)
+        if len(sizes) > 1:
+            return False
+    return True
+
+
+_LAYOUT_AT_ONE = ("at size 1 that call returns a view of its input where the program copies "
+                  "(or a copy where it views), {}")
+
+
+def _at(frames) -> str:
+    return f" ({frames[-1].short()})" if frames else ""

@@ -1,0 +1,235 @@
+"""Whether "is this size 1?" answers matter: a node's output metadata, or a leaf call's ops,
+compared at 1.
+
+Meta kernels ask "is this size 1?" (``Eq(s0, 1)``) or "fewer than 2 elements?" to pick a
+broadcast source, skip a size-1 dim when computing strides, or take a contiguity shortcut.
+With dynamic dims traced from 2 the answer is "no" for free; whether the program then also
+serves size 1 (``unbroken.size_one``) depends on what the answer changed. Inside one recorded
+node the op is the same either way: only its output metadata can differ. So the node's kernel
+runs again on its inputs' metadata with the dims at 1 (``SizeOneAudit.dry_run``: every
+question must be settled by the ranges, nothing is recorded) and the outputs are compared:
+equal dtypes, ranks, sizes, and strides of every dim whose size is not 1 (the stride of a
+size-1 dim is never read by PyTorch's kernels, layout checks or view rules). Equal, the
+answers only shaped bookkeeping; different (a ``squeeze``, a view that becomes a copy), the
+dims keep ``[2, ...]``.
+
+Answers given during a leaf call but outside any node (torch's C++ ``reshape`` choosing a
+view or a copy, indexing choosing which ops to run) may change which ops run: the whole call
+is re-run at 1 with every op it dispatches logged and none recorded
+(``Recorder.dry_logging``), and must dispatch the same ops on corresponding arguments, with
+the same output metadata, and return the corresponding result. A layout-dependent call
+(``LAYOUT_DEPENDENT_CALLS``: ``reshape``, ``flatten``, ``contiguous``...) that copies on one
+side and views on the other returns the same values either way: it only needs a result of
+the same sizes at 1, and the recorder then watches what could tell a view from a copy
+(``SizeOneAudit.note_layout_at_one``).
+"""
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import sympy
+import torch
+import torch.utils._pytree as pytree
+
+from ..symbolic.diagnostics import UnbrokenError
+from ..symbolic.size_one_hook import DryRunUndecided
+from .at_one import holds_at_one
+
+__all__ = ["LAYOUT_DEPENDENT_CALLS", "same_node_at", "settle_leaf_call"]
+
+# What a kernel may raise on metadata it rejects at size 1 (eager would raise too), or
+# unbroken on a re-run it cannot follow: the answers then count. Anything else propagates.
+_REJECTED = (DryRunUndecided, RuntimeError, ValueError, TypeError, IndexError, ArithmeticError,
+             UnbrokenError)
+
+
+def same_node_at(audit, env, rerun: Callable, args, kwargs, out, ones: dict) -> bool:
+    """Whether ``rerun(args, kwargs)`` with ``ones`` (``{symbol: 1}``) put in gives ``out``'s
+    metadata at 1 (a node's "is this size 1?" answers are then harmless there)."""
+    return _same_at(audit, env, rerun, args, kwargs, out, ones)
+
+
+def settle_leaf_call(audit, env, recorder, pending: dict, log: list, fn, args, kwargs,
+                     result, grad_enabled: bool) -> None:
+    """Mark the symbols of ``pending`` (answers given during one leaf call outside any
+    node's meta computation: torch's own code choosing which ops to run, as ``reshape``
+    choosing a view or a copy) size-one sensitive unless re-running the call at every
+    combination of them at 1 dispatches the same ops, on the same arguments, with the same
+    output metadata at 1, and returns the same thing. ``log``: the ``(op, args, kwargs,
+    out)`` the call dispatched (``recorder.leaf_scope``). Called outside the recording mode
+    (the comparisons run real ops); the re-run enters it with ``grad_enabled``."""
+    symbols = [s for s in pending if s not in audit.sensitive]
+    if not symbols:
+        return
+    if holds_at_one(symbols, lambda ones: _same_call_at(
+            audit, env, recorder, log, fn, args, kwargs, result, grad_enabled, ones),
+            within=pending.flips):
+        return
+    if fn in LAYOUT_DEPENDENT_CALLS and holds_at_one(symbols, lambda ones: _same_result_at(
+            audit, env, recorder, fn, args, kwargs, result, grad_enabled, ones)):
+        audit.note_layout_at_one(recorder, (args, kwargs), result, pending)
+        return
+    audit.mark_sensitive(pending)
+
+
+# Calls whose result has the values of ``x.contiguous().view(shape)`` whichever way torch
+# goes, a view of ``x`` where its layout allows and a copy elsewhere: at size 1 (a dim of size
+# 1 merges with any other) a copy of the trace may be a view in eager. Same values; only a
+# write into either side, or the result returned, can tell the two apart.
+LAYOUT_DEPENDENT_CALLS = frozenset({
+    torch.reshape, torch.Tensor.reshape, torch.Tensor.reshape_as, torch.flatten,
+    torch.Tensor.flatten, torch.Tensor.contiguous, torch.unflatten, torch.Tensor.unflatten})
+
+
+def _same_result_at(audit, env, recorder, fn, args, kwargs, result, grad_enabled: bool,
+                    values: dict) -> bool:
+    """Whether ``fn`` (one of ``LAYOUT_DEPENDENT_CALLS``) re-run with ``values`` put in
+    returns a tensor of ``result``'s dtype and sizes at 1, whatever ops it took to get
+    there and whatever its strides."""
+    with audit.dry_run(values):
+        try:
+            new_args, new_kwargs = pytree.tree_map(
+                lambda value: _substituted(env, value, values), (args, kwargs))
+            with recorder.recording(), torch.set_grad_enabled(grad_enabled), \
+                    recorder.dry_logging():
+                again = fn(*new_args, **new_kwargs)
+        except _REJECTED:
+            return False
+    return (isinstance(result, torch.Tensor) and isinstance(again, torch.Tensor)
+            and result.dtype == again.dtype and result.dim() == again.dim()
+            and [_expr(x, values) for x in result.shape] == [_expr(x, {}) for x in again.shape])
+
+
+def _same_call_at(audit, env, recorder, log, fn, args, kwargs, result, grad_enabled: bool,
+                  values: dict) -> bool:
+    with audit.dry_run(values):
+        try:
+            new_args, new_kwargs = pytree.tree_map(
+                lambda value: _substituted(env, value, values), (args, kwargs))
+            with recorder.recording(), torch.set_grad_enabled(grad_enabled), \
+                    recorder.dry_logging() as again_log:
+                again = fn(*new_args, **new_kwargs)
+        except _REJECTED:
+            return False
+    pairs = _Pairs(values)
+    if not pairs.bind((args, kwargs), (new_args, new_kwargs)) or len(log) != len(again_log):
+        return False
+    for (op, op_args, op_kwargs, out), (op2, op_args2, op_kwargs2, out2) in zip(log, again_log):
+        if op != op2 or not pairs.same((op_args, op_kwargs), (op_args2, op_kwargs2)):
+            return False
+        left, left_spec = pytree.tree_flatten(out)
+        right, right_spec = pytree.tree_flatten(out2)
+        if left_spec != right_spec or not all(
+                _same_leaf(a, b, values) for a, b in zip(left, right)):
+            return False
+        pairs.bind(out, out2)
+    return pairs.same(result, again)
+
+
+class _Pairs:
+    """Which tensor of the re-run stands for which of the first run (inputs, then each op's
+    outputs); sizes and scalars compared with the symbols at 1."""
+
+    def __init__(self, values: dict):
+        self.values = values
+        self.tensors: dict = {}  # id(first run's tensor) -> (that tensor, the re-run's)
+
+    def bind(self, first, again) -> bool:
+        left, left_spec = pytree.tree_flatten(first)
+        right, right_spec = pytree.tree_flatten(again)
+        if left_spec != right_spec:
+            return False
+        for a, b in zip(left, right):
+            if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+                self.tensors[id(a)] = (a, b)
+        return True
+
+    def same(self, first, again) -> bool:
+        left, left_spec = pytree.tree_flatten(first)
+        right, right_spec = pytree.tree_flatten(again)
+        return left_spec == right_spec and all(self._same(a, b) for a, b in zip(left, right))
+
+    def _same(self, a, b) -> bool:
+        if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+            known = self.tensors.get(id(a))
+            if known is None:  # a constant made inside the call (a wrapped Python number)
+                return _same_constant(a, b)
+            return known[0] is a and known[1] is b
+        return _same_leaf(a, b, self.values)
+
+
+def _same_constant(a, b) -> bool:
+    return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
+            and a.device.type != "meta" and b.device.type != "meta"
+            and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b))
+
+
+def _same_at(audit, env, rerun, args, kwargs, out, values: dict) -> bool:
+    with audit.dry_run(values):
+        try:
+            new_args, new_kwargs = pytree.tree_map(
+                lambda value: _substituted(env, value, values), (args, kwargs))
+            again = rerun(new_args, new_kwargs)
+        except _REJECTED:
+            return False
+    left, left_spec = pytree.tree_flatten(out)
+    right, right_spec = pytree.tree_flatten(again)
+    return left_spec == right_spec and all(
+        _same_leaf(a, b, values) for a, b in zip(left, right))
+
+
+def _substituted(env, value, values: dict):
+    """``value`` with ``values`` put in for its symbols: meta tensors rebuilt with the
+    substituted sizes, strides and offset; symbolic scalars substituted."""
+    if isinstance(value, torch.Tensor):
+        sizes = [_sub(env, size, values) for size in value.shape]
+        strides = [_sub(env, stride, values) for stride in value.stride()]
+        offset = _sub(env, value.storage_offset(), values)
+        base = torch.empty_strided(sizes, strides, dtype=value.dtype, device=value.device)
+        return base if offset == 0 else base.as_strided(sizes, strides, offset)
+    if isinstance(value, (torch.SymInt, torch.SymBool, torch.SymFloat)):
+        return _sub(env, value, values)
+    return value
+
+
+def _sub(env, value, values: dict):
+    if not isinstance(value, (torch.SymInt, torch.SymBool, torch.SymFloat)):
+        return value
+    expr = value.node.expr.xreplace(values)
+    if isinstance(value, torch.SymBool):
+        return env.symbool(expr)
+    if isinstance(value, torch.SymFloat):
+        return env.symfloat(expr)
+    return env.symint(expr)
+
+
+def _same_leaf(general, at_one, values: dict) -> bool:
+    if isinstance(general, torch.Tensor) or isinstance(at_one, torch.Tensor):
+        return (isinstance(general, torch.Tensor) and isinstance(at_one, torch.Tensor)
+                and general.dtype == at_one.dtype and general.dim() == at_one.dim()
+                and _same_layout(general, at_one, values))
+    if isinstance(general, (torch.SymInt, torch.SymBool, torch.SymFloat, int, float, bool)):
+        return _expr(general, values) == _expr(at_one, {})
+    return type(general) is type(at_one) and general == at_one
+
+
+def _same_layout(general, at_one, values: dict) -> bool:
+    sizes = [_expr(size, values) for size in general.shape]
+    if sizes != [_expr(size, {}) for size in at_one.shape]:
+        return False
+    return all(size == 1 or _expr(a, values) == _expr(b, {})
+               for size, a, b in zip(sizes, general.stride(), at_one.stride()))
+
+
+def _expr(value, values: dict):
+    if isinstance(value, (torch.SymInt, torch.SymBool, torch.SymFloat)):
+        return _expanded_at(value.node.expr, tuple(values.items()))
+    return sympy.sympify(value)
+
+
+@functools.lru_cache(maxsize=8192)
+def _expanded_at(expr, values: tuple):
+    """``expr`` with ``values`` put in, expanded (so equal sizes compare equal). Cached for
+    the process: every export of a model compares the same sizes at the same points."""
+    return sympy.expand(expr.xreplace(dict(values)))

@@ -107,7 +107,7 @@ corpus: $(STAMP)
 	$(PY) benchmarks/corpus.py $(ARGS) --json $(CORPUS_OUT).json --markdown $(CORPUS_OUT).md
 
 docs: $(STAMP)
-	$(PY) -W ignore::RuntimeWarning -m unbroken.frontend.graph_breaks --markdown > docs/graph-breaks.md.tmp
+	$(PY) -W ignore::RuntimeWarning -m unbroken.symbolic.diagnostics.catalogue --markdown > docs/graph-breaks.md.tmp
 	mv docs/graph-breaks.md.tmp docs/graph-breaks.md
 
 clean:

@@ -14,7 +14,7 @@ import statement, function-local ones included). ``LAYERS`` below is the one dec
 ====================  =====================================================================
 layer                 modules (what they hold)
 ====================  =====================================================================
-foundation            ``graph_breaks`` (``make docs``'s command line), ``sources`` (where a
+foundation            ``sources`` (where a
                       value came from), ``overlay`` (writes to outside objects),
                       ``budget`` (the tracing budget and its meter), ``opcodes.versions``
                       (what differs between the CPython versions interpreted),
@@ -47,7 +47,7 @@ __all__ = ["CATALOGUE", "GraphBreakError", "interpret", "trace_call", "LAYERS"]
 
 # (layer, modules relative to this package), lowest first; "" is this package itself.
 LAYERS = (
-    ("foundation", ("graph_breaks", "sources", "overlay", "budget", "opcodes.versions",
+    ("foundation", ("sources", "overlay", "budget", "opcodes.versions",
                     "trace_site")),
     ("value model", ("variables", "variables.base", "variables.text", "variables.native",
                      "variables.constant", "variables.numpy_values")),

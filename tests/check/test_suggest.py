@@ -55,7 +55,7 @@ def test_suggest_prints_and_writes_the_spec(tmp_path, capsys):
     assert 'dynamic_shapes = {\n    "x": {0: 4 * _n},\n}' in out
     assert main(["suggest", "dynamic.py", "--write"]) == 0
     text = target.read_text()
-    assert "dynamic_shapes={'x': {0: 4 * Dim('_n', min=2, max=25)}}" in text
+    assert """dynamic_shapes={"x": {0: 4 * Dim('_n', min=2, max=25)}}""" in text
     assert main(["check", "dynamic.py", "--in-process", "-q"]) == 0
     assert main(["suggest", "dynamic.py"]) == 0
     assert "nothing to change" in capsys.readouterr().out
@@ -118,3 +118,121 @@ def test_suggest_prints_the_check_to_add_in_the_users_words(tmp_path, capsys):
 ])
 def test_user_condition(source, expected):
     assert user_condition(source) == expected
+
+
+PAIRS = """\
+import torch
+import unbroken
+from torch.export import Dim
+
+
+class Pairs(torch.nn.Module):
+    def forward(self, x, y):
+        return x.view(-1, 4, 2).sum(1), y * 2
+"""
+
+MULTILINE = PAIRS + """
+unbroken.case(Pairs(), (torch.randn(16, 2), torch.randn(3)), dynamic_shapes={
+\t"x": {  # rows: a multiple of 4
+\t\t0: Dim("n", max=100),  # the batch
+\t},
+\t"y": None,  # y is static
+})
+"""
+
+
+def _spec_of(path) -> dict:
+    """The dynamic_shapes the file declares, as the case collected from it holds them."""
+    (case,) = unbroken.cases.collect_cases(path)
+    return case.dynamic_shapes
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_suggest_write_keeps_line_endings_tabs_and_comments(tmp_path, capsys, newline):
+    path = tmp_path / "pairs.py"
+    path.write_bytes(MULTILINE.replace("\n", newline).encode())
+    assert main(["suggest", "pairs.py", "--write"]) == 0
+    expected = MULTILINE.replace('0: Dim("n", max=100)', "0: 4 * Dim('_n', min=2, max=25)")
+    assert path.read_bytes() == expected.replace("\n", newline).encode()
+    assert main(["check", "pairs.py", "--in-process", "-q"]) == 0
+
+
+def test_suggest_write_keeps_comments_of_a_part_it_replaces(tmp_path, capsys):
+    # y is declared dynamic but the model does not constrain it: the fix keeps y's entry;
+    # x's inner dict is merged entry by entry; a removed static dim's comment stays
+    source = PAIRS.replace("y * 2", "y[:3] * 2") + """
+unbroken.case(Pairs(), (torch.randn(16, 2), torch.randn(3)), dynamic_shapes={
+    "x": {  # rows
+        0: Dim("n", max=100),  # the batch
+    },
+    "y": {0: Dim("m", min=3, max=9)},
+})
+"""
+    (tmp_path / "pairs.py").write_text(source)
+    status = main(["suggest", "pairs.py", "--write"])
+    out = capsys.readouterr().out
+    text = (tmp_path / "pairs.py").read_text()
+    assert status == 0, out
+    assert "# rows" in text and "# the batch" in text
+    assert main(["check", "pairs.py", "--in-process", "-q"]) == 0
+
+
+def test_suggest_write_honours_a_pep_263_encoding(tmp_path, capsys):
+    source = "# -*- coding: latin-1 -*-\n# caf\xe9 au lait\n" + MULTILINE
+    (tmp_path / "a_latin.py").write_bytes(source.encode("latin-1"))
+    (tmp_path / "b_pairs.py").write_text(MULTILINE)
+    assert main(["suggest", ".", "--write"]) == 0
+    out = capsys.readouterr().out
+    assert "written into a_latin.py" in out and "written into b_pairs.py" in out  # not skipped
+    expected = source.replace('0: Dim("n", max=100)', "0: 4 * Dim('_n', min=2, max=25)")
+    assert (tmp_path / "a_latin.py").read_bytes() == expected.encode("latin-1")
+
+
+def test_suggest_write_refuses_a_symlink_out_of_the_tree(tmp_path, capsys, monkeypatch):
+    outside, tree = tmp_path / "outside", tmp_path / "tree"
+    outside.mkdir()
+    tree.mkdir()
+    (outside / "pairs.py").write_text(MULTILINE)
+    (tree / "pairs.py").symlink_to(outside / "pairs.py")
+    monkeypatch.chdir(tree)
+    assert main(["suggest", "pairs.py", "--write"]) == 1
+    out = capsys.readouterr().out
+    assert "not written:" in out and "outside the checked tree" in out
+    assert (outside / "pairs.py").read_text() == MULTILINE
+
+
+def test_suggest_write_refuses_a_file_changed_since_collected(tmp_path, capsys, monkeypatch):
+    from unbroken.check import suggest
+    path = tmp_path / "pairs.py"
+    path.write_text(MULTILINE)
+    original = suggest._suggest_one
+
+    def edit_meanwhile(*args):
+        path.write_text(MULTILINE + "# edited meanwhile\n")
+        return original(*args)
+
+    monkeypatch.setattr(suggest, "_suggest_one", edit_meanwhile)
+    assert main(["suggest", "pairs.py", "--write"]) == 1
+    assert "changed since it was read" in capsys.readouterr().out
+    assert path.read_text() == MULTILINE + "# edited meanwhile\n"
+
+
+def test_suggest_write_edits_every_declaration_of_a_file(tmp_path, capsys):
+    case = MULTILINE[len(PAIRS):]
+    path = tmp_path / "pairs.py"
+    path.write_text(PAIRS + case.replace(', dynamic_shapes={', ',\n  dynamic_shapes={') + case)
+    assert main(["suggest", "pairs.py", "--write"]) == 0
+    text = path.read_text()
+    assert text.count("4 * Dim('_n', min=2, max=25)") == 2 and 'Dim("n"' not in text
+    assert main(["check", "pairs.py", "--in-process", "-q"]) == 0
+
+
+def test_reports_name_files_relative_to_the_working_directory(tmp_path, capsys):
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "gate.py").write_text(GATE)
+    assert main(["check", "models", "--in-process", "-q", "--json", "report.json"]) == 1
+    report = (tmp_path / "report.json").read_text()
+    assert str(tmp_path) not in report
+    assert 'File \\"models/gate.py\\", line 9' in report
+    assert main(["suggest", "models"]) == 0
+    assert str(tmp_path) not in capsys.readouterr().out

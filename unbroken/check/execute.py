@@ -19,8 +19,8 @@ from ..symbolic.diagnostics import BUG_NOTE, InternalError, RefusalError, Unbrok
 from ..symbolic.diagnostics.catalogue import GraphBreakError
 from .outcome import INTERNAL, OK, REFUSED, CaseOutcome, Finding
 
-__all__ = ["CaseInfo", "case_id", "collect", "describe", "find_case", "relative", "run_case",
-           "run_target_case"]
+__all__ = ["CaseInfo", "case_id", "collect", "describe", "find_case", "relative",
+           "relative_text", "run_case", "run_target_case"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +49,15 @@ def relative(path: str, root: str) -> str:
         return path
     rel = os.path.relpath(path, root)
     return path if rel.startswith("..") else rel.replace(os.sep, "/")
+
+
+def relative_text(text: str, root: str) -> str:
+    """``text`` (a rendered diagnostic, a traceback) with every absolute path inside ``root``
+    written relative to it, as :func:`relative` writes a path."""
+    prefix = root.rstrip(os.sep) + os.sep
+    if not text or prefix == os.sep:
+        return text
+    return text.replace(prefix, "")
 
 
 def case_id(case: ExportCase, root: str) -> str:
@@ -106,7 +115,7 @@ def run_case(case: ExportCase, target: str, root: str) -> CaseOutcome:
         except InternalError as bug:  # listing the breaks met a bug in unbroken: report it
             return _internal(base, time.perf_counter() - start, bug, root)
         return CaseOutcome(**base, status=REFUSED, seconds=seconds,
-                           diagnostic=_refusal_text(err, breaks),
+                           diagnostic=relative_text(_refusal_text(err, breaks), root),
                            error=_error_dict(err, root),
                            findings=tuple(finding(b, root) for b in breaks))
     except BaseException as err:  # noqa: B036 - anything escaping export() is a bug in unbroken
@@ -140,9 +149,9 @@ def _refusal_text(error: UnbrokenError, breaks: list[UnbrokenError]) -> str:
 def _internal(base: dict, seconds: float, error: BaseException, root: str) -> CaseOutcome:
     head = error.render() if isinstance(error, UnbrokenError) else \
         f"Internal error in unbroken: {type(error).__name__}: {error}"
-    tb = "".join(traceback.format_exception(error)).rstrip()
+    tb = relative_text("".join(traceback.format_exception(error)).rstrip(), root)
     return CaseOutcome(**base, status=INTERNAL, seconds=seconds,
-                       diagnostic=f"{head}\n\n{tb}\n\n{BUG_NOTE}",
+                       diagnostic=relative_text(f"{head}\n\n{tb}\n\n{BUG_NOTE}", root),
                        error=_error_dict(error, root) | {"traceback": tb})
 
 
@@ -150,9 +159,11 @@ def finding(error: UnbrokenError, root: str) -> Finding:
     """The place and id of one refusal, for reports and baselines."""
     where = error.location
     if where is None:
-        return Finding(error.code, error.message, "", 0, 0, "", error.hint)
-    return Finding(error.code, error.message, relative(where.filename, root), where.lineno,
-                   statement_column(where.filename, where.lineno), where.source, error.hint)
+        return Finding(error.code, relative_text(error.message, root), "", 0, 0, "",
+                       relative_text(error.hint, root))
+    return Finding(error.code, relative_text(error.message, root), relative(where.filename, root),
+                   where.lineno, statement_column(where.filename, where.lineno), where.source,
+                   relative_text(error.hint, root))
 
 
 def statement_column(filename: str, lineno: int) -> int:
@@ -164,9 +175,13 @@ def statement_column(filename: str, lineno: int) -> int:
 
 def _error_dict(error: BaseException, root: str) -> dict:
     if not isinstance(error, UnbrokenError):
-        return {"code": None, "kind": type(error).__name__, "message": str(error),
-                "frames": [], "details": "", "hint": BUG_NOTE}
+        return {"code": None, "kind": type(error).__name__,
+                "message": relative_text(str(error), root), "frames": [], "details": "",
+                "hint": BUG_NOTE}
     data = error.to_dict()
+    for key in ("message", "details", "hint", "suggested_dynamic_shapes"):
+        if isinstance(data.get(key), str):
+            data[key] = relative_text(data[key], root)
     for frame in data["frames"]:
         frame["column"] = statement_column(frame["file"], frame["line"])
         frame["file"] = relative(frame["file"], root)

@@ -15,7 +15,7 @@ from pathlib import Path
 from ..cases import CaseCollectionError, is_import_target, load_target, python_files
 from ..symbolic.diagnostics import BUG_NOTE
 from . import jobs
-from .execute import CaseInfo, describe, relative, run_case, use_root
+from .execute import CaseInfo, describe, relative, relative_text, run_case, use_root
 from .outcome import CRASHED, TIMEOUT, CaseOutcome, CollectionFailure, Report
 from .pool import Job, JobResult, run_jobs
 from .select import keyword_matcher, shard
@@ -78,6 +78,8 @@ def run_check(plan: CheckPlan, progress: Progress | None = None) -> Report:
     finally:
         progress.close()
     shard_text = f"{plan.shard[0]}/{plan.shard[1]}" if plan.shard else None
+    failures = [CollectionFailure(f.target, relative_text(f.message, plan.root))
+                for f in failures]  # import tracebacks name the user's files
     return Report(sorted(outcomes, key=lambda o: o.id), failures, [],
                   time.perf_counter() - started, list(plan.targets), shard_text)
 
@@ -159,7 +161,7 @@ def _run(infos: list[CaseInfo], cases: dict, plan: CheckPlan, progress: Progress
             failures.append(CollectionFailure(info.target, result.value["error"]))
             return
         outcome = CaseOutcome.from_dict(result.value["outcome"]) if result.status == "done" \
-            else _lost_case(info, result, plan.timeout)
+            else _lost_case(info, result, plan.timeout, plan.root)
         outcomes.append(outcome)
         progress.finished(outcome)
 
@@ -176,10 +178,11 @@ def _run_in_process(case, info: CaseInfo, root: str) -> CaseOutcome:
         os.chdir(previous)
 
 
-def _lost_case(info: CaseInfo, result: JobResult, timeout: float) -> CaseOutcome:
+def _lost_case(info: CaseInfo, result: JobResult, timeout: float,
+               root: str) -> CaseOutcome:
     """The outcome of a case whose worker timed out or died."""
     status = TIMEOUT if result.status == "timeout" else CRASHED
-    text = _lost_job_text(result, "exporting it", timeout)
+    text = relative_text(_lost_job_text(result, "exporting it", timeout), root)
     return CaseOutcome(info.id, info.name, info.file, info.line, info.target, status,
                        result.seconds, diagnostic=text,
                        error={"code": None, "kind": status, "message": text.splitlines()[0]},

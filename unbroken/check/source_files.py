@@ -111,12 +111,13 @@ class SourceFile:
         for _, edit in ordered:
             if edit.start < position or edit.end < edit.start:
                 raise ValueError(f"overlapping or inverted edits at index {edit.start}")
-            parts += [self.text[position:edit.start], self._with_newlines(edit.text)]
+            parts += [self.text[position:edit.start], self.with_newlines(edit.text)]
             position = edit.end
         parts.append(self.text[position:])
         return "".join(parts)
 
-    def _with_newlines(self, text: str) -> str:
+    def with_newlines(self, text: str) -> str:
+        """``text`` with every line ending written as the file's (:attr:`newline`)."""
         return _LINE_END.sub(lambda _: self.newline, text)
 
 

@@ -7,18 +7,19 @@ on data-dependent values, the ``torch._check(...)`` lines to add at the lines na
 with the user's own expression when the line is an ``if``/``elif``/``while``/``assert`` whose
 condition parses (``torch._check(n > 2)``), else with the error's description of the value.
 
-``--write`` replaces the ``dynamic_shapes=`` argument of the ``unbroken.case(...)`` call in the
-declaring file, when that argument is written in the call as a dict, tuple or list display.
-The new spec is inlined (``{"x": {0: 4 * Dim("_n", min=2, max=25)}}``: Dims of the same name
-are one dimension); ``Dim`` is written as the file binds it (``Dim`` or ``torch.export.Dim``).
-A spec given by a name or a call is refused: the file would need more than one edit.
+``--write`` edits the ``dynamic_shapes=`` argument of the ``unbroken.case(...)`` call in the
+declaring file, when that argument is written in the call as a dict, tuple or list display
+(:mod:`unbroken.check.spec_edits`: only what the fix changes, comments and layout kept). The
+files are read when the cases are collected and written once each, after every case ran
+(:mod:`unbroken.check.source_files`: in their own encoding and line endings; not when they
+changed meanwhile, nor through a symbolic link that leads out of the working directory).
+Files are named relative to the working directory, in the diagnostics too.
 """
 from __future__ import annotations
 
 import ast
 import os
 import re
-from dataclasses import dataclass
 
 from ..cases import CaseCollectionError, ExportCase, load_target
 from ..symbolic.diagnostics import (
@@ -29,26 +30,15 @@ from ..symbolic.diagnostics import (
 )
 from ..symbolic.diagnostics.catalogue import GraphBreakError
 from .console import make_console
-from .execute import case_id, relative, use_root
+from .execute import case_id, relative, relative_text, use_root
 from .outcome import EXIT_OK, EXIT_REFUSED, EXIT_USAGE
 from .select import KeywordError, keyword_matcher
+from .source_files import SourceFileError, read_source, write_source
+from .spec_edits import SuggestError, declaration_edits
 
-__all__ = ["SuggestError", "rewrite_declaration", "suggest_command"]
+__all__ = ["SuggestError", "suggest_command", "user_condition"]
 
 _CHECK = re.compile(r"`(torch\._check\(.*?\))`")
-
-
-class SuggestError(Exception):
-    """``--write`` cannot edit a declaration (the reason says why and what to do instead)."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Edit:
-    """A replacement of ``dynamic_shapes=`` in one file: character offsets and the new text."""
-
-    start: int
-    end: int
-    text: str
 
 
 def suggest_command(options, version: str) -> int:
@@ -63,9 +53,13 @@ def suggest_command(options, version: str) -> int:
     if not cases:
         console.print("unbroken suggest: no case declares dynamic_shapes", markup=False)
         return EXIT_USAGE
+    say = lambda text: console.print(text, markup=False, highlight=False, soft_wrap=True)  # noqa: E731
+    writer = _Writer(cases, root) if options.write else None
     status = EXIT_OK
     for case in cases:
-        status = max(status, _suggest_one(console, case, root, options.write))
+        status = max(status, _suggest_one(say, case, root, writer))
+    if writer is not None:
+        status = max(status, writer.write(say))
     return status
 
 
@@ -76,28 +70,28 @@ def _dynamic_cases(targets, keyword) -> list[ExportCase]:
     return [c for c in found if c.dynamic_shapes is not None and matches(case_id(c, root))]
 
 
-def _suggest_one(console, case: ExportCase, root: str, write: bool) -> int:
+def _suggest_one(say, case: ExportCase, root: str, writer) -> int:
     title = case_id(case, root)
-    say = lambda text: console.print(text, markup=False, highlight=False, soft_wrap=True)  # noqa: E731
     try:
         case.export()
     except ConstraintViolationError as err:
         if err.suggested_dynamic_shapes is None:
-            say(f"{title}: no verified fix found\n\n{err.render()}\n")
+            say(f"{title}: no verified fix found\n\n{relative_text(err.render(), root)}\n")
             return EXIT_REFUSED
         say(f"{title}: the spec does not hold; use this one (proven for every admitted size "
             f"and verified by exporting again):\n\n{err.suggested_code}\n")
-        return _write(say, case, err.suggested_code) if write else EXIT_OK
+        return writer.add(say, case, err.suggested_code) if writer else EXIT_OK
     except (GraphBreakError, DataDependentError) as err:
         checks = _check_lines(case, err, root)
         if not checks:
-            say(f"{title}: refused for another reason than dynamic shapes\n\n{err.render()}\n")
+            say(f"{title}: refused for another reason than dynamic shapes\n\n"
+                f"{relative_text(err.render(), root)}\n")
             return EXIT_REFUSED
         say(f"{title}: add these checks on data-dependent values (they become runtime "
             "asserts):\n\n" + "\n".join(checks) + "\n")
         return EXIT_OK
     except UnbrokenError as err:
-        say(f"{title}: refused\n\n{err.render()}\n")
+        say(f"{title}: refused\n\n{relative_text(err.render(), root)}\n")
         return EXIT_REFUSED
     say(f"{title}: dynamic_shapes holds; nothing to change")
     return EXIT_OK
@@ -146,92 +140,56 @@ def _expression(text: str) -> str | None:
     return text.strip()
 
 
-def _write(say, case: ExportCase, code: str) -> int:
-    try:
-        rewrite_declaration(case.filename, case.lineno, code)
-    except SuggestError as err:
-        say(f"not written: {err}\n")
-        return EXIT_REFUSED
-    say(f"written into {case.filename}:{case.lineno}\n")
-    return EXIT_OK
+class _Writer:
+    """The ``--write`` edits, gathered per file and written once each at the end (so that the
+    positions of one file's later declarations still hold): each declaring file is read when
+    the cases are collected, and written only if unchanged since."""
 
+    def __init__(self, cases: list[ExportCase], root: str):
+        self.root = root
+        self.sources: dict[str, object] = {}
+        for case in cases:
+            if case.filename not in self.sources:
+                try:
+                    self.sources[case.filename] = read_source(case.filename)
+                except SourceFileError as err:
+                    self.sources[case.filename] = err
+        self.edits: dict[str, dict] = {}  # file -> {line of the declaration: edits}
 
-def rewrite_declaration(filename: str, lineno: int, code: str) -> None:
-    """Replace the ``dynamic_shapes=`` of the ``case(...)`` call at ``lineno`` of ``filename``
-    by the spec of ``code`` (the text ``ConstraintViolationError.suggested_code``)."""
-    with open(filename, encoding="utf-8") as f:
-        source = f.read()
-    tree = ast.parse(source)
-    value = _spec_argument(tree, filename, lineno)
-    text = _inline_spec(code, _dim_name(tree))
-    lines = source.splitlines(keepends=True)
-    offsets = [0]
-    for line in lines:
-        offsets.append(offsets[-1] + len(line.encode("utf-8")))
-    data = source.encode("utf-8")
-    start = offsets[value.lineno - 1] + value.col_offset
-    end = offsets[value.end_lineno - 1] + value.end_col_offset
-    new = data[:start] + text.encode("utf-8") + data[end:]
-    with open(filename, "wb") as f:
-        f.write(new)
+    def add(self, say, case: ExportCase, code: str) -> int:
+        """Compute the edits of one declaration; they are written by :meth:`write`."""
+        where = f"{relative(case.filename, self.root)}:{case.lineno}"
+        source = self.sources[case.filename]
+        try:
+            if isinstance(source, SourceFileError):
+                raise source
+            edits = declaration_edits(source, case.lineno, code)
+        except (SuggestError, SourceFileError) as err:
+            say(f"not written: {relative_text(str(err), self.root)}\n")
+            return EXIT_REFUSED
+        known = self.edits.setdefault(case.filename, {})
+        if case.lineno in known and known[case.lineno] != edits:  # a loop declared cases
+            say(f"not written: {where} declares several cases (a loop?) whose suggested "
+                "specs differ; paste one that fits them all by hand\n")
+            known[case.lineno] = []
+            return EXIT_REFUSED
+        known.setdefault(case.lineno, edits)
+        return EXIT_OK
 
-
-def _spec_argument(tree, filename: str, lineno: int):
-    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and _is_case(n.func)
-             and n.lineno <= lineno <= n.end_lineno]
-    if not calls:
-        raise SuggestError(f"no unbroken.case(...) call at {filename}:{lineno}")
-    call = max(calls, key=lambda n: n.lineno)
-    spec = next((k.value for k in call.keywords if k.arg == "dynamic_shapes"), None)
-    if not isinstance(spec, (ast.Dict, ast.Tuple, ast.List)):
-        raise SuggestError(
-            f"the dynamic_shapes= of the declaration at {filename}:{call.lineno} is not written "
-            "in the call as a dict, tuple or list (it is a name, a call or built elsewhere); "
-            "paste the spec printed above where it is built instead")
-    return spec
-
-
-def _is_case(func) -> bool:
-    return (isinstance(func, ast.Attribute) and func.attr == "case") or \
-        (isinstance(func, ast.Name) and func.id == "case")
-
-
-def _dim_name(tree) -> str:
-    """How the file can spell ``torch.export.Dim`` at module level."""
-    bound, has_torch = set(), False
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom):
-            bound |= {a.asname or a.name for a in node.names if a.name == "Dim"}
-        elif isinstance(node, ast.Import):
-            has_torch |= any(a.name == "torch" and a.asname is None for a in node.names)
-    if "Dim" in bound:
-        return "Dim"
-    if has_torch:
-        return "torch.export.Dim"
-    raise SuggestError("the file imports neither Dim nor torch at module level; add "
-                       "`from torch.export import Dim` and run again")
-
-
-def _inline_spec(code: str, dim_name: str) -> str:
-    """The ``dynamic_shapes = {...}`` of ``code`` with each Dim's definition written in place."""
-    module = ast.parse(code)
-    definitions, spec = {}, None
-    for node in module.body:
-        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
-            name = node.targets[0].id
-            if name == "dynamic_shapes":
-                spec = node.value
-            else:
-                definitions[name] = node.value
-    if spec is None:
-        raise SuggestError("the suggested code has no dynamic_shapes")
-
-    class Inline(ast.NodeTransformer):
-        def visit_Name(self, node):
-            if node.id in definitions:
-                call = definitions[node.id]
-                return ast.copy_location(ast.Call(ast.parse(dim_name, mode="eval").body,
-                                                  call.args, call.keywords), node)
-            return node
-
-    return ast.unparse(Inline().visit(spec))
+    def write(self, say) -> int:
+        status = EXIT_OK
+        for filename, declarations in self.edits.items():
+            edits = [e for found in declarations.values() for e in found]
+            if not edits:
+                continue
+            source, name = self.sources[filename], relative(filename, self.root)
+            try:
+                write_source(source, source.edited(edits), within=[self.root])
+            except SourceFileError as err:
+                say(f"not written: {relative_text(str(err), self.root)}\n")
+                status = EXIT_REFUSED
+                continue
+            lines = [str(n) for n, found in sorted(declarations.items()) if found]
+            which = f"line {lines[0]}" if len(lines) == 1 else f"lines {', '.join(lines)}"
+            say(f"written into {name} (the declaration at {which})\n")
+        return status

@@ -32,6 +32,7 @@ from unbroken.ir.parts import ProgramParts, module_calls_of, torch_program_args
 from unbroken.ir.verifier import DialectViolation
 from unbroken.passes.decompose import decompose
 from unbroken.symbolic.diagnostics import ExportUsageError
+from unbroken.symbolic.diagnostics.drop_in import torch_compatible, torch_compatible_errors
 from unbroken.symbolic.torch_compat import SpecViolationError
 
 __all__ = ["ExportedProgram", "load", "save"]
@@ -106,6 +107,7 @@ class ExportedProgram(torch.export.ExportedProgram):
             calls)
 
     # -- behaviour unbroken overrides -------------------------------------------------------------
+    @torch_compatible_errors
     def module(self, check_guards: bool = True) -> torch.fx.GraphModule:
         """A callable ``torch.fx.GraphModule`` with the original FQNs that checks its inputs
         (unbroken's messages), runs the graph and writes mutations back.
@@ -113,6 +115,7 @@ class ExportedProgram(torch.export.ExportedProgram):
         See :mod:`unbroken.ir.runtime`."""
         return runtime.build_module(self)
 
+    @torch_compatible_errors
     def run_decompositions(self, decomp_table=None, decompose_custom_triton_ops=False):
         """A new program whose ops are lowered through ``decomp_table``.
 
@@ -139,10 +142,10 @@ class ExportedProgram(torch.export.ExportedProgram):
                                    cause=error) from error
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        raise ExportUsageError(
+        raise torch_compatible(ExportUsageError(
             "An ExportedProgram cannot be called directly.",
             hint="call `ep.module()(...)` instead: it returns an nn.Module that checks the "
-                 "inputs, runs the graph and writes buffer/input mutations back.")
+                 "inputs, runs the graph and writes buffer/input mutations back."))
 
     def __str__(self) -> str:
         return printer.format_program(self)
@@ -153,11 +156,13 @@ class ExportedProgram(torch.export.ExportedProgram):
                 f"{len(self.graph_signature.output_specs)} outputs>")
 
 
+@torch_compatible_errors
 def save(program: ExportedProgram, f) -> None:
     """Write ``program`` to ``f`` (a path or a binary file object) in unbroken's format."""
     serialize.save(program.parts(), f)
 
 
+@torch_compatible_errors
 def load(f, *, limits: serialize.Limits | None = None) -> ExportedProgram:
     """Read a program written by :func:`save` (never runs code from the file; see
     :func:`unbroken.ir.serialize.load` for ``limits`` and the guarantees)."""

@@ -34,6 +34,7 @@ from ..symbolic.diagnostics import (
     UnbrokenError,
 )
 from ..symbolic.diagnostics.catalogue import TracedException
+from ..symbolic.diagnostics.drop_in import torch_compatible_errors
 from .build import build_program
 from .fix_rendering import constraint_error, render_fix
 from .input_trees import check_call, check_outputs
@@ -47,6 +48,7 @@ from .uncaught import checked_against_eager
 __all__ = ["export", "find_graph_breaks"]
 
 
+@torch_compatible_errors
 def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict: bool = True,
            preserve_module_call_signature=()) -> ExportedProgram:
     """Capture ``mod(*args, **kwargs)`` as one functional ATen graph, or refuse.
@@ -219,6 +221,7 @@ def _warn_specializations(specializations) -> None:
         warnings.warn(specialization.describe(), SpecializationWarning, stacklevel=3)
 
 
+@torch_compatible_errors
 def find_graph_breaks(mod, args, kwargs=None, *, dynamic_shapes=None) -> list:
     """Every graph break in ``mod(*args, **kwargs)``, found in one run.
 

@@ -32,6 +32,7 @@ import torch.utils._pytree as pytree
 from unbroken.ir.meta_keys import LAYOUT_READ, SIZE_ONE_REFUSED
 from unbroken.ir.signature import ConstantArgument, InputKind, OutputKind
 from unbroken.symbolic.diagnostics import InputMismatchError
+from unbroken.symbolic.diagnostics.drop_in import torch_compatible
 from unbroken.symbolic.ranges import finite_bound
 from unbroken.symbolic.torch_compat import FakeTensor
 
@@ -52,7 +53,9 @@ class _Name(str):
 
 
 def mismatch(message: str, hint: str = "") -> InputMismatchError:
-    return InputMismatchError(message, hint=hint)
+    """The error of an input the program was not exported for; it reaches the caller of the
+    module directly, so it is already what torch raises there (an ``AssertionError``)."""
+    return torch_compatible(InputMismatchError(message, hint=hint))
 
 
 # ---------------------------------------------------------------------------------------------

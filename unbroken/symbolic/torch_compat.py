@@ -76,7 +76,8 @@ __all__ = [
     "TensorMetadata", "extract_tensor_metadata", "symbolic_shapes_config", "Verifier",
     "TrainingIRVerifier", "SpecViolationError", "NodeSource", "NodeSourceAction",
     "StatefulGraphModule", "unlift_lifted_states", "core_aten_decompositions",
-    "GLOBAL_MODULE_HOOKS", "global_module_hooks", "preload_dynamo",
+    "GLOBAL_MODULE_HOOKS", "global_module_hooks", "preload_dynamo", "torch_exception_class",
+    "user_error_type",
 ]
 
 TESTED_TORCH = ((2, 13), (2, 14), (2, 15))
@@ -412,3 +413,33 @@ def preload_dynamo() -> None:
     """Import ``torch._dynamo`` (what a first export loads lazily anyway), so that a warm-up
     pays for it once."""
     import torch._dynamo  # noqa: F401
+
+
+# --- torch's exception classes (drop-in errors) ---------------------------------------------
+
+_TORCH_EXCEPTIONS = {
+    "Unsupported": ("torch._dynamo.exc", "Unsupported"),
+    "UserError": ("torch._dynamo.exc", "UserError"),
+    "GuardOnDataDependentSymNode": ("torch.fx.experimental.symbolic_shapes",
+                                    "GuardOnDataDependentSymNode"),
+    "ConstraintViolationError": ("torch.fx.experimental.symbolic_shapes",
+                                 "ConstraintViolationError"),
+}
+"""The torch exception classes unbroken's errors also are (``unbroken.symbolic.diagnostics.
+drop_in``), by name: ``torch._dynamo.exc`` for what ``torch.export`` (strict) raises, the
+symbolic-shapes classes for what non-strict export and ``ShapeEnv`` raise. The same in 2.13,
+2.14 and 2.15 (``tests/symbolic/test_drop_in_errors.py`` measures it)."""
+
+
+def torch_exception_class(name: str) -> type:
+    """torch's exception class ``name`` (a key of ``_TORCH_EXCEPTIONS``). Its module is
+    imported on first use: ``torch._dynamo.exc`` drags in ``torch._dynamo`` (about 1.4 s cold),
+    which ``import unbroken`` must not pay for; an export loads it anyway."""
+    module, attribute = _TORCH_EXCEPTIONS[name]
+    return getattr(importlib.import_module(module), attribute)
+
+
+def user_error_type(name: str):
+    """The member ``name`` of ``torch._dynamo.exc.UserErrorType`` (``CONSTRAINT_VIOLATION``,
+    ``INVALID_INPUT``, ``ANTI_PATTERN``...): the ``error_type`` torch's ``UserError`` carries."""
+    return getattr(importlib.import_module("torch._dynamo.exc").UserErrorType, name)

@@ -13,6 +13,7 @@ Internal class names (trackers, nodes) never appear in a message.
 from __future__ import annotations
 
 import linecache
+import zipfile
 from dataclasses import dataclass, field
 
 __all__ = [
@@ -91,6 +92,11 @@ class UnbrokenError(Exception):
 
     default_code = "UB000"
 
+    #: The exception classes ``torch.export`` raises in this error's situation: classes, names
+    #: of ``torch_compat.torch_exception_class`` or ``"UserError:<UserErrorType>"``. The error
+    #: is also an instance of them once it leaves unbroken (:mod:`.drop_in`).
+    _torch_equivalents: tuple = ()
+
     def __init__(self, message: str, *, code: str | None = None, frames=(), details: str = "",
                  hint: str = ""):
         self.code = code or self.default_code
@@ -99,6 +105,14 @@ class UnbrokenError(Exception):
         self.details = details
         self.hint = hint
         super().__init__(self.render())
+
+    def torch_equivalents(self) -> tuple:
+        """The torch exception classes of this error's situation (see ``_torch_equivalents``;
+        a subclass may answer per occurrence, e.g. by catalogue id)."""
+        return self._torch_equivalents
+
+    def __reduce__(self):
+        return _restore, (type(self), self.args, dict(self.__dict__))
 
     @property
     def location(self) -> UserFrame | None:
@@ -146,6 +160,15 @@ class UnbrokenError(Exception):
         }
 
 
+def _restore(cls, args, state: dict):
+    """Unpickle an :class:`UnbrokenError` (its ``__init__`` takes other arguments than
+    ``args``): its ``args`` and ``__dict__`` as they were."""
+    error = cls.__new__(cls)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
+
 class RefusalError(UnbrokenError):
     """Base of every error unbroken raises on purpose: export (or loading, or running a
     program) refused, with the user's location and the fix. Graph breaks, constraint
@@ -160,6 +183,7 @@ class ExportUsageError(RefusalError):
     count, a ``dynamic_shapes`` spec that does not match the inputs, an unsupported input type."""
 
     default_code = "UB001"
+    _torch_equivalents = ("UserError:INVALID_INPUT",)
 
 
 class InputMismatchError(RefusalError):
@@ -167,6 +191,7 @@ class InputMismatchError(RefusalError):
     (count, dtype, a specialized size, a dynamic dim's range)."""
 
     default_code = "UB002"
+    _torch_equivalents = (AssertionError,)  # torch's module(): "Guard failed: ..."
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +227,7 @@ class ConstraintViolationError(RefusalError):
     """
 
     default_code = "UB003"
+    _torch_equivalents = ("UserError:CONSTRAINT_VIOLATION", "ConstraintViolationError")
 
     def __init__(self, message: str, *, violations=(), suggested_dynamic_shapes=None,
                  suggested_code: str = "", **kwargs):
@@ -221,18 +247,21 @@ class DataDependentError(RefusalError):
     """A decision depends on the value inside a tensor, which is unknown at export time."""
 
     default_code = "UB004"
+    _torch_equivalents = ("UserError:ANTI_PATTERN", "GuardOnDataDependentSymNode")
 
 
 class UnsupportedError(RefusalError):
     """A construct that is valid Python/PyTorch but that unbroken cannot capture soundly yet."""
 
     default_code = "UB005"
+    _torch_equivalents = ("Unsupported",)
 
 
 class SerializationError(RefusalError):
     """A saved program is corrupt, from an unknown format version, or names an unknown op."""
 
     default_code = "UB006"
+    _torch_equivalents = (RuntimeError, zipfile.BadZipFile)
 
 
 class InternalError(UnbrokenError):

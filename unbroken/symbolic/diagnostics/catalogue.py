@@ -261,6 +261,7 @@ class GraphBreakError(RefusalError):
     """
 
     default_code = "UB100"
+    _torch_equivalents = ("Unsupported",)  # torch.export (strict): any graph break
 
     def __init__(self, kind_id: str, reason: str, *, frames=(), details: str = "",
                  hint: str = ""):
@@ -268,6 +269,12 @@ class GraphBreakError(RefusalError):
         self.reason = reason
         super().__init__(f"{self.kind.title}: {reason}", code=kind_id, frames=frames,
                          details=details or self.kind.explain, hint=hint or self.kind.hint)
+
+    def torch_equivalents(self) -> tuple:
+        """``Unsupported`` for every break; a decision on data (UB101, UB105) is also what
+        non-strict export raises (``GuardOnDataDependentSymNode``), and UB105 what strict
+        export raises for a guard on an unbacked size (``UserError``, ``ANTI_PATTERN``)."""
+        return self._torch_equivalents + _DATA_DEPENDENT.get(self.code, ())
 
 
 class TracedException(GraphBreakError):
@@ -281,6 +288,17 @@ class TracedException(GraphBreakError):
     def __init__(self, exception: BaseException, *, frames=()):
         self.exception = exception
         super().__init__("UB104", f"{type(exception).__name__}: {exception}", frames=frames)
+
+    def torch_equivalents(self) -> tuple:
+        """Strict export raises ``Unsupported`` ("Observed exception"); non-strict export lets
+        the model's own exception through: this error is both."""
+        return ("Unsupported", type(self.exception))
+
+
+_DATA_DEPENDENT = {
+    "UB101": ("GuardOnDataDependentSymNode",),
+    "UB105": ("UserError:ANTI_PATTERN", "GuardOnDataDependentSymNode"),
+}
 
 
 def graph_break(kind_id: str, reason: str, *, frames=(), details: str = "",

@@ -49,6 +49,8 @@ from .options import ExportCall, ExportOptions
 
 __all__ = ["Trace"]
 
+_NO_LEAF = object()  # an input with no leaves (an empty list): named, no placeholder
+
 
 class Trace:
     """One trace of ``call`` under ``options``, and what it produced.
@@ -92,6 +94,7 @@ class Trace:
         signature = signature_of(forward)
         combined = bind_inputs(signature, forward, call.args, call.kwargs)
         dims = self.leaf_dims = self._resolve_dims(combined)
+        self.builder.reserve_names(name for name, _, _ in self._input_leaves(signature))
         self._lift_state()
         arg_trackers, kwarg_trackers = self._lift_inputs(signature, dims)
         with _tracing(root, self._metas), preserving(self.recorder):
@@ -168,23 +171,34 @@ class Trace:
         # one placeholder per position, even when the example passes one tensor twice
         # (export(m, (x, x))): the program is traced for separate inputs; module() refuses a
         # call whose inputs share memory with one the program writes (ir.input_checks)
-        args, kwargs = self.call.args, self.call.kwargs
-        bound = {}
-        for top_name, value in top_level_names(signature, args, kwargs):
-            leaves = leaves_with_paths(value)
+        args = self.call.args
+        bound, leaves = {}, {}
+        for name, top_name, leaf in self._input_leaves(signature):
+            leaves.setdefault(top_name, [])
+            if leaf is not _NO_LEAF:
+                tracker = self._user_input(name, leaf, dims.get(id(leaf)))
+                leaves[top_name].append((leaf, tracker))
+        for top_name, value in top_level_names(signature, args, self.call.kwargs):
             spec = pytree.tree_structure(value)
-            trackers = {}
-            for path, leaf in leaves:
-                name = top_name + "".join(path_suffix(k) for k in path)
-                trackers[id(leaf)] = self._user_input(name, leaf, dims.get(id(leaf)))
-                bound.setdefault(top_name, []).append(trackers[id(leaf)])
+            trackers = {id(leaf): tracker for leaf, tracker in leaves[top_name]}
             self.top_dims[top_name] = dims_of(value, spec, [
                 trackers[id(leaf)] if isinstance(leaf, torch.Tensor) else None
-                for _, leaf in leaves])
-            bound[top_name] = unflatten_inputs(bound.get(top_name, []), spec)
+                for _, leaf in leaves_with_paths(value)])
+            bound[top_name] = unflatten_inputs([t for _, t in leaves[top_name]], spec)
         names = list(bound)
         positional = [bound[n] for n in names[:len(args)]]
         return positional, {k: bound[k] for k in names[len(args):]}
+
+    def _input_leaves(self, signature):
+        """``(placeholder name, top-level name, leaf)`` for every leaf of the user inputs, in
+        the order of ``(args, kwargs)`` (``ys_0``, ``d_key``...); an input without leaves
+        yields one ``_NO_LEAF`` entry so that its top-level name is still seen."""
+        for top_name, value in top_level_names(signature, self.call.args, self.call.kwargs):
+            leaves = leaves_with_paths(value)
+            for path, leaf in leaves:
+                yield top_name + "".join(path_suffix(k) for k in path), top_name, leaf
+            if not leaves:
+                yield top_name, top_name, _NO_LEAF
 
     def _user_input(self, name, leaf, dims):
         if not isinstance(leaf, torch.Tensor):

@@ -74,6 +74,7 @@ class GraphBuilder:
         self._symbol_sources: dict[sympy.Symbol, tuple] = {}
         self._first_user_input: fx.Node | None = None
         self._names: set[str] = set()
+        self._reserved: set[str] = set()  # names kept for user inputs (reserve_names)
 
     # ----------------------------------------------------------------- graphs
     @property
@@ -89,19 +90,28 @@ class GraphBuilder:
         """The root graph as a GraphModule that owns the subgraphs it references."""
         return self._scopes[0].module()
 
-    def unique_name(self, base: str) -> str:
+    def unique_name(self, base: str, *, reserved: bool = False) -> str:
+        """``base`` made a valid identifier, suffixed ``_1``, ``_2``... until no other node has
+        it, nor (unless ``reserved``: the user input it is kept for) a reserved name."""
         base = _sanitize(base)
         name, i = base, 1
-        while name in self._names:
+        while name in self._names or (name in self._reserved and not reserved):
             name, i = f"{base}_{i}", i + 1
         self._names.add(name)
+        self._reserved.discard(name)
         return name
+
+    def reserve_names(self, names) -> None:
+        """Keep ``names`` for the user inputs' placeholders, made later: as in torch.export,
+        a user input keeps its name and a parameter, buffer or constant that would take it
+        is suffixed (``forward(self, p_x)`` with a parameter ``x``: ``p_x`` and ``p_x_1``)."""
+        self._reserved |= {_sanitize(n) for n in names} - self._names
 
     # ----------------------------------------------------------------- inputs and bindings
     def add_placeholder(self, name: str, value, *, user_input: bool, device=_CPU) -> fx.Node:
         """A graph input. ``value`` is a meta tensor, a SymInt/int, or another constant.
         Inputs that are not user inputs (state, constants) go before the first user input."""
-        name = self.unique_name(name)
+        name = self.unique_name(name, reserved=user_input)
         root = self.root_graph
         if user_input or self._first_user_input is None:
             node = root.placeholder(name)

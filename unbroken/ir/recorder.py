@@ -129,6 +129,7 @@ class Recorder(TorchDispatchMode):
         self._layout_dependent: list[torch.Tensor] = []
         self.wrote_layout_dependent = False
         self._lifted: dict[int, torch.Tensor] = {}     # id(real tensor) -> its meta copy
+        self._anonymous_constants = 0                  # lifted_tensor_<n> names given
         self._alive: list[torch.Tensor] = []           # keeps the lifted ids stable
         self._this_call: set[int] = set()  # ids of tensors made during the current leaf call
         self._recording = 0   # depth of recording() contexts
@@ -152,11 +153,16 @@ class Recorder(TorchDispatchMode):
     def device_of(self, tensor: torch.Tensor) -> torch.device:
         return self.builder.device_of(tensor)
 
-    def lift_constant(self, real: torch.Tensor, name_hint: str = "lifted_tensor") -> torch.Tensor:
+    def lift_constant(self, real: torch.Tensor, name_hint: str | None = None) -> torch.Tensor:
         """Turn a tensor that is not a parameter, buffer or input into a constant placeholder
-        (``c_<name>``); returns the meta tensor that stands for it during tracing."""
+        (``c_<name>``); returns the meta tensor that stands for it during tracing. A tensor
+        without a name (made in ``forward``) is ``lifted_tensor_0``, ``lifted_tensor_1``...
+        in the order met, as torch.export names them."""
         if id(real) in self._lifted:
             return self._lifted[id(real)]
+        if name_hint is None:
+            name_hint = f"lifted_tensor_{self._anonymous_constants}"
+            self._anonymous_constants += 1
         if real.device.type == "meta" and not self.allow_meta_constants:
             raise UnsupportedError(
                 "a tensor was created on the meta device while tracing, so its values are "

@@ -140,8 +140,8 @@ _NATIVE_QUERIES = frozenset([logging.Logger.isEnabledFor, logging.Logger.getEffe
 def _wrap_tensor(tx, value: torch.Tensor, source) -> VariableTracker:
     recorder = tx.output.recorder
     if not recorder.is_tracked(value):
-        name = source.path() if source is not None else "lifted_tensor"
-        value = recorder.lift_constant(value, name.replace(".", "_"))
+        hint = source.path().replace(".", "_") if source is not None else None
+        value = recorder.lift_constant(value, hint)
     return TensorVariable(value, source, is_parameter=tx.output.is_parameter(value),
                           requires_grad=tx.output.requires_grad(value))
 

@@ -157,13 +157,67 @@ class ExportedProgram(torch.export.ExportedProgram):
 
 
 @torch_compatible_errors
-def save(program: ExportedProgram, f) -> None:
-    """Write ``program`` to ``f`` (a path or a binary file object) in unbroken's format."""
-    serialize.save(program.parts(), f)
+def save(ep: ExportedProgram, f, *, extra_files: dict[str, str] | None = None,
+         opset_version: dict[str, int] | None = None, pickle_protocol: int = 2) -> None:
+    """Write the program ``ep`` to ``f`` (a path, ``os.PathLike`` or a binary file object) in
+    unbroken's format; the arguments of ``torch.export.save``.
+
+    ``extra_files`` (file name -> text) are stored with the program, as torch stores them;
+    :func:`load` gives them back. ``opset_version`` and ``pickle_protocol`` are torch's
+    format's: unbroken's records ops by qualified name, resolved in the torch that loads the
+    file, and pickles nothing, so they are checked for type and change nothing.
+
+    Example::
+
+        unbroken.save(ep, "model.ubp", extra_files={"labels.txt": "cat\ndog"})
+    """
+    _check_save_arguments(extra_files, opset_version, pickle_protocol)
+    serialize.save(ep.parts(), f, dict(extra_files) if extra_files else None)
 
 
 @torch_compatible_errors
-def load(f, *, limits: serialize.Limits | None = None) -> ExportedProgram:
+def load(f, *, extra_files: dict | None = None,
+         expected_opset_version: dict[str, int] | None = None,
+         limits: serialize.Limits | None = None) -> ExportedProgram:
     """Read a program written by :func:`save` (never runs code from the file; see
-    :func:`unbroken.ir.serialize.load` for ``limits`` and the guarantees)."""
-    return serialize.load(f, ExportedProgram.from_parts, limits=limits)
+    :func:`unbroken.ir.serialize.load` for ``limits`` and the guarantees); the arguments of
+    ``torch.export.load``: ``extra_files``, a dict, receives every extra file of the archive
+    (name -> text), as torch fills it; ``expected_opset_version`` is accepted (see
+    :func:`save`: unbroken's files carry no operator-set version).
+
+    Example::
+
+        extra = {}
+        ep = unbroken.load("model.ubp", extra_files=extra)
+        labels = extra["labels.txt"]
+    """
+    if extra_files is not None and not isinstance(extra_files, dict):
+        raise ExportUsageError(f"extra_files= must be a dict to fill in, got "
+                               f"{type(extra_files).__name__}")
+    _check_opset(expected_opset_version, "expected_opset_version")
+    return serialize.load(f, ExportedProgram.from_parts, limits=limits, extra_files=extra_files)
+
+
+def _check_save_arguments(extra_files, opset_version, pickle_protocol) -> None:
+    if extra_files is not None:
+        if not hasattr(extra_files, "items"):
+            raise ExportUsageError(f"extra_files= must map file names to text, got "
+                                   f"{type(extra_files).__name__}")
+        for name, text in extra_files.items():
+            if not isinstance(name, str) or not name or not isinstance(text, str):
+                raise ExportUsageError(
+                    f"extra_files= must map file names to text (str), got "
+                    f"{name!r}: {type(text).__name__}",
+                    hint="decode bytes first (torch.export.save stores text too), e.g. "
+                         "data.decode('utf-8'), or base64 for binary data.")
+    _check_opset(opset_version, "opset_version")
+    if type(pickle_protocol) is not int:
+        raise ExportUsageError(f"pickle_protocol= must be an int, got "
+                               f"{type(pickle_protocol).__name__}")
+
+
+def _check_opset(versions, name: str) -> None:
+    if versions is not None and not (isinstance(versions, dict) and all(
+            isinstance(k, str) and type(v) is int for k, v in versions.items())):
+        raise ExportUsageError(f"{name}= must map operator-set names to int versions, got "
+                               f"{versions!r}")

@@ -11,7 +11,9 @@ A saved program (``.ubp``) is a zip archive of three members, always in this ord
   the tensors (``state_dict`` and ``constants``: name, tensor key, parameter, requires_grad)
   and the example inputs (a spec and leaves);
 - ``tensors.safetensors`` — every tensor once (tied weights share a key), contiguous; its
-  layout is restored from the placeholder's strides.
+  layout is restored from the placeholder's strides;
+- then, optionally, ``extra_files/<name>`` — the user's extra files (UTF-8 text), as
+  ``torch.export.save(..., extra_files=...)`` stores them (any version may hold them).
 
 **Guarantees of** :func:`load`. Loading never runs code from the file: there is no pickle in
 a format-2 file, symbolic sizes are read by :mod:`unbroken.symbolic.parse` (never ``sympify``
@@ -36,7 +38,8 @@ Format versions (every earlier one still loads):
         integer larger than the data, then ``torch.load(weights_only=True)``
         (:mod:`unbroken.ir.serialize.v1`).
     2 — tensors in safetensors; order-carrying maps written as lists; canonical JSON; the
-        tensor index and example inputs in ``program.json``.
+        tensor index and example inputs in ``program.json``. Later: optional
+        ``extra_files/<name>`` members (a reader from before refuses them as unexpected).
 """
 from __future__ import annotations
 
@@ -47,7 +50,7 @@ from .writer import write_program
 __all__ = ["save", "load", "Limits", "FORMAT_VERSION", "KNOWN_VERSIONS"]
 
 
-def save(program, f) -> None:
+def save(program, f, extra_files: dict[str, str] | None = None) -> None:
     """Write ``program`` (the :class:`~unbroken.ir.parts.ProgramParts` of an
     ``unbroken.ExportedProgram``, see ``unbroken.save``) to ``f`` (a path or a binary file
     object) in the current format.
@@ -60,10 +63,10 @@ def save(program, f) -> None:
 
         unbroken.ir.serialize.save(ep.parts(), "model.ubp")  # what unbroken.save(ep, ...) does
     """
-    write_program(program, f)
+    write_program(program, f, extra_files)
 
 
-def load(f, build, *, limits: Limits | None = None):
+def load(f, build, *, limits: Limits | None = None, extra_files: dict | None = None):
     """Read a program written by :func:`save` from ``f`` (a path or a binary file object).
 
     Args:
@@ -73,6 +76,7 @@ def load(f, build, *, limits: Limits | None = None):
             ``InternalError`` it raises is reported as the file's fault.
         limits: the bounds a file must respect (default :class:`Limits`); raise
             ``tensor_bytes`` for models whose weights exceed 16 GiB.
+        extra_files: a dict that receives the file's extra files (name -> text).
 
     Raises:
         SerializationError: the file is damaged, crafted, from an unknown version, exceeds a
@@ -83,4 +87,4 @@ def load(f, build, *, limits: Limits | None = None):
         ep = unbroken.load("model.ubp")
         out = ep.module()(x)
     """
-    return read_program(f, limits or Limits(), build)
+    return read_program(f, limits or Limits(), build, extra_files)

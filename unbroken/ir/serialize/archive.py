@@ -22,7 +22,12 @@ import zlib
 
 from .format import Limits, fail
 
-__all__ = ["open_archive", "read_members", "write_members", "ARCHIVE"]
+__all__ = ["open_archive", "read_extra_files", "read_members", "write_members", "ARCHIVE",
+           "EXTRA_FILES"]
+
+#: The directory of the user's extra files (``unbroken.save(..., extra_files=...)``), as in
+#: torch.export's archives: optional members ``extra_files/<name>`` of UTF-8 text.
+EXTRA_FILES = "extra_files/"
 
 ARCHIVE = "the archive"
 _CHUNK = 1 << 20
@@ -75,6 +80,21 @@ def read_members(archive: zipfile.ZipFile, names: tuple[str, ...], limits: Limit
     return {name: _read(archive, infos[name], sizes[name]) for name in names}
 
 
+def read_extra_files(archive: zipfile.ZipFile, limit: int) -> dict[str, str]:
+    """The extra files (``extra_files/<name>`` members), name -> text, each within
+    ``limit`` bytes; in the archive's order."""
+    files = {}
+    for info in archive.infolist():
+        if info.filename.startswith(EXTRA_FILES):
+            _check_info(info)
+            data = _read(archive, info, limit)
+            try:
+                files[info.filename[len(EXTRA_FILES):]] = data.decode("utf-8")
+            except UnicodeDecodeError:
+                raise fail(info.filename, "is not UTF-8 text") from None
+    return files
+
+
 def read_member(archive: zipfile.ZipFile, name: str, limit: int) -> bytes:
     """One member (``format.json``, read first to learn the version), within ``limit``."""
     try:
@@ -91,7 +111,7 @@ def _checked_infos(archive: zipfile.ZipFile, names: tuple[str, ...]) -> dict:
     for name in found:
         if found.count(name) > 1:
             raise fail(ARCHIVE, f"the member {name!r} appears {found.count(name)} times")
-    unexpected = sorted(set(found) - set(names))
+    unexpected = sorted(n for n in set(found) - set(names) if not n.startswith(EXTRA_FILES))
     if unexpected:
         raise fail(ARCHIVE, f"unexpected member(s) {', '.join(map(repr, unexpected))} "
                             f"(a file of this version holds {', '.join(names)})")

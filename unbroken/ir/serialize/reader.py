@@ -34,7 +34,7 @@ from ..signature import (
     TensorArgument,
 )
 from ..verifier import DialectViolation, verify
-from .archive import open_archive, read_member, read_members
+from .archive import open_archive, read_extra_files, read_member, read_members
 from .check import check_values, same_value
 from .format import (
     FORMAT_NAME,
@@ -61,17 +61,23 @@ _OUTPUT_KINDS = ("USER_OUTPUT", "PARAMETER_MUTATION", "BUFFER_MUTATION",
                  "USER_INPUT_MUTATION")
 
 
-def read_program(f, limits: Limits, build):
+def read_program(f, limits: Limits, build, extra_files: dict | None = None):
     """``build(parts)`` of the program in ``f`` (a path or a binary file object), or
-    SerializationError; an InternalError of ``build`` (the verifiers) judges the file."""
+    SerializationError; an InternalError of ``build`` (the verifiers) judges the file. When
+    ``extra_files`` is a dict, the file's extra files (name -> text) are put into it."""
     archive = open_archive(f, limits)
     with archive:
         version = _version(decode_json(read_member(archive, HEADER, 4096), HEADER, limits))
         names = MEMBERS[version]
         sizes = {names[0]: 4096, names[1]: limits.json_bytes, names[2]: limits.tensor_bytes}
         members = read_members(archive, names, limits, sizes)
+        extras = read_extra_files(archive, limits.json_bytes) if extra_files is not None \
+            else {}
     document = decode_json(members[DOCUMENT], DOCUMENT, limits)
-    return _Loader(document, version, limits).program(members[names[2]], build)
+    program = _Loader(document, version, limits).program(members[names[2]], build)
+    if extra_files is not None:
+        extra_files.update(extras)
+    return program
 
 
 def _version(header) -> int:

@@ -19,7 +19,7 @@ from torch.utils import _pytree as pytree
 from ...symbolic.diagnostics import SerializationError
 from ...symbolic.ranges import finite_bound
 from ..meta_keys import EAGER_REFUSES
-from .archive import write_members
+from .archive import EXTRA_FILES, write_members
 from .format import FORMAT_NAME, FORMAT_VERSION, MEMBERS, target_name
 
 __all__ = ["write_program", "canonical_json"]
@@ -31,9 +31,10 @@ def canonical_json(value) -> bytes:
                       allow_nan=False).encode("ascii")
 
 
-def write_program(program, f) -> None:
+def write_program(program, f, extra_files: dict[str, str] | None = None) -> None:
     """Write ``program`` (:class:`~unbroken.ir.parts.ProgramParts`) to ``f`` (a path or a
-    binary file object) in format 2."""
+    binary file object) in format 2, with ``extra_files`` (name -> text) after the program
+    as ``extra_files/<name>`` members."""
     tensors = _TensorTable()
     document = {
         "graph": _graph(program.graph_module),
@@ -52,7 +53,9 @@ def write_program(program, f) -> None:
     format_member, program_member, tensor_member = MEMBERS[FORMAT_VERSION]
     write_members(f, [(format_member, canonical_json(header), True),
                       (program_member, canonical_json(document), True),
-                      (tensor_member, tensors.to_bytes(), False)])
+                      (tensor_member, tensors.to_bytes(), False),
+                      *[(EXTRA_FILES + name, text.encode("utf-8"), True)
+                        for name, text in (extra_files or {}).items()]])
 
 
 # -- graph ----------------------------------------------------------------------------------------

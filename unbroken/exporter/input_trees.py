@@ -149,7 +149,8 @@ def check_traceable_tensor(tensor: torch.Tensor) -> None:
 def check_call(mod, args, kwargs):
     if not (isinstance(mod, torch.nn.Module) or callable(mod)):
         raise ExportUsageError(f"export() expects an nn.Module or a function, got "
-                               f"{type(mod).__name__}", hint="Pass the model object itself.")
+                               f"{type(mod).__name__}", hint="Pass the model object itself.",
+                               torch_also=(ValueError,))
     if isinstance(args, list):
         args = tuple(args)
     if not isinstance(args, tuple):
@@ -244,7 +245,8 @@ def bind_inputs(signature, forward, args, kwargs) -> dict:
         raise ExportUsageError(
             f"the example inputs do not match forward({names}): {exc}",
             hint="Pass one example value per parameter of "
-                 f"{getattr(forward, '__qualname__', 'forward')}.") from None
+                 f"{getattr(forward, '__qualname__', 'forward')}.",
+            torch_also=(TypeError,)) from None
     return dict(bound.arguments)
 
 

@@ -88,6 +88,10 @@ class UnbrokenError(Exception):
                  error is about the call itself (wrong arguments) rather than a line of model code.
         details: extra lines printed after the stack (guards, counterexamples, causes).
         hint:    how to fix it.
+
+    ``torch_also`` (constructor only): exception classes torch.export raises for this
+    occurrence besides the class's own (``_torch_equivalents``), e.g. ``TypeError`` for
+    example inputs that do not bind to ``forward``'s signature.
     """
 
     default_code = "UB000"
@@ -98,7 +102,9 @@ class UnbrokenError(Exception):
     _torch_equivalents: tuple = ()
 
     def __init__(self, message: str, *, code: str | None = None, frames=(), details: str = "",
-                 hint: str = ""):
+                 hint: str = "", torch_also: tuple = ()):
+        if torch_also:  # this occurrence is also what torch raises here (TypeError...)
+            self._torch_equivalents = type(self)._torch_equivalents + tuple(torch_also)
         self.code = code or self.default_code
         self.message = message
         self.frames = tuple(frames)

@@ -189,3 +189,8 @@ def test_a_compatible_error_keeps_its_data_and_pickles():
     again = pickle.loads(pickle.dumps(error))
     assert type(again) is type(error) and str(again) == str(error)
     assert isinstance(again, _guard_on_data()) and again.frames == error.frames
+
+
+def test_listed_graph_breaks_are_torchs_classes_too():
+    (error,) = unbroken.find_graph_breaks(TensorBranch(), (torch.randn(4),))
+    assert isinstance(error, _dynamo_exc().Unsupported) and isinstance(error, _guard_on_data())

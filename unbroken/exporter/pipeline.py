@@ -34,7 +34,7 @@ from ..symbolic.diagnostics import (
     UnbrokenError,
 )
 from ..symbolic.diagnostics.catalogue import TracedException
-from ..symbolic.diagnostics.drop_in import torch_compatible_errors
+from ..symbolic.diagnostics.drop_in import torch_compatible, torch_compatible_errors
 from .build import build_program
 from .fix_rendering import constraint_error, render_fix
 from .input_trees import check_call, check_outputs
@@ -246,7 +246,8 @@ def find_graph_breaks(mod, args, kwargs=None, *, dynamic_shapes=None) -> list:
                            ExportOptions(find_all=True)).find_breaks()
         except RefusalError as error:
             breaks = [error]
-        return [_checked(error, mod, args, kwargs) for error in breaks]
+        # listed, not raised: what they are once raised (torch's classes too, drop_in)
+        return [torch_compatible(_checked(error, mod, args, kwargs)) for error in breaks]
 
 
 def _checked(error, mod, args, kwargs):

@@ -194,3 +194,20 @@ def test_a_compatible_error_keeps_its_data_and_pickles():
 def test_listed_graph_breaks_are_torchs_classes_too():
     (error,) = unbroken.find_graph_breaks(TensorBranch(), (torch.randn(4),))
     assert isinstance(error, _dynamo_exc().Unsupported) and isinstance(error, _guard_on_data())
+
+
+def _chunk_written(x):
+    a, _ = (x * 2).chunk(2)
+    a.zero_()  # eager's autograd refuses this write when x requires grad
+    return a
+
+
+def test_a_write_eager_autograd_refuses_in_module_is_eagers_runtime_error():
+    x = torch.randn(4)
+    with pytest.raises(RuntimeError, match="is being modified inplace"):
+        _chunk_written(x.clone().requires_grad_())
+    module = unbroken.export(_chunk_written, (x,)).module()
+    with pytest.raises(RuntimeError) as mine:
+        module(x.clone().requires_grad_())
+    assert isinstance(mine.value, unbroken.InputMismatchError)
+    assert isinstance(mine.value, AssertionError)

@@ -52,10 +52,11 @@ class _Name(str):
         return str(self)
 
 
-def mismatch(message: str, hint: str = "") -> InputMismatchError:
+def mismatch(message: str, hint: str = "", torch_also: tuple = ()) -> InputMismatchError:
     """The error of an input the program was not exported for; it reaches the caller of the
-    module directly, so it is already what torch raises there (an ``AssertionError``)."""
-    return torch_compatible(InputMismatchError(message, hint=hint))
+    module directly, so it is already what torch raises there (an ``AssertionError``, and
+    ``torch_also``)."""
+    return torch_compatible(InputMismatchError(message, hint=hint, torch_also=torch_also))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -191,4 +191,5 @@ def refuse_where_eager_does(message: str, hint: str, location: str, *tensors) ->
         raise mismatch(f"{message} At {location}. The program was exported from inputs that "
                         f"record no gradient here; this call records one, for which eager "
                         f"raises.", hint=f"call it under torch.no_grad() or with inputs that "
-                        f"do not require grad, or fix the model: {hint}")
+                        f"do not require grad, or fix the model: {hint}",
+                        torch_also=(RuntimeError,))  # eager's autograd raises RuntimeError

@@ -105,10 +105,12 @@ def run_case(case: ExportCase, target: str, root: str) -> CaseOutcome:
             breaks = _all_breaks(case, err)
         except InternalError as bug:  # listing the breaks met a bug in unbroken: report it
             return _internal(base, time.perf_counter() - start, bug, root)
+        exploration = getattr(breaks, "exploration", None)
         return CaseOutcome(**base, status=REFUSED, seconds=seconds,
-                           diagnostic=_refusal_text(err, breaks),
+                           diagnostic=_refusal_text(err, breaks, exploration),
                            error=_error_dict(err, root),
-                           findings=tuple(finding(b, root) for b in breaks))
+                           findings=tuple(finding(b, root) for b in breaks),
+                           paths=exploration.to_dict() if exploration is not None else None)
     except BaseException as err:  # noqa: B036 - anything escaping export() is a bug in unbroken
         if isinstance(err, KeyboardInterrupt):
             raise
@@ -117,8 +119,9 @@ def run_case(case: ExportCase, target: str, root: str) -> CaseOutcome:
 
 
 def _all_breaks(case: ExportCase, error: UnbrokenError) -> list[UnbrokenError]:
-    """Every graph break of a case refused for one (one more run in "find them all" mode), so
-    a single CI run lists them all; the error itself for other refusals. An ``InternalError``
+    """Every graph break of a case refused for one, on every path of the program (one more
+    run in "find them all" mode: a ``GraphBreaks`` list with its ``exploration``), so a
+    single CI run lists them all; the error itself for other refusals. An ``InternalError``
     of the listing run is raised: a bug is never dropped."""
     if not isinstance(error, GraphBreakError):
         return [error]
@@ -126,15 +129,19 @@ def _all_breaks(case: ExportCase, error: UnbrokenError) -> list[UnbrokenError]:
         found = case.find_graph_breaks()
     except RefusalError:  # the first break is still reported; the rest is a bonus
         return [error]
-    return list(found) or [error]
+    return found if found else [error]
 
 
-def _refusal_text(error: UnbrokenError, breaks: list[UnbrokenError]) -> str:
-    if len(breaks) <= 1:
-        return error.render()
+def _refusal_text(error: UnbrokenError, breaks: list[UnbrokenError], exploration=None) -> str:
+    """The diagnostic of a refusal: the error, or every break (each says the path it is on)
+    and how many paths of the program were explored for them."""
+    explored = [exploration.describe() + "."] if exploration is not None and \
+        exploration.forks else []
+    if len(breaks) <= 1:  # then no break is behind a decision on data: no path to show
+        return "\n\n".join([error.render(), *explored])
     parts = [f"{len(breaks)} graph breaks (all of them, found in one run):"]
     parts += [f"({i}) {b.render()}" for i, b in enumerate(breaks, 1)]
-    return "\n\n".join(parts)
+    return "\n\n".join(parts + explored)
 
 
 def _internal(base: dict, seconds: float, error: BaseException, root: str) -> CaseOutcome:
@@ -149,10 +156,12 @@ def _internal(base: dict, seconds: float, error: BaseException, root: str) -> Ca
 def finding(error: UnbrokenError, root: str) -> Finding:
     """The place and id of one refusal, for reports and baselines."""
     where = error.location
+    path = tuple(c.to_dict() | {"file": relative(c.file, root)} for c in error.path_conditions)
     if where is None:
-        return Finding(error.code, error.message, "", 0, 0, "", error.hint)
+        return Finding(error.code, error.message, "", 0, 0, "", error.hint, path=path)
     return Finding(error.code, error.message, relative(where.filename, root), where.lineno,
-                   statement_column(where.filename, where.lineno), where.source, error.hint)
+                   statement_column(where.filename, where.lineno), where.source, error.hint,
+                   path=path)
 
 
 def statement_column(filename: str, lineno: int) -> int:

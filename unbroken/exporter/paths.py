@@ -67,12 +67,13 @@ class PathExploration:
         return not self.cut
 
     def describe(self) -> str:
-        """``3 paths explored (all of them)`` or ``32 paths explored; not explored: ...``."""
+        """``3 paths explored: both sides of every decision on tensor data`` or ``32 paths
+        explored; incomplete, not explored: ...``."""
         text = f"{self.explored} path{'s' if self.explored != 1 else ''} explored"
         if self.complete:
-            return text + (" (all of them)" if self.forks else
-                           " (no decision on tensor data)")
-        return text + "; not explored: " + "; ".join(self.cut)
+            return text + (": both sides of every decision on tensor data" if self.forks
+                           else " (no decision on tensor data)")
+        return text + "; incomplete, not explored: " + "; ".join(self.cut)
 
     def to_dict(self) -> dict:
         return {"explored": self.explored, "forks": self.forks, "raised": self.raised,

@@ -153,10 +153,20 @@ def condition_text(code, index: int, lineno: int) -> tuple[int, str]:
         return lineno, _line(filename, lineno)
     span = (location.lineno, location.col_offset, location.end_lineno, location.end_col_offset)
     node = _best_test(tree, span) if tree is not None else None
+    if isinstance(node, ast.BoolOp):  # 3.11 places each operand's jump on the whole `and`
+        node = node.values[min(_same_place_before(code, index), len(node.values) - 1)]
     if node is not None:
         return node.lineno, " ".join(ast.get_source_segment(source, node).split())
     text = _segment(source, span) if source else None
     return location.lineno, text or _line(filename, location.lineno)
+
+
+def _same_place_before(code, index: int) -> int:
+    """How many conditional jumps before the ``index``-th instruction share its position."""
+    location = _location(code, index)
+    names = [i.name for i in bytecode.Bytecode.from_code(code) if isinstance(i, bytecode.Instr)]
+    return sum(1 for i in range(index) if names[i].startswith("POP_JUMP")
+               and _location(code, i) == location)
 
 
 _PARSED: dict = {}

@@ -5,8 +5,8 @@ tensor data it meets (``frontend.paths``) is a fork: the other side becomes a pa
 traced again from the start with the decisions before the fork replayed and the other side
 prescribed at it. Paths are explored breadth first (the other side of an early decision before
 combinations of later ones) until none is left or the budget (``unbroken.budget``: ``paths``,
-``unroll``, ``path_instructions``) is spent; what the budget left unexplored is said in
-:class:`PathExploration`, never dropped silently.
+``unroll``, ``path_instructions``, ``path_seconds``) is spent; what the budget left unexplored
+is said in :class:`PathExploration`, never dropped silently.
 
 What a path reports:
 
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import time
 import warnings
 from collections import deque
 from dataclasses import dataclass
@@ -53,8 +54,9 @@ class PathExploration:
               explored;
     raised:   paths, other than the example's, that end in an exception the program raises;
     cut:      one line per reason the exploration is incomplete (the budget's ``paths``,
-              ``unroll`` or ``path_instructions``, a program that decides differently when
-              replayed); empty when every side of every decision met was explored.
+              ``unroll``, ``path_instructions`` or ``path_seconds``, a program that decides
+              differently when replayed); empty when every side of every decision met was
+              explored.
     """
 
     explored: int
@@ -92,57 +94,83 @@ class GraphBreaks(list):
 def explore(call: ExportCall, options: ExportOptions) -> GraphBreaks:
     """Trace every path of ``call`` in "find them all" mode (within ``unbroken.budget``) and
     return the graph breaks of all of them (see the module docstring)."""
-    limit = current_budget()
-    queue: deque[tuple] = deque([()])
-    found: dict[tuple, tuple] = {}  # break key -> (first error, [decisions of each path])
-    explored = forks = raised = used = 0
-    cut: list[str] = []
-    while queue:
-        if explored >= limit.paths:
-            cut.append(f"{len(queue)} more path(s): the budget of {limit.paths} paths is "
-                       "spent (unbroken.budget(paths=...))")
-            break
-        if explored and used >= limit.path_instructions:
-            cut.append(f"{len(queue)} more path(s): the budget of {limit.path_instructions:,} "
-                       "instructions for all paths is spent "
-                       "(unbroken.budget(path_instructions=...))")
-            break
-        prescribed = queue.popleft()
-        trace, errors = _trace_path(call, options, prescribed,
-                                    None if not explored else limit.path_instructions - used)
-        used += trace.output.meter.count
+    exploration = _Exploration(current_budget())
+    while exploration.queue and not exploration.spent():
+        exploration.follow(call, options, exploration.queue.popleft())
+    return exploration.result()
+
+
+class _Exploration:
+    """The state of one exploration: the paths still to explore (``queue``, prescriptions),
+    the breaks found (``found``: break key -> (first error, the decisions before it on each
+    path that reaches it)), what was counted and what was cut."""
+
+    def __init__(self, limit):
+        self.limit = limit
+        self.deadline = time.monotonic() + limit.path_seconds
+        self.queue: deque[tuple] = deque([()])
+        self.found: dict[tuple, tuple] = {}
+        self.explored = self.forks = self.raised = self.used = 0
+        self.cut: list[str] = []
+
+    def spent(self) -> bool:
+        """True (and the cut noted) when the budget allows no further path."""
+        limit, more = self.limit, f"{len(self.queue)} more path(s): the budget of"
+        if self.explored >= limit.paths:
+            reason = f"{more} {limit.paths} paths is spent (unbroken.budget(paths=...))"
+        elif self.explored and self.used >= limit.path_instructions:
+            reason = (f"{more} {limit.path_instructions:,} instructions for all paths is spent "
+                      "(unbroken.budget(path_instructions=...))")
+        elif self.explored and time.monotonic() >= self.deadline:
+            reason = (f"{more} {limit.path_seconds:g} seconds for all paths is spent "
+                      "(unbroken.budget(path_seconds=...))")
+        else:
+            return False
+        self.cut.append(reason)
+        return True
+
+    def follow(self, call, options, prescribed: tuple) -> None:
+        """Trace the path ``prescribed`` and take in its breaks and forks."""
+        left = None if not self.explored else \
+            (self.limit.path_instructions - self.used, self.deadline - time.monotonic())
+        trace, errors = _trace_path(call, options, prescribed, left)
+        self.used += trace.output.meter.count
         path = trace.output.path
-        errors, ended = _path_outcome(trace, errors, forced=bool(explored))
-        raised += ended == "raised"
+        errors, ended = _path_outcome(trace, errors, forced=bool(self.explored))
+        self.raised += ended == "raised"
         if ended == "budget":
-            cut.append(f"a path {_where(prescribed, path)} used up the interpreter's budget "
-                       "(unbroken.budget(instructions=...))")
+            self.cut.append(f"the rest of a path {_where(prescribed, path)}: it used up the "
+                            "interpreter's budget (unbroken.budget(instructions=..., "
+                            "seconds=..., path_instructions=..., path_seconds=...))")
         if path.diverged:
-            cut.append(f"a path {_where(prescribed, path)}: the program decided differently "
-                       "when replayed (random numbers?), its rest follows the example")
+            self.cut.append(f"a path {_where(prescribed, path)}: the program decided "
+                            "differently when replayed (random numbers?), its rest follows "
+                            "the example")
         new = path.forks()
-        forks += len(new)
-        queue.extend(new)
-        cut.extend(_unrolled(path, limit.unroll))
+        self.forks += len(new)
+        self.queue.extend(new)
+        self.cut.extend(_unrolled(path, self.limit.unroll))
         for error in errors:
-            entry = found.setdefault(_key(error), (error, []))
-            entry[1].append(path.before(error))
-        explored += 1
-    breaks = [error.on_path(_common(paths)) for error, paths in found.values()]
-    return GraphBreaks(breaks, PathExploration(explored, forks, raised,
-                                               tuple(dict.fromkeys(cut))))
+            self.found.setdefault(_key(error), (error, []))[1].append(path.before(error))
+        self.explored += 1
+
+    def result(self) -> GraphBreaks:
+        breaks = [error.on_path(_common(paths)) for error, paths in self.found.values()]
+        return GraphBreaks(breaks, PathExploration(self.explored, self.forks, self.raised,
+                                                   tuple(dict.fromkeys(self.cut))))
 
 
-def _trace_path(call, options, prescribed: tuple, instructions: int | None):
+def _trace_path(call, options, prescribed: tuple, left: tuple | None):
     """One trace along ``prescribed``: ``(trace, its breaks)``; a path other than the
-    example's may use at most ``instructions`` (what is left of the exploration's budget),
-    and its warnings (a write to the model's state...) are the example path's again: not
-    repeated."""
+    example's may use at most ``left``, the instructions and seconds left of the
+    exploration's budget, and its warnings (a write to the model's state...) are the example
+    path's again: not repeated."""
     with contextlib.ExitStack() as stack:
         stack.enter_context(torch.random.fork_rng(devices=[]))
-        if instructions is not None:
-            stack.enter_context(budget(instructions=min(current_budget().instructions,
-                                                        max(instructions, 1))))
+        if left is not None:
+            limit = current_budget()
+            stack.enter_context(budget(instructions=min(limit.instructions, max(left[0], 1)),
+                                       seconds=min(limit.seconds, max(left[1], 0.001))))
             stack.enter_context(warnings.catch_warnings())
             warnings.simplefilter("ignore")
         trace = Trace(call, dataclasses.replace(options, find_all=True,

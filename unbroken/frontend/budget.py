@@ -8,8 +8,8 @@ The defaults fit every model we know of with a wide margin; a larger model raise
         ep = unbroken.export(model, args)
 
 ``find_graph_breaks`` (and ``unbroken check``) also explore both sides of each decision on
-tensor data (``frontend.paths``): ``paths``, ``unroll`` and ``path_instructions`` bound that
-exploration, and the report says when they cut it::
+tensor data (``frontend.paths``): ``paths``, ``unroll``, ``path_instructions`` and
+``path_seconds`` bound that exploration, and the report says when they cut it::
 
     with unbroken.budget(paths=256, unroll=8):
         breaks = unbroken.find_graph_breaks(model, args)
@@ -32,13 +32,16 @@ class Budget:
     paths: traces (paths) ``find_graph_breaks`` runs at most, the example's included;
     unroll: evaluations of one condition on tensor data forked on one path (a loop on data
         is unrolled that many times; later evaluations follow the example's values);
-    path_instructions: instructions of all the traces of one exploration together."""
+    path_instructions: instructions of all the traces of one exploration together;
+    path_seconds: wall time of all the traces of one exploration together (the example's
+        path is always traced whole, within ``seconds``)."""
 
     instructions: int = 2_000_000
     seconds: float = 180.0
     paths: int = 32
     unroll: int = 4
     path_instructions: int = 20_000_000
+    path_seconds: float = 60.0
 
 
 _CURRENT = [Budget()]
@@ -51,7 +54,7 @@ def current_budget() -> Budget:
 @contextlib.contextmanager
 def budget(instructions: int | None = None, seconds: float | None = None, *,
            paths: int | None = None, unroll: int | None = None,
-           path_instructions: int | None = None):
+           path_instructions: int | None = None, path_seconds: float | None = None):
     """Raise (or lower) the interpreter's budget for the exports (and ``find_graph_breaks``
     explorations) run inside the block; an argument left None keeps the enclosing value."""
     base = current_budget()
@@ -60,7 +63,8 @@ def budget(instructions: int | None = None, seconds: float | None = None, *,
                            base.paths if paths is None else max(1, int(paths)),
                            base.unroll if unroll is None else max(0, int(unroll)),
                            base.path_instructions if path_instructions is None
-                           else int(path_instructions)))
+                           else int(path_instructions),
+                           base.path_seconds if path_seconds is None else float(path_seconds)))
     try:
         yield current_budget()
     finally:

@@ -1,4 +1,5 @@
-"""exporter.paths: find_graph_breaks explores both sides of every decision on tensor data."""
+"""exporter.paths: find_graph_breaks explores both sides of every decision on tensor data
+(the path exploration)."""
 from __future__ import annotations
 
 import importlib.util

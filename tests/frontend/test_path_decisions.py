@@ -1,4 +1,5 @@
-"""frontend.paths: the decisions on tensor data of one path, and the source text of each."""
+"""frontend.paths: the decisions on tensor data of one path (PathDecisions), and the source
+text of each (condition_text)."""
 from __future__ import annotations
 
 import pytest

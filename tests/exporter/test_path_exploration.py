@@ -185,6 +185,10 @@ def test_a_budget_cut_is_reported_never_silent():
         tiny = unbroken.find_graph_breaks(Many(), (torch.ones(6, 2),))
     assert any("instructions for all paths" in reason for reason in tiny.exploration.cut)
     assert [b.code for b in tiny] == [b.code for b in breaks]  # the example's path is whole
+    with unbroken.budget(path_seconds=0):
+        hurried = unbroken.find_graph_breaks(Many(), (torch.ones(6, 2),))
+    assert hurried.exploration.explored == 1
+    assert any("seconds for all paths" in reason for reason in hurried.exploration.cut)
 
 
 class Stateful(nn.Module):

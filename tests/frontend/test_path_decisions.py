@@ -39,6 +39,12 @@ def _assert(x):
     return x
 
 
+def _not(done, x):
+    while not done.all():
+        x = x * 0.5
+    return x
+
+
 def _multiline(x, y):
     if (x.sum()
             > y.sum()):
@@ -48,7 +54,8 @@ def _multiline(x, y):
 
 @pytest.mark.parametrize("fn, text", [
     (_if, "x.sum() > 0"), (_ternary, "x.any()"), (_while, "x.max() > 0.5"),
-    (_assert, "x.min() >= 0"), (_multiline, "x.sum() > y.sum()")])
+    (_assert, "x.min() >= 0"), (_multiline, "x.sum() > y.sum()"),
+    (_not, "done.all()")])  # `not t` decides the truth of `t`: its side is t's value
 def test_the_condition_is_the_users_source_text(fn, text):
     assert set(_conditions(fn)) == {text}
 

@@ -144,8 +144,9 @@ def _location(code, index: int):
 def condition_text(code, index: int, lineno: int) -> tuple[int, str]:
     """``(line, source text)`` of the condition the ``index``-th instruction of ``code``
     decides: the test of the ``if``/``while``/ternary/``assert`` (or operand of ``and``/
-    ``or``, comprehension filter) at the instruction's position, else the text of that
-    position (``bool(t)``), else the stripped line ``lineno``."""
+    ``or``, comprehension filter; the operand of ``not``, whose truth is what is decided) at
+    the instruction's position, else the text of that position (``bool(t)``), else the
+    stripped line ``lineno``."""
     filename = code.co_filename
     location = _location(code, index)
     tree, source = _parsed(filename)
@@ -155,6 +156,8 @@ def condition_text(code, index: int, lineno: int) -> tuple[int, str]:
     node = _best_test(tree, span) if tree is not None else None
     if isinstance(node, ast.BoolOp):  # 3.11 places each operand's jump on the whole `and`
         node = node.values[min(_same_place_before(code, index), len(node.values) - 1)]
+    while isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        node = node.operand  # `if not t:` jumps on the truth of `t`: that is what is decided
     if node is not None:
         return node.lineno, " ".join(ast.get_source_segment(source, node).split())
     text = _segment(source, span) if source else None

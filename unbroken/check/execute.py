@@ -179,6 +179,8 @@ def _error_dict(error: BaseException, root: str) -> dict:
     for frame in data["frames"]:
         frame["column"] = statement_column(frame["file"], frame["line"])
         frame["file"] = relative(frame["file"], root)
+    for condition in data.get("path_conditions", ()):
+        condition["file"] = relative(condition["file"], root)
     for violation in data.get("violations", ()):
         if violation.get("file"):
             violation["file"] = relative(violation["file"], root)

@@ -11,6 +11,7 @@ import jsonschema
 import pytest
 
 from unbroken.check.baseline import apply_baseline, baseline_text, read_baseline
+from unbroken.check.jobs import case_job
 from unbroken.check.outcome import Report
 from unbroken.cli import main
 
@@ -92,3 +93,19 @@ def test_the_path_is_not_part_of_the_baseline_key(checked):
     assert all(set(entry) == {"case", "code", "source", "count"} for entry in entries)
     marked = apply_baseline(report, read_baseline(str(out / "baseline.json")))
     assert all(f.known for o in marked.outcomes for f in o.findings)
+
+
+def test_the_path_budget_is_an_option_and_its_cut_is_reported(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "untaken.py").write_text(UNTAKEN)
+    assert main(["check", "untaken.py", "--paths", "1", "--unroll", "0", "--json", "r.json",
+                 "--in-process"]) == 1
+    case = json.loads((tmp_path / "r.json").read_text())["cases"][0]
+    assert case["paths"]["explored"] == 1 and not case["paths"]["complete"]
+    assert [f["code"] for f in case["findings"]] == ["UB101"]  # the other side: unseen
+    assert "1 path explored; incomplete, not explored:" in capsys.readouterr().out
+    # what a worker process runs (the forkserver of a worktree imports the installed unbroken,
+    # so the job is called here)
+    outcome = case_job("untaken.py", case["id"], str(tmp_path), {"paths": 1})["outcome"]
+    assert outcome["paths"]["explored"] == 1 and outcome["paths"]["cut"]
+    assert main(["check", "untaken.py", "--paths", "0", "--in-process"]) == 2

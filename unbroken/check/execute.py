@@ -15,6 +15,7 @@ import traceback
 from dataclasses import dataclass
 
 from ..cases import CaseCollectionError, ExportCase, load_target
+from ..frontend.budget import budget
 from ..symbolic.diagnostics import BUG_NOTE, InternalError, RefusalError, UnbrokenError
 from ..symbolic.diagnostics.catalogue import GraphBreakError
 from .outcome import INTERNAL, OK, REFUSED, CaseOutcome, Finding
@@ -83,14 +84,18 @@ def find_case(target: str, wanted_id: str, root: str) -> ExportCase:
                                       "file declare its cases in a different order each run?)")
 
 
-def run_target_case(target: str, wanted_id: str, root: str) -> CaseOutcome:
+def run_target_case(target: str, wanted_id: str, root: str,
+                    path_budget: dict | None = None) -> CaseOutcome:
     """:func:`find_case`, then :func:`run_case`: the job of a worker."""
-    return run_case(find_case(target, wanted_id, root), target, root)
+    return run_case(find_case(target, wanted_id, root), target, root, path_budget)
 
 
-def run_case(case: ExportCase, target: str, root: str) -> CaseOutcome:
+def run_case(case: ExportCase, target: str, root: str,
+             path_budget: dict | None = None) -> CaseOutcome:
     """Export ``case`` and describe the outcome. An exception that is not an ``UnbrokenError``
-    (``SystemExit`` included) escaped ``export()``: that is an internal error."""
+    (``SystemExit`` included) escaped ``export()``: that is an internal error.
+    ``path_budget``: ``unbroken.budget`` arguments for listing a refused case's graph breaks
+    on every path (``paths``, ``unroll``)."""
     linecache.checkcache()  # a file edited since an earlier run in this process: read it anew
     start = time.perf_counter()
     base = dict(id=case_id(case, root), name=case.name, file=relative(case.filename, root),
@@ -102,7 +107,8 @@ def run_case(case: ExportCase, target: str, root: str) -> CaseOutcome:
     except UnbrokenError as err:
         seconds = time.perf_counter() - start
         try:
-            breaks = _all_breaks(case, err)
+            with budget(**(path_budget or {})):
+                breaks = _all_breaks(case, err)
         except InternalError as bug:  # listing the breaks met a bug in unbroken: report it
             return _internal(base, time.perf_counter() - start, bug, root)
         exploration = getattr(breaks, "exploration", None)
@@ -136,7 +142,7 @@ def _refusal_text(error: UnbrokenError, breaks: list[UnbrokenError], exploration
     """The diagnostic of a refusal: the error, or every break (each says the path it is on)
     and how many paths of the program were explored for them."""
     explored = [exploration.describe() + "."] if exploration is not None and \
-        exploration.forks else []
+        (exploration.forks or not exploration.complete) else []
     if len(breaks) <= 1:  # then no break is behind a decision on data: no path to show
         return "\n\n".join([error.render(), *explored])
     parts = [f"{len(breaks)} graph breaks (all of them, found in one run):"]

@@ -226,3 +226,25 @@ def test_forking_leaves_no_trace_on_the_model_or_the_process():
     assert not hasattr(model, "tag") and model.calls == 0
     assert breaks.exploration.complete  # replay met the same decisions: no divergence
     assert breaks.exploration.explored == 4
+
+
+class Moody(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mode = "plain"
+
+    def forward(self, x):
+        if x.sum() > 0:
+            self.mode = "scaled"  # a write to the model's state, on one path only
+        if self.mode == "scaled":  # a Python value: not forked, decided per path
+            return x + id(x)  # SCALED
+        return x.tolist()  # PLAIN
+
+
+@pytest.mark.filterwarnings("ignore::unbroken.frontend.overlay.StateWriteWarning")
+def test_each_path_has_its_own_state():
+    model = Moody()
+    breaks = unbroken.find_graph_breaks(model, (torch.ones(3),))
+    assert _paths(breaks[1:]) == {_line(Moody, "# SCALED"): [("x.sum() > 0", True)],
+                                  _line(Moody, "# PLAIN"): [("x.sum() > 0", False)]}
+    assert breaks.exploration.forks == 1 and model.mode == "plain"

@@ -41,7 +41,8 @@ class Decision:
     """One decision on tensor data on a path.
 
     site:      where it is decided: (file, first line and name of the code, instruction index)
-               of the innermost user frame;
+               of the innermost frame (a library's own ``if`` inside a call of the user's is
+               its own site; the condition's text is the user's line);
     condition: its :class:`PathCondition` (``taken``: the side this path takes);
     forced:    the side was prescribed by the path (not the example's value);
     forkable:  its other side may be explored: the condition's ``occurrence`` on this path is
@@ -78,8 +79,9 @@ class PathDecisions:
     def decide(self, translators, real: bool) -> bool:
         """The side to take at a decision on tensor data whose example value is ``real``;
         ``translators``: the running translators (the innermost user frame decides)."""
-        tx = _user_translator(translators)
-        site = (tx.code.co_filename, tx.code.co_firstlineno, tx.code.co_name, tx.ip - 1)
+        tx, inner = _user_translator(translators), translators[-1]
+        site = (inner.code.co_filename, inner.code.co_firstlineno, inner.code.co_name,
+                inner.ip - 1)
         occurrence = self._occurrences[site] = self._occurrences.get(site, 0) + 1
         index = len(self.decisions)
         taken, forced = real, False

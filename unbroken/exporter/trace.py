@@ -115,7 +115,8 @@ class Trace:
         try:
             self.run()
         except RefusalError as error:  # an InternalError is ours: raised, never listed
-            self.output.recover(error)
+            if not self.output.recover(error):  # noted with its path in find-all mode
+                self.output.breaks.append(error.with_frames(self.output.user_frames()))
             self.ended_by = error
         return _unique(self.output.breaks)
 

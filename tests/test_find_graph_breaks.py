@@ -59,10 +59,15 @@ def test_the_path_taken_follows_the_example_values():
                 return x + id(x)  # POSITIVE
             return x - id(x)  # NEGATIVE
 
+    # the example's path first; the other side is explored too, and says which side it is
     positive = unbroken.find_graph_breaks(Branches(), (torch.ones(2),))
     negative = unbroken.find_graph_breaks(Branches(), (-torch.ones(2),))
-    assert positive[-1].location.lineno == _line(Branches, "# POSITIVE")
-    assert negative[-1].location.lineno == _line(Branches, "# NEGATIVE")
+    assert [b.location.lineno for b in positive[1:]] == [_line(Branches, "# POSITIVE"),
+                                                         _line(Branches, "# NEGATIVE")]
+    assert [b.location.lineno for b in negative[1:]] == [_line(Branches, "# NEGATIVE"),
+                                                         _line(Branches, "# POSITIVE")]
+    assert [c.taken for b in positive[1:] for c in b.path_conditions] == [True, False]
+    assert [c.taken for b in negative[1:] for c in b.path_conditions] == [False, True]
 
 
 def test_a_failure_that_cannot_be_stepped_over_ends_the_list():

@@ -18,6 +18,7 @@ from .symbolic.diagnostics import (
     ExportUsageError,
     InputMismatchError,
     InternalError,
+    PathCondition,
     RefusalError,
     SerializationError,
     UnbrokenError,
@@ -33,7 +34,8 @@ __version__ = "0.1.0"
 __all__ = [
     "ConstraintViolationError", "DataDependentError", "Dim", "ExportUsageError",
     "ExportedProgram", "GraphBreakError", "InputMismatchError", "InternalError",
-    "RefusalError", "SerializationError", "Specialization", "SpecializationWarning",
+    "PathCondition", "RefusalError", "SerializationError", "Specialization",
+    "SpecializationWarning",
     "StateWriteWarning", "UnbrokenError", "UnsupportedError", "UntestedTorchWarning",
     "__version__", "budget", "case", "export", "find_graph_breaks", "load", "save",
 ]

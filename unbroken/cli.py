@@ -104,6 +104,13 @@ def _check_parser(commands) -> None:
     check.add_argument("--in-process", action="store_true",
                        help="no worker processes: run everything here (no isolation, no "
                             "timeout; for a debugger)")
+    check.add_argument("--paths", type=int, dest="max_paths", metavar="N",
+                       help="explore at most N paths of a refused case's program for its "
+                            "graph breaks (both sides of each decision on tensor data; "
+                            "default 32)")
+    check.add_argument("--unroll", type=int, metavar="N",
+                       help="fork the first N evaluations of one condition on tensor data on "
+                            "a path (a loop on data is unrolled N times; default 4)")
     check.add_argument("--baseline", metavar="FILE",
                        help="fail only on graph breaks that FILE does not list")
     check.add_argument("--write-baseline", metavar="FILE",

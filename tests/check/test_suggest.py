@@ -236,3 +236,15 @@ def test_reports_name_files_relative_to_the_working_directory(tmp_path, capsys):
     assert 'File \\"models/gate.py\\", line 9' in report
     assert main(["suggest", "models"]) == 0
     assert str(tmp_path) not in capsys.readouterr().out
+
+
+def test_a_check_on_another_path_says_which(tmp_path, capsys):
+    """A data-dependent decision only the other side of a branch reaches: the line to add
+    says on which path it is needed."""
+    (tmp_path / "gate.py").write_text(GATE.replace(
+        "        return x\n\n", "        if x.sum() > 100:\n            return x\n"
+        "        return x[:n] if n > 1 else x\n\n"))
+    assert main(["suggest", "gate.py"]) == 0
+    out = capsys.readouterr().out
+    assert "(on the path where `n > 2` is False (gate.py:9) and `x.sum() > 100` is False " \
+           "(gate.py:11)): before `return x[:n] if n > 1 else x` add" in out

@@ -87,3 +87,13 @@ def test_raising_the_budget_lets_a_long_bounded_loop_export():
     with unbroken.budget(instructions=200_000):
         ep = unbroken.export(BoundedLoop(), (x,))
     torch.testing.assert_close(ep.module()(x), BoundedLoop()(x))
+
+
+def test_the_path_budget_nests_and_keeps_what_is_not_given():
+    with unbroken.budget(paths=8, unroll=2):
+        with unbroken.budget(path_seconds=5, instructions=1_000):
+            inner = current_budget()
+    assert (inner.paths, inner.unroll, inner.path_seconds, inner.instructions) == \
+        (8, 2, 5.0, 1_000)
+    assert inner.path_instructions == Budget().path_instructions
+    assert current_budget() == Budget()

@@ -66,7 +66,18 @@ def _plan(options) -> CheckPlan:
         raise ShardError(f"--timeout takes a number of seconds > 0, got {options.timeout}")
     return CheckPlan(tuple(options.paths), os.getcwd(), options.keyword,
                      parse_shard(options.shard) if options.shard else None, options.jobs,
-                     options.timeout, options.in_process)
+                     options.timeout, options.in_process, _path_budget(options))
+
+
+def _path_budget(options) -> dict:
+    """``--paths``/``--unroll`` as ``unbroken.budget`` arguments (only those given)."""
+    given = {"paths": getattr(options, "max_paths", None),
+             "unroll": getattr(options, "unroll", None)}
+    for name, value in given.items():
+        if value is not None and value < (1 if name == "paths" else 0):
+            raise ShardError(f"--{name} takes a number >= {1 if name == 'paths' else 0}, "
+                             f"got {value}")
+    return {name: value for name, value in given.items() if value is not None}
 
 
 def _finish(report: Report, options, console: Console, version: str) -> int:

@@ -15,6 +15,7 @@ import traceback
 from dataclasses import dataclass
 
 from ..cases import CaseCollectionError, ExportCase, load_target
+from ..frontend.budget import budget
 from ..symbolic.diagnostics import BUG_NOTE, InternalError, RefusalError, UnbrokenError
 from ..symbolic.diagnostics.catalogue import GraphBreakError
 from .outcome import INTERNAL, OK, REFUSED, CaseOutcome, Finding
@@ -92,14 +93,18 @@ def find_case(target: str, wanted_id: str, root: str) -> ExportCase:
                                       "file declare its cases in a different order each run?)")
 
 
-def run_target_case(target: str, wanted_id: str, root: str) -> CaseOutcome:
+def run_target_case(target: str, wanted_id: str, root: str,
+                    path_budget: dict | None = None) -> CaseOutcome:
     """:func:`find_case`, then :func:`run_case`: the job of a worker."""
-    return run_case(find_case(target, wanted_id, root), target, root)
+    return run_case(find_case(target, wanted_id, root), target, root, path_budget)
 
 
-def run_case(case: ExportCase, target: str, root: str) -> CaseOutcome:
+def run_case(case: ExportCase, target: str, root: str,
+             path_budget: dict | None = None) -> CaseOutcome:
     """Export ``case`` and describe the outcome. An exception that is not an ``UnbrokenError``
-    (``SystemExit`` included) escaped ``export()``: that is an internal error."""
+    (``SystemExit`` included) escaped ``export()``: that is an internal error.
+    ``path_budget``: ``unbroken.budget`` arguments for listing a refused case's graph breaks
+    on every path (``paths``, ``unroll``)."""
     linecache.checkcache()  # a file edited since an earlier run in this process: read it anew
     start = time.perf_counter()
     base = dict(id=case_id(case, root), name=case.name, file=relative(case.filename, root),
@@ -111,13 +116,17 @@ def run_case(case: ExportCase, target: str, root: str) -> CaseOutcome:
     except UnbrokenError as err:
         seconds = time.perf_counter() - start
         try:
-            breaks = _all_breaks(case, err)
+            with budget(**(path_budget or {})):
+                breaks = _all_breaks(case, err)
         except InternalError as bug:  # listing the breaks met a bug in unbroken: report it
             return _internal(base, time.perf_counter() - start, bug, root)
+        exploration = getattr(breaks, "exploration", None)
         return CaseOutcome(**base, status=REFUSED, seconds=seconds,
-                           diagnostic=relative_text(_refusal_text(err, breaks), root),
+                           diagnostic=relative_text(_refusal_text(err, breaks, exploration),
+                                                    root),
                            error=_error_dict(err, root),
-                           findings=tuple(finding(b, root) for b in breaks))
+                           findings=tuple(finding(b, root) for b in breaks),
+                           paths=exploration.to_dict() if exploration is not None else None)
     except BaseException as err:  # noqa: B036 - anything escaping export() is a bug in unbroken
         if isinstance(err, KeyboardInterrupt):
             raise
@@ -126,8 +135,9 @@ def run_case(case: ExportCase, target: str, root: str) -> CaseOutcome:
 
 
 def _all_breaks(case: ExportCase, error: UnbrokenError) -> list[UnbrokenError]:
-    """Every graph break of a case refused for one (one more run in "find them all" mode), so
-    a single CI run lists them all; the error itself for other refusals. An ``InternalError``
+    """Every graph break of a case refused for one, on every path of the program (one more
+    run in "find them all" mode: a ``GraphBreaks`` list with its ``exploration``), so a
+    single CI run lists them all; the error itself for other refusals. An ``InternalError``
     of the listing run is raised: a bug is never dropped."""
     if not isinstance(error, GraphBreakError):
         return [error]
@@ -135,15 +145,19 @@ def _all_breaks(case: ExportCase, error: UnbrokenError) -> list[UnbrokenError]:
         found = case.find_graph_breaks()
     except RefusalError:  # the first break is still reported; the rest is a bonus
         return [error]
-    return list(found) or [error]
+    return found if found else [error]
 
 
-def _refusal_text(error: UnbrokenError, breaks: list[UnbrokenError]) -> str:
-    if len(breaks) <= 1:
-        return error.render()
+def _refusal_text(error: UnbrokenError, breaks: list[UnbrokenError], exploration=None) -> str:
+    """The diagnostic of a refusal: the error, or every break (each says the path it is on)
+    and how many paths of the program were explored for them."""
+    explored = [exploration.describe() + "."] if exploration is not None and \
+        (exploration.forks or not exploration.complete) else []
+    if len(breaks) <= 1:  # then no break is behind a decision on data: no path to show
+        return "\n\n".join([error.render(), *explored])
     parts = [f"{len(breaks)} graph breaks (all of them, found in one run):"]
     parts += [f"({i}) {b.render()}" for i, b in enumerate(breaks, 1)]
-    return "\n\n".join(parts)
+    return "\n\n".join(parts + explored)
 
 
 def _internal(base: dict, seconds: float, error: BaseException, root: str) -> CaseOutcome:
@@ -158,12 +172,13 @@ def _internal(base: dict, seconds: float, error: BaseException, root: str) -> Ca
 def finding(error: UnbrokenError, root: str) -> Finding:
     """The place and id of one refusal, for reports and baselines."""
     where = error.location
+    path = tuple(c.to_dict() | {"file": relative(c.file, root)} for c in error.path_conditions)
     if where is None:
         return Finding(error.code, relative_text(error.message, root), "", 0, 0, "",
-                       relative_text(error.hint, root))
+                       relative_text(error.hint, root), path=path)
     return Finding(error.code, relative_text(error.message, root), relative(where.filename, root),
                    where.lineno, statement_column(where.filename, where.lineno), where.source,
-                   relative_text(error.hint, root))
+                   relative_text(error.hint, root), path=path)
 
 
 def statement_column(filename: str, lineno: int) -> int:
@@ -185,6 +200,8 @@ def _error_dict(error: BaseException, root: str) -> dict:
     for frame in data["frames"]:
         frame["column"] = statement_column(frame["file"], frame["line"])
         frame["file"] = relative(frame["file"], root)
+    for condition in data.get("path_conditions", ()):
+        condition["file"] = relative(condition["file"], root)
     for violation in data.get("violations", ()):
         if violation.get("file"):
             violation["file"] = relative(violation["file"], root)

@@ -23,12 +23,12 @@ def collect_job(target: str, root: str) -> dict:
         return {"error": err.summary}
 
 
-def case_job(target: str, case_id: str, root: str) -> dict:
+def case_job(target: str, case_id: str, root: str, path_budget: dict | None = None) -> dict:
     """``{"outcome": CaseOutcome as dict}`` or ``{"error": message}`` when the target no longer
-    declares the case."""
+    declares the case. ``path_budget``: see ``run_case``."""
     _enter(root)
     try:
-        return {"outcome": run_target_case(target, case_id, root).to_dict()}
+        return {"outcome": run_target_case(target, case_id, root, path_budget).to_dict()}
     except CaseCollectionError as err:
         return {"error": err.summary}
 

@@ -21,7 +21,8 @@ STATUSES = (OK, REFUSED, INTERNAL, TIMEOUT, CRASHED)
 BUGS = (INTERNAL, CRASHED)
 FAILING = (REFUSED, INTERNAL, TIMEOUT, CRASHED)
 
-REPORT_FORMAT = 2  # the "format" field of the JSON report; 2 added ids, findings and columns
+REPORT_FORMAT = 3  # the "format" field of the JSON report; 2 added ids, findings and columns;
+# 3 added each finding's "path" and each case's "paths" (every path of the program explored)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +38,9 @@ class Finding:
     source:  the stripped text of that line; with ``code`` and the case, the baseline key.
     hint:    the fix.
     known:   True when a ``--baseline`` lists this finding (it does not fail the run).
+    path:    the decisions on tensor data that lead to it (``find_graph_breaks`` explores
+             every path): ``{"condition", "taken", "file", "line", "occurrence"}`` each,
+             outermost first; empty when no such decision does (the baseline ignores it).
     """
 
     code: str
@@ -47,6 +51,16 @@ class Finding:
     source: str
     hint: str
     known: bool = False
+    path: tuple[dict, ...] = ()
+
+    def describe_path(self) -> str:
+        """``on the path where `x.sum() > 0` is False (model.py:12)`` ('' for no path)."""
+        if not self.path:
+            return ""
+        return "on the path where " + " and ".join(
+            f"`{c['condition']}` is {c['taken']}"
+            + (f" (evaluation {c['occurrence']})" if c.get("occurrence", 1) > 1 else "")
+            + f" ({c['file'].rsplit('/', 1)[-1]}:{c['line']})" for c in self.path)
 
     def baseline_key(self, case_id: str) -> tuple[str, str, str]:
         """What a baseline matches: the case, the id and the line's text (not its number, so
@@ -70,6 +84,9 @@ class CaseOutcome:
                 for an exception that is not ours; None when exported.
     findings:   each graph break (or the refusal's error) at its place; empty unless refused.
     output:     what the worker process printed (kept for crashes and timeouts).
+    paths:      for a case refused for graph breaks, how many paths of the program were
+                explored for them: ``{"explored", "forks", "raised", "complete", "cut"}``
+                (``exporter.paths.PathExploration``); None otherwise.
     """
 
     id: str
@@ -83,6 +100,7 @@ class CaseOutcome:
     error: dict | None = None
     findings: tuple[Finding, ...] = ()
     output: str = ""
+    paths: dict | None = None
 
     @property
     def failed(self) -> bool:
@@ -112,7 +130,8 @@ class CaseOutcome:
     @classmethod
     def from_dict(cls, data: dict) -> CaseOutcome:
         fields = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
-        fields["findings"] = tuple(Finding(**f) for f in data.get("findings", ()))
+        fields["findings"] = tuple(Finding(**(f | {"path": tuple(f.get("path", ()))}))
+                                   for f in data.get("findings", ()))
         return cls(**fields)
 
 

@@ -6,7 +6,8 @@
   target that could not be collected is a ``testcase`` with an ``error``.
 - SARIF 2.1.0 (``--sarif FILE``), for code scanning: one rule per diagnostic id, with its
   explanation, fix, example and a link into ``docs/graph-breaks.md``; one result per finding
-  at its file, line and column; with a baseline, ``baselineState`` says new or unchanged.
+  at its file, line and column; with a baseline, ``baselineState`` says new or unchanged; a
+  break behind decisions on tensor data has them in its ``path`` property (and its message).
 - GitHub Actions workflow commands (printed when ``GITHUB_ACTIONS=true``): one ``::error``
   per new finding, so the diff view shows the break at its line.
 """
@@ -158,7 +159,7 @@ def _camel(title: str) -> str:
 
 
 def _sarif_result(outcome, finding, index: dict, with_baseline: bool) -> dict:
-    text = f"{finding.message} (case {outcome.id})\nFix: {finding.hint}"
+    text = f"{finding.message} (case {outcome.id}{_on_path(finding)})\nFix: {finding.hint}"
     result = {"ruleId": finding.code, "ruleIndex": index[finding.code],
               "level": "note" if finding.known else "error", "message": {"text": text},
               "locations": [_location(finding.file or outcome.file, finding.line or outcome.line,
@@ -166,7 +167,14 @@ def _sarif_result(outcome, finding, index: dict, with_baseline: bool) -> dict:
               "partialFingerprints": {"unbroken/v1": _fingerprint(outcome.id, finding)}}
     if with_baseline:
         result["baselineState"] = "unchanged" if finding.known else "new"
+    if finding.path:  # the decisions on tensor data that lead to it (a property bag)
+        result["properties"] = {"path": [dict(c) for c in finding.path]}
     return result
+
+
+def _on_path(finding) -> str:
+    """``, on the path where ...`` for a finding behind decisions on tensor data."""
+    return f", {finding.describe_path()}" if finding.path else ""
 
 
 def _sarif_failure(outcome) -> dict:
@@ -206,8 +214,11 @@ def github_annotations(report: Report) -> list[str]:
         if o.status == REFUSED:
             for f in o.findings:
                 if not f.known:
+                    where = f"\n{f.describe_path()[:1].upper()}{f.describe_path()[1:]}." \
+                        if f.path else ""
                     lines.append(_command(f.file or o.file, f.line or o.line, f.column,
-                                          f"{f.code} {o.name}", f"{f.message}\nFix: {f.hint}"))
+                                          f"{f.code} {o.name}",
+                                          f"{f.message}{where}\nFix: {f.hint}"))
         else:
             lines.append(_command(o.file, o.line, 0, f"{o.status} {o.name}", o.diagnostic))
     for failure in report.failures:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..cases import CaseCollectionError, is_import_target, load_target, python_files
@@ -34,6 +34,8 @@ class CheckPlan:
     workers:    processes at a time.
     timeout:    seconds allowed for one case (and for importing one target).
     in_process: run everything in this process (no isolation, no timeout; for debugging).
+    path_budget: ``unbroken.budget`` arguments (``paths``, ``unroll``) for the exploration of
+                the paths of a refused case's program (``--paths``, ``--unroll``).
     """
 
     targets: tuple[str, ...]
@@ -43,6 +45,7 @@ class CheckPlan:
     workers: int = 1
     timeout: float = 300.0
     in_process: bool = False
+    path_budget: dict = field(default_factory=dict)
 
 
 class Progress:
@@ -150,7 +153,7 @@ def _run(infos: list[CaseInfo], cases: dict, plan: CheckPlan, progress: Progress
     failures: list[CollectionFailure] = []
     if plan.in_process:
         for info in infos:
-            outcomes.append(_run_in_process(cases[info.id], info, plan.root))
+            outcomes.append(_run_in_process(cases[info.id], info, plan))
             progress.finished(outcomes[-1])
         return outcomes, failures
     by_id = {i.id: i for i in infos}
@@ -165,15 +168,15 @@ def _run(infos: list[CaseInfo], cases: dict, plan: CheckPlan, progress: Progress
         outcomes.append(outcome)
         progress.finished(outcome)
 
-    run_jobs([Job(i.id, jobs.case_job, (i.target, i.id, plan.root)) for i in infos],
-             plan.workers, plan.timeout, take)
+    run_jobs([Job(i.id, jobs.case_job, (i.target, i.id, plan.root, plan.path_budget))
+              for i in infos], plan.workers, plan.timeout, take)
     return outcomes, failures
 
 
-def _run_in_process(case, info: CaseInfo, root: str) -> CaseOutcome:
+def _run_in_process(case, info: CaseInfo, plan: CheckPlan) -> CaseOutcome:
     previous = os.getcwd()
     try:
-        return run_case(case, info.target, root)
+        return run_case(case, info.target, plan.root, plan.path_budget)
     finally:
         os.chdir(previous)
 

@@ -27,6 +27,7 @@ from ..symbolic.diagnostics import (
     DataDependentError,
     RefusalError,
     UnbrokenError,
+    describe_path,
 )
 from ..symbolic.diagnostics.catalogue import GraphBreakError
 from .console import make_console
@@ -112,7 +113,8 @@ def _check_lines(case: ExportCase, error: UnbrokenError, root: str) -> list[str]
             check = f"torch._check({condition})" if condition else match.group(1)
             way = (f"\n      (or torch._check(not ({condition})) if it must go the other way)"
                    if condition else "  # in terms of the values the error names")
-            lines.append(f"  {where}: before `{b.location.source}` add\n      {check}{way}")
+            path = f" ({describe_path(b.path_conditions)})" if b.path_conditions else ""
+            lines.append(f"  {where}{path}: before `{b.location.source}` add\n      {check}{way}")
     return lines
 
 

@@ -46,7 +46,10 @@ class ExportOptions:
     forced_static:    ``(id(example tensor), dim)`` pairs static whatever the spec says (the
                       traces at size 1 of ``unbroken.size_one``);
     find_all:         "find them all" mode (``find_graph_breaks``): breaks are collected and
-                      tracing goes on along the path the example inputs take;
+                      tracing goes on along one path (``exporter.paths`` explores them all);
+    forced_path:      in that mode, the sides prescribed for the first decisions on tensor
+                      data, as ``(site, taken)`` pairs (``frontend.paths.PathDecisions``);
+                      empty: the example inputs' path;
     suggest_fixes:    a refusal for shapes searches a fix and verifies it by exporting again;
     narrow_in_place:  an adoption that only narrows ranges is applied to this trace instead
                       of tracing again (off where a narrower range would be another spec).
@@ -58,6 +61,7 @@ class ExportOptions:
     specializations: tuple = ()
     forced_static: frozenset = frozenset()
     find_all: bool = False
+    forced_path: tuple = ()
     suggest_fixes: bool = True
     narrow_in_place: bool = True
 

@@ -39,6 +39,7 @@ from .build import build_program
 from .fix_rendering import constraint_error, render_fix
 from .input_trees import check_call, check_outputs
 from .options import ExportCall, ExportOptions
+from .paths import GraphBreaks, explore
 from .preserved_calls import checked_paths
 from .process_state import isolated
 from .shapes import AdoptAuto, ShapeViolation, settle_shapes
@@ -222,32 +223,41 @@ def _warn_specializations(specializations) -> None:
 
 
 @torch_compatible_errors
-def find_graph_breaks(mod, args, kwargs=None, *, dynamic_shapes=None) -> list:
-    """Every graph break in ``mod(*args, **kwargs)``, found in one run.
+def find_graph_breaks(mod, args, kwargs=None, *, dynamic_shapes=None) -> GraphBreaks:
+    """Every graph break in ``mod(*args, **kwargs)``, on every path, found in one call.
 
-    Where :func:`export` stops at the first construct it cannot capture, this goes on along
-    the path the example inputs take (running the model on a copy of its state beside the
-    trace, to know which branch an ``if`` on a tensor takes), and returns every
-    ``GraphBreakError`` in program order; a failure that cannot be stepped over (an uncaught
-    exception, an unsupported call) ends the list. An empty list means no graph break:
-    ``export`` may still refuse for other reasons (shapes, usage). ``dynamic_shapes`` is
-    accepted for the same call shape as ``export`` and not used: breaks are about code.
+    Where :func:`export` stops at the first construct it cannot capture, this goes on (running
+    the model on a copy of its state beside the trace, to know which way the example inputs
+    go) and explores both sides of every decision on tensor data (``if x.sum() > 0``, a
+    ternary, ``while`` on a tensor, ``assert`` on data, ``bool(t)``, ``t.item()`` compared),
+    within ``unbroken.budget(paths=..., unroll=..., path_instructions=...)``
+    (``exporter.paths``). It returns every ``GraphBreakError``: the example's path first, in
+    program order, then those only other paths meet; each carries ``path_conditions``, the
+    decisions on tensor data that lead to it (``PathCondition``: ``source_text``, ``taken``,
+    ``file``, ``line``). A failure that cannot be stepped over ends its path. The list's
+    ``exploration`` says how many paths were explored and what the budget cut. An empty list
+    means no graph break: ``export`` may still refuse for other reasons (shapes, usage).
+    ``dynamic_shapes`` is accepted for the same call shape as ``export`` and not used: breaks
+    are about code.
 
     Example::
 
-        for error in unbroken.find_graph_breaks(model, (x,)):
-            print(error.code, error.location.short(), error.reason)
+        breaks = unbroken.find_graph_breaks(model, (x,))
+        for error in breaks:
+            print(error.code, error.location.short(), error.reason,
+                  [(c.source_text, c.taken) for c in error.path_conditions])
+        print(breaks.exploration.describe())
     """
     args, kwargs = check_call(mod, args, kwargs)
     check_python_version()
     with isolated():
         try:
-            breaks = Trace(ExportCall(mod, args, kwargs),
-                           ExportOptions(find_all=True)).find_breaks()
+            breaks = explore(ExportCall(mod, args, kwargs), ExportOptions(find_all=True))
         except RefusalError as error:
-            breaks = [error]
+            breaks = GraphBreaks([error])
         # listed, not raised: what they are once raised (torch's classes too, drop_in)
-        return [torch_compatible(_checked(error, mod, args, kwargs)) for error in breaks]
+        return GraphBreaks([torch_compatible(_checked(error, mod, args, kwargs))
+                            for error in breaks], breaks.exploration)
 
 
 def _checked(error, mod, args, kwargs):

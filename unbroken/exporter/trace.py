@@ -18,7 +18,9 @@ import contextlib
 import torch
 from torch.utils import _pytree as pytree
 
+from ..frontend.budget import current_budget
 from ..frontend.output import TraceContext
+from ..frontend.paths import PathDecisions
 from ..frontend.sources import LocalSource
 from ..frontend.trace_site import TraceSite
 from ..frontend.tracer import trace_call
@@ -78,8 +80,12 @@ class Trace:
             shadow=Shadow() if options.find_all else None,
             requires_grad_provider=self.site.requires_grad)
         self.builder = self.recorder.builder
+        path = PathDecisions(options.forced_path, current_budget().unroll) \
+            if options.find_all else None
         self.output = TraceContext(self.recorder, self.site, call.root,
-                                   find_all=options.find_all, preserved_paths=options.preserve)
+                                   find_all=options.find_all, preserved_paths=options.preserve,
+                                   path=path)
+        self.ended_by = None  # find_breaks: the failure that ended the trace, if any
         self.input_specs: list[InputSpec] = []
         self.state_dict: dict = {}
         self.constants: dict = {}
@@ -106,12 +112,15 @@ class Trace:
         return pytree.tree_flatten(outputs)
 
     def find_breaks(self) -> list:
-        """Trace in "find them all" mode: every graph break on the path the example inputs
-        take, in order; a failure that cannot be stepped over ends the list."""
+        """Trace in "find them all" mode: every graph break on this trace's path (the example
+        inputs' unless ``options.forced_path`` prescribes sides), in order; a failure that
+        cannot be stepped over ends the list (and is ``ended_by``)."""
         try:
             self.run()
         except RefusalError as error:  # an InternalError is ours: raised, never listed
-            self.output.breaks.append(error.with_frames(self.output.user_frames()))
+            if not self.output.recover(error):  # noted with its path in find-all mode
+                self.output.breaks.append(error.with_frames(self.output.user_frames()))
+            self.ended_by = error
         return _unique(self.output.breaks)
 
     # ----------------------------------------------------------------- inputs

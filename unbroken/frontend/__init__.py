@@ -19,7 +19,8 @@ foundation            ``sources`` (where a
                       ``budget`` (the tracing budget and its meter), ``opcodes.versions``
                       (what differs between the CPython versions interpreted),
                       ``trace_site`` (where the trace is: what the recorder and the shape
-                      environment read the user's location from)
+                      environment read the user's location from), ``paths`` (decisions on
+                      tensor data in "find them all" mode: the path a trace follows)
 value model           ``variables.base`` (``VariableTracker`` and ``Interpreter``, the
                       interface through which trackers reach the interpreter),
                       ``variables.text`` (text computed when used), ``variables.native``
@@ -48,7 +49,7 @@ __all__ = ["CATALOGUE", "GraphBreakError", "interpret", "trace_call", "LAYERS"]
 # (layer, modules relative to this package), lowest first; "" is this package itself.
 LAYERS = (
     ("foundation", ("sources", "overlay", "budget", "opcodes.versions",
-                    "trace_site")),
+                    "trace_site", "paths")),
     ("value model", ("variables", "variables.base", "variables.text", "variables.native",
                      "variables.constant", "variables.numpy_values")),
     ("object protocol", ("protocol",)),

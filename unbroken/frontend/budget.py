@@ -6,6 +6,13 @@ The defaults fit every model we know of with a wide margin; a larger model raise
 
     with unbroken.budget(instructions=200_000_000, seconds=3600):
         ep = unbroken.export(model, args)
+
+``find_graph_breaks`` (and ``unbroken check``) also explore both sides of each decision on
+tensor data (``frontend.paths``): ``paths``, ``unroll``, ``path_instructions`` and
+``path_seconds`` bound that exploration, and the report says when they cut it::
+
+    with unbroken.budget(paths=256, unroll=8):
+        breaks = unbroken.find_graph_breaks(model, args)
 """
 from __future__ import annotations
 
@@ -21,10 +28,20 @@ __all__ = ["Budget", "budget", "current_budget", "BudgetMeter", "loop_statement_
 @dataclass(frozen=True, slots=True)
 class Budget:
     """instructions: bytecode instructions interpreted in one trace (all frames together);
-    seconds: wall time of one trace."""
+    seconds: wall time of one trace;
+    paths: traces (paths) ``find_graph_breaks`` runs at most, the example's included;
+    unroll: evaluations of one condition on tensor data forked on one path (a loop on data
+        is unrolled that many times; later evaluations follow the example's values);
+    path_instructions: instructions of all the traces of one exploration together;
+    path_seconds: wall time of all the traces of one exploration together (the example's
+        path is always traced whole, within ``seconds``)."""
 
     instructions: int = 2_000_000
     seconds: float = 180.0
+    paths: int = 32
+    unroll: int = 4
+    path_instructions: int = 20_000_000
+    path_seconds: float = 60.0
 
 
 _CURRENT = [Budget()]
@@ -35,11 +52,19 @@ def current_budget() -> Budget:
 
 
 @contextlib.contextmanager
-def budget(instructions: int | None = None, seconds: float | None = None):
-    """Raise (or lower) the interpreter's budget for the exports run inside the block."""
+def budget(instructions: int | None = None, seconds: float | None = None, *,
+           paths: int | None = None, unroll: int | None = None,
+           path_instructions: int | None = None, path_seconds: float | None = None):
+    """Raise (or lower) the interpreter's budget for the exports (and ``find_graph_breaks``
+    explorations) run inside the block; an argument left None keeps the enclosing value."""
     base = current_budget()
     _CURRENT.append(Budget(base.instructions if instructions is None else int(instructions),
-                           base.seconds if seconds is None else float(seconds)))
+                           base.seconds if seconds is None else float(seconds),
+                           base.paths if paths is None else max(1, int(paths)),
+                           base.unroll if unroll is None else max(0, int(unroll)),
+                           base.path_instructions if path_instructions is None
+                           else int(path_instructions),
+                           base.path_seconds if path_seconds is None else float(path_seconds)))
     try:
         yield current_budget()
     finally:

@@ -357,8 +357,12 @@ def _scalar(py_type):
         if value is None:
             return ConstantVariable(py_type())
         if isinstance(value, TensorVariable):
-            raise graph_break("UB105", f"`{py_type.__name__}()` of {value.describe()}",
-                              frames=tx.user_frames())
+            error = graph_break("UB105", f"`{py_type.__name__}()` of {value.describe()}",
+                                frames=tx.user_frames())
+            real = tx.output.real_value(value.meta) if py_type is bool else None
+            if real is not None and tx.output.recover(error):  # a decision: both sides
+                return ConstantVariable(tx.output.take_branch(bool(real)))
+            raise error
         if py_type is bool and not value.is_constant() and (
                 isinstance(value, NewObjectVariable) or not hasattr(value, "value")):
             # containers, modules, objects created in the trace: their own (traced) truth

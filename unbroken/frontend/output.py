@@ -25,6 +25,7 @@ from ..symbolic.diagnostics import (
 from ..symbolic.diagnostics.catalogue import GraphBreakError, TracedException, graph_break
 from .budget import BudgetMeter, current_budget
 from .overlay import Overlay
+from .paths import PathDecisions
 from .trace_site import TraceSite
 from .variables.base import CREATION_ORDER
 from .variables.builder import wrap
@@ -104,8 +105,11 @@ class TraceContext:
                     modules being called, eager ``requires_grad`` of the tensors);
     branch_starts:  creation stamps at which the open ``torch.cond`` branches began;
     find_all:       "find them all" mode (``find_graph_breaks``): breaks are collected in
-                    ``breaks`` and tracing goes on along the path the example inputs take;
+                    ``breaks`` and tracing goes on along one path: at a decision on tensor
+                    data the side ``path`` prescribes, else the example inputs' side;
     breaks:         the graph breaks collected in that mode, in program order;
+    path:           in that mode, the decisions on tensor data of this trace
+                    (``frontend.paths.PathDecisions``); None otherwise;
     overlay:        writes to objects outside the trace, undone when the trace ends;
     private:        module id -> qualified name (``_paths``), ids of the meta tensors standing
                     for parameters (``_parameters``); eager ``requires_grad`` (in ``site``,
@@ -122,7 +126,8 @@ class TraceContext:
     """
 
     def __init__(self, recorder, site: TraceSite, root=None, *, find_all: bool = False,
-                 preserved_paths: frozenset[str] = frozenset()):
+                 preserved_paths: frozenset[str] = frozenset(),
+                 path: PathDecisions | None = None):
         self.recorder = recorder
         self.site = site
         self.root = root
@@ -131,6 +136,7 @@ class TraceContext:
         # the example inputs take (the recorder's shadow knows their real values)
         self.find_all = find_all
         self.breaks: list = []
+        self.path = (path or PathDecisions()) if find_all else None
         self.overlay = Overlay()  # writes to outside objects, to be undone by the trace
         self._paths = {}
         self._parameters: set[int] = set()
@@ -260,7 +266,13 @@ class TraceContext:
             return False
         error.with_frames(self.user_frames())
         self.breaks.append(error)
+        self.path.note(error)
         return True
+
+    def take_branch(self, real: bool) -> bool:
+        """In "find them all" mode, after :meth:`recover` of a decision on tensor data whose
+        example value is ``real``: the side this trace's path takes (``frontend.paths``)."""
+        return self.path.decide(self.site.translators, real)
 
     def real_value(self, meta):
         """The real tensor behind a meta tensor in "find them all" mode, or None."""

@@ -69,7 +69,7 @@ class TensorVariable(VariableTracker):
             frames=tx.user_frames())
         real = tx.output.real_value(self.meta)
         if real is not None and tx.output.recover(error):
-            return bool(real)
+            return tx.output.take_branch(bool(real))  # both sides explored (frontend.paths)
         raise error
 
     def items(self, tx) -> list:
@@ -221,7 +221,7 @@ class SymbolicVariable(VariableTracker):
             shadow = tx.output.recorder.shadow
             real = shadow.concrete(self.value) if shadow is not None else None
             if real is not None and error.code == "UB105" and tx.output.recover(error):
-                return bool(real)
+                return tx.output.take_branch(bool(real))  # both sides explored
             raise
 
     def getattr(self, tx, name: str) -> VariableTracker:

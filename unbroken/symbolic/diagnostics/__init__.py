@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 __all__ = [
     "UserFrame",
+    "PathCondition",
+    "describe_path",
     "UnbrokenError",
     "RefusalError",
     "ExportUsageError",
@@ -61,6 +63,43 @@ class UserFrame:
         return f"{self.filename.rsplit('/', 1)[-1]}:{self.lineno}"
 
 
+@dataclass(frozen=True, slots=True)
+class PathCondition:
+    """One decision on tensor data on the path to a finding (``find_graph_breaks`` explores
+    both sides of each; see ``docs/ci.md``, "Every path").
+
+    source_text: the condition as written in the user's code (``x.sum() > 0``).
+    taken:       the side the path takes: True for the ``if`` body, the loop's next iteration,
+                 the assert passing; False for the other side.
+    file, line:  where the condition is (the user's file, 1-based line).
+    occurrence:  which evaluation of that condition on the path (1 for the first; a loop's
+                 second test is 2).
+    """
+
+    source_text: str
+    taken: bool
+    file: str
+    line: int
+    occurrence: int = 1
+
+    def describe(self) -> str:
+        """```x.sum() > 0`` is False` (``(evaluation 2)`` added after the first)."""
+        again = f" (evaluation {self.occurrence})" if self.occurrence > 1 else ""
+        return f"`{self.source_text}` is {self.taken}{again}"
+
+    def to_dict(self) -> dict:
+        return {"condition": self.source_text, "taken": self.taken, "file": self.file,
+                "line": self.line, "occurrence": self.occurrence}
+
+
+def describe_path(conditions) -> str:
+    """``on the path where `a` is True and `b` is False`` ('' for no condition)."""
+    if not conditions:
+        return ""
+    where = [f"{c.describe()} ({c.file.rsplit('/', 1)[-1]}:{c.line})" for c in conditions]
+    return "on the path where " + " and ".join(where)
+
+
 def frame_from_code(filename: str, lineno: int | None, function: str) -> UserFrame:
     """Build a :class:`UserFrame`, reading the source line through ``linecache``."""
     line = linecache.getline(filename, lineno).strip() if lineno else ""
@@ -95,6 +134,7 @@ class UnbrokenError(Exception):
     """
 
     default_code = "UB000"
+    path_conditions: tuple = ()  # PathCondition tuple: the path it was found on (see on_path)
 
     #: The exception classes ``torch.export`` raises in this error's situation: classes, names
     #: of ``torch_compat.torch_exception_class`` or ``"UserError:<UserErrorType>"``. The error
@@ -132,6 +172,13 @@ class UnbrokenError(Exception):
             self.args = (self.render(),)
         return self
 
+    def on_path(self, conditions) -> UnbrokenError:
+        """Set the decisions on tensor data of the path this was found on (``PathCondition``
+        tuple, outermost first; empty: no such decision leads to it); returns self."""
+        self.path_conditions = tuple(conditions)
+        self.args = (self.render(),)
+        return self
+
     def add_details(self, text: str) -> UnbrokenError:
         """Append a paragraph to the details; returns self."""
         self.details = f"{self.details}\n\n{text}" if self.details else text
@@ -140,6 +187,8 @@ class UnbrokenError(Exception):
 
     def render(self) -> str:
         parts = [f"[{self.code}] {self.message}"]
+        if self.path_conditions:
+            parts.append(f"Found {describe_path(self.path_conditions)}.")
         if self.frames:
             parts.append(format_stack(self.frames))
         if self.details:
@@ -152,8 +201,9 @@ class UnbrokenError(Exception):
         return self.render()
 
     def to_dict(self) -> dict:
-        """Machine-readable form, used by the CLI's JSON report."""
-        return {
+        """Machine-readable form, used by the CLI's JSON report (``path_conditions`` only when
+        the error was found on a path with decisions on tensor data)."""
+        data = {
             "code": self.code,
             "kind": type(self).__name__,
             "message": self.message,
@@ -164,6 +214,9 @@ class UnbrokenError(Exception):
             "details": self.details,
             "hint": self.hint,
         }
+        if self.path_conditions:
+            data["path_conditions"] = [c.to_dict() for c in self.path_conditions]
+        return data
 
 
 def _restore(cls, args, state: dict):

@@ -1,0 +1,365 @@
+"""Verification of a patch: the patched model exports, and matches the ORIGINAL model in eager.
+
+Inputs are drawn so that every decision a rewrite wrote (each ``torch.cond`` /
+``torch.where`` predicate and ``torch._check`` at a changed line) goes both ways: a search
+over the example inputs scaled, negated, shifted, zeroed, filled and redrawn, and over the
+parameters negated and scaled (a condition on weights). Each draw runs the original and the
+patched model in eager from the same state and compares:
+
+- the outputs: same structure, types, dtypes, shapes, and values (``torch.testing``'s
+  tolerances for the dtype; NaN equal to NaN); an exception on both sides counts as a match;
+- the gradients of every parameter and input that requires grad, for one fixed cotangent;
+- the buffers and inputs after the call (what the call wrote).
+
+A ``torch._check`` that an ``item-check`` rewrite added states an assumption: a draw that
+fails it is outside what the patch claims and is counted apart, not compared. The patched
+program is then exported and run on every draw at the example's state; it must match eager
+too. A patch is verified only when the export succeeds, every comparison matches, and every
+decision was driven both ways (an assumption's failing side excepted).
+"""
+from __future__ import annotations
+
+import ast
+import copy
+import sys
+from dataclasses import dataclass, field
+
+import torch
+import torch.utils._pytree as pytree
+
+from .rewrites import ASSUMPTION
+
+__all__ = ["ASSUMPTION", "Verification", "compare_eager", "draws", "observe", "verify_patch"]
+
+
+@dataclass
+class Verification:
+    """What the checker found.
+
+    verified:  exported, matched on every draw, every decision driven both ways.
+    exported:  the patched case exported.
+    matches:   eager and exported patched model matched the original on every draw compared.
+    reason:    why not verified ('' when verified).
+    draws:     inputs compared.
+    excluded:  draws outside an assumption the patch added (``torch._check``).
+    decisions: ``{"file:line": "True, False"}``: the values each decision took.
+    """
+
+    verified: bool = False
+    exported: bool = False
+    matches: bool = False
+    reason: str = ""
+    draws: int = 0
+    excluded: int = 0
+    decisions: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"verified": self.verified, "exported": self.exported, "matches": self.matches,
+                "reason": self.reason, "draws": self.draws, "excluded": self.excluded,
+                "decisions": dict(self.decisions)}
+
+
+# -- observing the example run ----------------------------------------------------------------
+
+def observe(run, filename: str, questions: dict[int, list[str]]):
+    """Run ``run()`` (the model in eager) and, at each line of ``filename`` in
+    ``questions``, note the local names that hold tensors and the value of each expression.
+
+    Returns ``({line: frozenset(tensor names)}, {(line, expr): value})``; a line the run
+    never reaches is absent.
+    """
+    tensors: dict[int, set[str]] = {}
+    values: dict[tuple[int, str], object] = {}
+    compiled = {(line, e): compile(e, "<fix>", "eval") for line, es in questions.items()
+                for e in es}
+
+    def local_trace(frame, event, arg):
+        if event == "line" and frame.f_lineno in questions:
+            line = frame.f_lineno
+            names = tensors.setdefault(line, set())
+            names.update(k for k, v in frame.f_locals.items() if isinstance(v, torch.Tensor))
+            for expr in questions[line]:
+                if (line, expr) not in values:
+                    try:
+                        values[(line, expr)] = eval(compiled[(line, expr)], frame.f_globals,
+                                                    dict(frame.f_locals))
+                    except Exception as err:  # noqa: BLE001 - the user's expression failed
+                        values[(line, expr)] = err
+        return local_trace
+
+    def global_trace(frame, event, arg):
+        return local_trace if frame.f_code.co_filename == filename else None
+
+    previous = sys.gettrace()
+    sys.settrace(global_trace)
+    try:
+        run()
+    except Exception:  # noqa: BLE001 - the model may fail further on; what was seen counts
+        pass
+    finally:
+        sys.settrace(previous)
+    return {k: frozenset(v) for k, v in tensors.items()}, values
+
+
+# -- drawing inputs ------------------------------------------------------------------------------
+
+_FLOAT_STEPS = (
+    ("example", lambda t, g: t), ("negated", lambda t, g: -t), ("×2", lambda t, g: t * 2),
+    ("×0.5", lambda t, g: t * 0.5), ("+1", lambda t, g: t + 1), ("-1", lambda t, g: t - 1),
+    ("abs", lambda t, g: t.abs()), ("-abs", lambda t, g: -t.abs()),
+    ("×10", lambda t, g: t * 10), ("+10", lambda t, g: t + 10), ("-10", lambda t, g: t - 10),
+    ("zeros", lambda t, g: torch.zeros_like(t)), ("ones", lambda t, g: torch.ones_like(t)),
+    ("-ones", lambda t, g: -torch.ones_like(t)),
+    ("randn", lambda t, g: torch.randn(t.shape, generator=g, dtype=t.dtype)),
+    ("randn×3", lambda t, g: 3 * torch.randn(t.shape, generator=g, dtype=t.dtype)),
+    ("rand", lambda t, g: torch.rand(t.shape, generator=g, dtype=t.dtype)),
+    ("+1000", lambda t, g: t + 1000), ("-1000", lambda t, g: t - 1000),
+    ("×1000", lambda t, g: t * 1000),
+)
+_INT_STEPS = (
+    ("example", lambda t, g: t), ("+1", lambda t, g: t + 1), ("-1", lambda t, g: t - 1),
+    ("zeros", lambda t, g: torch.zeros_like(t)), ("×2", lambda t, g: t * 2),
+    ("negated", lambda t, g: -t), ("ones", lambda t, g: torch.ones_like(t)),
+)
+_PARAM_STEPS = (("example", None), ("negated", lambda p: -p), ("×10", lambda p: p * 10),
+                ("+1", lambda p: p + 1), ("-1", lambda p: p - 1))
+
+
+def _step(t, step, g):
+    if not isinstance(t, torch.Tensor):
+        return t
+    if t.dtype == torch.bool:
+        return {"negated": lambda: ~t, "zeros": lambda: torch.zeros_like(t),
+                "ones": lambda: torch.ones_like(t)}.get(step, lambda: t.clone())()
+    table = dict(_FLOAT_STEPS if t.is_floating_point() or t.is_complex() else _INT_STEPS)
+    made = table.get(step, table["example"])(t.detach(), g)
+    return made.clone().requires_grad_(t.requires_grad) if made.is_floating_point() \
+        else made.clone()
+
+
+def draws(args, kwargs):
+    """Candidate inputs: ``(label, args, kwargs, parameter step)``, the example first."""
+    steps = [s for s, _ in _FLOAT_STEPS]
+    g = torch.Generator().manual_seed(0)
+    out = []
+    for label in steps:
+        made = pytree.tree_map(lambda t, label=label: _step(t, label, g), (args, kwargs or {}))
+        out.append((label, made[0], made[1], None))
+    for label, fn in _PARAM_STEPS[1:]:
+        out.append((f"parameters {label}", args, kwargs or {}, fn))
+    return out
+
+
+def _with_parameters(model, fn):
+    twin = copy.deepcopy(model)
+    if fn is not None and isinstance(twin, torch.nn.Module):
+        with torch.no_grad():
+            for p in twin.parameters():
+                if p.is_floating_point():
+                    p.copy_(fn(p))
+    return twin
+
+
+# -- comparing -----------------------------------------------------------------------------------
+
+def _clone(tree):
+    def one(t):
+        if not isinstance(t, torch.Tensor):
+            return t
+        c = t.detach().clone()
+        return c.requires_grad_(t.requires_grad)
+    return pytree.tree_map(one, tree)
+
+
+def _run(model, args, kwargs):
+    args, kwargs = _clone((args, kwargs))
+    try:
+        with torch.enable_grad():
+            out = model(*args, **kwargs)
+    except Exception as err:  # noqa: BLE001 - the user's model raised: compared, not ours
+        return None, err, args, kwargs
+    return out, None, args, kwargs
+
+
+def _same(a, b, what: str) -> str:
+    """'' when ``a`` and ``b`` agree, else what differs."""
+    flat_a, spec_a = pytree.tree_flatten(a)
+    flat_b, spec_b = pytree.tree_flatten(b)
+    if spec_a != spec_b:
+        return f"{what}: different structure ({spec_a} against {spec_b})"
+    for i, (x, y) in enumerate(zip(flat_a, flat_b)):
+        if isinstance(x, torch.Tensor) != isinstance(y, torch.Tensor):
+            return f"{what}[{i}]: {type(x).__name__} against {type(y).__name__}"
+        if isinstance(x, torch.Tensor):
+            if x.dtype != y.dtype or x.shape != y.shape:
+                return f"{what}[{i}]: {x.dtype}{list(x.shape)} against {y.dtype}{list(y.shape)}"
+            try:
+                torch.testing.assert_close(y.detach(), x.detach(), equal_nan=True)
+            except AssertionError as err:
+                return f"{what}[{i}]: values differ ({str(err).splitlines()[1].strip()})"
+        elif type(x) is not type(y) or x != y:
+            return f"{what}[{i}]: {x!r} against {y!r}"
+    return ""
+
+
+def _grads(model, args, kwargs, out):
+    leaves = [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)
+              and t.requires_grad and t.is_floating_point()]
+    wrt = [p for p in (model.parameters() if isinstance(model, torch.nn.Module) else ())
+           if p.requires_grad]
+    wrt += [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)
+            and t.requires_grad]
+    if not leaves or not wrt:
+        return []
+    g = torch.Generator().manual_seed(1)
+    total = sum((t * torch.randn(t.shape, generator=g, dtype=t.dtype)).sum() for t in leaves)
+    grads = torch.autograd.grad(total, wrt, allow_unused=True)
+    return [torch.zeros_like(w) if d is None else d for w, d in zip(wrt, grads)]
+
+
+def _state(model):
+    return dict(model.named_buffers()) if isinstance(model, torch.nn.Module) else {}
+
+
+def compare_eager(original, patched, args, kwargs) -> tuple[str, Exception | None]:
+    """('' or what differs, the exception both raised or None)."""
+    out_o, err_o, args_o, kw_o = _run(original, args, kwargs)
+    out_p, err_p, args_p, kw_p = _run(patched, args, kwargs)
+    if err_o is not None or err_p is not None:
+        if err_o is not None and err_p is not None:
+            return "", err_p
+        side = "the original" if err_o is not None else "the patched model"
+        err = err_o if err_o is not None else err_p
+        return f"only {side} raised {type(err).__name__}: {err}", err_p
+    problem = _same(out_o, out_p, "output")
+    if problem:
+        return problem, None
+    try:
+        grads = (_grads(original, args_o, kw_o, out_o), _grads(patched, args_p, kw_p, out_p))
+    except RuntimeError as err:
+        return f"gradients: {err}", None
+    problem = _same(grads[0], grads[1], "gradient") or \
+        _same(_state(original), _state(patched), "buffer after the call") or \
+        _same((args_o, kw_o), (args_p, kw_p), "input after the call")
+    return problem, None
+
+
+# -- the whole check --------------------------------------------------------------------------
+
+def decision_sites(path: str, old: str, new: str) -> dict[int, str]:
+    """``{line: kind}`` of the torch.cond / torch.where / torch._check calls on the lines of
+    ``new`` that differ from ``old`` (kind: ``cond``, ``where``, ``check``, ``assumption``:
+    a check an item-check rewrite added, whose failing side is outside the patch's claim)."""
+    import difflib
+
+    old_lines, new_lines = old.splitlines(), new.splitlines()
+    changed = set()
+    for tag, _, _, j1, j2 in difflib.SequenceMatcher(None, old_lines, new_lines,
+                                                     autojunk=False).get_opcodes():
+        if tag != "equal":
+            changed.update(range(j1 + 1, j2 + 1))
+    sites = {}
+    for node in ast.walk(ast.parse(new)):
+        if isinstance(node, ast.Call) and node.lineno in changed and \
+                isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) \
+                and node.func.value.id == "torch" and \
+                node.func.attr in ("cond", "where", "_check", "_check_is_size"):
+            kind = node.func.attr.lstrip("_").replace("check_is_size", "check")
+            if kind == "check" and ASSUMPTION in new_lines[node.lineno - 1]:
+                kind = "assumption"
+            sites[node.lineno] = kind
+    return sites
+
+
+def verify_patch(case, patched, sites_by_path, export_patched) -> Verification:
+    """Verify ``patched`` (a :class:`~unbroken.fix.scratch.PatchedModules`) for ``case``.
+
+    ``sites_by_path``: ``{original path: decision_sites(...)}``; ``export_patched(model)``
+    exports the patched model (returns the ExportedProgram or raises).
+    """
+    result = Verification()
+    model = case.model
+    compared, excluded, problems = 0, 0, []
+    candidates = draws(case.args, case.kwargs)
+    with patched.recording() as recorders:
+        for label, args, kwargs, param_step in candidates:
+            original = _with_parameters(model, param_step)
+            twin = patched.patched_model(original)
+            for r in recorders.values():
+                r.failed.clear()
+            problem, raised = compare_eager(original, twin, args, kwargs)
+            assumption_failed = raised is not None and any(
+                sites_by_path.get(p, {}).get(line) == "assumption"
+                for p, r in recorders.items() for line in r.failed)
+            if assumption_failed:
+                excluded += 1
+                continue
+            if problem and _assumption_only(problem, recorders, sites_by_path):
+                excluded += 1
+                continue
+            compared += 1
+            if problem:
+                problems.append(f"draw `{label}`: {problem}")
+                break
+    result.draws, result.excluded = compared, excluded
+    missing = []
+    for path, sites in sites_by_path.items():
+        seen = recorders[path].seen if path in recorders else {}
+        for line, kind in sorted(sites.items()):
+            values = seen.get(line, set())
+            where = f"{path.rsplit('/', 1)[-1]}:{line}"
+            result.decisions[where] = ", ".join(str(v) for v in sorted(values)) or "not reached"
+            need = {True} if kind == "assumption" else {True, False}
+            if not need <= values:
+                missing.append(f"{where} ({kind}) took only "
+                               f"{result.decisions[where]}")
+    if problems:
+        result.reason = "differs from eager: " + problems[0]
+        return result
+    try:
+        program = export_patched(patched.patched_model(model))
+    except Exception as err:  # noqa: BLE001 - a refusal of the patched model is the finding
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        result.reason = f"the patched model does not export: {first}"
+        return result
+    result.exported = True
+    problem = _compare_exported(model, program, candidates)
+    if problem:
+        result.reason = "the exported patched model differs from eager: " + problem
+        return result
+    result.matches = True
+    if missing:
+        result.reason = "no draw drove every decision both ways: " + "; ".join(missing)
+        return result
+    result.verified = True
+    return result
+
+
+def _assumption_only(problem: str, recorders, sites_by_path) -> bool:
+    return problem.startswith("only the patched model raised") and any(
+        sites_by_path.get(p, {}).get(line) == "assumption"
+        for p, r in recorders.items() for line in r.failed)
+
+
+def _compare_exported(model, program, candidates) -> str:
+    runner = program.module()
+    for label, args, kwargs, param_step in candidates:
+        if param_step is not None:
+            continue
+        with torch.no_grad():
+            try:
+                expected = model(*_clone(args), **_clone(kwargs))
+            except Exception:  # noqa: BLE001 - eager raises: nothing to compare
+                continue
+            try:
+                got = runner(*_clone(args), **_clone(kwargs))
+            except Exception as err:  # noqa: BLE001
+                text = str(err)
+                if "_check" in text or "assert" in text.lower() or "Runtime assertion" in text:
+                    continue  # outside an added assumption: checked at run time, as claimed
+                return f"draw `{label}`: the exported program raised {type(err).__name__}: " \
+                    f"{text.splitlines()[0] if text else ''}"
+        problem = _same(expected, got, "output")
+        if problem:
+            return f"draw `{label}`: {problem}"
+    return ""

@@ -1,6 +1,7 @@
 # unbroken — developer entry points.
 #
-#   make demo       set up the venv of the cell, then `unbroken check` on examples/*.py
+#   make demo       set up the venv of the cell, then `unbroken check` on examples/*.py, and
+#                   `unbroken fix` on a model with a graph break (the verified patch, the export)
 #   make test       set up the venv, then the lint (ruff) and the whole test suite (slow cases
 #                   included, heavy ones not); `--durations=25` lists the slowest tests
 #   make lint       ruff on the repository (configuration in pyproject.toml)
@@ -62,6 +63,7 @@ $(STAMP): pyproject.toml $(wildcard unbroken/__init__.py) | $(PY)
 
 demo: $(STAMP)
 	$(VENV)/bin/unbroken check examples/*.py
+	$(VENV)/bin/unbroken fix examples/broken/fixable.py -k GatedResidual
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

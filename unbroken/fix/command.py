@@ -102,6 +102,7 @@ def print_fix(console, fix: CaseFix) -> None:
             f"draw(s) (outputs, dtypes, gradients, buffers)"
             + (f"; {v.excluded} draw(s) outside its assumptions" if v.excluded else "")
             + (f"; decisions: {decisions}" if decisions else ""))
+        say(f"    exported after the fix: {v.program}")
     elif fix.texts:
         say(f"    not verified: {v.reason}")
     for diff in fix.diffs().values():

@@ -252,20 +252,22 @@ def _operands(c: _Context, parts, exclude=()) -> list[str]:
     return [n for n in _loaded(parts) if n in c.tensors and n not in exclude]
 
 
-def _lines_of(c: _Context, stmts, first_is_elif=False) -> str:
-    """The source lines of ``stmts`` indented one level deeper than ``c.stmt`` (as an ``if``
+def _lines_of(c: _Context, stmts, first_line: int | None = None,
+              first_is_elif: bool = False) -> str:
+    """The source lines of ``stmts`` (from ``first_line`` when given, so that comments
+    above the first statement stay) indented one level deeper than ``c.stmt`` (as an ``if``
     body already is; statements at the ``if``'s own level get one more level)."""
     src = c.src
-    first, last = stmts[0].lineno, stmts[-1].end_lineno
     target = c.indent + c.unit
-    if first == c.stmt.lineno or (stmts[0].lineno == stmts[-1].lineno and
-                                  src.indentation(first) == c.indent and
-                                  first != stmts[0].lineno):
+    if stmts[0].lineno == c.stmt.lineno or stmts[0].lineno == getattr(
+            c.stmt, "test", c.stmt).end_lineno or (first_line or 0) > stmts[0].lineno:
+        # `if c: return a` / `else: return b` on one line
         return "".join(target + src.segment(s) + c.nl for s in stmts)
+    first, last = first_line or stmts[0].lineno, stmts[-1].end_lineno
     text = "".join(src.lines[first - 1:last])
     if not text.endswith(("\n", "\r")):
         text += c.nl
-    if src.indentation(first).startswith(target):
+    if src.indentation(stmts[0].lineno).startswith(target):
         return text
     lines = text.splitlines(keepends=True)
     shifted = [(c.unit + ln if ln.strip() else ln) for ln in lines]
@@ -276,11 +278,20 @@ def _lines_of(c: _Context, stmts, first_is_elif=False) -> str:
     return "".join(shifted)
 
 
+def _body_text(c: _Context) -> str:
+    return _lines_of(c, c.stmt.body, first_line=c.stmt.test.end_lineno + 1)
+
+
 def _false_text(c: _Context, false_part) -> str:
     stmt = c.stmt
-    is_elif = stmt.orelse and isinstance(stmt.orelse[0], ast.If) and \
-        c.src.lines[stmt.orelse[0].lineno - 1].lstrip().startswith("elif")
-    return _lines_of(c, false_part, first_is_elif=bool(is_elif))
+    if false_part is not stmt.orelse:  # the rest of the block after `if ...: return`
+        return _lines_of(c, false_part, first_line=stmt.end_lineno + 1)
+    if isinstance(stmt.orelse[0], ast.If) and \
+            c.src.lines[stmt.orelse[0].lineno - 1].lstrip().startswith("elif"):
+        return _lines_of(c, false_part, first_is_elif=True)
+    else_line = next((n for n in range(stmt.orelse[0].lineno - 1, stmt.body[-1].end_lineno, -1)
+                      if c.src.lines[n - 1].lstrip().startswith("else")), None)
+    return _lines_of(c, false_part, first_line=else_line + 1 if else_line else None)
 
 
 def _returning_if(c: _Context, false_part, extend_to: int):
@@ -298,7 +309,7 @@ def _returning_if(c: _Context, false_part, extend_to: int):
                                     f"if {c.src.segment(stmt.test)}: return … → torch.where"))
     operands = _operands(c, stmt.body + list(false_part))
     params = ", ".join(operands)
-    true_text, false_text = _lines_of(c, stmt.body), _false_text(c, false_part)
+    true_text, false_text = _body_text(c), _false_text(c, false_part)
     text = (f"{ind}def _true_branch({params}):{nl}{true_text}{nl}"
             f"{ind}def _false_branch({params}):{nl}{false_text}{nl}"
             f"{ind}return torch.cond({pred}, _true_branch, _false_branch, "
@@ -349,7 +360,7 @@ def _assigning_if(c: _Context):
         names = [n if n in mine else f"{n}.clone()" for n in outputs]
         return names[0] if len(names) == 1 else f"({', '.join(names)})"
 
-    true_text = _lines_of(c, body) + f"{ind}{unit}return {result(body)}{nl}"
+    true_text = _body_text(c) + f"{ind}{unit}return {result(body)}{nl}"
     false_text = (_false_text(c, orelse) if orelse else "") + \
         f"{ind}{unit}return {result(orelse)}{nl}"
     targets = outputs[0] if len(outputs) == 1 else ", ".join(outputs)

@@ -43,6 +43,7 @@ class Verification:
     draws:     inputs compared.
     excluded:  draws outside an assumption the patch added (``torch._check``).
     decisions: ``{"file:line": "True, False"}``: the values each decision took.
+    program:   the exported patched program in one line (its ops), '' when not exported.
     """
 
     verified: bool = False
@@ -52,11 +53,12 @@ class Verification:
     draws: int = 0
     excluded: int = 0
     decisions: dict = field(default_factory=dict)
+    program: str = ""
 
     def to_dict(self) -> dict:
         return {"verified": self.verified, "exported": self.exported, "matches": self.matches,
                 "reason": self.reason, "draws": self.draws, "excluded": self.excluded,
-                "decisions": dict(self.decisions)}
+                "decisions": dict(self.decisions), "program": self.program}
 
 
 # -- observing the example run ----------------------------------------------------------------
@@ -138,16 +140,31 @@ def _step(t, step, g):
 
 
 def draws(args, kwargs):
-    """Candidate inputs: ``(label, args, kwargs, parameter step)``, the example first."""
+    """Candidate inputs, lazily: ``(label, args, kwargs, parameter step)``. The example
+    first; then each step on every tensor input at once; then, with several tensor inputs,
+    each step on one input alone (a decision on one input while another is held); then the
+    parameters stepped (a decision on weights)."""
     steps = [s for s, _ in _FLOAT_STEPS]
     g = torch.Generator().manual_seed(0)
-    out = []
+    tree = (args, kwargs or {})
+    flat, spec = pytree.tree_flatten(tree)
+    tensor_at = [i for i, t in enumerate(flat) if isinstance(t, torch.Tensor)]
     for label in steps:
-        made = pytree.tree_map(lambda t, label=label: _step(t, label, g), (args, kwargs or {}))
-        out.append((label, made[0], made[1], None))
+        made = pytree.tree_map(lambda t, label=label: _step(t, label, g), tree)
+        yield label, made[0], made[1], None
+    if len(tensor_at) > 1:
+        for position in tensor_at:
+            for label in steps[1:]:
+                one = list(flat)
+                one[position] = _step(flat[position], label, g)
+                made = pytree.tree_unflatten(one, spec)
+                yield f"input {position} {label}", made[0], made[1], None
     for label, fn in _PARAM_STEPS[1:]:
-        out.append((f"parameters {label}", args, kwargs or {}, fn))
-    return out
+        yield f"parameters {label}", args, kwargs or {}, fn
+
+
+#: Draws compared at least, and at most, when every decision is already driven both ways.
+MIN_DRAWS, MAX_DRAWS = 12, 80
 
 
 def _with_parameters(model, fn):
@@ -279,10 +296,13 @@ def verify_patch(case, patched, sites_by_path, export_patched) -> Verification:
     """
     result = Verification()
     model = case.model
-    compared, excluded, problems = 0, 0, []
-    candidates = draws(case.args, case.kwargs)
+    compared, excluded, problems, candidates = 0, 0, [], []
     with patched.recording() as recorders:
-        for label, args, kwargs, param_step in candidates:
+        for label, args, kwargs, param_step in draws(case.args, case.kwargs):
+            if compared + excluded >= MAX_DRAWS or (
+                    compared >= MIN_DRAWS and not _undriven(recorders, sites_by_path)):
+                break
+            candidates.append((label, args, kwargs, param_step))
             original = _with_parameters(model, param_step)
             twin = patched.patched_model(original)
             for r in recorders.values():
@@ -323,6 +343,7 @@ def verify_patch(case, patched, sites_by_path, export_patched) -> Verification:
         result.reason = f"the patched model does not export: {first}"
         return result
     result.exported = True
+    result.program = _summary(program)
     problem = _compare_exported(model, program, candidates)
     if problem:
         result.reason = "the exported patched model differs from eager: " + problem
@@ -333,6 +354,25 @@ def verify_patch(case, patched, sites_by_path, export_patched) -> Verification:
         return result
     result.verified = True
     return result
+
+
+def _summary(program) -> str:
+    """``7 ops: aten.linear, higher_order.cond, ...`` (each op once, in graph order)."""
+    ops = [n.target for n in program.graph.nodes if n.op == "call_function"]
+    names = list(dict.fromkeys(str(getattr(t, "__name__", t)).replace("torch.ops.", "")
+                               for t in ops))
+    return f"{len(ops)} op(s): " + ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
+
+
+def _undriven(recorders, sites_by_path) -> bool:
+    """Whether some decision has not yet gone both ways (an assumption: held once)."""
+    for path, sites in sites_by_path.items():
+        seen = recorders[path].seen if path in recorders else {}
+        for line, kind in sites.items():
+            need = {True} if kind == "assumption" else {True, False}
+            if not need <= seen.get(line, set()):
+                return True
+    return False
 
 
 def _assumption_only(problem: str, recorders, sites_by_path) -> bool:

@@ -204,7 +204,8 @@ def _walk_flat(nodes):
 
 def _stored(nodes) -> list[str]:
     names = []
-    for n in _walk_flat(nodes):
+    for n in sorted((n for n in _walk_flat(nodes) if isinstance(n, ast.Name)),
+                    key=lambda n: (n.lineno, n.col_offset)):
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id not in names:
             names.append(n.id)
     return names
@@ -356,8 +357,8 @@ def _assigning_if(c: _Context):
     params = ", ".join(operands)
 
     def result(part):
-        mine = _stored(part)
-        names = [n if n in mine else f"{n}.clone()" for n in outputs]
+        mine, copies = _stored(part), _plain_copies(part)
+        names = [n if n in mine and n not in copies else f"{n}.clone()" for n in outputs]
         return names[0] if len(names) == 1 else f"({', '.join(names)})"
 
     true_text = _body_text(c) + f"{ind}{unit}return {result(body)}{nl}"
@@ -371,6 +372,13 @@ def _assigning_if(c: _Context):
     candidates.append(c.rewrite("cond", [Edit(start, end, text)],
                                 f"if {c.src.segment(stmt.test)}: … → torch.cond"))
     return candidates
+
+
+def _plain_copies(stmts) -> set[str]:
+    """Names a branch binds to another name (``out = y``): returned as ``out.clone()``, since
+    a torch.cond branch may not return one of its inputs."""
+    return {s.targets[0].id for s in stmts if isinstance(s, ast.Assign) and len(s.targets) == 1
+            and isinstance(s.targets[0], ast.Name) and isinstance(s.value, ast.Name)}
 
 
 def _single_assignment(stmts, outputs):

@@ -1,0 +1,136 @@
+"""unbroken.fix.fixer and verify, end to end: patches that export and match eager are
+verified; a wrong patch, or one whose decisions the draws cannot drive both ways, is not."""
+import torch
+
+from unbroken.fix import fix_case, rewrites
+from unbroken.fix.source import Edit
+
+BRANCHY = """\
+import torch
+import unbroken
+
+
+class Branchy(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.register_buffer("calls", torch.zeros(()))
+
+    def forward(self, x):
+        h = self.lin(x)
+        if h.sum() > 0:
+            h = h.relu() * 2
+            z = h + x
+        else:
+            z = x - h
+        return z
+
+
+unbroken.case(Branchy(), (torch.randn(3, 4),))
+"""
+
+
+def test_cond_fix_is_verified_exported_and_drives_both_branches(case_file, tmp_path):
+    (case,) = case_file(BRANCHY)
+    before = (tmp_path / "m.py").read_text()
+    fix = fix_case(case, str(tmp_path))
+    assert fix.status == "verified", fix.verification.reason
+    assert [r.rule for r in fix.rewrites] == ["cond"]
+    assert fix.verification.exported and fix.verification.matches
+    assert set(fix.verification.decisions.values()) == {"False, True"}
+    assert "cond" in fix.verification.program
+    assert (tmp_path / "m.py").read_text() == before  # the original is never touched
+    assert "torch.cond(h.sum() > 0, _true_branch, _false_branch" in fix.diffs()["m.py"]
+
+
+def test_a_wrong_rewrite_is_labelled_unverified(case_file, tmp_path, monkeypatch):
+    """A deliberately broken rewrite (the arms swapped) exports but differs from eager."""
+    real = rewrites.rewrites_for
+
+    def swapped(src, code, line, message, tensors):
+        found = real(src, code, line, message, tensors)
+        out = []
+        for r in found:
+            new = r.edits[0].new.replace("_true_branch, _false_branch",
+                                         "_false_branch, _true_branch")
+            out.append(rewrites.Rewrite(r.rule, r.path, r.line,
+                                        (Edit(r.edits[0].start, r.edits[0].end, new),),
+                                        r.summary))
+        return out
+
+    monkeypatch.setattr("unbroken.fix.fixer.rewrites_for", swapped)
+    (case,) = case_file(BRANCHY)
+    fix = fix_case(case, str(tmp_path))
+    assert fix.status == "unverified"
+    assert "differs from eager" in fix.verification.reason
+
+
+def test_a_decision_no_draw_can_flip_is_not_verified(case_file, tmp_path):
+    (case,) = case_file("""\
+        import torch
+        import unbroken
+
+        class AlwaysTrue(torch.nn.Module):
+            def forward(self, x):
+                if (x * x).sum() >= 0:
+                    return x + 1
+                return x - 1
+
+        unbroken.case(AlwaysTrue(), (torch.randn(3),))
+        """)
+    fix = fix_case(case, str(tmp_path))
+    assert fix.status == "unverified"
+    assert "took only True" in fix.verification.reason
+
+
+def test_where_that_does_not_hold_falls_back_to_cond(case_file, tmp_path):
+    """Arms of different shapes: torch.where broadcasts, so eager differs; torch.cond
+    refuses different shapes at export. Neither verifies; the report says why."""
+    (case,) = case_file("""\
+        import torch
+        import unbroken
+
+        class Shapes(torch.nn.Module):
+            def forward(self, x):
+                if x.sum() > 0:
+                    return x.sum(0)
+                return x
+
+        unbroken.case(Shapes(), (torch.randn(3, 3),))
+        """)
+    fix = fix_case(case, str(tmp_path))
+    assert fix.status == "unverified" and fix.verification.reason
+
+
+def test_untaken_branch_breaks_are_found_and_fixed_in_later_rounds(case_file, tmp_path):
+    (case,) = case_file("""\
+        import torch
+        import unbroken
+
+        class Nested(torch.nn.Module):
+            def forward(self, x):
+                if x.sum() > 0:
+                    y = x * 2
+                else:
+                    if x.mean() < -1:
+                        y = x - 1
+                    else:
+                        y = x + 1
+                return y
+
+        unbroken.case(Nested(), (torch.ones(3),))
+        """)
+    fix = fix_case(case, str(tmp_path))
+    assert fix.status == "verified", fix.verification.reason
+    assert {b.round for b in fix.breaks} == {1, 2}  # the inner if sits on the untaken side
+    assert [r.rule for r in fix.rewrites] == ["cond", "where"]
+
+
+def test_no_break_no_fix(case_file, tmp_path):
+    (case,) = case_file("""\
+        import torch
+        import unbroken
+        unbroken.case(torch.nn.Linear(2, 2), (torch.randn(1, 2),))
+        """)
+    assert fix_case(case, str(tmp_path)).status == "clean"
+    assert torch.is_grad_enabled()

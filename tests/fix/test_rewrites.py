@@ -151,3 +151,22 @@ def test_a_break_without_a_rewrite_says_so():
     code = "import torch\ndef f(x):\n    return x + id(x)\n"
     found = _rewrite(code, "UB103", 3, "Unsupported builtin function: `id()` is called")
     assert isinstance(found, NoRewrite) and "UB103" in found.reason
+
+
+def test_decision_on_a_value_read_with_item_keeps_the_tensor():
+    code = ("import torch\ndef f(x, y):\n    a = x.item()\n    if a < 6:\n"
+            "        return y.sin()\n    return y.cos()\n")
+    text = _rewrite(code, "UB105", 4, "Could not decide `u0 < 6`", rule="where")
+    assert "return torch.where((x) < 6, y.sin(), y.cos())" in text
+    code = ("import torch\ndef f(m, h):\n    g = m.flatten().any().item()\n    if g:\n"
+            "        h = h * 2\n    return h\n")
+    text = _rewrite(code, "UB105", 4, "Could not decide `u0 != 0`", tensors=("m", "h"),
+                    rule="where")
+    assert "h = torch.where((m.flatten().any()).bool(), h * 2, h)" in text
+
+
+def test_if_raise_becomes_torch_check_of_the_negation():
+    code = ("import torch\ndef f(t):\n    if torch.any(t < 0):\n"
+            "        raise ValueError('t cannot be negative')\n    return t.log1p()\n")
+    text = _rewrite(code, "UB101", 3, tensors=("t",))
+    assert "torch._check((~(torch.any(t < 0))).item(), lambda: 't cannot be negative')" in text

@@ -32,7 +32,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from .source import Edit, SourceFile
+from .source import Edit, SourceFile, apply_edits
 
 #: The comment after a ``torch._check`` an ``item-check`` rewrite adds: a stated assumption
 #: (verification does not compare inputs that fail it).
@@ -103,6 +103,7 @@ class _Context:
     func: ast.AST | None
     tensors: frozenset[str]
     line: int
+    scalars: dict | None = None  # names bound to `t.item()`: {name: text of t}
 
     def no(self, reason: str) -> NoRewrite:
         return NoRewrite(self.src.path, self.line, reason)
@@ -135,6 +136,8 @@ def _control_flow(c: _Context):
         return _assert(c)
     ternary = [n for n in ast.walk(stmt) if isinstance(n, ast.IfExp) and _spans(n.test, c.line)]
     if isinstance(stmt, ast.If) and _spans(stmt.test, c.line) and not ternary:
+        if not stmt.orelse and len(stmt.body) == 1 and isinstance(stmt.body[0], ast.Raise):
+            return _raise_if(c)
         return _if(c)
     if ternary:
         return _ternary(c, max(ternary, key=lambda n: n.test.lineno * 10000 + n.col_offset))
@@ -153,13 +156,15 @@ def _predicate(c: _Context, test: ast.expr) -> str:
     """The condition as a boolean tensor expression: comparisons as written, ``and``/``or``/
     ``not`` as ``&``/``|``/``~``, any other value's truth as ``.bool()``."""
     if isinstance(test, ast.Compare):
-        return c.src.segment(test)
+        return _text(c, test)
     if isinstance(test, ast.BoolOp):
         op = " & " if isinstance(test.op, ast.And) else " | "
         return op.join(f"({_predicate(c, v)})" for v in test.values)
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return f"~({_predicate(c, test.operand)})"
-    text = c.src.segment(test)
+    text = _text(c, test)
+    if isinstance(test, ast.Name) and c.scalars and test.id in c.scalars:
+        return f"{text}.bool()"
     if isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute) and \
             test.func.attr in _BOOLEAN_METHODS:
         return text
@@ -176,6 +181,43 @@ _BOOLEAN_METHODS = frozenset({
 
 def _is_call(node) -> bool:
     return isinstance(node, (ast.Call, ast.Name, ast.Attribute, ast.Subscript))
+
+
+def _text(c: _Context, node: ast.AST) -> str:
+    """The source of ``node`` with each value read from a tensor kept as the tensor: a name
+    bound to ``t.item()`` becomes ``(t)``, and ``t.item()`` itself ``t``."""
+    start, _ = c.src.span(node)
+    edits = []
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name) and c.scalars and n.id in c.scalars:
+            edits.append(Edit(*c.src.span(n), f"({c.scalars[n.id]})"))
+        elif _is_item_call(n):
+            edits.append(Edit(c.src.span(n.func.value)[1], c.src.span(n)[1], ""))
+    text = c.src.segment(node)
+    return apply_edits(text, [Edit(e.start - start, e.end - start, e.new) for e in edits])
+
+
+def _is_item_call(n) -> bool:
+    return isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
+        n.func.attr == "item" and not n.args and not n.keywords
+
+
+def _raise_if(c: _Context):
+    """``if c: raise E(msg)`` → ``torch._check(not c, lambda: msg)`` (both refuse the input)."""
+    stmt = c.stmt
+    exc = stmt.body[0].exc
+    message = ""
+    if isinstance(exc, ast.Call) and exc.args:
+        arg = exc.args[0]
+        text = c.src.segment(arg)
+        message = f", lambda: {text}" if isinstance(arg, (ast.Constant, ast.JoinedStr)) \
+            else f", lambda: str({text})"
+    comment = c.src.trailing_comment(stmt.lineno)
+    tail = f"  {comment}" if comment else ""
+    start, end = c.src.line_span(stmt.lineno, stmt.end_lineno)
+    text = f"{c.indent}torch._check((~({_predicate(c, stmt.test)})).item(){message}){tail}{c.nl}"
+    return [c.rewrite("check", [Edit(start, end, text)],
+                      f"if {c.src.segment(stmt.test)}: raise … → torch._check")]
 
 
 def _block_of(c: _Context) -> list:
@@ -456,11 +498,32 @@ def _data_dependent(c: _Context, message: str):
                     "by hand, or loop a bound known at export time and mask")
     if tolist:
         return _tolist(c, tolist)
+    decision = _decision_on_item(c)
+    if decision is not None:
+        return decision
     if "`.numpy()`" in message or any(n.func.attr == "numpy" for n in calls):
         return _numpy(c)
     if "Could not decide" in message:
         return _item_check(c, message)
     return c.no(f"no mechanical rewrite for this use of a tensor's value ({message.strip()})")
+
+
+def _decision_on_item(c: _Context):
+    """An ``if``/ternary/``assert`` whose condition reads a value out of a tensor
+    (``a = x.item(); if a < 6:`` or ``if x.sum().item() > 0:``): the control-flow rewrites,
+    with the condition kept as a tensor."""
+    stmt = c.stmt
+    tests = [stmt.test] if isinstance(stmt, (ast.If, ast.Assert)) else []
+    tests += [n.test for n in ast.walk(stmt) if isinstance(n, ast.IfExp)]
+    tests = [t for t in tests if _spans(t, c.line)]
+    if not tests or c.func is None:
+        return None
+    bound = {name: a.value.func.value for name, a in _item_bindings(c.func).items()}
+    used = {n.id for t in tests for n in ast.walk(t) if isinstance(n, ast.Name)} & set(bound)
+    if not used and not any(_is_item_call(n) for t in tests for n in ast.walk(t)):
+        return None
+    c.scalars = {name: c.src.segment(bound[name]) for name in used}
+    return _control_flow(c)
 
 
 def _is_range_of_item(node) -> bool:

@@ -134,3 +134,51 @@ def test_no_break_no_fix(case_file, tmp_path):
         """)
     assert fix_case(case, str(tmp_path)).status == "clean"
     assert torch.is_grad_enabled()
+
+
+def test_dynamic_dims_are_drawn_at_the_edges_of_their_ranges(case_file, tmp_path):
+    (case,) = case_file("""\
+        import torch
+        import unbroken
+        from torch.export import Dim
+
+        class Rows(torch.nn.Module):
+            def forward(self, x, y):
+                if x.mean() > 0:
+                    return x * y
+                return x - y
+
+        n = Dim("n", min=3, max=40)
+        unbroken.case(Rows(), (torch.randn(8, 3), torch.randn(8, 3)),
+                      dynamic_shapes={"x": {0: n}, "y": {0: n}})
+        """)
+    from unbroken.fix.verify import edge_inputs
+
+    edges = list(edge_inputs(case.args, case.kwargs or {}, case.dynamic_shapes))
+    assert [[t.shape[0] for t in args] for _, args, _, _ in edges] == [[3, 3], [40, 40]]
+    fix = fix_case(case, str(tmp_path))
+    assert fix.status == "verified", fix.verification.reason
+
+
+def test_a_spec_that_does_not_hold_is_replaced_in_the_declaration(case_file, tmp_path):
+    (case,) = case_file("""\
+        import torch
+        import unbroken
+        from torch.export import Dim
+
+
+        class Halves(torch.nn.Module):
+            def forward(self, x):
+                a, b = x.split(x.shape[0] // 2)
+                if a.sum() > b.sum():
+                    return a - b
+                return b - a
+
+
+        unbroken.case(Halves(), (torch.randn(8, 3),),
+                      dynamic_shapes={"x": {0: Dim("n", min=2, max=64)}})
+        """)
+    fix = fix_case(case, str(tmp_path))
+    assert fix.status == "verified", fix.verification.reason
+    assert [r.rule for r in fix.rewrites] == ["where", "dynamic-shapes"]
+    assert "dynamic_shapes={'x':" in fix.texts[case.filename][1]

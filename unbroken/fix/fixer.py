@@ -262,8 +262,9 @@ def _fix_dynamic_shapes(case, texts, files, result):
     if not code:
         return texts, case.dynamic_shapes
     src = _current(case.filename, texts, files)
+    lineno = _map_line(files[case.filename].text, src.text, case.lineno)
     try:
-        value = _spec_argument(src.tree, case.filename, case.lineno)
+        value = _spec_argument(src.tree, case.filename, lineno)
         text = _inline_spec(code, _dim_name(src.tree))
     except SuggestError as err:
         result.hints.append(NoRewrite(case.filename, case.lineno, str(err)))
@@ -274,15 +275,26 @@ def _fix_dynamic_shapes(case, texts, files, result):
     result.rewrites.append(rewrite)
     texts = dict(texts)
     texts[case.filename] = apply_edits(src.text, [edit])
-    return texts, _spec_from(texts[case.filename], case)
+    return texts, _spec_from(texts[case.filename], case, lineno)
 
 
-def _spec_from(text: str, case: ExportCase):
-    """The ``dynamic_shapes`` of the case declared at ``case.lineno`` of the new text."""
+def _map_line(old: str, new: str, line: int) -> int:
+    """Where line ``line`` of ``old`` is in ``new`` (``new`` made by edits elsewhere)."""
+    import difflib
+
+    matcher = difflib.SequenceMatcher(None, old.splitlines(), new.splitlines(), autojunk=False)
+    for tag, i1, i2, j1, _ in matcher.get_opcodes():
+        if tag == "equal" and i1 < line <= i2:
+            return j1 + line - i1
+    return line
+
+
+def _spec_from(text: str, case: ExportCase, lineno: int):
+    """The ``dynamic_shapes`` of the case declared at ``lineno`` of the new text."""
     import torch
 
     tree = ast.parse(text)
-    value = _spec_argument(tree, case.filename, case.lineno)
+    value = _spec_argument(tree, case.filename, lineno)
     module = sys.modules.get(case.model.__class__.__module__)
     namespace = dict(vars(module)) if module is not None else {}
     namespace.setdefault("torch", torch)
@@ -296,4 +308,5 @@ def _verify(case, texts, files, spec) -> Verification:
     with PatchedModules(texts, {p: f.encoding for p, f in files.items()}) as patched:
         sites = {p: decision_sites(p, files[p].text, t) for p, t in texts.items()}
         return verify_patch(case, patched, sites,
-                            lambda m: export(m, case.args, case.kwargs, dynamic_shapes=spec))
+                            lambda m: export(m, case.args, case.kwargs, dynamic_shapes=spec),
+                            spec)

@@ -116,8 +116,16 @@ _FLOAT_STEPS = (
     ("randn×3", lambda t, g: 3 * torch.randn(t.shape, generator=g, dtype=t.dtype)),
     ("rand", lambda t, g: torch.rand(t.shape, generator=g, dtype=t.dtype)),
     ("+1000", lambda t, g: t + 1000), ("-1000", lambda t, g: t - 1000),
-    ("×1000", lambda t, g: t * 1000),
+    ("×1000", lambda t, g: t * 1000), ("one inf", lambda t, g: _first_set(t, float("inf"))),
+    ("one nan", lambda t, g: _first_set(t, float("nan"))),
 )
+def _first_set(t, value):
+    made = t.clone()
+    if made.numel():
+        made.view(-1)[0] = value
+    return made
+
+
 _INT_STEPS = (
     ("example", lambda t, g: t), ("+1", lambda t, g: t + 1), ("-1", lambda t, g: t - 1),
     ("zeros", lambda t, g: torch.zeros_like(t)), ("×2", lambda t, g: t * 2),
@@ -139,9 +147,11 @@ def _step(t, step, g):
         else made.clone()
 
 
-def draws(args, kwargs):
+def draws(args, kwargs, dynamic_shapes=None):
     """Candidate inputs, lazily: ``(label, args, kwargs, parameter step)``. The example
-    first; then each step on every tensor input at once; then, with several tensor inputs,
+    first; then, for dynamic dims, fresh inputs at the edges of their ranges
+    (:func:`edge_inputs`); then each step on every tensor input at once; then, with several
+    tensor inputs,
     each step on one input alone (a decision on one input while another is held); then the
     parameters stepped (a decision on weights)."""
     steps = [s for s, _ in _FLOAT_STEPS]
@@ -149,9 +159,11 @@ def draws(args, kwargs):
     tree = (args, kwargs or {})
     flat, spec = pytree.tree_flatten(tree)
     tensor_at = [i for i, t in enumerate(flat) if isinstance(t, torch.Tensor)]
-    for label in steps:
+    for index, label in enumerate(steps):
         made = pytree.tree_map(lambda t, label=label: _step(t, label, g), tree)
         yield label, made[0], made[1], None
+        if index == 0:
+            yield from edge_inputs(args, kwargs or {}, dynamic_shapes)
     if len(tensor_at) > 1:
         for position in tensor_at:
             for label in steps[1:]:
@@ -161,6 +173,73 @@ def draws(args, kwargs):
                 yield f"input {position} {label}", made[0], made[1], None
     for label, fn in _PARAM_STEPS[1:]:
         yield f"parameters {label}", args, kwargs or {}, fn
+
+
+#: The largest size an edge draw uses for a dim whose range has no (or a larger) maximum.
+EDGE_CAP = 64
+
+
+def edge_inputs(args, kwargs, dynamic_shapes):
+    """Inputs at the smallest and the largest size each dynamic dim admits (the largest capped
+    at ``EDGE_CAP``); dims given one ``Dim`` share its size. A spec with derived dims or
+    without named ``Dim`` objects yields nothing (the example's shapes are drawn)."""
+    if dynamic_shapes is None:
+        return
+    dims = _dims_of(args, kwargs, dynamic_shapes)
+    if not dims or any(d is None for _, _, d in dims):
+        return
+    g = torch.Generator().manual_seed(2)
+    for edge in ("smallest", "largest"):
+        sizes = {}
+        for _, _size, dim in dims:
+            low = max(getattr(dim, "min", 2) or 2, 1)
+            high = min(getattr(dim, "max", EDGE_CAP) or EDGE_CAP, EDGE_CAP)
+            sizes.setdefault(dim.__name__, low if edge == "smallest" else max(high, low))
+        flat, spec = pytree.tree_flatten((args, kwargs))
+        shapes = {i: list(t.shape) for i, t in enumerate(flat) if isinstance(t, torch.Tensor)}
+        for position, (i, axis) in enumerate((i, a) for (i, a), _, _ in dims):
+            shapes[i][axis] = sizes[dims[position][2].__name__]
+        made = [_fresh(t, shapes[i], g) if isinstance(t, torch.Tensor) else t
+                for i, t in enumerate(flat)]
+        tree = pytree.tree_unflatten(made, spec)
+        yield f"dims at their {edge} ({', '.join(f'{k}={v}' for k, v in sizes.items())})", \
+            tree[0], tree[1], None
+
+
+def _dims_of(args, kwargs, dynamic_shapes):
+    """``[((flat input index, axis), example size, Dim or None)]`` of the spec."""
+    import inspect
+
+    flat = pytree.tree_leaves((args, kwargs))
+    if isinstance(dynamic_shapes, dict) and len(dynamic_shapes) == len(args) + len(kwargs):
+        entries = list(dynamic_shapes.values())
+    elif isinstance(dynamic_shapes, (tuple, list)):
+        entries = list(dynamic_shapes)
+    else:
+        return []
+    found, index = [], 0
+    for value, entry in zip(list(args) + list(kwargs.values()), entries):
+        if not isinstance(value, torch.Tensor):
+            index += len(pytree.tree_leaves(value))
+            continue
+        items = entry.items() if isinstance(entry, dict) else enumerate(entry or ())
+        for axis, dim in items:
+            if dim is None or isinstance(dim, int):
+                continue
+            named = inspect.isclass(dim) or hasattr(dim, "__name__")
+            derived = hasattr(dim, "root") or not named
+            found.append(((index, axis), value.shape[axis], None if derived else dim))
+        index += 1
+    return found if len(flat) >= index else []
+
+
+def _fresh(t, shape, g):
+    if t.is_floating_point():
+        return torch.randn(shape, generator=g, dtype=t.dtype).requires_grad_(t.requires_grad)
+    if t.dtype == torch.bool:
+        return torch.rand(shape, generator=g) > 0.5
+    high = int(t.max()) + 1 if t.numel() else 2
+    return torch.randint(0, max(high, 1), shape, generator=g, dtype=t.dtype)
 
 
 #: Draws compared at least, and at most, when every decision is already driven both ways.
@@ -288,7 +367,8 @@ def decision_sites(path: str, old: str, new: str) -> dict[int, str]:
     return sites
 
 
-def verify_patch(case, patched, sites_by_path, export_patched) -> Verification:
+def verify_patch(case, patched, sites_by_path, export_patched,
+                 dynamic_shapes=None) -> Verification:
     """Verify ``patched`` (a :class:`~unbroken.fix.scratch.PatchedModules`) for ``case``.
 
     ``sites_by_path``: ``{original path: decision_sites(...)}``; ``export_patched(model)``
@@ -298,7 +378,7 @@ def verify_patch(case, patched, sites_by_path, export_patched) -> Verification:
     model = case.model
     compared, excluded, problems, candidates = 0, 0, [], []
     with patched.recording() as recorders:
-        for label, args, kwargs, param_step in draws(case.args, case.kwargs):
+        for label, args, kwargs, param_step in draws(case.args, case.kwargs, dynamic_shapes):
             if compared + excluded >= MAX_DRAWS or (
                     compared >= MIN_DRAWS and not _undriven(recorders, sites_by_path)):
                 break

@@ -182,3 +182,36 @@ def test_a_spec_that_does_not_hold_is_replaced_in_the_declaration(case_file, tmp
     assert fix.status == "verified", fix.verification.reason
     assert [r.rule for r in fix.rewrites] == ["where", "dynamic-shapes"]
     assert "dynamic_shapes={'x':" in fix.texts[case.filename][1]
+
+
+GUARDED = """\
+import torch
+import unbroken
+
+
+class Guarded(torch.nn.Module):
+    def forward(self, scores, target):
+        scores = scores.clone()
+        pad = target.eq(0)
+        if GUARD:
+            scores[pad] = 0.0
+        return scores
+
+
+unbroken.case(Guarded(), (torch.randn(2, 5), torch.tensor([[3, 0, 1, 1, 2], [1, 1, 1, 1, 2]])))
+"""
+
+
+def test_a_guard_whose_body_is_a_no_op_when_false_is_dropped(case_file, tmp_path):
+    (case,) = case_file(GUARDED.replace("GUARD", "pad.any()"))
+    fix = fix_case(case, str(tmp_path))
+    assert fix.status == "verified", fix.verification.reason
+    assert [r.rule for r in fix.rewrites] == ["unguard"]
+    assert set(fix.verification.decisions.values()) == {"False, True"}
+
+
+def test_a_guard_that_matters_is_not_dropped(case_file, tmp_path):
+    """Unguarded, the write happens where the guard said no: verification rejects it."""
+    (case,) = case_file(GUARDED.replace("GUARD", "target.sum() > 100"))
+    fix = fix_case(case, str(tmp_path))
+    assert fix.status == "unverified" and "differs from eager" in fix.verification.reason

@@ -21,6 +21,9 @@ The rewrites (``rule`` names):
 - ``tolist``: ``len(x.tolist())`` becomes ``x.shape[0]``; ``for v in x.tolist()`` iterates
   over ``x`` itself.
 - ``data``: ``x.data`` becomes ``x.detach()`` (same storage, no autograd history).
+- ``unguard``: ``if c:`` around in-place updates only (``t[mask] = v``, ``t.masked_fill_``)
+  is dropped, when the updates change nothing where ``c`` is False (an empty mask): a
+  comment keeps the condition, and verification drives it both ways.
 - ``numpy``: ``x.numpy()`` becomes ``x.detach()``, ``np.f(...)`` on it ``torch.f(...)``, and
   ``torch.from_numpy(v)`` just ``v``.
 
@@ -372,6 +375,8 @@ def _assigning_if(c: _Context):
     stored = _stored(body + orelse)
     outputs = [n for n in stored if n in used_after or (in_loop and n in _loaded([stmt]))]
     if not outputs:
+        if not orelse and not stored:
+            return [_unguard(c)]
         return c.no("the branches produce no value used afterwards (they only change state): "
                     "torch.cond branches may not mutate; compute the new state in both "
                     "branches and assign it after torch.cond")
@@ -421,6 +426,26 @@ def _plain_copies(stmts) -> set[str]:
     a torch.cond branch may not return one of its inputs."""
     return {s.targets[0].id for s in stmts if isinstance(s, ast.Assign) and len(s.targets) == 1
             and isinstance(s.targets[0], ast.Name) and isinstance(s.value, ast.Name)}
+
+
+#: The comment an ``unguard`` rewrite leaves where the ``if`` was; verification reads the
+#: condition back from it (and drives it both ways).
+UNGUARDED = "# unbroken fix: unguarded `if {}:` (its body changes nothing when it is False)"
+
+
+def _unguard(c: _Context) -> Rewrite:
+    """``if c: <in-place updates>`` → the updates alone, when they change nothing on the inputs
+    where ``c`` is False (a masked write whose mask is then empty): only verification can say,
+    so the rewrite is a candidate like any other."""
+    stmt, unit = c.stmt, c.unit
+    start, end = c.src.line_span(stmt.lineno, stmt.end_lineno)
+    body = _body_text(c)
+    lines = [ln[len(unit):] if ln.startswith(c.indent + unit) else ln
+             for ln in body.splitlines(keepends=True)]
+    note = UNGUARDED.format(c.src.segment(stmt.test))
+    text = f"{c.indent}{note}{c.nl}" + "".join(lines)
+    return c.rewrite("unguard", [Edit(start, end, text)],
+                     f"if {c.src.segment(stmt.test)}: <in-place update> → the update alone")
 
 
 def _single_assignment(stmts, outputs):

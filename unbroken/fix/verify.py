@@ -21,13 +21,16 @@ from __future__ import annotations
 
 import ast
 import copy
+import re
 import sys
 from dataclasses import dataclass, field
 
 import torch
 import torch.utils._pytree as pytree
 
-from .rewrites import ASSUMPTION
+from .rewrites import ASSUMPTION, UNGUARDED
+
+_GUARD = re.compile(re.escape(UNGUARDED).replace(re.escape("{}"), "(.+)"))
 
 __all__ = ["ASSUMPTION", "Verification", "compare_eager", "draws", "observe", "verify_patch"]
 
@@ -292,7 +295,9 @@ def _same(a, b, what: str) -> str:
             try:
                 torch.testing.assert_close(y.detach(), x.detach(), equal_nan=True)
             except AssertionError as err:
-                return f"{what}[{i}]: values differ ({str(err).splitlines()[1].strip()})"
+                detail = next((ln.strip() for ln in str(err).splitlines()
+                               if ln.strip().startswith(("Mismatched", "Greatest"))), "")
+                return f"{what}[{i}]: values differ ({detail})"
         elif type(x) is not type(y) or x != y:
             return f"{what}[{i}]: {x!r} against {y!r}"
     return ""
@@ -364,7 +369,34 @@ def decision_sites(path: str, old: str, new: str) -> dict[int, str]:
             if kind == "check" and ASSUMPTION in new_lines[node.lineno - 1]:
                 kind = "assumption"
             sites[node.lineno] = kind
+    for line in changed:
+        if _GUARD.search(new_lines[line - 1]):
+            sites[line] = "guard"
     return sites
+
+
+def _guards(patched, sites_by_path) -> dict:
+    """``{path: {line: expression}}`` of the conditions ``unguard`` rewrites removed."""
+    found = {}
+    for path, sites in sites_by_path.items():
+        lines = patched.texts[path].splitlines()
+        for line, kind in sites.items():
+            if kind == "guard":
+                found.setdefault(path, {})[line] = _GUARD.search(lines[line - 1]).group(1)
+    return found
+
+
+def _drive_guards(patched, guards, recorders, model, args, kwargs) -> None:
+    """Evaluate each removed condition where its body now starts, on this draw."""
+    for path, conditions in guards.items():
+        questions = {line + 1: [expr] for line, expr in conditions.items()}
+        _, values = observe(lambda: model(*_clone(args), **_clone(kwargs)),
+                            patched.scratch[path], questions)
+        for line, expr in conditions.items():
+            value = values.get((line + 1, expr))
+            if isinstance(value, (bool, torch.Tensor)) and (
+                    not isinstance(value, torch.Tensor) or value.numel() == 1):
+                recorders[path].seen.setdefault(line, set()).add(bool(value))
 
 
 def verify_patch(case, patched, sites_by_path, export_patched,
@@ -377,6 +409,7 @@ def verify_patch(case, patched, sites_by_path, export_patched,
     result = Verification()
     model = case.model
     compared, excluded, problems, candidates = 0, 0, [], []
+    guards = _guards(patched, sites_by_path)
     with patched.recording() as recorders:
         for label, args, kwargs, param_step in draws(case.args, case.kwargs, dynamic_shapes):
             if compared + excluded >= MAX_DRAWS or (
@@ -388,6 +421,8 @@ def verify_patch(case, patched, sites_by_path, export_patched,
             for r in recorders.values():
                 r.failed.clear()
             problem, raised = compare_eager(original, twin, args, kwargs)
+            if guards:
+                _drive_guards(patched, guards, recorders, twin, args, kwargs)
             assumption_failed = raised is not None and any(
                 sites_by_path.get(p, {}).get(line) == "assumption"
                 for p, r in recorders.items() for line in r.failed)

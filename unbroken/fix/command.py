@@ -10,7 +10,7 @@ verified patches in place through :func:`~unbroken.fix.writer.write_source`; pat
 several cases in one file are merged when they touch different lines (identical hunks once).
 
 Exit status: 0 every case exports or got a verified fix (and, with ``--write``, it was
-written); 1 some case has no verified fix; 2 usage error.
+written); 1 some case has no verified fix; 2 usage error; 3 an internal error in unbroken.
 """
 from __future__ import annotations
 
@@ -21,9 +21,10 @@ import os
 from ..cases import CaseCollectionError, load_target
 from ..check.console import make_console
 from ..check.execute import case_id, relative, use_root
-from ..check.outcome import EXIT_OK, EXIT_REFUSED, EXIT_USAGE
+from ..check.outcome import EXIT_INTERNAL, EXIT_OK, EXIT_REFUSED, EXIT_USAGE
 from ..check.reports import SARIF_SCHEMA, ReportError, write_text
 from ..check.select import KeywordError, keyword_matcher
+from ..symbolic.diagnostics import InternalError
 from .fixer import CaseFix, fix_case
 from .source import SourceFile
 from .writer import SourceWriteError, write_source
@@ -52,11 +53,19 @@ def fix_command(options, version: str) -> int:
 
 def fix_cases(cases, options, console, version: str, root: str) -> int:
     """Fix ``cases``, print, write the reports and (``--write``) the files."""
-    fixes = []
+    fixes, internal = [], False
     for case in cases:
-        fixes.append(fix_case(case, root))
+        try:
+            fixes.append(fix_case(case, root))
+        except InternalError as err:  # unbroken's own bug: reported, the other cases go on
+            console.print(f"INTERNAL ERROR     {case_id(case, root)}\n{err.render()}",
+                          markup=False, highlight=False, soft_wrap=True)
+            internal = True
+            continue
         print_fix(console, fixes[-1])
     status = EXIT_OK if all(f.status in ("clean", "verified") for f in fixes) else EXIT_REFUSED
+    if internal:
+        status = EXIT_INTERNAL
     if getattr(options, "write", False):
         status = max(status, _write(console, fixes, root))
     counts = {s: sum(f.status == s for f in fixes) for s in

@@ -215,3 +215,29 @@ def test_a_guard_that_matters_is_not_dropped(case_file, tmp_path):
     (case,) = case_file(GUARDED.replace("GUARD", "target.sum() > 100"))
     fix = fix_case(case, str(tmp_path))
     assert fix.status == "unverified" and "differs from eager" in fix.verification.reason
+
+
+def test_a_counter_on_self_becomes_a_buffer_and_matches_eager_over_two_calls(case_file,
+                                                                               tmp_path):
+    (case,) = case_file("""\
+        import torch
+        import unbroken
+
+
+        class Counting(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.calls = 0
+                self.lin = torch.nn.Linear(3, 3)
+
+            def forward(self, x):
+                self.calls = self.calls + 1
+                return self.lin(x) * self.calls
+
+
+        unbroken.case(Counting(), (torch.randn(2, 3),))
+        """)
+    fix = fix_case(case, str(tmp_path))
+    assert fix.status == "verified", fix.verification.reason
+    assert [(b.code, r.rule) for b, r in zip(fix.breaks, fix.rewrites)] == [("UB107", "counter")]
+    assert case.model.calls == 0  # the user's model is never run for the check

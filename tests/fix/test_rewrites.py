@@ -170,3 +170,15 @@ def test_if_raise_becomes_torch_check_of_the_negation():
             "        raise ValueError('t cannot be negative')\n    return t.log1p()\n")
     text = _rewrite(code, "UB101", 3, tensors=("t",))
     assert "torch._check((~(torch.any(t < 0))).item(), lambda: 't cannot be negative')" in text
+
+
+def test_counter_on_self_becomes_a_buffer_updated_in_place():
+    code = ("import torch\nclass M(torch.nn.Module):\n    def __init__(self):\n"
+            "        super().__init__()\n        self.calls = 0\n"
+            "    def forward(self, x):\n        self.calls += 1\n        return x * self.calls\n")
+    src = SourceFile("m.py", code)
+    (rewrite,) = rewrites_for(src, "UB107", 7, "changes (StateWriteWarning)", frozenset())
+    text = apply_edits(code, rewrite.edits)
+    assert 'self.register_buffer("calls", torch.tensor(0))' in text
+    assert "        self.calls.add_(1)\n" in text
+    assert rewrite.buffers == ("M.calls",)

@@ -12,14 +12,21 @@ applies; if the patch does not verify, the whole search runs again with ``torch.
 from __future__ import annotations
 
 import ast
+import inspect
 import os
+import re
 import sys
+import warnings
 from dataclasses import dataclass, field
+
+import torch
 
 from ..cases import ExportCase
 from ..check.execute import case_id, relative
 from ..check.suggest import SuggestError, _dim_name, _inline_spec, _spec_argument
-from ..symbolic.diagnostics import ConstraintViolationError, RefusalError
+from ..frontend.overlay import StateWriteWarning
+from ..symbolic.diagnostics import ConstraintViolationError, RefusalError, frame_from_code
+from ..symbolic.diagnostics.catalogue import GraphBreakError
 from .rewrites import NoRewrite, Rewrite, rewrites_for
 from .scratch import PatchedModules
 from .source import Edit, SourceFile, apply_edits, unified_diff
@@ -116,7 +123,8 @@ def _attempt(case: ExportCase, root: str, prefer_where: bool) -> CaseFix:
     texts: dict[str, str] = {}
     seen_breaks: set = set()
     for round_ in range(1, MAX_ROUNDS + 1):
-        with PatchedModules(texts, {p: f.encoding for p, f in files.items()}) as patched:
+        with PatchedModules(texts, {p: f.encoding for p, f in files.items()},
+                            _buffers(result)) as patched:
             model = patched.patched_model(case.model)
             breaks = _find_breaks(model, case)
             records = [_locate(b, patched, texts, files) for b in breaks]
@@ -152,7 +160,7 @@ def _attempt(case: ExportCase, root: str, prefer_where: bool) -> CaseFix:
                                       f"{where} ({len(remaining)} break(s) left without a "
                                       "verified rewrite)")
         return result
-    result.verification = _verify(case, texts, files, spec)
+    result.verification = _verify(case, texts, files, spec, _buffers(result))
     result.status = "verified" if result.verification.verified else "unverified"
     return result
 
@@ -165,13 +173,48 @@ def _current(path, texts, files) -> SourceFile:
 
 
 def _find_breaks(model, case) -> list:
+    """The breaks of ``model``, and each :class:`StateWriteWarning` (state the export would
+    not keep) as a UB107 record at the line that changes it."""
     from ..exporter.pipeline import find_graph_breaks
 
-    try:
-        return find_graph_breaks(model, case.args, case.kwargs,
-                                 dynamic_shapes=case.dynamic_shapes)
-    except RefusalError as err:
-        return [err]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", StateWriteWarning)
+        try:
+            breaks = find_graph_breaks(model, case.args, case.kwargs,
+                                       dynamic_shapes=case.dynamic_shapes)
+        except RefusalError as err:
+            breaks = [err]
+    for w in caught:
+        if issubclass(w.category, StateWriteWarning):
+            found = _state_break(str(w.message), model)
+            if found is not None:
+                breaks.append(found)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return breaks
+
+
+_STATE = re.compile(r"reads `(\w+)\.(\w+)` and then changes it at ([^:\s]+):(\d+)")
+
+
+def _state_break(message: str, model):
+    """The UB107 record of a StateWriteWarning, at the user's file and line (or None)."""
+    match = _STATE.search(message)
+    if match is None or not isinstance(model, torch.nn.Module):
+        return None
+    cls, attribute, base, line = match.groups()
+    for sub in model.modules():
+        if type(sub).__name__ == cls:
+            try:
+                file = inspect.getsourcefile(type(sub))
+            except TypeError:
+                continue
+            if file and os.path.basename(file) == base:
+                frame = frame_from_code(file, int(line), "forward")
+                return GraphBreakError(
+                    "UB107", f"`{cls}.{attribute}` changes on every call and the export does "
+                    "not keep it (StateWriteWarning)", frames=[frame])
+    return None
 
 
 def _user_frame(error):
@@ -302,11 +345,15 @@ def _spec_from(text: str, case: ExportCase, lineno: int):
     return eval(compile(ast.Expression(value), case.filename, "eval"), namespace)
 
 
-def _verify(case, texts, files, spec) -> Verification:
+def _buffers(result: CaseFix) -> frozenset[str]:
+    return frozenset(b for r in result.rewrites for b in r.buffers)
+
+
+def _verify(case, texts, files, spec, buffers=frozenset()) -> Verification:
     from ..exporter.pipeline import export
 
-    with PatchedModules(texts, {p: f.encoding for p, f in files.items()}) as patched:
+    with PatchedModules(texts, {p: f.encoding for p, f in files.items()}, buffers) as patched:
         sites = {p: decision_sites(p, files[p].text, t) for p, t in texts.items()}
         return verify_patch(case, patched, sites,
                             lambda m: export(m, case.args, case.kwargs, dynamic_shapes=spec),
-                            spec)
+                            spec, calls=2 if buffers else 1)

@@ -24,6 +24,8 @@ The rewrites (``rule`` names):
 - ``unguard``: ``if c:`` around in-place updates only (``t[mask] = v``, ``t.masked_fill_``)
   is dropped, when the updates change nothing where ``c`` is False (an empty mask): a
   comment keeps the condition, and verification drives it both ways.
+- ``counter``: ``self.n = self.n + k`` on a Python attribute (reported as a
+  ``StateWriteWarning``: the export would not keep it) → a registered buffer updated in place.
 - ``numpy``: ``x.numpy()`` becomes ``x.detach()``, ``np.f(...)`` on it ``torch.f(...)``, and
   ``torch.from_numpy(v)`` just ``v``.
 
@@ -53,6 +55,8 @@ class Rewrite:
     line:    the line of the break.
     edits:   the text edits of ``path``.
     summary: one line for the console (``if x.sum() > 0 → torch.cond``).
+    buffers: ``("Class.attr", ...)``: Python attributes the rewrite turns into registered
+             buffers (the patched copy of an existing model converts them the same way).
     """
 
     rule: str
@@ -60,6 +64,7 @@ class Rewrite:
     line: int
     edits: tuple[Edit, ...]
     summary: str
+    buffers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +100,8 @@ def rewrites_for(src: SourceFile, code: str, line: int, message: str,
         return _data(context)
     if code == "UB105":
         return _data_dependent(context, message)
+    if code == "UB107" and "StateWriteWarning" in message:
+        return _counter(context)
     return NoRewrite(src.path, line, f"no mechanical rewrite for {code} ({message.strip()})")
 
 
@@ -111,8 +118,8 @@ class _Context:
     def no(self, reason: str) -> NoRewrite:
         return NoRewrite(self.src.path, self.line, reason)
 
-    def rewrite(self, rule: str, edits, summary: str) -> Rewrite:
-        return Rewrite(rule, self.src.path, self.line, tuple(edits), summary)
+    def rewrite(self, rule: str, edits, summary: str, buffers=()) -> Rewrite:
+        return Rewrite(rule, self.src.path, self.line, tuple(edits), summary, tuple(buffers))
 
     @property
     def indent(self) -> str:
@@ -648,3 +655,52 @@ def _item_bindings(func) -> dict:
                 isinstance(node.value.func, ast.Attribute) and node.value.func.attr == "item":
             found[node.targets[0].id] = node
     return found
+
+
+# -- UB107 (a StateWriteWarning): a counter kept on self ----------------------------------------
+
+def _counter(c: _Context):
+    """``self.n = self.n + k`` (or ``self.n += k``) with ``self.n = v`` in ``__init__`` →
+    ``self.register_buffer("n", torch.tensor(v))`` and ``self.n.add_(k)``: the exported program
+    writes the buffer back, so every call sees the count eager would."""
+    stmt = c.stmt
+    name, step = _counter_update(stmt)
+    if name is None:
+        return c.no("the attribute changes in another way than `self.n = self.n + k`: keep "
+                    "the state in a registered buffer and update it in place by hand")
+    classes = [n for n in c.chain if isinstance(n, ast.ClassDef)]
+    init = next((n for n in classes[-1].body if isinstance(n, ast.FunctionDef)
+                 and n.name == "__init__"), None) if classes else None
+    first = next((n for n in ast.walk(init) if isinstance(n, ast.Assign) and len(n.targets) == 1
+                  and _is_self_attribute(n.targets[0], name)), None) if init else None
+    if first is None or first.lineno != first.end_lineno:
+        return c.no(f"`self.{name}` is not set by one line of the class's __init__")
+    start, end = c.src.span(first)
+    init_text = f'self.register_buffer("{name}", torch.tensor({c.src.segment(first.value)}))'
+    update_start, update_end = c.src.span(stmt)
+    qualname = ".".join(n.name for n in classes)
+    return [c.rewrite("counter", [Edit(start, end, init_text),
+                                  Edit(update_start, update_end, f"self.{name}.add_({step})")],
+                      f"self.{name}: a Python counter → a registered buffer updated in place",
+                      buffers=(f"{qualname}.{name}",))]
+
+
+def _is_self_attribute(node, name: str) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == name and \
+        isinstance(node.value, ast.Name) and node.value.id == "self"
+
+
+def _counter_update(stmt):
+    """``(name, step text)`` of ``self.n = self.n + k`` / ``self.n += k``, else (None, None)."""
+    if isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, ast.Add) and \
+            isinstance(stmt.target, ast.Attribute) and \
+            _is_self_attribute(stmt.target, stmt.target.attr):
+        return stmt.target.attr, ast.unparse(stmt.value)
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
+            isinstance(stmt.targets[0], ast.Attribute) and isinstance(stmt.value, ast.BinOp) \
+            and isinstance(stmt.value.op, ast.Add):
+        name = stmt.targets[0].attr
+        if _is_self_attribute(stmt.targets[0], name) and \
+                _is_self_attribute(stmt.value.left, name):
+            return name, ast.unparse(stmt.value.right)
+    return None, None

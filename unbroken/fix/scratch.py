@@ -101,8 +101,10 @@ class PatchedModules:
     scratch: ``{original path: scratch path}`` (and :meth:`original_path` the way back).
     """
 
-    def __init__(self, texts: dict[str, str], encodings: dict[str, str] | None = None):
+    def __init__(self, texts: dict[str, str], encodings: dict[str, str] | None = None,
+                 buffers=frozenset()):
         self.texts = dict(texts)
+        self.buffers = frozenset(buffers)  # "Class.attr": Python attributes made buffers
         self._dir = tempfile.TemporaryDirectory(prefix="unbroken-fix-")
         self.modules, self.scratch, self._names = {}, {}, []
         for index, (path, text) in enumerate(sorted(self.texts.items())):
@@ -175,6 +177,7 @@ class PatchedModules:
                 new = self._patched_class(type(sub))
                 if new is not None:
                     sub.__class__ = new
+                    self._to_buffers(sub)
             return twin
         if isinstance(model, types.FunctionType):
             file = model.__code__.co_filename
@@ -186,6 +189,16 @@ class PatchedModules:
                     if found is not None:
                         return found
         return model
+
+    def _to_buffers(self, sub) -> None:
+        """The attributes a ``counter`` rewrite made buffers, converted on this copy as the
+        patched ``__init__`` would have registered them."""
+        for entry in self.buffers:
+            qualname, _, name = entry.rpartition(".")
+            if type(sub).__qualname__ == qualname and name in vars(sub) and \
+                    not isinstance(vars(sub)[name], torch.Tensor):
+                value = vars(sub).pop(name)
+                sub.register_buffer(name, torch.tensor(value))
 
     @contextmanager
     def recording(self):

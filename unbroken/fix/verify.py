@@ -23,6 +23,7 @@ import ast
 import copy
 import re
 import sys
+import warnings
 from dataclasses import dataclass, field
 
 import torch
@@ -319,11 +320,29 @@ def _grads(model, args, kwargs, out):
 
 
 def _state(model):
-    return dict(model.named_buffers()) if isinstance(model, torch.nn.Module) else {}
+    """Buffers, and the numbers kept as plain attributes of each module (as 0-d tensors: a
+    counter rewritten as a buffer compares with the attribute it replaces)."""
+    if not isinstance(model, torch.nn.Module):
+        return {}
+    state = {k: v.detach() for k, v in model.named_buffers()}
+    for prefix, sub in model.named_modules():
+        for name, value in vars(sub).items():
+            if type(value) in (int, float) and not name.startswith("_"):
+                state[f"{prefix}.{name}" if prefix else name] = torch.tensor(value)
+    return dict(sorted(state.items()))
 
 
-def compare_eager(original, patched, args, kwargs) -> tuple[str, Exception | None]:
-    """('' or what differs, the exception both raised or None)."""
+def compare_eager(original, patched, args, kwargs, calls: int = 1):
+    """('' or what differs, the exception both raised or None), over ``calls`` calls in a
+    row on the same two models (state a call leaves is what the next one reads)."""
+    for call in range(calls):
+        problem, raised = _compare_once(original, patched, args, kwargs)
+        if problem or raised is not None:
+            return (f"call {call + 1}: {problem}" if problem and call else problem), raised
+    return "", None
+
+
+def _compare_once(original, patched, args, kwargs) -> tuple[str, Exception | None]:
     out_o, err_o, args_o, kw_o = _run(original, args, kwargs)
     out_p, err_p, args_p, kw_p = _run(patched, args, kwargs)
     if err_o is not None or err_p is not None:
@@ -400,7 +419,7 @@ def _drive_guards(patched, guards, recorders, model, args, kwargs) -> None:
 
 
 def verify_patch(case, patched, sites_by_path, export_patched,
-                 dynamic_shapes=None) -> Verification:
+                 dynamic_shapes=None, calls: int = 1) -> Verification:
     """Verify ``patched`` (a :class:`~unbroken.fix.scratch.PatchedModules`) for ``case``.
 
     ``sites_by_path``: ``{original path: decision_sites(...)}``; ``export_patched(model)``
@@ -420,7 +439,7 @@ def verify_patch(case, patched, sites_by_path, export_patched,
             twin = patched.patched_model(original)
             for r in recorders.values():
                 r.failed.clear()
-            problem, raised = compare_eager(original, twin, args, kwargs)
+            problem, raised = compare_eager(original, twin, args, kwargs, calls)
             if guards:
                 _drive_guards(patched, guards, recorders, twin, args, kwargs)
             assumption_failed = raised is not None and any(
@@ -459,7 +478,7 @@ def verify_patch(case, patched, sites_by_path, export_patched,
         return result
     result.exported = True
     result.program = _summary(program)
-    problem = _compare_exported(model, program, candidates)
+    problem = _compare_exported(model, program, candidates, calls)
     if problem:
         result.reason = "the exported patched model differs from eager: " + problem
         return result
@@ -496,25 +515,32 @@ def _assumption_only(problem: str, recorders, sites_by_path) -> bool:
         for p, r in recorders.items() for line in r.failed)
 
 
-def _compare_exported(model, program, candidates) -> str:
-    runner = program.module()
+def _compare_exported(model, program, candidates, calls: int = 1) -> str:
+    """The exported patched program against a copy of the original model, draw by draw (at
+    the example's parameters), ``calls`` calls in a row on a fresh program each draw."""
     for label, args, kwargs, param_step in candidates:
         if param_step is not None:
             continue
-        with torch.no_grad():
-            try:
-                expected = model(*_clone(args), **_clone(kwargs))
-            except Exception:  # noqa: BLE001 - eager raises: nothing to compare
-                continue
-            try:
-                got = runner(*_clone(args), **_clone(kwargs))
-            except Exception as err:  # noqa: BLE001
-                text = str(err)
-                if "_check" in text or "assert" in text.lower() or "Runtime assertion" in text:
-                    continue  # outside an added assumption: checked at run time, as claimed
-                return f"draw `{label}`: the exported program raised {type(err).__name__}: " \
-                    f"{text.splitlines()[0] if text else ''}"
-        problem = _same(expected, got, "output")
-        if problem:
-            return f"draw `{label}`: {problem}"
+        with warnings.catch_warnings():  # copying the program's module warns on its tensors
+            warnings.simplefilter("ignore")
+            eager, runner = copy.deepcopy(model), copy.deepcopy(program.module())
+        for call in range(calls):
+            with torch.no_grad():
+                try:
+                    expected = eager(*_clone(args), **_clone(kwargs))
+                except Exception:  # noqa: BLE001 - eager raises: nothing to compare
+                    break
+                try:
+                    got = runner(*_clone(args), **_clone(kwargs))
+                except Exception as err:  # noqa: BLE001
+                    text = str(err)
+                    if "_check" in text or "assert" in text.lower() or \
+                            "Runtime assertion" in text:
+                        break  # outside an added assumption: checked at run time, as claimed
+                    return f"draw `{label}`: the exported program raised " \
+                        f"{type(err).__name__}: {text.splitlines()[0] if text else ''}"
+            problem = _same(expected, got, "output")
+            if problem:
+                return f"draw `{label}`" + (f", call {call + 1}" if call else "") + \
+                    f": {problem}"
     return ""

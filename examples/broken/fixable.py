@@ -49,6 +49,19 @@ class CheckedScale(torch.nn.Module):
         return y
 
 
+class CallCounter(torch.nn.Module):
+    """A counter kept on self: the export would not keep it; a buffer does."""
+
+    def __init__(self):
+        super().__init__()
+        self.steps = 0
+
+    def forward(self, x):
+        self.steps = self.steps + 1
+        return x * self.steps
+
+
 unbroken.case(GatedResidual(), (torch.randn(4, 8),))
 unbroken.case(ClampedLookup(), (torch.tensor([3, 1, 7]),))
 unbroken.case(CheckedScale(), (torch.randn(3, 5), torch.rand(5) + 0.5))
+unbroken.case(CallCounter(), (torch.randn(2, 3),))

@@ -293,6 +293,8 @@ def _same(a, b, what: str) -> str:
         if isinstance(x, torch.Tensor):
             if x.dtype != y.dtype or x.shape != y.shape:
                 return f"{what}[{i}]: {x.dtype}{list(x.shape)} against {y.dtype}{list(y.shape)}"
+            if x.requires_grad != y.requires_grad:
+                return f"{what}[{i}]: requires_grad {x.requires_grad} against {y.requires_grad}"
             try:
                 torch.testing.assert_close(y.detach(), x.detach(), equal_nan=True)
             except AssertionError as err:

@@ -1,6 +1,7 @@
 # unbroken — developer entry points.
 #
-#   make demo       set up the venv of the cell, then `unbroken check` on examples/*.py
+#   make demo       set up the venv of the cell, then `unbroken check` on examples/*.py, and
+#                   `unbroken fix` on a model with a graph break (the verified patch, the export)
 #   make test       set up the venv, then the lint (ruff) and the whole test suite (slow cases
 #                   included, heavy ones not); `--durations=25` lists the slowest tests
 #   make lint       ruff on the repository (configuration in pyproject.toml)
@@ -21,6 +22,10 @@
 #                   --single-call on 2 busy cores). Options through ARGS, e.g.
 #                   make corpus ARGS="--jobs 2 --single-call", ARGS="--dynamic --jobs 2";
 #                   reports: benchmarks/results/corpus-<date>-<cell>[-dynamic].{md,json}
+#   make fixes      the benchmark of real graph breaks (benchmarks/fixes/, 43 cases from
+#                   transformers, the torch.export tutorial, ExportDB and GitHub issues): what
+#                   torch.export, draft_export and unbroken find, and which fixes `unbroken fix`
+#                   verifies (~10 min); report: benchmarks/results/fixes-<date>.{md,json}
 #   make docs       regenerate docs/graph-breaks.md from the graph-break catalogue
 #
 # A cell is a Python version and a torch release: `make setup PYTHON=3.12 TORCH=2.14.1`
@@ -44,7 +49,8 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.unbroken-setup-stamp
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-fast test-heavy test-slice test-matrix lint bench corpus docs setup clean \
+.PHONY: demo test test-fast test-heavy test-slice test-matrix lint bench corpus fixes docs setup \
+	clean \
 	venv-path
 
 setup: $(STAMP)
@@ -62,6 +68,7 @@ $(STAMP): pyproject.toml $(wildcard unbroken/__init__.py) | $(PY)
 
 demo: $(STAMP)
 	$(VENV)/bin/unbroken check examples/*.py
+	$(VENV)/bin/unbroken fix examples/broken/fixable.py -k GatedResidual
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -105,6 +112,11 @@ CORPUS_OUT = benchmarks/results/corpus-$(TODAY)-$$cell$(if $(findstring --dynami
 corpus: $(STAMP)
 	cell=$$($(CELL_OF_VENV)) && \
 	$(PY) benchmarks/corpus.py $(ARGS) --json $(CORPUS_OUT).json --markdown $(CORPUS_OUT).md
+
+# ARGS adds options (--only hf_detr_clamp_nonfinite,tutorial_bad1_branch, --timeout S).
+fixes: $(STAMP)
+	$(PY) benchmarks/fixes_bench.py $(ARGS) --markdown benchmarks/results/fixes-$(TODAY).md \
+		--json benchmarks/results/fixes-$(TODAY).json
 
 docs: $(STAMP)
 	$(PY) -W ignore::RuntimeWarning -m unbroken.symbolic.diagnostics.catalogue --markdown > docs/graph-breaks.md.tmp

@@ -7,6 +7,9 @@
 - ``unbroken merge-reports SHARD.json...``: one report from the JSON of ``--shard`` runs.
 - ``unbroken suggest TARGET...``: the verified ``dynamic_shapes`` of each dynamic case
   (``--write`` puts it into the declaration).
+- ``unbroken fix TARGET...``: rewrite each case's graph breaks, verify the patches against
+  eager, print them as diffs (``--write`` applies the verified ones); ``check --fix`` does the
+  same for the cases a check refused.
 - ``unbroken explain UB101``: a catalogue entry.
 
 Like ``python -m``, the command puts the working directory first on ``sys.path``, so that
@@ -21,6 +24,7 @@ from .check.command import check_command, merge_command
 from .check.explain import explain_command
 from .check.outcome import EXIT_USAGE
 from .check.suggest import suggest_command
+from .fix.command import fix_command
 from .frontend.opcodes.versions import python_support_error
 
 __all__ = ["main"]
@@ -46,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # The commands that trace models (and so need a Python whose bytecode unbroken interprets).
-_TRACING_COMMANDS = frozenset({"check", "suggest"})
+_TRACING_COMMANDS = frozenset({"check", "suggest", "fix"})
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -75,12 +79,34 @@ def _parser() -> argparse.ArgumentParser:
     suggest.add_argument("-k", dest="keyword", metavar="EXPR",
                          help="only cases whose id matches EXPR (as pytest -k)")
     suggest.set_defaults(run=suggest_command)
+    _fix_parser(commands)
     explain = commands.add_parser("explain", help="show a diagnostic id's catalogue entry",
                                   description="Print what a diagnostic id means, why, an "
                                               "example and its fix.")
     explain.add_argument("code", metavar="ID", help="e.g. UB101; `all` lists every id")
     explain.set_defaults(run=explain_command)
     return parser
+
+
+def _fix_parser(commands) -> None:
+    fix = commands.add_parser(
+        "fix", help="rewrite graph breaks and verify the patches against eager",
+        description="For every case in TARGET, rewrite each graph break that has a mechanical "
+                    "rewrite (torch.cond/torch.where, torch._check, ...), export the patched "
+                    "copy, and compare it with the original model in eager on inputs that "
+                    "drive every decision both ways. Verified patches and unverified hints "
+                    "are printed as diffs. Exit 0: every case exports or got a verified fix; "
+                    "1: some did not; 2: usage error.")
+    fix.add_argument("paths", nargs="+", metavar="TARGET")
+    fix.add_argument("-k", dest="keyword", metavar="EXPR",
+                     help="only cases whose id matches EXPR (as pytest -k)")
+    fix.add_argument("--write", action="store_true",
+                     help="apply the verified patches in place (encoding, line endings and "
+                          "formatting kept; a file changed since it was read is not written)")
+    fix.add_argument("--json", metavar="FILE", help="write every case's fix record as JSON")
+    fix.add_argument("--sarif", metavar="FILE",
+                     help="write a SARIF 2.1.0 log with the verified patches as fixes")
+    fix.set_defaults(run=fix_command)
 
 
 def _check_parser(commands) -> None:
@@ -115,6 +141,11 @@ def _check_parser(commands) -> None:
                        help="fail only on graph breaks that FILE does not list")
     check.add_argument("--write-baseline", metavar="FILE",
                        help="record this run's graph breaks in FILE")
+    check.add_argument("--fix", action="store_true",
+                       help="then propose verified fixes for the refused cases, as `unbroken "
+                            "fix` does (in this process)")
+    check.add_argument("--write-fixes", action="store_true",
+                       help="with --fix: apply the verified fixes in place")
     check.add_argument("--quiet", "-q", action="store_true",
                        help="no table or progress: print only failures and the summary")
     _report_options(check)

@@ -40,7 +40,12 @@ def check_command(options, version: str) -> int:
                                             if options.keyword else "")))
     if known is not None:
         report = apply_baseline(report, known)
-    return _finish(report, options, console, version)
+    status = _finish(report, options, console, version)
+    if getattr(options, "fix", False):  # `check --fix`: the check's status stands
+        from ..fix.command import fix_refused
+
+        fix_refused(report, options, console, version, os.getcwd())
+    return status
 
 
 def merge_command(options, version: str) -> int:

@@ -1,0 +1,201 @@
+"""`make fixes`: the benchmark of real graph breaks (benchmarks/fixes/) and what each tool does
+with them.
+
+Every file of benchmarks/fixes/ is a small module reduced from code nobody here wrote
+(transformers models, torch.export's tutorial and ExportDB, torch.export GitHub issues), with
+its source in its docstring, and one ``unbroken.case(...)``. For each case, in a fresh process
+(a timeout per case):
+
+- torch.export: ``torch.export.export(model, args)`` exports, or its first error line;
+- draft_export: ``torch.export.draft_export(model, args)``: how many failures its report lists
+  (or the error that stopped it);
+- unbroken: the breaks ``unbroken.find_graph_breaks`` reports on the example's path, and the
+  further breaks ``unbroken fix`` met in the patched rounds (branches the example did not take,
+  traced once the if became torch.cond);
+- fixes proposed (rewrites applied), whether the patch is verified, and whether the patched
+  model exports and matches eager on every draw (outputs, dtypes, gradients, buffers).
+
+    python benchmarks/fixes_bench.py [--only NAME,...] [--timeout S] \
+        [--markdown FILE] [--json FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CASES = HERE / "fixes"
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return f"{type(err).__name__}: {line}"[:160]
+
+
+def run_one(path: str) -> dict:
+    """Measure one case file (in this process); the row as a dict."""
+    import warnings
+
+    import torch
+
+    warnings.simplefilter("ignore")
+    sys.path.insert(0, str(HERE.parent))
+    from unbroken.cases import collect_cases
+    from unbroken.fix import fix_case
+
+    (case,) = collect_cases(path)
+    row = {"case": Path(path).stem, "source": _source_line(path)}
+    started = time.perf_counter()
+    try:
+        torch.export.export(copy.deepcopy(case.model), case.args, case.kwargs)
+        row["torch_export"] = "ok"
+    except Exception as err:  # noqa: BLE001 - the peer's refusal is the measurement
+        row["torch_export"] = _first_line(err)
+    try:
+        torch._dynamo.reset()
+        program = torch.export.draft_export(copy.deepcopy(case.model), case.args, case.kwargs)
+        report = getattr(program, "_report", None)
+        row["draft_export"] = len(getattr(report, "failures", []) or [])
+    except Exception as err:  # noqa: BLE001
+        row["draft_export"] = _first_line(err)
+    try:
+        row["unbroken_breaks"] = len(case.find_graph_breaks())
+    except Exception as err:  # noqa: BLE001
+        row["unbroken_breaks"] = _first_line(err)
+    fix = fix_case(case, str(HERE.parent.parent))
+    row["unbroken_more"] = sum(b.round > 1 for b in fix.breaks)
+    row["codes"] = sorted({b.code for b in fix.breaks if b.code})
+    row["proposed"] = len(fix.rewrites)
+    row["rules"] = [r.rule for r in fix.rewrites]
+    row["status"] = fix.status
+    row["verified"] = fix.status == "verified"
+    row["exports_and_matches"] = fix.verification.exported and fix.verification.matches
+    row["reason"] = fix.verification.reason or "; ".join(h.reason for h in fix.hints)[:200]
+    row["seconds"] = round(time.perf_counter() - started, 2)
+    return row
+
+
+def _source_line(path: str) -> str:
+    text = Path(path).read_text()
+    for line in text.splitlines():
+        for marker in ("https://", "transformers/", "torch/_export"):
+            if marker in line:
+                start = line.index(marker)
+                return line[start:].split()[0].rstrip(",;:)")
+    return ""
+
+
+def run_all(names, timeout: float) -> list[dict]:
+    rows = []
+    files = sorted(CASES.glob("*.py"))
+    if names:
+        files = [f for f in files if f.stem in names]
+    for i, file in enumerate(files, 1):
+        started = time.perf_counter()
+        try:
+            done = subprocess.run([sys.executable, __file__, "--one", str(file)],
+                                  capture_output=True, text=True, timeout=timeout,
+                                  env={**os.environ, "PYTHONWARNINGS": "ignore"})
+            lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+            row = json.loads(lines[-1]) if lines else {
+                "case": file.stem, "status": "crashed",
+                "reason": (done.stderr.strip().splitlines() or ["?"])[-1][:200]}
+        except subprocess.TimeoutExpired:
+            row = {"case": file.stem, "status": "timeout", "reason": f"over {timeout:.0f} s"}
+        row.setdefault("seconds", round(time.perf_counter() - started, 2))
+        rows.append(row)
+        print(f"[{i:>2}/{len(files)}] {row['case']:<34} {row.get('status')}", flush=True)
+    return rows
+
+
+def summary(rows: list[dict]) -> dict:
+    torch_fails = [r for r in rows if r.get("torch_export", "ok") != "ok"]
+    breaks = [r for r in rows if isinstance(r.get("unbroken_breaks"), int)
+              and r["unbroken_breaks"] > 0]
+    return {
+        "cases": len(rows),
+        "torch_export_refuses": len(torch_fails),
+        "unbroken_finds_breaks": len(breaks),
+        "torch_refuses_unbroken_finds_no_break": [
+            r["case"] for r in torch_fails if r.get("unbroken_breaks") == 0],
+        "more_breaks_on_untaken_paths": sum(1 for r in rows if r.get("unbroken_more")),
+        "fix_proposed": sum(1 for r in rows if r.get("proposed")),
+        "verified": sum(1 for r in rows if r.get("verified")),
+        "exports_and_matches": sum(1 for r in rows if r.get("exports_and_matches")),
+    }
+
+
+def markdown(rows: list[dict], env: dict) -> str:
+    s = summary(rows)
+    with_breaks = max(s["unbroken_finds_breaks"], 1)
+    lines = [
+        f"# Fix benchmark: real graph breaks ({env['date']}, Python {env['python']}, "
+        f"torch {env['torch']})", "",
+        "`make fixes` (benchmarks/fixes_bench.py) on benchmarks/fixes/: "
+        f"{s['cases']} cases from transformers, torch.export's tutorial and ExportDB, and "
+        "torch.export GitHub issues (each file names its source).", "",
+        f"- torch.export refuses {s['torch_export_refuses']}; unbroken reports a break in "
+        f"{s['unbroken_finds_breaks']} "
+        f"(torch refuses, unbroken finds no break: "
+        f"{', '.join(s['torch_refuses_unbroken_finds_no_break']) or 'none'}).",
+        f"- breaks found beyond the example's path (in the patched rounds): "
+        f"{s['more_breaks_on_untaken_paths']} case(s).",
+        f"- a fix proposed: {s['fix_proposed']}; verified: {s['verified']} "
+        f"({100 * s['verified'] / with_breaks:.0f}% of the cases with a break); "
+        f"patched model exports and matches eager: {s['exports_and_matches']}.", "",
+        "| case | torch.export | draft_export failures | unbroken breaks (example path) | "
+        "more in patched rounds | fixes proposed | verified | patched exports & matches | "
+        "why not |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        torch_cell = "ok" if r.get("torch_export") == "ok" else \
+            "refused: " + str(r.get("torch_export", "?")).split(":")[0]
+        rules = ", ".join(r.get("rules", [])) or "—"
+        why = "" if r.get("verified") else str(r.get("reason", ""))
+        why = why.replace("|", "\\|").replace("\n", " ")[:110]
+        lines.append(
+            f"| [{r['case']}](../fixes/{r['case']}.py) | {torch_cell} | "
+            f"{r.get('draft_export', '?')} | {r.get('unbroken_breaks', '?')} "
+            f"{' '.join(r.get('codes', []))} | {r.get('unbroken_more', '?')} | "
+            f"{r.get('proposed', 0)} ({rules}) | {'yes' if r.get('verified') else 'no'} | "
+            f"{'yes' if r.get('exports_and_matches') else 'no'} | {why} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument("--only", help="comma-separated case names")
+    parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--markdown")
+    parser.add_argument("--json")
+    options = parser.parse_args(argv)
+    if options.one:
+        print(json.dumps(run_one(options.one)))
+        return 0
+    import torch
+
+    env = {"date": time.strftime("%Y-%m-%d", time.gmtime()),
+           "python": ".".join(map(str, sys.version_info[:3])),
+           "torch": torch.__version__.split("+")[0]}
+    rows = run_all(set(options.only.split(",")) if options.only else None, options.timeout)
+    text = markdown(rows, env)
+    print(text)
+    if options.markdown:
+        Path(options.markdown).write_text(text)
+    if options.json:
+        Path(options.json).write_text(json.dumps({"environment": env, "summary": summary(rows),
+                                                  "cases": rows}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

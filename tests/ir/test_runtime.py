@@ -131,6 +131,22 @@ def test_mutation_matches_eager_module():
     torch.testing.assert_close(ours.stats.count, eager.stats.count)
 
 
+def test_write_backs_survive_dead_code_elimination():
+    """The write-back calls return values nothing reads; fx's standard dead-code elimination
+    must keep them (as it keeps the ``copy_`` torch's own unlifting appends), else the module
+    stops updating its buffer and its input."""
+    ep, _ = mutation_program()
+    module = ep.module()
+    eliminated = module.graph.eliminate_dead_code()
+    module.recompile()
+    assert not eliminated
+    x = torch.tensor([1.0, 2.0, 3.0])
+    outputs = [module(x.clone())[0].item() for _ in range(3)]
+    assert outputs == [3.0, 4.0, 5.0]  # the count grows: 1, 2, 3
+    module(x)
+    torch.testing.assert_close(x, torch.tensor([2.0, 4.0, 6.0]))
+
+
 def test_constant_and_none_outputs():
     b = Builder()
     x = b.input("x", meta(2))

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch.utils import _pytree as pytree
 
+from ..ir.devices import traced_device_arguments
 from ..symbolic.diagnostics import (
     DataDependentError,
     InternalError,
@@ -300,6 +301,8 @@ class TraceContext:
             args = [args[0], index_lists_as_tensors(tx, args[1]), *args[2:]]
         values = [a.unwrap(tx) for a in args]
         named = {k: v.unwrap(tx) for k, v in kwargs.items()}
+        # `x.to("cpu")` on the meta stand-in of a CPU tensor returns it, as eager returns x
+        fn, values, named = traced_device_arguments(self.recorder, fn, values, named)
         generated = False
         # the grad mode first: the recorder takes the call's mode when recording begins
         with self.leaf_errors(fn), torch.set_grad_enabled(self.grad_enabled), \

@@ -42,6 +42,7 @@ from ..symbolic.torch_compat import (
 )
 from .aliasing import Aliases, inplace_refusal
 from .data_dependent import DATA_DEPENDENT_SIZES, SCALAR_OPS, integer_indexing
+from .devices import devices_of
 from .graph_builder import GraphBuilder, meta_like
 from .meta_cache import MetaCache
 from .meta_keys import EAGER_REFUSES
@@ -185,7 +186,7 @@ class Recorder(TorchDispatchMode):
             self._leaf_grad_mode = torch.is_grad_enabled()
         self._recording += 1
         try:
-            with self:
+            with self, devices_of(self):  # meta kernels lay out as the traced device's do
                 yield
         finally:
             self._recording -= 1

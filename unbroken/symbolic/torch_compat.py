@@ -27,6 +27,7 @@ import torch._decomp
 import torch._dispatch.python
 import torch._export.verifier
 import torch._higher_order_ops.wrap
+import torch._meta_registrations
 import torch._ops
 import torch._subclasses.fake_tensor
 import torch.export._unlift
@@ -202,6 +203,19 @@ def clear_dispatch_cache(op) -> None:
 def call_at_key(op, key, *args, **kwargs):
     """Run ``op``'s kernel registered at dispatch ``key`` (e.g. its C++ decomposition)."""
     return op._op_dk(key, *args, **kwargs)
+
+
+def meta_device_hint():
+    """``torch._meta_registrations.device_hint``: the device type torch's meta kernels assume
+    for a tensor (a fake tensor's device; ``"cuda"`` for a plain meta tensor). Kernels whose
+    output layout differs per device (convolution, padding, group norm...) read it at call
+    time from that module (all releases)."""
+    return torch._meta_registrations.device_hint
+
+
+def set_meta_device_hint(function) -> None:
+    """Install ``function`` as :func:`meta_device_hint` (restore the previous one after)."""
+    torch._meta_registrations.device_hint = function
 
 
 def op_schema(op) -> torch._C.FunctionSchema:

@@ -249,8 +249,8 @@ class TensorClassQueries(torch.nn.Module):
                   self.b.__class__ is torch.Tensor, issubclass(self.w.__class__, torch.Tensor),
                   isinstance(x, x.__class__)]
         bits = x * 0
-        for i, check in enumerate(checks):
-            bits = bits + (2 ** i) * int(check)
+        for i, holds in enumerate(checks):
+            bits = bits + (2 ** i) * int(holds)
         return bits
 
 

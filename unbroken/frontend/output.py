@@ -332,7 +332,7 @@ class TraceContext:
             raise graph_break("UB105", exc.message, frames=exc.frames or self.user_frames(),
                               details=exc.details, hint=exc.hint) from None
         except UnsupportedError as exc:
-            if exc.code in ("UB114", "UB117", "UB120", "UB121"):
+            if exc.code in ("UB114", "UB117", "UB120", "UB121", "UB123"):
                 # UB120 (an op eager refuses, see ir.aliasing) knows the precise fix
                 hint = exc.hint if exc.code == "UB120" and exc.hint else ""
                 raise graph_break(exc.code, exc.message, frames=exc.frames or self.user_frames(),

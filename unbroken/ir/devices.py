@@ -19,6 +19,12 @@ tensor's device, and ``"cuda"`` for a plain meta tensor — which is what the re
 on. Without this, a trace of a channels_last CPU model got CUDA's contiguous strides where
 eager's CPU kernels give channels_last, and a ``forward()`` that reads the layout
 (``is_contiguous(memory_format=...)``, ``stride()``) silently took the other branch.
+Two meta kernels do not ask: ``convolution``'s leaves every output contiguous (eager's layout
+depends on the backend ATen selects: MKLDNN keeps channels_last, the slow 3-d kernel does not)
+and ``native_group_norm``'s tests ``input.device``. For them (:data:`_CPU_LAYOUTS`) a Meta
+kernel of ours runs torch's, then lays the outputs out as eager's CPU kernel does: the
+convolution's format from ATen's own backend selection on empty CPU stand-ins of the inputs
+(sizes at the example), the group norm's as its input suggests.
 
 While a recorder records (:func:`devices_of`), ``device_hint`` answers, for a meta tensor of
 that recorder, the type of the device it stands for (``Recorder.device_of``; a tensor made
@@ -35,9 +41,18 @@ import threading
 
 import torch
 
-from ..symbolic.torch_compat import meta_device_hint, set_meta_device_hint
+from ..symbolic.torch_compat import (
+    DispatchKey,
+    call_at_key,
+    clear_dispatch_cache,
+    cpu_convolution_memory_format,
+    meta_device_hint,
+    op_python_kernels,
+    set_meta_device_hint,
+    suggest_memory_format,
+)
 
-__all__ = ["devices_of", "traced_device_arguments"]
+__all__ = ["composite_layout", "devices_of", "traced_device_arguments"]
 
 _META = torch.device("meta")
 
@@ -127,6 +142,7 @@ def _installed():
         if _users == 0:
             _torch_hint = meta_device_hint()
             set_meta_device_hint(_device_hint)
+            _install_layout_kernels()
         _users += 1
     try:
         yield
@@ -136,6 +152,7 @@ def _installed():
             if _users == 0:
                 set_meta_device_hint(_torch_hint)
                 _torch_hint = None
+                _uninstall_layout_kernels()
 
 
 def _device_hint(tensor) -> str:
@@ -146,3 +163,99 @@ def _device_hint(tensor) -> str:
     device = recorder.device_of(tensor) if recorder.is_tracked(tensor) \
         else recorder.default_device
     return original(tensor) if device.type == "meta" else device.type
+
+
+# --- meta kernels that do not ask device_hint ------------------------------------------------
+
+def _hint(size) -> int:
+    return size if isinstance(size, int) else int(size.node.hint)
+
+
+def _stand_in(meta):
+    """An empty real CPU tensor laid out as ``meta`` at the example's sizes."""
+    if meta is None:
+        return None
+    return torch.empty_strided([_hint(s) for s in meta.shape], [_hint(s) for s in meta.stride()],
+                               dtype=meta.dtype)
+
+
+def _laid_out(meta: torch.Tensor, memory_format) -> torch.Tensor:
+    """A meta tensor like ``meta`` in ``memory_format`` (a 3-d tensor in channels_last: as its
+    4-d form with a unit dim 2, which is how ATen lays out a 1-d convolution)."""
+    if memory_format == torch.contiguous_format:
+        return meta
+    if meta.dim() == 3 and memory_format == torch.channels_last:
+        return _laid_out(meta.unsqueeze(2), memory_format).squeeze(2)
+    return torch.empty(meta.shape, dtype=meta.dtype, device="meta", memory_format=memory_format)
+
+
+def _convolution_layout(args, kwargs, out):
+    input, weight, bias, stride, padding, dilation, transposed, output_padding, groups = args
+    memory_format = cpu_convolution_memory_format(
+        _stand_in(input), _stand_in(weight), _stand_in(bias), stride=stride, padding=padding,
+        dilation=dilation, transposed=transposed, output_padding=output_padding, groups=groups)
+    return _laid_out(out, memory_format)
+
+
+def _group_norm_layout(args, kwargs, out):
+    memory_format = suggest_memory_format(args[0])
+    return (_laid_out(out[0], memory_format), *out[1:])
+
+
+def _composite_group_norm_layout(args, kwargs, out):
+    return _laid_out(out, suggest_memory_format(args[0]))
+
+
+# Composites kept whole whose C++ decomposition tests ``input.device()`` (``group_norm`` makes
+# a CPU input contiguous in its suggested format, any other input plain contiguous).
+_CPU_COMPOSITE_LAYOUTS = {
+    torch.ops.aten.group_norm.default: _composite_group_norm_layout,
+}
+
+
+def composite_layout(recorder, op, args, kwargs, out):
+    """``out``, the meta output of the composite ``op`` computed by its decomposition, laid
+    out as eager's kernel lays it out on the device of ``args[0]`` (module docstring)."""
+    relayout = _CPU_COMPOSITE_LAYOUTS.get(op)
+    if relayout is None or not isinstance(args[0], torch.Tensor):
+        return out
+    device = recorder.device_of(args[0]) if recorder.is_tracked(args[0]) \
+        else recorder.default_device
+    return relayout(args, kwargs, out) if device.type == "cpu" else out
+
+
+_CPU_LAYOUTS = {
+    torch.ops.aten.convolution.default: _convolution_layout,
+    torch.ops.aten.native_group_norm.default: _group_norm_layout,
+}
+_saved_kernels: dict = {}
+
+
+def _layout_kernel(op, relayout):
+    def kernel(*args, **kwargs):
+        out = call_at_key(op, DispatchKey.Meta, *args, **kwargs)
+        recorder = _active.get()
+        if recorder is None or not recorder.is_recording() and not recorder.is_tracked(args[0]):
+            return out
+        device = recorder.device_of(args[0]) if recorder.is_tracked(args[0]) \
+            else recorder.default_device
+        return relayout(args, kwargs, out) if device.type == "cpu" else out
+    return kernel
+
+
+def _install_layout_kernels() -> None:
+    for op, relayout in _CPU_LAYOUTS.items():
+        kernels = op_python_kernels(op)
+        _saved_kernels[op] = kernels.pop(DispatchKey.Meta, None)
+        kernels[DispatchKey.Meta] = _layout_kernel(op, relayout)
+        clear_dispatch_cache(op)
+
+
+def _uninstall_layout_kernels() -> None:
+    while _saved_kernels:
+        op, previous = _saved_kernels.popitem()
+        kernels = op_python_kernels(op)
+        kernels.pop(DispatchKey.Meta, None)
+        if previous is not None:
+            kernels[DispatchKey.Meta] = previous
+        clear_dispatch_cache(op)

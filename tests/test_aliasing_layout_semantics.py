@@ -318,6 +318,9 @@ CONVERSIONS = {
     "type_legacy_name": lambda x: x.type("torch.FloatTensor"),
     "type_legacy_class": lambda x: x.type(torch.FloatTensor),
     "as_tensor_cpu": lambda x: torch.as_tensor(x, device="cpu"),
+    "dropout_eval": lambda x: torch.nn.functional.dropout(x, 0.5, training=False),
+    "dropout_p0": lambda x: torch.nn.functional.dropout(x, 0.0, training=True),
+    "feature_dropout_eval": lambda x: torch.nn.functional.dropout2d(x[None], 0.5, False)[0],
     # eager copies: the input is untouched
     "to_cpu_index": lambda x: x.to("cpu:0"),
     "to_cpu_other_dtype": lambda x: x.to("cpu", torch.float64),

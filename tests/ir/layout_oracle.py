@@ -87,6 +87,9 @@ def _meta(t: torch.Tensor) -> torch.Tensor:
 
 
 def _significant_strides(t: torch.Tensor) -> tuple:
+    """The strides that decide an address: none of an empty tensor's, none of a size-1 dim's."""
+    if t.numel() == 0:
+        return ()
     return tuple(s if n > 1 else None for s, n in zip(t.stride(), t.shape))
 
 

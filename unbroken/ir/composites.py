@@ -65,9 +65,11 @@ PRESERVED = (
 # Composites with a Python decomposition (used under the Python dispatcher) that aliases
 # unlike eager's C++ composite: torch's ``dropout`` decomposition returns ``input.clone()`` in
 # eval mode or at p=0, where eager returns ``input`` itself (a write into the result changes
-# the input). While a trace runs in this thread, they run eager's C++ composite instead (on CPU
-# it is also what eager runs in training: the fused kernel is for accelerators).
-EAGER_COMPOSITES = (aten.dropout.default,)
+# the input). While a trace runs in this thread, they run eager's C++ composite instead, for the
+# calls where the two differ (op -> predicate on the call's arguments).
+EAGER_COMPOSITES = {
+    aten.dropout.default: lambda input, p, train: not train or p == 0,
+}
 
 
 # The recorder of the trace running in this thread (and asyncio task), or None. The kernels
@@ -136,9 +138,10 @@ def _installed():
 
 
 def _eager_kernel(op, previous):
-    """Eager's C++ composite for ``op`` in a tracing thread/context, ``previous`` elsewhere."""
+    """Eager's C++ composite for the calls of ``op`` :data:`EAGER_COMPOSITES` names in a tracing
+    thread/context, ``previous`` otherwise."""
     def kernel(*args, **kwargs):
-        if _active_recorder.get() is not None:
+        if _active_recorder.get() is not None and EAGER_COMPOSITES[op](*args, **kwargs):
             return _cpp_decomposition(op, args, kwargs)
         return previous(*args, **kwargs) if previous is not None \
             else _cpp_decomposition(op, args, kwargs)

@@ -285,3 +285,61 @@ def test_write_through_a_layout_dependent_alias_of_an_intermediate_checks_the_la
         ep.module()(torch.randn(3, 4).t())
     x = torch.randn(4, 3)
     torch.testing.assert_close(ep.module()(x), WritesThroughIntermediateAlias()(x))
+
+
+# -- "returns self when nothing changes": the result aliases the input exactly as in eager ----
+class WritesConversion(torch.nn.Module):
+    """Writes into what a conversion returned: the input changes iff eager's conversion
+    returned the input itself."""
+
+    def __init__(self, convert):
+        super().__init__()
+        self.convert = convert
+
+    def forward(self, x):
+        y = self.convert(x)
+        y.add_(1)
+        return y * 2, x * 3
+
+
+CONVERSIONS = {
+    # eager returns x itself: the write reaches the input
+    "to_cpu": lambda x: x.to("cpu"),
+    "to_device_object": lambda x: x.to(torch.device("cpu")),
+    "to_device_keyword": lambda x: x.to(device="cpu"),
+    "cpu": lambda x: x.cpu(),
+    "to_cpu_same_dtype": lambda x: x.to("cpu", torch.float32),
+    "to_same_dtype": lambda x: x.to(x.dtype),
+    "to_other_tensor": lambda x: x.to(torch.zeros(1)),
+    "type_as_self": lambda x: x.type_as(x),
+    "contiguous": lambda x: x.contiguous(),
+    "float": lambda x: x.float(),
+    "type_dtype": lambda x: x.type(torch.float32),
+    "type_legacy_name": lambda x: x.type("torch.FloatTensor"),
+    "type_legacy_class": lambda x: x.type(torch.FloatTensor),
+    "as_tensor_cpu": lambda x: torch.as_tensor(x, device="cpu"),
+    "dropout_eval": lambda x: torch.nn.functional.dropout(x, 0.5, training=False),
+    "dropout_p0": lambda x: torch.nn.functional.dropout(x, 0.0, training=True),
+    "feature_dropout_eval": lambda x: torch.nn.functional.dropout2d(x[None], 0.5, False)[0],
+    # eager copies: the input is untouched
+    "to_cpu_index": lambda x: x.to("cpu:0"),
+    "to_cpu_other_dtype": lambda x: x.to("cpu", torch.float64),
+    "double": lambda x: x.double(),
+    "type_legacy_other": lambda x: x.type("torch.DoubleTensor"),
+    "to_copy": lambda x: x.to("cpu", copy=True),
+    "transposed_contiguous": lambda x: x.t().contiguous(),
+}
+
+
+@pytest.mark.parametrize("name", CONVERSIONS)
+def test_conversion_aliases_its_input_exactly_as_eager(name):
+    model = WritesConversion(CONVERSIONS[name])
+    ep = unbroken.export(model, (torch.randn(3, 3),))
+    x = torch.randn(3, 3)
+    eager_x, ours_x = x.clone(), x.clone()
+    expected = model(eager_x)
+    got = ep.module()(ours_x)
+    torch.testing.assert_close(ours_x, eager_x)  # the input written iff eager wrote it
+    for ours, eager in zip(got, expected):
+        torch.testing.assert_close(ours, eager)
+        assert ours.dtype == eager.dtype

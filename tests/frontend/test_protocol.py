@@ -232,3 +232,30 @@ def test_calling_an_object_without_call_is_the_programs_type_error():
             return str(exc)
 
     check(f)
+
+
+class TensorClassQueries(torch.nn.Module):
+    """Every class query on a tensor, a parameter and a buffer, as one bit each."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(1))
+        self.register_buffer("b", torch.ones(1))
+
+    def forward(self, x):
+        checks = [x.__class__ is torch.Tensor, type(x) is torch.Tensor,
+                  (x + 1).__class__ is torch.Tensor, x.__class__.__name__ == "Tensor",
+                  type(self.w) is torch.nn.Parameter, self.w.__class__ is torch.nn.Parameter,
+                  self.b.__class__ is torch.Tensor, issubclass(self.w.__class__, torch.Tensor),
+                  isinstance(x, x.__class__)]
+        bits = x * 0
+        for i, holds in enumerate(checks):
+            bits = bits + (2 ** i) * int(holds)
+        return bits
+
+
+def test_tensor_class_is_the_eager_class():
+    x = torch.zeros(1)
+    model = TensorClassQueries()
+    ep = unbroken.export(model, (x,))
+    assert ep.module()(x).item() == model(x).item() == 2 ** 9 - 1

@@ -131,6 +131,22 @@ def test_mutation_matches_eager_module():
     torch.testing.assert_close(ours.stats.count, eager.stats.count)
 
 
+def test_write_backs_survive_dead_code_elimination():
+    """The write-back calls return values nothing reads; fx's standard dead-code elimination
+    must keep them (as it keeps the ``copy_`` torch's own unlifting appends), else the module
+    stops updating its buffer and its input."""
+    ep, _ = mutation_program()
+    module = ep.module()
+    eliminated = module.graph.eliminate_dead_code()
+    module.recompile()
+    assert not eliminated
+    x = torch.tensor([1.0, 2.0, 3.0])
+    outputs = [module(x.clone())[0].item() for _ in range(3)]
+    assert outputs == [3.0, 4.0, 5.0]  # the count grows: 1, 2, 3
+    module(x)
+    torch.testing.assert_close(x, torch.tensor([2.0, 4.0, 6.0]))
+
+
 def test_constant_and_none_outputs():
     b = Builder()
     x = b.input("x", meta(2))
@@ -175,26 +191,27 @@ class AssignsSlices(torch.nn.Module):
 
 
 def test_backward_through_functional_copies_matches_eager():
-    """``y[0] = v`` becomes the functional ``aten.copy``, which PyTorch cannot differentiate:
-    backward through ep.module() failed ("derivative for aten::copy is not implemented")."""
+    """``y[0] = v`` was recorded as the functional ``aten.copy``, which PyTorch cannot
+    differentiate: backward through ep.module() failed ("derivative for aten::copy is not
+    implemented"), and through torch's own ``ExportedProgram.module()`` still does. The program
+    holds a differentiable ``slice_scatter`` instead; both modules differentiate it as eager."""
     import unbroken
 
     model = AssignsSlices()
     x = torch.randn(4, 3, requires_grad=True)
     program = unbroken.export(model, (x,))
-    assert torch.ops.aten.copy.default in [n.target for n in program.graph.nodes]
-    ours = program.module()
-    for fn in (model, ours):
-        x.grad = None
-        model.lin.weight.grad = None
-        y, z = fn(x)
-        (y.sum() + z.sum()).backward()
-        if fn is model:
-            want = (y, z, x.grad, model.lin.weight.grad)
-    ours_lin = ours.lin.weight.grad
-    torch.testing.assert_close((y, z, x.grad, ours_lin), want)
-    with torch.no_grad():
-        assert not ours(x)[0].requires_grad
+    assert torch.ops.aten.copy.default not in [n.target for n in program.graph.nodes]
+    for module in (program.module(), torch.export.ExportedProgram.module(program)):
+        for fn in (model, module):
+            x.grad = None
+            model.lin.weight.grad = None
+            y, z = fn(x)
+            (y.sum() + z.sum()).backward()
+            if fn is model:
+                want = (y, z, x.grad, model.lin.weight.grad)
+        torch.testing.assert_close((y, z, x.grad, module.lin.weight.grad), want)
+        with torch.no_grad():
+            assert not module(x)[0].requires_grad
 
 
 class WritesThroughDetach(torch.nn.Module):

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch.utils import _pytree as pytree
 
+from ..ir.devices import traced_device_arguments
 from ..symbolic.diagnostics import (
     DataDependentError,
     InternalError,
@@ -312,6 +313,8 @@ class TraceContext:
             args = [args[0], index_lists_as_tensors(tx, args[1]), *args[2:]]
         values = [a.unwrap(tx) for a in args]
         named = {k: v.unwrap(tx) for k, v in kwargs.items()}
+        # `x.to("cpu")` on the meta stand-in of a CPU tensor returns it, as eager returns x
+        fn, values, named = traced_device_arguments(self.recorder, fn, values, named)
         generated = False
         # the grad mode first: the recorder takes the call's mode when recording begins
         with self.leaf_errors(fn), torch.set_grad_enabled(self.grad_enabled), \
@@ -341,7 +344,7 @@ class TraceContext:
             raise graph_break("UB105", exc.message, frames=exc.frames or self.user_frames(),
                               details=exc.details, hint=exc.hint) from None
         except UnsupportedError as exc:
-            if exc.code in ("UB114", "UB117", "UB120", "UB121"):
+            if exc.code in ("UB114", "UB117", "UB120", "UB121", "UB123"):
                 # UB120 (an op eager refuses, see ir.aliasing) knows the precise fix
                 hint = exc.hint if exc.code == "UB120" and exc.hint else ""
                 raise graph_break(exc.code, exc.message, frames=exc.frames or self.user_frames(),

@@ -62,6 +62,16 @@ PRESERVED = (
 )
 
 
+# Composites with a Python decomposition (used under the Python dispatcher) that aliases
+# unlike eager's C++ composite: torch's ``dropout`` decomposition returns ``input.clone()`` in
+# eval mode or at p=0, where eager returns ``input`` itself (a write into the result changes
+# the input). While a trace runs in this thread, they run eager's C++ composite instead, for the
+# calls where the two differ (op -> predicate on the call's arguments).
+EAGER_COMPOSITES = {
+    aten.dropout.default: lambda input, p, train: not train or p == 0,
+}
+
+
 # The recorder of the trace running in this thread (and asyncio task), or None. The kernels
 # are installed process-wide while any trace runs; each consults this, so a thread or task
 # that is not tracing gets the original behaviour.
@@ -127,8 +137,28 @@ def _installed():
                 _uninstall()
 
 
+def _eager_kernel(op, previous):
+    """Eager's C++ composite for the calls of ``op`` :data:`EAGER_COMPOSITES` names in a tracing
+    thread/context, ``previous`` otherwise."""
+    def kernel(*args, **kwargs):
+        if _active_recorder.get() is not None and EAGER_COMPOSITES[op](*args, **kwargs):
+            return _cpp_decomposition(op, args, kwargs)
+        return previous(*args, **kwargs) if previous is not None \
+            else _cpp_decomposition(op, args, kwargs)
+
+    return kernel
+
+
 def _install() -> None:
     try:
+        for op in EAGER_COMPOSITES:
+            for key in _KEYS:
+                previous = op_python_kernels(op).get(key)
+                if previous is None or isinstance(previous, DispatchKey):
+                    continue
+                _saved[(op, key)] = op_python_kernels(op).pop(key)
+                op_python_kernels(op)[key] = _eager_kernel(op, previous)
+            clear_dispatch_cache(op)
         for op in PRESERVED:
             for key in _KEYS:
                 previous = op_python_kernels(op).get(key)

@@ -42,6 +42,7 @@ from ..symbolic.torch_compat import (
 )
 from .aliasing import Aliases, inplace_refusal
 from .data_dependent import DATA_DEPENDENT_SIZES, SCALAR_OPS, integer_indexing
+from .devices import composite_layout, devices_of
 from .graph_builder import GraphBuilder, meta_like
 from .meta_cache import MetaCache
 from .meta_keys import EAGER_REFUSES
@@ -169,6 +170,13 @@ class Recorder(TorchDispatchMode):
                 "unknown (typically `torch.tensor(data, device=t.device)` inside PyTorch code)",
                 code="UB117", frames=self.frames_provider(),
                 hint="Create the tensor outside forward() and register it as a buffer.")
+        if real.requires_grad:
+            raise UnsupportedError(
+                "a tensor that requires grad and is not a parameter, buffer or input of the "
+                "exported model is used: as a constant its gradient would be lost",
+                code="UB123", frames=self.frames_provider(),
+                hint="Register the module that owns it as a submodule of the model (or the "
+                     "tensor as an nn.Parameter).")
         meta = meta_like(real)
         name = self.builder.add_placeholder(f"c_{name_hint}", meta, user_input=False,
                                             device=real.device).name
@@ -191,7 +199,7 @@ class Recorder(TorchDispatchMode):
             self._leaf_grad_mode = torch.is_grad_enabled()
         self._recording += 1
         try:
-            with self:
+            with self, devices_of(self):  # meta kernels lay out as the traced device's do
                 yield
         finally:
             self._recording -= 1
@@ -251,6 +259,7 @@ class Recorder(TorchDispatchMode):
                     symbols = self.meta_cache.symbol_count()
                     out = self._meta_of(lambda a, k: decompose(op, a, k), compute_args,
                                         compute_kwargs)
+                    out = composite_layout(self, op, compute_args, compute_kwargs, out)
                     self.meta_cache.put(key, out, symbols)
         finally:
             self._suspended -= 1

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import torch
 import torch.utils._pytree as pytree
+from torch.fx.node import has_side_effect
 
 from unbroken.ir.input_checks import InputGuard, is_traced, mismatch
 from unbroken.ir.meta_keys import EAGER_REFUSES
@@ -111,6 +112,7 @@ def _read_a_snapshot(graph: torch.fx.Graph, buffer: torch.fx.Node, write_back) -
         reader.replace_input_with(buffer, snapshot)
 
 
+@has_side_effect  # its result is unused: fx's dead-code elimination must keep the call
 def write_back(target: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
     """Copy a parameter's, buffer's or input's new value into it, as eager's in-place write
     left it. A value with autograd history was written where autograd saw it: the copy keeps
@@ -183,6 +185,7 @@ def _last_frame(stack_trace: str) -> str:
     return " ".join(lines[starts[-1]:starts[-1] + 2]) if starts else ""
 
 
+@has_side_effect  # returns nothing: it is called for the error it may raise
 def refuse_where_eager_does(message: str, hint: str, location: str, *tensors) -> None:
     """Raise InputMismatchError when eager's autograd would raise at this point of forward():
     grad mode is on and one of ``tensors`` requires grad (the program was recorded from an

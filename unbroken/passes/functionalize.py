@@ -13,6 +13,8 @@ Output invariants:
 - no ``call_function`` node has a mutable schema; each in-place node became the functional op
   found from the schemas (``relu_`` -> ``relu``, ``add_.Tensor`` -> ``add.Tensor``, ``normal_`` ->
   ``normal_functional``), with the same arguments and ``meta``, and its uses were rewired;
+  ``copy_`` became ``slice_scatter`` over the whole target (``aten.copy``'s result, but one
+  torch can differentiate: see :func:`_copy_as_scatter`);
 - each mutated parameter / buffer / user input has one extra output, its final value, placed
   before the user outputs in placeholder order, with an output spec ``PARAMETER_MUTATION`` /
   ``BUFFER_MUTATION`` (target: the FQN) or ``USER_INPUT_MUTATION`` (target: the input's
@@ -256,6 +258,8 @@ class _Analysis:
 # -- rewrite -----------------------------------------------------------------------------------
 def _replace(graph: torch.fx.Graph, rewrite: _Rewrite) -> torch.fx.Node:
     old = rewrite.node
+    if rewrite.functional is aten.copy.default and _scatters(old):
+        return _copy_as_scatter(graph, old)
     with graph.inserting_before(old):
         name = op_name(rewrite.functional)[1]  # torch names nodes by op: relu, add_1
         new = graph.create_node("call_function", rewrite.functional, old.args, old.kwargs,
@@ -264,6 +268,51 @@ def _replace(graph: torch.fx.Graph, rewrite: _Rewrite) -> torch.fx.Node:
     old.replace_all_uses_with(new)
     graph.erase_node(old)
     return new
+
+
+def _scatters(node: torch.fx.Node) -> bool:
+    """Whether the write ``copy_(target, src)`` can be :func:`_copy_as_scatter`: a target of at
+    least one dim, and a source of its shape or one whose shape the graph can name (static)."""
+    target, src = (arg.meta.get("val") if isinstance(arg, torch.fx.Node) else arg
+                   for arg in node.args[:2])
+    if not isinstance(target, torch.Tensor) or not isinstance(src, torch.Tensor):
+        return False
+    if target.dim() == 0 or src.dim() > target.dim():
+        return False
+    return src.shape == target.shape or all(isinstance(n, int) for n in target.shape)
+
+
+def _copy_as_scatter(graph: torch.fx.Graph, old: torch.fx.Node) -> torch.fx.Node:
+    """``target.copy_(src)`` as ``slice_scatter(target, src', 0)``: ``src`` cast to the target's
+    dtype and expanded to its shape, written over all of ``target``. The result is
+    ``aten.copy``'s exactly (values, dtype, the target's strides: both clone the target
+    preserving its strides), but it is differentiable where ``aten.copy`` is not: torch has no
+    derivative for it, so backward through a program holding it (``y[0] = v`` records one) failed
+    in torch's own ``ExportedProgram.module()`` after ``torch.export.load``. ``src`` gets the
+    gradient, the overwritten target zero, as eager's in-place ``copy_``."""
+    target, src = old.args[:2]
+    target_value, src_value = target.meta["val"], src.meta["val"]
+    with graph.inserting_before(old):
+        if src_value.dtype != target_value.dtype:
+            src = _derived(graph, old, aten._to_copy.default, (src,), {"dtype": target_value.dtype})
+        if src_value.shape != target_value.shape:
+            src = _derived(graph, old, aten.expand.default, (src, list(target_value.shape)), {})
+        new = graph.create_node("call_function", aten.slice_scatter.default, (target, src, 0),
+                                name="slice_scatter")
+    new.meta = copy.copy(old.meta)
+    old.replace_all_uses_with(new)
+    graph.erase_node(old)
+    return new
+
+
+def _derived(graph, old, op, args, kwargs) -> torch.fx.Node:
+    """A node computing ``op(*args, **kwargs)`` for ``old``'s rewrite: ``old``'s location and
+    module stack, its own meta value."""
+    values = [a.meta["val"] if isinstance(a, torch.fx.Node) else a for a in args]
+    node = graph.call_function(op, args, kwargs)
+    node.meta = copy.copy(old.meta)
+    node.meta["val"] = op(*values, **kwargs)
+    return node
 
 
 def _output_spec(spec: OutputSpec, value) -> OutputSpec:

@@ -27,7 +27,9 @@ import torch._decomp
 import torch._dispatch.python
 import torch._export.verifier
 import torch._higher_order_ops.wrap
+import torch._meta_registrations
 import torch._ops
+import torch._prims_common
 import torch._subclasses.fake_tensor
 import torch.export._unlift
 import torch.export.dynamic_shapes
@@ -203,6 +205,37 @@ def clear_dispatch_cache(op) -> None:
 def call_at_key(op, key, *args, **kwargs):
     """Run ``op``'s kernel registered at dispatch ``key`` (e.g. its C++ decomposition)."""
     return op._op_dk(key, *args, **kwargs)
+
+
+def meta_device_hint():
+    """``torch._meta_registrations.device_hint``: the device type torch's meta kernels assume
+    for a tensor (a fake tensor's device; ``"cuda"`` for a plain meta tensor). Kernels whose
+    output layout differs per device (convolution, padding, group norm...) read it at call
+    time from that module (all releases)."""
+    return torch._meta_registrations.device_hint
+
+
+def set_meta_device_hint(function) -> None:
+    """Install ``function`` as :func:`meta_device_hint` (restore the previous one after)."""
+    torch._meta_registrations.device_hint = function
+
+
+def cpu_convolution_memory_format(input, weight, bias, **options) -> torch.memory_format:
+    """The memory format eager's CPU ``convolution`` gives its output for these real CPU
+    tensors: the backend ATen selects (MKLDNN, the slow kernels...), then that backend's
+    format (``_select_conv_backend``, ``_conv_determine_backend_memory_format``; all releases).
+    ``options``: ``stride``, ``padding``, ``dilation``, ``transposed``, ``output_padding``,
+    ``groups``."""
+    backend = torch._C._select_conv_backend(input, weight, bias=bias, **options)
+    if weight.dim() == 3:  # 1-d: ATen decides on the 2-d form (as torch's fake kernel does)
+        input, weight = input.contiguous().unsqueeze(2), weight.unsqueeze(2)
+    return torch._C._conv_determine_backend_memory_format(input, weight, backend)
+
+
+def suggest_memory_format(tensor: torch.Tensor) -> torch.memory_format:
+    """The memory format ATen's ``Tensor::suggest_memory_format`` names for ``tensor``'s
+    layout, as torch's Python references compute it (symbolic sizes too; all releases)."""
+    return torch._prims_common.suggest_memory_format(tensor)
 
 
 def op_schema(op) -> torch._C.FunctionSchema:

@@ -139,6 +139,12 @@ _NATIVE_QUERIES = frozenset([logging.Logger.isEnabledFor, logging.Logger.getEffe
 
 def _wrap_tensor(tx, value: torch.Tensor, source) -> VariableTracker:
     recorder = tx.output.recorder
+    if not recorder.is_tracked(value) and value.requires_grad and source is not None:
+        raise graph_break(
+            "UB123", f"`{source.name()}` requires grad but is not a parameter, buffer or input "
+                     "of the exported model", frames=tx.user_frames(),
+            hint="Make it an nn.Parameter of the model (or of a registered submodule) in "
+                 "__init__, or detach it if no gradient should reach it.")
     if not recorder.is_tracked(value):
         hint = source.path().replace(".", "_") if source is not None else None
         value = recorder.lift_constant(value, hint)

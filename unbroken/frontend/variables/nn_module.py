@@ -94,6 +94,8 @@ class NNModuleVariable(VariableTracker):
         if written is not None:
             return written
         refuse_hook_read(tx, self, name)
+        if name in module.__dict__.get("_parameters", {}):
+            self._refuse_outside_parameters(tx)
         tx.output.overlay.note_read(module, name)
         found = lookup(tx, self, name, instance=module, source=self.source)
         if found is not None:
@@ -159,7 +161,29 @@ class NNModuleVariable(VariableTracker):
 
     # ----------------------------------------------------------------- calls
     def call(self, tx, args, kwargs) -> VariableTracker:
+        self._refuse_outside_parameters(tx)
         return call_module(tx, self, args, kwargs)
+
+    def _refuse_outside_parameters(self, tx) -> None:
+        """UB123 when this module is not the exported model's (a global, a closure variable,
+        an attribute of a plain object) and has parameters: they would be baked into the
+        program as constants, losing requires_grad and gradients."""
+        if tx.output.owns_module(self.module) or next(self.module.parameters(), None) is None:
+            return
+        name = self.fqn or type(self.module).__name__  # where forward() found it
+        attribute = _attribute_name(name)
+        raise graph_break(
+            "UB123", f"`{name}` ({type(self.module).__name__}) has parameters but is not a "
+                     "submodule of the exported model", frames=tx.user_frames(),
+            hint=f"Register it in __init__ (`self.{attribute} = {name}`) and call "
+                 f"`self.{attribute}(...)` in forward(): its parameters then are the model's, "
+                 "lifted as parameters with their gradients.")
+
+
+def _attribute_name(source_name: str) -> str:
+    """A Python identifier for an attribute holding what ``source_name`` names."""
+    name = "".join(c if c.isalnum() else "_" for c in source_name.rsplit(".", 1)[-1]).strip("_")
+    return name.lower() if name and not name[0].isdigit() else f"module_{name}"
 
 
 def _native_owner(tx, var: NNModuleVariable) -> str | None:

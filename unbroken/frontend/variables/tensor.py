@@ -95,6 +95,8 @@ class TensorVariable(VariableTracker):
             if tx.output.recover(error):  # go on as if the tensor itself were used
                 return self if name in ("data", "_base") else ConstantVariable(None)
             raise error
+        if name == "__class__":  # the eager tensor's class (``type(x)`` is the same)
+            return tx.wrap(self.python_type())
         if name == "device":
             return ConstantVariable(tx.output.recorder.device_of(self.meta))
         if name in ("is_cuda", "is_cpu", "is_meta"):

@@ -70,6 +70,9 @@ def _contains_tensor(tracker) -> bool:
 
 def _tensor_from_data(name):
     def handler(tx, args, kwargs):
+        if name == "as_tensor" and args and isinstance(args[0], TensorVariable):
+            # a conversion of one tensor (returns it when nothing changes): no values read
+            return tx.call_leaf(torch.as_tensor, args, kwargs)
         if args and _contains_tensor(args[0]):
             raise graph_break(
                 "UB105", f"`{name}()` of a list that holds tensors reads their values",

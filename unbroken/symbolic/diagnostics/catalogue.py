@@ -248,6 +248,19 @@ _KINDS = [
         "while True:\n    x = x * 2",
         "for _ in range(10):\n    x = x * 2",
     ),
+    BreakKind(
+        "UB123", "Parameters outside the exported module",
+        "forward() uses an nn.Module (or a tensor that requires grad) that is not part of the "
+        "exported model: reached through a global, a closure or a plain object rather than "
+        "as a registered submodule. Its parameters would be baked into the program as "
+        "constants: the output would not require grad, no gradient would reach them, and "
+        "the program's state_dict would not hold them (torch.export refuses it too).",
+        "Register the module as a submodule in __init__ (`self.proj = proj`) and call it "
+        "through `self`; a tensor that requires grad becomes an nn.Parameter of the model.",
+        "PROJ = nn.Linear(4, 4)\n...\n    def forward(self, x):\n        return PROJ(x)",
+        "def __init__(self):\n    super().__init__()\n    self.proj = PROJ\n"
+        "...\n    def forward(self, x):\n        return self.proj(x)",
+    ),
 ]
 
 CATALOGUE: dict[str, BreakKind] = {kind.id: kind for kind in _KINDS}

@@ -64,6 +64,8 @@ class Behaviour:
         then an expected failure (xfail, strict) that a fix flips.
     torch_fails: why torch strict does not give the expected answer (measured; pinned).
     slow: the behaviour takes more than about a second.
+    context: a context manager factory wrapped around each side's whole run (a process
+        group for the collectives).
     """
 
     name: str
@@ -81,6 +83,7 @@ class Behaviour:
     unbroken_fails: str | None = None
     torch_fails: str | None = None
     slow: bool = False
+    context: Callable | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,6 +176,11 @@ def _agree(behaviour, model, module, builder):
 
 def run(behaviour: Behaviour, exporter: str) -> Outcome:
     """Run ``behaviour`` with ``exporter`` (TORCH or UNBROKEN) and classify the result."""
+    with behaviour.context() if behaviour.context else contextlib.nullcontext():
+        return _run(behaviour, exporter)
+
+
+def _run(behaviour, exporter):
     model = _fresh(behaviour.make)
     args, kwargs = _split(behaviour, _fresh(behaviour.inputs))
     with warnings.catch_warnings():

@@ -1,4 +1,4 @@
-"""The behaviour table: every behaviour of tests/behaviours/, torch strict and unbroken side by side.
+"""The behaviour table: tests/behaviours/, torch strict and unbroken side by side.
 
     python -m tests.behaviours.report            # the table and the percentage
     python -m tests.behaviours.report --only mutation,errors --json out.json

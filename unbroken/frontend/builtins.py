@@ -539,15 +539,16 @@ def _construct_native(tx, cls, args, kwargs):
     """PyTorch classes that are safe to construct natively from constants.
 
     A plain Python class of torch's (``torch.distributions.Normal``: ``object.__new__`` and an
-    ``__init__`` written in Python) given traced values is not: its ``__init__`` would run
-    natively on the trace's meta tensors (argument validation reads their data). Such a class
-    is constructed like a user class instead (None here), its ``__init__`` interpreted."""
+    ``__init__`` written in Python) given traced values is a leaf call straight away, never
+    first built on the bare meta tensors to see what it is: its ``__init__`` may read their
+    data (argument validation), which only the recorder can turn into a decision on a
+    data-dependent value."""
     if not cls.__module__.startswith("torch"):
         return None
     if cls in GRAD_MODE_CLASSES:  # never entered natively: the trace keeps its own mode
         return GradModeVariable.construct(tx, cls, args, kwargs)
     if _plain_python_class(cls) and not all(a.is_constant() for a in [*args, *kwargs.values()]):
-        return None
+        return tx.call_leaf(cls, args, kwargs)
     values = [a.unwrap(tx) for a in args]
     named = {k: v.unwrap(tx) for k, v in kwargs.items()}
     instance = cls(*values, **named)

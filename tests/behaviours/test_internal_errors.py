@@ -60,6 +60,13 @@ def _assert_max_floordiv(self, x, z, y):
     return torch.zeros(n) + u, early
 
 
+def _max_of_counts(self, x, y):
+    u = y.item()
+    v = x.nonzero().shape[0]
+    torch._check(max(u, v) // 2 >= 1)
+    return torch.zeros(max(u, v) // 2)
+
+
 def _cond_max_floordiv(self, x, z):
     def branch(scale):
         def fn(x, z):
@@ -105,6 +112,10 @@ BEHAVIOURS = [
               dynamic_shapes=({0: Dim.DYNAMIC}, {0: Dim.DYNAMIC}, None),
               more=(lambda: (torch.randn(9), torch.randn(3), torch.tensor(4)),),
               rejects=(lambda: (torch.randn(6), torch.randn(4), torch.tensor(5)),)),
+    Behaviour("runtime_assert_max_of_counts", program(_max_of_counts),
+              lambda: (torch.ones(6), torch.tensor(3)),
+              more=(lambda: (torch.tensor([0.0, 1, 0, 1, 1, 0]), torch.tensor(9)),),
+              rejects=(lambda: (torch.zeros(6), torch.tensor(1)),)),
     Behaviour("cond_branches_max_floordiv", program(_cond_max_floordiv),
               lambda: (torch.randn(6), torch.randn(4)),
               dynamic_shapes=({0: Dim.AUTO}, {0: Dim.AUTO}),

@@ -94,3 +94,13 @@ def test_example_tensors_the_trace_would_misread_are_refused(example, what):
     with pytest.raises(unbroken.ExportUsageError, match="unsupported example input") as info:
         unbroken.export(_Branches(), (example,))
     assert what in str(info.value)
+
+
+def test_a_generator_input_is_refused_with_what_to_do_instead():
+    class Noise(nn.Module):
+        def forward(self, x, g):
+            return x + torch.rand(x.shape, generator=g)
+
+    with pytest.raises(unbroken.ExportUsageError) as info:
+        unbroken.export(Noise(), (torch.randn(3), torch.Generator()))
+    assert "Generator" in str(info.value) and "torch.manual_seed" in info.value.hint

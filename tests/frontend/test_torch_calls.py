@@ -1,4 +1,5 @@
 """frontend.variables.torch_calls: torch functions the frontend handles itself."""
+import pytest
 import torch
 from torch.export import Dim
 
@@ -23,3 +24,49 @@ def test_tensor_of_a_dynamic_size_stays_dynamic():
         got, want = ep.module()(x), model(x)
         assert [t.dtype for t in got] == [t.dtype for t in want]
         torch.testing.assert_close(got, want)
+
+
+class _AllReduce(torch.nn.Module):
+    def forward(self, x, y):
+        import torch.distributed as dist
+
+        dist.all_reduce(x, op=dist.ReduceOp.MAX)
+        z = y * 2
+        dist.all_reduce(z)
+        return x + z
+
+
+class _AsyncAllReduce(torch.nn.Module):
+    def forward(self, x):
+        import torch.distributed as dist
+
+        dist.all_reduce(x, async_op=True).wait()
+        return x
+
+
+def _one_process_group():
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
+    return dist
+
+
+def test_c10d_collectives_become_functional_collectives():
+    """dist.all_reduce pasted its process group and reduce op (TorchScript objects) into the
+    graph's code: UB999. As torch's tracer does, it becomes the functional all_reduce (group
+    by name, op as a string) written back into its argument; async_op=True is refused."""
+    dist = _one_process_group()
+    try:
+        ep = unbroken.export(_AllReduce(), (torch.randn(3), torch.randn(3)))
+        targets = [str(n.target) for n in ep.graph.nodes if n.op == "call_function"]
+        assert targets.count("_c10d_functional.all_reduce.default") == 2, targets
+        assert "max" in [a for n in ep.graph.nodes for a in n.args if isinstance(a, str)]
+        assert list(ep.graph_signature.user_inputs_to_mutate.values()) == ["x"]
+        x, y = torch.randn(3), torch.randn(3)
+        x_eager = x.clone()
+        torch.testing.assert_close(ep.module()(x, y), _AllReduce()(x_eager, y))
+        torch.testing.assert_close(x, x_eager)
+        with pytest.raises(unbroken.GraphBreakError, match="async_op=True"):
+            unbroken.export(_AsyncAllReduce(), (torch.randn(3),))
+    finally:
+        dist.destroy_process_group()

@@ -138,3 +138,29 @@ def test_mutating_an_object_that_exists_outside_forward_is_refused():
     with pytest.raises(unbroken.GraphBreakError) as info:
         unbroken.export(M(), (torch.randn(2),))
     assert info.value.code == "UB107"
+
+
+class _Policy(torch.nn.Module):
+    def __init__(self, validate):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 2)
+        self.validate = validate
+
+    def forward(self, x, action):
+        mean, log_std = self.lin(x).chunk(2, dim=-1)
+        d = torch.distributions.Normal(mean, log_std.exp(), validate_args=self.validate)
+        return d.log_prob(action) + d.entropy()
+
+
+def test_torch_distributions_in_forward():
+    """A torch.distributions object built from traced tensors: its __init__ ran natively on
+    the bare meta tensors first and its argument validation read their data (UB999 "Cannot
+    cast tensor(True) to number"). Built by a recorded leaf call it exports and matches eager;
+    with validation on, the data-dependent check is a clean refusal (UB105)."""
+    x, action = torch.randn(5, 4), torch.randn(5, 1)
+    model = _Policy(validate=False)
+    ep = unbroken.export(model, (x, action))
+    torch.testing.assert_close(ep.module()(x, action), model(x, action))
+    with pytest.raises(unbroken.GraphBreakError) as info:
+        unbroken.export(_Policy(validate=True), (x, action))
+    assert info.value.code == "UB105"

@@ -214,3 +214,22 @@ def test_where_of_a_mask_records_nonzero():
     assert torch.ops.aten.nonzero.default in [n.target for n in ep.graph.nodes]
     for x in (torch.randn(4, 3), torch.zeros(4, 3), torch.ones(4, 3)):
         assert torch.equal(ep.module()(x), WhereOfMask()(x))
+
+
+class _SeededNoise(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.g = torch.Generator().manual_seed(3)
+
+    def forward(self, x):
+        return x + torch.rand(x.shape, generator=self.g)
+
+
+def test_an_argument_no_graph_can_hold_is_refused_at_the_users_line():
+    """A torch.Generator passed to an op was pasted into the graph's code (UB999 SyntaxError);
+    it is refused (UB117) at the line that passes it, with a fix that names the generator."""
+    with pytest.raises(unbroken.GraphBreakError) as info:
+        unbroken.export(_SeededNoise(), (torch.randn(3),))
+    error = info.value
+    assert error.code == "UB117" and "torch.Generator" in str(error)
+    assert "generator=self.g" in str(error) and "torch.manual_seed" in error.hint

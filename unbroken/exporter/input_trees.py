@@ -146,6 +146,14 @@ def check_traceable_tensor(tensor: torch.Tensor) -> None:
 
 
 # ----- forward()'s call: the example inputs, their names, and what it returns -----
+_OPAQUE_INPUT_HINTS = {
+    torch.Generator: "A torch.Generator cannot be an input of an exported program (its state "
+                     "is not a tensor the program could take): draw from the default generator "
+                     "(seeded with torch.manual_seed outside the model), or pass the random "
+                     "tensor itself as an input.",
+}
+
+
 def check_call(mod, args, kwargs):
     if not (isinstance(mod, torch.nn.Module) or callable(mod)):
         raise ExportUsageError(f"export() expects an nn.Module or a function, got "
@@ -164,8 +172,9 @@ def check_call(mod, args, kwargs):
                                  torch.device)):
             raise ExportUsageError(
                 f"unsupported example input of type {type(leaf).__name__}",
-                hint="Inputs must be tensors, Python numbers/strings, or tuples/lists/dicts of "
-                     "them (register other containers with torch.utils._pytree).")
+                hint=_OPAQUE_INPUT_HINTS.get(type(leaf), "Inputs must be tensors, Python "
+                     "numbers/strings, or tuples/lists/dicts of them (register other "
+                     "containers with torch.utils._pytree)."))
         if isinstance(leaf, torch.Tensor):
             check_traceable_tensor(leaf)
     return args, dict(kwargs or {})

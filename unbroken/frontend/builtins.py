@@ -8,12 +8,14 @@ graph break.
 """
 from __future__ import annotations
 
+import abc
 import builtins
 import collections
 import enum
 import functools
 import itertools
 import operator
+import types
 
 import torch
 from torch.utils import _pytree as pytree
@@ -528,16 +530,29 @@ def _getter(tx, cls, args, kwargs):
     return GetterVariable(cls, [a.as_constant() for a in args])
 
 
+def _plain_python_class(cls) -> bool:
+    return cls.__new__ is object.__new__ and type(cls) in (type, abc.ABCMeta) and \
+        isinstance(getattr(cls, "__init__", None), types.FunctionType)
+
+
 _CONSTRUCTORS = {functools.partial: _partial, collections.OrderedDict: _ordered_dict,
                  operator.itemgetter: _getter, operator.attrgetter: _getter}
 
 
 def _construct_native(tx, cls, args, kwargs):
-    """PyTorch classes that are safe to construct natively from constants."""
+    """PyTorch classes that are safe to construct natively from constants.
+
+    A plain Python class of torch's (``torch.distributions.Normal``: ``object.__new__`` and an
+    ``__init__`` written in Python) given traced values is a leaf call straight away, never
+    first built on the bare meta tensors to see what it is: its ``__init__`` may read their
+    data (argument validation), which only the recorder can turn into a decision on a
+    data-dependent value."""
     if not cls.__module__.startswith("torch"):
         return None
     if cls in GRAD_MODE_CLASSES:  # never entered natively: the trace keeps its own mode
         return GradModeVariable.construct(tx, cls, args, kwargs)
+    if _plain_python_class(cls) and not all(a.is_constant() for a in [*args, *kwargs.values()]):
+        return tx.call_leaf(cls, args, kwargs)
     values = [a.unwrap(tx) for a in args]
     named = {k: v.unwrap(tx) for k, v in kwargs.items()}
     instance = cls(*values, **named)

@@ -345,8 +345,9 @@ class TraceContext:
                               details=exc.details, hint=exc.hint) from None
         except UnsupportedError as exc:
             if exc.code in ("UB114", "UB117", "UB120", "UB121", "UB123"):
-                # UB120 (an op eager refuses, see ir.aliasing) knows the precise fix
-                hint = exc.hint if exc.code == "UB120" and exc.hint else ""
+                # UB120 (an op eager refuses, see ir.aliasing) and UB117 (an opaque argument:
+                # a generator, a process group) know the precise fix
+                hint = exc.hint if exc.code in ("UB117", "UB120") and exc.hint else ""
                 raise graph_break(exc.code, exc.message, frames=exc.frames or self.user_frames(),
                                   details=exc.details, hint=hint) from None
             raise exc.with_frames(self.user_frames()) from None

@@ -321,12 +321,21 @@ class GraphBuilder:
 
     def assert_after(self, anchor: fx.Node, fact, message: str, frames) -> fx.Node:
         """An ``aten._assert_scalar(fact, message)`` right after ``anchor`` (the program
-        raises when a run breaks ``fact``), located at ``frames``."""
+        raises when a run breaks ``fact``), located at ``frames``. ``fact`` is computed with
+        the cached nodes defined before that point only: one cached for a part of it
+        (``max(u0, u1) // 2`` for a later ``zeros``) may come later in the graph than the
+        values the assertion needs; such parts are computed again, before it."""
         graph = self.graph
         with graph.inserting_after(anchor):
             node = graph.call_function(aten._assert_scalar.default, (None, message))
-        with graph.inserting_before(node):
-            node.args = (self.expr_node(fact), message)
+        scope = self._scopes[-1]
+        cached = scope.sym_nodes
+        scope.sym_nodes = _defined_before(graph, node, cached)
+        try:
+            with graph.inserting_before(node):
+                node.args = (self.expr_node(fact), message)
+        finally:
+            scope.sym_nodes = cached
         self.annotate(node, None)
         node.meta.update(user_frames=frames, stack_trace=format_stack(frames) + "\n")
         return node
@@ -482,3 +491,11 @@ class _Scope:
         for name, module in self.modules.items():
             owner.add_module(name, module)
         return fx.GraphModule(owner, self.graph)
+
+
+def _defined_before(graph: fx.Graph, point: fx.Node, sym_nodes: dict) -> dict:
+    """The entries of ``sym_nodes`` (expr -> node) whose node comes before ``point``."""
+    position = {n: i for i, n in enumerate(graph.nodes)}
+    limit = position[point]
+    return {expr: n for expr, n in sym_nodes.items()
+            if not isinstance(n, fx.Node) or position.get(n, limit) < limit}

@@ -333,6 +333,7 @@ class Recorder(TorchDispatchMode):
 
     def _dispatch_and_record(self, func, args, kwargs):
         self._refuse_value_dependent(func, args)
+        self._refuse_opaque_arguments(func, args, kwargs)
         self._follow_grad_mode()
         compute_args, compute_kwargs, device = self._prepare(func, args, kwargs)
         if func is aten.detach.default and self._is_unused_factory_output(args[0]):
@@ -534,6 +535,21 @@ class Recorder(TorchDispatchMode):
                 "values", code="UB114", frames=self.frames_provider(),
                 hint="Use a fixed-size formulation such as torch.where(mask, x, 0).")
 
+    def _refuse_opaque_arguments(self, func, args, kwargs) -> None:
+        """A graph holds tensors, symbolic and Python scalars, strings, dtypes, devices and
+        layouts; an argument of any other type (a ``torch.Generator``, a TorchScript object
+        such as a c10d process group or reduce op) has no value the program could carry, and
+        printing it into the graph's code would not even compile: refused here, at the
+        user's line, naming the argument."""
+        for value in pytree.tree_leaves((args, kwargs)):
+            if not isinstance(value, _GRAPH_VALUE_TYPES):
+                kind = _OPAQUE_KINDS.get(type(value), f"a `{type(value).__name__}` object")
+                raise UnsupportedError(
+                    f"`{func.overloadpacket.__name__}` takes {kind} as an argument, which an "
+                    "exported program cannot hold", code="UB117", frames=self.frames_provider(),
+                    hint=_OPAQUE_HINTS.get(type(value), "Pass tensors, numbers or strings to "
+                                           "the operator instead."))
+
     def _prepare(self, func, args, kwargs):
         """Meta versions of the arguments, and the user-visible device of the outputs."""
         device = None
@@ -644,6 +660,21 @@ class Recorder(TorchDispatchMode):
         return self.builder.higher_order(
             torch.ops.higher_order.while_loop, "while_loop", scopes, ("cond", "body"), carried,
             carried, lambda modules, inputs, extra: (*modules, tuple(inputs), tuple(extra)))
+
+
+# What a node's arguments may hold (besides nested lists and tuples, which pytree flattens).
+_GRAPH_VALUE_TYPES = (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool, bool, int,
+                      float, complex, str, type(None), torch.dtype, torch.device, torch.layout,
+                      torch.memory_format, slice, type(Ellipsis), fx.Node)
+_OPAQUE_KINDS = {torch.Generator: "a `torch.Generator`",
+                 torch.ScriptObject: "a TorchScript object (a c10d process group or reduce op, "
+                                     "a custom class instance)"}
+_OPAQUE_HINTS = {
+    torch.Generator: "Draw from the default generator (seed it with torch.manual_seed outside "
+                     "the model) or pass the random tensor in as an input.",
+    torch.ScriptObject: "For collectives use torch.distributed._functional_collectives "
+                        "(funcol.all_reduce(x, 'sum', group)), whose ops take the group by name.",
+}
 
 
 def _takes_default_dtype(func, args, kwargs) -> bool:

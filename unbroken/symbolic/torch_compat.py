@@ -440,6 +440,24 @@ def global_module_hooks(name: str):
     return getattr(torch.nn.modules.module, name, None)
 
 
+# --- torch.distributed ----------------------------------------------------------------------
+
+def collective_remaps() -> tuple[dict, dict]:
+    """``({dist.all_reduce: its traceable stand-in, ...}, {ReduceOp: "sum", ...})``: the
+    in-place c10d collectives that tracing rewrites to functional collectives (whose ops take
+    the group by name and the reduction as a string, values a graph can hold), as torch's own
+    tracer does (``_functional_collectives.traceable_collective_remaps``); empty without
+    torch.distributed."""
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        return {}, {}
+    from torch.distributed import _functional_collectives as funcol
+
+    return (dict(getattr(funcol, "traceable_collective_remaps", {})),
+            dict(getattr(funcol, "REDUCE_OP_TO_STR", {})))
+
+
 # --- torch's tracer -------------------------------------------------------------------------
 
 def preload_dynamo() -> None:

@@ -2,11 +2,14 @@
 during export."""
 from __future__ import annotations
 
+import functools
+import inspect
+
 import torch
 from torch.utils import _pytree as pytree
 
 from ...symbolic.diagnostics.catalogue import GraphBreakError, graph_break
-from ...symbolic.torch_compat import map_function, set_grad_enabled
+from ...symbolic.torch_compat import collective_remaps, map_function, set_grad_enabled
 from .constant import ConstantVariable
 from .containers import ListVariable
 from .tensor import LAYOUT_ALIASING, SymbolicVariable, TensorVariable, note_layout_aliasing
@@ -299,6 +302,8 @@ def call_torch_function(tx, fn, args, kwargs):
     handler = _special(fn)
     if handler is not None:
         return handler(tx, args, kwargs)
+    if _hashable(fn) and fn in _collectives()[0]:
+        return _call_collective(tx, fn, args, kwargs)
     if getattr(fn, "__qualname__", "") == "Function.apply":
         raise graph_break("UB113", "a custom torch.autograd.Function", frames=tx.user_frames())
     result = tx.call_leaf(fn, args, kwargs)
@@ -307,6 +312,34 @@ def call_torch_function(tx, fn, args, kwargs):
             and args and isinstance(args[0], TensorVariable):
         note_layout_aliasing(tx, args[0], result)
     return result
+
+
+@functools.cache
+def _collectives() -> tuple[dict, dict]:
+    return collective_remaps()
+
+
+def _call_collective(tx, fn, args, kwargs):
+    """``dist.all_reduce(x, op, group)`` and the other in-place c10d collectives: their ops
+    take the process group and the reduce op as TorchScript objects, which no graph can hold.
+    As torch's tracer does, each becomes its functional counterpart (the group by name, the
+    op as a string) written back into its tensor argument; ``async_op=True`` is refused (the
+    work handle it returns cannot be captured)."""
+    remaps, reduce_ops = _collectives()
+    bound = inspect.signature(fn).bind(*args, **kwargs).arguments
+    if "async_op" in bound and bound["async_op"].unwrap(tx):
+        raise graph_break("UB108", f"`torch.distributed.{fn.__name__}` with async_op=True: "
+                          "its work handle cannot be captured", frames=tx.user_frames(),
+                          hint="Call it with async_op=False (the default).")
+    if "op" in bound:
+        op = bound["op"].unwrap(tx)
+        if op not in reduce_ops:
+            raise graph_break("UB108", f"`torch.distributed.{fn.__name__}` with the reduce op "
+                              f"{op!r}", frames=tx.user_frames())
+        bound["op"] = ConstantVariable(reduce_ops[op])
+    with tx.output.leaf_errors(fn):
+        tx.call_leaf(remaps[fn], [], dict(bound))
+    return ConstantVariable(None)
 
 
 def _special(fn):

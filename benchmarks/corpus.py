@@ -10,7 +10,7 @@ With ``--dynamic``: ``Dim.AUTO`` on batch and sequence of each text input (batch
 audio), then the program runs on batch 3 / seq 9 too.
 
     python benchmarks/corpus.py [--only bert,gpt2] [--exporters unbroken,strict,nonstrict]
-        [--dynamic] [--timeout 300] [--jobs 1] [--json FILE] [--markdown FILE]
+        [--groups outside2] [--dynamic] [--timeout 300] [--jobs 1] [--json FILE] [--markdown FILE]
         [--single-call] [--reuse OLD.json]
 """
 from __future__ import annotations
@@ -39,7 +39,7 @@ from corpus_report import EXPORTERS, render, summary_rows  # noqa: E402
 WORKER = HERE / "corpus_worker.py"
 # ExportDB examples carry their own dynamic_shapes and no resized call: --dynamic would repeat
 # the static run, so it measures the other sets.
-DYNAMIC_GROUPS = ("common", "harder", "seed")
+DYNAMIC_GROUPS = ("common", "harder", "seed", "outside2")
 
 
 class ForkServer:
@@ -124,6 +124,8 @@ def environment() -> dict:
 def _parse(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", help="comma-separated case names (default: all)")
+    parser.add_argument("--groups", help="comma-separated sets to run (default: all; "
+                        f"{', '.join(GROUPS)}), e.g. --groups outside2 for the newest cases")
     parser.add_argument("--exporters", default=",".join(EXPORTERS),
                         help="comma-separated subset of unbroken,strict,nonstrict")
     parser.add_argument("--dynamic", action="store_true",
@@ -144,6 +146,10 @@ def _parse(argv):
     parser.add_argument("--list", action="store_true", help="print the cases and exit")
     options = parser.parse_args(argv)
     options.exporters = [e for e in options.exporters.split(",") if e]
+    options.groups = [g.strip() for g in (options.groups or "").split(",") if g.strip()]
+    if set(options.groups) - set(GROUPS):
+        parser.error(f"unknown sets {sorted(set(options.groups) - set(GROUPS))}; choose from "
+                     f"{list(GROUPS)}")
     unknown = set(options.exporters) - set(EXPORTERS)
     if unknown:
         parser.error(f"unknown exporters {sorted(unknown)}; choose from {EXPORTERS}")
@@ -152,6 +158,8 @@ def _parse(argv):
 
 def select(options) -> dict:
     groups = DYNAMIC_GROUPS if options.dynamic and not options.only else tuple(GROUPS)
+    if options.groups:
+        groups = tuple(g for g in GROUPS if g in options.groups)
     cases = all_cases(groups)
     if options.only:
         names = [n.strip() for n in options.only.split(",") if n.strip()]

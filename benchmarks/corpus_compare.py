@@ -30,10 +30,14 @@ def flatten_outputs(value, path: str = "out", depth: int = 0) -> list[tuple[str,
         return [(path, value)]
     if value is None or isinstance(value, (str, bytes)) or depth > _MAX_DEPTH:
         return []
-    leaves, spec = pytree.tree_flatten_with_path(value)
+    try:
+        leaves = [(pytree.keystr(key), leaf)
+                  for key, leaf in pytree.tree_flatten_with_path(value)[0]]
+    except ValueError:  # a node registered without key paths (diffusers' BaseOutput)
+        leaves = [(f"[{i}]", leaf) for i, leaf in enumerate(pytree.tree_leaves(value))]
     if not (len(leaves) == 1 and leaves[0][1] is value):
         return [item for key, leaf in leaves
-                for item in flatten_outputs(leaf, path + pytree.keystr(key), depth + 1)]
+                for item in flatten_outputs(leaf, path + key, depth + 1)]
     fields = getattr(value, "__dict__", None)
     if not isinstance(fields, dict) or isinstance(value, torch.nn.Module):
         return []

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from corpus_cases import Case
 from corpus_models import COMMON, HARDER
+from corpus_outside import OUTSIDE2
 from corpus_programs import exportdb_cases, seed_cases
 
 # The summary sets, in table order, with their titles.
@@ -11,6 +12,7 @@ GROUPS = {
     "harder": "harder programs",
     "exportdb": "ExportDB",
     "seed": "seed tutorial",
+    "outside2": "outside 2 (code nobody here wrote)",
 }
 
 
@@ -19,6 +21,7 @@ SOURCES = {
     "harder": lambda: HARDER,
     "exportdb": exportdb_cases,
     "seed": seed_cases,
+    "outside2": lambda: OUTSIDE2,
 }
 
 

@@ -109,7 +109,7 @@ def summary_rows(records, groups: dict[str, str], exporters=EXPORTERS) -> list[l
         row = [f"{n} {title}"]
         for e in (e for e in ("strict", "nonstrict", "unbroken") if e in exporters):
             text = f"{counts[group][e, 'ok']}/{n}"
-            if dynamic and group in ("common", "harder", "seed"):
+            if dynamic and group in ("common", "harder", "seed", "outside2"):
                 text += f" · resized {counts[group][e, 'resized']}"
                 if any("batch_one" in r for r in records if r["group"] == group):
                     text += f" · batch 1 {counts[group][e, 'batch_one']}"

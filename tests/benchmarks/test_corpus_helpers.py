@@ -44,6 +44,22 @@ def test_flatten_walks_containers_and_plain_objects():
     assert leaves[0][1] is logits and leaves[1][1] is k and leaves[2][1] == 3
 
 
+class _KeylessOutput(dict):
+    """A pytree node registered without key paths, as diffusers registers ``BaseOutput``."""
+
+
+torch.utils._pytree.register_pytree_node(
+    _KeylessOutput, lambda d: (list(d.values()), list(d)),
+    lambda values, keys: _KeylessOutput(zip(keys, values)))
+
+
+def test_flatten_walks_a_node_registered_without_key_paths_by_position():
+    sample, extra = torch.ones(2), torch.zeros(1)
+    leaves = flatten_outputs(_KeylessOutput(sample=sample, extra=(extra, 4)))
+    assert [p for p, _ in leaves] == ["out[0]", "out[1]", "out[2]"]
+    assert leaves[0][1] is sample and leaves[1][1] is extra and leaves[2][1] == 4
+
+
 def test_compare_exact_close_differs_and_structure():
     x = torch.randn(4, 4)
     assert compare((x,), (x.clone(),)).status == "exact"

@@ -79,6 +79,25 @@ def test_a_real_tensor_is_lifted_to_a_constant_placeholder():
     assert placeholders == [placeholder.name, "x0"]  # state and constants before user inputs
 
 
+def test_a_state_tensor_met_as_itself_stands_for_its_placeholder_not_a_constant():
+    """A buffer the trace meets as the real object (held by a cache object, not read off the
+    module) is its placeholder's stand-in: written in place, later reads see the write."""
+    recorder = Recorder()
+    (x,) = _inputs(recorder, (3,))
+    real = torch.zeros(3)
+    stand_in = torch.empty(3, device="meta")
+    placeholder = recorder.builder.add_placeholder("b_cache", stand_in, user_input=False)
+    recorder.alias_state(real, stand_in)
+    assert recorder.lift_constant(real) is stand_in
+    with recorder.recording():
+        recorder.lift_constant(real).add_(x)  # how the frontend wraps the object it met
+        out = real * 2  # a native call handed the real object
+    assert not recorder.constants
+    write = recorder.node_of(stand_in)
+    assert write.target is aten.add_.Tensor and write.args[0] is placeholder
+    assert recorder.node_of(out).args[0] is write
+
+
 def test_a_factory_records_the_default_dtype_and_the_users_device():
     recorder = Recorder()
     _inputs(recorder, (1,))

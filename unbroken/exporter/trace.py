@@ -168,6 +168,7 @@ class Trace:
             if parameter:  # native code checks isinstance(p, nn.Parameter) (get_parameter...)
                 meta = torch.nn.Parameter(meta, requires_grad=False)
             stand_ins[id(tensor)] = meta
+            self.recorder.alias_state(tensor, meta)
             self._shadow(meta, tensor)
             self.output.mark_state(meta, parameter=parameter, requires_grad=tensor.requires_grad)
         node = self.builder.add_placeholder(name, meta, user_input=False, device=tensor.device)

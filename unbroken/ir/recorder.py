@@ -190,6 +190,15 @@ class Recorder(TorchDispatchMode):
         self._alive.append(real)
         return meta
 
+    def alias_state(self, real: torch.Tensor, meta: torch.Tensor) -> None:
+        """``real``, a parameter or buffer of the exported module, stands for its placeholder's
+        ``meta`` wherever the trace meets the object itself rather than the module attribute
+        (a cache object holding the tensor the module registered as a buffer): reads see the
+        trace's writes and writes are state mutations, as torch.export lifts it by identity,
+        instead of a constant copy of it."""
+        self._lifted[id(real)] = meta
+        self._alive.append(real)
+
     # ----------------------------------------------------------------- recording
     @contextlib.contextmanager
     def recording(self):

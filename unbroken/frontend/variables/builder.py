@@ -30,7 +30,7 @@ from ...symbolic.torch_compat import (
     function_apply_class,
 )
 from ..builtins import BuiltinVariable, ClassVariable
-from ..protocol import BoundMethodVariable
+from ..protocol import BoundMethodVariable, CallbackVariable
 from ..sources import ItemSource
 from .autograd_function import AutogradFunctionApplyVariable
 from .base import VariableTracker
@@ -290,6 +290,9 @@ def _wrap_descriptor(tx, value, source):
         return TorchFunctionVariable(value, source)
     if value is object.__setattr__:
         return ObjectSetattrVariable(value, source)
+    if isinstance(value, types.MethodWrapperType) and value.__name__ == "__get__" and \
+            isinstance(value.__self__, types.FunctionType):  # partialmethod binds through it
+        return _function_get(tx, value.__self__)
     if isinstance(value, types.MethodWrapperType) and type(value.__self__) in BUILTIN_TYPES:
         return _wrap_bound_builtin(tx, value)  # `(3).__add__` kept outside the trace
     if (owner in BUILTIN_TYPES or owner is object) and \
@@ -299,6 +302,17 @@ def _wrap_descriptor(tx, value, source):
         return PureCallableVariable(value, source)
     raise graph_break("UB108", f"the native method `{value!r}` is not supported",
                       frames=tx.user_frames())
+
+
+def _function_get(tx, function):
+    """``function.__get__``: ``(obj, cls)`` gives the method of ``obj`` (the function itself
+    for ``obj`` None), as a function binds when read from a class."""
+    def bind(tx, args):
+        if not args or (args[0].is_constant() and args[0].as_constant() is None):
+            return wrap(tx, function)
+        return BoundMethodVariable(args[0], wrap(tx, function))
+
+    return CallbackVariable(bind, f"`{function.__qualname__}.__get__`")
 
 
 def _wrap_class(tx, value, source):

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.frontend.parity import PARITY, check, check_breaks
+from tests.frontend.parity import PARITY, check
 
 # In the slice every Python x torch cell runs (`make test-slice`; ci/cells.txt).
 pytestmark = pytest.mark.matrix
@@ -162,9 +162,8 @@ def test_dict_counting(xs):
 @PARITY
 @given(xs=st.lists(st.integers(0, 3), max_size=8))
 def test_dict_argmax(xs):
-    # A known limitation: max(..., key=<bound method of a dict>) calls back from a builtin.
-    # When it is lifted this test fails: make it a `check`.
-    check_breaks("UB108", dict_argmax, xs)
+    # max(..., key=<bound method of a dict>): the dict's own method (builtin_methods)
+    check(dict_argmax, xs)
 
 
 # ---------------------------------------------------------------- namedtuples

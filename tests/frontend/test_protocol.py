@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import inspect
 import typing
 
@@ -259,3 +260,70 @@ def test_tensor_class_is_the_eager_class():
     model = TensorClassQueries()
     ep = unbroken.export(model, (x,))
     assert ep.module()(x).item() == model(x).item() == 2 ** 9 - 1
+
+
+# ---------------------------------------------------------------- descriptors on a class
+# Any callable stored on a class binds as Python binds it: an lru_cache wrapper (C __get__),
+# descriptor classes written in Python (interpreted __get__), a function's own __get__.
+
+class _Descriptors:
+    @functools.lru_cache(None)  # noqa: B019 - the construct under test (transformers does it)
+    def cached_scale(self, n):
+        return n * 2
+
+    def _power(self, n, p=2):
+        return n ** p
+
+    class _Bind:
+        def __get__(self, instance, owner):
+            return _Descriptors._power.__get__(instance, owner)
+
+    square = _Bind()
+
+    class _Twice:
+        def __get__(self, instance, owner):
+            return lambda n: instance.base * n * 2
+
+    twice = _Twice()
+
+    def __init__(self):
+        self.base = 5
+
+
+def test_descriptors_on_a_class_bind_as_in_python():
+    def f():
+        obj = _Descriptors()
+        return obj.cached_scale(4), obj.square(3), obj.twice(2)
+
+    expected = f()
+    actual = unbroken.frontend.interpret(f)
+    assert actual == expected == (8, 9, 20)
+
+
+_OUTSIDE = _Descriptors()
+
+
+class _UsesDescriptors(torch.nn.Module):
+    def forward(self, x):
+        return x * _OUTSIDE.cached_scale(3) + _OUTSIDE.square(2) + _OUTSIDE.twice(1)
+
+
+def test_lru_cache_method_of_an_outside_object_exports_as_torch():
+    x = torch.arange(3.0)
+    model = _UsesDescriptors()
+    for program in (unbroken.export(model, (x,)), torch.export.export(model, (x,))):
+        assert torch.equal(program.module()(x), model(x))
+
+
+def test_transformers_warning_once_is_a_method_of_the_logger():
+    hf_logging = pytest.importorskip("transformers.utils.logging")
+    logger = hf_logging.get_logger("unbroken.tests.warning_once")
+
+    class Warns(torch.nn.Module):
+        def forward(self, x):
+            logger.warning_once("shown once")
+            return x + 1
+
+    x = torch.arange(3.0)
+    for program in (unbroken.export(Warns(), (x,)), torch.export.export(Warns(), (x,))):
+        assert torch.equal(program.module()(x), x + 1)

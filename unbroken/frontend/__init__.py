@@ -24,7 +24,8 @@ foundation            ``sources`` (where a
 value model           ``variables.base`` (``VariableTracker`` and ``Interpreter``, the
                       interface through which trackers reach the interpreter),
                       ``variables.text`` (text computed when used), ``variables.native``
-                      (native callables), ``variables.constant``
+                      (native callables), ``variables.builtin_methods`` (the methods of
+                      builtin types: what reads, what mutates), ``variables.constant``
 object protocol       ``protocol``: attribute lookup and method binding, special-method
                       calls, subscript, iteration, calls: one implementation for all
 trackers              ``variables.tensor`` < ``grad_mode`` < ``containers`` <
@@ -51,7 +52,8 @@ LAYERS = (
     ("foundation", ("sources", "overlay", "budget", "opcodes.versions",
                     "trace_site", "paths")),
     ("value model", ("variables", "variables.base", "variables.text", "variables.native",
-                     "variables.constant", "variables.numpy_values")),
+                     "variables.builtin_methods", "variables.constant",
+                     "variables.numpy_values")),
     ("object protocol", ("protocol",)),
     ("trackers", ("variables.tensor", "variables.grad_mode", "variables.containers",
                   "variables.torch_calls", "variables.functions", "variables.objects",

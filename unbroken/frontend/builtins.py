@@ -23,7 +23,7 @@ from torch.utils import _pytree as pytree
 from ..symbolic.diagnostics.catalogue import GraphBreakError, graph_break
 from .protocol import BoundMethodVariable, iterate, lookup, read_attribute
 from .variables.base import AttributeMissing, VariableTracker
-from .variables.constant import ConstantVariable
+from .variables.constant import ConstantVariable, SetVariable
 from .variables.containers import (
     ChainVariable,
     DictVariable,
@@ -278,14 +278,8 @@ def _set(tx, iterable=None, *, cls=set):
     values = [] if iterable is None else iterate(tx, iterable)
     if all(v.is_constant() for v in values):
         return ConstantVariable(cls(v.as_constant() for v in values)) if cls is frozenset \
-            else _ConstantSetVariable(cls(v.as_constant() for v in values))
+            else SetVariable(cls(v.as_constant() for v in values))
     raise graph_break("UB117", "a set of tensors or symbolic values", frames=tx.user_frames())
-
-
-class _ConstantSetVariable(ConstantVariable):
-    """A set of constants (mutable in Python, but only ever holding constants here)."""
-
-    __slots__ = ()
 
 
 def _reduce_pairwise(fn):

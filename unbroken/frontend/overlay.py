@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from ..symbolic.diagnostics.catalogue import graph_break
 
 __all__ = ["DELETED", "HookTable", "Overlay", "StateWriteWarning", "TracedHook", "Write",
-           "refuse_in_branch"]
+           "contents_key", "refuse_in_branch"]
 
 DELETED = object()  # an overlay entry for an attribute deleted by the trace
 
@@ -35,7 +35,8 @@ class Write:
     obj: the object (kept alive, so its id stays its own); name: the attribute; original: its
     tracker before the first write (None: it had none); current: the latest tracker (or
     DELETED); frames: the user's frames of the latest write; kept: a write to the model's own
-    state, which may stay changed (see the module docstring)."""
+    state, which may stay changed (see the module docstring); snapshot: for the trace's copy
+    of a container the model holds (not a write: a read), its ``contents_key`` when taken."""
 
     obj: object
     name: str
@@ -44,6 +45,7 @@ class Write:
     frames: object
     kept: bool
     read_first: bool = False
+    snapshot: object = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,13 +131,15 @@ class Overlay:
         entry = self.entries.get((id(obj), name))
         return None if entry is None else entry.current
 
-    def write(self, obj, name, value, original, frames, *, kept: bool = False) -> None:
+    def write(self, obj, name, value, original, frames, *, kept: bool = False,
+              snapshot=None) -> None:
         """Record ``obj.name = value`` (``original``: the tracker it had, read before the
-        first write only); ``kept``: the model's own state, see the module docstring."""
+        first write only); ``kept``: the model's own state, see the module docstring;
+        ``snapshot``: see ``Write``."""
         entry = self.entries.get((id(obj), name))
         if entry is None:
             self.entries[(id(obj), name)] = Write(obj, name, original, value, frames, kept,
-                                                  (id(obj), name) in self.reads)
+                                                  (id(obj), name) in self.reads, snapshot)
         else:
             entry.current, entry.frames = value, frames
             entry.kept = entry.kept and kept
@@ -165,6 +169,8 @@ class Overlay:
             if not (entry.kept and entry.read_first) or entry.current is DELETED or \
                     entry.original is not None:  # a kept write with an original: a buffer,
                 continue                          # which the program writes back
+            if entry.snapshot is not None and entry.snapshot == contents_key(entry.current):
+                continue  # the trace's copy of a container, left as it was read
             before = vars(entry.obj).get(entry.name) if hasattr(entry.obj, "__dict__") else None
             if entry.current.is_constant() and entry.current.as_constant() == before:
                 continue
@@ -182,6 +188,16 @@ class Overlay:
 class StateWriteWarning(UserWarning):
     """forward() changes an attribute of the model that it also reads: each call of the
     exported program runs as eager's first call (see ``Overlay.warn_changed_state``)."""
+
+
+def contents_key(container) -> tuple:
+    """What a list, dict or set tracker holds, by identity of its element trackers (a set's
+    constants by value): equal keys, unchanged contents."""
+    if hasattr(container, "elements"):
+        return ("list", tuple(id(e) for e in container.elements))
+    if hasattr(container, "entries"):
+        return ("dict", tuple((k, id(v)) for k, v in container.entries.items()))
+    return ("set", frozenset(container.value))
 
 
 def refuse_in_branch(tx, what: str) -> None:

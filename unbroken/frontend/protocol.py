@@ -148,9 +148,37 @@ def lookup(tx, receiver: VariableTracker, name: str, *, instance=None, cls: type
         return BoundMethodVariable(receiver, tx.wrap(static))
     native = owner if instance is None else \
         super(after, instance) if after is not None else instance
+    if not own and after is None and not isinstance(static, _DESCRIPTOR_FIELDS):
+        bound = _bind_descriptor(tx, receiver, static, owner, instance)
+        if bound is not None:
+            return bound
     if isinstance(static, _DESCRIPTOR_FIELDS) or native is not instance:
         return tx.wrap(getattr(native, name), attr_source)
     return tx.wrap(static, attr_source)
+
+
+def _bind_descriptor(tx, receiver, static, owner: type, instance):
+    """Any other descriptor on the class (``functools.lru_cache`` installed as a method,
+    ``partialmethod``, ``cached_property``, a descriptor class of the program's own), bound
+    as Python binds it: a ``__get__`` written in Python is interpreted; a C one (the cache
+    wrapper's) is asked natively, and the method it binds to the instance gets the receiver's
+    tracker. None when ``static`` is not a descriptor (a plain class attribute)."""
+    get = class_attribute(type(static), "__get__")
+    if get is None or isinstance(static, types.BuiltinFunctionType):
+        return None
+    if isinstance(get, types.FunctionType):
+        return call_python(tx, get, [tx.wrap(static), receiver, tx.wrap(owner)])
+    if instance is None or isinstance(static, _BUILTIN_TYPE_METHODS):
+        return None
+    bound = static.__get__(instance, owner)  # a C binding: no effect but the bound object
+    if isinstance(bound, types.MethodType) and bound.__self__ is instance:
+        return BoundMethodVariable(receiver, tx.wrap(bound.__func__))
+    return None
+
+
+# Methods of builtin types (inherited by a subclass): bound by their own trackers.
+_BUILTIN_TYPE_METHODS = (types.MethodDescriptorType, types.WrapperDescriptorType,
+                         types.ClassMethodDescriptorType)
 
 
 def _lookup_on_class(tx, receiver, cls: type, name: str, attr_source):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..ir.recorder import Recorder
+from ..symbolic.torch_compat import export_flags
 from .output import TraceContext
 from .sources import LocalSource
 from .trace_site import TraceSite
@@ -46,7 +47,8 @@ def trace_call(output: TraceContext, callee, args: list, kwargs: dict, *,
                                         for i, a in enumerate(args)]),
                  "kwargs": DictVariable({k: wrap(tx, v, source(k)) for k, v in kwargs.items()})}
     try:
-        result = tx.run()
+        with export_flags():  # torch's code run natively asks them too
+            result = tx.run()
         write_back_buffers(tx)
     finally:
         output.exit_native_contexts()

@@ -16,9 +16,11 @@ This module is in the lowest layer (``symbolic``): it imports torch, never unbro
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import re
+import sys
 import warnings
 
 import torch
@@ -79,7 +81,7 @@ __all__ = [
     "TrainingIRVerifier", "SpecViolationError", "NodeSource", "NodeSourceAction",
     "StatefulGraphModule", "unlift_lifted_states", "core_aten_decompositions",
     "GLOBAL_MODULE_HOOKS", "global_module_hooks", "preload_dynamo", "torch_exception_class",
-    "user_error_type",
+    "user_error_type", "EXPORT_PREDICATES", "export_predicate", "export_flags",
 ]
 
 TESTED_TORCH = ((2, 13), (2, 14), (2, 15))
@@ -494,3 +496,49 @@ def user_error_type(name: str):
     """The member ``name`` of ``torch._dynamo.exc.UserErrorType`` (``CONSTRAINT_VIOLATION``,
     ``INVALID_INPUT``, ``ANTI_PATTERN``...): the ``error_type`` torch's ``UserError`` carries."""
     return getattr(importlib.import_module("torch._dynamo.exc").UserErrorType, name)
+
+
+# --- "am I compiling / exporting" -----------------------------------------------------------
+
+EXPORT_PREDICATES = (
+    ("torch.compiler", "is_compiling", True),
+    ("torch.compiler", "is_exporting", True),
+    ("torch.compiler", "is_dynamo_compiling", True),
+    ("torch._dynamo", "is_compiling", True),
+    ("torch._dynamo.external_utils", "is_compiling", True),
+    ("torch._utils", "is_compiling", True),
+    ("torch.jit", "is_scripting", False),
+    ("torch.jit", "is_tracing", False),
+    ("torch.jit._trace", "is_tracing", False),
+    ("torch._C", "_get_tracing_state", None),
+    ("torch.fx._symbolic_trace", "is_fx_tracing", False),
+    ("torch.fx._symbolic_trace", "is_fx_symbolic_tracing", False),
+)
+"""Every predicate by which torch's code and the libraries built on it ask whether they run
+under a compiler or an exporter: (module, name, the answer inside torch.export(strict=True)),
+measured against torch.export in tests/frontend/test_export_predicates.py. Library helpers
+(transformers' ``is_torchdynamo_compiling``...) are interpreted and end in one of these."""
+
+
+def export_predicate(fn) -> tuple[bool, object]:
+    """``(True, answer)`` when ``fn`` is one of ``EXPORT_PREDICATES`` (by identity; a module
+    not imported yet holds none), else ``(False, None)``."""
+    for module, name, answer in EXPORT_PREDICATES:
+        owner = sys.modules.get(module)
+        if owner is not None and getattr(owner, name, None) is fn:
+            return True, answer
+    return False, None
+
+
+@contextlib.contextmanager
+def export_flags():
+    """torch's compiling / exporting flags set for the duration of a trace, as torch.export
+    sets them (``torch._export.utils._compiling_state_context``): torch's own code that runs
+    natively (a leaf module's forward) then takes its export path. Restored on exit."""
+    compiler = torch.compiler
+    saved = (compiler._is_compiling_flag, compiler._is_exporting_flag)
+    compiler._is_compiling_flag = compiler._is_exporting_flag = True
+    try:
+        yield
+    finally:
+        compiler._is_compiling_flag, compiler._is_exporting_flag = saved

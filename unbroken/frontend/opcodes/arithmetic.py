@@ -15,8 +15,8 @@ from ..variables.constant import ConstantVariable
 from ..variables.containers import DictVariable, ListVariable, SequenceVariable, check_mutable
 from ..variables.nn_module import NNModuleVariable
 from ..variables.objects import NewObjectVariable, ObjectVariable
-from ..variables.tensor import TensorVariable
-from .registry import opcode
+from ..variables.tensor import SymbolicVariable, TensorVariable
+from .registry import guards_assert, opcode
 from .versions import PY311
 
 BINARY = {
@@ -133,7 +133,10 @@ def compare_op(tx, instruction):
     left = tx.pop()
     name = instruction.arg.name
     result = compare(tx, name.removesuffix("_CAST"), left, right)
-    tx.push(ConstantVariable(result.truth(tx)) if name.endswith("_CAST") else result)
+    if name.endswith("_CAST") and not (isinstance(result, (TensorVariable, SymbolicVariable))
+                                       and guards_assert(tx, 1)):  # an assert checks it later
+        result = ConstantVariable(result.truth(tx))
+    tx.push(result)
 
 
 def is_same(a, b) -> bool:

@@ -5,14 +5,17 @@ from __future__ import annotations
 import importlib.util
 import sys
 
-from ...symbolic.diagnostics.catalogue import graph_break
+import torch
+
+from ...symbolic.diagnostics.catalogue import GraphBreakError, graph_break
 from ..protocol import iterate, special_method
 from ..variables.builder import wrap
 from ..variables.constant import ConstantVariable
 from ..variables.containers import IteratorVariable
 from ..variables.grad_mode import GradModeVariable
 from ..variables.objects import ContextManagerVariable, NewObjectVariable
-from .registry import CONVENTIONS, opcode
+from ..variables.tensor import SymbolicVariable, TensorVariable
+from .registry import CONVENTIONS, guards_assert, opcode
 from .versions import PY311, PY313, since
 
 
@@ -23,10 +26,48 @@ def jump(tx, instruction):
 
 def _branch(jump_if: bool):
     def handler(tx, instruction):
-        if tx.pop().truth(tx) is jump_if:
+        condition = tx.pop()
+        if guards_assert(tx) and _assert_at_run_time(tx, condition, jump_if):
+            tx.jump(instruction)  # the assertion holds from here on, checked by the program
+        elif condition.truth(tx) is jump_if:
             tx.jump(instruction)
 
     return handler
+
+
+def _assert_at_run_time(tx, condition, holds_if: bool) -> bool:
+    """``assert`` on tensor data becomes a check the program makes when it runs, as
+    torch.export makes it: a one-element tensor condition an ``aten._assert_async`` node, a
+    condition on a value read from a tensor (``.item()``) an ``aten._assert_scalar`` (through
+    ``torch._check``, which also teaches the shape environment the fact). False (nothing
+    recorded) for a condition known now, which the branch then decides."""
+    if isinstance(condition, TensorVariable):
+        if condition.meta.numel() != 1:  # eager's bool() refuses it: the branch reports it
+            return False
+        if not holds_if:
+            condition = tx.call_leaf(torch.logical_not, [condition], {})
+        tx.call_leaf(torch.ops.aten._assert_async.msg, [condition, ConstantVariable(
+            "assertion error")], {})
+        return True
+    if isinstance(condition, SymbolicVariable) and isinstance(condition.value, torch.SymBool) \
+            and _data_dependent(tx, condition):
+        if not holds_if:
+            condition = tx.call_leaf(torch.sym_not, [condition], {})
+        tx.call_leaf(torch._check, [condition], {})
+        return True
+    return False
+
+
+def _data_dependent(tx, condition) -> bool:
+    """The truth of ``condition`` cannot be decided from the sizes (it reads tensor data)."""
+    try:
+        with tx.output.leaf_errors():
+            bool(condition.value)
+    except GraphBreakError as error:
+        if error.code == "UB105":
+            return True
+        raise
+    return False
 
 
 opcode("POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_TRUE", versions=(PY311,))(
@@ -59,8 +100,13 @@ opcode("POP_JUMP_IF_NOT_NONE", versions=since((3, 12)))(_none_branch(False))
 
 @opcode("TO_BOOL", versions=(PY313,))
 def to_bool(tx, instruction):
-    """3.13: the truth test before a branch or ``not`` is its own instruction."""
-    tx.push(ConstantVariable(tx.pop().truth(tx)))
+    """3.13: the truth test before a branch or ``not`` is its own instruction. Before an
+    ``assert``'s branch a tensor or symbolic condition stays as it is (checked at run time)."""
+    value = tx.pop()
+    if isinstance(value, (TensorVariable, SymbolicVariable)) and guards_assert(tx, 1):
+        tx.push(value)
+        return
+    tx.push(ConstantVariable(value.truth(tx)))
 
 
 def _jump_or_pop(jump_if: bool):

@@ -14,7 +14,8 @@ import dis
 from ..variables.base import VariableTracker
 from .versions import ALL, CURRENT, OPCODES, conventions
 
-__all__ = ["HANDLERS", "NULL", "opcode", "pop_callable", "push_callable", "unhandled_opcodes"]
+__all__ = ["HANDLERS", "NULL", "opcode", "pop_callable", "push_callable", "unhandled_opcodes",
+           "guards_assert"]
 
 HANDLERS: dict = {}
 CONVENTIONS = conventions()
@@ -75,3 +76,12 @@ def pop_callable(tx) -> tuple:
     if not CONVENTIONS.null_after_callable and lower is NULL:
         return upper, NULL
     return lower, upper
+
+
+def guards_assert(tx, ahead: int = 0) -> bool:
+    """The instruction ``ahead`` of the next one is an ``assert``'s branch: falling through it
+    raises AssertionError (``LOAD_ASSERTION_ERROR`` follows). ``ahead`` 1 asks it of the
+    instruction before a branch (3.13's ``TO_BOOL``, a comparison that casts to bool)."""
+    index = tx.ip + ahead
+    following = tx.instructions[index] if index < len(tx.instructions) else None
+    return following is not None and following.name == "LOAD_ASSERTION_ERROR"

@@ -30,11 +30,16 @@ from ...symbolic.torch_compat import (
     function_apply_class,
 )
 from ..builtins import BuiltinVariable, ClassVariable
-from ..protocol import BoundMethodVariable
+from ..protocol import BoundMethodVariable, CallbackVariable
 from ..sources import ItemSource
 from .autograd_function import AutogradFunctionApplyVariable
 from .base import VariableTracker
-from .constant import ConstantVariable, is_constant_value
+from .builtin_methods import (
+    BUILTIN_TYPES,
+    BuiltinClassFunctionVariable,
+    UnboundBuiltinMethodVariable,
+)
+from .constant import ConstantVariable, SetVariable, is_constant_value
 from .containers import (
     DictVariable,
     ListVariable,
@@ -193,6 +198,11 @@ def _wrap_mapping_view(tx, value, source):
     return ListVariable([wrap(tx, v) for v in value])
 
 
+def _wrap_set(tx, value, source):
+    """A set of constants; one from outside the trace (it has a source) is read-only."""
+    return SetVariable(value, source, external=source is not None)
+
+
 def _wrap_slice(tx, value, source):
     return SliceVariable([wrap(tx, v) for v in (value.start, value.stop, value.step)], source)
 
@@ -222,6 +232,10 @@ def _wrap_builtin(tx, value, source):
                                    AutogradFunctionApplyVariable(FUNCTION_APPLY, None))
     if value is object.__new__:
         return ObjectNewVariable(value, source)
+    if _builtin_class_function(value):  # dict.fromkeys, int.from_bytes, str.maketrans...
+        return BuiltinClassFunctionVariable(value, source)
+    if type(getattr(value, "__self__", None)) in BUILTIN_TYPES:  # `"-".join` kept outside
+        return _wrap_bound_builtin(tx, value)
     module = getattr(value, "__module__", None) or ""
     if module == "builtins":
         return BuiltinVariable(value, source)
@@ -247,6 +261,28 @@ _READ_ONLY_METHODS = frozenset({"get", "keys", "values", "items", "__getitem__",
                                 "__len__", "copy", "index", "count", "__iter__"})
 
 
+def _builtin_class_function(value) -> bool:
+    """A class-level function of a builtin type (a class method bound to the type, a static
+    method such as ``str.maketrans``): pure, it only builds a new value."""
+    owner = getattr(value, "__self__", None)
+    if owner is None:  # a static method: found on the type its qualified name gives
+        name = getattr(value, "__qualname__", "").partition(".")[0]
+        owner = next((t for t in BUILTIN_TYPES if t.__name__ == name), None)
+        return owner is not None and getattr(owner, value.__name__, None) is value
+    return owner in BUILTIN_TYPES
+
+
+def _wrap_bound_builtin(tx, value):
+    """A method of a builtin value, bound outside the trace (``sep.join`` stored on an
+    object): the value's own method, on its tracker; a mutable receiver is not the trace's."""
+    receiver = wrap(tx, value.__self__)
+    if hasattr(receiver, "external"):
+        receiver.external = True
+    owner = type(value.__self__)
+    return UnboundBuiltinMethodVariable(owner, value.__name__,
+                                        getattr(owner, value.__name__)).bind(tx, receiver)
+
+
 def _wrap_method(tx, value, source):
     receiver = wrap(tx, value.__self__)
     return BoundMethodVariable(receiver, wrap(tx, value.__func__))
@@ -260,10 +296,29 @@ def _wrap_descriptor(tx, value, source):
         return TorchFunctionVariable(value, source)
     if value is object.__setattr__:
         return ObjectSetattrVariable(value, source)
+    if isinstance(value, types.MethodWrapperType) and value.__name__ == "__get__" and \
+            isinstance(value.__self__, types.FunctionType):  # partialmethod binds through it
+        return _function_get(tx, value.__self__)
+    if isinstance(value, types.MethodWrapperType) and type(value.__self__) in BUILTIN_TYPES:
+        return _wrap_bound_builtin(tx, value)  # `(3).__add__` kept outside the trace
+    if (owner in BUILTIN_TYPES or owner is object) and \
+            not isinstance(value, types.MethodWrapperType):
+        return UnboundBuiltinMethodVariable(owner, value.__name__, value, source)
     if owner in (str, int, float, tuple, list, dict, bytes, object, re.Pattern, re.Match):
         return PureCallableVariable(value, source)
     raise graph_break("UB108", f"the native method `{value!r}` is not supported",
                       frames=tx.user_frames())
+
+
+def _function_get(tx, function):
+    """``function.__get__``: ``(obj, cls)`` gives the method of ``obj`` (the function itself
+    for ``obj`` None), as a function binds when read from a class."""
+    def bind(tx, args):
+        if not args or (args[0].is_constant() and args[0].as_constant() is None):
+            return wrap(tx, function)
+        return BoundMethodVariable(args[0], wrap(tx, function))
+
+    return CallbackVariable(bind, f"`{function.__qualname__}.__get__`")
 
 
 def _wrap_class(tx, value, source):
@@ -312,6 +367,7 @@ _BUILDERS = [
     # a read-only view of a dict (inspect.Signature.parameters): a dict that cannot change
     (lambda v: isinstance(v, types.MappingProxyType), _wrap_dict),
     (lambda v: isinstance(v, slice), _wrap_slice),
+    (lambda v: type(v) is set and all(is_constant_value(e) for e in v), _wrap_set),
     (lambda v: isinstance(v, (collections.abc.ItemsView, collections.abc.KeysView,
                               collections.abc.ValuesView)), _wrap_mapping_view),
     # higher-order operators (torch.ops.higher_order.cond...) are answered by torch_calls

@@ -6,10 +6,11 @@ import types
 import torch
 
 from ...symbolic.diagnostics.catalogue import graph_break
-from .base import AttributeMissing, VariableTracker
+from .base import CREATION_ORDER, AttributeMissing, VariableTracker
+from .builtin_methods import BuiltinMethodVariable, builtin_owner, is_builtin_method
 from .native import PureCallableVariable
 
-__all__ = ["ConstantVariable", "is_constant_value", "CONSTANT_TYPES"]
+__all__ = ["ConstantVariable", "SetVariable", "is_constant_value", "CONSTANT_TYPES"]
 
 CONSTANT_TYPES = (int, float, bool, complex, str, bytes, type(None), type(Ellipsis),
                   type(NotImplemented), torch.dtype, torch.device, torch.layout,
@@ -70,6 +71,29 @@ class ConstantVariable(VariableTracker):
             attr = getattr(self.value, name)
         except AttributeError:
             raise AttributeMissing(name) from None
+        owner = builtin_owner(self.value)
+        if owner is not None and is_builtin_method(owner, name):
+            return BuiltinMethodVariable(self, owner, name)
         if isinstance(attr, types.BuiltinMethodType) and attr.__self__ is self.value:
             return PureCallableVariable(attr)
         return tx.wrap(attr)
+
+
+class SetVariable(ConstantVariable):
+    """A ``set`` of constants (``value``: the set itself). Its methods run natively
+    (``variables.builtin_methods``); the mutating ones only on a set the trace made.
+
+    external: the set exists outside the trace (a module attribute, a global): reading it is
+              fine, changing it would be a side effect the exported program cannot replay.
+    created:  creation stamp (see ``check_mutable``)."""
+
+    __slots__ = ("external", "created")
+
+    def __init__(self, value: set, source=None, *, external=False):
+        super().__init__(value, source)
+        self.external = external
+        self.created = next(CREATION_ORDER)
+
+    def describe(self) -> str:
+        where = f" `{self.source.name()}`" if self.source is not None else ""
+        return f"the set{where}"

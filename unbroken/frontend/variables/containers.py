@@ -2,12 +2,24 @@
 and their methods (``xs.append(t)``, ``d.items()``...)."""
 from __future__ import annotations
 
+import inspect
+
 import torch
 
 from ...symbolic.diagnostics.catalogue import TracedException, graph_break
 from ..protocol import class_attribute, lookup
 from .base import CREATION_ORDER, AttributeMissing, VariableTracker
-from .constant import ConstantVariable
+from .builtin_methods import (
+    MUTATES,
+    REFUSED,
+    STRUCTURAL,
+    bind_native,
+    call_natively,
+    check_mutable,
+    method_kind,
+    refuse,
+)
+from .constant import ConstantVariable, is_constant_value
 from .tensor import SymbolicVariable, TensorVariable
 
 __all__ = ["check_mutable", "GeneratorVariable", "TupleVariable", "ListVariable", "SizeVariable",
@@ -21,6 +33,7 @@ class SequenceVariable(VariableTracker):
 
     __slots__ = ("elements",)
     python_class: type = tuple
+    models_builtin = True  # the builtin type's own methods apply (builtin_methods)
 
     def __init__(self, elements, source=None):
         super().__init__(source)
@@ -163,20 +176,6 @@ class ListVariable(SequenceVariable):
         return ListVariable(elements)
 
 
-def check_mutable(tx, container, what: str) -> None:
-    """Refuse ``what`` (a mutation) on a list, dict, cell or object that lives outside the
-    trace, or outside the torch.cond branch being traced."""
-    if getattr(container, "external", False):
-        error = graph_break("UB107", f"{what} modifies {container.describe()}, which exists "
-                            "outside forward()", frames=tx.user_frames())
-        if not tx.output.recover(error):  # find-all mode: go on mutating the trace's copy
-            raise error
-    if tx.output.created_outside_branch(getattr(container, "created", 0)):
-        raise graph_break("UB107", f"{what} modifies {container.describe()} from inside a "
-                          "torch.cond branch (both branches are traced, one runs)",
-                          frames=tx.user_frames())
-
-
 class SliceVariable(VariableTracker):
     """A slice whose bounds may be symbolic. ``parts``: (start, stop, step) trackers."""
 
@@ -203,6 +202,7 @@ class DictVariable(VariableTracker):
     """A dict with constant (hashable, trace-time known) keys. ``entries``: key -> tracker."""
 
     __slots__ = ("entries", "python_class", "external", "created")
+    models_builtin = True  # dict's own methods apply (builtin_methods)
 
     def __init__(self, entries: dict, source=None, python_class: type = dict, *,
                  external=False):
@@ -395,17 +395,115 @@ _NONE = ConstantVariable(None)
 
 
 def call_container_method(tx, container, name: str, args: list, kwargs: dict) -> VariableTracker:
-    """``container.name(*args, **kwargs)`` for a list/tuple/dict tracker."""
+    """``container.name(*args, **kwargs)`` for a list/tuple/dict tracker.
+
+    On constants, CPython runs the method on a native model of the container (its own
+    semantics and errors). Where tensors or callables are involved, the methods implemented
+    here on the trackers run; the remaining ones that only move elements run on the native
+    model with each tracked element opaque (``_call_on_native_model``)."""
+    owner = _BUILTIN_MODEL.get(type(container))
+    if owner is not None and container.python_type() is not owner:
+        owner = None  # an OrderedDict, a mapping proxy: their own methods differ
+    if owner is not None and _all_constant(container, args, kwargs):
+        return _call_on_native_model(tx, container, owner, name, args, kwargs)
     table = _DICT_METHODS if isinstance(container, DictVariable) else _SEQUENCE_METHODS
     handler = table.get(name)
     if handler is not None:
+        try:  # the method's own arity (the handlers take the same parameters)
+            inspect.signature(handler).bind(tx, container, *args, **kwargs)
+        except TypeError as exc:
+            raise tx.user_exception(TypeError(f"{name}(): {exc}")) from None
         return handler(tx, container, *args, **kwargs)
+    if owner is not None:
+        return _call_on_native_model(tx, container, owner, name, args, kwargs)
     if container.is_constant() and all(a.is_constant() for a in args):
         method = getattr(container.as_constant(), name)
         return tx.wrap(method(*(a.as_constant() for a in args),
                                **{k: v.as_constant() for k, v in kwargs.items()}))
     raise graph_break("UB117", f"the method `{name}` of {container.describe()} is not supported "
                       "on values that hold tensors")
+
+
+def _all_constant(container, args, kwargs) -> bool:
+    """The native model of the call holds no opaque element."""
+    model = _NativeModel()
+    model.container(container)
+    for value in [*args, *kwargs.values()]:
+        model.container(value)
+    return not model.opaque
+
+
+class _Element:
+    """Stands for a tracked element (a tensor, a nested container, an object) inside the
+    native model of a container: methods that only move elements carry it along unseen."""
+
+    __slots__ = ("tracker",)
+
+    def __init__(self, tracker):
+        self.tracker = tracker
+
+
+class _NativeModel:
+    """A one-level native model of list/tuple/dict trackers: constants as themselves, every
+    other element as an ``_Element`` standing for its tracker; and back."""
+
+    def __init__(self):
+        self.opaque = False  # some element is not a constant
+
+    def element(self, tracker):
+        if isinstance(tracker, ConstantVariable) and is_constant_value(tracker.value):
+            return tracker.value
+        self.opaque = True
+        return _Element(tracker)
+
+    def container(self, tracker):
+        if type(tracker) is ListVariable:
+            return [self.element(e) for e in tracker.elements]
+        if type(tracker) is TupleVariable:
+            return tuple(self.element(e) for e in tracker.elements)
+        if type(tracker) is DictVariable:
+            return {k: self.element(v) for k, v in tracker.entries.items()}
+        return self.element(tracker)
+
+    def tracker(self, tx, value):
+        if isinstance(value, _Element):
+            return value.tracker
+        if type(value) is list:
+            return ListVariable([self.tracker(tx, v) for v in value])
+        if type(value) is tuple and any(isinstance(v, _Element) for v in value):
+            return TupleVariable([self.tracker(tx, v) for v in value])
+        if type(value) is dict:
+            return DictVariable({k: self.tracker(tx, v) for k, v in value.items()})
+        if type(value).__name__.endswith("iterator"):
+            return IteratorVariable([self.tracker(tx, v) for v in value])
+        return tx.wrap(value)
+
+
+def _call_on_native_model(tx, container, owner: type, name: str, args, kwargs):
+    """``owner.name(container, *args)`` run by CPython on the native model of the container
+    and of its arguments; a mutation is written back into the container's tracker."""
+    kind, reason = method_kind(owner, name)
+    if kind == REFUSED:
+        raise refuse(tx, owner, name, reason)
+    if kind == MUTATES:
+        check_mutable(tx, container, f"`.{name}()`")
+    model = _NativeModel()
+    receiver = model.container(container)
+    values = [model.container(a) for a in args]
+    named = {k: model.container(v) for k, v in kwargs.items()}
+    if model.opaque and name not in STRUCTURAL[owner]:
+        raise graph_break("UB117", f"the method `{name}` of {container.describe()} compares "
+                          "or prints elements that are not constants (tensors, sizes, objects)",
+                          frames=tx.user_frames())
+    result = call_natively(tx, bind_native(owner, name, receiver), values, named)
+    if kind == MUTATES:
+        if isinstance(container, DictVariable):  # in place: views share the entries
+            entries = {k: model.tracker(tx, v) for k, v in receiver.items()}
+            container.entries.clear()
+            container.entries.update(entries)
+        else:
+            container.elements[:] = [model.tracker(tx, v) for v in receiver]
+    return container if result is receiver else model.tracker(tx, result)
 
 
 def _mutable(tx, container, name):
@@ -573,6 +671,9 @@ _DICT_METHODS = {"__setitem__": _dict_setitem, "__getitem__": _dict_getitem,
                  "items": _items, "keys": _keys, "values": _values, "get": _get,
                  "pop": _dict_pop, "setdefault": _setdefault, "update": _update, "clear": _clear,
                  "copy": _copy}
+
+# The trackers that model a builtin type exactly: its other methods run on a native model.
+_BUILTIN_MODEL = {ListVariable: list, TupleVariable: tuple, DictVariable: dict}
 
 assert all(hasattr(list, n) for n in _SEQUENCE_METHODS), "unknown list method in table"
 assert all(hasattr(dict, n) for n in _DICT_METHODS), "unknown dict method in table"

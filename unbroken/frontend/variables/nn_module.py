@@ -17,13 +17,13 @@ from torch.utils import _pytree as pytree
 from ...symbolic.diagnostics import UnsupportedError
 from ...symbolic.diagnostics.catalogue import GraphBreakError, graph_break
 from ...symbolic.torch_compat import GLOBAL_MODULE_HOOKS, global_module_hooks, parse_to_arguments
-from ..overlay import refuse_in_branch
+from ..overlay import contents_key, refuse_in_branch
 from ..protocol import BoundMethodVariable, call_python, class_attribute, getattr_fallback, lookup
 from ..sources import AttrSource, ModuleSource
 from ..trace_site import stack_key
 from .base import VariableTracker
-from .constant import ConstantVariable
-from .containers import DictVariable, TupleVariable
+from .constant import ConstantVariable, SetVariable
+from .containers import DictVariable, ListVariable, TupleVariable
 from .functions import TorchFunctionVariable, UserFunctionVariable, is_pytorch_module_name
 from .module_hooks import (
     REGISTER_METHODS,
@@ -99,7 +99,7 @@ class NNModuleVariable(VariableTracker):
         tx.output.overlay.note_read(module, name)
         found = lookup(tx, self, name, instance=module, source=self.source)
         if found is not None:
-            return self._check_method(tx, found, name)
+            return self._check_method(tx, _state_copy(tx, module, name, found), name)
         for table in ("_parameters", "_buffers"):
             if name in module.__dict__.get(table, {}):
                 value = module.__dict__[table][name]
@@ -294,6 +294,35 @@ def assign_module_attribute(tx, var: NNModuleVariable, name: str, value) -> None
     # it); reading another one would lift values the program never uses
     original = var.getattr(tx, name) if name_is_buffer(module, name) else None
     tx.output.overlay.write(module, name, value, original, tx.user_frames(), kept=True)
+
+
+def _state_copy(tx, module, name: str, found):
+    """A list, dict or set held by a module of the model (a cache filled by item assignment,
+    a list appended to): the trace works on its own copy, kept in the overlay like an
+    attribute write, so forward() reads back what it wrote and the model is left unchanged
+    (torch.export restores it likewise). A change to it warns as an attribute write does."""
+    if not isinstance(found, (ListVariable, DictVariable, SetVariable)) or not found.external \
+            or is_leaf_module(module) or tx.output.branch_starts:  # (a cond branch: refused)
+        return found
+    copy = _owned(found)
+    tx.output.overlay.write(module, name, copy, None, tx.user_frames(), kept=True,
+                            snapshot=contents_key(copy))
+    return copy
+
+
+def _owned(tracker):
+    """``tracker`` and the containers inside it made the trace's own (no longer external; a
+    set's value copied, since its tracker holds the set itself)."""
+    if isinstance(tracker, SetVariable):
+        return SetVariable(set(tracker.value), tracker.source)
+    if isinstance(tracker, ListVariable):
+        tracker.elements[:] = [_owned(e) for e in tracker.elements]
+    elif isinstance(tracker, DictVariable):
+        tracker.entries.update({k: _owned(v) for k, v in tracker.entries.items()})
+    else:
+        return tracker
+    tracker.external = False
+    return tracker
 
 
 def write_back_buffers(tx) -> None:

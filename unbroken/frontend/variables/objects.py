@@ -28,6 +28,7 @@ from ..protocol import (
 )
 from ..sources import AttrSource
 from .base import CREATION_ORDER, AttributeMissing, VariableTracker
+from .builtin_methods import BUILTIN_TYPES, call_natively
 from .constant import ConstantVariable
 from .containers import ContainerMethodVariable, DictVariable, TupleVariable, check_mutable
 from .native import PureCallableVariable
@@ -280,6 +281,9 @@ class ObjectSetattrVariable(PureCallableVariable):
             raise tx.user_exception(TypeError("object.__setattr__() takes 3 arguments"))
         if isinstance(args[0], NewObjectVariable):
             args[0].attributes[args[1].as_constant()] = args[2]
+        elif args[0].python_type() in BUILTIN_TYPES:  # no attributes: CPython's AttributeError
+            call_natively(tx, object.__setattr__, [args[0].unwrap(tx), args[1].as_constant(),
+                                                  None], {})
         else:
             args[0].setattr(tx, args[1].as_constant(), args[2])
         return ConstantVariable(None)

@@ -9,7 +9,12 @@ import torch
 from torch.utils import _pytree as pytree
 
 from ...symbolic.diagnostics.catalogue import GraphBreakError, graph_break
-from ...symbolic.torch_compat import collective_remaps, map_function, set_grad_enabled
+from ...symbolic.torch_compat import (
+    collective_remaps,
+    export_predicate,
+    map_function,
+    set_grad_enabled,
+)
 from .constant import ConstantVariable
 from .containers import ListVariable
 from .tensor import LAYOUT_ALIASING, SymbolicVariable, TensorVariable, note_layout_aliasing
@@ -150,10 +155,6 @@ _GLOBAL_STATE_SETTERS = ("manual_seed", "seed", "set_rng_state", "set_default_dt
 _SPECIAL = {
     torch.tensor: _tensor_from_data("tensor"),
     torch.as_tensor: _tensor_from_data("as_tensor"),
-    torch.compiler.is_compiling: _constant(True),
-    torch.compiler.is_exporting: _constant(True),
-    torch.jit.is_scripting: _constant(False),
-    torch.jit.is_tracing: _constant(False),
     torch._check: _check,
     torch._check_is_size: _check_is_size,
     torch.cond: lambda tx, args, kwargs: call_cond(tx, *args, **kwargs),
@@ -348,6 +349,9 @@ def _special(fn):
     while fn is not None and _hashable(fn):
         if fn in _SPECIAL:
             return _SPECIAL[fn]
+        known, answer = export_predicate(fn)  # torch.compiler.is_compiling() and kin
+        if known:
+            return _constant(answer)
         fn = getattr(fn, "__wrapped__", None)
     return None
 

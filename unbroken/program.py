@@ -19,12 +19,12 @@ file format (``unbroken.save``/``unbroken.load``).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.export
 
-from unbroken.ir import printer, runtime, serialize, verifier
+from unbroken.ir import printer, verifier
 from unbroken.ir.fake import hints_of
 from unbroken.ir.grad_regions import to_flat_regions
 from unbroken.ir.meta_keys import LAYOUT_READ
@@ -33,6 +33,9 @@ from unbroken.ir.verifier import DialectViolation
 from unbroken.passes.decompose import decompose
 from unbroken.symbolic.diagnostics import ExportUsageError
 from unbroken.symbolic.torch_compat import SpecViolationError
+
+if TYPE_CHECKING:
+    from unbroken.ir import serialize
 
 __all__ = ["ExportedProgram", "load", "save"]
 
@@ -111,6 +114,8 @@ class ExportedProgram(torch.export.ExportedProgram):
         (unbroken's messages), runs the graph and writes mutations back.
         ``check_guards`` is accepted for torch's callers; the checks are a pre-hook either way.
         See :mod:`unbroken.ir.runtime`."""
+        from unbroken.ir import runtime  # torch's unlifting imports torch._dynamo (~1.4 s)
+
         return runtime.build_module(self)
 
     def run_decompositions(self, decomp_table=None, decompose_custom_triton_ops=False):
@@ -155,10 +160,14 @@ class ExportedProgram(torch.export.ExportedProgram):
 
 def save(program: ExportedProgram, f) -> None:
     """Write ``program`` to ``f`` (a path or a binary file object) in unbroken's format."""
+    from unbroken.ir import serialize  # on first use: an export does not need the format
+
     serialize.save(program.parts(), f)
 
 
 def load(f, *, limits: serialize.Limits | None = None) -> ExportedProgram:
     """Read a program written by :func:`save` (never runs code from the file; see
     :func:`unbroken.ir.serialize.load` for ``limits`` and the guarantees)."""
+    from unbroken.ir import serialize
+
     return serialize.load(f, ExportedProgram.from_parts, limits=limits)

@@ -25,7 +25,7 @@ from torch.utils import _pytree as pytree
 
 from ..symbolic.diagnostics import UnsupportedError, format_stack
 from ..symbolic.functions import function_of
-from ..symbolic.torch_compat import set_grad_enabled
+from ..symbolic.torch_compat import LazyGraphModule, set_grad_enabled
 from .meta_keys import USER_FRAMES
 
 __all__ = ["GraphBuilder", "meta_like"]
@@ -86,8 +86,10 @@ class GraphBuilder:
         return self._scopes[0].graph
 
     def graph_module(self) -> fx.GraphModule:
-        """The root graph as a GraphModule that owns the subgraphs it references."""
-        return self._scopes[0].module()
+        """The root graph as a GraphModule that owns the subgraphs it references. Its code is
+        generated lazily (``LazyGraphModule``): the passes after the capture ``recompile()``
+        it several times, and the program's module is made from its graph anyway."""
+        return self._scopes[0].module(lazy=True)
 
     def unique_name(self, base: str) -> str:
         base = _sanitize(base)
@@ -467,8 +469,8 @@ class _Scope:
         self.modules[name] = module
         return name
 
-    def module(self) -> fx.GraphModule:
+    def module(self, lazy: bool = False) -> fx.GraphModule:
         owner = torch.nn.Module()
         for name, module in self.modules.items():
             owner.add_module(name, module)
-        return fx.GraphModule(owner, self.graph)
+        return (LazyGraphModule if lazy else fx.GraphModule)(owner, self.graph)

@@ -37,6 +37,7 @@ import torch._higher_order_ops.wrap
 import torch._ops
 import torch._subclasses.fake_tensor
 import torch.export.dynamic_shapes
+import torch.fx._lazy_graph_module
 import torch.fx.experimental._config
 import torch.fx.passes.shape_prop
 import torch.fx.traceback
@@ -58,7 +59,7 @@ __all__ = [
     "wrap_with_set_grad_enabled", "map_function", "FakeTensor", "FakeTensorMode",
     "TensorMetadata", "extract_tensor_metadata", "symbolic_shapes_config", "Verifier",
     "TrainingIRVerifier", "SpecViolationError", "NodeSource", "NodeSourceAction",
-    "core_aten_decompositions",
+    "core_aten_decompositions", "LazyGraphModule",
     "GLOBAL_MODULE_HOOKS", "global_module_hooks", "preload_dynamo", "SYMPY_FUNCTION_NAMES",
 ]
 
@@ -352,6 +353,12 @@ TrainingIRVerifier = torch._export.verifier.TrainingIRVerifier
 
 SpecViolationError = torch._export.verifier.SpecViolationError
 """What torch's verifiers raise."""
+
+LazyGraphModule = torch.fx._lazy_graph_module._LazyGraphModule
+"""A ``GraphModule`` whose ``recompile()`` only marks the code stale: the code is generated
+when first read or called. The graph an export builds goes through several passes that each
+``recompile()``; the program's own module (torch's constructor) generates it once. All
+releases."""
 
 NodeSource = torch.fx.traceback.NodeSource
 """Provenance record of a node (``node.meta["from_node"]``)."""

@@ -21,7 +21,7 @@ import re
 import sympy
 import torch
 import torch.fx as fx
-from torch.utils import _pytree as pytree
+from torch.fx.node import map_aggregate
 
 from ..symbolic.diagnostics import UnsupportedError, format_stack
 from ..symbolic.functions import function_of
@@ -258,8 +258,8 @@ class GraphBuilder:
         """Append ``func(*args, **kwargs)`` whose value is ``out``: tensor arguments become
         the nodes holding them, symbolic values the nodes computing them."""
         node = self.graph.create_node(
-            "call_function", func, pytree.tree_map(self._as_arg, tuple(args)),
-            pytree.tree_map(self._as_arg, dict(kwargs)), name=node_name(func))
+            "call_function", func, map_aggregate(tuple(args), self._as_arg),
+            map_aggregate(dict(kwargs), self._as_arg), name=node_name(func))
         self.annotate(node, out)
         return node
 

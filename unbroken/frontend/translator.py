@@ -168,6 +168,7 @@ class InstructionTranslator:
         self.parent = parent
         self.depth = 0 if parent is None else parent.depth + 1
         self.instructions = decode(code)
+        self._frames: dict = {}  # line -> UserFrame (frame())
         self.stack: list[VariableTracker] = []
         self.ip = 0
         self.lineno = code.co_firstlineno
@@ -281,7 +282,14 @@ class InstructionTranslator:
 
     # ----------------------------------------------------------------- locations
     def frame(self):
-        return frame_from_code(self.code.co_filename, self.lineno, self.code.co_name)
+        """The frame this translator is at (its current line); one object per line, since
+        every recorded op asks for the whole stack."""
+        frame = self._frames.get(self.lineno)
+        if frame is None:
+            code = self.code
+            frame = self._frames[self.lineno] = frame_from_code(code.co_filename, self.lineno,
+                                                                code.co_name)
+        return frame
 
     def user_frames(self) -> tuple:
         """The user's stack, outermost first, ending at this translator's current line."""

@@ -15,8 +15,11 @@
 #                   (ci/matrix), then a table of the results; CELLS="3.12-2.14.1 ..." runs only
 #                   those, KEEP=1 keeps the venvs it builds (~5 GB each), REPORT=FILE writes the
 #                   table as Markdown
-#   make bench      export time of unbroken vs torch.export on the model zoo (the JSON of the
-#                   run: benchmarks/results/export-time-<date>-<cell>.json)
+#   make bench      export time of unbroken vs torch.export strict and non-strict, interleaved
+#                   in one process (medians, spread, a FakeTensorMode forward as the floor,
+#                   fresh-process columns), on the zoo and six Hugging Face models with
+#                   attention masks (the JSON and Markdown of the run:
+#                   benchmarks/results/export-time-<date>-<cell>.{json,md})
 #   make corpus     unbroken vs torch.export strict/non-strict on ~120 real models and programs,
 #                   one fresh process each (benchmarks/corpus.py; slow: 77 min with --jobs 2
 #                   --single-call on 2 busy cores). Options through ARGS, e.g.
@@ -99,12 +102,13 @@ CELL_OF_VENV = $(PY) -c 'import sys; from importlib.metadata import version; \
 	print("py%d.%d-torch%s" % (*sys.version_info[:2], version("torch").split("+")[0]))'
 TODAY = $(shell date -u +%Y-%m-%d)
 
-# The table goes to the console, every run's times to
-# benchmarks/results/export-time-<date>-<cell>.json; ARGS adds options (--runs 3, --models
-# mlp,cnn, --modes auto,dims).
+# The table goes to the console and benchmarks/results/export-time-<date>-<cell>.md, every
+# run's times to the .json beside it; ARGS adds options (--runs 3, --models mlp,hf_gpt2,
+# --modes auto,dims, --process-runs 0).
 bench: $(STAMP)
 	cell=$$($(CELL_OF_VENV)) && \
-	$(PY) benchmarks/export_time.py $(ARGS) --json benchmarks/results/export-time-$(TODAY)-$$cell.json
+	$(PY) benchmarks/export_time.py $(ARGS) --json benchmarks/results/export-time-$(TODAY)-$$cell.json \
+		--markdown benchmarks/results/export-time-$(TODAY)-$$cell.md
 
 # The report goes to benchmarks/results/corpus-<date>-<cell>[-dynamic].{md,json}; ARGS adds
 # options (--dynamic, --only bert,gpt2, --exporters unbroken,strict, --jobs N, --timeout S).

@@ -1,17 +1,30 @@
-"""Export time: unbroken.export vs torch.export.export, strict and non-strict, on the model zoo.
+"""Export time: unbroken.export vs torch.export.export, strict and non-strict, on the model zoo,
+realistic models and Hugging Face models with attention masks.
 
-For every benchmark model and every shape mode, in one process: one warm-up export per side, then
-``--runs`` timed exports per side; the table shows the median wall time of each side and the
-ratios strict / unbroken and non-strict / unbroken (above 1: unbroken is faster). A side that
-fails on a model is reported in that model's row and does not stop the run.
+For every model and shape mode, in one process: one warm-up export per side, then ``--runs``
+rounds in which every side exports once, in an order that rotates from round to round (so a
+burst of load on the shared machine hits all sides alike). The table shows each side's median
+and spread (min-max), the ratios strict / unbroken and non-strict / unbroken of the medians
+(above 1: unbroken is faster), and the floor: a forward of the same model under
+``FakeTensorMode`` (fake parameters and inputs, a fresh mode each run, as export needs), and
+unbroken's export time over it. A side that fails on a model is reported in its row.
 
 Shape modes: ``static`` (no ``dynamic_shapes``), ``auto`` (``Dim.AUTO`` on the batch dim, and the
-sequence dim of sequence models, of the model's input) and ``dims`` (the same dims as explicit
-named ``Dim("batch")`` / ``Dim("seq")`` with the model's admitted maximum; LSTM: batch only,
-its code pins the sequence).
+sequence dim of sequence models), ``dims`` (the same dims as named ``Dim("batch")`` /
+``Dim("seq")`` with the model's admitted maximum; LSTM: batch only, its code pins the sequence),
+``decomp`` (static export, then ``run_decompositions()``).
 
-    python benchmarks/export_time.py [--runs 5] [--models mlp,cnn] [--modes static,auto]
-                                     [--json results.json]
+``--process-runs N`` (default 1; 0: off) adds, for the static mode, the cost in a fresh process:
+each side in ``N`` subprocesses of its own (``python -c``: import torch and the exporter, build
+the model, export once); the columns are the first export and the whole process (import +
+build + export, interpreter start included), medians of CPU seconds (user + system: on a shared
+machine the wall time of a fresh process mostly measures the other jobs).
+
+The load average is printed before and after; ``--json`` writes everything, ``--markdown`` the
+table as Markdown (the README's).
+
+    python benchmarks/export_time.py [--runs 5] [--models mlp,hf_gpt2] [--modes static,auto]
+                                     [--process-runs 1] [--json FILE] [--markdown FILE]
 """
 from __future__ import annotations
 
@@ -20,7 +33,9 @@ import gc
 import json
 import os
 import platform
+import resource
 import statistics
+import subprocess
 import sys
 import time
 import warnings
@@ -32,8 +47,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
-from rich.console import Console  # noqa: E402
-from rich.table import Table  # noqa: E402
+from torch.utils import _pytree as pytree  # noqa: E402
 
 from tests.models.realistic import REALISTIC  # noqa: E402
 from tests.models.zoo import ZOO  # noqa: E402
@@ -59,154 +73,397 @@ def _deep_transformer(depth: int = 24):
     return Stack().eval(), args
 
 
-def _hugging_face():
-    """Small randomly initialised Hugging Face models, when transformers is installed (it is
-    not a dependency of unbroken: `pip install transformers` to measure these)."""
+def _text_inputs(vocab: int = 100, batch: int = 2, seq: int = 10) -> dict:
+    """``input_ids`` and an ``attention_mask`` whose second row is padded (a mask that
+    matters: the models build their additive masks from it)."""
+    generator = torch.Generator().manual_seed(0)
+    mask = torch.ones(batch, seq, dtype=torch.long)
+    mask[1, seq - 3:] = 0
+    return {"input_ids": torch.randint(0, vocab, (batch, seq), generator=generator),
+            "attention_mask": mask}
+
+
+def _hugging_face() -> dict:
+    """Small randomly initialised Hugging Face models (2 layers), text models called with an
+    attention mask, when transformers is installed (not a dependency of unbroken)."""
     try:
         import transformers
     except ImportError:
         return {}
+    transformers.logging.set_verbosity_error()
+    small = dict(hidden_size=32, num_attention_heads=2, intermediate_size=64)
+
+    def build(make):
+        def entry():
+            torch.manual_seed(0)
+            return make()
+        return entry
 
     def bert():
-        config = transformers.BertConfig(num_hidden_layers=2, hidden_size=32,
-                                         num_attention_heads=2, intermediate_size=64,
-                                         vocab_size=100)
-        return transformers.BertModel(config).eval(), (torch.randint(0, 100, (2, 10)),)
+        config = transformers.BertConfig(num_hidden_layers=2, vocab_size=100, **small)
+        return transformers.BertModel(config).eval(), (), _text_inputs()
 
     def gpt2():
         config = transformers.GPT2Config(n_layer=2, n_head=2, n_embd=32, vocab_size=100,
                                          n_positions=64, use_cache=False)
-        return transformers.GPT2LMHeadModel(config).eval(), (torch.randint(0, 100, (2, 10)),)
+        return transformers.GPT2LMHeadModel(config).eval(), (), _text_inputs()
 
-    return {"hf_bert": bert, "hf_gpt2": gpt2}
+    def llama():
+        config = transformers.LlamaConfig(num_hidden_layers=2, vocab_size=100,
+                                          num_key_value_heads=2, max_position_embeddings=64,
+                                          use_cache=False, **small)
+        return transformers.LlamaModel(config).eval(), (), _text_inputs()
+
+    def t5():
+        config = transformers.T5Config(num_layers=2, num_decoder_layers=2, d_model=32, d_kv=16,
+                                       num_heads=2, d_ff=64, vocab_size=100, use_cache=False)
+        inputs = _text_inputs()
+        inputs["decoder_input_ids"] = inputs["input_ids"][:, :6].clone()
+        return transformers.T5Model(config).eval(), (), inputs
+
+    def vit():
+        config = transformers.ViTConfig(num_hidden_layers=2, image_size=32, patch_size=8,
+                                        num_channels=3, **small)
+        pixels = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+        return transformers.ViTModel(config).eval(), (), {"pixel_values": pixels}
+
+    def whisper_encoder():
+        config = transformers.WhisperConfig(encoder_layers=2, decoder_layers=2, d_model=32,
+                                            encoder_attention_heads=2,
+                                            decoder_attention_heads=2, encoder_ffn_dim=64,
+                                            decoder_ffn_dim=64, num_mel_bins=16,
+                                            max_source_positions=32, vocab_size=100)
+        encoder = transformers.WhisperModel(config).get_encoder().eval()
+        features = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(0))
+        return encoder, (), {"input_features": features}
+
+    return {"hf_bert": build(bert), "hf_gpt2": build(gpt2), "hf_llama": build(llama),
+            "hf_t5": build(t5), "hf_vit": build(vit), "hf_whisper_encoder":
+            build(whisper_encoder)}
 
 
-# name -> () -> (model, example args): the zoo, two realistic models, a deep stack, and Hugging
-# Face models when transformers is installed.
+def _positional(make: Callable) -> Callable:
+    def entry():
+        model, args = make()
+        return model, args, {}
+    return entry
+
+
+# name -> () -> (model, example args, example kwargs): the zoo, two realistic models, a deep
+# stack, and Hugging Face models when transformers is installed.
 MODELS: dict[str, Callable] = {
-    **{name: entry.make for name, entry in ZOO.items()},
-    "gpt2_block": REALISTIC["gpt2_block"].make,
-    "tiny_resnet": REALISTIC["tiny_resnet"].make,
-    "transformer_x24": _deep_transformer,
+    **{name: _positional(entry.make) for name, entry in ZOO.items()},
+    "gpt2_block": _positional(REALISTIC["gpt2_block"].make),
+    "tiny_resnet": _positional(REALISTIC["tiny_resnet"].make),
+    "transformer_x24": _positional(_deep_transformer),
     **_hugging_face(),
 }
 
+_TEXT = {0: ("batch", None), 1: ("seq", None)}
 
-# name -> the dynamic dims of its one input: {dim: (role, largest size the model admits)};
-# role "batch" or "seq" names the Dim of the ``dims`` mode (None: Dim.AUTO only, the code pins
-# it). The causal masks of 16 need seq != 16 (a slice of the whole mask is another view): all
-# three exporters refuse max=16 and accept 15.
-DYNAMIC_DIMS: dict[str, dict[int, tuple[str | None, int | None]]] = {
-    "mlp": {0: ("batch", None)},
-    "cnn": {0: ("batch", None)},
-    "transformer_block": {0: ("batch", None), 1: ("seq", 15)},
-    "embedding_posenc": {0: ("batch", None), 1: ("seq", 64)},  # position table of 64
-    "encoder_layer": {0: ("batch", None), 1: ("seq", None)},
-    "lstm": {0: ("batch", None), 1: (None, None)},  # the recurrence unrolls over seq
-    "gpt2_block": {0: ("batch", None), 1: ("seq", 15)},
-    "tiny_resnet": {0: ("batch", None)},
-    "transformer_x24": {0: ("batch", None), 1: ("seq", 15)},
-    "hf_bert": {0: ("batch", None), 1: ("seq", 512)},  # max_position_embeddings
-    "hf_gpt2": {0: ("batch", None), 1: ("seq", 64)},  # n_positions
+# name -> input (position or keyword) -> its dynamic dims: {dim: (role, largest size the model
+# admits)}; role "batch" or "seq" names the Dim of the ``dims`` mode (None: Dim.AUTO only, the
+# code pins it). The causal masks of 16 need seq != 16 (a slice of the whole mask is another
+# view): all three exporters refuse max=16 and accept 15.
+DYNAMIC_DIMS: dict[str, dict] = {
+    "mlp": {0: {0: ("batch", None)}},
+    "cnn": {0: {0: ("batch", None)}},
+    "transformer_block": {0: {0: ("batch", None), 1: ("seq", 15)}},
+    "embedding_posenc": {0: {0: ("batch", None), 1: ("seq", 64)}},  # position table of 64
+    "encoder_layer": {0: {0: ("batch", None), 1: ("seq", None)}},
+    "lstm": {0: {0: ("batch", None), 1: (None, None)}},  # the recurrence unrolls over seq
+    "gpt2_block": {0: {0: ("batch", None), 1: ("seq", 15)}},
+    "tiny_resnet": {0: {0: ("batch", None)}},
+    "transformer_x24": {0: {0: ("batch", None), 1: ("seq", 15)}},
+    "hf_bert": {"input_ids": {0: ("batch", None), 1: ("seq", 512)},  # max_position_embeddings
+                "attention_mask": {0: ("batch", None), 1: ("seq", 512)}},
+    "hf_gpt2": {"input_ids": {0: ("batch", None), 1: ("seq", 64)},  # n_positions
+                "attention_mask": {0: ("batch", None), 1: ("seq", 64)}},
+    "hf_llama": {"input_ids": _TEXT, "attention_mask": _TEXT},
+    "hf_t5": {"input_ids": _TEXT, "attention_mask": _TEXT,
+              "decoder_input_ids": {0: ("batch", None), 1: ("decoder_seq", None)}},
+    "hf_vit": {"pixel_values": {0: ("batch", None)}},
+    "hf_whisper_encoder": {"input_features": {0: ("batch", None)}},
 }
 
-MODES = ("static", "auto", "dims")
+MODES = ("static", "auto", "dims", "decomp")
+SIDE_NAMES = ("unbroken", "strict", "non_strict")
 
 
-def dynamic_shapes(name: str, mode: str):
-    """The ``dynamic_shapes`` of ``name`` in ``mode`` (one entry per positional input)."""
-    if mode == "static":
+def dynamic_shapes(name: str, mode: str, args: tuple, kwargs: dict):
+    """The ``dynamic_shapes`` of ``name`` in ``mode``: a tuple for positional inputs, a dict
+    by name for keyword inputs (one ``Dim`` object per role, shared by the inputs)."""
+    if mode in ("static", "decomp"):
         return None
-    dims = DYNAMIC_DIMS[name]
-    if mode == "auto":
-        return ({dim: torch.export.Dim.AUTO for dim in dims},)
-    return ({dim: torch.export.Dim(role, max=upper) if upper else torch.export.Dim(role)
-             for dim, (role, upper) in dims.items() if role is not None},)
+    named: dict = {}
+
+    def dims(entry):
+        if mode == "auto":
+            return {dim: torch.export.Dim.AUTO for dim in entry}
+        out = {}
+        for dim, (role, upper) in entry.items():
+            if role is None:
+                continue
+            if role not in named:
+                named[role] = torch.export.Dim(role, max=upper) if upper else \
+                    torch.export.Dim(role)
+            out[dim] = named[role]
+        return out
+
+    spec = DYNAMIC_DIMS[name]
+    if kwargs:
+        return {key: dims(spec[key]) if key in spec else None for key in kwargs}
+    return tuple(dims(spec[i]) if i in spec else None for i in range(len(args)))
 
 
-def unbroken_export(model, args, spec):
+def _unbroken(model, args, kwargs, spec):
     import unbroken
 
-    return unbroken.export(model, args, dynamic_shapes=spec)
+    return unbroken.export(model, args, kwargs, dynamic_shapes=spec)
 
 
-def strict_export(model, args, spec):
-    return torch.export.export(model, args, dynamic_shapes=spec, strict=True)
+def _torch(strict: bool):
+    def export(model, args, kwargs, spec):
+        return torch.export.export(model, args, kwargs, dynamic_shapes=spec, strict=strict)
+    return export
 
 
-def non_strict_export(model, args, spec):
-    return torch.export.export(model, args, dynamic_shapes=spec, strict=False)
+EXPORTERS: dict[str, Callable] = {"unbroken": _unbroken, "strict": _torch(True),
+                                  "non_strict": _torch(False)}
 
 
-SIDES: dict[str, Callable] = {"unbroken": unbroken_export, "strict": strict_export,
-                              "non_strict": non_strict_export}
+def fake_forward(model, args, kwargs, spec=None):
+    """The floor: ``model``'s forward under a fresh ``FakeTensorMode``, its parameters,
+    buffers and inputs made fake (what any exporter must at least do)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    mode = FakeTensorMode()
+    state = {name: mode.from_tensor(t) for name, t in
+             [*model.named_parameters(), *model.named_buffers()]}
+    fake_args, fake_kwargs = pytree.tree_map_only(torch.Tensor, mode.from_tensor,
+                                                  (args, kwargs))
+    with mode:
+        return torch.func.functional_call(model, state, fake_args, fake_kwargs)
 
 
-def time_side(export: Callable, model, args, spec, runs: int) -> dict:
-    """Warm up once, then time ``runs`` exports. Returns median/all times, or the error."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            export(model, args, spec)
-            times = []
-            for _ in range(runs):
-                gc.collect()
-                start = time.perf_counter()
-                export(model, args, spec)
-                times.append(time.perf_counter() - start)
-    except Exception as err:  # one side failing must not stop the benchmark
-        first_line = (str(err).strip().splitlines() or [""])[0]
-        return {"median_s": None, "runs_s": [], "error": f"{type(err).__name__}: {first_line}"}
-    return {"median_s": statistics.median(times), "runs_s": times, "error": None}
+def _step(export: Callable, mode: str) -> Callable:
+    if mode != "decomp":
+        return export
+    return lambda *a: export(*a).run_decompositions()
 
 
-_NOT_RUN = {"median_s": None, "runs_s": [], "error": None}
+def _timed(step: Callable, *a) -> float:
+    gc.collect()
+    start = time.perf_counter()
+    step(*a)
+    return time.perf_counter() - start
 
 
-def measure(name: str, mode: str, runs: int, sides=tuple(SIDES)) -> dict:
-    """One row: each of ``sides`` timed on the same model and inputs (a side not among them
-    is recorded as not run)."""
-    model, args = MODELS[name]()
-    spec = dynamic_shapes(name, mode)
+def _summary(times: list[float], error: str | None = None) -> dict:
+    if error is not None or not times:
+        return {"median_s": None, "min_s": None, "max_s": None, "runs_s": times,
+                "error": error}
+    return {"median_s": statistics.median(times), "min_s": min(times), "max_s": max(times),
+            "runs_s": times, "error": None}
+
+
+def _error_text(err: Exception) -> str:
+    first_line = (str(err).strip().splitlines() or [""])[0]
+    return f"{type(err).__name__}: {first_line}"
+
+
+def measure(name: str, mode: str, runs: int, sides=SIDE_NAMES, floor: bool = True) -> dict:
+    """One row: each of ``sides`` (and the fake forward) timed on the same model and inputs,
+    interleaved: round r runs the sides in an order rotated by r."""
+    model, args, kwargs = MODELS[name]()
+    spec = dynamic_shapes(name, mode, args, kwargs)
+    steps = {side: _step(EXPORTERS[side], mode) for side in sides}
+    if floor:
+        steps["fake_forward"] = fake_forward
+    times: dict[str, list] = {side: [] for side in steps}
+    errors: dict[str, str | None] = dict.fromkeys(steps)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for side, step in steps.items():  # warm-up; a side that fails drops out
+            try:
+                step(model, args, kwargs, spec)
+            except Exception as err:  # one side failing must not stop the benchmark
+                errors[side] = _error_text(err)
+        live = [side for side in steps if errors[side] is None]
+        for round_ in range(runs):
+            shift = round_ % max(len(live), 1)
+            for side in live[shift:] + live[:shift]:
+                times[side].append(_timed(steps[side], model, args, kwargs, spec))
     row = {"model": name, "mode": mode}
-    for side, export in SIDES.items():
-        row[side] = time_side(export, model, args, spec, runs) if side in sides else _NOT_RUN
+    for side in (*SIDE_NAMES, "fake_forward"):
+        row[side] = _summary(times.get(side, []), errors.get(side)) if side in steps else \
+            _summary([])
     ours = row["unbroken"]["median_s"]
-    for side in ("strict", "non_strict"):
+    for side in ("strict", "non_strict", "fake_forward"):
         theirs = row[side]["median_s"]
         row[f"{side}_ratio"] = theirs / ours if ours and theirs else None
     return row
 
 
-def table(rows: list[dict], runs: int) -> Table:
-    out = Table(title=f"export time, median of {runs} runs after 1 warm-up "
-                      f"(Python {platform.python_version()}, torch {torch.__version__})",
-                title_justify="left")
-    out.add_column("model", no_wrap=True)
-    out.add_column("shapes", no_wrap=True)
-    out.add_column("unbroken", justify="right")
-    out.add_column("strict", justify="right")
-    out.add_column("non-strict", justify="right")
-    out.add_column("strict / unbroken", justify="right")
-    out.add_column("non-strict / unbroken", justify="right")
-    out.add_column("errors", overflow="fold")
-    for row in rows:
-        errors = [f"{side}: {row[side]['error']}" for side in SIDES if row[side]["error"]]
-        out.add_row(row["model"], row["mode"], *(_ms(row[side]) for side in SIDES),
-                    *(_ratio(row[f"{side}_ratio"]) for side in ("strict", "non_strict")),
-                    "\n".join(errors))
-    return out
+_PROCESS_CODE = """
+import json, sys, time, warnings
+warnings.simplefilter("ignore")
+start = time.process_time()
+sys.path.insert(0, {root!r}); sys.path.insert(0, {root!r} + "/benchmarks")
+import torch
+{import_exporter}
+imported = time.process_time()
+import export_time as bench
+model, args, kwargs = bench.MODELS[{name!r}]()
+built = time.process_time()
+bench.EXPORTERS[{side!r}](model, args, kwargs, None)
+done = time.process_time()
+print("PROCESS " + json.dumps({{"import_s": imported - start, "build_s": built - imported,
+                                "first_s": done - built}}))
+"""
+
+
+def measure_process(name: str, side: str, runs: int) -> dict:
+    """``side``'s static export of ``name`` in ``runs`` fresh processes: the first export's
+    median and the whole process's (wall, from the parent)."""
+    import_exporter = "import unbroken" if side == "unbroken" else "import torch.export"
+    code = _PROCESS_CODE.format(root=str(ROOT), name=name, side=side,
+                                import_exporter=import_exporter)
+    first, whole = [], []
+    for _ in range(runs):
+        start = _children_cpu()
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              cwd=ROOT, timeout=900)
+        elapsed = _children_cpu() - start
+        line = next((x for x in done.stdout.splitlines() if x.startswith("PROCESS ")), None)
+        if done.returncode != 0 or line is None:
+            tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            return {"first": _summary([], tail), "process": _summary([], tail)}
+        first.append(json.loads(line.removeprefix("PROCESS "))["first_s"])
+        whole.append(elapsed)
+    return {"first": _summary(first), "process": _summary(whole)}
+
+
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of the finished child processes: the whole-process
+    column counts CPU, not wall time, which the other jobs of a shared machine stretch."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def add_process_columns(row: dict, runs: int, sides=SIDE_NAMES) -> None:
+    """The fresh-process measurements of ``row``'s model, sides interleaved run by run."""
+    per_side = {side: {"first": [], "process": []} for side in sides}
+    errors: dict = {}
+    for _ in range(runs):
+        for side in sides:
+            if side in errors:
+                continue
+            result = measure_process(row["model"], side, 1)
+            if result["first"]["error"]:
+                errors[side] = result["first"]["error"]
+                continue
+            for key in ("first", "process"):
+                per_side[side][key] += result[key]["runs_s"]
+    for side in sides:
+        for key in ("first", "process"):
+            row[side][f"{key}_process"] = _summary(per_side[side][key], errors.get(side))
+    ours = row["unbroken"].get("process_process", {}).get("median_s")
+    for side in ("strict", "non_strict"):
+        theirs = row.get(side, {}).get("process_process", {}).get("median_s")
+        row[f"{side}_process_ratio"] = theirs / ours if ours and theirs else None
+
+
+# ------------------------------------------------------------------------------ output
+def _ms(summary: dict | None, spread: bool = True) -> str:
+    if not summary or summary["median_s"] is None:
+        return "failed" if summary and summary["error"] else "-"
+    text = _format_ms(summary["median_s"])
+    if spread and len(summary["runs_s"]) > 1:
+        text += f" ({_format_ms(summary['min_s'])}-{_format_ms(summary['max_s'])})"
+    return text
+
+
+def _format_ms(seconds: float) -> str:
+    ms = seconds * 1000
+    return f"{ms:.0f}" if ms >= 100 else f"{ms:.1f}"
 
 
 def _ratio(value: float | None) -> str:
     return f"{value:.2f}x" if value else "-"
 
 
-def _ms(side: dict) -> str:
-    """A side's median, ``failed`` when it raised, ``-`` when it was not run."""
-    if side["median_s"] is None:
-        return "failed" if side["error"] else "-"
-    return f"{side['median_s'] * 1000:.1f} ms"
+COLUMNS = ("model", "shapes", "unbroken ms", "strict ms", "non-strict ms", "strict / unbroken",
+           "non-strict / unbroken", "fake fwd ms", "unbroken / fake fwd", "first export s "
+           "CPU (unbroken / strict / non-strict)", "whole process s CPU (unbroken / strict / "
+           "non-strict)", "non-strict / unbroken (process)")
+
+
+def table_rows(rows: list[dict]) -> list[list[str]]:
+    out = []
+    for row in rows:
+        fake_ratio = 1 / row["fake_forward_ratio"] if row.get("fake_forward_ratio") else None
+        first = " / ".join(_seconds(row[s].get("first_process")) for s in SIDE_NAMES)
+        whole = " / ".join(_seconds(row[s].get("process_process")) for s in SIDE_NAMES)
+        out.append([row["model"], row["mode"], *(_ms(row[side]) for side in SIDE_NAMES),
+                    _ratio(row["strict_ratio"]), _ratio(row["non_strict_ratio"]),
+                    _ms(row["fake_forward"], spread=False), _ratio(fake_ratio),
+                    first if "first_process" in row["unbroken"] else "-",
+                    whole if "process_process" in row["unbroken"] else "-",
+                    _ratio(row.get("non_strict_process_ratio"))])
+    return out
+
+
+def _seconds(summary: dict | None) -> str:
+    if not summary or summary["median_s"] is None:
+        return "failed" if summary and summary["error"] else "-"
+    return f"{summary['median_s']:.2f}"
+
+
+def errors_of(rows: list[dict]) -> list[str]:
+    found = []
+    for row in rows:
+        for side in (*SIDE_NAMES, "fake_forward"):
+            for summary in (row[side], row[side].get("first_process"),
+                            row[side].get("process_process")):
+                if summary and summary["error"]:
+                    found.append(f"{row['model']} {row['mode']} {side}: {summary['error']}")
+    return sorted(set(found))
+
+
+def markdown(rows: list[dict]) -> str:
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(cells) + " |" for cells in table_rows(rows)]
+    return "\n".join(lines) + "\n"
+
+
+def print_table(rows: list[dict], title: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False)
+    if not console.is_terminal:  # CI logs: rich would assume 80 columns
+        console = Console(highlight=False, width=max(console.width, 200))
+    table = Table(title=title, title_justify="left")
+    for column in COLUMNS:
+        table.add_column(column, justify="left" if column in ("model", "shapes") else "right",
+                         overflow="fold")
+    for cells in table_rows(rows):
+        table.add_row(*cells)
+    console.print(table)
+    for line in errors_of(rows):
+        console.print(f"  error: {line}", markup=False)
+
+
+def geometric_means(rows: list[dict]) -> dict:
+    """Per mode: the geometric mean of each ratio over the rows that have it."""
+    means: dict = {}
+    for mode in MODES:
+        for key in ("strict_ratio", "non_strict_ratio", "fake_forward_ratio"):
+            values = [r[key] for r in rows if r["mode"] == mode and r.get(key)]
+            if values:
+                means.setdefault(mode, {})[key] = statistics.geometric_mean(values)
+    return means
 
 
 def _loads(values) -> str:
@@ -221,26 +478,33 @@ def environment() -> dict:
     except Exception:
         ours = "unknown"
     return {"python": platform.python_version(), "torch": torch.__version__, "unbroken": ours,
-            "machine": platform.machine(), "threads": torch.get_num_threads()}
+            "machine": platform.machine(), "threads": torch.get_num_threads(),
+            "cpus": os.cpu_count()}
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=5, help="timed runs per side (default 5)")
+    parser.add_argument("--runs", type=int, default=5, help="timed rounds (default 5)")
     parser.add_argument("--models", help=f"comma-separated subset of: {', '.join(MODELS)}")
     parser.add_argument("--modes", default=",".join(MODES),
                         help=f"comma-separated shape modes among {', '.join(MODES)} (default all)")
-    parser.add_argument("--sides", default=",".join(SIDES),
+    parser.add_argument("--sides", default=",".join(SIDE_NAMES),
                         help="comma-separated exporters among unbroken, strict, non_strict "
                              "(default all; `--sides unbroken` compares unbroken across cells: "
                              "benchmarks/compare_cells.py)")
+    parser.add_argument("--no-floor", action="store_true",
+                        help="skip the FakeTensorMode forward column")
+    parser.add_argument("--process-runs", type=int, default=1, metavar="N",
+                        help="fresh processes per side for the first-export and whole-process "
+                             "columns (static mode; default 1, 0: off)")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    parser.add_argument("--markdown", metavar="FILE", help="also write the table as Markdown")
     options = parser.parse_args(argv)
     options.side_list = tuple(options.sides.split(","))
-    if not set(options.side_list) <= set(SIDES):
-        parser.error(f"--sides: choose among {', '.join(SIDES)}")
-    if options.runs < 1:
-        parser.error("--runs must be at least 1")
+    if not set(options.side_list) <= set(SIDE_NAMES) or "unbroken" not in options.side_list:
+        parser.error(f"--sides: choose among {', '.join(SIDE_NAMES)} (unbroken included)")
+    if options.runs < 1 or options.process_runs < 0:
+        parser.error("--runs must be at least 1, --process-runs at least 0")
     options.names = options.models.split(",") if options.models else list(MODELS)
     unknown = [n for n in options.names if n not in MODELS]
     if unknown:
@@ -253,22 +517,32 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     options = parse(argv)
-    console = Console(highlight=False)
-    if not console.is_terminal:  # CI logs: rich would assume 80 columns
-        console = Console(highlight=False, width=max(console.width, 140))
-    rows, load_before = [], os.getloadavg()
+    rows, load_before, started = [], os.getloadavg(), time.time()
+    print(f"load average (1, 5, 15 min) before: {_loads(load_before)}", flush=True)
     for name in options.names:
         for mode in options.mode_list:
-            console.print(f"measuring {name} ({mode}) ...", markup=False)
-            rows.append(measure(name, mode, options.runs, options.side_list))
-    console.print(table(rows, options.runs))
+            print(f"measuring {name} ({mode}) ...", flush=True)
+            row = measure(name, mode, options.runs, options.side_list, not options.no_floor)
+            if mode == "static" and options.process_runs:
+                add_process_columns(row, options.process_runs, options.side_list)
+            rows.append(row)
     load = {"before": load_before, "after": os.getloadavg()}
-    console.print(f"load average (1, 5, 15 min) before: {_loads(load['before'])}, "
-                  f"after: {_loads(load['after'])}", markup=False)
+    title = (f"export time, median (min-max) of {options.runs} interleaved rounds after 1 "
+             f"warm-up (Python {platform.python_version()}, torch {torch.__version__})")
+    print_table(rows, title)
+    means = geometric_means(rows)
+    for mode, values in means.items():
+        print(f"geometric mean ({mode}): " + ", ".join(f"{k.removesuffix('_ratio')} / unbroken "
+                                                       f"{v:.2f}x" for k, v in values.items()))
+    print(f"load average (1, 5, 15 min) before: {_loads(load['before'])}, "
+          f"after: {_loads(load['after'])}; {time.time() - started:.0f} s")
     if options.json:
         report = {"environment": {**environment(), "load_average": load}, "runs": options.runs,
-                  "results": rows}
+                  "process_runs": options.process_runs, "results": rows,
+                  "geometric_means": means}
         Path(options.json).write_text(json.dumps(report, indent=2) + "\n")
+    if options.markdown:
+        Path(options.markdown).write_text(markdown(rows))
     return 0
 
 

@@ -18,14 +18,10 @@ case files can import the project's own packages.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
-from .check.command import check_command, merge_command
-from .check.explain import explain_command
 from .check.outcome import EXIT_USAGE
-from .check.suggest import suggest_command
-from .fix.command import fix_command
-from .frontend.opcodes.versions import python_support_error
 
 __all__ = ["main"]
 
@@ -42,8 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     if options.command is None:
         parser.print_help()
         return EXIT_USAGE
-    problem = python_support_error()
-    if problem is not None and options.command in _TRACING_COMMANDS:
+    problem = _python_support_error() if options.command in _TRACING_COMMANDS else None
+    if problem is not None:
         print(f"unbroken {options.command}: error: [UB119] {problem}", file=sys.stderr)
         return EXIT_USAGE  # one usage error, not a refusal per case
     return options.run(options, _version())
@@ -51,6 +47,24 @@ def main(argv: list[str] | None = None) -> int:
 
 # The commands that trace models (and so need a Python whose bytecode unbroken interprets).
 _TRACING_COMMANDS = frozenset({"check", "suggest", "fix"})
+
+
+def _python_support_error():
+    from .frontend.opcodes.versions import python_support_error  # imports the interpreter
+
+    return python_support_error()
+
+
+def _command(module: str, name: str, package: str = "unbroken.check"):
+    """The command function ``name`` of ``unbroken.check.<module>``, imported when the command
+    runs: ``unbroken --version``, ``--help`` and a usage error need neither the console
+    (rich) nor the exporter."""
+    def run(options, version):
+        return getattr(importlib.import_module(f"{package}.{module}"), name)(options,
+                                                                                   version)
+
+    run.__name__ = name
+    return run
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -65,7 +79,7 @@ def _parser() -> argparse.ArgumentParser:
                     "and write one report (JSON, JUnit, SARIF). Exit status as for check.")
     merge.add_argument("reports", nargs="+", metavar="REPORT.json")
     _report_options(merge)
-    merge.set_defaults(run=merge_command, quiet=False)
+    merge.set_defaults(run=_command("command", "merge_command"), quiet=False)
     suggest = commands.add_parser(
         "suggest", help="print the verified dynamic_shapes of each case that declares one",
         description="Export every case with dynamic_shapes in TARGET; where the spec does not "
@@ -78,13 +92,13 @@ def _parser() -> argparse.ArgumentParser:
                               "(only when it is written as a literal in the call)")
     suggest.add_argument("-k", dest="keyword", metavar="EXPR",
                          help="only cases whose id matches EXPR (as pytest -k)")
-    suggest.set_defaults(run=suggest_command)
+    suggest.set_defaults(run=_command("suggest", "suggest_command"))
     _fix_parser(commands)
     explain = commands.add_parser("explain", help="show a diagnostic id's catalogue entry",
                                   description="Print what a diagnostic id means, why, an "
                                               "example and its fix.")
     explain.add_argument("code", metavar="ID", help="e.g. UB101; `all` lists every id")
-    explain.set_defaults(run=explain_command)
+    explain.set_defaults(run=_command("explain", "explain_command"))
     return parser
 
 
@@ -106,7 +120,7 @@ def _fix_parser(commands) -> None:
     fix.add_argument("--json", metavar="FILE", help="write every case's fix record as JSON")
     fix.add_argument("--sarif", metavar="FILE",
                      help="write a SARIF 2.1.0 log with the verified patches as fixes")
-    fix.set_defaults(run=fix_command)
+    fix.set_defaults(run=_command("fix.command", "fix_command", package="unbroken"))
 
 
 def _check_parser(commands) -> None:
@@ -149,7 +163,7 @@ def _check_parser(commands) -> None:
     check.add_argument("--quiet", "-q", action="store_true",
                        help="no table or progress: print only failures and the summary")
     _report_options(check)
-    check.set_defaults(run=check_command)
+    check.set_defaults(run=_command("command", "check_command"))
 
 
 def _report_options(parser) -> None:

@@ -19,12 +19,12 @@ file format (``unbroken.save``/``unbroken.load``).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.export
 
-from unbroken.ir import printer, runtime, serialize, verifier
+from unbroken.ir import printer, verifier
 from unbroken.ir.fake import hints_of
 from unbroken.ir.grad_regions import to_flat_regions
 from unbroken.ir.meta_keys import LAYOUT_READ
@@ -34,6 +34,9 @@ from unbroken.passes.decompose import decompose
 from unbroken.symbolic.diagnostics import ExportUsageError
 from unbroken.symbolic.diagnostics.drop_in import torch_compatible, torch_compatible_errors
 from unbroken.symbolic.torch_compat import SpecViolationError
+
+if TYPE_CHECKING:
+    from unbroken.ir import serialize
 
 __all__ = ["ExportedProgram", "load", "save"]
 
@@ -113,6 +116,8 @@ class ExportedProgram(torch.export.ExportedProgram):
         (unbroken's messages), runs the graph and writes mutations back.
         ``check_guards`` is accepted for torch's callers; the checks are a pre-hook either way.
         See :mod:`unbroken.ir.runtime`."""
+        from unbroken.ir import runtime  # torch's unlifting imports torch._dynamo (~1.4 s)
+
         return runtime.build_module(self)
 
     @torch_compatible_errors
@@ -171,6 +176,8 @@ def save(ep: ExportedProgram, f, *, extra_files: dict[str, str] | None = None,
 
         unbroken.save(ep, "model.ubp", extra_files={"labels.txt": "cat\ndog"})
     """
+    from unbroken.ir import serialize  # on first use: an export does not need the format
+
     _check_save_arguments(extra_files, opset_version, pickle_protocol)
     serialize.save(ep.parts(), f, dict(extra_files) if extra_files else None)
 
@@ -195,6 +202,8 @@ def load(f, *, extra_files: dict | None = None,
         raise ExportUsageError(f"extra_files= must be a dict to fill in, got "
                                f"{type(extra_files).__name__}")
     _check_opset(expected_opset_version, "expected_opset_version")
+    from unbroken.ir import serialize
+
     return serialize.load(f, ExportedProgram.from_parts, limits=limits, extra_files=extra_files)
 
 

@@ -94,7 +94,22 @@ def test_every_entry_is_documented():
         elif isinstance(node, ast.Assign) and isinstance(after, ast.Expr) and \
                 isinstance(after.value, ast.Constant) and isinstance(after.value.value, str):
             documented.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    documented.update(name for name, (_, _, doc) in torch_compat._LAZY.items() if doc)
     assert [n for n in torch_compat.__all__ if n not in documented] == []
+
+
+def test_lazy_entries_resolve_to_torch_objects():
+    """A lazy entry is torch's object itself (``from ... import`` sees the same)."""
+    import torch.export._unlift
+    import torch.utils._sympy.functions
+    import torch.utils._sympy.value_ranges
+
+    from unbroken.symbolic.torch_compat import FloorDiv, ValueRanges
+    assert FloorDiv is torch.utils._sympy.functions.FloorDiv
+    assert ValueRanges is torch.utils._sympy.value_ranges.ValueRanges
+    assert torch_compat.StatefulGraphModule is torch.export._unlift._StatefulGraphModule
+    with pytest.raises(AttributeError):
+        torch_compat.no_such_entry  # noqa: B018
 
 
 def test_running_torch_is_tested():

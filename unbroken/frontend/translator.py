@@ -104,6 +104,18 @@ def decode(code) -> list[Instruction]:
     return result
 
 
+_OPCODE_HANDLERS: dict = {}
+
+
+def handlers_of(code) -> list:
+    """The opcode handler of each instruction of ``decode(code)`` (None where the opcode has
+    none: a graph break when reached), looked up once per code object."""
+    cached = _OPCODE_HANDLERS.get(code)
+    if cached is None:
+        cached = _OPCODE_HANDLERS[code] = [HANDLERS.get(i.name) for i in decode(code)]
+    return cached
+
+
 def _handlers(code, count: int) -> list:
     """The exception handler covering each instruction, from the code's exception table.
 
@@ -156,6 +168,7 @@ class InstructionTranslator:
         self.parent = parent
         self.depth = 0 if parent is None else parent.depth + 1
         self.instructions = decode(code)
+        self._frames: dict = {}  # line -> UserFrame (frame())
         self.stack: list[VariableTracker] = []
         self.ip = 0
         self.lineno = code.co_firstlineno
@@ -182,19 +195,23 @@ class InstructionTranslator:
 
     def _loop(self) -> None:
         self.output.site.translators.append(self)
+        # the hot loop: everything it reads per instruction is looked up once here
+        instructions, handlers = self.instructions, handlers_of(self.code)
+        spend = self.output.meter.spend
         try:
             while self.returned is None and not self.paused:
-                instruction = self.instructions[self.ip]
-                self.ip += 1
+                ip = self.ip
+                instruction = instructions[ip]
+                self.ip = ip + 1
                 if instruction.lineno is not None:
                     self.lineno = instruction.lineno
-                exhausted = self.output.meter.spend()
+                exhausted = spend()
                 if exhausted is not None:
                     self._out_of_budget(exhausted)
-                if instruction.target is not None and instruction.target < self.ip:
-                    self.loop_line = self.instructions[instruction.target].lineno
+                if instruction.target is not None and instruction.target <= ip:
+                    self.loop_line = instructions[instruction.target].lineno
                     self.back_jumps += 1
-                handler = HANDLERS.get(instruction.name)
+                handler = handlers[ip]
                 if handler is None:
                     raise graph_break("UB100", f"the instruction {instruction.name} "
                                       f"({_describe_instruction(instruction)})")
@@ -265,7 +282,14 @@ class InstructionTranslator:
 
     # ----------------------------------------------------------------- locations
     def frame(self):
-        return frame_from_code(self.code.co_filename, self.lineno, self.code.co_name)
+        """The frame this translator is at (its current line); one object per line, since
+        every recorded op asks for the whole stack."""
+        frame = self._frames.get(self.lineno)
+        if frame is None:
+            code = self.code
+            frame = self._frames[self.lineno] = frame_from_code(code.co_filename, self.lineno,
+                                                                code.co_name)
+        return frame
 
     def user_frames(self) -> tuple:
         """The user's stack, outermost first, ending at this translator's current line."""

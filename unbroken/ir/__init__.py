@@ -8,7 +8,6 @@ The product class, ``unbroken.ExportedProgram``, is in :mod:`unbroken.program` (
 packages above them.
 """
 from unbroken.ir.parts import ProgramParts
-from unbroken.ir.runtime import build_module
 from unbroken.ir.signature import (
     ArgumentSpec,
     ConstantArgument,
@@ -36,3 +35,13 @@ __all__ = [
     "build_module",
     "verify",
 ]
+
+
+def __getattr__(name):
+    # the runtime module is imported on first use: torch's unlifting, which it builds on,
+    # imports torch._dynamo (~1.4 s), which an export does not need
+    if name == "build_module":
+        from unbroken.ir.runtime import build_module
+
+        return build_module
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

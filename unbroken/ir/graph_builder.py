@@ -21,11 +21,11 @@ import re
 import sympy
 import torch
 import torch.fx as fx
-from torch.utils import _pytree as pytree
+from torch.fx.node import map_aggregate
 
 from ..symbolic.diagnostics import UnsupportedError, format_stack
 from ..symbolic.functions import function_of
-from ..symbolic.torch_compat import set_grad_enabled
+from ..symbolic.torch_compat import LazyGraphModule, set_grad_enabled
 from .meta_keys import USER_FRAMES
 
 __all__ = ["GraphBuilder", "meta_like"]
@@ -87,8 +87,10 @@ class GraphBuilder:
         return self._scopes[0].graph
 
     def graph_module(self) -> fx.GraphModule:
-        """The root graph as a GraphModule that owns the subgraphs it references."""
-        return self._scopes[0].module()
+        """The root graph as a GraphModule that owns the subgraphs it references. Its code is
+        generated lazily (``LazyGraphModule``): the passes after the capture ``recompile()``
+        it several times, and the program's module is made from its graph anyway."""
+        return self._scopes[0].module(lazy=True)
 
     def unique_name(self, base: str, *, reserved: bool = False) -> str:
         """``base`` made a valid identifier, suffixed ``_1``, ``_2``... until no other node has
@@ -266,8 +268,8 @@ class GraphBuilder:
         """Append ``func(*args, **kwargs)`` whose value is ``out``: tensor arguments become
         the nodes holding them, symbolic values the nodes computing them."""
         node = self.graph.create_node(
-            "call_function", func, pytree.tree_map(self._as_arg, tuple(args)),
-            pytree.tree_map(self._as_arg, dict(kwargs)), name=node_name(func))
+            "call_function", func, map_aggregate(tuple(args), self._as_arg),
+            map_aggregate(dict(kwargs), self._as_arg), name=node_name(func))
         self.annotate(node, out)
         return node
 
@@ -486,11 +488,11 @@ class _Scope:
         self.modules[name] = module
         return name
 
-    def module(self) -> fx.GraphModule:
+    def module(self, lazy: bool = False) -> fx.GraphModule:
         owner = torch.nn.Module()
         for name, module in self.modules.items():
             owner.add_module(name, module)
-        return fx.GraphModule(owner, self.graph)
+        return (LazyGraphModule if lazy else fx.GraphModule)(owner, self.graph)
 
 
 def _defined_before(graph: fx.Graph, point: fx.Node, sym_nodes: dict) -> dict:

@@ -25,6 +25,7 @@ import contextlib
 import sympy
 import torch
 import torch.fx as fx
+from torch.fx.node import map_aggregate
 from torch.utils import _pytree as pytree
 
 from ..symbolic.diagnostics import DataDependentError, UnsupportedError
@@ -591,8 +592,10 @@ class Recorder(TorchDispatchMode):
     def _record(self, func, args, kwargs, out) -> fx.Node:
         """The node of ``func``, with lifted constants replaced by their stand-ins, the user's
         device, and the default dtype made explicit; the shadow runs it on real values."""
-        args = pytree.tree_map(self._lifted_meta, tuple(args))
-        kwargs = dict(pytree.tree_map(self._lifted_meta, dict(kwargs)))
+        # fx's own argument mapper (C++): an op's arguments are tuples, lists and dicts of
+        # leaves, the structures fx nodes hold; pytree's registry lookups cost 30x more
+        args = tuple(map_aggregate(tuple(args), self._lifted_meta))
+        kwargs = dict(map_aggregate(dict(kwargs), self._lifted_meta))
         if kwargs.get("device") is not None:
             kwargs["device"] = self._user_device(kwargs["device"])
         if _takes_default_dtype(func, args, kwargs) and isinstance(out, torch.Tensor):

@@ -15,12 +15,24 @@ from .diagnostics import (
     UnbrokenError,
     UserFrame,
 )
-from .env import ShapeEnvironment, SymbolInfo
-from .guards import Guard
-from .node import SymNode, is_our_symnode, sym_expr
-from .ranges import ValueRange
-from .solver import Decision, Solver, Violation, check_guards
-from .spec import resolve_dynamic_shapes
+
+# The rest is imported on first use: the environment and the solver import sympy and z3
+# (~1 s together), which ``import unbroken`` and its error types do not need.
+_SUBMODULE_OF = {
+    "ShapeEnvironment": "env", "SymbolInfo": "env", "Guard": "guards", "SymNode": "node",
+    "is_our_symnode": "node", "sym_expr": "node", "ValueRange": "ranges", "Decision": "solver",
+    "Solver": "solver", "Violation": "solver", "check_guards": "solver",
+    "resolve_dynamic_shapes": "spec",
+}
+
+
+def __getattr__(name):
+    if name in _SUBMODULE_OF:
+        import importlib
+
+        return getattr(importlib.import_module(f"{__name__}.{_SUBMODULE_OF[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "ConstraintViolationError",

@@ -12,6 +12,13 @@ checks that).
 Tested releases: ``TESTED_TORCH`` (2.13, 2.14, 2.15). On any other release importing unbroken
 warns once, with :class:`UntestedTorchWarning`.
 
+Entries whose torch module costs a noticeable part of a second to import are *lazy* (``_LAZY``):
+resolved on first use, so that ``import unbroken`` costs little more than ``import torch``.
+torch's sympy vocabulary (``torch.utils._sympy``, ``torch.fx.experimental.symbolic_shapes``)
+pulls in sympy (~0.6 s); ``torch.export._unlift`` pulls in ``torch._dynamo`` (~1.4 s), needed
+only by ``ExportedProgram.module()``. ``from .torch_compat import ValueRanges`` works as for
+any other entry (the module's ``__getattr__`` imports and caches it).
+
 This module is in the lowest layer (``symbolic``): it imports torch, never unbroken.
 """
 from __future__ import annotations
@@ -33,41 +40,18 @@ import torch._meta_registrations
 import torch._ops
 import torch._prims_common
 import torch._subclasses.fake_tensor
-import torch.export._unlift
 import torch.export.dynamic_shapes
+import torch.fx._lazy_graph_module
 import torch.fx.experimental._config
-import torch.fx.experimental.symbolic_shapes
 import torch.fx.passes.shape_prop
 import torch.fx.traceback
 import torch.nn.modules.module
 import torch.overrides
 import torch.utils._python_dispatch
-import torch.utils._sympy.functions
-import torch.utils._sympy.numbers
-import torch.utils._sympy.value_ranges
-from torch.utils._sympy.functions import (  # noqa: F401  (re-exported: unbroken.symbolic.expr)
-    CeilToInt,
-    CleanDiv,
-    FloatPow,
-    FloatTrueDiv,
-    FloorDiv,
-    FloorToInt,
-    Identity,
-    IntTrueDiv,
-    Max,
-    Min,
-    Mod,
-    PowByNatural,
-    PythonMod,
-    RoundToInt,
-    ToFloat,
-    TruncToFloat,
-    TruncToInt,
-)
 
 __all__ = [
     "TESTED_TORCH", "parse_version", "TORCH_VERSION", "UntestedTorchWarning", "warn_if_untested",
-    "sympy_functions", "OPAQUE_SQRT", "sym_sqrt", "int_oo", "ValueRanges", "DerivedDim",
+    "sym_sqrt", "DerivedDim",
     "StaticDim", "DimHint", "DimHintType", "OpOverload", "OpOverloadPacket", "HigherOrderOperator",
     "DispatchKey", "TensorBase", "enable_python_dispatcher", "TorchDispatchMode",
     "disable_current_modes", "pop_mode_temporarily", "op_python_kernels", "clear_dispatch_cache",
@@ -76,12 +60,13 @@ __all__ = [
     "set_local_dispatch_key", "inference_mode_guard", "set_grad_enabled", "CreationMeta",
     "creation_meta", "parse_to_arguments", "FUNCTION_APPLY", "DEFAULT_SETUP_CONTEXT",
     "function_apply_class",
-    "wrap_with_set_grad_enabled", "map_function", "FakeTensor", "FakeTensorMode", "ShapeEnv",
+    "wrap_with_set_grad_enabled", "map_function", "FakeTensor", "FakeTensorMode",
     "TensorMetadata", "extract_tensor_metadata", "symbolic_shapes_config", "Verifier",
     "TrainingIRVerifier", "SpecViolationError", "NodeSource", "NodeSourceAction",
-    "StatefulGraphModule", "unlift_lifted_states", "core_aten_decompositions",
-    "GLOBAL_MODULE_HOOKS", "global_module_hooks", "preload_dynamo", "torch_exception_class",
-    "user_error_type", "EXPORT_PREDICATES", "export_predicate", "export_flags",
+    "core_aten_decompositions", "LazyGraphModule",
+    "GLOBAL_MODULE_HOOKS", "global_module_hooks", "preload_dynamo", "SYMPY_FUNCTION_NAMES",
+    "torch_exception_class", "user_error_type", "EXPORT_PREDICATES", "export_predicate",
+    "export_flags",
 ]
 
 TESTED_TORCH = ((2, 13), (2, 14), (2, 15))
@@ -129,22 +114,19 @@ def _since(major: int, minor: int) -> bool:
 
 # --- sympy vocabulary: torch's size functions, infinity and ranges (all releases) -----------
 
-sympy_functions = torch.utils._sympy.functions
-"""``torch.utils._sympy.functions``: torch's Python-semantics size functions (``FloorDiv``,
-``Mod``, ``PythonMod``, ``Max`` ...), the vocabulary of unbroken's expressions too (so torch's
-meta kernels and unbroken build the same expressions). All tested releases."""
+# Lazy (``_LAZY``): ``sympy_functions``, ``OPAQUE_SQRT``, ``int_oo``, ``ValueRanges`` and the
+# size functions ``SYMPY_FUNCTION_NAMES`` (``FloorDiv`` ...), all from ``torch.utils._sympy``.
 
-OPAQUE_SQRT = getattr(sympy_functions, "OpaqueUnaryFn_sqrt", None)
-"""The sympy function ``torch._sym_sqrt`` of a size builds (None if torch has none)."""
+SYMPY_FUNCTION_NAMES = ("CeilToInt", "CleanDiv", "FloatPow", "FloatTrueDiv", "FloorDiv",
+                        "FloorToInt", "Identity", "IntTrueDiv", "Max", "Min", "Mod",
+                        "PowByNatural", "PythonMod", "RoundToInt", "ToFloat", "TruncToFloat",
+                        "TruncToInt")
+"""torch's sympy size functions unbroken's expressions use (``unbroken.symbolic.expr``), each
+an entry of this module, resolved lazily from ``torch.utils._sympy.functions`` (all
+releases)."""
 
 sym_sqrt = torch._sym_sqrt
 """``torch._sym_sqrt``: what ``math.sqrt`` of a SymInt means to torch (all releases)."""
-
-int_oo = torch.utils._sympy.numbers.int_oo
-"""torch's integer infinity (bounds of unbounded ``ValueRanges``; all releases)."""
-
-ValueRanges = torch.utils._sympy.value_ranges.ValueRanges
-"""torch's range type, in ``ExportedProgram.range_constraints`` (all releases)."""
 
 
 # --- dynamic_shapes spec: torch's Dim classes (all releases) --------------------------------
@@ -386,8 +368,7 @@ FakeTensor = torch._subclasses.fake_tensor.FakeTensor
 FakeTensorMode = torch._subclasses.fake_tensor.FakeTensorMode
 """The mode fake tensors are made under (holds a torch ``ShapeEnv``)."""
 
-ShapeEnv = torch.fx.experimental.symbolic_shapes.ShapeEnv
-"""torch's shape environment (only built at the boundary to torch's tools)."""
+# Lazy (``_LAZY``): ``ShapeEnv``, torch's shape environment.
 
 TensorMetadata = torch.fx.passes.shape_prop.TensorMetadata
 """``node.meta["tensor_meta"]`` as torch's export writes it."""
@@ -410,18 +391,19 @@ TrainingIRVerifier = torch._export.verifier.TrainingIRVerifier
 SpecViolationError = torch._export.verifier.SpecViolationError
 """What torch's verifiers raise."""
 
+LazyGraphModule = torch.fx._lazy_graph_module._LazyGraphModule
+"""A ``GraphModule`` whose ``recompile()`` only marks the code stale: the code is generated
+when first read or called. The graph an export builds goes through several passes that each
+``recompile()``; the program's own module (torch's constructor) generates it once. All
+releases."""
+
 NodeSource = torch.fx.traceback.NodeSource
 """Provenance record of a node (``node.meta["from_node"]``)."""
 
 NodeSourceAction = torch.fx.traceback.NodeSourceAction
 """What made a node (``CREATE``, ``REPLACE``)."""
 
-StatefulGraphModule = torch.export._unlift._StatefulGraphModule
-"""Base class of ``ExportedProgram.module()``'s result."""
-
-unlift_lifted_states = torch.export._unlift._unlift_exported_program_lifted_states
-"""torch's unlifting: parameters and buffers back under their module paths, a callable
-module (``ExportedProgram.module()``)."""
+# Lazy (``_LAZY``): ``StatefulGraphModule``, ``unlift_lifted_states``.
 
 
 # --- decompositions -----------------------------------------------------------------------
@@ -542,3 +524,54 @@ def export_flags():
         yield
     finally:
         compiler._is_compiling_flag, compiler._is_exporting_flag = saved
+
+
+# --- lazy entries: resolved on first use (see the module docstring) --------------------------
+
+_LAZY: dict[str, tuple[str, str | None, str]] = {
+    "sympy_functions": (
+        "torch.utils._sympy.functions", None,
+        "``torch.utils._sympy.functions``: torch's Python-semantics size functions "
+        "(``FloorDiv``, ``Mod``, ``PythonMod``, ``Max`` ...), the vocabulary of unbroken's "
+        "expressions too (so torch's meta kernels and unbroken build the same expressions). "
+        "All tested releases."),
+    "OPAQUE_SQRT": (
+        "torch.utils._sympy.functions", "OpaqueUnaryFn_sqrt",
+        "The sympy function ``torch._sym_sqrt`` of a size builds (None if torch has none)."),
+    "int_oo": (
+        "torch.utils._sympy.numbers", "int_oo",
+        "torch's integer infinity (bounds of unbounded ``ValueRanges``; all releases)."),
+    "ValueRanges": (
+        "torch.utils._sympy.value_ranges", "ValueRanges",
+        "torch's range type, in ``ExportedProgram.range_constraints`` (all releases)."),
+    "ShapeEnv": (
+        "torch.fx.experimental.symbolic_shapes", "ShapeEnv",
+        "torch's shape environment (only built at the boundary to torch's tools)."),
+    "StatefulGraphModule": (
+        "torch.export._unlift", "_StatefulGraphModule",
+        "Base class of ``ExportedProgram.module()``'s result (its module imports "
+        "``torch._dynamo``)."),
+    "unlift_lifted_states": (
+        "torch.export._unlift", "_unlift_exported_program_lifted_states",
+        "torch's unlifting: parameters and buffers back under their module paths, a callable "
+        "module (``ExportedProgram.module()``)."),
+    **{name: ("torch.utils._sympy.functions", name,
+              f"torch's sympy size function ``{name}`` (see ``SYMPY_FUNCTION_NAMES``).")
+       for name in SYMPY_FUNCTION_NAMES},
+}
+"""name -> (torch module, attribute or None for the module itself, what the entry is for):
+the entries imported on first use. ``OPAQUE_SQRT`` is None where torch has no such function."""
+
+__all__ += list(_LAZY)  # the lazy entries are entries like the others
+
+
+def __getattr__(name: str):
+    """Resolve a lazy entry of ``_LAZY`` on first use and keep it as a module global."""
+    try:
+        module_name, attribute, _ = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    module = importlib.import_module(module_name)
+    value = module if attribute is None else getattr(module, attribute, None)
+    globals()[name] = value
+    return value

@@ -39,7 +39,7 @@ from .builtin_methods import (
     BuiltinClassFunctionVariable,
     UnboundBuiltinMethodVariable,
 )
-from .constant import ConstantVariable, SetVariable, is_constant_value
+from .constant import CONSTANT_TYPES, ConstantVariable, SetVariable, is_constant_value
 from .containers import (
     DictVariable,
     ListVariable,
@@ -85,9 +85,16 @@ _PURE_MODULES = ("math", "operator", "_operator", "cmath", "itertools")
 _MODELLED_FUNCTIONS = frozenset([functools.reduce, itertools.chain.from_iterable])
 
 
+# Exactly these types (not subclasses) are constants: most values wrapped are (ints, strings,
+# None, bools), answered by one set lookup before the chain of tests below.
+_EXACT_CONSTANT_TYPES = frozenset(CONSTANT_TYPES)
+
+
 def wrap(tx, value, source=None) -> VariableTracker:
     """The tracker for ``value``. Tensors must already be meta tensors known to the recorder,
     or real tensors, which are lifted as constants."""
+    if type(value) in _EXACT_CONSTANT_TYPES:
+        return ConstantVariable(value, source)
     if isinstance(value, VariableTracker):
         return value
     if isinstance(value, torch.Tensor):

@@ -23,7 +23,8 @@ import torch
 
 from ..cases import ExportCase
 from ..check.execute import case_id, relative
-from ..check.suggest import SuggestError, _dim_name, _inline_spec, _spec_argument
+from ..check.spec_edits import SuggestError, _dim_name, spec_node
+from ..check.spec_edits import spec_argument as _spec_argument
 from ..frontend.overlay import StateWriteWarning
 from ..symbolic.diagnostics import ConstraintViolationError, RefusalError, frame_from_code
 from ..symbolic.diagnostics.catalogue import GraphBreakError
@@ -308,7 +309,7 @@ def _fix_dynamic_shapes(case, texts, files, result):
     lineno = _map_line(files[case.filename].text, src.text, case.lineno)
     try:
         value = _spec_argument(src.tree, case.filename, lineno)
-        text = _inline_spec(code, _dim_name(src.tree))
+        text = ast.unparse(spec_node(code, _dim_name(src.tree)))
     except SuggestError as err:
         result.hints.append(NoRewrite(case.filename, case.lineno, str(err)))
         return texts, case.dynamic_shapes

@@ -166,11 +166,18 @@ def condition_text(code, index: int, lineno: int) -> tuple[int, str]:
     return location.lineno, text or _line(filename, location.lineno)
 
 
+_JUMPS: dict = {}
+
+
 def _jumps(code) -> list[int]:
-    """Indices of the conditional jumps of ``code``."""
-    return [i for i, instr in enumerate(i for i in bytecode.Bytecode.from_code(code)
+    """Indices of the conditional jumps of ``code`` (cached per code object)."""
+    jumps = _JUMPS.get(code)
+    if jumps is None:
+        jumps = _JUMPS[code] = [
+            i for i, instr in enumerate(i for i in bytecode.Bytecode.from_code(code)
                                         if isinstance(i, bytecode.Instr))
             if instr.name.startswith("POP_JUMP")]
+    return jumps
 
 
 def _shared(code, index: int) -> bool:

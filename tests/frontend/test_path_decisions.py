@@ -11,11 +11,19 @@ pytestmark = pytest.mark.matrix
 
 
 def _conditions(fn) -> list[str]:
-    """The condition text of every conditional jump of ``fn``, in code order."""
-    code = fn.__code__
-    return [condition_text(code, index, instr.lineno)[1]
-            for index, instr in enumerate(decode(code))
-            if instr.name.startswith("POP_JUMP") and instr.lineno is not None]
+    """The condition text of every conditional jump of ``fn`` (and of the comprehensions in
+    it, which are code objects of their own before 3.12), in code order."""
+    return _jump_texts(fn.__code__)
+
+
+def _jump_texts(code) -> list[str]:
+    texts = []
+    for index, instr in enumerate(decode(code)):
+        if instr.name.startswith("POP_JUMP") and instr.lineno is not None:
+            texts.append(condition_text(code, index, instr.lineno)[1])
+        if hasattr(instr.arg, "co_code"):
+            texts += _jump_texts(instr.arg)
+    return texts
 
 
 def _if(x):
@@ -68,6 +76,35 @@ def test_an_operand_of_and_is_its_own_condition():
 
     # each operand is decided by its own jump (3.11 positions both on the whole `and`)
     assert _conditions(both) == ["x.any()", "y.any()"]
+
+
+def test_operands_of_nested_and_or_in_source_order():
+    def compare_first(x, y):
+        if x.sum() > 0 and y.any():  # 3.11: both jumps at the first operand's position
+            return 1
+        return 2
+
+    def grouped(x, y, z):
+        if (x.any() or y.any()) and z.any():  # 3.11: all at the whole statement's position
+            return 1
+        return 2
+
+    def loop(x, y):
+        while x.any() and y.any():  # 3.11 compiles the test twice
+            x = x - 1
+        return x
+
+    assert _conditions(compare_first) == ["x.sum() > 0", "y.any()"]
+    assert _conditions(grouped) == ["x.any()", "y.any()", "z.any()"]
+    assert set(_conditions(loop)) == {"x.any()", "y.any()"}
+    assert _conditions(loop)[:2] == ["x.any()", "y.any()"]
+
+
+def test_a_comprehension_filter():
+    def positives(x):
+        return [v for v in x if v > 0]
+
+    assert _conditions(positives) == ["v > 0"]
 
 
 class _Frame:

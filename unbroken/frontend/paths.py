@@ -156,8 +156,8 @@ def condition_text(code, index: int, lineno: int) -> tuple[int, str]:
         return lineno, _line(filename, lineno)
     span = (location.lineno, location.col_offset, location.end_lineno, location.end_col_offset)
     node = _best_test(tree, span) if tree is not None else None
-    if isinstance(node, ast.BoolOp):  # 3.11 places each operand's jump on the whole `and`
-        node = node.values[min(_same_place_before(code, index), len(node.values) - 1)]
+    if node is not None and (isinstance(node, ast.BoolOp) or _shared(code, index)):
+        node = _operand(tree, node, code, index)
     while isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
         node = node.operand  # `if not t:` jumps on the truth of `t`: that is what is decided
     if node is not None:
@@ -166,12 +166,68 @@ def condition_text(code, index: int, lineno: int) -> tuple[int, str]:
     return location.lineno, text or _line(filename, location.lineno)
 
 
-def _same_place_before(code, index: int) -> int:
-    """How many conditional jumps before the ``index``-th instruction share its position."""
+_JUMPS: dict = {}
+
+
+def _jumps(code) -> list[int]:
+    """Indices of the conditional jumps of ``code`` (cached per code object)."""
+    jumps = _JUMPS.get(code)
+    if jumps is None:
+        jumps = _JUMPS[code] = [
+            i for i, instr in enumerate(i for i in bytecode.Bytecode.from_code(code)
+                                        if isinstance(i, bytecode.Instr))
+            if instr.name.startswith("POP_JUMP")]
+    return jumps
+
+
+def _shared(code, index: int) -> bool:
+    """True when another conditional jump has the position of the ``index``-th instruction
+    (3.11 gives the operands of ``and``/``or`` one position: the first's, or the whole's)."""
     location = _location(code, index)
-    names = [i.name for i in bytecode.Bytecode.from_code(code) if isinstance(i, bytecode.Instr)]
-    return sum(1 for i in range(index) if names[i].startswith("POP_JUMP")
-               and _location(code, i) == location)
+    return any(i != index and _location(code, i) == location for i in _jumps(code))
+
+
+def _operand(tree, node, code, index: int):
+    """The operand of ``and``/``or`` an ambiguous position stands for: the operands (leaves
+    of the test's tree of ``and``/``or``) are decided by one jump each, in source order, so
+    the jumps of the code inside the test before this one count which (modulo their number:
+    3.11 compiles a ``while`` test twice)."""
+    root = _enclosing_boolop(tree, node)
+    if root is None:
+        return node
+    leaves = list(_leaves(root))
+    span = _span(root)
+    before = sum(1 for i in _jumps(code) if i < index and _about(span, _location(code, i)))
+    return leaves[before % len(leaves)]
+
+
+def _about(span: tuple, location) -> bool:
+    """True when a jump's position is inside ``span`` or holds it (3.11 may give the jumps of
+    a test the whole statement's position)."""
+    if location is None or location.lineno is None or location.col_offset is None:
+        return False
+    other = _location_span(location)
+    return _contains(span, other) or _contains(other, span)
+
+
+def _enclosing_boolop(tree, node):
+    """The outermost ``and``/``or`` test containing ``node`` (itself included), or None."""
+    around = [t for t in _tests(tree) if isinstance(t, ast.BoolOp)
+              and _contains(_span(t), _span(node))]
+    return min(around, key=lambda t: (_span(t)[:2], [-v for v in _span(t)[2:]])) \
+        if around else None
+
+
+def _leaves(node):
+    if isinstance(node, ast.BoolOp):
+        for value in node.values:
+            yield from _leaves(value)
+    else:
+        yield node
+
+
+def _location_span(location) -> tuple:
+    return location.lineno, location.col_offset, location.end_lineno, location.end_col_offset
 
 
 _PARSED: dict = {}
@@ -224,8 +280,21 @@ def _best_test(tree, span: tuple):
     if inside:
         return min(inside, key=lambda t: (_span(t)[:2], [-v for v in _span(t)[2:]]))
     around = [t for t in tests if _contains(_span(t), span)]
-    return max(around, key=lambda t: (_span(t)[:2], [-v for v in _span(t)[2:]])) \
-        if around else None
+    if around:
+        return max(around, key=lambda t: (_span(t)[:2], [-v for v in _span(t)[2:]]))
+    return _comprehension_filter(tree, span)
+
+
+def _comprehension_filter(tree, span: tuple):
+    """The one ``if`` of the comprehension around ``span`` (3.13 gives its jump the element's
+    position), or None."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)) \
+                and _contains(_span(node), span):
+            filters = [f for generator in node.generators for f in generator.ifs]
+            if len(filters) == 1:
+                return filters[0]
+    return None
 
 
 def _segment(source: str, span: tuple) -> str | None:

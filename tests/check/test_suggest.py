@@ -236,6 +236,11 @@ def test_reports_name_files_relative_to_the_working_directory(tmp_path, capsys):
     assert 'File \\"models/gate.py\\", line 9' in report
     assert main(["suggest", "models"]) == 0
     assert str(tmp_path) not in capsys.readouterr().out
+    # an import failure's traceback too
+    (tmp_path / "models" / "broken.py").write_text("import torch\nraise ValueError('no')\n")
+    assert main(["check", "models", "--in-process", "-q", "--json", "report.json"]) == 2
+    report = (tmp_path / "report.json").read_text()
+    assert str(tmp_path) not in report and 'models/broken.py\\", line 2' in report
 
 
 def test_a_check_on_another_path_says_which(tmp_path, capsys):

@@ -53,6 +53,21 @@ class TensorConstants(torch.nn.Module):
         return x + self.table + torch.tensor([4.0, 5.0, 6.0]) * torch.tensor([2.0])
 
 
+class ConstantsReadButUnused(torch.nn.Module):
+    """torch.export lifts a constant only where an op takes it (before removing dead code)."""
+
+    def __init__(self):
+        super().__init__()
+        self.unread = torch.tensor([1.0, 2.0, 3.0])
+        self.dead = torch.ones(3)
+
+    def forward(self, x):
+        unread = self.unread  # noqa: F841 - read into a local, never used: not an input
+        made = torch.tensor([5.0])  # noqa: F841 - made and dropped: not an input
+        dead = self.dead * 2  # noqa: F841 - taken by an op (dead): an input, as in torch
+        return x + 1  # (a dropped tensor's number, lifted_tensor_0, is not given again)
+
+
 class Nested(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -76,6 +91,7 @@ PROGRAMS = {
     "input named like a buffer's placeholder": (
         InputNamedLikeBuffer(), (torch.randn(3), torch.randn(3)), {}),
     "tensor constants, one unused": (TensorConstants(), (torch.randn(3),), {}),
+    "constants read but unused": (ConstantsReadButUnused(), (torch.randn(3),), {}),
     "nested inputs, kwargs, upper case": (
         Nested(), (torch.randn(2, 3), [torch.randn(3), torch.randn(3)]),
         {"d": {"Key": torch.randn(3)}, "k": 3}),

@@ -44,6 +44,7 @@ def build_program(trace: Trace, flat_outputs: list, out_spec,
     constant_specs, constants = _lifted_constants(trace)
     _settle_size_one(trace, flat_outputs)
     builder.set_output(flat_outputs)
+    constant_specs = _drop_unread_constants(builder.root_graph, constant_specs, constants)
     graph_module = functionalize_subgraphs(builder.graph_module())
     input_specs = _ordered_input_specs(builder.graph, [*trace.input_specs, *constant_specs])
     signature = ExportGraphSignature(input_specs, _output_specs(builder.graph))
@@ -81,6 +82,31 @@ def _lifted_constants(trace: Trace) -> tuple[list[InputSpec], dict]:
         constants[target] = tensor
         specs.append(InputSpec(InputKind.CONSTANT_TENSOR, TensorArgument(name), target))
     return specs, constants
+
+
+_LIFT_FRESH_COPY = torch.ops.aten.lift_fresh_copy.default
+
+
+def _drop_unread_constants(graph: fx.Graph, specs: list[InputSpec], constants: dict) -> list:
+    """The constant specs without those of tensors no node reads: an attribute read into a
+    local that is never used, a ``torch.tensor(...)`` made and dropped (its only node the
+    copy ``torch.tensor`` makes, ``lift_fresh_copy``, itself unused). torch.export lifts a
+    constant only when an op of its graph takes it, before removing dead code; so does this
+    (a constant read by an op that dead-code elimination removes later stays, as in torch).
+    Their placeholders are erased and they leave ``constants``."""
+    placeholders = {n.name: n for n in graph.nodes if n.op == "placeholder"}
+    kept = []
+    for spec in specs:
+        node = placeholders[spec.arg.name]
+        copies = [u for u in node.users if u.target is _LIFT_FRESH_COPY and not u.users]
+        if len(copies) < len(node.users):
+            kept.append(spec)
+            continue
+        for copy in copies:  # torch.tensor(data)'s own copy, unused: not a read
+            graph.erase_node(copy)
+        graph.erase_node(node)
+        del constants[spec.target]
+    return kept
 
 
 def _settle_size_one(trace: Trace, flat_outputs) -> None:

@@ -11,12 +11,14 @@ unbroken writes torch's own keys (their meaning is torch's) and a few of its own
     ``source_fn_stack``, ``torch_fn``, ``from_node``  read by torch's passes (``ir.parts``);
     ``tensor_meta``      shape and dtype, as torch's passes expect it.
 
-``node.meta``, unbroken's keys: :data:`USER_FRAMES`, :data:`VIEW_WRITE`, :data:`EAGER_REFUSES`.
+``node.meta``, unbroken's keys: :data:`USER_FRAMES`, :data:`VIEW_WRITE`, :data:`EAGER_REFUSES`,
+:data:`SAVED_THEN_WRITTEN`.
 ``graph_module.meta``, unbroken's keys: :data:`LAYOUT_READ`, :data:`SIZE_ONE_REFUSED`.
 """
 from __future__ import annotations
 
-__all__ = ["EAGER_REFUSES", "LAYOUT_READ", "SIZE_ONE_REFUSED", "USER_FRAMES", "VIEW_WRITE"]
+__all__ = ["EAGER_REFUSES", "LAYOUT_READ", "SAVED_THEN_WRITTEN", "SIZE_ONE_REFUSED",
+           "USER_FRAMES", "VIEW_WRITE"]
 
 #: ``node.meta`` key: the user's frames (``UserFrame``s, outermost first) that made the node;
 #: every error about the node names them. Set by the graph builder, kept by every pass.
@@ -31,6 +33,11 @@ VIEW_WRITE = "view_write"
 #: (:class:`unbroken.ir.aliasing.EagerRefusal`); ``ExportedProgram.module()`` checks it when the
 #: program runs; ``unbroken.save`` keeps it.
 EAGER_REFUSES = "unbroken_eager_refuses"
+
+#: ``node.meta`` key: eager's error message when autograd saved one of the node's inputs (or
+#: its result) for backward and a later in-place write changed it (``ir.saved_tensors``):
+#: ``ExportedProgram.module()`` raises it when backward reaches the node, as eager does.
+SAVED_THEN_WRITTEN = "unbroken_saved_then_written"
 
 #: ``graph_module.meta`` key: the program holds for the example's strides only (the trace read
 #: a layout fact, or it writes an input and called an op that aliases or copies by layout).

@@ -46,7 +46,7 @@ from .data_dependent import DATA_DEPENDENT_SIZES, SCALAR_OPS, integer_indexing
 from .devices import composite_layout, devices_of
 from .graph_builder import GraphBuilder, meta_like
 from .meta_cache import MetaCache
-from .meta_keys import EAGER_REFUSES
+from .meta_keys import EAGER_REFUSES, SAVED_THEN_WRITTEN
 from .ops import (
     is_functional,
     is_inplace_op,
@@ -55,6 +55,7 @@ from .ops import (
     takes_argument,
     written_arguments,
 )
+from .saved_tensors import saves_memory_of
 
 __all__ = ["Recorder", "meta_like"]
 
@@ -141,6 +142,8 @@ class Recorder(TorchDispatchMode):
         self._leaf_logs: list[list] = []
         self._dry_log: list | None = None
         self.meta_cache = MetaCache(env)  # meta outputs of functional ops, per trace
+        self._no_grad_nodes: set[fx.Node] = set()  # recorded with grad disabled
+        self._pending_writes: list = []  # (reader, written node, message): see saved_tensors
 
     # ----------------------------------------------------------------- tensors
     def is_tracked(self, tensor: torch.Tensor) -> bool:
@@ -215,6 +218,8 @@ class Recorder(TorchDispatchMode):
             self._recording -= 1
             if self._recording == 0:
                 self._close_inner_region()
+                if self._pending_writes:
+                    self._settle_saved_then_written()
 
     @contextlib.contextmanager
     def leaf_scope(self):
@@ -359,6 +364,8 @@ class Recorder(TorchDispatchMode):
             out = DATA_DEPENDENT_SIZES[func](self, *compute_args, **compute_kwargs)
             return self.record_data_dependent(func, args, kwargs, out, device)
         refusal = self._inplace_refusal(func, args)
+        if is_inplace_op(func) and isinstance(args[0], torch.Tensor):
+            self._mark_saved_then_written(args[0])
         out = self._compute(func, compute_args, compute_kwargs)
         refusal = refusal or self._stale_read_refusal(func, args, kwargs, out)
         node = self._record(func, args, kwargs, out)
@@ -419,6 +426,28 @@ class Recorder(TorchDispatchMode):
                 made_under_no_grad and self.export_grad_enabled):
             return refusal
         return None
+
+    def _mark_saved_then_written(self, tensor) -> None:
+        """``tensor`` is about to be written in place: mark the ops recorded with grad enabled
+        that saved it for backward (``ir.saved_tensors``), whose backward eager then refuses."""
+        tensor = self._lifted.get(id(tensor), tensor)
+        if not self.is_tracked(tensor):
+            return
+        written = self.node_of(tensor)
+        message = ("one of the variables needed for gradient computation has been modified by "
+                   f"an inplace operation (unbroken: the write at {_location(self)} changed a "
+                   "tensor saved for backward before it)")
+        self._pending_writes.extend(
+            (reader, written, message) for reader in (written, *written.users)
+            if reader not in self._no_grad_nodes and SAVED_THEN_WRITTEN not in reader.meta)
+
+    def _settle_saved_then_written(self) -> None:
+        """Decide the writes :meth:`_mark_saved_then_written` noted (autograd records nothing
+        inside dispatch, so this runs when the leaf call ends)."""
+        pending, self._pending_writes = self._pending_writes, []
+        for reader, written, message in pending:
+            if SAVED_THEN_WRITTEN not in reader.meta and saves_memory_of(reader, written):
+                reader.meta[SAVED_THEN_WRITTEN] = message
 
     def _eager_requires_grad(self, tensor) -> bool:
         provider = self.requires_grad_provider
@@ -601,6 +630,8 @@ class Recorder(TorchDispatchMode):
         if _takes_default_dtype(func, args, kwargs) and isinstance(out, torch.Tensor):
             kwargs["dtype"] = out.dtype  # the default dtype at export time, made explicit
         node = self.builder.call(func, args, kwargs, out)
+        if not torch.is_grad_enabled():  # autograd saves nothing for it
+            self._no_grad_nodes.add(node)
         if self.shadow is not None and func is not aten.item.default:
             self._run_shadow(func, args, kwargs, out)
         return node
@@ -687,6 +718,12 @@ _OPAQUE_HINTS = {
     torch.ScriptObject: "For collectives use torch.distributed._functional_collectives "
                         "(funcol.all_reduce(x, 'sum', group)), whose ops take the group by name.",
 }
+
+
+def _location(recorder) -> str:
+    """``file:line`` of the innermost user frame, for a message."""
+    frames = recorder.frames_provider()
+    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "forward()"
 
 
 def _takes_default_dtype(func, args, kwargs) -> bool:

@@ -18,12 +18,15 @@ fake tensors), its call is the plain module call.
 """
 from __future__ import annotations
 
+import operator
+
 import torch
 import torch.utils._pytree as pytree
 from torch.fx.node import has_side_effect
 
 from unbroken.ir.input_checks import InputGuard, is_traced, mismatch
-from unbroken.ir.meta_keys import EAGER_REFUSES
+from unbroken.ir.meta_keys import EAGER_REFUSES, SAVED_THEN_WRITTEN
+from unbroken.ir.saved_tensors import refuse_backward
 from unbroken.symbolic.torch_compat import StatefulGraphModule, unlift_lifted_states
 
 __all__ = ["ExportedModule", "build_module"]
@@ -75,6 +78,7 @@ def build_module(program) -> ExportedModule:
     _write_backs(module)
     _differentiable_copies(module)
     _eager_refusal_checks(module)
+    _saved_then_written(module)
     guard = InputGuard(program)
     module.__dict__["_unbroken_guard"] = guard
     module.register_forward_pre_hook(guard, with_kwargs=True)
@@ -174,6 +178,25 @@ def _eager_refusal_checks(module: torch.fx.GraphModule) -> None:
         location = _last_frame(node.meta.get("stack_trace") or "")
         with graph.inserting_before(node):
             graph.call_function(refuse_where_eager_does, (message, hint, location, *tensors))
+    if marked:
+        module.recompile()
+
+
+def _saved_then_written(module: torch.fx.GraphModule) -> None:
+    """The tensor outputs of each node marked :data:`SAVED_THEN_WRITTEN` pass through
+    :func:`refuse_backward`: backward through them raises eager's error."""
+    graph = module.graph
+    marked = [n for n in graph.nodes if n.op == "call_function" and SAVED_THEN_WRITTEN in n.meta]
+    for node in marked:
+        values = [node] if isinstance(node.meta.get("val"), torch.Tensor) else \
+            [user for user in node.users if user.target is operator.getitem]
+        for value in values:
+            users = list(value.users)
+            with graph.inserting_after(value):
+                refused = graph.call_function(refuse_backward,
+                                              (value, node.meta[SAVED_THEN_WRITTEN]))
+            for user in users:
+                user.replace_input_with(value, refused)
     if marked:
         module.recompile()
 

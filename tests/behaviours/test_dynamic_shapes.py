@@ -69,10 +69,6 @@ def _max_sizes(self, x, y):
     return z
 
 
-def _shapes_collection():
-    return None
-
-
 BEHAVIOURS = [
     Behaviour("dim_batch_other_sizes", program(lambda self, x: self.lin(x).relu(), _lin),
               _r((8, 4)), dynamic_shapes={"x": {0: batch}},
@@ -168,7 +164,7 @@ BEHAVIOURS = [
     Behaviour("broadcast_dynamic", program(lambda self, x, y: x + y), _r((4, 1, 5), (3, 5)),
               dynamic_shapes=({0: Dim("p"), 2: Dim("q")}, {0: Dim("r"), 1: Dim("q")}),
               more=(_r((2, 1, 6), (7, 6)),)),
-    Behaviour("shapes_collection_spec", program(lambda self, x, y: x + y[0]),
+    Behaviour("list_spec_shared_dim", program(lambda self, x, y: x + y[0]),
               lambda: (torch.randn(4), [torch.randn(4)]),
               dynamic_shapes={"x": (Dim("dim", max=10),), "y": [(Dim("dim", max=10),)]},
               more=(lambda: (torch.randn(7), [torch.randn(7)]),)),

@@ -708,7 +708,8 @@ class Recorder(TorchDispatchMode):
 # What a node's arguments may hold (besides nested lists and tuples, which pytree flattens).
 _GRAPH_VALUE_TYPES = (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool, bool, int,
                       float, complex, str, type(None), torch.dtype, torch.device, torch.layout,
-                      torch.memory_format, slice, type(Ellipsis), fx.Node)
+                      torch.memory_format, torch.qscheme, torch.Size, slice, type(Ellipsis),
+                      fx.Node)
 _OPAQUE_KINDS = {torch.Generator: "a `torch.Generator`",
                  torch.ScriptObject: "a TorchScript object (a c10d process group or reduce op, "
                                      "a custom class instance)"}

@@ -298,6 +298,8 @@ def _reduce_pairwise(fn):
             return best[1]
         if all(v.is_constant() for v in items):
             return ConstantVariable(fn(v.as_constant() for v in items))
+        if _zero_dim_tensors(items):
+            return _select_pairwise(tx, items, fn is max)
         if all(issubclass(v.python_type(), (int, float)) and not isinstance(v, TensorVariable)
                for v in items):  # sizes: keep symbolic, without guarding on the comparison
             symbolic = torch.sym_max if fn is max else torch.sym_min
@@ -305,6 +307,26 @@ def _reduce_pairwise(fn):
         return tx.call_leaf(fn, items, {})
 
     return handler
+
+
+def _zero_dim_tensors(items) -> bool:
+    """One-element (0-d) tensors of one dtype: ``max``/``min`` of them is a selection the
+    program can make at run time."""
+    return all(isinstance(v, TensorVariable) and v.meta.dim() == 0 for v in items) and \
+        len({v.meta.dtype for v in items}) == 1
+
+
+def _select_pairwise(tx, items, greater: bool):
+    """``max(a, b, ...)`` / ``min`` of 0-d tensors, as CPython runs it: the running result
+    is replaced by each later item that compares greater (less), so ties and NaNs pick what
+    CPython picks, and the gradient reaches the tensor it picked. Recorded as
+    ``where(b > a, b, a)`` (torch.export strict records ``maximum``, which differs on NaNs)."""
+    compare = torch.gt if greater else torch.lt
+    result = items[0]
+    for item in items[1:]:
+        better = tx.call_leaf(compare, [item, result], {})
+        result = tx.call_leaf(torch.where, [better, item, result], {})
+    return result
 
 
 def _compare(tx, a, b, greater: bool) -> bool:

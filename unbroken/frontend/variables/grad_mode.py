@@ -10,6 +10,8 @@ program computes the same values, and its outputs are ordinary tensors.
 """
 from __future__ import annotations
 
+import inspect
+
 import torch
 
 from ...symbolic.diagnostics.catalogue import graph_break
@@ -91,6 +93,38 @@ class GradModeVariable(VariableTracker):
         raise AttributeMissing(name)
 
     def call(self, tx, args, kwargs):
-        raise graph_break("UB110", f"{self.describe()} used as a decorator inside forward()",
-                          frames=tx.user_frames(),
-                          details="Decorate the function where it is defined, or use `with`.")
+        """``@torch.no_grad()`` (``enable_grad``, ``inference_mode``) on a function defined
+        inside forward(): each call runs in a region of this mode, as torch's decorator runs
+        it. ``set_grad_enabled`` (whose construction already switched the mode) and generator
+        functions (torch re-enters the mode at each ``next``) are refused."""
+        function = args[0] if len(args) == 1 and not kwargs else None
+        code = getattr(function, "code", None) or getattr(getattr(function, "fn", None),
+                                                          "__code__", None)
+        if function is None or self.cls is torch.set_grad_enabled or code is None or \
+                code.co_flags & inspect.CO_GENERATOR:
+            raise graph_break("UB110", f"{self.describe()} used as a decorator inside "
+                              "forward()", frames=tx.user_frames(),
+                              details="Decorate the function where it is defined, or use "
+                              "`with`.")
+        return _InGradMode(self.cls, self.enabled, function)
+
+
+class _InGradMode(VariableTracker):
+    """A function decorated with a grad-mode class inside forward(): ``cls``/``enabled`` as
+    in ``GradModeVariable``; ``function``: the tracker of the function it wraps."""
+
+    __slots__ = ("cls", "enabled", "function")
+
+    def __init__(self, cls, enabled: bool, function):
+        super().__init__(None)
+        self.cls, self.enabled, self.function = cls, enabled, function
+
+    def describe(self) -> str:
+        return f"{self.function.describe()} decorated with `{self.cls.__name__}`"
+
+    def call(self, tx, args, kwargs):
+        exit_, _ = GradModeVariable(self.cls, self.enabled).enter(tx)
+        try:
+            return self.function.call(tx, args, kwargs)
+        finally:
+            exit_.call(tx, [], {})

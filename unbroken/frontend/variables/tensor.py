@@ -145,6 +145,8 @@ class TensorMethodVariable(VariableTracker):
         return f"the tensor method `{self.name}`"
 
     def call(self, tx, args, kwargs) -> VariableTracker:
+        if self.name == "tolist" and not args and not kwargs and _small_static(self.tensor):
+            return _tolist(tx, self.tensor)
         if self.name in _VALUE_METHODS:
             error = graph_break("UB105", f"`.{self.name}()` on {self.tensor.describe()}",
                                 frames=tx.user_frames())
@@ -233,6 +235,25 @@ class SymbolicVariable(VariableTracker):
         if callable(attr):
             return PureCallableVariable(attr)
         return ConstantVariable(attr)
+
+
+# `.tolist()` reads each element with `.item()`: up to this many (one symbol each).
+_TOLIST_LIMIT = 64
+
+
+def _small_static(tensor: TensorVariable) -> bool:
+    shape = tensor.meta.shape
+    return all(isinstance(d, int) for d in shape) and tensor.meta.numel() <= _TOLIST_LIMIT
+
+
+def _tolist(tx, tensor: TensorVariable):
+    """``t.tolist()`` of a small tensor of static shape, as torch.export reads it: nested
+    lists of ``t[i, j].item()`` values (each an unbacked symbol, decided by ``torch._check``
+    facts where a branch needs it)."""
+    if tensor.meta.dim() == 0:
+        return tx.call_leaf(torch.Tensor.item, [tensor], {})
+    rows = tx.call_leaf(torch.Tensor.unbind, [tensor], {}).items(tx)
+    return tx.wrap([_tolist(tx, row) for row in rows])
 
 
 def _specialize_rows(tx, tensor: TensorVariable) -> None:

@@ -93,7 +93,8 @@ _KINDS = [
         "A value read from a tensor (`.item()`, a `nonzero()` count) is a symbol whose value is "
         "known only at run time: it can flow into sizes and computations, but a Python decision "
         "on it (`if`, `int()`, `range()`, an index bound no fact covers) or converting a tensor "
-        "to a Python list or array (`.tolist()`, `.numpy()`) cannot be made at export time.",
+        "to a Python array (`.numpy()`, `.tolist()` of more than 64 elements or of a dynamic "
+        "shape) cannot be made at export time.",
         "State what holds with torch._check(...) (checked at run time), branch with torch.cond, "
         "or keep the value as a tensor.",
         "n = t.item()\nif n > 0:\n    x = x[:n]",

@@ -15,7 +15,7 @@ its source in its docstring, and one ``unbroken.case(...)``. For each case, in a
 - fixes proposed (rewrites applied), whether the patch is verified, and whether the patched
   model exports and matches eager on every draw (outputs, dtypes, gradients, buffers).
 
-    python benchmarks/fixes_bench.py [--only NAME,...] [--timeout S] \
+    python benchmarks/fixes_bench.py [--only NAME,...] [--timeout S] [--jobs N] \
         [--markdown FILE] [--json FILE]
 """
 from __future__ import annotations
@@ -92,27 +92,33 @@ def _source_line(path: str) -> str:
     return ""
 
 
-def run_all(names, timeout: float) -> list[dict]:
-    rows = []
+def run_all(names, timeout: float, jobs: int = 1) -> list[dict]:
+    from concurrent.futures import ThreadPoolExecutor
+
     files = sorted(CASES.glob("*.py"))
     if names:
         files = [f for f in files if f.stem in names]
-    for i, file in enumerate(files, 1):
-        started = time.perf_counter()
-        try:
-            done = subprocess.run([sys.executable, __file__, "--one", str(file)],
-                                  capture_output=True, text=True, timeout=timeout,
-                                  env={**os.environ, "PYTHONWARNINGS": "ignore"})
-            lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
-            row = json.loads(lines[-1]) if lines else {
-                "case": file.stem, "status": "crashed",
-                "reason": (done.stderr.strip().splitlines() or ["?"])[-1][:200]}
-        except subprocess.TimeoutExpired:
-            row = {"case": file.stem, "status": "timeout", "reason": f"over {timeout:.0f} s"}
-        row.setdefault("seconds", round(time.perf_counter() - started, 2))
-        rows.append(row)
-        print(f"[{i:>2}/{len(files)}] {row['case']:<34} {row.get('status')}", flush=True)
+    with ThreadPoolExecutor(jobs) as pool:
+        rows = list(pool.map(lambda f: _run_file(f, timeout), files))
     return rows
+
+
+def _run_file(file: Path, timeout: float) -> dict:
+    """One case in a fresh process (the row, or why there is none)."""
+    started = time.perf_counter()
+    try:
+        done = subprocess.run([sys.executable, __file__, "--one", str(file)],
+                              capture_output=True, text=True, timeout=timeout,
+                              env={**os.environ, "PYTHONWARNINGS": "ignore"})
+        lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+        row = json.loads(lines[-1]) if lines else {
+            "case": file.stem, "status": "crashed",
+            "reason": (done.stderr.strip().splitlines() or ["?"])[-1][:200]}
+    except subprocess.TimeoutExpired:
+        row = {"case": file.stem, "status": "timeout", "reason": f"over {timeout:.0f} s"}
+    row.setdefault("seconds", round(time.perf_counter() - started, 2))
+    print(f"{row['case']:<34} {row.get('status')}", flush=True)
+    return row
 
 
 def summary(rows: list[dict]) -> dict:
@@ -175,6 +181,7 @@ def main(argv=None) -> int:
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--only", help="comma-separated case names")
     parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--jobs", type=int, default=1, help="cases at a time (processes)")
     parser.add_argument("--markdown")
     parser.add_argument("--json")
     options = parser.parse_args(argv)
@@ -186,7 +193,8 @@ def main(argv=None) -> int:
     env = {"date": time.strftime("%Y-%m-%d", time.gmtime()),
            "python": ".".join(map(str, sys.version_info[:3])),
            "torch": torch.__version__.split("+")[0]}
-    rows = run_all(set(options.only.split(",")) if options.only else None, options.timeout)
+    rows = run_all(set(options.only.split(",")) if options.only else None, options.timeout,
+                   options.jobs)
     text = markdown(rows, env)
     print(text)
     if options.markdown:

@@ -110,11 +110,15 @@ def fix_case(case: ExportCase, root: str | None = None) -> CaseFix:
     """Find the case's breaks, rewrite them, verify; see the module docstring."""
     root = root or os.getcwd()
     first = _attempt(case, root, prefer_where=True)
-    if first.status == "unverified" and any(r.rule == "where" for r in first.rewrites):
+    if first.status == "unverified" and any(r.rule in _FIRST_CHOICES for r in first.rewrites):
         second = _attempt(case, root, prefer_where=False)
         if second.status == "verified":
             return second
     return first
+
+
+#: Rewrites tried first, with torch.cond as the alternative when they do not verify.
+_FIRST_CHOICES = ("where", "unguard")
 
 
 def _attempt(case: ExportCase, root: str, prefer_where: bool) -> CaseFix:
@@ -270,7 +274,7 @@ def _plan_round(case, model, patched, records, files, texts, result, prefer_wher
                 _hint(result, found)
                 continue
             if not prefer_where:
-                found = [r for r in found if r.rule != "where"] or found
+                found = [r for r in found if r.rule not in _FIRST_CHOICES] or found
             rewrite = found[0]
             taken = chosen.setdefault(path, [])
             if any(e.start < t.end and t.start < e.end or (e.start == t.start)

@@ -383,7 +383,7 @@ def _assigning_if(c: _Context):
     outputs = [n for n in stored if n in used_after or (in_loop and n in _loaded([stmt]))]
     if not outputs:
         if not orelse and not stored:
-            return [_unguard(c)]
+            return [_unguard(c)] + _mutating_cond(c)
         return c.no("the branches produce no value used afterwards (they only change state): "
                     "torch.cond branches may not mutate; compute the new state in both "
                     "branches and assign it after torch.cond")
@@ -453,6 +453,53 @@ def _unguard(c: _Context) -> Rewrite:
     text = f"{c.indent}{note}{c.nl}" + "".join(lines)
     return c.rewrite("unguard", [Edit(start, end, text)],
                      f"if {c.src.segment(stmt.test)}: <in-place update> → the update alone")
+
+
+def _mutated(stmts) -> list[str]:
+    """Local names a block updates in place: ``t[...] = v`` and ``t.op_(...)``."""
+    names = []
+    for n in _walk_flat(stmts):
+        target = None
+        if isinstance(n, (ast.Assign, ast.AugAssign)):
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+                while isinstance(t, ast.Subscript):
+                    t = t.value
+                target = t if isinstance(t, ast.Name) and t is not n else target
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
+                n.func.attr.endswith("_") and not n.func.attr.startswith("_") and \
+                isinstance(n.func.value, ast.Name):
+            target = n.func.value
+        if target is not None and target.id not in names:
+            names.append(target.id)
+    return names
+
+
+def _mutating_cond(c: _Context) -> list:
+    """``if c: t[m] = v`` → a torch.cond whose true branch updates a copy of ``t`` and returns
+    it, the false branch returns ``t`` as it is (a copy): ``t`` is rebound to the result.
+    Equivalent unless ``t`` is seen through another name (an input, a view): verification
+    compares the inputs after the call too."""
+    stmt, ind, unit, nl = c.stmt, c.indent, c.unit, c.nl
+    names = _mutated(stmt.body)
+    if not names or any(n not in c.tensors for n in names):
+        return []
+    operands = _operands(c, [stmt])
+    operands += [n for n in names if n not in operands]
+    params = ", ".join(operands)
+    copies = "".join(f"{ind}{unit}{n} = {n}.clone(){nl}" for n in names)
+    result = names[0] if len(names) == 1 else f"({', '.join(names)})"
+    passed = names[0] + ".clone()" if len(names) == 1 else \
+        "(" + ", ".join(f"{n}.clone()" for n in names) + ")"
+    start, end = c.src.line_span(stmt.lineno, stmt.end_lineno)
+    comment = c.src.trailing_comment(stmt.lineno)
+    tail = f"  {comment}" if comment else ""
+    text = (f"{ind}def _true_branch({params}):{nl}{copies}{_body_text(c)}"
+            f"{ind}{unit}return {result}{nl}{nl}"
+            f"{ind}def _false_branch({params}):{nl}{ind}{unit}return {passed}{nl}{nl}"
+            f"{ind}{', '.join(names)} = torch.cond({_predicate(c, stmt.test)}, _true_branch, "
+            f"_false_branch, ({params}{',' if len(operands) == 1 else ''})){tail}{nl}")
+    return [c.rewrite("cond", [Edit(start, end, text)],
+                      f"if {c.src.segment(stmt.test)}: <in-place update> → torch.cond on a copy")]
 
 
 def _single_assignment(stmts, outputs):

@@ -251,12 +251,14 @@ MIN_DRAWS, MAX_DRAWS = 12, 80
 
 
 def _with_parameters(model, fn):
+    """A copy of ``model`` with ``fn`` applied to every parameter and (numeric) buffer: a
+    decision on weights or on a stored count goes the other way."""
     twin = copy.deepcopy(model)
     if fn is not None and isinstance(twin, torch.nn.Module):
         with torch.no_grad():
-            for p in twin.parameters():
-                if p.is_floating_point():
-                    p.copy_(fn(p))
+            for p in list(twin.parameters()) + list(twin.buffers()):
+                if p.dtype != torch.bool and not p.is_complex():
+                    p.copy_(fn(p).to(p.dtype))
     return twin
 
 

@@ -94,10 +94,11 @@ def _case(name):
     return model.eval(), args
 
 
-# In make test: this file's programs and two zoo models; the rest of the zoo under slow.
+# In make test: this file's programs and two zoo models; the rest of the zoo (five exports
+# each) under slow and heavy (`make test-heavy`).
 FAST_ZOO = ("mlp", "cnn")
-CASES = [*PROGRAMS, *(pytest.param(n, marks=[] if n in FAST_ZOO else [pytest.mark.slow], id=n)
-                      for n in ZOO)]
+CASES = [*PROGRAMS, *(pytest.param(n, id=n, marks=[] if n in FAST_ZOO else
+                                   [pytest.mark.slow, pytest.mark.heavy]) for n in ZOO)]
 
 
 def _exported(name):

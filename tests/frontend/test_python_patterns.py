@@ -254,6 +254,25 @@ class _Blocks(nn.Module):
         return x
 
 
+def test_module_list_with_none_entries_iterated_and_indexed():
+    """``nn.ModuleList([None, layer])`` (local-attention's optional global layers): iterating
+    and indexing yield None for the empty slots, as eager."""
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList([nn.ModuleList([None, nn.Linear(4, 4)]),
+                                         nn.ModuleList([nn.Linear(4, 4), nn.ReLU()])])
+
+        def forward(self, x):
+            for first, second in self.layers:
+                if first is not None:
+                    x = first(x)
+                x = second(x)
+            return x + (self.layers[0][0] is None)
+
+    _check(M(), _x(2, 4))
+
+
 def test_module_overriding_getitem_and_len():
     _check(_Blocks(), _x(2, 4))
 

@@ -138,7 +138,9 @@ class NNModuleVariable(VariableTracker):
         if isinstance(module, nn.ModuleDict | nn.ParameterDict):
             return [ConstantVariable(k) for k in module.keys()]
         if isinstance(module, (nn.Sequential, nn.ModuleList)):
-            return [self._child(tx, k, m) for k, m in module._modules.items()]
+            # an entry may be None (`nn.ModuleList([None, attn])`): iterating yields None
+            return [ConstantVariable(None) if m is None else self._child(tx, k, m)
+                    for k, m in module._modules.items()]
         if isinstance(module, nn.ParameterList):
             return [tx.wrap(p) for p in module]
         raise graph_break("UB117", f"iteration over {self.describe()}", frames=tx.user_frames())

@@ -191,12 +191,13 @@ _OUTSIDE = {list: [3, 1, 2], dict: {"a": 1, "b": 2}, set: {1, 2, 3}}
 
 
 def _fits(cls, name, args) -> bool:
-    """CPython runs ``name`` with ``args`` on a copy without raising."""
+    """CPython runs ``name`` with ``args`` on a copy without raising, and changes it."""
+    receiver = _fresh(_OUTSIDE[cls])
     try:
-        getattr(_fresh(_OUTSIDE[cls]), name)(*args)
+        getattr(receiver, name)(*args)
     except Exception:  # noqa: BLE001 - CPython's verdict
         return False
-    return True
+    return repr(receiver) != repr(_OUTSIDE[cls])
 
 
 def mutate_outside(cls, name, args):

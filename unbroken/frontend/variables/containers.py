@@ -6,7 +6,7 @@ import inspect
 
 import torch
 
-from ...symbolic.diagnostics.catalogue import TracedException, graph_break
+from ...symbolic.diagnostics.catalogue import GraphBreakError, TracedException, graph_break
 from ..protocol import class_attribute, lookup
 from .base import CREATION_ORDER, AttributeMissing, VariableTracker
 from .builtin_methods import (
@@ -397,15 +397,13 @@ _NONE = ConstantVariable(None)
 def call_container_method(tx, container, name: str, args: list, kwargs: dict) -> VariableTracker:
     """``container.name(*args, **kwargs)`` for a list/tuple/dict tracker.
 
-    On constants, CPython runs the method on a native model of the container (its own
-    semantics and errors). Where tensors or callables are involved, the methods implemented
-    here on the trackers run; the remaining ones that only move elements run on the native
-    model with each tracked element opaque (``_call_on_native_model``)."""
+    The methods implemented here on the trackers run first (cheap: no copy of the container;
+    tensors and callables stay tracked); arguments they cannot take on constants go to CPython's
+    own method, as do the other methods: on a native model of the container, each tracked
+    element opaque (``_call_on_native_model``)."""
     owner = _BUILTIN_MODEL.get(type(container))
     if owner is not None and container.python_type() is not owner:
         owner = None  # an OrderedDict, a mapping proxy: their own methods differ
-    if owner is not None and _all_constant(container, args, kwargs):
-        return _call_on_native_model(tx, container, owner, name, args, kwargs)
     table = _DICT_METHODS if isinstance(container, DictVariable) else _SEQUENCE_METHODS
     handler = table.get(name)
     if handler is not None:
@@ -413,7 +411,13 @@ def call_container_method(tx, container, name: str, args: list, kwargs: dict) ->
             inspect.signature(handler).bind(tx, container, *args, **kwargs)
         except TypeError as exc:
             raise tx.user_exception(TypeError(f"{name}(): {exc}")) from None
-        return handler(tx, container, *args, **kwargs)
+        try:
+            return handler(tx, container, *args, **kwargs)
+        except (TypeError, ValueError, IndexError, KeyError, GraphBreakError):
+            # arguments the handler cannot take (an unhashable key, `extend(2)`): on
+            # constants CPython's own method says what happens (its error, as eager's)
+            if owner is None or not _all_constant(container, args, kwargs):
+                raise
     if owner is not None:
         return _call_on_native_model(tx, container, owner, name, args, kwargs)
     if container.is_constant() and all(a.is_constant() for a in args):

@@ -71,8 +71,12 @@ def test_a_decision_no_draw_can_flip_is_not_verified(case_file, tmp_path):
         import unbroken
 
         class AlwaysTrue(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("flag", torch.tensor(True))  # no draw changes a flag
+
             def forward(self, x):
-                if (x * x).sum() >= 0:
+                if self.flag:
                     return x + 1
                 return x - 1
 

@@ -23,7 +23,6 @@ import ast
 import copy
 import re
 import sys
-import warnings
 from dataclasses import dataclass, field
 
 import torch
@@ -519,15 +518,24 @@ def _assumption_only(problem: str, recorders, sites_by_path) -> bool:
         for p, r in recorders.items() for line in r.failed)
 
 
+def _fresh_module(program):
+    """``program.module()`` with buffers of its own (the program's are shared: a call that
+    writes one would leak into the next draw)."""
+    runner = program.module()
+    for sub in runner.modules():
+        for name, buffer in list(sub._buffers.items()):
+            if buffer is not None:
+                sub._buffers[name] = buffer.clone()
+    return runner
+
+
 def _compare_exported(model, program, candidates, calls: int = 1) -> str:
     """The exported patched program against a copy of the original model, draw by draw (at
     the example's parameters), ``calls`` calls in a row on a fresh program each draw."""
     for label, args, kwargs, param_step in candidates:
         if param_step is not None:
             continue
-        with warnings.catch_warnings():  # copying the program's module warns on its tensors
-            warnings.simplefilter("ignore")
-            eager, runner = copy.deepcopy(model), copy.deepcopy(program.module())
+        eager, runner = copy.deepcopy(model), _fresh_module(program)
         for call in range(calls):
             with torch.no_grad():
                 try:

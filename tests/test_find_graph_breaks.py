@@ -31,7 +31,7 @@ class Legacy(nn.Module):
         if x.mean() > 0:  # B1
             x = x * 2
         self.calls = self.calls + 1  # the model's state: traced (as torch.export), no break
-        rows = x.tolist()  # B2
+        rows = x.nonzero().tolist()  # B2
         if x.sum() < 1000:  # B3
             x = x - 1
         return x * len(rows) + id(x)  # B4

@@ -122,9 +122,7 @@ BEHAVIOURS = [
               lambda: (torch.randn(3, 2), torch.randn(3, 2))),
     Behaviour("unused_constant_dropped",
               program(lambda self, x: (torch.tensor(3), x * x)[1]), _x(3),
-              check=_no_constants,
-              unbroken_fails="issue 20 item 4 (dropin): an unused constant is kept in "
-                             "ep.constants"),
+              check=_no_constants),
     Behaviour("colon_parameter_name",
               program(lambda self, x: x + getattr(self, "foo:bar"), _colon), _x(3, 3)),
     Behaviour("module_built_in_forward",

@@ -144,9 +144,7 @@ BEHAVIOURS = [
               more=(lambda: (torch.randn(3, 2), torch.tensor([2, 2, 2])),)),
     Behaviour("split_by_tolist", program(_split_tolist),
               lambda: (torch.randn(6, 2), torch.tensor([2, 4])),
-              more=(lambda: (torch.randn(6, 2), torch.tensor([5, 1])),),
-              unbroken_fails="issue 21 (coverage): .tolist() of a tensor is refused "
-                             "(UB105)"),
+              more=(lambda: (torch.randn(6, 2), torch.tensor([5, 1])),)),
     Behaviour("unique_numel_output", program(_unique_count),
               lambda: (torch.tensor([1, 2, 2, 3]),)),
     Behaviour("masked_select", program(lambda self, x: torch.masked_select(x, x.ge(0.5))),

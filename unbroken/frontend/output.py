@@ -189,6 +189,17 @@ class TraceContext:
         """True when ``module`` is the exported model or one of its submodules."""
         return id(module) in self._paths
 
+    def owns_parameters(self, module) -> bool:
+        """True when every parameter of ``module`` is one of the exported model's (by
+        identity): a module made in forward() from the model's own (``self.seq[1:3]``, a
+        ``Sequential`` of its layers) is the model's state, not an outside one."""
+        if self.root is None:
+            return False
+        if not hasattr(self, "_root_parameter_ids"):
+            self._root_parameter_ids = {id(p) for _, p in self.root.named_parameters(
+                remove_duplicate=False)}
+        return all(id(p) in self._root_parameter_ids for p in module.parameters())
+
     def module_path(self, module, source) -> str:
         if id(module) in self._paths:
             return self._paths[id(module)]

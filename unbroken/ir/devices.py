@@ -64,6 +64,8 @@ def traced_device_arguments(recorder, fn, args: list, kwargs: dict):
     type names of ``Tensor.type`` (``"torch.FloatTensor"`` is the CPU float32 type). With no
     traced tensor among the arguments, the device is the recorder's default device; with
     traced tensors on several devices nothing is replaced (eager copies between them)."""
+    if fn in _DATA_CONSTRUCTORS and not _traced_leaves(recorder, args, kwargs):
+        return fn, args, kwargs  # built from Python data: on meta the data would be lost
     device = _call_device(recorder, args, kwargs)
     if device is None:
         return fn, args, kwargs
@@ -78,12 +80,21 @@ def traced_device_arguments(recorder, fn, args: list, kwargs: dict):
     return fn, args, kwargs
 
 
+# Constructors that copy Python data (or a real tensor) into a new tensor: with no traced
+# tensor among their arguments, their device argument stays the user's.
+_DATA_CONSTRUCTORS = frozenset([torch.tensor, torch.as_tensor, torch.asarray,
+                                torch.Tensor.new_tensor, torch.from_numpy])
+
+
+def _traced_leaves(recorder, args, kwargs) -> list:
+    return [t for t in torch.utils._pytree.tree_leaves((args, kwargs))
+            if isinstance(t, torch.Tensor) and t.device.type == "meta" and recorder.is_tracked(t)]
+
+
 def _call_device(recorder, args, kwargs) -> torch.device | None:
     """The one device the call's traced tensors stand for (the default device without any),
     None when there are several or the user's device is ``meta`` itself."""
-    leaves = torch.utils._pytree.tree_leaves((args, kwargs))
-    devices = {recorder.device_of(t) for t in leaves if isinstance(t, torch.Tensor)
-               and t.device.type == "meta" and recorder.is_tracked(t)}
+    devices = {recorder.device_of(t) for t in _traced_leaves(recorder, args, kwargs)}
     if not devices:
         devices = {recorder.default_device}
     if len(devices) != 1:

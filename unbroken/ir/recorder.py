@@ -149,6 +149,12 @@ class Recorder(TorchDispatchMode):
     def is_tracked(self, tensor: torch.Tensor) -> bool:
         return self.builder.is_tracked(tensor)
 
+    def is_lifted(self, real: torch.Tensor) -> bool:
+        """True when the eager tensor ``real`` already stands for a placeholder: a parameter
+        or buffer of the exported module met as the object itself (:meth:`alias_state`), or a
+        constant lifted before."""
+        return id(real) in self._lifted
+
     def node_of(self, tensor: torch.Tensor) -> fx.Node:
         return self.builder.node_of(tensor)
 

@@ -151,7 +151,8 @@ _NATIVE_QUERIES = frozenset([logging.Logger.isEnabledFor, logging.Logger.getEffe
 
 def _wrap_tensor(tx, value: torch.Tensor, source) -> VariableTracker:
     recorder = tx.output.recorder
-    if not recorder.is_tracked(value) and value.requires_grad and source is not None:
+    if not recorder.is_tracked(value) and value.requires_grad and source is not None and \
+            not recorder.is_lifted(value):
         raise graph_break(
             "UB123", f"`{source.name()}` requires grad but is not a parameter, buffer or input "
                      "of the exported model", frames=tx.user_frames(),

@@ -170,7 +170,7 @@ class NNModuleVariable(VariableTracker):
         """UB123 when this module is not the exported model's (a global, a closure variable,
         an attribute of a plain object) and has parameters: they would be baked into the
         program as constants, losing requires_grad and gradients."""
-        if tx.output.owns_module(self.module) or next(self.module.parameters(), None) is None:
+        if tx.output.owns_module(self.module) or tx.output.owns_parameters(self.module):
             return
         name = self.fqn or type(self.module).__name__  # where forward() found it
         attribute = _attribute_name(name)

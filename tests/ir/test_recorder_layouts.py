@@ -18,7 +18,16 @@ import torch
 from tests.ir.layout_oracle import LAYOUTS, compare, sweep
 
 pytest.importorskip("expecttest")  # torch's OpInfo database imports it
-from torch.testing._internal.common_methods_invocations import op_db  # noqa: E402
+
+
+def _op_db():
+    """torch's OpInfo database, imported when a test here runs, not when pytest collects:
+    importing torch.testing._internal changes process-wide state (TorchScript functions then
+    reach unbroken's interpreter as their Python source), which must not leak into the tests
+    collected beside these."""
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    return op_db
 
 # The slice: the ops the issue found wrong (conv, conv_transpose, group_norm, reflect and
 # replicate padding), the layout-preserving families (elementwise, reductions, norms, pools,
@@ -70,13 +79,16 @@ KNOWN_MISMATCHES = {
 }
 
 
-def _slice_ops():
-    found = {op.name: op for op in op_db if op.name in SLICE and not op.variant_test_name}
-    return [found[name] for name in SLICE if name in found]
+def _slice_op(name: str):
+    found = [op for op in _op_db() if op.name == name and not op.variant_test_name]
+    if not found:
+        pytest.skip(f"torch's OpInfo database has no {name!r} in this release")
+    return found[0]
 
 
-@pytest.mark.parametrize("op", _slice_ops(), ids=lambda op: op.name)
-def test_traced_layouts_match_eager_on_the_slice(op):
+@pytest.mark.parametrize("name", SLICE)
+def test_traced_layouts_match_eager_on_the_slice(name):
+    op = _slice_op(name)
     outcomes = list(sweep([op], samples_per_op=3))
     compared = [o for *_, o in outcomes if o.kind == "ok" or o.kind == "mismatch"]
     assert compared, f"no sample of {op.name} was compared"
@@ -126,7 +138,7 @@ def test_oracle_sees_a_wrong_layout():
 @pytest.mark.heavy
 def test_traced_layouts_match_eager_on_every_opinfo(capsys):
     counts, ops, found = collections.Counter(), set(), {}
-    for name, variant, layout, outcome in sweep(op_db, samples_per_op=8):
+    for name, variant, layout, outcome in sweep(_op_db(), samples_per_op=8):
         counts[outcome.kind] += 1
         ops.add((name, variant))
         if outcome.kind == "mismatch":

@@ -70,3 +70,42 @@ def test_c10d_collectives_become_functional_collectives():
             unbroken.export(_AsyncAllReduce(), (torch.randn(3),))
     finally:
         dist.destroy_process_group()
+
+
+@torch.jit.script
+def _scripted(x: torch.Tensor):
+    if torch.jit.is_scripting():
+        return x.cos()
+    return x.sin()
+
+
+class _CallsScripted(torch.nn.Module):
+    def forward(self, x):
+        return _scripted(x)
+
+
+def _wrapped_script_call(*args, **kwargs):
+    return _ORIGINAL_SCRIPT_CALL(*args, **kwargs)
+
+
+_ORIGINAL_SCRIPT_CALL = torch._C.ScriptFunction.__call__
+# torch's own test utilities (torch.testing._internal.common_utils) install a wrapper like
+# this one, from a module inside torch, as every ScriptFunction's `__call__`.
+_wrapped_script_call.__module__ = "torch.testing._internal.common_utils"
+
+
+@pytest.mark.parametrize("patched", [False, True], ids=["plain", "call-wrapped"])
+def test_a_torchscript_function_is_refused_however_it_is_reached(patched):
+    """With its `__call__` wrapped by a function inside torch, a ScriptFunction reached the
+    wrapper as a torch leaf and ran on the traced tensors: the trace recorded its Python
+    source (sin) where eager runs the script (cos). Both ways it is now a UB108 refusal."""
+    if patched:
+        torch._C.ScriptFunction.__call__ = _wrapped_script_call
+    try:
+        assert torch.equal(_CallsScripted()(torch.zeros(2)), torch.ones(2))  # cos: the script
+        with pytest.raises(unbroken.GraphBreakError) as info:
+            unbroken.export(_CallsScripted(), (torch.randn(3),))
+    finally:
+        torch._C.ScriptFunction.__call__ = _ORIGINAL_SCRIPT_CALL
+    assert info.value.code == "UB108", info.value.render()
+    assert "_scripted" in str(info.value) and "return _scripted(x)" in str(info.value)

@@ -307,12 +307,34 @@ def call_torch_function(tx, fn, args, kwargs):
         return _call_collective(tx, fn, args, kwargs)
     if getattr(fn, "__qualname__", "") == "Function.apply":
         raise graph_break("UB113", "a custom torch.autograd.Function", frames=tx.user_frames())
+    _refuse_torchscript(tx, fn, [*args, *kwargs.values()])
     result = tx.call_leaf(fn, args, kwargs)
     if getattr(fn, "__name__", None) in LAYOUT_ALIASING and fn in (torch.reshape, torch.flatten,
                                                                    torch.unflatten) \
             and args and isinstance(args[0], TensorVariable):
         note_layout_aliasing(tx, args[0], result)
     return result
+
+
+# TorchScript's compiled callables: run natively on traced tensors they would execute their
+# compiled code with `torch.jit.is_scripting()` True, or hand the tensors back to their Python
+# source (which answers False): neither is what the trace can record faithfully.
+_TORCHSCRIPT_CALLABLES = (torch.jit.ScriptFunction, torch._C.ScriptMethod)
+
+
+def _refuse_torchscript(tx, fn, trackers) -> None:
+    """A TorchScript function reaching a PyTorch callable as an argument (a wrapper around its
+    ``__call__``, as torch's test utilities install) is refused as a direct call is."""
+    for tracker in trackers:
+        value = getattr(tracker, "value", None)
+        if isinstance(value, _TORCHSCRIPT_CALLABLES):
+            name = getattr(value, "name", None) or getattr(value, "__name__", "?")
+            raise graph_break(
+                "UB108", f"the TorchScript function `{name}` is called (through "
+                f"`{getattr(fn, '__qualname__', fn)}`)", frames=tx.user_frames(),
+                hint="Call the Python function it was scripted from instead (export traces "
+                     "Python; `torch.jit.is_scripting()` answers False there, as in eager "
+                     "Python).")
 
 
 @functools.cache

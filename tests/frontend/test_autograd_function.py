@@ -98,30 +98,73 @@ def test_training_program_saves_and_loads(tmp_path):
     assert torch.allclose(x_loaded.grad, x_eager.grad)  # the custom backward, saved and loaded
 
 
-def test_tensor_read_from_outside_is_refused_with_the_fix():
-    class Scale(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x * WEIGHT
+class LocalConstants(torch.autograd.Function):
+    """Forward and backward each build tensors of their own (a literal, a factory call)."""
 
-        @staticmethod
-        def backward(ctx, grad):
-            return grad * WEIGHT
+    @staticmethod
+    def forward(ctx, x):
+        scale = torch.tensor(2.0)
+        ctx.save_for_backward(scale)
+        return x * scale + torch.ones(x.shape[-1])
 
-    WEIGHT = torch.randn(4)
+    @staticmethod
+    def backward(ctx, grad):
+        (scale,) = ctx.saved_tensors
+        return grad * scale * torch.tensor(3.0)
 
-    class Model(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.lin = nn.Linear(4, 4)
 
-        def forward(self, x):
-            return Scale.apply(self.lin(x))
+class ReadsModuleWeight(torch.autograd.Function):
+    """Reads a parameter through a module passed as a plain argument (not one of apply's
+    tensors): eager gives the parameter no gradient through this Function, and the output
+    requires grad only when ``x`` does."""
 
-    try:
-        unbroken.export(Model(), (torch.randn(2, 4),))
-    except unbroken.UnbrokenError as error:
-        assert error.code == "UB113" and "reads a tensor" in str(error)
-        assert "Pass every tensor" in str(error)
-    else:
-        raise AssertionError("expected a refusal")
+    @staticmethod
+    def forward(ctx, x, module):
+        ctx.module = module
+        return x * module.lin.weight[0]
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.module.lin.weight[0] * 3, None
+
+
+class UsesFunctions(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return (LocalConstants.apply(self.lin(x)), ReadsModuleWeight.apply(x, self),
+                ReadsModuleWeight.apply(self.lin(x), self))
+
+
+def _grads(module, x):
+    x = x.clone().requires_grad_()
+    module.zero_grad(set_to_none=True)
+    outputs = module(x)
+    sum(o.sum() for o in outputs).backward()
+    params = dict(module.named_parameters())
+    return [o.requires_grad for o in outputs], x.grad, params["lin.weight"].grad, \
+        params["lin.bias"].grad
+
+
+def test_values_the_bodies_read_from_outside_become_inputs(tmp_path):
+    """A tensor the forward or backward makes or reads from outside (a literal, a parameter
+    reached through an argument) was refused (UB113); it is now an extra input of the
+    operator (the backward's through the forward's saved values), without a gradient, and the
+    outputs require grad as eager's do."""
+    model = UsesFunctions()
+    x = torch.randn(2, 4)
+    ep = unbroken.export(model, (x,))
+    unbroken.save(ep, tmp_path / "f.pt2")
+    loaded = unbroken.load(tmp_path / "f.pt2")
+    want = model(x)
+    for program in (ep, loaded):
+        got = program.module()(x)
+        assert all(torch.equal(g, w) for g, w in zip(got, want))
+        assert [g.requires_grad for g in got] == [w.requires_grad for w in want] \
+            == [True, False, True]
+        eager, traced = _grads(model, x), _grads(program.module(), x)
+        assert eager[0] == traced[0]
+        for a, b in zip(eager[1:], traced[1:]):
+            assert torch.equal(a, b)

@@ -434,6 +434,61 @@ class GraphBuilder:
         return results
 
 
+    def autograd_apply(self, hop, fwd: _Scope, bwd: _Scope, operands, outputs, options) -> list:
+        """``autograd_function_apply`` over a custom Function's forward and backward scopes.
+
+        Values of the enclosing graphs that either body read (a constant made in the body, a
+        tensor reached through a closure) are passed as extra inputs after the operands, as
+        torch.cond's are. The operator's backward takes only (gradients, saved values) and
+        returns one gradient per input: values the backward read are threaded through the
+        forward's saved values, and the extra inputs get no gradient (None), as in eager, where
+        a Function's forward runs without recording autograd history."""
+        bwd_only = [t for key, t in bwd.captured_tensors.items()
+                    if key not in fwd.captured_tensors]
+        extra = [*fwd.captured_tensors.values(), *bwd_only]
+        fwd.order_inputs(extra, self)
+        from_bwd = list(bwd.captured_tensors.values())
+        if from_bwd:
+            out = next(n for n in fwd.graph.nodes if n.op == "output")
+            results, saved = out.args[0]
+            out.args = ((results, (*saved, *(fwd.captured[id(t)] for t in from_bwd))),)
+            bwd.order_inputs([], self)
+            placeholders = [n for n in bwd.graph.nodes if n.op == "placeholder"]
+            captured_nodes = {bwd.captured[id(t)] for t in from_bwd}
+            last = [n for n in placeholders if n not in captured_nodes][-1]
+            for tensor in from_bwd:  # after the gradients and the saved values, in this order
+                node = bwd.captured[id(tensor)]
+                last.append(node)
+                last = node
+        if extra:
+            out = next(n for n in bwd.graph.nodes if n.op == "output")
+            grads = out.args[0] if isinstance(out.args[0], tuple) else (out.args[0],)
+            out.args = ((*grads, *(None for _ in extra)),)
+        modules = [self.graph.get_attr(self._scopes[-1].add_module(label, scope.module()))
+                   for scope, label in ((fwd, "fwd"), (bwd, "bwd"))]
+        results = [meta_like(t) for t in outputs]
+        node = self.graph.create_node(
+            "call_function", hop, (*modules, *(self.node_of(t) for t in operands),
+                                   *(self._detached(t) for t in extra)),
+            options, name="autograd_function_apply")
+        self.annotate(node, tuple(results))
+        self.bind_outputs(node, tuple(results), self.device_of(operands[0]) if operands else _CPU)
+        return results
+
+
+    def _detached(self, tensor: torch.Tensor) -> fx.Node:
+        """``tensor``'s node, detached when it may require grad at run time (a floating value:
+        a parameter, or computed from one): an extra input of a Function's body must not make
+        the Function's outputs require grad (in eager only ``apply``'s own arguments do)."""
+        node = self.node_of(tensor)
+        if not (tensor.is_floating_point() or tensor.is_complex()):
+            return node
+        detached = self.graph.create_node("call_function", torch.ops.aten.detach.default,
+                                          (node,), name="detach")
+        self.annotate(detached, meta_like(tensor).detach())
+        return detached
+
+
 def _no_location(node: fx.Node) -> None:
     node.meta[USER_FRAMES] = ()
     node.meta["stack_trace"] = ""

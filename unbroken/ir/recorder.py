@@ -695,13 +695,12 @@ class Recorder(TorchDispatchMode):
     def record_autograd_function(self, scopes, operands: list, outputs: list,
                                  **options) -> list:
         """Record ``torch.ops.higher_order.autograd_function_apply`` over a custom Function's
-        forward and backward subgraphs (neither reads values of the enclosing graph);
+        forward and backward subgraphs (values of the enclosing graph they read become extra
+        inputs);
         ``options``: its ``non_differentiable_idx`` and ``saved_for_backward_idx``. Returns
         fresh meta tensors for the forward's outputs."""
-        return self.builder.higher_order(
-            torch.ops.higher_order.autograd_function_apply, "autograd_function_apply", scopes,
-            ("fwd", "bwd"), operands, outputs,
-            lambda modules, inputs, extra: (*modules, *inputs), options)
+        return self.builder.autograd_apply(
+            torch.ops.higher_order.autograd_function_apply, *scopes, operands, outputs, options)
 
     def record_while_loop(self, scopes, carried: list) -> list:
         """Record ``torch.ops.higher_order.while_loop`` (cond and body subgraphs over the

@@ -55,16 +55,19 @@ def _functionalize_one(subgraph: fx.GraphModule) -> None:
     # autograd_function_apply's bodies return nested tuples, with None for no gradient:
     # functionalized over the flat values, then given their structure back
     flat, structure = pytree.tree_flatten(returned)
-    _output(subgraph).args = (tuple(flat),)
+    values = [v for v in flat if v is not None]
+    _output(subgraph).args = (tuple(values),)
     inputs = [InputSpec(InputKind.USER_INPUT, TensorArgument(n.name), None)
               for n in subgraph.graph.nodes if n.op == "placeholder"]
     outputs = [OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(v.name), None)
-               for v in flat]
+               for v in values]
     _, signature = functionalize(subgraph, ExportGraphSignature(inputs, outputs))
     mutated = signature.mutation_specs
     if not mutated:
         output = _output(subgraph)
-        output.args = (pytree.tree_unflatten(list(output.args[0]), structure),)
+        results = iter(output.args[0])
+        output.args = (pytree.tree_unflatten([None if v is None else next(results)
+                                              for v in flat], structure),)
         subgraph.recompile()
     if mutated:
         written = next(n for n in subgraph.graph.nodes if n.name == mutated[0].arg.name)

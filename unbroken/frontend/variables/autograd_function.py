@@ -126,12 +126,6 @@ def _record_apply(tx, cls, inputs, tensor_positions):
     fwd_scope, outputs, spec, saved, saved_count, state, non_diff = fwd
     with tx.output.branch():
         bwd_scope = _trace_backward(tx, cls, outputs, saved, state, needs, tensor_positions)
-    for scope, which in ((fwd_scope, "forward"), (bwd_scope, "backward")):
-        if scope.captured_tensors:
-            raise graph_break("UB113", f"the {which} of the custom autograd.Function "
-                              f"`{cls.__qualname__}` reads a tensor that is not one of its "
-                              "arguments", frames=tx.user_frames(),
-                              details="Pass every tensor it uses to .apply(...).")
     with tx.output.leaf_errors(cls.apply):
         results = recorder.record_autograd_function(
             (fwd_scope, bwd_scope), operands, outputs,

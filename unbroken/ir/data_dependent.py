@@ -14,7 +14,8 @@ import torch
 from ..symbolic.diagnostics import UnsupportedError
 from ..symbolic.ranges import ValueRange
 
-__all__ = ["SCALAR_OPS", "DATA_DEPENDENT_SIZES", "integer_indexing"]
+__all__ = ["SCALAR_OPS", "DATA_DEPENDENT_SIZES", "UNBACKED_INDEX_VIEWS", "integer_indexing",
+           "has_unbacked_argument"]
 
 aten = torch.ops.aten
 _META = torch.device("meta")
@@ -131,6 +132,49 @@ DATA_DEPENDENT_SIZES = {
     aten.unique_dim.default: _unique_dim,
     aten.unique_consecutive.default: _unique_consecutive,
 }
+
+
+def _decided(fact) -> bool:
+    """True when the shape environment proves ``fact`` (never a guard: an undecided fact is
+    False, as ``guard_or_false``)."""
+    if isinstance(fact, torch.SymBool):
+        return fact.node.guard_or_false("", 0)
+    return bool(fact)
+
+
+def _select_at(recorder, tensor, dim, index):
+    """``x[i]`` / ``x.select(dim, i)`` with an index only tensor data decides (``x.item()``):
+    the result's size and strides do not depend on it. An index the ranges prove out of
+    bounds is eager's IndexError; otherwise eager's kernel checks it at run time. Where the
+    index lands (``i`` or ``i + size``) is known only when its sign is: else the view's storage
+    offset is a fresh symbol, as torch's fake kernel makes it."""
+    if tensor.dim() == 0:
+        raise IndexError("select() cannot be applied to a 0-dim tensor.")
+    dim = dim if dim >= 0 else dim + tensor.dim()
+    size, stride = tensor.shape[dim], tensor.stride()[dim]
+    if _decided(index >= size) or _decided(index < -size):
+        raise IndexError(f"select(): index {index} out of range for tensor of size "
+                         f"{list(tensor.shape)} at dimension {dim}")
+    if _decided(index >= 0):
+        offset = tensor.storage_offset() + index * stride
+    elif _decided(index < 0):
+        offset = tensor.storage_offset() + (index + size) * stride
+    else:
+        offset = recorder.unbacked_size("select() storage offset")
+    shape = [s for d, s in enumerate(tensor.shape) if d != dim]
+    strides = [s for d, s in enumerate(tensor.stride()) if d != dim]
+    return tensor.as_strided(shape, strides, offset)
+
+
+# Views whose position (not their size) an unbacked index decides: their meta kernels, which
+# would ask for its sign or bounds, are replaced by these when an argument is unbacked.
+UNBACKED_INDEX_VIEWS = {aten.select.int: _select_at}
+
+
+def has_unbacked_argument(env, args) -> bool:
+    """True when a SymInt argument mentions a symbol only tensor data decides."""
+    return any(isinstance(a, torch.SymInt) and any(env.is_unbacked(s) for s in
+                                                   a.node.expr.free_symbols) for a in args)
 
 
 def integer_indexing(func, args) -> bool:

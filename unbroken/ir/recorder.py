@@ -42,7 +42,13 @@ from ..symbolic.torch_compat import (
     view_base,
 )
 from .aliasing import Aliases, inplace_refusal
-from .data_dependent import DATA_DEPENDENT_SIZES, SCALAR_OPS, integer_indexing
+from .data_dependent import (
+    DATA_DEPENDENT_SIZES,
+    SCALAR_OPS,
+    UNBACKED_INDEX_VIEWS,
+    has_unbacked_argument,
+    integer_indexing,
+)
 from .devices import composite_layout, devices_of
 from .graph_builder import GraphBuilder, meta_like
 from .meta_cache import MetaCache
@@ -462,6 +468,9 @@ class Recorder(TorchDispatchMode):
     def _compute(self, func, args, kwargs):
         """The meta output of ``func``; a functional op's from the cache when the trace has
         computed it on the same metadata (``ir.meta_cache``)."""
+        if func in UNBACKED_INDEX_VIEWS and self.env is not None and \
+                has_unbacked_argument(self.env, args):
+            return self._meta_of(lambda a, k: self._unbacked_view(func, a, k), args, kwargs)
         key = self.meta_cache.key("kernel", func, args, kwargs) if is_functional(func) else None
         out = self.meta_cache.get(key)
         if out is None:
@@ -469,6 +478,14 @@ class Recorder(TorchDispatchMode):
             out = self._meta_of(lambda a, k: func(*a, **k), args, kwargs)
             self.meta_cache.put(key, out, symbols)
         return out
+
+    def _unbacked_view(self, func, args, kwargs):
+        """The meta output of a view an unbacked index positions (``ir.data_dependent``), or
+        None when ``func`` is not one or no argument is unbacked."""
+        if func in UNBACKED_INDEX_VIEWS and self.env is not None and \
+                has_unbacked_argument(self.env, args):
+            return UNBACKED_INDEX_VIEWS[func](self, *args, **kwargs)
+        return None
 
     def _meta_of(self, kernel, args, kwargs):
         """``kernel(args, kwargs)``: the meta output of one recorded node (its "is this size
@@ -520,7 +537,9 @@ class Recorder(TorchDispatchMode):
         """Compute ``func`` on tracked meta tensors and record it (used while recording
         another op, when the mode is already off): returns the meta output."""
         kwargs = kwargs or {}
-        out = func(*args, **kwargs)
+        out = self._unbacked_view(func, args, kwargs)
+        if out is None:
+            out = func(*args, **kwargs)
         node = self._record(func, args, kwargs, out)
         self._bind_outputs(node, out, self.device_of(args[0]))
         return out

@@ -42,6 +42,7 @@ from ..symbolic.torch_compat import (
     view_base,
 )
 from .aliasing import Aliases, inplace_refusal
+from .autocast import autocast_casts, decomposes_under_autocast, enabled_devices
 from .data_dependent import (
     DATA_DEPENDENT_SIZES,
     SCALAR_OPS,
@@ -147,6 +148,9 @@ class Recorder(TorchDispatchMode):
         # and, while a leaf call is re-run at size 1, the ops it dispatches (nothing recorded)
         self._leaf_logs: list[list] = []
         self._dry_log: list | None = None
+        self._autocast_excluded = 0  # depth of ops whose autocast casts are already recorded
+        self._leaf_autocast: tuple[str, ...] = ()  # device types autocast was on for, at the
+        # start of the current leaf call
         self.meta_cache = MetaCache(env)  # meta outputs of functional ops, per trace
         self._no_grad_nodes: set[fx.Node] = set()  # recorded with grad disabled
         self._pending_writes: list = []  # (reader, written node, message): see saved_tensors
@@ -222,6 +226,7 @@ class Recorder(TorchDispatchMode):
         if self._recording == 0:
             self._this_call.clear()
             self._leaf_grad_mode = torch.is_grad_enabled()
+            self._leaf_autocast = enabled_devices()
         self._recording += 1
         try:
             with self, devices_of(self):  # meta kernels lay out as the traced device's do
@@ -266,6 +271,10 @@ class Recorder(TorchDispatchMode):
     def record_composite(self, op, args, kwargs, decompose):
         """Record the composite ``op`` as one node; its meta output comes from ``decompose``
         run with recording suspended (see ``ir.composites``)."""
+        if self._leaf_autocast and not self._autocast_excluded:
+            device = self._autocast_device(args, kwargs)
+            if device is not None:
+                return self._autocast_composite(op, args, kwargs, decompose, device)
         if self._dry_log is not None:
             self._suspended += 1
             try:
@@ -334,6 +343,10 @@ class Recorder(TorchDispatchMode):
         if func in self.decompositions:  # run_decompositions: record what it calls instead
             with self:
                 return self.decompositions[func](*args, **kwargs)
+        if self._leaf_autocast and not self._autocast_excluded:
+            device = self._autocast_device(args, kwargs)
+            if device is not None:
+                return self._autocast_dispatch(func, types, args, kwargs, device)
         if func in _DATA_DEPENDENT_COMPOSITES or self.decompose_composites and \
                 func._can_decompose() and (
                     self.decompose_composites is True or not is_functional(func)):
@@ -344,6 +357,72 @@ class Recorder(TorchDispatchMode):
             return self._dispatch(func, args, kwargs)
         with self.env.op_context(str(func)), self.size_one.aligned_broadcast(func, args):
             return self._dispatch(func, args, kwargs)
+
+    def _autocast_device(self, args, kwargs) -> str | None:
+        """The device type of ``args``' tensors that autocast was on for when the leaf call
+        began; refused unless it is the CPU (whose dispatcher :mod:`ir.autocast` asks)."""
+        device = next((t_device for t_device in
+                       {self.device_of(t).type for t in pytree.tree_leaves((args, kwargs))
+                        if isinstance(t, torch.Tensor)} if t_device in self._leaf_autocast),
+                      None)
+        if device not in (None, "cpu"):
+            raise UnsupportedError(
+                f"a `torch.autocast('{device}')` region over tensors on {device}: its casts are "
+                "learned from the CPU dispatcher here", code="UB110",
+                frames=self.frames_provider(),
+                hint="Export on CPU tensors, or cast explicitly with .to(dtype) in forward().")
+        return device
+
+    def _autocast_casts(self, func, args, kwargs, device: str) -> dict:
+        """:func:`ir.autocast.autocast_casts`, with recording suspended: the probe's call on
+        stand-ins must not reach the kernels that keep composites whole."""
+        self._suspended += 1
+        try:
+            return autocast_casts(func, args, kwargs, device)
+        finally:
+            self._suspended -= 1
+
+    def _autocast_cast(self, args, kwargs, casts, cast):
+        """``args``/``kwargs`` with the flat tensor arguments in ``casts`` (index -> dtype)
+        replaced by ``cast(tensor, dtype)``."""
+        if not casts:
+            return args, kwargs
+        flat, spec = pytree.tree_flatten((args, kwargs))
+        for index, dtype in casts.items():
+            flat[index] = cast(flat[index], dtype)
+        return pytree.tree_unflatten(flat, spec)
+
+    def _autocast_dispatch(self, func, types, args, kwargs, device: str):
+        """``func`` inside a ``torch.autocast`` region (``ir.autocast``): a composite op
+        without an autocast kernel is decomposed, so that the ops it calls are cast; otherwise
+        the casts eager's autocast kernel makes are recorded, then ``func`` on the cast values
+        (the ops it calls are not cast again, as autocast excludes itself while they run)."""
+        if decomposes_under_autocast(func, device):
+            with self:
+                return func.decompose(*args, **kwargs)
+        casts = self._autocast_casts(func, args, kwargs, device)
+        self._autocast_excluded += 1
+        try:
+            args, kwargs = self._autocast_cast(
+                args, kwargs, casts, lambda t, dtype: self.__torch_dispatch__(
+                    aten._to_copy.default, (), (t,), {"dtype": dtype}))
+            return self.__torch_dispatch__(func, types, args, kwargs)
+        finally:
+            self._autocast_excluded -= 1
+
+    def _autocast_composite(self, op, args, kwargs, decompose, device: str):
+        """:meth:`record_composite` inside a ``torch.autocast`` region, as
+        :meth:`_autocast_dispatch` (the mode is active here: casts are plain calls)."""
+        if decomposes_under_autocast(op, device):
+            return decompose(op, args, kwargs)  # its ops reach the mode and are cast there
+        casts = self._autocast_casts(op, args, kwargs, device)
+        self._autocast_excluded += 1
+        try:
+            args, kwargs = self._autocast_cast(
+                args, kwargs, casts, lambda t, dtype: aten._to_copy.default(t, dtype=dtype))
+            return self.record_composite(op, args, kwargs, decompose)
+        finally:
+            self._autocast_excluded -= 1
 
     def _dispatch(self, func, args, kwargs):
         """Compute ``func`` on meta tensors and record it (``__torch_dispatch__`` once the

@@ -66,7 +66,8 @@ __all__ = [
     "core_aten_decompositions", "LazyGraphModule",
     "GLOBAL_MODULE_HOOKS", "global_module_hooks", "preload_dynamo", "SYMPY_FUNCTION_NAMES",
     "torch_exception_class", "user_error_type", "EXPORT_PREDICATES", "export_predicate",
-    "export_flags",
+    "export_flags", "has_autocast_kernel", "autocast_enabled_devices", "autocast_key_reached",
+    "TORCHSCRIPT_CALLABLES",
 ]
 
 TESTED_TORCH = ((2, 13), (2, 14), (2, 15))
@@ -189,6 +190,43 @@ def clear_dispatch_cache(op) -> None:
 def call_at_key(op, key, *args, **kwargs):
     """Run ``op``'s kernel registered at dispatch ``key`` (e.g. its C++ decomposition)."""
     return op._op_dk(key, *args, **kwargs)
+
+
+TORCHSCRIPT_CALLABLES = (torch.jit.ScriptFunction, torch._C.ScriptMethod)
+"""TorchScript's compiled callables (a scripted function, a scripted module's method)."""
+
+
+_AUTOCAST_KEYS = {"cpu": "AutocastCPU", "cuda": "AutocastCUDA", "xpu": "AutocastXPU",
+                  "mps": "AutocastMPS"}
+
+
+def has_autocast_kernel(op, device_type: str) -> bool:
+    """True when ``op`` has a kernel at the autocast dispatch key of ``device_type`` (its
+    arguments are cast there, and the ops it calls are not); False for a fallthrough (the ops
+    its decomposition calls are autocast one by one)."""
+    key = _AUTOCAST_KEYS.get(device_type, "AutocastPrivateUse1")
+    return torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), key)
+
+
+@contextlib.contextmanager
+def autocast_key_reached(device_type: str):
+    """Let calls reach the autocast dispatch key of ``device_type`` again (inside a
+    ``__torch_dispatch__`` the keys above the Python key are excluded)."""
+    key = getattr(DispatchKey, _AUTOCAST_KEYS[device_type])
+    was_excluded = torch._C._dispatch_tls_is_dispatch_key_excluded(key)
+    torch._C._dispatch_tls_set_dispatch_key_excluded(key, False)
+    try:
+        yield
+    finally:
+        torch._C._dispatch_tls_set_dispatch_key_excluded(key, was_excluded)
+
+
+def autocast_enabled_devices() -> tuple[str, ...]:
+    """The device types autocast is enabled for in this thread (empty: none)."""
+    if not torch._C._is_any_autocast_enabled():
+        return ()
+    return tuple(d for d in ("cpu", "cuda", "xpu", "mps")
+                 if torch.amp.is_autocast_available(d) and torch.is_autocast_enabled(d))
 
 
 def meta_device_hint():

@@ -368,10 +368,10 @@ _LOCK_TYPES = (type(threading.Lock()), type(threading.RLock()))
 
 
 class ContextManagerVariable(ObjectVariable):
-    """A context manager that is entered natively: ``torch.autocast(enabled=False)`` or a
-    ``threading`` lock, which change no recorded op. ``value``: the instance. The trace exits
-    it if it stops inside the block (``TraceContext.exit_native_contexts``). Grad modes are
-    ``GradModeVariable``."""
+    """A context manager that is entered natively: ``torch.autocast`` (the recorder records
+    the casts its state implies) or a ``threading`` lock, which changes no recorded op.
+    ``value``: the instance. The trace exits it if it stops inside the block
+    (``TraceContext.exit_native_contexts``). Grad modes are ``GradModeVariable``."""
 
     __slots__ = ()
 
@@ -379,8 +379,9 @@ class ContextManagerVariable(ObjectVariable):
     def supports(value) -> bool:
         # a lock guards Python state across threads; holding it while the trace runs the block
         # is what eager does, and it changes no recorded op
-        return (isinstance(value, torch.autocast) and not getattr(value, "_enabled", True)) \
-            or isinstance(value, _LOCK_TYPES)
+        # autocast changes the live autocast state, which the recorder reads to record the
+        # casts eager makes (ir.autocast)
+        return isinstance(value, (torch.autocast, *_LOCK_TYPES))
 
     def describe(self) -> str:
         return f"the context manager `{type(self.value).__name__}`"

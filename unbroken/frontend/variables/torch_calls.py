@@ -10,6 +10,7 @@ from torch.utils import _pytree as pytree
 
 from ...symbolic.diagnostics.catalogue import GraphBreakError, graph_break
 from ...symbolic.torch_compat import (
+    TORCHSCRIPT_CALLABLES,
     collective_remaps,
     export_predicate,
     map_function,
@@ -319,7 +320,7 @@ def call_torch_function(tx, fn, args, kwargs):
 # TorchScript's compiled callables: run natively on traced tensors they would execute their
 # compiled code with `torch.jit.is_scripting()` True, or hand the tensors back to their Python
 # source (which answers False): neither is what the trace can record faithfully.
-_TORCHSCRIPT_CALLABLES = (torch.jit.ScriptFunction, torch._C.ScriptMethod)
+_TORCHSCRIPT_CALLABLES = TORCHSCRIPT_CALLABLES
 
 
 def _refuse_torchscript(tx, fn, trackers) -> None:

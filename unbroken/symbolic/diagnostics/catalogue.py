@@ -145,8 +145,8 @@ _KINDS = [
     ),
     BreakKind(
         "UB110", "Unsupported context manager",
-        "Only torch.no_grad, torch.enable_grad, torch.set_grad_enabled, torch.inference_mode and "
-        "torch.autocast(enabled=False) are understood inside forward().",
+        "Only torch.no_grad, torch.enable_grad, torch.set_grad_enabled, torch.inference_mode, "
+        "torch.autocast (over CPU tensors) and threading locks are understood inside forward().",
         "Move the `with` statement outside the model.",
         "with open('log.txt') as f: ...",
         "# open files outside forward()",

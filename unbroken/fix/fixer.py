@@ -71,6 +71,8 @@ class CaseFix:
     hints:     breaks without a rewrite (:class:`NoRewrite`) and why.
     texts:     ``{path: (original text, patched text)}`` of every file the patch changes.
     encodings: ``{path: encoding}`` of those files.
+    sources:   ``{path: check.source_files.SourceFile}``: those files as read from disk
+               (what ``--write`` writes through).
     """
 
     id: str
@@ -83,6 +85,7 @@ class CaseFix:
     hints: list = field(default_factory=list)
     texts: dict = field(default_factory=dict)
     encodings: dict = field(default_factory=dict)
+    sources: dict = field(default_factory=dict)
     verification: Verification = field(default_factory=Verification)
     root: str = ""
 
@@ -152,6 +155,7 @@ def _attempt(case: ExportCase, root: str, prefer_where: bool) -> CaseFix:
         texts, spec = _fix_dynamic_shapes(case, texts, files, result)
     result.texts = {p: (files[p].text, t) for p, t in texts.items() if files[p].text != t}
     result.encodings = {p: files[p].encoding for p in result.texts}
+    result.sources = {p: files[p].disk for p in result.texts}
     if not result.texts:
         if result.breaks or result.hints:
             result.status = "no-fix"

@@ -301,3 +301,40 @@ def test_a_continue_guard_in_a_loop_is_fixed(case_file, tmp_path):
     fix = fix_case(case, str(tmp_path))
     assert fix.status == "verified", fix.verification.reason
     assert "torch.cond(c.sum() == 0, _skip_branch, _rest_branch" in fix.diffs()["m.py"]
+
+
+NONE_MASK = """\
+import torch
+import unbroken
+
+
+class PaddingMask(torch.nn.Module):
+    def forward(self, ids, scores):
+        mask = ids.eq(1)
+        if not mask.any():
+            mask = None
+        if mask is not None:
+            USE
+        return scores
+
+
+unbroken.case(PaddingMask(), (torch.tensor([[5, 6, 1], [7, 1, 1]]), torch.randn(2, 3)))
+"""
+
+
+def test_a_none_mask_sentinel_is_dropped_when_the_empty_mask_does_the_same(case_file,
+                                                                           tmp_path):
+    (case,) = case_file(NONE_MASK.replace(
+        "USE", 'scores = scores.masked_fill(mask, float("-inf"))'))
+    fix = fix_case(case, str(tmp_path))
+    assert fix.status == "verified", fix.verification.reason
+    assert [r.rule for r in fix.rewrites] == ["drop-none"]
+    assert set(fix.verification.decisions.values()) == {"False, True"}
+
+
+def test_a_none_mask_sentinel_that_matters_is_not_dropped(case_file, tmp_path):
+    """With the empty mask kept, the division by its count gives inf/nan where the original
+    skipped it: verification rejects the rewrite."""
+    (case,) = case_file(NONE_MASK.replace("USE", "scores = scores / mask.sum()"))
+    fix = fix_case(case, str(tmp_path))
+    assert fix.status != "verified"

@@ -227,3 +227,16 @@ def test_continue_guard_over_a_python_value_has_no_rewrite():
             "    return x * n\n")
     found = _rewrite(code, "UB101", 5)
     assert isinstance(found, NoRewrite) and "`n`" in found.reason
+
+
+def test_a_none_sentinel_for_an_empty_mask_is_dropped_with_its_condition_kept():
+    code = ("import torch\ndef f(ids, s):\n    m = ids.eq(1)\n    if not m.any():  # none\n"
+            "        m = None\n    if m is not None:\n        s = s.masked_fill(m, 0.0)\n"
+            "    return s\n")
+    text = _rewrite(code, "UB101", 4, tensors=("ids", "s", "m"))
+    assert "    # unbroken fix: dropped `if not m.any():` (it set `m` to None" in text
+    assert "m = None" not in text and "    if m is not None:\n" in text
+    # without a later `is None` test the None is a value the code uses: no such rewrite
+    code = code.replace("if m is not None:", "if s.dim() > 0:")
+    found = _rewrite(code, "UB101", 4, tensors=("ids", "s", "m"))
+    assert isinstance(found, NoRewrite) or "dropped" not in found

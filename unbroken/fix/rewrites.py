@@ -445,6 +445,9 @@ def _assigning_if(c: _Context):
     in_loop = any(isinstance(n, (ast.For, ast.While, ast.AsyncFor)) for n in c.chain[:-1])
     stored = _stored(body + orelse)
     outputs = [n for n in stored if n in used_after or (in_loop and n in _loaded([stmt]))]
+    sentinel = _none_sentinel(c)
+    if sentinel is not None:
+        return [sentinel]
     if not outputs:
         if not orelse and not stored:
             return [_unguard(c)] + _mutating_cond(c)
@@ -517,6 +520,40 @@ def _unguard(c: _Context) -> Rewrite:
     text = f"{c.indent}{note}{c.nl}" + "".join(lines)
     return c.rewrite("unguard", [Edit(start, end, text)],
                      f"if {c.src.segment(stmt.test)}: <in-place update> → the update alone")
+
+
+#: The comment a ``drop-none`` rewrite leaves where the ``if`` was (read back as a guard).
+DROPPED = ("# unbroken fix: dropped `if {}:` (it set `{}` to None; the code after it does the "
+           "same with the tensor)")
+
+
+def _none_sentinel(c: _Context) -> Rewrite | None:
+    """``if c: m = None`` (no else), where later code tests ``m is None`` / ``m is not
+    None``: the usual "no mask when nothing is masked" (``if not mask.any(): mask = None``).
+    The statement is dropped, so ``m`` stays a tensor: equivalent when what the code after
+    does with the tensor where ``c`` holds is what it does without it (a fill or a select
+    through an empty mask); only verification can say, driving ``c`` both ways."""
+    stmt = c.stmt
+    if stmt.orelse or len(stmt.body) != 1 or not isinstance(stmt.body[0], ast.Assign):
+        return None
+    assign = stmt.body[0]
+    if len(assign.targets) != 1 or not isinstance(assign.targets[0], ast.Name) or \
+            not isinstance(assign.value, ast.Constant) or assign.value.value is not None:
+        return None
+    name = assign.targets[0].id
+    block = _block_of(c)
+    rest = block[block.index(stmt) + 1:]
+    tested = any(isinstance(n, ast.Compare) and isinstance(n.left, ast.Name) and
+                 n.left.id == name and len(n.ops) == 1 and
+                 isinstance(n.ops[0], (ast.Is, ast.IsNot)) and
+                 isinstance(n.comparators[0], ast.Constant) and n.comparators[0].value is None
+                 for n in ast.walk(ast.Module(body=rest, type_ignores=[])))
+    if not rest or not tested or name not in c.tensors:
+        return None
+    start, end = c.src.line_span(stmt.lineno, stmt.end_lineno)
+    note = DROPPED.format(c.src.segment(stmt.test), name)
+    return c.rewrite("drop-none", [Edit(start, end, f"{c.indent}{note}{c.nl}")],
+                     f"if {c.src.segment(stmt.test)}: {name} = None → {name} stays a tensor")
 
 
 def _mutated(stmts) -> list[str]:

@@ -91,7 +91,9 @@ def run_one(path: str) -> dict:
                              "example_path": _break_key(e) in on_example} for e in every]
         found = {b["line"] for b in row["all_paths"]}
         named = torch_lines | draft_lines
-        row["finds_torch"] = named <= found
+        row["finds_torch"] = all(_matched(line, found, path) for line in named)
+        if not every:
+            row["unbroken_exports"] = _unbroken_exports(case)
         row["untaken_torch_misses"] = sum(1 for b in row["all_paths"] if not b["example_path"]
                                           and b["line"] not in named)
     except Exception as err:  # noqa: BLE001
@@ -132,6 +134,32 @@ def _draft_lines(failure, lines: list[str]) -> set[int]:
                 lines[line - 1].strip() == loc:
             found.add(line)
     return found
+
+
+def _matched(line: int, found: set[int], path: str) -> bool:
+    """Whether unbroken reports the break torch names at ``line``: a break at that line, or at
+    the header of a loop whose body holds it (torch names where the body consumes the
+    iterator, e.g. ``list(group)`` of an ``itertools.groupby`` in the ``for``)."""
+    import ast
+
+    if line in found:
+        return True
+    for node in ast.walk(ast.parse(Path(path).read_text())):
+        if isinstance(node, (ast.For, ast.While)) and node.lineno in found and \
+                node.body[0].lineno <= line <= node.end_lineno:
+            return True
+    return False
+
+
+def _unbroken_exports(case) -> bool | str:
+    """True when ``unbroken.export`` exports the case, else its first error line."""
+    import unbroken
+
+    try:
+        unbroken.export(case.model, case.args, case.kwargs, dynamic_shapes=case.dynamic_shapes)
+        return True
+    except Exception as err:  # noqa: BLE001
+        return _first_line(err)
 
 
 def _break_key(error) -> tuple:
@@ -193,7 +221,11 @@ def summary(rows: list[dict]) -> dict:
                                    r.get("draft_lines")),
         "finds_every_break_torch_names": sum(1 for r in rows if (
             r.get("torch_lines") or r.get("draft_lines")) and r.get("finds_torch")),
-        "misses_a_break_torch_names": [r["case"] for r in rows if r.get("finds_torch") is False],
+        "exports_where_torch_names_a_break": [
+            r["case"] for r in rows if r.get("finds_torch") is False
+            and r.get("unbroken_exports") is True],
+        "misses_a_break_torch_names": [r["case"] for r in rows if r.get("finds_torch") is False
+                                       and r.get("unbroken_exports") is not True],
         "untaken_path_breaks_torch_misses": sum(r.get("untaken_torch_misses", 0) for r in rows),
         "cases_with_untaken_path_breaks": [r["case"] for r in rows
                                            if r.get("untaken_torch_misses")],
@@ -219,7 +251,10 @@ def markdown(rows: list[dict], env: dict) -> str:
         f"- path exploration (`find_graph_breaks`, both sides of every decision on tensor "
         f"data): of the {s['torch_names_a_break']} cases where torch.export's error or "
         f"draft_export's failures name a line of the case, unbroken reports a break at every "
-        f"line they name in {s['finds_every_break_torch_names']} (misses: "
+        f"line they name in {s['finds_every_break_torch_names']}, and exports the case "
+        f"soundly, so that what torch names is no break, in "
+        f"{len(s['exports_where_torch_names_a_break'])} "
+        f"({', '.join(s['exports_where_torch_names_a_break']) or 'none'}; misses: "
         f"{', '.join(s['misses_a_break_torch_names']) or 'none'}); "
         f"{s['untaken_path_breaks_torch_misses']} break(s) only on paths the example does not "
         f"take, which neither torch tool names, in: "
@@ -267,7 +302,11 @@ def _finds_cell(r: dict) -> str:
     if not named:
         return "— (torch names no line)"
     lines = ", ".join(map(str, named))
-    return f"yes (line {lines})" if r.get("finds_torch") else f"NO (line {lines})"
+    if r.get("finds_torch"):
+        return f"yes (line {lines})"
+    if r.get("unbroken_exports") is True:
+        return f"exports: no break (torch: line {lines})"
+    return f"NO (line {lines})"
 
 
 def main(argv=None) -> int:

@@ -14,6 +14,7 @@ from fixes_bench import (  # noqa: E402
     _draft_lines,
     _finds_cell,
     _lines_named,
+    _matched,
     summary,
 )
 
@@ -51,8 +52,19 @@ def test_the_done_when_check_per_case_and_in_the_summary():
         "2: UB101@17; UB105@21 (untaken path: `x.sum() > 0` is False)"
     assert _finds_cell(found) == "yes (line 17)" and _finds_cell(missed) == "NO (line 9)"
     assert _finds_cell({"torch_export": "ok"}) == "— (torch names no line)"
-    s = summary([found, missed])
-    assert s["torch_names_a_break"] == 2 and s["finds_every_break_torch_names"] == 1
+    exports = dict(missed, case="c", unbroken_exports=True)
+    assert _finds_cell(exports) == "exports: no break (torch: line 9)"
+    s = summary([found, missed, exports])
+    assert s["torch_names_a_break"] == 3 and s["finds_every_break_torch_names"] == 1
     assert s["misses_a_break_torch_names"] == ["b"]
+    assert s["exports_where_torch_names_a_break"] == ["c"]
     assert s["untaken_path_breaks_torch_misses"] == 1
     assert s["cases_with_untaken_path_breaks"] == ["a"]
+
+
+def test_a_break_torch_names_in_a_loop_body_is_matched_by_one_at_the_loop_header(tmp_path):
+    case = tmp_path / "case.py"
+    case.write_text("def f(t):\n    for k in g(t.tolist()):\n        n = len(list(k))\n"
+                    "    return n\n")
+    assert _matched(3, {2}, str(case)) and _matched(2, {2}, str(case))
+    assert not _matched(4, {2}, str(case)) and not _matched(3, {4}, str(case))

@@ -238,6 +238,7 @@ def summary(rows: list[dict]) -> dict:
 def markdown(rows: list[dict], env: dict) -> str:
     s = summary(rows)
     with_breaks = max(s["unbroken_finds_breaks"], 1)
+    no_break = ", ".join(_exported(c, rows) for c in s["torch_refuses_unbroken_finds_no_break"])
     lines = [
         f"# Fix benchmark: real graph breaks ({env['date']}, Python {env['python']}, "
         f"torch {env['torch']})", "",
@@ -247,7 +248,7 @@ def markdown(rows: list[dict], env: dict) -> str:
         f"- torch.export refuses {s['torch_export_refuses']}; unbroken reports a break in "
         f"{s['unbroken_finds_breaks']} "
         f"(torch refuses, unbroken finds no break: "
-        f"{', '.join(s['torch_refuses_unbroken_finds_no_break']) or 'none'}).",
+        f"{no_break or 'none'}).",
         f"- path exploration (`find_graph_breaks`, both sides of every decision on tensor "
         f"data): of the {s['torch_names_a_break']} cases where torch.export's error or "
         f"draft_export's failures name a line of the case, unbroken reports a break at every "
@@ -283,6 +284,12 @@ def markdown(rows: list[dict], env: dict) -> str:
             f"{r.get('proposed', 0)} ({rules}) | {'yes' if r.get('verified') else 'no'} | "
             f"{'yes' if r.get('exports_and_matches') else 'no'} | {why} |")
     return "\n".join(lines) + "\n"
+
+
+def _exported(case: str, rows: list[dict]) -> str:
+    """``case`` and, when unbroken exports it, so."""
+    row = next((r for r in rows if r["case"] == case), {})
+    return case + (" — unbroken exports it" if row.get("unbroken_exports") is True else "")
 
 
 def _all_paths_cell(r: dict) -> str:

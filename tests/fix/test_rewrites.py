@@ -240,3 +240,11 @@ def test_a_none_sentinel_for_an_empty_mask_is_dropped_with_its_condition_kept():
     code = code.replace("if m is not None:", "if s.dim() > 0:")
     found = _rewrite(code, "UB101", 4, tensors=("ids", "s", "m"))
     assert isinstance(found, NoRewrite) or "dropped" not in found
+
+
+def test_if_raise_keeps_the_comments_of_both_lines():
+    code = ("import torch\ndef f(x):\n    if x.sum() < 0:  # sign\n"
+            "        raise ValueError('negative')  # noqa: EM101\n    return x\n")
+    text = _rewrite(code, "UB101", 3)
+    assert "torch._check((~(x.sum() < 0)).item(), lambda: 'negative')  # sign  # noqa: EM101" \
+        in text

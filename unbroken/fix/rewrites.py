@@ -222,8 +222,9 @@ def _raise_if(c: _Context):
         text = c.src.segment(arg)
         message = f", lambda: {text}" if isinstance(arg, (ast.Constant, ast.JoinedStr)) \
             else f", lambda: str({text})"
-    comment = c.src.trailing_comment(stmt.lineno)
-    tail = f"  {comment}" if comment else ""
+    # the comments of the `if` line and of the `raise` line: both lines become one
+    comments = [c.src.trailing_comment(n) for n in range(stmt.lineno, stmt.end_lineno + 1)]
+    tail = "".join(f"  {comment}" for comment in comments if comment)
     start, end = c.src.line_span(stmt.lineno, stmt.end_lineno)
     text = f"{c.indent}torch._check((~({_predicate(c, stmt.test)})).item(){message}){tail}{c.nl}"
     return [c.rewrite("check", [Edit(start, end, text)],

@@ -25,7 +25,7 @@
 #                   --single-call on 2 busy cores). Options through ARGS, e.g.
 #                   make corpus ARGS="--jobs 2 --single-call", ARGS="--dynamic --jobs 2";
 #                   reports: benchmarks/results/corpus-<date>-<cell>[-dynamic].{md,json}
-#   make fixes      the benchmark of real graph breaks (benchmarks/fixes/, 43 cases from
+#   make fixes      the benchmark of real graph breaks (benchmarks/fixes/, 44 cases from
 #                   transformers, the torch.export tutorial, ExportDB and GitHub issues): what
 #                   torch.export, draft_export and unbroken find, and which fixes `unbroken fix`
 #                   verifies (~10 min); report: benchmarks/results/fixes-<date>.{md,json}

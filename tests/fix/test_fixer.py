@@ -245,3 +245,96 @@ def test_a_counter_on_self_becomes_a_buffer_and_matches_eager_over_two_calls(cas
     assert fix.status == "verified", fix.verification.reason
     assert [(b.code, r.rule) for b, r in zip(fix.breaks, fix.rewrites)] == [("UB107", "counter")]
     assert case.model.calls == 0  # the user's model is never run for the check
+
+
+def test_a_guarded_masked_write_that_matters_is_fixed_with_a_functional_cond(case_file,
+                                                                              tmp_path):
+    """Unguarded, the write would happen where the guard said no (rejected); the torch.cond
+    with the write made functional exports and matches, requires_grad included (a parameter
+    written under the mask)."""
+    (case,) = case_file("""\
+        import torch
+        import unbroken
+
+
+        class Indicator(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb = torch.nn.Parameter(torch.randn(4))
+
+            def forward(self, ids, x):
+                x = x.clone()
+                mask = ids == 7
+                if mask.any():
+                    x[mask] = self.emb.to(x.dtype)
+                return x
+
+
+        unbroken.case(Indicator(), (torch.tensor([[1, 7], [2, 3]]), torch.randn(2, 2, 4)))
+        """)
+    fix = fix_case(case, str(tmp_path))
+    assert fix.status == "verified", fix.verification.reason
+    assert [r.rule for r in fix.rewrites] == ["cond"]
+    assert "x = x.index_put((mask,), self.emb.to(x.dtype))" in fix.diffs()["m.py"]
+    assert set(fix.verification.decisions.values()) == {"False, True"}
+
+
+def test_a_continue_guard_in_a_loop_is_fixed(case_file, tmp_path):
+    (case,) = case_file("""\
+        import torch
+        import unbroken
+
+
+        class Chains(torch.nn.Module):
+            def forward(self, x, ids):
+                best = torch.zeros(())
+                for i in range(3):
+                    c = (ids == i).float()
+                    if c.sum() == 0:
+                        continue
+                    best = torch.maximum(best, (x * c).sum() / c.sum())
+                return best
+
+
+        unbroken.case(Chains(), (torch.rand(6), torch.tensor([0, 0, 1, 1, 1, 0])))
+        """)
+    fix = fix_case(case, str(tmp_path))
+    assert fix.status == "verified", fix.verification.reason
+    assert "torch.cond(c.sum() == 0, _skip_branch, _rest_branch" in fix.diffs()["m.py"]
+
+
+NONE_MASK = """\
+import torch
+import unbroken
+
+
+class PaddingMask(torch.nn.Module):
+    def forward(self, ids, scores):
+        mask = ids.eq(1)
+        if not mask.any():
+            mask = None
+        if mask is not None:
+            USE
+        return scores
+
+
+unbroken.case(PaddingMask(), (torch.tensor([[5, 6, 1], [7, 1, 1]]), torch.randn(2, 3)))
+"""
+
+
+def test_a_none_mask_sentinel_is_dropped_when_the_empty_mask_does_the_same(case_file,
+                                                                           tmp_path):
+    (case,) = case_file(NONE_MASK.replace(
+        "USE", 'scores = scores.masked_fill(mask, float("-inf"))'))
+    fix = fix_case(case, str(tmp_path))
+    assert fix.status == "verified", fix.verification.reason
+    assert [r.rule for r in fix.rewrites] == ["drop-none"]
+    assert set(fix.verification.decisions.values()) == {"False, True"}
+
+
+def test_a_none_mask_sentinel_that_matters_is_not_dropped(case_file, tmp_path):
+    """With the empty mask kept, the division by its count gives inf/nan where the original
+    skipped it: verification rejects the rewrite."""
+    (case,) = case_file(NONE_MASK.replace("USE", "scores = scores / mask.sum()"))
+    fix = fix_case(case, str(tmp_path))
+    assert fix.status != "verified"

@@ -182,3 +182,69 @@ def test_counter_on_self_becomes_a_buffer_updated_in_place():
     assert 'self.register_buffer("calls", torch.tensor(0))' in text
     assert "        self.calls.add_(1)\n" in text
     assert rewrite.buffers == ("M.calls",)
+
+
+def test_masked_write_in_a_cond_branch_is_made_functional():
+    """A torch.cond branch may not write into a tensor: ``t[mask] = v`` becomes
+    ``t = t.index_put((mask,), v)`` (a number cast to t's dtype) and ``t.op_(...)``
+    ``t = t.op(...)``; an index that is a slice or an int keeps the write on a copy."""
+    code = ("import torch\ndef f(x, m):\n    x = x.clone()\n    if m.any():\n"
+            "        x[m.eq(1)] = 1\n        x.clamp_(0, 5)\n    return x\n")
+    text = _rewrite(code, "UB101", 4, tensors=("x", "m"), rule="cond")
+    assert "x = x.index_put((m.eq(1),), torch.tensor(1, dtype=x.dtype, device=x.device))" \
+        in text
+    assert "x = x.clamp(0, 5)" in text and "x = x.clone()\n        x = x.index_put" not in text
+    code = ("import torch\ndef f(x, v):\n    if v.any():\n        x[v, 0] = v.float()\n"
+            "    return x\n")
+    text = _rewrite(code, "UB101", 3, tensors=("x", "v"), rule="cond")
+    assert "        x = x.clone()\n        x[v, 0] = v.float()" in text  # an int index: a copy
+
+
+def test_continue_guard_becomes_torch_cond_over_the_rest_of_the_loop_body():
+    code = """\
+    import torch
+    def f(x, ids):
+        best = torch.zeros(())
+        for i in range(3):
+            c = (ids == i).float()
+            if c.sum() == 0:  # empty
+                continue
+            avg = (x * c).sum() / c.sum()
+            best = torch.maximum(best, avg)
+        return best
+    """
+    text = _rewrite(code, "UB101", 6, tensors=("x", "ids", "best", "c", "avg"))
+    assert "def _skip_branch(c, x, best):\n            return best.clone()" in text
+    assert "def _rest_branch(c, x, best):\n            avg = (x * c).sum()" in text
+    assert "best = torch.cond(c.sum() == 0, _skip_branch, _rest_branch, (c, x, best))  # empty" \
+        in text
+    assert "continue" not in text
+
+
+def test_continue_guard_over_a_python_value_has_no_rewrite():
+    code = ("import torch\ndef f(x):\n    n = 0\n    for i in range(3):\n"
+            "        if x[i].sum() > 0:\n            continue\n        n = n + 1\n"
+            "    return x * n\n")
+    found = _rewrite(code, "UB101", 5)
+    assert isinstance(found, NoRewrite) and "`n`" in found.reason
+
+
+def test_a_none_sentinel_for_an_empty_mask_is_dropped_with_its_condition_kept():
+    code = ("import torch\ndef f(ids, s):\n    m = ids.eq(1)\n    if not m.any():  # none\n"
+            "        m = None\n    if m is not None:\n        s = s.masked_fill(m, 0.0)\n"
+            "    return s\n")
+    text = _rewrite(code, "UB101", 4, tensors=("ids", "s", "m"))
+    assert "    # unbroken fix: dropped `if not m.any():` (it set `m` to None" in text
+    assert "m = None" not in text and "    if m is not None:\n" in text
+    # without a later `is None` test the None is a value the code uses: no such rewrite
+    code = code.replace("if m is not None:", "if s.dim() > 0:")
+    found = _rewrite(code, "UB101", 4, tensors=("ids", "s", "m"))
+    assert isinstance(found, NoRewrite) or "dropped" not in found
+
+
+def test_if_raise_keeps_the_comments_of_both_lines():
+    code = ("import torch\ndef f(x):\n    if x.sum() < 0:  # sign\n"
+            "        raise ValueError('negative')  # noqa: EM101\n    return x\n")
+    text = _rewrite(code, "UB101", 3)
+    assert "torch._check((~(x.sum() < 0)).item(), lambda: 'negative')  # sign  # noqa: EM101" \
+        in text

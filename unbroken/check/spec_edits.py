@@ -22,7 +22,7 @@ import tokenize
 
 from .source_files import Edit, SourceFile
 
-__all__ = ["SuggestError", "declaration_edits", "spec_node"]
+__all__ = ["SuggestError", "declaration_edits", "dim_name", "spec_argument", "spec_node"]
 
 
 class SuggestError(Exception):
@@ -37,7 +37,7 @@ def declaration_edits(source: SourceFile, lineno: int, code: str) -> list[Edit]:
     except SyntaxError as err:
         raise SuggestError(f"{source.path}:{err.lineno} does not parse: {err.msg}") from err
     old = spec_argument(tree, source.path, lineno)
-    new = spec_node(code, _dim_name(tree))
+    new = spec_node(code, dim_name(tree))
     if isinstance(old, (ast.Tuple, ast.List)) and isinstance(new, ast.Dict):
         new = type(old)(elts=list(new.values), ctx=ast.Load())  # positional, argument order
     edits = _Merge(source).merge(old, new)
@@ -67,7 +67,7 @@ def _is_case(func) -> bool:
         (isinstance(func, ast.Name) and func.id == "case")
 
 
-def _dim_name(tree) -> str:
+def dim_name(tree) -> str:
     """How the file can spell ``torch.export.Dim`` at module level."""
     bound, has_torch = set(), False
     for node in tree.body:

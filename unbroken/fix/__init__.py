@@ -7,11 +7,10 @@
 - :mod:`~unbroken.fix.verify`: drawing inputs that drive every decision both ways, comparing
   with the original model in eager, exporting the patched one.
 - :mod:`~unbroken.fix.fixer`: one case, round by round (:func:`fix_case`).
-- :mod:`~unbroken.fix.writer`: ``--write``: :func:`write_source`, the only function that
-  touches a user's file.
+- ``--write`` writes through :func:`unbroken.check.source_files.write_source`, the one
+  function that changes a user's file (``suggest --write`` uses it too).
 - :mod:`~unbroken.fix.command`: the ``unbroken fix`` command and ``check --fix``.
 """
 from .fixer import CaseFix, fix_case
-from .writer import SourceWriteError, write_source
 
-__all__ = ["CaseFix", "SourceWriteError", "fix_case", "write_source"]
+__all__ = ["CaseFix", "fix_case"]

@@ -6,8 +6,12 @@ unified diff: VERIFIED (the patched model exports and matches eager on every dra
 decision driven both ways) or HINT, unverified, with the reason. ``--json`` writes every
 case's record; ``--sarif`` a SARIF 2.1.0 log whose results carry the verified patches as
 ``fixes`` (``artifactChanges``), so code review offers them. ``--write`` applies the
-verified patches in place through :func:`~unbroken.fix.writer.write_source`; patches of
-several cases in one file are merged when they touch different lines (identical hunks once).
+verified patches in place through :func:`unbroken.check.source_files.write_source` (the one
+writer of users' files, shared with ``suggest --write``: the file's encoding, BOM, line
+endings and the bytes outside the patch kept; refused when the file changed since the fix
+read it, or when it, or the target of its symbolic link, lies outside the working
+directory); patches of several cases in one file are merged when they touch different lines
+(identical hunks once).
 
 Exit status: 0 every case exports or got a verified fix (and, with ``--write``, it was
 written); 1 some case has no verified fix; 2 usage error; 3 an internal error in unbroken.
@@ -24,10 +28,10 @@ from ..check.execute import case_id, relative, use_root
 from ..check.outcome import EXIT_INTERNAL, EXIT_OK, EXIT_REFUSED, EXIT_USAGE
 from ..check.reports import SARIF_SCHEMA, ReportError, write_text
 from ..check.select import KeywordError, keyword_matcher
+from ..check.source_files import SourceFileError, write_source
 from ..symbolic.diagnostics import InternalError
 from .fixer import CaseFix, fix_case
 from .source import SourceFile
-from .writer import SourceWriteError, write_source
 
 __all__ = ["fix_command", "fix_cases", "fixes_sarif", "merge_texts", "print_fix"]
 
@@ -154,6 +158,11 @@ def _write(console, fixes, root: str) -> int:
     status = EXIT_OK
     for path, owners in sorted(by_path.items()):
         original = owners[0].texts[path][0]
+        if any(f.texts[path][0] != original for f in owners):
+            say(f"not written: {relative(path, root)} changed while `unbroken fix` ran (its "
+                "cases saw different texts); run it again")
+            status = EXIT_REFUSED
+            continue
         merged, refused = merge_texts(original, [f.texts[path][1] for f in owners])
         for index in refused:
             say(f"not written: the fix of {owners[index].id} changes lines of "
@@ -161,8 +170,8 @@ def _write(console, fixes, root: str) -> int:
                 "this write")
             status = EXIT_REFUSED
         try:
-            write_source(path, merged, original, root=root)
-        except SourceWriteError as err:
+            write_source(owners[0].sources[path], merged, within=[root])
+        except SourceFileError as err:
             say(f"not written: {err}")
             status = EXIT_REFUSED
             continue

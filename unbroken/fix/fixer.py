@@ -23,8 +23,7 @@ import torch
 
 from ..cases import ExportCase
 from ..check.execute import case_id, relative
-from ..check.spec_edits import SuggestError, _dim_name, spec_node
-from ..check.spec_edits import spec_argument as _spec_argument
+from ..check.spec_edits import SuggestError, dim_name, spec_argument, spec_node
 from ..frontend.overlay import StateWriteWarning
 from ..symbolic.diagnostics import ConstraintViolationError, RefusalError, frame_from_code
 from ..symbolic.diagnostics.catalogue import GraphBreakError
@@ -72,6 +71,8 @@ class CaseFix:
     hints:     breaks without a rewrite (:class:`NoRewrite`) and why.
     texts:     ``{path: (original text, patched text)}`` of every file the patch changes.
     encodings: ``{path: encoding}`` of those files.
+    sources:   ``{path: check.source_files.SourceFile}``: those files as read from disk
+               (what ``--write`` writes through).
     """
 
     id: str
@@ -84,6 +85,7 @@ class CaseFix:
     hints: list = field(default_factory=list)
     texts: dict = field(default_factory=dict)
     encodings: dict = field(default_factory=dict)
+    sources: dict = field(default_factory=dict)
     verification: Verification = field(default_factory=Verification)
     root: str = ""
 
@@ -153,6 +155,7 @@ def _attempt(case: ExportCase, root: str, prefer_where: bool) -> CaseFix:
         texts, spec = _fix_dynamic_shapes(case, texts, files, result)
     result.texts = {p: (files[p].text, t) for p, t in texts.items() if files[p].text != t}
     result.encodings = {p: files[p].encoding for p in result.texts}
+    result.sources = {p: files[p].disk for p in result.texts}
     if not result.texts:
         if result.breaks or result.hints:
             result.status = "no-fix"
@@ -312,8 +315,8 @@ def _fix_dynamic_shapes(case, texts, files, result):
     src = _current(case.filename, texts, files)
     lineno = _map_line(files[case.filename].text, src.text, case.lineno)
     try:
-        value = _spec_argument(src.tree, case.filename, lineno)
-        text = ast.unparse(spec_node(code, _dim_name(src.tree)))
+        value = spec_argument(src.tree, case.filename, lineno)
+        text = ast.unparse(spec_node(code, dim_name(src.tree)))
     except SuggestError as err:
         result.hints.append(NoRewrite(case.filename, case.lineno, str(err)))
         return texts, case.dynamic_shapes
@@ -342,7 +345,7 @@ def _spec_from(text: str, case: ExportCase, lineno: int):
     import torch
 
     tree = ast.parse(text)
-    value = _spec_argument(tree, case.filename, lineno)
+    value = spec_argument(tree, case.filename, lineno)
     module = sys.modules.get(case.model.__class__.__module__)
     namespace = dict(vars(module)) if module is not None else {}
     namespace.setdefault("torch", torch)

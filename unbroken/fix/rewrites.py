@@ -222,8 +222,9 @@ def _raise_if(c: _Context):
         text = c.src.segment(arg)
         message = f", lambda: {text}" if isinstance(arg, (ast.Constant, ast.JoinedStr)) \
             else f", lambda: str({text})"
-    comment = c.src.trailing_comment(stmt.lineno)
-    tail = f"  {comment}" if comment else ""
+    # the comments of the `if` line and of the `raise` line: both lines become one
+    comments = [c.src.trailing_comment(n) for n in range(stmt.lineno, stmt.end_lineno + 1)]
+    tail = "".join(f"  {comment}" for comment in comments if comment)
     start, end = c.src.line_span(stmt.lineno, stmt.end_lineno)
     text = f"{c.indent}torch._check((~({_predicate(c, stmt.test)})).item(){message}){tail}{c.nl}"
     return [c.rewrite("check", [Edit(start, end, text)],
@@ -295,9 +296,73 @@ def _if(c: _Context):
         return _returning_if(c, false_part, extend_to=false_part[-1].end_lineno)
     if _is_flat(stmt.body) and _is_flat(stmt.orelse):
         return _assigning_if(c)
+    if _is_skip_guard(c, stmt, rest):
+        return _continue_if(c, rest)
     return c.no("a branch returns on some paths only (or breaks/continues a loop): "
                 "torch.cond needs both sides to produce values; restructure so that each "
                 "side assigns the same names, or each ends in a return")
+
+
+def _is_skip_guard(c: _Context, stmt: ast.If, rest) -> bool:
+    """``if c: continue`` directly in a loop's body, followed by flat statements."""
+    parent = c.chain[-2] if len(c.chain) > 1 else None
+    return isinstance(parent, (ast.For, ast.While, ast.AsyncFor)) and \
+        stmt in parent.body and not stmt.orelse and len(stmt.body) == 1 and \
+        isinstance(stmt.body[0], ast.Continue) and bool(rest) and _is_flat(rest)
+
+
+def _live_out(c: _Context, region, part) -> list[str]:
+    """The names ``part`` (statements of ``region``) assigns whose value is read later: read
+    in the function outside ``region``, or read in ``part`` no later than the statement that
+    first assigns them (a value carried to the next iteration of a loop)."""
+    inside = {id(n) for n in _walk_flat(region)}
+    outside = set(_loaded([n for n in ast.walk(c.func) if id(n) not in inside
+                           and isinstance(n, ast.Name)]))
+    return [name for name in _stored(part) if name in outside or _read_first(name, part)]
+
+
+def _read_first(name: str, part) -> bool:
+    """Whether ``part`` reads ``name`` no later than the statement that first assigns it."""
+    first = next(i for i, s in enumerate(part) if name in _stored([s]))
+    return any(name in _loaded([s]) for s in part[:first + 1])
+
+
+def _continue_if(c: _Context, rest) -> list | NoRewrite:
+    """``if c: continue`` + the rest of the loop's body → the rest as the false branch of a
+    torch.cond whose true branch (the skipped iteration) returns the names the rest would
+    have changed as they are: ``best = torch.cond(c, skip, rest, operands)``."""
+    stmt, ind, unit, nl = c.stmt, c.indent, c.unit, c.nl
+    outputs = _live_out(c, [stmt, *rest], rest)
+    if not outputs:
+        return c.no("the rest of the loop body after `if ...: continue` produces no value "
+                    "used afterwards: nothing for torch.cond to return")
+    unknown = [n for n in outputs if n not in c.tensors]
+    if unknown:
+        return c.no(f"`{', '.join(unknown)}` is changed after `if ...: continue` and is not a "
+                    "tensor before it: torch.cond needs a tensor for the skipped iteration")
+    local = [n for n in _stored(rest) if not _read_first(n, rest) and
+             n not in _loaded([stmt.test]) and n not in outputs]
+    operands = _operands(c, [stmt, *rest], exclude=local)
+    params = ", ".join(operands)
+    copies = _plain_copies(rest)
+    kept = [f"{n}.clone()" for n in outputs]
+    made = [f"{n}.clone()" if n in copies else n for n in outputs]
+
+    def packed(names):
+        return names[0] if len(names) == 1 else f"({', '.join(names)})"
+
+    comment = c.src.trailing_comment(stmt.lineno)
+    tail = f"  {comment}" if comment else ""
+    start, end = c.src.line_span(stmt.lineno, rest[-1].end_lineno)
+    rest_text = _lines_of(c, rest, first_line=stmt.end_lineno + 1)
+    text = (f"{ind}def _skip_branch({params}):{nl}{ind}{unit}return {packed(kept)}{nl}{nl}"
+            f"{ind}def _rest_branch({params}):{nl}{rest_text}"
+            f"{ind}{unit}return {packed(made)}{nl}{nl}"
+            f"{ind}{', '.join(outputs)} = torch.cond({_predicate(c, stmt.test)}, _skip_branch, "
+            f"_rest_branch, ({params}{',' if len(operands) == 1 else ''})){tail}{nl}")
+    return [c.rewrite("cond", [Edit(start, end, text)],
+                      f"if {c.src.segment(stmt.test)}: continue → torch.cond over the rest of "
+                      "the loop body")]
 
 
 def _operands(c: _Context, parts, exclude=()) -> list[str]:
@@ -381,6 +446,9 @@ def _assigning_if(c: _Context):
     in_loop = any(isinstance(n, (ast.For, ast.While, ast.AsyncFor)) for n in c.chain[:-1])
     stored = _stored(body + orelse)
     outputs = [n for n in stored if n in used_after or (in_loop and n in _loaded([stmt]))]
+    sentinel = _none_sentinel(c)
+    if sentinel is not None:
+        return [sentinel]
     if not outputs:
         if not orelse and not stored:
             return [_unguard(c)] + _mutating_cond(c)
@@ -455,6 +523,40 @@ def _unguard(c: _Context) -> Rewrite:
                      f"if {c.src.segment(stmt.test)}: <in-place update> → the update alone")
 
 
+#: The comment a ``drop-none`` rewrite leaves where the ``if`` was (read back as a guard).
+DROPPED = ("# unbroken fix: dropped `if {}:` (it set `{}` to None; the code after it does the "
+           "same with the tensor)")
+
+
+def _none_sentinel(c: _Context) -> Rewrite | None:
+    """``if c: m = None`` (no else), where later code tests ``m is None`` / ``m is not
+    None``: the usual "no mask when nothing is masked" (``if not mask.any(): mask = None``).
+    The statement is dropped, so ``m`` stays a tensor: equivalent when what the code after
+    does with the tensor where ``c`` holds is what it does without it (a fill or a select
+    through an empty mask); only verification can say, driving ``c`` both ways."""
+    stmt = c.stmt
+    if stmt.orelse or len(stmt.body) != 1 or not isinstance(stmt.body[0], ast.Assign):
+        return None
+    assign = stmt.body[0]
+    if len(assign.targets) != 1 or not isinstance(assign.targets[0], ast.Name) or \
+            not isinstance(assign.value, ast.Constant) or assign.value.value is not None:
+        return None
+    name = assign.targets[0].id
+    block = _block_of(c)
+    rest = block[block.index(stmt) + 1:]
+    tested = any(isinstance(n, ast.Compare) and isinstance(n.left, ast.Name) and
+                 n.left.id == name and len(n.ops) == 1 and
+                 isinstance(n.ops[0], (ast.Is, ast.IsNot)) and
+                 isinstance(n.comparators[0], ast.Constant) and n.comparators[0].value is None
+                 for n in ast.walk(ast.Module(body=rest, type_ignores=[])))
+    if not rest or not tested or name not in c.tensors:
+        return None
+    start, end = c.src.line_span(stmt.lineno, stmt.end_lineno)
+    note = DROPPED.format(c.src.segment(stmt.test), name)
+    return c.rewrite("drop-none", [Edit(start, end, f"{c.indent}{note}{c.nl}")],
+                     f"if {c.src.segment(stmt.test)}: {name} = None → {name} stays a tensor")
+
+
 def _mutated(stmts) -> list[str]:
     """Local names a block updates in place: ``t[...] = v`` and ``t.op_(...)``."""
     names = []
@@ -475,10 +577,13 @@ def _mutated(stmts) -> list[str]:
 
 
 def _mutating_cond(c: _Context) -> list:
-    """``if c: t[m] = v`` → a torch.cond whose true branch updates a copy of ``t`` and returns
-    it, the false branch returns ``t`` as it is (a copy): ``t`` is rebound to the result.
-    Equivalent unless ``t`` is seen through another name (an input, a view): verification
-    compares the inputs after the call too."""
+    """``if c: t[m] = v`` → a torch.cond whose true branch computes the updated ``t`` and
+    returns it, the false branch returns ``t`` as it is (a copy): ``t`` is rebound to the
+    result. The updates of the branch are written functionally where they can be
+    (:func:`_functional_update`: ``t = t.index_put((m,), v)``, ``t = t.masked_fill(m, v)``): a
+    torch.cond branch may not write into a tensor; the others update a copy. Equivalent unless
+    ``t`` is seen through another name (an input, a view): verification compares the inputs
+    after the call too."""
     stmt, ind, unit, nl = c.stmt, c.indent, c.unit, c.nl
     names = _mutated(stmt.body)
     if not names or any(n not in c.tensors for n in names):
@@ -486,20 +591,111 @@ def _mutating_cond(c: _Context) -> list:
     operands = _operands(c, [stmt])
     operands += [n for n in names if n not in operands]
     params = ", ".join(operands)
-    copies = "".join(f"{ind}{unit}{n} = {n}.clone(){nl}" for n in names)
+    body, converted = _body_text(c), 0
+    at = 0
+    for s in stmt.body:
+        new = _functional_update(c, s)
+        old = c.src.segment(s)
+        found = body.find(old, at)
+        if new is None or found < 0 or "\n" in old or "\r" in old:
+            continue
+        body = body[:found] + new + body[found + len(old):]
+        at, converted = found + len(new), converted + 1
+    functional = converted == sum(1 for s in stmt.body if _updates_in_place(s))
+    copies = "" if functional else "".join(f"{ind}{unit}{n} = {n}.clone(){nl}" for n in names)
     result = names[0] if len(names) == 1 else f"({', '.join(names)})"
     passed = names[0] + ".clone()" if len(names) == 1 else \
         "(" + ", ".join(f"{n}.clone()" for n in names) + ")"
     start, end = c.src.line_span(stmt.lineno, stmt.end_lineno)
     comment = c.src.trailing_comment(stmt.lineno)
     tail = f"  {comment}" if comment else ""
-    text = (f"{ind}def _true_branch({params}):{nl}{copies}{_body_text(c)}"
+    text = (f"{ind}def _true_branch({params}):{nl}{copies}{body}"
             f"{ind}{unit}return {result}{nl}{nl}"
             f"{ind}def _false_branch({params}):{nl}{ind}{unit}return {passed}{nl}{nl}"
             f"{ind}{', '.join(names)} = torch.cond({_predicate(c, stmt.test)}, _true_branch, "
             f"_false_branch, ({params}{',' if len(operands) == 1 else ''})){tail}{nl}")
+    how = "functional update" if functional else "in-place update on a copy"
     return [c.rewrite("cond", [Edit(start, end, text)],
-                      f"if {c.src.segment(stmt.test)}: <in-place update> → torch.cond on a copy")]
+                      f"if {c.src.segment(stmt.test)}: <in-place update> → torch.cond, {how}")]
+
+
+def _updates_in_place(s) -> bool:
+    """Whether statement ``s`` writes into a tensor (``t[...] = v``, ``t[...] op= v``,
+    ``t.op_(...)``) anywhere (nested statements included)."""
+    return bool(_mutated([s]))
+
+
+#: Python numbers written into a tensor are cast to its dtype; ``index_put`` wants a tensor.
+_NUMBER = (ast.Constant, ast.UnaryOp)
+
+
+def _functional_update(c: _Context, s) -> str | None:
+    """The out-of-place form of one in-place update statement, or None:
+
+    - ``t[i] = v`` / ``t[i, j] = v`` where every index is a tensor expression (a boolean mask
+      or integer indices) → ``t = t.index_put((i, j), v)`` with ``v`` cast to ``t``'s dtype
+      (as ``__setitem__`` casts); a slice, an int or ``...`` among the indices: None.
+    - ``t.op_(args)`` as a statement, ``op`` a Tensor method → ``t = t.op(args)``.
+    """
+    if isinstance(s, ast.Assign) and len(s.targets) == 1 and \
+            isinstance(s.targets[0], ast.Subscript) and isinstance(s.targets[0].value, ast.Name):
+        target = s.targets[0]
+        name = target.value.id
+        index = target.slice.elts if isinstance(target.slice, ast.Tuple) else [target.slice]
+        if not index or not all(_is_tensor_expr(c, i) for i in index):
+            return None
+        indices = ", ".join(c.src.segment(i) for i in index) + ("," if len(index) == 1 else "")
+        value = c.src.segment(s.value)
+        if isinstance(s.value, _NUMBER) and _is_number(s.value):
+            value = f"torch.tensor({value}, dtype={name}.dtype, device={name}.device)"
+        elif not value.endswith(f".to({name}.dtype)"):
+            value = f"({value}).to({name}.dtype)"
+        return f"{name} = {name}.index_put(({indices}), {value})"
+    if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
+            isinstance(s.value.func, ast.Attribute) and isinstance(s.value.func.value, ast.Name):
+        attr, name = s.value.func.attr, s.value.func.value.id
+        import torch
+
+        if attr.endswith("_") and not attr.startswith("_") and name in c.tensors and \
+                callable(getattr(torch.Tensor, attr[:-1], None)):
+            func = s.value.func
+            call = c.src.segment(s.value)
+            head = c.src.segment(func)
+            return f"{name} = {name}.{attr[:-1]}{call[len(head):]}"
+    return None
+
+
+def _is_number(node) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+    return isinstance(node, ast.Constant) and type(node.value) in (int, float, bool)
+
+
+_NOT_TENSOR_METHODS = frozenset({"item", "tolist", "size", "dim", "numel", "nelement",
+                                 "stride", "data_ptr", "element_size", "is_contiguous"})
+
+
+def _is_tensor_expr(c: _Context, node) -> bool:
+    """Whether ``node`` certainly evaluates to a tensor: a name that holds one on the example,
+    a method call on such an expression (not ``.item()``/``.size()``/...), a comparison or
+    arithmetic with one, ``~`` of one. (A wrong guess only costs a rewrite verification
+    refuses.)"""
+    if isinstance(node, ast.Name):
+        return node.id in c.tensors
+    if isinstance(node, ast.Attribute):
+        return node.attr in ("T", "mT", "real", "imag") and _is_tensor_expr(c, node.value)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        return node.func.attr not in _NOT_TENSOR_METHODS and \
+            _is_tensor_expr(c, node.func.value)
+    if isinstance(node, ast.Compare):
+        return any(_is_tensor_expr(c, n) for n in [node.left, *node.comparators]) and \
+            len(node.ops) == 1 and not isinstance(node.ops[0], (ast.Is, ast.IsNot, ast.In,
+                                                                ast.NotIn))
+    if isinstance(node, ast.BinOp):
+        return _is_tensor_expr(c, node.left) or _is_tensor_expr(c, node.right)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Invert, ast.USub)):
+        return _is_tensor_expr(c, node.operand)
+    return False
 
 
 def _single_assignment(stmts, outputs):

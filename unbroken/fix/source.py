@@ -41,19 +41,21 @@ class SourceFile:
     encoding: the PEP 263 encoding declared by the file (utf-8 when none).
     """
 
-    def __init__(self, path: str, text: str, encoding: str = "utf-8"):
+    def __init__(self, path: str, text: str, encoding: str = "utf-8", disk=None):
         self.path, self.text, self.encoding = path, text, encoding
+        self.disk = disk
 
     @classmethod
     def read(cls, path: str) -> SourceFile:
-        """Read ``path`` honouring its coding declaration and keeping its line endings."""
-        with open(path, "rb") as f:
-            data = f.read()
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-        encoding = "utf-8" if encoding == "utf-8-sig" else encoding
-        text = data.decode(encoding)
-        return cls(path, text.removeprefix("\ufeff") if data.startswith(b"\xef\xbb\xbf")
-                   else text, encoding)
+        """Read ``path`` as Python reads it (:func:`unbroken.check.source_files.read_source`:
+        its PEP 263 encoding, its line endings, a BOM dropped from the text). ``disk`` keeps
+        that record (its bytes' digest): ``--write`` writes through it, refusing a file that
+        changed since."""
+        from ..check.source_files import read_source
+
+        disk = read_source(path)
+        encoding = "utf-8" if disk.encoding == "utf-8-sig" else disk.encoding
+        return cls(path, disk.text, encoding, disk)
 
     @cached_property
     def tree(self) -> ast.Module:

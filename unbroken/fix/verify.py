@@ -28,9 +28,13 @@ from dataclasses import dataclass, field
 import torch
 import torch.utils._pytree as pytree
 
-from .rewrites import ASSUMPTION, UNGUARDED
+from .rewrites import ASSUMPTION, DROPPED, UNGUARDED
 
-_GUARD = re.compile(re.escape(UNGUARDED).replace(re.escape("{}"), "(.+)"))
+#: The comments of the rewrites that remove a condition (``unguard``, ``drop-none``): the
+#: condition is group 1.
+_GUARD = re.compile("|".join(
+    "(?:" + re.escape(t).replace(re.escape("{}"), "(.+?)", 1).replace(re.escape("{}"), ".+")
+    + ")" for t in (UNGUARDED, DROPPED)))
 
 __all__ = ["ASSUMPTION", "Verification", "compare_eager", "draws", "observe", "verify_patch"]
 
@@ -404,7 +408,8 @@ def _guards(patched, sites_by_path) -> dict:
         lines = patched.texts[path].splitlines()
         for line, kind in sites.items():
             if kind == "guard":
-                found.setdefault(path, {})[line] = _GUARD.search(lines[line - 1]).group(1)
+                match = _GUARD.search(lines[line - 1])
+                found.setdefault(path, {})[line] = next(g for g in match.groups() if g)
     return found
 
 

@@ -188,3 +188,24 @@ def test_replay_follows_the_facts_that_narrowed_ranges_during_the_trace():
     assert env.static_truth(sympy.Ge(u, 2), size_oblivious=True) is True
     assert env.static_truth(sympy.Le(u + s, 3)) is None
     assert env.replay_ranges({s: ValueRange(2, 16)}) == []
+
+
+def test_a_dry_run_question_the_narrower_ranges_settle_is_refused():
+    """A dry run (the size-1 audit re-running a computation) that the ranges could not answer
+    stopped there (DryRunUndecided); under narrower ranges it would go on: not the same trace,
+    even though the same question, asked next as a guard, is one they settle alike."""
+    from unbroken.symbolic.size_one_hook import DryRunUndecided, SizeOneHook
+
+    class Dry(SizeOneHook):
+        dry = 1
+
+    hook = Dry()
+    env = ShapeEnvironment(size_one=hook)
+    s = env.create_symbol("", 12, source="x.shape[1]")
+    env.watch_ranges()
+    with pytest.raises(DryRunUndecided):
+        env.decide_expr(sympy.Le(s, 16))
+    hook.dry = 0
+    assert env.decide_expr(sympy.Le(s, 16))
+    assert len(env.guards) == 1
+    assert env.replay_ranges({s: ValueRange(2, 16)}) is None

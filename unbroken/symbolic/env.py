@@ -245,14 +245,19 @@ class ShapeEnvironment:
             self._log_range_answer(use, expr, False, value_range)
         return value_range
 
-    def static_truth(self, expr, *, size_oblivious: bool = False) -> bool | None:
-        """True/False when the ranges settle ``expr`` for every admitted value, else None."""
+    def static_truth(self, expr, *, size_oblivious: bool = False,
+                     guard_question: bool = False) -> bool | None:
+        """True/False when the ranges settle ``expr`` for every admitted value, else None.
+
+        guard_question: asked by a guard decision (``decide_expr``, not in a dry run), which
+        records a guard with the example's answer when the ranges do not settle it."""
         if size_oblivious:
             value = static_truth(expr, self._oblivious_ranges(), self._oblivious_cache)
         else:
             value = static_truth(expr, self.var_ranges, self._bound_cache)
         if self._range_log is not None:
-            self._log_range_answer("truth", expr, size_oblivious, value)
+            self._log_range_answer("guard truth" if guard_question else "truth", expr,
+                                   size_oblivious, value)
         return value
 
     def _oblivious_ranges(self) -> dict:
@@ -321,14 +326,14 @@ class ShapeEnvironment:
                 settled.append(index)
                 flipped = None
                 continue
-            if what == "truth":
+            if what in ("truth", "guard truth"):
                 _, expr, oblivious, answer = entry
                 view = _oblivious(ranges, kinds) if oblivious else ranges
                 again = static_truth(expr, view, caches.setdefault(oblivious, {}))
                 if again != answer:
-                    if answer is not None:
+                    if answer is not None or what != "guard truth":
                         return None
-                    flipped = (expr, oblivious, again)
+                    flipped = (expr, oblivious, again)  # its guard comes next
                 continue
             if what in _RANGE_USES:
                 _, expr, oblivious, answer = entry
@@ -415,8 +420,9 @@ class ShapeEnvironment:
             if remember:
                 self.size_one.answered_again(self, expr)
             return known
-        value = self.static_truth(expr, size_oblivious=key[1])
         size_one = self.size_one
+        value = self.static_truth(expr, size_oblivious=key[1],
+                                  guard_question=remember and not size_one.dry)
         if size_one.dry:
             return _settled(value if value is not None else size_one.dry_truth(self, expr))
         if value is not None:

@@ -6,7 +6,7 @@ from torch._dispatch.python import enable_python_dispatcher
 
 from unbroken.symbolic.diagnostics import DataDependentError, ExportUsageError, UserFrame
 from unbroken.symbolic.env import ShapeEnvironment
-from unbroken.symbolic.node import sym_expr
+from unbroken.symbolic.node import SymNode, sym_expr
 from unbroken.symbolic.ranges import ValueRange
 
 FRAME = UserFrame("/m.py", 12, "forward", "y = x.view(100, -1)")
@@ -127,3 +127,85 @@ def test_torch_helpers_reaching_into_shape_env():
     env = ShapeEnvironment()
     x = env.symint(env.create_symbol("", 6))
     assert optimization_hint(x) == 6 and not has_static_value(x)
+
+
+# ----- replay_ranges: would narrower ranges have answered this trace alike? -----
+
+def _watched(hint: int = 12):
+    env = ShapeEnvironment()
+    s = env.create_symbol("", hint, source="x.shape[1]")
+    env.watch_ranges()
+    return env, s
+
+
+def test_replay_without_watching_says_nothing():
+    env = ShapeEnvironment()
+    s = env.create_symbol("", 12)
+    assert env.replay_ranges({s: ValueRange(2, 16)}) is None
+
+
+def test_replay_of_answers_the_narrower_ranges_leave_alike():
+    env, s = _watched()
+    x = env.symint(s)
+    assert x >= 2 and env.static_truth(sympy.Le(s, 100)) is None
+    assert env.replay_ranges({s: ValueRange(2, 200)}) == []
+    assert env.replay_ranges({s: ValueRange(2, 16)}) is None  # s <= 100 becomes known
+
+
+def test_a_guard_the_narrower_ranges_settle_alike_is_not_recorded_there():
+    env, s = _watched()
+    x = env.symint(s)
+    assert x <= 16  # no range settles it: a guard (index 0), decided by the example
+    assert not (x > 3 * s)  # settled by the ranges at once: no guard
+    assert len(env.guards) == 1
+    assert env.replay_ranges({s: ValueRange(2, 16)}) == [0]
+    assert env.replay_ranges({s: ValueRange(2, 40)}) == []  # still a guard there
+
+
+def test_a_fact_or_a_known_truth_that_would_change_is_refused():
+    env, s = _watched()
+    assert not env.known_true(sympy.Le(s, 16))  # statically_known_true: no, on [2, oo)
+    assert env.replay_ranges({s: ValueRange(2, 16)}) is None
+    env, s = _watched()
+    assert env.expect_true(SymNode(sympy.Le(s, 16), env, bool, True))  # torch._check
+    assert env.replay_ranges({s: ValueRange(2, 16)}) is None  # the fact would not be kept
+
+
+def test_bounds_are_compared_by_what_their_reader_uses():
+    env, s = _watched()
+    assert not env.bound(s, use="singleton").is_singleton()
+    assert env.bound(s - 1, use="sign").lower > 0
+    assert env.replay_ranges({s: ValueRange(2, 16)}) == []  # neither reading changes
+    assert env.replay_ranges({s: ValueRange(12, 12)}) is None  # now one value
+    env.bound(s)  # read whole: any narrowing changes it
+    assert env.replay_ranges({s: ValueRange(2, 16)}) is None
+
+
+def test_replay_follows_the_facts_that_narrowed_ranges_during_the_trace():
+    env, s = _watched()
+    u = env.create_unbacked_symbol("int", "y.item()")
+    env._refine(sympy.Ge(u, 0))  # torch._check(u >= 0): u becomes size-like
+    assert env.static_truth(sympy.Ge(u, 2), size_oblivious=True) is True
+    assert env.static_truth(sympy.Le(u + s, 3)) is None
+    assert env.replay_ranges({s: ValueRange(2, 16)}) == []
+
+
+def test_a_dry_run_question_the_narrower_ranges_settle_is_refused():
+    """A dry run (the size-1 audit re-running a computation) that the ranges could not answer
+    stopped there (DryRunUndecided); under narrower ranges it would go on: not the same trace,
+    even though the same question, asked next as a guard, is one they settle alike."""
+    from unbroken.symbolic.size_one_hook import DryRunUndecided, SizeOneHook
+
+    class Dry(SizeOneHook):
+        dry = 1
+
+    hook = Dry()
+    env = ShapeEnvironment(size_one=hook)
+    s = env.create_symbol("", 12, source="x.shape[1]")
+    env.watch_ranges()
+    with pytest.raises(DryRunUndecided):
+        env.decide_expr(sympy.Le(s, 16))
+    hook.dry = 0
+    assert env.decide_expr(sympy.Le(s, 16))
+    assert len(env.guards) == 1
+    assert env.replay_ranges({s: ValueRange(2, 16)}) is None

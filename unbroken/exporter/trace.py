@@ -131,6 +131,8 @@ class Trace:
             return {}
         resolved = resolve_dynamic_shapes(combined, options.dynamic_shapes, self.env,
                                           options.auto_refinements, options.forced_static)
+        if options.narrow_in_place and self.env.auto_symbols:
+            self.env.watch_ranges()  # what narrowing them in place must answer alike
         dims = {}
         for name, value in combined.items():
             leaves, spec = pytree.tree_flatten(value)

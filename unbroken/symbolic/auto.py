@@ -109,8 +109,16 @@ def narrow_in_place(env: ShapeEnvironment, adoption: Adoption) -> bool:
 
     Narrowing a range cannot change what the trace computed: every decision the wider range
     settled holds on the narrower one, and every other decision took the example's answer,
-    which lies in both. So the guards of this trace, re-checked against the narrower ranges,
-    decide the same program a trace under the narrower spec would, without tracing again.
+    which lies in both. But the trace may have *asked* the ranges (``statically_known_true``,
+    a guard the ranges settle and so never record, a bound read by a kernel or by the size-1
+    audit), and narrower ones can answer otherwise: BERT's sequence narrowed to ``<= 512``
+    settles ``end >= size`` for a whole slice, which a trace under it drops. So the answers
+    the ranges gave are replayed under the narrower ones (``ShapeEnvironment.replay_ranges``,
+    the environment watched since the inputs were bound): only when every one is the same
+    (but for guard questions they settle the way the example did: that trace records no guard
+    for them, and neither does this one from now on) is this trace the one the narrower spec
+    gives, and its guards, re-checked against the narrower ranges, decide the same program
+    without tracing again. Otherwise False.
     """
     by_source = {source: symbol for symbol, source in env.auto_symbols.items()}
     narrowed = {}
@@ -124,10 +132,17 @@ def narrow_in_place(env: ShapeEnvironment, adoption: Adoption) -> bool:
         if current.is_empty() or new == spec or spec.intersect(new) != new \
                 or not new.contains(env.hint_of(symbol)):
             return False  # not strictly narrower, or a contradiction the retrace reports
+        if (new.lower >= 1) != (spec.lower >= 1):
+            return False  # another symbol (positive / nonnegative): sympy simplifies otherwise
         narrowed[symbol] = (new, current)
+    settled = env.replay_ranges({symbol: new for symbol, (new, _) in narrowed.items()})
+    if settled is None:
+        return False
     for symbol, (spec, current) in narrowed.items():
         env.set_range(symbol, spec, spec=True)
         env.set_range(symbol, current)
+    dropped = set(settled)  # what that trace settles, it does not record
+    env.guards[:] = [g for i, g in enumerate(env.guards) if i not in dropped]
     return True
 
 

@@ -20,7 +20,7 @@ guards are checked against the spec later by ``solver.check_guards``.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import sympy
@@ -95,6 +95,9 @@ class ShapeEnvironment:
         self._bound_cache: dict = {}
         self._oblivious_cache: dict = {}
         self.version = 0  # bumped whenever a range changes or a symbol is made
+        # what the trace asked of the ranges, in order, while watched (``watch_ranges``)
+        self._range_log: list | None = None
+        self._range_asked: set = set()  # the questions logged since the ranges last changed
         self._backed_count = 0
         self._unbacked_count = 0
 
@@ -138,6 +141,7 @@ class ShapeEnvironment:
         self.var_ranges[info.symbol] = value_range
         self.spec_ranges[info.symbol] = value_range
         self._invalidate()
+        self._log_range_event(("new", info.symbol, value_range, info.kind))
 
     def source_of(self, symbol: sympy.Symbol) -> str:
         """The human description of a symbol (``x.shape[0]``), or its name."""
@@ -155,6 +159,7 @@ class ShapeEnvironment:
         if spec:
             self.spec_ranges[symbol] = value_range
         self._invalidate()
+        self._log_range_event(("set", symbol, value_range))
 
     def _invalidate(self) -> None:
         self.version += 1  # what ranges settle may change: caches keyed on it start over
@@ -228,24 +233,136 @@ class ShapeEnvironment:
         return E.evaluate_at(expr, {s: self._hints[s] for s in free})
 
     # ----- static reasoning -----
-    def bound(self, expr) -> ValueRange:
-        """An interval containing every value of ``expr`` under the current ranges."""
-        return bound(sympy.sympify(expr), self.var_ranges, self._bound_cache)
+    def bound(self, expr, *, use: str = "all") -> ValueRange:
+        """An interval containing every value of ``expr`` under the current ranges.
 
-    def static_truth(self, expr, *, size_oblivious: bool = False) -> bool | None:
-        """True/False when the ranges settle ``expr`` for every admitted value, else None."""
+        use: what the caller reads of it (a key of ``_RANGE_USES``: all of it, whether it is
+        one value, its sign), which is all narrower ranges must leave alike
+        (:meth:`replay_ranges`)."""
+        expr = sympy.sympify(expr)
+        value_range = bound(expr, self.var_ranges, self._bound_cache)
+        if self._range_log is not None:
+            self._log_range_answer(use, expr, False, value_range)
+        return value_range
+
+    def static_truth(self, expr, *, size_oblivious: bool = False,
+                     guard_question: bool = False) -> bool | None:
+        """True/False when the ranges settle ``expr`` for every admitted value, else None.
+
+        guard_question: asked by a guard decision (``decide_expr``, not in a dry run), which
+        records a guard with the example's answer when the ranges do not settle it."""
         if size_oblivious:
-            return static_truth(expr, self._oblivious_ranges(), self._oblivious_cache)
-        return static_truth(expr, self.var_ranges, self._bound_cache)
+            value = static_truth(expr, self._oblivious_ranges(), self._oblivious_cache)
+        else:
+            value = static_truth(expr, self.var_ranges, self._bound_cache)
+        if self._range_log is not None:
+            self._log_range_answer("guard truth" if guard_question else "truth", expr,
+                                   size_oblivious, value)
+        return value
 
     def _oblivious_ranges(self) -> dict:
         """Ranges where size-like unbacked symbols are assumed >= 2 (PyTorch's
         size-oblivious reasoning: the result is then valid for sizes 0 and 1 "by audit")."""
-        ranges = dict(self.var_ranges)
-        for symbol, info in self.symbols.items():
-            if info.kind == "size":
-                ranges[symbol] = ranges[symbol].intersect(ValueRange(2, None))
-        return ranges
+        return _oblivious(self.var_ranges, {s: info.kind for s, info in self.symbols.items()})
+
+    # ----- what the ranges answered: could narrower ones have answered the same? -----
+    def watch_ranges(self) -> None:
+        """From now on, log every answer the ranges give (``static_truth``, ``bound``) and
+        every change of the ranges, in order: :meth:`replay_ranges` replays them later."""
+        self._range_log = [("start", dict(self.var_ranges),
+                            {s: info.kind for s, info in self.symbols.items()})]
+        self._range_asked = set()
+
+    def _log_range_answer(self, what: str, expr, size_oblivious: bool, answer) -> None:
+        key = (what, expr, size_oblivious)
+        if key not in self._range_asked:  # the same question under the same ranges: once
+            self._range_asked.add(key)
+            self._range_log.append((what, expr, size_oblivious, answer))
+
+    def _log_range_event(self, event: tuple) -> None:
+        if self._range_log is not None:
+            self._range_log.append(event)
+            self._range_asked = set()
+
+    def replay_ranges(self, narrowed: Mapping) -> list[int] | None:
+        """What a trace would have recorded had it started with the backed symbols of
+        ``narrowed`` (``{symbol: ValueRange}``) in those ranges, replaying every answer the
+        ranges gave this trace since :meth:`watch_ranges`: the indices in ``guards`` of the
+        guards the narrower ranges settle (that trace answers them the same and records
+        nothing), or None when some answer would differ, or nothing was watched.
+
+        Every decision of a trace that the ranges settle goes through them (a guard they
+        settle, ``statically_known_true``, a bound a kernel or the size-1 audit reads, a
+        dry run's question): when all agree, the trace under the narrower ranges is this very
+        trace, answer for answer, but for the guards it need not record. A guard question
+        the narrower ranges settle to the answer the example gave is that case; any other
+        changed answer (a ``torch._check`` fact, a bound, a known truth) is not."""
+        log = self._range_log
+        if log is None:
+            return None
+        _, start, kinds = log[0]
+        ranges, kinds = dict(start), dict(kinds)
+        ranges.update(narrowed)
+        caches: dict = {}
+        settled: list[int] = []
+        flipped = None  # a guard question the narrower ranges settle: its guard comes next
+        for entry in log[1:]:
+            what = entry[0]
+            if flipped is not None and what != "guard":
+                return None
+            if what == "guard":
+                _, index, expr, oblivious, value = entry
+                if flipped is None:  # asked earlier under these ranges: settled alike then
+                    view = _oblivious(ranges, kinds) if oblivious else ranges
+                    again = static_truth(expr, view, caches.setdefault(oblivious, {}))
+                    if again is None:
+                        continue
+                elif flipped[:2] != (expr, oblivious):
+                    return None
+                else:
+                    again = flipped[2]
+                if again != value:
+                    return None
+                settled.append(index)
+                flipped = None
+                continue
+            if what in ("truth", "guard truth"):
+                _, expr, oblivious, answer = entry
+                view = _oblivious(ranges, kinds) if oblivious else ranges
+                again = static_truth(expr, view, caches.setdefault(oblivious, {}))
+                if again != answer:
+                    if answer is not None or what != "guard truth":
+                        return None
+                    flipped = (expr, oblivious, again)  # its guard comes next
+                continue
+            if what in _RANGE_USES:
+                _, expr, oblivious, answer = entry
+                view = _oblivious(ranges, kinds) if oblivious else ranges
+                again = bound(expr, view, caches.setdefault(oblivious, {}))
+                if _RANGE_USES[what](again) != _RANGE_USES[what](answer):
+                    return None
+                continue
+            caches = {}
+            if what == "new":
+                _, symbol, value_range, kind = entry
+                ranges[symbol], kinds[symbol] = value_range, kind
+            elif what == "set":
+                _, symbol, value_range = entry
+                if symbol in narrowed:
+                    return None  # set during the trace: what it would be is not known
+                ranges[symbol] = value_range
+            else:  # "refine": a torch._check fact narrowed a range (``_refine``)
+                _, symbol, fact_range, applied, kind = entry
+                current = ranges.get(symbol, ValueRange.unbounded()).intersect(fact_range)
+                if current.is_empty() == applied:
+                    return None
+                if applied:
+                    ranges[symbol] = current
+                    if kinds.get(symbol) == "unbacked" and current.lower >= 0:
+                        kinds[symbol] = "size"
+                    if kinds.get(symbol) != kind:
+                        return None
+        return None if flipped is not None else settled
 
     # ----- decisions -----
     @contextlib.contextmanager
@@ -282,6 +399,8 @@ class ShapeEnvironment:
             raise self.data_dependent_error(expr)
         value = bool(hint)
         self._record(expr, value, kind)
+        if self._range_log is not None:  # recorded: ranges that settle it would not record it
+            self._range_log.append(("guard", len(self.guards) - 1, expr, size_oblivious, value))
         self._decided[key] = value
         self.size_one.audit(self, expr, value, kind)
         return value
@@ -301,8 +420,9 @@ class ShapeEnvironment:
             if remember:
                 self.size_one.answered_again(self, expr)
             return known
-        value = self.static_truth(expr, size_oblivious=key[1])
         size_one = self.size_one
+        value = self.static_truth(expr, size_oblivious=key[1],
+                                  guard_question=remember and not size_one.dry)
         if size_one.dry:
             return _settled(value if value is not None else size_one.dry_truth(self, expr))
         if value is not None:
@@ -316,7 +436,7 @@ class ShapeEnvironment:
         expr = node.expr
         if expr.is_number:
             return E.to_python(expr) if node.pytype is not float else float(expr)
-        value_range = self.bound(expr)
+        value_range = self.bound(expr, use="singleton")
         if value_range.is_singleton():
             self.size_one.audit(self, sympy.Eq(expr, value_range.lower), True, "guard")
             return node.pytype(value_range.lower)
@@ -385,12 +505,16 @@ class ShapeEnvironment:
             current = self.var_ranges.get(symbol, ValueRange.unbounded())
             narrowed = current.intersect(new_range)
             if narrowed.is_empty():
+                self._log_range_event(("refine", symbol, new_range, False, None))
                 continue
             self.var_ranges[symbol] = narrowed
             info = self.symbols.get(symbol)
             if info is not None and info.kind == "unbacked" and narrowed.lower >= 0:
                 self.symbols[symbol] = SymbolInfo(symbol, None, info.source, info.name, "size")
             self._invalidate()
+            info = self.symbols.get(symbol)
+            self._log_range_event(("refine", symbol, new_range, True,
+                                   info.kind if info is not None else None))
 
     # ----- errors -----
     def frames(self) -> tuple[UserFrame, ...]:
@@ -433,12 +557,16 @@ class ShapeEnvironment:
         if isinstance(expr, sympy.logic.boolalg.Boolean):
             value = self.static_truth(expr, size_oblivious=kwargs.get("size_oblivious", False))
             return None if value is None else sympy.true if value else sympy.false
-        value_range = self.bound(expr)
+        value_range = self.bound(expr, use="singleton")
         return sympy.Integer(value_range.lower) if value_range.is_singleton() else None
 
     def bound_sympy(self, expr, size_oblivious: bool = False) -> ValueRange:
         if size_oblivious:
-            return bound(sympy.sympify(expr), self._oblivious_ranges())
+            expr = sympy.sympify(expr)
+            value_range = bound(expr, self._oblivious_ranges())
+            if self._range_log is not None:
+                self._log_range_answer("all", expr, True, value_range)
+            return value_range
         return self.bound(expr)
 
     def optimization_hint(self, expr, fallback=None):
@@ -478,6 +606,24 @@ class ShapeEnvironment:
 
 _FLIP = {sympy.Ge: sympy.Le, sympy.Gt: sympy.Lt, sympy.Le: sympy.Ge, sympy.Lt: sympy.Gt,
          sympy.Eq: sympy.Eq}
+
+
+# what a caller of ``ShapeEnvironment.bound`` reads of the interval: narrower ranges must
+# leave that alike for a trace under them to be the same (``replay_ranges``)
+_RANGE_USES = {
+    "all": lambda r: r,
+    "singleton": lambda r: r.lower if r.is_singleton() else None,
+    "sign": lambda r: (r.lower >= 0, r.lower > 0),
+}
+
+
+def _oblivious(ranges: Mapping, kinds: Mapping) -> dict:
+    """``ranges`` with the size-like unbacked symbols (kind ``"size"``) assumed >= 2."""
+    oblivious = dict(ranges)
+    for symbol, kind in kinds.items():
+        if kind == "size":
+            oblivious[symbol] = oblivious[symbol].intersect(ValueRange(2, None))
+    return oblivious
 
 
 def _settled(value: bool | None) -> bool:

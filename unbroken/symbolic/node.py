@@ -66,7 +66,7 @@ def _as_int_expr(node: SymNode):
 
 
 def _build_mod(env, a, b):
-    if env.bound(a).lower >= 0 and env.bound(b).lower > 0:
+    if env.bound(a, use="sign").lower >= 0 and env.bound(b, use="sign").lower > 0:
         return E.Mod(a, b)
     return E.PythonMod(a, b)
 

@@ -197,3 +197,37 @@ def test_branches_may_use_dynamic_sizes_as_values():
             torch.testing.assert_close(ep.module()(x), f(x))
     # the branch reads the size from its own input, not from the outer graph
     assert "sym_size" in ep.graph_module.true_graph_0.code
+
+
+class CheckedInBranch(torch.nn.Module):
+    """torch._check on a value the branch itself reads (`.item()` inside it)."""
+
+    def forward(self, x, n):
+        def small(x, n):
+            k = n.item()
+            torch._check(k >= 0)
+            torch._check(k < 4)
+            return x * k
+
+        def other(x, n):
+            return x - 1
+
+        return torch.cond(x.sum() > 0, small, other, (x, n))
+
+
+def test_a_check_inside_a_branch_is_asserted_inside_it():
+    """Was UB999 (the assertion was placed in the root graph, where the branch's value does
+    not exist); as torch's, it is asserted in the branch, in the program's order, and only
+    when the branch runs."""
+    ep = unbroken.export(CheckedInBranch(), (torch.ones(4), torch.tensor(2)))
+    branch = ep.graph_module.true_graph_0
+    asserts = [n for n in branch.graph.nodes
+               if n.target is torch.ops.aten._assert_scalar.default]
+    assert [">= 0" in a.args[1] for a in asserts] == [True, False]
+    assert not any(n.target is torch.ops.aten._assert_scalar.default
+                   for n in ep.graph.nodes)
+    for n in (0, 3):
+        got = ep.module()(torch.ones(4), torch.tensor(n))
+        assert torch.equal(got, torch.ones(4) * n)
+    with pytest.raises(RuntimeError, match="< 4"):
+        ep.module()(torch.ones(4), torch.tensor(4))

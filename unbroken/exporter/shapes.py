@@ -16,6 +16,7 @@ import sympy
 
 from ..symbolic import guard_log
 from ..symbolic.auto import Adoption, narrow_in_place, plan_adoption
+from ..symbolic.diagnostics import UnsupportedError
 from ..symbolic.fixes import Fix, suggest_fix
 from ..symbolic.ranges import finite_bound
 from ..symbolic.solver import Solver, Violation, check_guards
@@ -157,11 +158,20 @@ class _Settling:
         program raises, like eager, when a run breaks it."""
         builder = self.builder
         fact = guard.as_fact()
+        text = f"Runtime assertion failed for expression {guard.describe(self.env.source_of)}"
         order = {n: i for i, n in enumerate(builder.graph.nodes)}
         defined = [d for d in map(builder.definition_of, fact.free_symbols) if d is not None]
+        if not defined:  # values read inside a torch.cond branch or a loop body
+            if builder.assert_in_subgraph(fact, text, guard.frames) is None:
+                raise UnsupportedError(
+                    f"`torch._check({guard.describe(self.env.source_of)})` relates values "
+                    "read in different subgraphs (a torch.cond branch or a loop body and the "
+                    "code around it)", code="UB113", frames=guard.frames,
+                    hint="Check the values where they are read: inside the branch for values "
+                         "the branch reads, outside it for the others.")
+            return
         known = max(defined, key=order.__getitem__)  # as early as its values are known,
         after = self._asserts_after.get(known, known)  # after earlier asserts there
-        text = f"Runtime assertion failed for expression {guard.describe(self.env.source_of)}"
         node = builder.assert_after(after, fact, text, guard.frames)
         self._asserts_after[known] = node
 

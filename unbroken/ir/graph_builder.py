@@ -72,6 +72,8 @@ class GraphBuilder:
         # symbol -> (node, dim, a, b, tensor): the size of `tensor` (made by `node`) at `dim` is
         # a*symbol + b; inside a branch the tensor becomes an input of the subgraph
         self._symbol_sources: dict[sympy.Symbol, tuple] = {}
+        self._values: dict[sympy.Symbol, fx.Node] = {}  # symbol -> its item node, any graph
+        self._subgraph_asserts: dict[fx.Node, fx.Node] = {}  # anchor -> last assert after it
         self._first_user_input: fx.Node | None = None
         self._names: set[str] = set()
         self._reserved: set[str] = set()  # names kept for user inputs (reserve_names)
@@ -176,6 +178,35 @@ class GraphBuilder:
     def bind_value(self, symbol, node: fx.Node) -> None:
         """``node`` (e.g. an ``item``) computes ``symbol`` in the graph being built."""
         self._scopes[-1].sym_nodes[symbol] = node
+        self._values.setdefault(symbol, node)
+
+    def assert_in_subgraph(self, fact, message: str, frames) -> fx.Node | None:
+        """An ``aten._assert_scalar(fact, message)`` inside the subgraph (a torch.cond branch,
+        a loop body) whose ``item`` nodes define all of ``fact``'s symbols, after the last of
+        them: it runs when that subgraph runs, as eager's check does. None when the symbols
+        are not all values read in one subgraph."""
+        nodes = [self._values.get(symbol) for symbol in fact.free_symbols]
+        if not nodes or any(n is None for n in nodes):
+            return None
+        graphs = {n.graph for n in nodes}
+        if len(graphs) != 1 or self._scopes[0].graph in graphs:
+            return None
+        (graph,) = graphs
+        order = {n: i for i, n in enumerate(graph.nodes)}
+        scope = _Scope(graph)
+        scope.sym_nodes = {symbol: self._values[symbol] for symbol in fact.free_symbols}
+        self._scopes.append(scope)
+        anchor = max(nodes, key=order.__getitem__)
+        try:  # after the asserts already placed there, in the program's order
+            node = self.assert_after(self._subgraph_asserts.get(anchor, anchor), fact, message,
+                                     frames)
+        finally:
+            self._scopes.pop()
+        self._subgraph_asserts[anchor] = node
+        owner = getattr(graph, "owning_module", None)
+        if owner is not None:
+            owner.recompile()
+        return node
 
     def definition_of(self, symbol) -> fx.Node | None:
         """The node after which a data-dependent symbol is known (``item`` / the op whose output

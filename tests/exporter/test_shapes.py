@@ -228,7 +228,7 @@ def test_an_adoption_that_changes_symbols_traces_again(monkeypatch, model, args,
 _CORPUS = {**{f"zoo/{k}": v for k, v in ZOO.items()},
            **{f"realistic/{k}": v for k, v in REALISTIC.items()}}
 # refused with every dim Dim.AUTO for reasons of their own (not the rounds)
-_REFUSED = {"realistic/mha_padding_mask"}
+_REFUSED: set[str] = set()
 _SLOW = {"zoo/cnn", "zoo/encoder_layer", "zoo/lstm", "realistic/decoder_layer",
          "realistic/gru_encoder", "realistic/lstm_bidir_stack", "realistic/tiny_resnet",
          "realistic/tiny_unet", "realistic/rotary_attention", "realistic/conv1d_tcn"}

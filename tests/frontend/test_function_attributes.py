@@ -221,3 +221,15 @@ def test_an_outside_function_is_read_natively_and_never_written():
         interpret(writes_an_outside_functions_dict, 3)
     assert info.value.code == "UB107" and "maybe.__dict__" in info.value.render()
     assert "seen" not in maybe.__dict__
+
+
+def test_vector_quantize_fsq_exports_bit_exact():
+    """FSQ wraps ``einops.rearrange`` with its ``maybe`` decorator in forward()."""
+    fsq_module = pytest.importorskip("vector_quantize_pytorch")
+    torch.manual_seed(0)
+    model = fsq_module.FSQ(levels=[8, 5, 5, 5], dim=32)
+    x = torch.randn(2, 6, 32)
+    program = unbroken.export(model, (x,))
+    peer = torch.export.export(model, (x,))
+    for exported in (program, peer):
+        assert_bit_exact(exported.module()(x), model(x))

@@ -91,6 +91,7 @@ class Overlay:
 
     def __init__(self):
         self.entries: dict[tuple[int, str], Write] = {}
+        self._written: set[int] = set()  # ids of the objects with an entry
         self.reads: set[tuple[int, str]] = set()  # model attributes read before any write
         self.hooks: dict[tuple[int, str], HookTable] = {}
         self._next_hook_id = -1
@@ -126,6 +127,10 @@ class Overlay:
         """The trace read ``obj.name`` (a module attribute)."""
         self.reads.add((id(obj), name))
 
+    def written(self, obj) -> bool:
+        """True when the trace wrote (or deleted) an attribute of ``obj``."""
+        return id(obj) in self._written
+
     def read(self, obj, name):
         """The tracker the trace last wrote to ``obj.name`` (DELETED, or None: no write)."""
         entry = self.entries.get((id(obj), name))
@@ -138,6 +143,7 @@ class Overlay:
         ``snapshot``: see ``Write``."""
         entry = self.entries.get((id(obj), name))
         if entry is None:
+            self._written.add(id(obj))
             self.entries[(id(obj), name)] = Write(obj, name, original, value, frames, kept,
                                                   (id(obj), name) in self.reads, snapshot)
         else:

@@ -61,7 +61,7 @@ from ..symbolic.torch_compat import (
     suggest_memory_format,
 )
 
-__all__ = ["composite_layout", "devices_of", "python_data_on_user_device",
+__all__ = ["PASS_THROUGH_CODE", "composite_layout", "devices_of", "python_data_on_user_device",
            "traced_device_arguments"]
 
 _META = torch.device("meta")
@@ -150,6 +150,11 @@ class _PythonDataMode(TorchFunctionMode):
         if func in _DATA_CONSTRUCTORS:
             kwargs = _data_device(self.recorder, func, args, kwargs)
         return func(*args, **kwargs)
+
+
+# The frame that calls every torch function while the mode is on: an error raised by the native
+# callee (``x[::-1]``'s ValueError) appears raised there, which is the program's, not a bug.
+PASS_THROUGH_CODE = _PythonDataMode.__torch_function__.__code__
 
 
 def python_data_on_user_device(recorder):

@@ -117,9 +117,21 @@ class WritesInBranch(torch.nn.Module):
         return torch.cond(x.sum() > 0, branch, lambda v: v - 1, (x,))
 
 
+class WritesThroughDict(torch.nn.Module):
+    """``obj.__dict__[k] = v`` sets an attribute: the trace's copy of the dict would not."""
+
+    def __init__(self):
+        super().__init__()
+        self.cache = Cache(1)
+
+    def forward(self, x):
+        self.cache.__dict__["extra"] = 2
+        return x * self.cache.extra
+
+
 @pytest.mark.parametrize("model, needle", [
     (WritesClassDict(), "self.registry.entries"), (WritesGlobal(), "Layer.is_initialized"),
-    (WritesInBranch(), "torch.cond branch")])
+    (WritesInBranch(), "torch.cond branch"), (WritesThroughDict(), "self.cache.__dict__")])
 def test_state_that_is_not_the_models_alone_is_still_refused(model, needle):
     with pytest.raises(unbroken.GraphBreakError) as info:
         unbroken.export(model, (torch.randn(3),))

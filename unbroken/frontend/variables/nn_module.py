@@ -302,7 +302,8 @@ def assign_module_attribute(tx, var: NNModuleVariable, name: str, value) -> None
 def _state_copy(tx, module, name: str, found):
     """A list, dict or set held by a module of the model: the trace's own copy (see
     ``objects.state_copy``); a leaf module's own are read by its native forward, as they are."""
-    return found if is_leaf_module(module) else state_copy(tx, module, name, found)
+    return found if is_leaf_module(module) else \
+        state_copy(tx, module, name, found, instance_only=False)
 
 
 def write_back_buffers(tx) -> None:

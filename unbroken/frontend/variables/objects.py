@@ -493,17 +493,19 @@ class SuperVariable(VariableTracker):
         return None
 
 
-def state_copy(tx, owner, name: str, found):
+def state_copy(tx, owner, name: str, found, *, instance_only: bool = True):
     """A list, dict or set that the model's state holds (an attribute of one of its modules, or
     of a plain object it holds: a cache filled by item assignment, a list appended to): the
     trace works on its own copy, kept in the overlay like an attribute write, so forward()
     reads back what it wrote and the model is left unchanged (torch.export restores it
     likewise). A change to it warns as an attribute write does. ``owner``: the object whose
-    own attribute ``name`` it is (in its instance dict)."""
+    attribute ``name`` it is; instance_only: only one in its instance dict (a module's class
+    attributes are the model's too, as they always were here)."""
     if not isinstance(found, (ListVariable, DictVariable, SetVariable)) or not found.external \
-            or tx.output.branch_starts or name not in getattr(owner, "__dict__", {}):
-        return found  # a class attribute is shared by every instance (and `__dict__` is the
-        # attributes themselves): changing it stays refused, as in a cond branch
+            or tx.output.branch_starts or name == "__dict__" or \
+            instance_only and name not in getattr(owner, "__dict__", {}):
+        return found  # `__dict__` is the attributes themselves, and a class attribute of a
+        # plain object is every instance's: changing them stays refused, as in a cond branch
     copy = _owned(found)
     tx.output.overlay.write(owner, name, copy, None, tx.user_frames(), kept=True,
                             snapshot=contents_key(copy))

@@ -5,8 +5,9 @@ trackers, and checked at the end. Two kinds of write:
 
 - to an outside object (a config flag, a ``ContextVar``-like holder): acceptable only if
   undone before forward() returns, since the exported program cannot replay it;
-- to the model's own state (an attribute of one of its modules, a Python attribute of an
-  input tensor): *kept*, as ``torch.export`` does. The program computes what eager's forward
+- to the model's own state (an attribute of one of its modules or of a plain object it holds,
+  such as a cache object; a Python attribute of an input tensor): *kept*, as ``torch.export``
+  does. The program computes what eager's forward
   computes from the model as it was at export time; the model itself is left unchanged
   (export never changes the caller's model).
 

@@ -234,6 +234,7 @@ class NestedFunctionVariable(VariableTracker):
                               frames=tx.user_frames())
         if self.namespace is None or name not in self.namespace.entries:
             raise tx.user_exception(AttributeError(name))
+        check_mutable(tx, self.namespace, f"deleting `.{name}` of a function")
         del self.namespace.entries[name]
 
     def introspect(self, tx) -> types.FunctionType:

@@ -233,3 +233,18 @@ def test_vector_quantize_fsq_exports_bit_exact():
     peer = torch.export.export(model, (x,))
     for exported in (program, peer):
         assert_bit_exact(exported.module()(x), model(x))
+
+
+def _add(a, b, c=0):
+    return a + b + c
+
+
+def wraps_a_partial(x):
+    p = functools.partial(_add, 1, c=2)
+    wrapper = maybe(p)
+    return (wrapper(x), wrapper.__name__, wrapper.__wrapped__ is p, p.func is _add, p.args,
+            p.keywords, isinstance(p, functools.partial), hasattr(p, "__name__"), p.__module__)
+
+
+def test_a_partial_is_wrapped_and_read_as_cpython():
+    check(wraps_a_partial, 3)

@@ -7,6 +7,7 @@ modules, classes, namedtuples and ``super()`` all follow the same rules.
 from __future__ import annotations
 
 import abc
+import functools
 import operator
 import threading
 import types
@@ -370,11 +371,32 @@ class PartialVariable(VariableTracker):
         super().__init__(None)
         self.func, self.args, self.kwargs = func, list(args), dict(kwargs)
 
+    def python_type(self) -> type:
+        return functools.partial
+
     def describe(self) -> str:
         return f"a partial of {self.func.describe()}"
 
     def call(self, tx, args, kwargs):
         return self.func.call(tx, [*self.args, *args], {**self.kwargs, **kwargs})
+
+    def getattr(self, tx, name: str) -> VariableTracker:
+        """``func``, ``args``, ``keywords``, and what the ``partial`` class gives every
+        instance (``__module__``, ``__doc__``: what ``functools.wraps`` copies); a partial has
+        no ``__name__``. Its ``__dict__`` is empty here (no attribute of it is written)."""
+        if name == "func":
+            return self.func
+        if name == "args":
+            return TupleVariable(list(self.args))
+        if name == "keywords":
+            return DictVariable(dict(self.kwargs), external=True)
+        if name == "__dict__":
+            return DictVariable({}, external=True)
+        if name in ("__module__", "__doc__", "__class__"):
+            return tx.wrap(getattr(functools.partial, name))
+        if class_attribute(functools.partial, name) is not None:  # (its methods)
+            return super().getattr(tx, name)
+        raise AttributeMissing(name)
 
 
 class GetterVariable(VariableTracker):

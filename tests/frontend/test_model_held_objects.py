@@ -222,3 +222,43 @@ def test_transformers_seq2seq_decoder_with_a_static_cache():
     assert wrapper.cache.is_updated == reference.cache.is_updated
     with torch.no_grad():
         assert_bit_exact(program.module()(**copy.deepcopy(kwargs)), reference(**kwargs))
+
+
+class AliasingConfig:
+    """A config whose ``__setattr__``/``__getattribute__`` map an alias to the attribute it
+    stands for (transformers' ``PretrainedConfig.attribute_map``)."""
+
+    attribute_map = {"hidden": "width"}
+
+    def __init__(self):
+        self.width = 2
+
+    def __setattr__(self, key, value):
+        if key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        super().__setattr__(key, value)
+
+    def __getattribute__(self, key):
+        if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        return super().__getattribute__(key)
+
+
+class WritesItsConfig(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.config = AliasingConfig()
+
+    def forward(self, x):
+        self.config.hidden = 5  # through the class's __setattr__: sets `width`
+        first = x * self.config.width + self.config.hidden
+        object.__setattr__(self.config, "hidden", 7)  # past it: an attribute of its own
+        return first, x * vars(AliasingConfig)["__getattribute__"](self.config, "hidden")
+
+
+def test_a_held_objects_own_setattr_runs():
+    x = torch.randn(3)
+    model = WritesItsConfig()
+    program = unbroken.export(model, (x,))
+    assert vars(model.config) == {"width": 2}
+    assert_bit_exact(program.module()(x), WritesItsConfig()(x))

@@ -143,17 +143,27 @@ class ObjectVariable(_UserProtocols, VariableTracker):
                                 kept=held)
 
     def setattr(self, tx, name: str, value: VariableTracker) -> None:
-        """A write to an object that outlives forward(): kept in the trace's overlay. An object
-        the model holds keeps it as the model's state (as a module attribute: the program
-        computes what eager's first call computes, the object is left unchanged); any other
-        must be undone before forward() returns (``token = var.set(x) ... var.reset(token)``),
-        else export refuses it (UB107)."""
+        """``obj.name = value``: the class's own ``__setattr__`` when it defines one in Python
+        (a config mapping attribute aliases), interpreted; else ``raw_setattr``."""
+        custom = class_attribute(type(self.value), "__setattr__")
+        if isinstance(custom, types.FunctionType):
+            call_python(tx, custom, [self, ConstantVariable(name), value])
+            return
+        self.raw_setattr(tx, name, value)
+
+    def raw_setattr(self, tx, name: str, value: VariableTracker) -> None:
+        """``object.__setattr__``: a write to an object that outlives forward(), kept in the
+        trace's overlay. An object the model holds keeps it as the model's state (as a module
+        attribute: the program computes what eager's first call computes, the object is left
+        unchanged); any other must be undone before forward() returns (``token = var.set(x)
+        ... var.reset(token)``), else export refuses it (UB107)."""
         if isinstance(class_attribute(type(self.value), name), property) or \
                 type(self.value).__module__.startswith("torch"):
             # PyTorch's own objects are read by native code, which the overlay cannot reach
-            return super().setattr(tx, name, value)
+            return VariableTracker.setattr(self, tx, name, value)
         held = self._check_writable(tx, name)
-        original = None if held or not hasattr(self.value, name) else self.getattr(tx, name)
+        original = None if held or not hasattr(self.value, name) else \
+            self.plain_getattr(tx, name)
         tx.output.overlay.write(self.value, name, value, original, tx.user_frames(), kept=held)
 
     def _check_writable(self, tx, name: str) -> bool:
@@ -320,6 +330,8 @@ class ObjectSetattrVariable(PureCallableVariable):
             raise tx.user_exception(TypeError("object.__setattr__() takes 3 arguments"))
         if isinstance(args[0], NewObjectVariable):
             args[0].attributes[args[1].as_constant()] = args[2]
+        elif isinstance(args[0], ObjectVariable):  # past the class's own __setattr__
+            args[0].raw_setattr(tx, args[1].as_constant(), args[2])
         elif args[0].python_type() in BUILTIN_TYPES:  # no attributes: CPython's AttributeError
             call_natively(tx, object.__setattr__, [args[0].unwrap(tx), args[1].as_constant(),
                                                   None], {})
@@ -510,8 +522,12 @@ class SuperVariable(VariableTracker):
         base's methods, ``object.__setattr__``/``__getattribute__``), or None."""
         if isinstance(self.receiver, NewObjectVariable):
             return self.receiver.native_method(name, static)
-        if name == "__getattribute__" and isinstance(self.receiver, ObjectVariable):
-            return _raw_getattr(self.receiver)
+        if isinstance(self.receiver, ObjectVariable) and \
+                getattr(static, "__objclass__", None) is object:
+            if name == "__getattribute__":
+                return _raw_getattr(self.receiver)
+            if name == "__setattr__":
+                return _raw_setattr(self.receiver)
         return None
 
 

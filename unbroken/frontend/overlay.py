@@ -183,12 +183,16 @@ class Overlay:
                 continue
             where = f" at {entry.frames[-1].short()} (`{entry.frames[-1].source}`)" \
                 if entry.frames else ""
+            # a container's copy is taken where it is first read, not where it is changed
+            what = f"reads `{type(entry.obj).__name__}.{entry.name}`{where} and then changes " \
+                "its contents" if entry.snapshot is not None else \
+                f"reads `{type(entry.obj).__name__}.{entry.name}` and then changes it{where}"
             warnings.warn(StateWriteWarning(
-                f"forward() reads `{type(entry.obj).__name__}.{entry.name}` and then changes it"
-                f"{where}: the exported program does not keep the change, so each call runs as "
-                "eager's first call with the attribute as exported (eager's next call would "
-                "read the new value), on the parameters and buffers the previous call left (a "
-                "one-time in-place update guarded by it is made again by every call)."),
+                f"forward() {what}: the exported program does not keep the change, so each "
+                "call runs as eager's first call with the attribute as exported (eager's next "
+                "call would read the new value), on the parameters and buffers the previous "
+                "call left (a one-time in-place update guarded by it is made again by every "
+                "call)."),
                 stacklevel=2)
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch.utils import _pytree as pytree
 
-from ..ir.devices import traced_device_arguments
+from ..ir.devices import PASS_THROUGH_CODE, traced_device_arguments
 from ..symbolic.diagnostics import (
     DataDependentError,
     InternalError,
@@ -27,10 +27,12 @@ from ..symbolic.diagnostics.catalogue import GraphBreakError, TracedException, g
 from .budget import BudgetMeter, current_budget
 from .overlay import Overlay
 from .paths import PathDecisions
+from .sources import AttrSource, ItemSource, ModuleSource
 from .trace_site import TraceSite
 from .variables.base import CREATION_ORDER
 from .variables.builder import wrap
 from .variables.containers import IteratorVariable, index_lists_as_tensors
+from .variables.objects import ObjectVariable
 from .variables.tensor import TensorVariable
 
 __all__ = ["TraceContext", "GradRegion"]
@@ -83,12 +85,13 @@ def _raised_inside_unbroken(exc: BaseException) -> bool:
     in unbroken, not an error PyTorch raised for the user's program). The frame of
     ``TraceContext.call_leaf`` is not: a native callee (``Tensor.__getitem__``, ``Tensor.sum``)
     has no Python frame, so what it raises for the user's arguments (``x[::-1]``,
-    ``x.sum(dim="a")``) appears raised there."""
+    ``x.sum(dim="a")``) appears raised there; nor is the torch function mode's that passes
+    each call through while recording (``ir.devices.PASS_THROUGH_CODE``)."""
     tb = exc.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
     return (tb is not None and tb.tb_frame.f_code.co_filename.startswith(_UNBROKEN_DIR)
-            and tb.tb_frame.f_code is not TraceContext.call_leaf.__code__)
+            and tb.tb_frame.f_code not in (TraceContext.call_leaf.__code__, PASS_THROUGH_CODE))
 
 
 # Tensor indexing, whose list indexes become index tensors (see index_lists_as_tensors).
@@ -140,6 +143,7 @@ class TraceContext:
         self.path = (path or PathDecisions()) if find_all else None
         self.overlay = Overlay()  # writes to outside objects, to be undone by the trace
         self._paths = {}
+        self._owned_paths: frozenset[str] | None = None  # see model_holds
         self._parameters: set[int] = set()
         self._examples: dict[int, torch.Tensor] = {}
         # the trace's own grad mode (the process's is never changed by forward())
@@ -199,6 +203,17 @@ class TraceContext:
             self._root_parameter_ids = {id(p) for _, p in self.root.named_parameters(
                 remove_duplicate=False)}
         return all(id(p) in self._root_parameter_ids for p in module.parameters())
+
+    def model_holds(self, source) -> bool:
+        """True when ``source`` reaches its value through the attributes and items of one of
+        the exported model's own modules (``self.cache.is_updated``): the model's state."""
+        while isinstance(source, (AttrSource, ItemSource)):
+            source = source.base
+        if not isinstance(source, ModuleSource) or self.root is None:
+            return False
+        if self._owned_paths is None:
+            self._owned_paths = frozenset(self._paths.values())
+        return source.fqn in self._owned_paths
 
     def module_path(self, module, source) -> str:
         if id(module) in self._paths:
@@ -322,6 +337,15 @@ class TraceContext:
         """Call ``fn`` natively on the unwrapped arguments while the recorder records."""
         if fn in _INDEXING and len(args) > 1 and isinstance(args[0], TensorVariable):
             args = [args[0], index_lists_as_tensors(tx, args[1]), *args[2:]]
+        for arg in [*args, *kwargs.values()]:
+            if isinstance(arg, ObjectVariable) and self.overlay.written(arg.value):
+                raise graph_break("UB107", f"{arg.describe()} is passed to `"
+                                  f"{getattr(fn, '__qualname__', fn)}` after forward() changed "
+                                  "its attributes: that native code would read the object "
+                                  "itself, which the trace never changes",
+                                  frames=tx.user_frames(),
+                                  details="Pass the values it needs, or change the object "
+                                  "before export.")
         values = [a.unwrap(tx) for a in args]
         named = {k: v.unwrap(tx) for k, v in kwargs.items()}
         # `x.to("cpu")` on the meta stand-in of a CPU tensor returns it, as eager returns x

@@ -5,8 +5,9 @@ trackers, and checked at the end. Two kinds of write:
 
 - to an outside object (a config flag, a ``ContextVar``-like holder): acceptable only if
   undone before forward() returns, since the exported program cannot replay it;
-- to the model's own state (an attribute of one of its modules, a Python attribute of an
-  input tensor): *kept*, as ``torch.export`` does. The program computes what eager's forward
+- to the model's own state (an attribute of one of its modules or of a plain object it holds,
+  such as a cache object; a Python attribute of an input tensor): *kept*, as ``torch.export``
+  does. The program computes what eager's forward
   computes from the model as it was at export time; the model itself is left unchanged
   (export never changes the caller's model).
 
@@ -91,6 +92,7 @@ class Overlay:
 
     def __init__(self):
         self.entries: dict[tuple[int, str], Write] = {}
+        self._written: set[int] = set()  # ids of the objects with an entry
         self.reads: set[tuple[int, str]] = set()  # model attributes read before any write
         self.hooks: dict[tuple[int, str], HookTable] = {}
         self._next_hook_id = -1
@@ -126,6 +128,10 @@ class Overlay:
         """The trace read ``obj.name`` (a module attribute)."""
         self.reads.add((id(obj), name))
 
+    def written(self, obj) -> bool:
+        """True when the trace wrote (or deleted) an attribute of ``obj``."""
+        return id(obj) in self._written
+
     def read(self, obj, name):
         """The tracker the trace last wrote to ``obj.name`` (DELETED, or None: no write)."""
         entry = self.entries.get((id(obj), name))
@@ -138,6 +144,7 @@ class Overlay:
         ``snapshot``: see ``Write``."""
         entry = self.entries.get((id(obj), name))
         if entry is None:
+            self._written.add(id(obj))
             self.entries[(id(obj), name)] = Write(obj, name, original, value, frames, kept,
                                                   (id(obj), name) in self.reads, snapshot)
         else:
@@ -176,12 +183,16 @@ class Overlay:
                 continue
             where = f" at {entry.frames[-1].short()} (`{entry.frames[-1].source}`)" \
                 if entry.frames else ""
+            # a container's copy is taken where it is first read, not where it is changed
+            what = f"reads `{type(entry.obj).__name__}.{entry.name}`{where} and then changes " \
+                "its contents" if entry.snapshot is not None else \
+                f"reads `{type(entry.obj).__name__}.{entry.name}` and then changes it{where}"
             warnings.warn(StateWriteWarning(
-                f"forward() reads `{type(entry.obj).__name__}.{entry.name}` and then changes it"
-                f"{where}: the exported program does not keep the change, so each call runs as "
-                "eager's first call with the attribute as exported (eager's next call would "
-                "read the new value), on the parameters and buffers the previous call left (a "
-                "one-time in-place update guarded by it is made again by every call)."),
+                f"forward() {what}: the exported program does not keep the change, so each "
+                "call runs as eager's first call with the attribute as exported (eager's next "
+                "call would read the new value), on the parameters and buffers the previous "
+                "call left (a one-time in-place update guarded by it is made again by every "
+                "call)."),
                 stacklevel=2)
 
 

@@ -1,6 +1,6 @@
 """The traced tensors live on ``meta`` and stand for tensors on the user's device.
 
-Two places must see the user's device rather than ``meta``:
+Three places must see the user's device rather than ``meta``:
 
 **Device arguments of a leaf call** (:func:`traced_device_arguments`). ``x.to("cpu")``,
 ``x.cpu()``, ``x.to("cpu", torch.float32)``, ``torch.as_tensor(x, device="cpu")`` return ``x``
@@ -10,6 +10,14 @@ device change and copies. A device argument naming the device the call's tensors
 is therefore passed as ``meta``: torch's own argument parsing and "returns self when nothing
 changes" logic then decide, as in eager (the recorder records a requested ``meta`` device as
 the user's).
+
+**Python data made a tensor inside native code** (:func:`python_data_on_user_device`). Code
+run natively in a leaf call (a library function registered with ``allow_in_graph``, a module of
+PyTorch's) builds constants from Python data on "the device of its inputs":
+``torch.asarray(0.0, device=x.device)`` with ``x`` the meta stand-in asks for ``meta``, where
+the data would be lost before any op reaches the recorder. While recording, a torch function
+mode sees such calls first and builds the tensor on the device the traced tensors stand for
+(the recorder lifts it as a constant when an op reads it), as eager builds it on ``x``'s.
 
 **torch's meta kernels** (:func:`devices_of`). Several of torch's meta kernels give a
 different output layout per device, as the eager kernels do: on CPU, ``reflection_pad2d``,
@@ -40,6 +48,7 @@ import contextvars
 import threading
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from ..symbolic.torch_compat import (
     DispatchKey,
@@ -52,7 +61,8 @@ from ..symbolic.torch_compat import (
     suggest_memory_format,
 )
 
-__all__ = ["composite_layout", "devices_of", "traced_device_arguments"]
+__all__ = ["PASS_THROUGH_CODE", "composite_layout", "devices_of", "python_data_on_user_device",
+           "traced_device_arguments"]
 
 _META = torch.device("meta")
 
@@ -127,6 +137,51 @@ def _legacy_cpu_dtype(value):
     dtype = getattr(legacy, "dtype", None)
     return dtype if isinstance(dtype, torch.dtype) and not getattr(legacy, "is_cuda", True) \
         else value
+
+class _PythonDataMode(TorchFunctionMode):
+    """See :func:`python_data_on_user_device`."""
+
+    def __init__(self, recorder):
+        super().__init__()
+        self.recorder = recorder
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in _DATA_CONSTRUCTORS:
+            kwargs = _data_device(self.recorder, func, args, kwargs)
+        return func(*args, **kwargs)
+
+
+# The frame that calls every torch function while the mode is on: an error raised by the native
+# callee (``x[::-1]``'s ValueError) appears raised there, which is the program's, not a bug.
+PASS_THROUGH_CODE = _PythonDataMode.__torch_function__.__code__
+
+
+def python_data_on_user_device(recorder):
+    """While recording: a data constructor (``torch.tensor``, ``as_tensor``, ``asarray``,
+    ``Tensor.new_tensor``) asked for ``meta`` on Python data (no tensor, no symbolic size
+    in it) builds its tensor on the device the traced tensors stand for (module docstring)."""
+    return _PythonDataMode(recorder)
+
+
+def _data_device(recorder, func, args, kwargs) -> dict:
+    """``kwargs`` with the device of a data constructor's Python data made the user's."""
+    device = kwargs.get("device")
+    if func is torch.Tensor.new_tensor and device is None and args and \
+            isinstance(args[0], torch.Tensor) and args[0].device.type == "meta":
+        device = _META  # on the receiver's device: the meta stand-in's
+    if device is None or not isinstance(device, (str, torch.device)) or \
+            torch.device(device).type != "meta":
+        return kwargs
+    data = args[1] if func is torch.Tensor.new_tensor else args[0] if args else \
+        kwargs.get("data", kwargs.get("obj"))
+    if any(isinstance(leaf, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool))
+           for leaf in torch.utils._pytree.tree_leaves(data)):
+        return kwargs  # the recorder sees what it computes from traced values
+    user = recorder.device_of(args[0]) if func is torch.Tensor.new_tensor and \
+        recorder.is_tracked(args[0]) else recorder.default_device
+    return kwargs if user.type == "meta" else dict(kwargs, device=user)
+
 
 _active: contextvars.ContextVar = contextvars.ContextVar("unbroken_device_hint", default=None)
 _lock = threading.Lock()

@@ -50,7 +50,7 @@ from .data_dependent import (
     has_unbacked_argument,
     integer_indexing,
 )
-from .devices import composite_layout, devices_of
+from .devices import composite_layout, devices_of, python_data_on_user_device
 from .graph_builder import GraphBuilder, meta_like
 from .meta_cache import MetaCache
 from .meta_keys import EAGER_REFUSES, SAVED_THEN_WRITTEN
@@ -227,9 +227,13 @@ class Recorder(TorchDispatchMode):
             self._this_call.clear()
             self._leaf_grad_mode = torch.is_grad_enabled()
             self._leaf_autocast = enabled_devices()
+        data_mode = python_data_on_user_device(self) if self._recording == 0 else \
+            contextlib.nullcontext()
         self._recording += 1
         try:
-            with self, devices_of(self):  # meta kernels lay out as the traced device's do
+            # meta kernels lay out as the traced device's do; Python data made a tensor "on
+            # the device of" a traced tensor is built on the device it stands for
+            with self, devices_of(self), data_mode:
                 yield
         finally:
             self._recording -= 1

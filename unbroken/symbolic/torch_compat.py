@@ -64,7 +64,8 @@ __all__ = [
     "TensorMetadata", "extract_tensor_metadata", "symbolic_shapes_config", "Verifier",
     "TrainingIRVerifier", "SpecViolationError", "NodeSource", "NodeSourceAction",
     "core_aten_decompositions", "LazyGraphModule",
-    "GLOBAL_MODULE_HOOKS", "global_module_hooks", "preload_dynamo", "SYMPY_FUNCTION_NAMES",
+    "GLOBAL_MODULE_HOOKS", "global_module_hooks", "preload_dynamo", "compiler_leaf",
+    "SYMPY_FUNCTION_NAMES",
     "torch_exception_class", "user_error_type", "EXPORT_PREDICATES", "export_predicate",
     "export_flags", "has_autocast_kernel", "autocast_enabled_devices", "autocast_key_reached",
     "TORCHSCRIPT_CALLABLES",
@@ -486,6 +487,23 @@ def preload_dynamo() -> None:
     """Import ``torch._dynamo`` (what a first export loads lazily anyway), so that a warm-up
     pays for it once."""
     import torch._dynamo  # noqa: F401
+
+
+def compiler_leaf(fn) -> bool:
+    """True when ``fn`` was registered with ``torch.compiler.allow_in_graph`` (or
+    ``torch._dynamo.nonstrict_trace``): torch's tracer does not look inside it, it runs it on
+    fake tensors and records the ops it dispatches (einx registers its operations so).
+
+    As torch's tracer does for every callable it meets, the registrations torch keeps for the
+    library ``fn`` belongs to are made first (``trace_rules``' lazy module inits: for einops,
+    its torch backend is warmed up, so that its first call inside a trace finds it cached, as
+    under torch.export). Read from ``torch._dynamo.trace_rules`` (imported here: an export
+    loads it anyway); the same sets and hook in 2.13, 2.14 and 2.15."""
+    rules = sys.modules.get("torch._dynamo.trace_rules") or \
+        importlib.import_module("torch._dynamo.trace_rules")
+    rules._maybe_init_lazy_module(fn)
+    key = id(fn)
+    return key in rules._allowed_callable_ids or key in rules._nonstrict_trace_callable_ids
 
 
 # --- torch's exception classes (drop-in errors) ---------------------------------------------

@@ -145,7 +145,7 @@ def is_same(a, b) -> bool:
         return True
     if a.is_constant() and b.is_constant():
         return a.as_constant() is b.as_constant()
-    for attribute in ("meta", "module", "value"):
+    for attribute in ("meta", "module", "value", "fn"):  # fn: a function read twice
         if hasattr(a, attribute) and hasattr(b, attribute) and type(a) is type(b):
             return getattr(a, attribute) is getattr(b, attribute)
     return False

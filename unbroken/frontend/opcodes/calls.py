@@ -76,9 +76,10 @@ def _set_function_attribute(function, flag: int, value, tx) -> None:
         function.closure = tuple(value.items(tx))
     elif flag == 0x02:
         function.kwdefaults = value.entries
+    elif flag == 0x04:  # (name, annotation, ...) pairs: read back by `f.__annotations__`
+        function.annotations = value.items(tx)
     elif flag == 0x01:
         function.defaults = value.items(tx)
-    # 0x04 (annotations) and 0x10 (3.13's annotate function): not needed to run the function
 
 
 @opcode("SET_FUNCTION_ATTRIBUTE", versions=(PY313,))

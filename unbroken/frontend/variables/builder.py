@@ -27,6 +27,7 @@ from ...symbolic.torch_compat import (
     OpOverload,
     OpOverloadPacket,
     TensorBase,
+    compiler_leaf,
     function_apply_class,
 )
 from ..builtins import BuiltinVariable, ClassVariable
@@ -118,6 +119,8 @@ def wrap(tx, value, source=None) -> VariableTracker:
             return SignatureVariable(value, source)
         if value is importlib.import_module:
             return ImportModuleVariable(value, source)
+        if compiler_leaf(value):  # torch.compiler.allow_in_graph: run on meta tensors, as
+            return TorchFunctionVariable(value, source)  # torch runs it on fake tensors
     owner = value.__self__ if isinstance(value, types.MethodType) else None
     if isinstance(owner, GRAD_MODE_CLASSES):  # `self.clone` kept by @torch.inference_mode()
         return GradModeVariable.from_instance(owner).getattr(tx, value.__name__)

@@ -14,7 +14,8 @@ __all__ = ["ConstantVariable", "SetVariable", "is_constant_value", "CONSTANT_TYP
 
 CONSTANT_TYPES = (int, float, bool, complex, str, bytes, type(None), type(Ellipsis),
                   type(NotImplemented), torch.dtype, torch.device, torch.layout,
-                  torch.memory_format, torch.finfo, torch.iinfo, range, types.CodeType)
+                  torch.memory_format, torch.finfo, torch.iinfo, range, types.CodeType,
+                  types.UnionType)  # `A | B` of classes: isinstance(x, A | B)
 
 
 def is_constant_value(value) -> bool:

@@ -11,8 +11,9 @@ import types
 
 from ...symbolic.diagnostics.catalogue import graph_break
 from ..protocol import BoundMethodVariable
-from ..sources import ClosureSource, ConstantSource
-from .base import CREATION_ORDER, VariableTracker
+from ..sources import AttrSource, ClosureSource, ConstantSource
+from .base import CREATION_ORDER, AttributeMissing, VariableTracker
+from .builtin_methods import check_mutable
 from .constant import ConstantVariable, is_constant_value
 from .containers import DictVariable, NamedTupleVariable, TupleVariable, tuple_fields
 from .native import NativeCallableVariable
@@ -69,7 +70,15 @@ class UserFunctionVariable(VariableTracker):
                               self.fn.__qualname__)
 
     def getattr(self, tx, name):
-        return tx.wrap(getattr(self.fn, name))
+        """Read natively (the function exists outside the trace): a missing attribute is the
+        program's AttributeError; a container read (``f.__dict__``) is the function's own,
+        which the trace may not change (it has a source, so it is external)."""
+        try:
+            value = getattr(self.fn, name)
+        except AttributeError:
+            raise AttributeMissing(name) from None
+        return tx.wrap(value, AttrSource(self.source or ConstantSource(self.fn.__qualname__),
+                                         name))
 
 
 def _cell_contents(tx, cell, name):
@@ -125,15 +134,28 @@ class NestedFunctionVariable(VariableTracker):
     """A function created while tracing (``def`` or ``lambda`` inside traced code).
 
     code: its code object; f_globals: its globals; defaults / kwdefaults: trackers;
-    closure: tuple of CellVariable shared with the defining frame; name: qualified name.
+    closure: tuple of CellVariable shared with the defining frame; name: qualified name;
+    annotations: the ``(name, value, ...)`` trackers MAKE_FUNCTION got (flattened pairs).
+
+    The function is the trace's own object, so its attributes may be written as CPython
+    writes them (``functools.wraps``/``update_wrapper`` on a wrapper made in forward(), a
+    decorator that tags the function): ``fields`` holds the struct fields written
+    (``__name__``, ``__doc__``, ``__module__``...), ``namespace`` the function's ``__dict__``
+    (a DictVariable, made on first use), ``created`` the creation stamp (a torch.cond branch
+    may not write a function made before it, see ``check_mutable``).
     """
 
-    __slots__ = ("code", "f_globals", "defaults", "kwdefaults", "closure", "name")
+    __slots__ = ("code", "f_globals", "defaults", "kwdefaults", "closure", "name",
+                 "annotations", "fields", "namespace", "created")
 
     def __init__(self, code, f_globals, defaults, kwdefaults, closure, name):
         super().__init__(None)
         self.code, self.f_globals, self.name = code, f_globals, name
         self.defaults, self.kwdefaults, self.closure = defaults, kwdefaults, closure
+        self.annotations: list = []
+        self.fields: dict[str, VariableTracker] = {}
+        self.namespace: DictVariable | None = None
+        self.created = next(CREATION_ORDER)
 
     def python_type(self) -> type:
         return types.FunctionType
@@ -141,17 +163,239 @@ class NestedFunctionVariable(VariableTracker):
     def describe(self) -> str:
         return f"the function `{self.name}`"
 
+    def skeleton(self) -> types.FunctionType:
+        """A function object of the same code and globals, empty cells and no defaults: what
+        CPython derives from the code alone (``__doc__``, ``__module__``), and the signature
+        binder of a call."""
+        return types.FunctionType(
+            self.code, self.f_globals, self.code.co_name, None,
+            tuple(types.CellType() for _ in self.code.co_freevars) or None)
+
     def call(self, tx, args, kwargs) -> VariableTracker:
         if self.code.co_argcount == 1 and self.code.co_varnames[0] == ".0":
             # a comprehension's implicit iterator argument (not a valid identifier for inspect)
             return tx.inline_call(self.code, self.f_globals, {".0": args[0]},
                                   list(self.closure), self.name)
-        skeleton = types.FunctionType(
-            self.code, self.f_globals, self.code.co_name, tuple(self.defaults) or None,
-            tuple(types.CellType() for _ in self.code.co_freevars) or None)
+        skeleton = self.skeleton()
+        skeleton.__defaults__ = tuple(self.defaults) or None
         skeleton.__kwdefaults__ = dict(self.kwdefaults) or None
         bound = bind_arguments(tx, skeleton, args, kwargs, lambda v: v)
         return tx.inline_call(self.code, self.f_globals, bound, list(self.closure), self.name)
+
+    # ----------------------------------------------------------------- attributes
+    def dict_view(self) -> DictVariable:
+        """The function's ``__dict__`` (the same tracker on every read, as the same dict)."""
+        if self.namespace is None:
+            self.namespace = DictVariable({})
+            self.namespace.created = self.created
+        return self.namespace
+
+    def getattr(self, tx, name: str) -> VariableTracker:
+        """``f.name`` as CPython reads it: the function type's fields first (data
+        descriptors), then the function's ``__dict__``, then the type's other attributes."""
+        if name in self.fields:
+            return self.fields[name]
+        field = _FIELD_READERS.get(name)
+        if field is not None:
+            return field(self, tx)
+        if self.namespace is not None and name in self.namespace.entries:
+            return self.namespace.entries[name]
+        if name in ("__call__", "__get__"):
+            return _FunctionMethod(self, name)
+        if name == "__class__":
+            return tx.wrap(types.FunctionType)
+        if hasattr(types.FunctionType, name):
+            raise graph_break("UB117", f"`{name}` of {self.describe()} (a function created "
+                              "in forward())", frames=tx.user_frames())
+        raise AttributeMissing(name)
+
+    def setattr(self, tx, name: str, value: VariableTracker) -> None:
+        """``f.name = value``: the function is the trace's, so the write is its own (eager
+        changes only this new object). A field of the function type is checked as CPython
+        checks it; anything else goes to the function's ``__dict__``."""
+        check_mutable(tx, self, f"setting `.{name}` of a function")
+        if name in _FIELD_WRITERS:
+            _FIELD_WRITERS[name](self, tx, name, value)
+        elif name in _FUNCTION_FIELDS:
+            raise graph_break("UB107", f"assignment to `{name}` of {self.describe()}",
+                              frames=tx.user_frames(),
+                              details="Replacing what a function runs (its code or globals) "
+                              "inside forward() is not modelled: build the function you need.")
+        else:
+            view = self.dict_view()
+            check_mutable(tx, view, f"setting `.{name}` of a function")
+            view.entries[name] = value
+
+    def delattr(self, tx, name: str) -> None:
+        """``del f.name``: an entry of the function's ``__dict__`` goes."""
+        check_mutable(tx, self, f"deleting `.{name}` of a function")
+        if name in _FUNCTION_FIELDS:
+            raise graph_break("UB107", f"deletion of `{name}` of {self.describe()}",
+                              frames=tx.user_frames())
+        if self.namespace is None or name not in self.namespace.entries:
+            raise tx.user_exception(AttributeError(name))
+        check_mutable(tx, self.namespace, f"deleting `.{name}` of a function")
+        del self.namespace.entries[name]
+
+    def introspect(self, tx) -> types.FunctionType:
+        """A function object standing for this one in introspection (``inspect.signature``):
+        the same code, defaults, annotations and ``__dict__`` (``__wrapped__``,
+        ``__signature__``), never called."""
+        function = self.skeleton()
+        function.__defaults__ = tuple(d.unwrap(tx) for d in self.defaults) or None
+        function.__kwdefaults__ = {k: v.unwrap(tx) for k, v in self.kwdefaults.items()} or None
+        function.__annotations__ = _annotations(self, tx).unwrap(tx)
+        for name, value in self.fields.items():
+            if name in ("__name__", "__qualname__", "__module__", "__doc__"):
+                setattr(function, name, value.unwrap(tx))
+        entries = self.namespace.entries if self.namespace is not None else {}
+        if "__wrapped__" in entries:  # inspect.signature follows it
+            function.__wrapped__ = python_callable(tx, entries["__wrapped__"])
+        if "__signature__" in entries:
+            function.__signature__ = entries["__signature__"].unwrap(tx)
+        return function
+
+
+class _FunctionMethod(VariableTracker):
+    """``f.__call__`` (calls ``f``) or ``f.__get__`` (binds ``f`` to an instance, as a
+    function read from a class binds) of a function created in forward()."""
+
+    __slots__ = ("function", "name")
+
+    def __init__(self, function: NestedFunctionVariable, name: str):
+        super().__init__(None)
+        self.function, self.name = function, name
+
+    def describe(self) -> str:
+        return f"`{self.function.name}.{self.name}`"
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        if self.name == "__call__":
+            return self.function.call(tx, args, kwargs)
+        if not args or (args[0].is_constant() and args[0].as_constant() is None):
+            if len(args) < 2 or (args[1].is_constant() and args[1].as_constant() is None):
+                raise tx.user_exception(TypeError("__get__(None, None) is invalid"))
+            return self.function  # read from the class: the function itself
+        return BoundMethodVariable(args[0], self.function)
+
+
+# The fields of a function object (data descriptors of its type: ``__type_params__`` from 3.12).
+_FUNCTION_FIELDS = frozenset(name for name, value in vars(types.FunctionType).items()
+                             if hasattr(type(value), "__set__"))
+
+
+def _annotations(function: NestedFunctionVariable, tx) -> VariableTracker:
+    """``f.__annotations__``: made from MAKE_FUNCTION's pairs on first read, then the same
+    dict (a write to it stays)."""
+    if "__annotations__" not in function.fields:
+        pairs = function.annotations
+        view = DictVariable({pairs[i].as_constant(): pairs[i + 1]
+                             for i in range(0, len(pairs), 2)})
+        view.created = function.created
+        function.fields["__annotations__"] = view
+    return function.fields["__annotations__"]
+
+
+def _kwdefaults(function: NestedFunctionVariable, tx) -> VariableTracker:
+    if not function.kwdefaults:
+        return ConstantVariable(None)
+    view = DictVariable({})
+    view.entries = function.kwdefaults  # the function's own dict: a write to it stays
+    return view
+
+
+def _refused_read(function: NestedFunctionVariable, tx, name: str):
+    raise graph_break("UB117", f"`{name}` of {function.describe()} (a function created in "
+                      "forward())", frames=tx.user_frames())
+
+
+_FIELD_READERS = {
+    "__name__": lambda f, tx: ConstantVariable(f.code.co_name),
+    "__qualname__": lambda f, tx: ConstantVariable(f.code.co_qualname),
+    "__module__": lambda f, tx: tx.wrap(f.f_globals.get("__name__")),
+    "__doc__": lambda f, tx: ConstantVariable(f.skeleton().__doc__),
+    "__code__": lambda f, tx: ConstantVariable(f.code),
+    "__defaults__": lambda f, tx: TupleVariable(list(f.defaults)) if f.defaults
+    else ConstantVariable(None),
+    "__kwdefaults__": _kwdefaults,
+    "__annotations__": _annotations,
+    "__dict__": lambda f, tx: f.dict_view(),
+    "__type_params__": lambda f, tx: ConstantVariable(()),
+    **{name: (lambda f, tx, name=name: _refused_read(f, tx, name))
+       for name in ("__closure__", "__globals__", "__builtins__")},
+}
+_FIELD_READERS = {k: v for k, v in _FIELD_READERS.items() if k in _FUNCTION_FIELDS}
+
+
+def _set_string(function, tx, name, value) -> None:
+    if not (value.is_constant() and isinstance(value.as_constant(), str)):
+        raise tx.user_exception(TypeError(f"{name} must be set to a string object"))
+    function.fields[name] = value
+
+
+def _set_any(function, tx, name, value) -> None:
+    function.fields[name] = value
+
+
+def _tuple_items(value) -> list | None:
+    """The element trackers of a tuple (a constant one or a tuple tracker), else None."""
+    if isinstance(value, TupleVariable) and issubclass(value.python_type(), tuple):
+        return list(value.elements)
+    if value.is_constant() and isinstance(value.as_constant(), tuple):
+        return [ConstantVariable(v) for v in value.as_constant()]
+    return None
+
+
+def _set_defaults(function, tx, name, value) -> None:
+    if value.is_constant() and value.as_constant() is None:
+        function.defaults = []
+    elif _tuple_items(value) is not None:
+        function.defaults = _tuple_items(value)
+    else:
+        raise tx.user_exception(TypeError("__defaults__ must be set to a tuple object"))
+
+
+def _set_kwdefaults(function, tx, name, value) -> None:
+    if value.is_constant() and value.as_constant() is None:
+        function.kwdefaults = {}
+    elif isinstance(value, DictVariable):
+        function.kwdefaults = value.entries  # the dict itself, as CPython keeps it
+    else:
+        raise tx.user_exception(TypeError("__kwdefaults__ must be set to a dict object"))
+
+
+def _set_mapping(function, tx, name, value) -> None:
+    """``__annotations__`` (None: a new empty dict on the next read) or ``__dict__``."""
+    if name == "__annotations__" and value.is_constant() and value.as_constant() is None:
+        function.fields.pop(name, None)
+        function.annotations = []
+        return
+    if not isinstance(value, DictVariable):
+        what = "a dict object" if name == "__annotations__" else "a dictionary"
+        raise tx.user_exception(TypeError(f"{name} must be set to {what}"))
+    if name == "__dict__":
+        function.namespace = value
+    else:
+        function.fields[name] = value
+
+
+def _set_type_params(function, tx, name, value) -> None:
+    if _tuple_items(value) is None:
+        raise tx.user_exception(TypeError("__type_params__ must be set to a tuple"))
+    function.fields[name] = value
+
+
+def _set_readonly(function, tx, name, value) -> None:
+    raise tx.user_exception(AttributeError("readonly attribute"))
+
+
+_FIELD_WRITERS = {
+    "__name__": _set_string, "__qualname__": _set_string, "__module__": _set_any,
+    "__doc__": _set_any, "__defaults__": _set_defaults, "__kwdefaults__": _set_kwdefaults,
+    "__annotations__": _set_mapping, "__dict__": _set_mapping,
+    "__type_params__": _set_type_params,
+    "__closure__": _set_readonly, "__globals__": _set_readonly, "__builtins__": _set_readonly,
+}
 
 
 class TorchFunctionVariable(NativeCallableVariable):
@@ -196,7 +440,7 @@ def python_callable(tx, tracker):
     if isinstance(tracker, (UserFunctionVariable, NativeCallableVariable)):
         return tracker.fn
     if isinstance(tracker, NestedFunctionVariable):
-        return types.FunctionType(tracker.code, tracker.f_globals, tracker.code.co_name)
+        return tracker.introspect(tx)
     return tracker.unwrap(tx)
 
 

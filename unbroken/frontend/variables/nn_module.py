@@ -17,13 +17,13 @@ from torch.utils import _pytree as pytree
 from ...symbolic.diagnostics import UnsupportedError
 from ...symbolic.diagnostics.catalogue import GraphBreakError, graph_break
 from ...symbolic.torch_compat import GLOBAL_MODULE_HOOKS, global_module_hooks, parse_to_arguments
-from ..overlay import contents_key, refuse_in_branch
+from ..overlay import refuse_in_branch
 from ..protocol import BoundMethodVariable, call_python, class_attribute, getattr_fallback, lookup
 from ..sources import AttrSource, ModuleSource
 from ..trace_site import stack_key
 from .base import VariableTracker
-from .constant import ConstantVariable, SetVariable
-from .containers import DictVariable, ListVariable, TupleVariable
+from .constant import ConstantVariable
+from .containers import DictVariable, TupleVariable
 from .functions import TorchFunctionVariable, UserFunctionVariable, is_pytorch_module_name
 from .module_hooks import (
     REGISTER_METHODS,
@@ -32,6 +32,7 @@ from .module_hooks import (
     module_hooks,
     refuse_hook_read,
 )
+from .objects import state_copy
 from .tensor import TensorVariable
 
 __all__ = ["NNModuleVariable", "PreservedCall", "assign_module_attribute", "is_leaf_module",
@@ -299,32 +300,10 @@ def assign_module_attribute(tx, var: NNModuleVariable, name: str, value) -> None
 
 
 def _state_copy(tx, module, name: str, found):
-    """A list, dict or set held by a module of the model (a cache filled by item assignment,
-    a list appended to): the trace works on its own copy, kept in the overlay like an
-    attribute write, so forward() reads back what it wrote and the model is left unchanged
-    (torch.export restores it likewise). A change to it warns as an attribute write does."""
-    if not isinstance(found, (ListVariable, DictVariable, SetVariable)) or not found.external \
-            or is_leaf_module(module) or tx.output.branch_starts:  # (a cond branch: refused)
-        return found
-    copy = _owned(found)
-    tx.output.overlay.write(module, name, copy, None, tx.user_frames(), kept=True,
-                            snapshot=contents_key(copy))
-    return copy
-
-
-def _owned(tracker):
-    """``tracker`` and the containers inside it made the trace's own (no longer external; a
-    set's value copied, since its tracker holds the set itself)."""
-    if isinstance(tracker, SetVariable):
-        return SetVariable(set(tracker.value), tracker.source)
-    if isinstance(tracker, ListVariable):
-        tracker.elements[:] = [_owned(e) for e in tracker.elements]
-    elif isinstance(tracker, DictVariable):
-        tracker.entries.update({k: _owned(v) for k, v in tracker.entries.items()})
-    else:
-        return tracker
-    tracker.external = False
-    return tracker
+    """A list, dict or set held by a module of the model: the trace's own copy (see
+    ``objects.state_copy``); a leaf module's own are read by its native forward, as they are."""
+    return found if is_leaf_module(module) else \
+        state_copy(tx, module, name, found, instance_only=False)
 
 
 def write_back_buffers(tx) -> None:

@@ -7,6 +7,7 @@ modules, classes, namedtuples and ``super()`` all follow the same rules.
 from __future__ import annotations
 
 import abc
+import functools
 import operator
 import threading
 import types
@@ -14,7 +15,7 @@ import types
 import torch
 
 from ...symbolic.diagnostics.catalogue import graph_break
-from ..overlay import DELETED
+from ..overlay import DELETED, contents_key, refuse_in_branch
 from ..protocol import (
     CallbackVariable,
     call_python,
@@ -29,13 +30,19 @@ from ..protocol import (
 from ..sources import AttrSource
 from .base import CREATION_ORDER, AttributeMissing, VariableTracker
 from .builtin_methods import BUILTIN_TYPES, call_natively
-from .constant import ConstantVariable
-from .containers import ContainerMethodVariable, DictVariable, TupleVariable, check_mutable
+from .constant import ConstantVariable, SetVariable
+from .containers import (
+    ContainerMethodVariable,
+    DictVariable,
+    ListVariable,
+    TupleVariable,
+    check_mutable,
+)
 from .native import PureCallableVariable
 
 __all__ = ["GetterVariable", "ObjectVariable", "NewObjectVariable", "construct_user_object",
            "PythonModuleVariable", "PartialVariable", "ContextManagerVariable", "SuperVariable",
-           "ObjectNewVariable", "ObjectSetattrVariable"]
+           "ObjectNewVariable", "ObjectSetattrVariable", "state_copy"]
 
 
 
@@ -66,13 +73,19 @@ class _UserProtocols:
 
 class ObjectVariable(_UserProtocols, VariableTracker):
     """A Python object read during tracing (a config object, an enum...). ``value``: the object.
-    Attribute reads are tracked; writes are refused (side effects on Python state)."""
 
-    __slots__ = ("value",)
+    Its attribute writes are kept in the trace's overlay (the object itself never changes).
+    An object the model holds (reached through the attributes and items of the model's own
+    modules: a cache object, ``self.cache.layers[0]``) is the model's state, written as the
+    modules' own attributes are (kept, see ``overlay``); any other object's writes must be
+    undone before forward() returns. ``held``: the model holds it (None: not asked yet)."""
+
+    __slots__ = ("value", "held")
 
     def __init__(self, value, source=None):
         super().__init__(source)
         self.value = value
+        self.held = None
 
     def python_type(self) -> type:
         return type(self.value)
@@ -80,6 +93,13 @@ class ObjectVariable(_UserProtocols, VariableTracker):
     def describe(self) -> str:
         where = f" `{self.source.name()}`" if self.source is not None else ""
         return f"the {type(self.value).__name__} object{where}"
+
+    def model_state(self, tx) -> bool:
+        """The model holds this object (not one of PyTorch's own, which native code reads)."""
+        if self.held is None:
+            self.held = tx.output.model_holds(self.source) and \
+                not type(self.value).__module__.startswith("torch")
+        return self.held
 
     def unwrap(self, tx):
         return self.value
@@ -98,32 +118,61 @@ class ObjectVariable(_UserProtocols, VariableTracker):
         return self.plain_getattr(tx, name)
 
     def plain_getattr(self, tx, name: str) -> VariableTracker:
-        """``object.__getattribute__`` (then ``__getattr__``), seeing the trace's writes."""
+        """``object.__getattribute__`` (then ``__getattr__``), seeing the trace's writes; a
+        list, dict or set of an object the model holds is the trace's copy (``state_copy``)."""
         written = tx.output.overlay.read(self.value, name)
         if written is DELETED:
             return getattr_fallback(tx, self, type(self.value), name)
         if written is not None:
             return written
+        held = self.model_state(tx)
+        if held:
+            tx.output.overlay.note_read(self.value, name)
         found = lookup(tx, self, name, instance=self.value, source=self.source)
         if found is None:
             return getattr_fallback(tx, self, type(self.value), name)
-        return found
+        return state_copy(tx, self.value, name, found) if held else found
 
     def delattr(self, tx, name: str) -> None:
-        """``del obj.name`` on an object from outside: an overlay entry (must end restored)."""
-        original = self.plain_getattr(tx, name) if hasattr(self.value, name) else None
-        tx.output.overlay.write(self.value, name, DELETED, original, tx.user_frames())
+        """``del obj.name``: an overlay entry (kept for an object the model holds, else it
+        must end restored)."""
+        held = self._check_writable(tx, name)
+        original = None if held or not hasattr(self.value, name) else \
+            self.plain_getattr(tx, name)
+        tx.output.overlay.write(self.value, name, DELETED, original, tx.user_frames(),
+                                kept=held)
 
     def setattr(self, tx, name: str, value: VariableTracker) -> None:
-        """A write to an object that outlives forward(): kept in the trace's overlay; it must
-        be undone before forward() returns (``token = var.set(x) ... var.reset(token)``),
-        else export refuses it (UB107)."""
+        """``obj.name = value``: the class's own ``__setattr__`` when it defines one in Python
+        (a config mapping attribute aliases), interpreted; else ``raw_setattr``."""
+        custom = class_attribute(type(self.value), "__setattr__")
+        if isinstance(custom, types.FunctionType):
+            call_python(tx, custom, [self, ConstantVariable(name), value])
+            return
+        self.raw_setattr(tx, name, value)
+
+    def raw_setattr(self, tx, name: str, value: VariableTracker) -> None:
+        """``object.__setattr__``: a write to an object that outlives forward(), kept in the
+        trace's overlay. An object the model holds keeps it as the model's state (as a module
+        attribute: the program computes what eager's first call computes, the object is left
+        unchanged); any other must be undone before forward() returns (``token = var.set(x)
+        ... var.reset(token)``), else export refuses it (UB107)."""
         if isinstance(class_attribute(type(self.value), name), property) or \
                 type(self.value).__module__.startswith("torch"):
             # PyTorch's own objects are read by native code, which the overlay cannot reach
-            return super().setattr(tx, name, value)
-        original = self.getattr(tx, name) if hasattr(self.value, name) else None
-        tx.output.overlay.write(self.value, name, value, original, tx.user_frames())
+            return VariableTracker.setattr(self, tx, name, value)
+        held = self._check_writable(tx, name)
+        original = None if held or not hasattr(self.value, name) else \
+            self.plain_getattr(tx, name)
+        tx.output.overlay.write(self.value, name, value, original, tx.user_frames(), kept=held)
+
+    def _check_writable(self, tx, name: str) -> bool:
+        """Whether the model holds the object; a write to it in a torch.cond branch is
+        refused (both branches are traced)."""
+        held = self.model_state(tx)
+        if held:
+            refuse_in_branch(tx, f"assignment to `{self.source.name()}.{name}`")
+        return held
 
     def call(self, tx, args, kwargs):
         call = getattr(type(self.value), "__call__", None)  # noqa: B004 (the method itself)
@@ -281,6 +330,8 @@ class ObjectSetattrVariable(PureCallableVariable):
             raise tx.user_exception(TypeError("object.__setattr__() takes 3 arguments"))
         if isinstance(args[0], NewObjectVariable):
             args[0].attributes[args[1].as_constant()] = args[2]
+        elif isinstance(args[0], ObjectVariable):  # past the class's own __setattr__
+            args[0].raw_setattr(tx, args[1].as_constant(), args[2])
         elif args[0].python_type() in BUILTIN_TYPES:  # no attributes: CPython's AttributeError
             call_natively(tx, object.__setattr__, [args[0].unwrap(tx), args[1].as_constant(),
                                                   None], {})
@@ -332,11 +383,32 @@ class PartialVariable(VariableTracker):
         super().__init__(None)
         self.func, self.args, self.kwargs = func, list(args), dict(kwargs)
 
+    def python_type(self) -> type:
+        return functools.partial
+
     def describe(self) -> str:
         return f"a partial of {self.func.describe()}"
 
     def call(self, tx, args, kwargs):
         return self.func.call(tx, [*self.args, *args], {**self.kwargs, **kwargs})
+
+    def getattr(self, tx, name: str) -> VariableTracker:
+        """``func``, ``args``, ``keywords``, and what the ``partial`` class gives every
+        instance (``__module__``, ``__doc__``: what ``functools.wraps`` copies); a partial has
+        no ``__name__``. Its ``__dict__`` is empty here (no attribute of it is written)."""
+        if name == "func":
+            return self.func
+        if name == "args":
+            return TupleVariable(list(self.args))
+        if name == "keywords":
+            return DictVariable(dict(self.kwargs), external=True)
+        if name == "__dict__":
+            return DictVariable({}, external=True)
+        if name in ("__module__", "__doc__", "__class__"):
+            return tx.wrap(getattr(functools.partial, name))
+        if class_attribute(functools.partial, name) is not None:  # (its methods)
+            return super().getattr(tx, name)
+        raise AttributeMissing(name)
 
 
 class GetterVariable(VariableTracker):
@@ -451,6 +523,44 @@ class SuperVariable(VariableTracker):
         base's methods, ``object.__setattr__``/``__getattribute__``), or None."""
         if isinstance(self.receiver, NewObjectVariable):
             return self.receiver.native_method(name, static)
-        if name == "__getattribute__" and isinstance(self.receiver, ObjectVariable):
-            return _raw_getattr(self.receiver)
+        if isinstance(self.receiver, ObjectVariable) and \
+                getattr(static, "__objclass__", None) is object:
+            if name == "__getattribute__":
+                return _raw_getattr(self.receiver)
+            if name == "__setattr__":
+                return _raw_setattr(self.receiver)
         return None
+
+
+def state_copy(tx, owner, name: str, found, *, instance_only: bool = True):
+    """A list, dict or set that the model's state holds (an attribute of one of its modules, or
+    of a plain object it holds: a cache filled by item assignment, a list appended to): the
+    trace works on its own copy, kept in the overlay like an attribute write, so forward()
+    reads back what it wrote and the model is left unchanged (torch.export restores it
+    likewise). A change to it warns as an attribute write does. ``owner``: the object whose
+    attribute ``name`` it is; instance_only: only one in its instance dict (a module's class
+    attributes are the model's too, as they always were here)."""
+    if not isinstance(found, (ListVariable, DictVariable, SetVariable)) or not found.external \
+            or tx.output.branch_starts or name == "__dict__" or \
+            instance_only and name not in getattr(owner, "__dict__", {}):
+        return found  # `__dict__` is the attributes themselves, and a class attribute of a
+        # plain object is every instance's: changing them stays refused, as in a cond branch
+    copy = _owned(found)
+    tx.output.overlay.write(owner, name, copy, None, tx.user_frames(), kept=True,
+                            snapshot=contents_key(copy))
+    return copy
+
+
+def _owned(tracker):
+    """``tracker`` and the containers inside it made the trace's own (no longer external; a
+    set's value copied, since its tracker holds the set itself)."""
+    if isinstance(tracker, SetVariable):
+        return SetVariable(set(tracker.value), tracker.source)
+    if isinstance(tracker, ListVariable):
+        tracker.elements[:] = [_owned(e) for e in tracker.elements]
+    elif isinstance(tracker, DictVariable):
+        tracker.entries.update({k: _owned(v) for k, v in tracker.entries.items()})
+    else:
+        return tracker
+    tracker.external = False
+    return tracker

@@ -113,10 +113,10 @@ _KINDS = [
         "UB107", "Mutation of Python state outside forward()",
         "Writing a global variable, or an attribute of an object that exists outside forward() "
         "and is not the model's (a config, a registry) without restoring it, is a side effect "
-        "that an exported program cannot replay. Attributes of the model's own modules may be "
-        "written: forward() reads them back, the model itself is left unchanged (as "
-        "torch.export); replacing a parameter or a submodule, or writing the model's state "
-        "inside a torch.cond branch, is refused.",
+        "that an exported program cannot replay. Attributes of the model's own modules, and "
+        "of the plain objects they hold (a cache object), may be written: forward() reads them "
+        "back, the model itself is left unchanged (as torch.export); replacing a parameter or "
+        "a submodule, or writing the model's state inside a torch.cond branch, is refused.",
         "Return the value instead, or register a buffer and update it in place "
         "(`self.count.add_(1)`).",
         "CALLS[0] = CALLS[0] + 1   # CALLS: a global list",

@@ -45,6 +45,8 @@ from .aliasing import Aliases, inplace_refusal
 from .data_dependent import DATA_DEPENDENT_SIZES, SCALAR_OPS, integer_indexing
 from .devices import composite_layout, devices_of
 from .graph_builder import GraphBuilder, meta_like
+from .layouts import kernel_layout
+from .layouts import on_cpu as layout_on_cpu
 from .meta_cache import MetaCache
 from .meta_keys import EAGER_REFUSES, SAVED_THEN_WRITTEN
 from .ops import (
@@ -73,6 +75,13 @@ _FUNCTIONAL_WRITERS = {
 # ``unbind``): their Python reference would run ``nonzero``'s meta kernel, which refuses; their
 # decomposition reaches ``nonzero`` as an op of its own (see ``data_dependent``).
 _DATA_DEPENDENT_COMPOSITES = frozenset({aten.where.default, aten.nonzero_numpy.default})
+# Composites whose Python reference, which torch registers as their meta kernel, reads the
+# ATen schema's arguments as the Python API's: ``aten.nll_loss``'s reduction is an int
+# (0 = none), the reference compares it with "none" and "sum" and reduces to a scalar (eager:
+# one loss per sample); ``margin_ranking_loss``'s and ``hinge_embedding_loss``'s refuse the
+# int. Their C++ decomposition reaches ops whose meta kernels are right.
+_MISREAD_COMPOSITES = frozenset({aten.nll_loss.default, aten.margin_ranking_loss.default,
+                                 aten.hinge_embedding_loss.default})
 _META = torch.device("meta")
 _CPU = torch.device("cpu")
 
@@ -281,6 +290,9 @@ class Recorder(TorchDispatchMode):
                     out = self._meta_of(lambda a, k: decompose(op, a, k), compute_args,
                                         compute_kwargs)
                     out = composite_layout(self, op, compute_args, compute_kwargs, out)
+                    relayout = kernel_layout(op)
+                    if relayout is not None and layout_on_cpu(self, compute_args):
+                        out = relayout(self, op, compute_args, compute_kwargs, out)
                     self.meta_cache.put(key, out, symbols)
         finally:
             self._suspended -= 1
@@ -328,7 +340,8 @@ class Recorder(TorchDispatchMode):
         if func in self.decompositions:  # run_decompositions: record what it calls instead
             with self:
                 return self.decompositions[func](*args, **kwargs)
-        if func in _DATA_DEPENDENT_COMPOSITES or self.decompose_composites and \
+        if func in _DATA_DEPENDENT_COMPOSITES or func in _MISREAD_COMPOSITES or \
+                self.decompose_composites and \
                 func._can_decompose() and (
                     self.decompose_composites is True or not is_functional(func)):
             # Inside a mode, CompositeImplicitAutograd kernels are skipped; run them here.
@@ -466,9 +479,22 @@ class Recorder(TorchDispatchMode):
         out = self.meta_cache.get(key)
         if out is None:
             symbols = self.meta_cache.symbol_count()
-            out = self._meta_of(lambda a, k: func(*a, **k), args, kwargs)
+            out = self._meta_of(self._kernel_of(func), args, kwargs)
             self.meta_cache.put(key, out, symbols)
         return out
+
+    def _kernel_of(self, func):
+        """``(args, kwargs) -> meta output`` of ``func``: its meta kernel, and for the ops
+        whose meta kernel lays the output out unlike eager's CPU kernel, that output relaid
+        out as eager's (``ir.layouts``)."""
+        relayout = kernel_layout(func)
+        if relayout is None:
+            return lambda a, k: func(*a, **k)
+
+        def kernel(a, k):
+            out = func(*a, **k)
+            return relayout(self, func, a, k, out) if layout_on_cpu(self, a) else out
+        return kernel
 
     def _meta_of(self, kernel, args, kwargs):
         """``kernel(args, kwargs)``: the meta output of one recorded node (its "is this size
@@ -555,7 +581,7 @@ class Recorder(TorchDispatchMode):
     def _record_writer(self, func, args, kwargs, compute_args, compute_kwargs, device):
         """Record an op that writes arguments it does not return (see _FUNCTIONAL_WRITERS)."""
         functional = _FUNCTIONAL_WRITERS[func]
-        out = functional(*compute_args, **compute_kwargs)
+        out = self._kernel_of(functional)(compute_args, compute_kwargs)
         node = self._record(functional, args, kwargs, out)
         self._bind_outputs(node, out, device)
         returned = len(op_schema(func).returns)

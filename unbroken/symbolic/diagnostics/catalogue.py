@@ -262,6 +262,19 @@ _KINDS = [
         "def __init__(self):\n    super().__init__()\n    self.proj = PROJ\n"
         "...\n    def forward(self, x):\n        return self.proj(x)",
     ),
+    BreakKind(
+        "UB124", "Output layout eager's kernel decides",
+        "The strides of this operator's output are chosen by eager's CPU kernel by rules no "
+        "meta kernel reproduces (an FFT puts the transformed dims innermost, max_unpool keeps "
+        "a channels_last input's layout); unbroken learns them by running the kernel once on "
+        "stand-ins of the example's sizes and strides. Here it cannot: a size depends on tensor "
+        "data, or eager's output is not a dense layout of its sizes. A program that reads the "
+        "layout (`stride()`, `is_contiguous()`, `view()`) could take another branch than eager.",
+        "Make the operator's input contiguous (`x.contiguous()`), or the result "
+        "(`.contiguous()`) before its layout is read.",
+        "y = torch.fft.fft(x[mask].view(-1, 4), dim=0)",
+        "y = torch.fft.fft(x[mask].view(-1, 4).contiguous(), dim=0).contiguous()",
+    ),
 ]
 
 CATALOGUE: dict[str, BreakKind] = {kind.id: kind for kind in _KINDS}

@@ -112,7 +112,7 @@ def test_probe_refuses_a_layout_that_is_not_dense(gappy_op):
     error = info.value
     assert error.code == "UB124" and error.frames == (FRAME,)
     assert "gappy" in error.message and "not a dense layout" in error.message
-    assert "contiguous()" in error.hint
+    assert "x.contiguous()" in error.hint
 
 
 def test_probe_runs_only_for_the_ops_listed():
@@ -120,3 +120,18 @@ def test_probe_runs_only_for_the_ops_listed():
     assert layouts.kernel_layout(torch.ops.aten.div.Tensor) is None  # true division: a prim
     assert layouts.kernel_layout(torch.ops.aten.div.Tensor_mode) is not None
     assert layouts.kernel_layout(torch.ops.aten.fft_rfft.default) is layouts._probe
+
+
+class CallsGappy(torch.nn.Module):
+    def forward(self, x):
+        y = torch.ops.unbroken_test.gappy(x)
+        return y.stride(1) * x
+
+
+def test_refusal_names_the_users_line(gappy_op):
+    with pytest.raises(UnbrokenError) as info:
+        unbroken.export(CallsGappy(), (torch.randn(3, 4),))
+    error = info.value
+    assert error.code == "UB124"
+    assert error.frames and error.frames[-1].filename == __file__
+    assert "torch.ops.unbroken_test.gappy(x)" in str(error)

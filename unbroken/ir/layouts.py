@@ -233,8 +233,9 @@ def _refusal(recorder, name, why) -> UnsupportedError:
         f"the layout (strides) of `{name}`'s output cannot be traced: {why}; a program that "
         "reads it (stride(), is_contiguous(), view()) could take another branch than eager",
         code="UB124", frames=recorder.frames_provider(),
-        hint="Make the input contiguous before the call (`x.contiguous()`), or call "
-             "`.contiguous()` on the result before reading its layout.")
+        hint="Pass the operator a contiguous input (`x.contiguous()`); for an operator of "
+             "your own (torch.library), return a dense tensor from its kernel "
+             "(`.contiguous()` inside it).")
 
 
 # --- the table -------------------------------------------------------------------------------

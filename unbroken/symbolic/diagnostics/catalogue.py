@@ -267,13 +267,14 @@ _KINDS = [
         "The strides of this operator's output are chosen by eager's CPU kernel by rules no "
         "meta kernel reproduces (an FFT puts the transformed dims innermost, max_unpool keeps "
         "a channels_last input's layout); unbroken learns them by running the kernel once on "
-        "stand-ins of the example's sizes and strides. Here it cannot: a size depends on tensor "
-        "data, or eager's output is not a dense layout of its sizes. A program that reads the "
-        "layout (`stride()`, `is_contiguous()`, `view()`) could take another branch than eager.",
-        "Make the operator's input contiguous (`x.contiguous()`), or the result "
-        "(`.contiguous()`) before its layout is read.",
-        "y = torch.fft.fft(x[mask].view(-1, 4), dim=0)",
-        "y = torch.fft.fft(x[mask].view(-1, 4).contiguous(), dim=0).contiguous()",
+        "stand-ins with the example's sizes and strides. Here it cannot: eager's kernel "
+        "refuses the stand-ins, or its output is not a dense layout of its sizes, which no "
+        "symbolic strides describe. A program that reads the layout (`stride()`, "
+        "`is_contiguous()`, `view()`) could take another branch than eager.",
+        "Pass the operator a contiguous input (`x.contiguous()`); for an operator of your own "
+        "(torch.library), return a dense tensor from its kernel (`.contiguous()` inside it).",
+        "y = torch.ops.mylib.every_other_column(x)  # kernel returns out[:, ::2]",
+        "y = torch.ops.mylib.every_other_column(x)  # kernel returns out[:, ::2].contiguous()",
     ),
 ]
 

@@ -135,3 +135,13 @@ def test_refusal_names_the_users_line(gappy_op):
     assert error.code == "UB124"
     assert error.frames and error.frames[-1].filename == __file__
     assert "torch.ops.unbroken_test.gappy(x)" in str(error)
+
+
+def test_oracle_counts_the_refusal_as_a_layout_refusal(gappy_op):
+    """The OpInfo differential (``layout_oracle``) reports UB124 with its code, which
+    ``test_recorder_layouts`` checks against its list of accepted layout refusals."""
+    from tests.ir.layout_oracle import compare
+    from tests.ir.test_recorder_layouts import _layout_refusal
+
+    outcome = compare(lambda x: gappy_op(x), torch.randn(3, 4), (), {})
+    assert outcome.kind == "refused" and _layout_refusal(outcome), outcome

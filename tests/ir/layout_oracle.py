@@ -124,7 +124,7 @@ def compare(fn, inp, args, kwargs) -> Outcome:
                 recorder.recording():
             got = call(*call_args, **call_kwargs)
     except UnbrokenError as error:
-        return Outcome("refused", f"{type(error).__name__}: {error.message}")
+        return Outcome("refused", f"{type(error).__name__} [{error.code}]: {error.message}")
     except Exception as error:  # noqa: BLE001 - a leaf call's failure is a refusal (UB120)
         return Outcome("refused", f"{type(error).__name__}: {str(error)[:120]}")
     return _compare_outputs(expected, got, inp, metas[id(inp)])

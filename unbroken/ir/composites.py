@@ -59,6 +59,11 @@ PRESERVED = (
                    "upsample_bicubic2d", "upsample_trilinear3d")
       for overload in ("vec", "default")),
     aten.hardshrink.default, aten.softshrink.default,
+    # Eager's CPU max_pool1d has a kernel of its own (contiguous output) unless a gradient is
+    # recorded; its decomposition (max_pool2d_with_indices) keeps the input's layout. Kept
+    # whole, the program runs eager's choice and the trace learns its layout from eager's
+    # kernel (``ir.layouts``' probe).
+    aten.max_pool1d.default,
 )
 
 

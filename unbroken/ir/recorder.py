@@ -52,6 +52,8 @@ from .data_dependent import (
 )
 from .devices import composite_layout, devices_of, python_data_on_user_device
 from .graph_builder import GraphBuilder, meta_like
+from .layouts import kernel_layout
+from .layouts import on_cpu as layout_on_cpu
 from .meta_cache import MetaCache
 from .meta_keys import EAGER_REFUSES, SAVED_THEN_WRITTEN
 from .ops import (
@@ -80,6 +82,13 @@ _FUNCTIONAL_WRITERS = {
 # ``unbind``): their Python reference would run ``nonzero``'s meta kernel, which refuses; their
 # decomposition reaches ``nonzero`` as an op of its own (see ``data_dependent``).
 _DATA_DEPENDENT_COMPOSITES = frozenset({aten.where.default, aten.nonzero_numpy.default})
+# Composites whose Python reference, which torch registers as their meta kernel, reads the
+# ATen schema's arguments as the Python API's: ``aten.nll_loss``'s reduction is an int
+# (0 = none), the reference compares it with "none" and "sum" and reduces to a scalar (eager:
+# one loss per sample); ``margin_ranking_loss``'s and ``hinge_embedding_loss``'s refuse the
+# int. Their C++ decomposition reaches ops whose meta kernels are right.
+_MISREAD_COMPOSITES = frozenset({aten.nll_loss.default, aten.margin_ranking_loss.default,
+                                 aten.hinge_embedding_loss.default})
 _META = torch.device("meta")
 _CPU = torch.device("cpu")
 
@@ -300,6 +309,9 @@ class Recorder(TorchDispatchMode):
                     out = self._meta_of(lambda a, k: decompose(op, a, k), compute_args,
                                         compute_kwargs)
                     out = composite_layout(self, op, compute_args, compute_kwargs, out)
+                    relayout = kernel_layout(op)
+                    if relayout is not None and layout_on_cpu(self, compute_args):
+                        out = relayout(self, op, compute_args, compute_kwargs, out)
                     self.meta_cache.put(key, out, symbols)
         finally:
             self._suspended -= 1
@@ -351,7 +363,8 @@ class Recorder(TorchDispatchMode):
             device = self._autocast_device(args, kwargs)
             if device is not None:
                 return self._autocast_dispatch(func, types, args, kwargs, device)
-        if func in _DATA_DEPENDENT_COMPOSITES or self.decompose_composites and \
+        if func in _DATA_DEPENDENT_COMPOSITES or func in _MISREAD_COMPOSITES or \
+                self.decompose_composites and \
                 func._can_decompose() and (
                     self.decompose_composites is True or not is_functional(func)):
             # Inside a mode, CompositeImplicitAutograd kernels are skipped; run them here.
@@ -558,7 +571,7 @@ class Recorder(TorchDispatchMode):
         out = self.meta_cache.get(key)
         if out is None:
             symbols = self.meta_cache.symbol_count()
-            out = self._meta_of(lambda a, k: func(*a, **k), args, kwargs)
+            out = self._meta_of(self._kernel_of(func), args, kwargs)
             self.meta_cache.put(key, out, symbols)
         return out
 
@@ -569,6 +582,19 @@ class Recorder(TorchDispatchMode):
                 has_unbacked_argument(self.env, args):
             return UNBACKED_INDEX_VIEWS[func](self, *args, **kwargs)
         return None
+
+    def _kernel_of(self, func):
+        """``(args, kwargs) -> meta output`` of ``func``: its meta kernel, and for the ops
+        whose meta kernel lays the output out unlike eager's CPU kernel, that output relaid
+        out as eager's (``ir.layouts``)."""
+        relayout = kernel_layout(func)
+        if relayout is None:
+            return lambda a, k: func(*a, **k)
+
+        def kernel(a, k):
+            out = func(*a, **k)
+            return relayout(self, func, a, k, out) if layout_on_cpu(self, a) else out
+        return kernel
 
     def _meta_of(self, kernel, args, kwargs):
         """``kernel(args, kwargs)``: the meta output of one recorded node (its "is this size
@@ -657,7 +683,7 @@ class Recorder(TorchDispatchMode):
     def _record_writer(self, func, args, kwargs, compute_args, compute_kwargs, device):
         """Record an op that writes arguments it does not return (see _FUNCTIONAL_WRITERS)."""
         functional = _FUNCTIONAL_WRITERS[func]
-        out = functional(*compute_args, **compute_kwargs)
+        out = self._kernel_of(functional)(compute_args, compute_kwargs)
         node = self._record(functional, args, kwargs, out)
         self._bind_outputs(node, out, device)
         returned = len(op_schema(func).returns)

@@ -68,7 +68,8 @@ __all__ = [
     "SYMPY_FUNCTION_NAMES",
     "torch_exception_class", "user_error_type", "EXPORT_PREDICATES", "export_predicate",
     "export_flags", "has_autocast_kernel", "autocast_enabled_devices", "autocast_key_reached",
-    "TORCHSCRIPT_CALLABLES",
+    "TORCHSCRIPT_CALLABLES", "elementwise_output_strides", "is_non_overlapping_and_dense",
+    "all_op_names", "python_dispatcher_disabled",
 ]
 
 TESTED_TORCH = ((2, 13), (2, 14), (2, 15))
@@ -631,3 +632,31 @@ def __getattr__(name: str):
     value = module if attribute is None else getattr(module, attribute, None)
     globals()[name] = value
     return value
+
+
+def elementwise_output_strides(*tensors) -> tuple:
+    """The strides TensorIterator gives the output of an elementwise op over ``tensors``
+    (already broadcast to one shape), as torch's Python references compute them: the
+    operands' dims ordered by their strides, the first operand deciding ties (symbolic sizes
+    too; all releases)."""
+    return tuple(torch._prims_common.compute_elementwise_output_strides(*tensors))
+
+
+def is_non_overlapping_and_dense(tensor: torch.Tensor) -> bool:
+    """Whether ``tensor``'s elements fill its memory exactly once, in some order of its dims
+    (``Tensor::is_non_overlapping_and_dense``; torch 2.13 names it ``..._or_false``, earlier
+    releases without the suffix)."""
+    check = getattr(torch._prims_common, "is_non_overlapping_and_dense_or_false", None) \
+        or torch._prims_common.is_non_overlapping_and_dense
+    return check(tensor)
+
+
+def all_op_names() -> list:
+    """The qualified names (``"aten::fft_rfft"``) of every operator the dispatcher holds
+    (``torch._C._dispatch_get_all_op_names``; all releases)."""
+    return torch._C._dispatch_get_all_op_names()
+
+
+def python_dispatcher_disabled():
+    """Context manager: the Python dispatcher off (eager's C++ kernels only; all releases)."""
+    return torch._C._DisablePythonDispatcher()

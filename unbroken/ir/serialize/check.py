@@ -4,7 +4,8 @@ A file can be well formed and still lie: a node that reads ``add`` where it read
 loads, and fails (or computes something else) only when the program runs. So after a graph is
 read, every ``call_function`` node is computed again from its inputs' saved values, on meta
 tensors (no data, nothing allocated: an op's ``device`` argument is forced to ``meta``), and
-the result must have the saved value's kind, dtype and sizes; a ``cond``/``while_loop`` node's
+the result must have the saved value's kind, dtype and sizes (the sizes eager's CPU kernel
+gives where the meta kernel's differ: ``ir.layouts.eager_sizes``); a ``cond``/``while_loop`` node's
 operands must fit its subgraphs' placeholders and its value their outputs; every subgraph is
 checked the same way. An op that fails on its inputs is reported as the file's fault.
 
@@ -29,6 +30,7 @@ from ...symbolic.torch_compat import (
     op_schema,
 )
 from ..data_dependent import DATA_DEPENDENT_SIZES, SCALAR_OPS
+from ..layouts import eager_sizes
 from .format import fail
 
 __all__ = ["check_values", "same_value"]
@@ -86,7 +88,7 @@ def _rerun(node: fx.Node, member: str, place: str):
             a.name == "device" for a in op_schema(node.target).arguments):
         kwargs = {**kwargs, "device": _META}  # factories build meta tensors, never real ones
     try:
-        return node.target(*args, **kwargs)
+        return eager_sizes(node.target, args, kwargs, node.target(*args, **kwargs))
     except _OP_ERRORS as error:
         raise fail(member, f"{place} fails on its saved inputs: {_first_line(error)}") from None
     except RefusalError as error:  # a size decision the file's symbols cannot make

@@ -262,6 +262,20 @@ _KINDS = [
         "def __init__(self):\n    super().__init__()\n    self.proj = PROJ\n"
         "...\n    def forward(self, x):\n        return self.proj(x)",
     ),
+    BreakKind(
+        "UB124", "Output layout eager's kernel decides",
+        "The strides of this operator's output are chosen by eager's CPU kernel by rules no "
+        "meta kernel reproduces (an FFT puts the transformed dims innermost, max_unpool keeps "
+        "a channels_last input's layout); unbroken learns them by running the kernel once on "
+        "stand-ins with the example's sizes and strides. Here it cannot: eager's kernel "
+        "refuses the stand-ins, or its output is not a dense layout of its sizes, which no "
+        "symbolic strides describe. A program that reads the layout (`stride()`, "
+        "`is_contiguous()`, `view()`) could take another branch than eager.",
+        "Pass the operator a contiguous input (`x.contiguous()`); for an operator of your own "
+        "(torch.library), return a dense tensor from its kernel (`.contiguous()` inside it).",
+        "y = torch.ops.mylib.every_other_column(x)  # kernel returns out[:, ::2]",
+        "y = torch.ops.mylib.every_other_column(x)  # kernel returns out[:, ::2].contiguous()",
+    ),
 ]
 
 CATALOGUE: dict[str, BreakKind] = {kind.id: kind for kind in _KINDS}

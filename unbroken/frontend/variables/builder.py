@@ -118,6 +118,9 @@ def wrap(tx, value, source=None) -> VariableTracker:
             return SignatureVariable(value, source)
         if value is importlib.import_module:
             return ImportModuleVariable(value, source)
+    created = tx.output.native_objects.get(id(value))
+    if created is not None and created.value is value:  # an object of the trace's own
+        return created
     owner = value.__self__ if isinstance(value, types.MethodType) else None
     if isinstance(owner, GRAD_MODE_CLASSES):  # `self.clone` kept by @torch.inference_mode()
         return GradModeVariable.from_instance(owner).getattr(tx, value.__name__)

@@ -461,12 +461,19 @@ class Recorder(TorchDispatchMode):
 
     def _compute(self, func, args, kwargs):
         """The meta output of ``func``; a functional op's from the cache when the trace has
-        computed it on the same metadata (``ir.meta_cache``)."""
+        computed it on the same metadata (``ir.meta_cache``). Recording is suspended while it
+        runs: a meta kernel written in Python (``_euclidean_dist``'s, which ``cdist`` reaches)
+        may call a composite that ``ir.composites`` keeps whole, on its own intermediate
+        tensors, which are no ops of the program."""
         key = self.meta_cache.key("kernel", func, args, kwargs) if is_functional(func) else None
         out = self.meta_cache.get(key)
         if out is None:
             symbols = self.meta_cache.symbol_count()
-            out = self._meta_of(lambda a, k: func(*a, **k), args, kwargs)
+            self._suspended += 1
+            try:
+                out = self._meta_of(lambda a, k: func(*a, **k), args, kwargs)
+            finally:
+                self._suspended -= 1
             self.meta_cache.put(key, out, symbols)
         return out
 

@@ -168,3 +168,41 @@ def test_zuko_flow_log_prob_and_inverse(kind):
     x, c = torch.randn(8, 4), torch.randn(8, 3)
     _exact(LogProb(), x, c)
     _exact(Inverse(), x, c)
+
+
+class _Listed(Distribution):
+    def __init__(self, parts):
+        self.parts = parts
+        super().__init__(validate_args=False)
+
+
+def _append_natively(d, x):
+    d.parts.append(x)  # a torch function would change the list the trace holds
+
+
+class _NativeListWrite(torch.nn.Module):
+    def forward(self, x):
+        d = _Listed([x])  # torch's __init__ was handed the object (and its list)
+        d.parts.append(x * 2)
+        return torch.stack(d.parts)
+
+
+def test_a_list_attribute_stays_the_traces_after_a_native_call():
+    """The trace's own appends after the object went through torch's __init__ are kept."""
+    _exact(_NativeListWrite(), torch.randn(3))
+
+
+def test_a_list_changed_in_place_by_native_code_is_refused(monkeypatch):
+    """Native code changing a list the trace models (not read back): refused, never lost."""
+    # a function of torch's is called as a leaf
+    monkeypatch.setattr(_append_natively, "__module__", "torch.distributions.fake")
+
+    class Model(torch.nn.Module):
+        def forward(self, x):
+            d = _Listed([x])
+            _append_natively(d, x * 2)
+            return torch.stack(d.parts)
+
+    with pytest.raises(unbroken.GraphBreakError) as info:
+        unbroken.export(Model(), (torch.randn(3),))
+    assert info.value.code == "UB107" and "in place" in str(info.value)

@@ -7,6 +7,7 @@ modules, classes, namedtuples and ``super()`` all follow the same rules.
 from __future__ import annotations
 
 import abc
+import functools
 import operator
 import threading
 import types
@@ -151,7 +152,7 @@ class NewObjectVariable(_UserProtocols, VariableTracker):
     """
 
     __slots__ = ("value", "attributes", "created", "mapping", "native", "native_entries",
-                 "_unwrapping")
+                 "native_contents", "_unwrapping")
 
     def __init__(self, value, mapping=None):
         super().__init__(None)
@@ -161,6 +162,7 @@ class NewObjectVariable(_UserProtocols, VariableTracker):
         self.mapping = mapping
         self.native: dict | None = None
         self.native_entries: dict | None = None  # the same for the dict part
+        self.native_contents: dict = {}  # name -> what a list/dict/set attribute held then
         self._unwrapping = False
 
     def python_type(self) -> type:
@@ -211,6 +213,7 @@ class NewObjectVariable(_UserProtocols, VariableTracker):
             try:
                 self.native[name] = value.unwrap(tx)
                 object.__setattr__(self.value, name, self.native[name])
+                self.native_contents[name] = _contents(self.native[name])
             except GraphBreakError as exc:  # no native value (a traced function): native
                 if exc.code != "UB113":     # code cannot be given the object from now on
                     raise
@@ -258,6 +261,7 @@ class NewObjectVariable(_UserProtocols, VariableTracker):
             for key, value in entries.items():
                 base.__setitem__(instance, key, value)
         self.native, self.native_entries = state, entries
+        self.native_contents = {name: _contents(value) for name, value in state.items()}
         tx.output.native_objects[id(instance)] = self
         return instance
 
@@ -305,6 +309,13 @@ class NewObjectVariable(_UserProtocols, VariableTracker):
         current = _instance_state(self.value)
         unchanged = len(current) == len(self.native) and all(
             name in self.native and self.native[name] is value for name, value in current.items())
+        for name, contents in self.native_contents.items():
+            if contents is not None and name in current and current[name] is \
+                    self.native.get(name) and _contents(current[name]) != contents:
+                # the list the tracker stands for was changed in place by native code
+                raise graph_break("UB107", f"a PyTorch function changed the "
+                                  f"{type(current[name]).__name__} `.{name}` of "
+                                  f"{self.describe()} in place", frames=tx.user_frames())
         if not unchanged:
             check_mutable(tx, self, "a PyTorch function's write to an attribute")
             # attributes native code was never given (no native value) stay as they are
@@ -315,6 +326,7 @@ class NewObjectVariable(_UserProtocols, VariableTracker):
                 attributes[name] = self.attributes[name] if kept else tx.wrap(value)
             self.attributes = attributes
             self.native = current
+            self.native_contents = {name: _contents(value) for name, value in current.items()}
         if self.mapping is not None:
             entries = dict(self._mapping_base().items(self.value))
             known = self.native_entries
@@ -348,25 +360,43 @@ class NewObjectVariable(_UserProtocols, VariableTracker):
 _ABSENT = object()
 
 
+def _contents(value) -> tuple | None:
+    """What a mutable builtin container holds, by identity (None for any other value)."""
+    if isinstance(value, (list, set)):
+        return tuple(map(id, value))
+    if isinstance(value, dict):
+        return tuple((id(k), id(v)) for k, v in value.items())
+    return None
+
+
 def _instance_state(instance) -> dict:
     """An object's own attributes: its ``__dict__`` and the ``__slots__`` members set."""
     try:
         state = dict(object.__getattribute__(instance, "__dict__"))
     except AttributeError:  # only __slots__
         state = {}
-    for klass in type(instance).__mro__:
+    for name in _slot_names(type(instance)):
+        if name not in state:
+            try:
+                state[name] = object.__getattribute__(instance, name)
+            except AttributeError:  # an empty slot
+                pass
+    return state
+
+
+@functools.cache
+def _slot_names(cls: type) -> tuple:
+    """The attribute names of the ``__slots__`` along ``cls``'s MRO (private ones mangled)."""
+    names = []
+    for klass in cls.__mro__:
         slots = klass.__dict__.get("__slots__", ())
         for name in (slots,) if isinstance(slots, str) else slots:
             if name in ("__dict__", "__weakref__"):
                 continue
             if name.startswith("__") and not name.endswith("__"):  # stored mangled
                 name = f"_{klass.__name__.lstrip('_')}{name}"
-            if name not in state:
-                try:
-                    state[name] = object.__getattribute__(instance, name)
-                except AttributeError:  # an empty slot
-                    pass
-    return state
+            names.append(name)
+    return tuple(names)
 
 
 def construct_user_object(tx, cls, args, kwargs):

@@ -206,3 +206,17 @@ def test_a_list_changed_in_place_by_native_code_is_refused(monkeypatch):
     with pytest.raises(unbroken.GraphBreakError) as info:
         unbroken.export(Model(), (torch.randn(3),))
     assert info.value.code == "UB107" and "in place" in str(info.value)
+
+
+def test_dynamic_batch_with_size_one_admitted():
+    """A dim declared min=1: leaf calls on the object are re-run at size 1 (the size-1 audit);
+    what those dry runs write to it is not the program's state."""
+    from torch.export import Dim
+
+    batch = Dim("batch", min=1)
+    model = _Expanded()
+    x, c = torch.randn(6, 4), torch.randn(6, 4)
+    ep = unbroken.export(model, (x, c), dynamic_shapes={"x": {0: batch}, "c": {0: batch}})
+    for n in (1, 3, 6):
+        x, c = torch.randn(n, 4), torch.randn(n, 4)
+        assert torch.equal(ep.module()(x, c), model(x, c))

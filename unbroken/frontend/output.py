@@ -352,6 +352,8 @@ class TraceContext:
         if scope is not None and scope[0] and not generated:
             self.recorder.size_one.settle_leaf_call(self.recorder, *scope, fn, values, named,
                                                     result, self.grad_enabled)
+            for obj in self.native_objects.values():  # the re-runs at size 1 wrote them too
+                obj.restore_native()
         elif scope is not None and scope[0]:
             self.recorder.size_one.mark_sensitive(scope[0])
         self.note_results(fn, _tensor_inputs(fn, values, named), result)

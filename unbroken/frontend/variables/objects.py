@@ -301,14 +301,28 @@ class NewObjectVariable(_UserProtocols, VariableTracker):
         return next(k for k in type(self.value).__mro__
                     if k.__module__ in ("builtins", "collections"))
 
+    def restore_native(self) -> None:
+        """Put back the state read by the last ``sync_from_native`` (a leaf call re-run in a
+        dry run, at size 1, wrote to the object again; nothing of that run is the program's)."""
+        if not _same_state(_instance_state(self.value), self.native):
+            for name in [n for n in _instance_state(self.value) if n not in self.native]:
+                object.__delattr__(self.value, name)
+            for name, value in self.native.items():
+                object.__setattr__(self.value, name, value)
+        if self.native_entries is not None:
+            base = self._mapping_base()
+            if not _same_state(dict(base.items(self.value)), self.native_entries):
+                base.clear(self.value)
+                for key, value in self.native_entries.items():
+                    base.__setitem__(self.value, key, value)
+
     def sync_from_native(self, tx) -> None:
         """Read back what native code wrote to the object since it was handed over: attributes
         set, replaced or deleted (and dict entries of a ``dict`` subclass). Values it did not
         replace keep their trackers; new ones are wrapped (tensors a leaf call made are the
         recorder's)."""
         current = _instance_state(self.value)
-        unchanged = len(current) == len(self.native) and all(
-            name in self.native and self.native[name] is value for name, value in current.items())
+        unchanged = _same_state(current, self.native)
         for name, contents in self.native_contents.items():
             if contents is not None and name in current and current[name] is \
                     self.native.get(name) and _contents(current[name]) != contents:
@@ -330,8 +344,7 @@ class NewObjectVariable(_UserProtocols, VariableTracker):
         if self.mapping is not None:
             entries = dict(self._mapping_base().items(self.value))
             known = self.native_entries
-            if len(entries) != len(known) or any(
-                    key not in known or known[key] is not value for key, value in entries.items()):
+            if not _same_state(entries, known):
                 check_mutable(tx, self, "a PyTorch function's write to an item")
                 self.mapping.entries = {
                     key: self.mapping.entries[key] if key in known and known[key] is value
@@ -358,6 +371,12 @@ class NewObjectVariable(_UserProtocols, VariableTracker):
 
 
 _ABSENT = object()
+
+
+def _same_state(current: dict, known: dict) -> bool:
+    """The same keys, each holding the same object (identity: tensors have no truth)."""
+    return len(current) == len(known) and all(
+        known.get(key, _ABSENT) is value for key, value in current.items())
 
 
 def _contents(value) -> tuple | None:

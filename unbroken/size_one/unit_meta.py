@@ -40,8 +40,10 @@ __all__ = ["LAYOUT_DEPENDENT_CALLS", "same_node_at", "settle_leaf_call"]
 
 # What a kernel may raise on metadata it rejects at size 1 (eager would raise too), or
 # unbroken on a re-run it cannot follow: the answers then count. Anything else propagates.
+# AssertionError: torch's own checks raise it (``torch._check_with(AssertionError, ...)`` in
+# ``F.multi_head_attention_forward``: a key padding mask whose batch is another symbol).
 _REJECTED = (DryRunUndecided, RuntimeError, ValueError, TypeError, IndexError, ArithmeticError,
-             UnbrokenError)
+             AssertionError, UnbrokenError)
 
 
 def same_node_at(audit, env, rerun: Callable, args, kwargs, out, ones: dict) -> bool:

@@ -96,8 +96,11 @@ class Plan:
             self.spec = None
             if dynamic:
                 self.auto_dims = dict(example.auto_dims)
-                self.spec = {k: {d: Dim.AUTO for d in dims}
-                             for k, dims in example.auto_dims.items()}
+                # every keyword input named (torch and unbroken refuse a dict missing one);
+                # a case with no dim to mark (a one-token decode step) is exported static
+                self.spec = {k: {d: Dim.AUTO for d in example.auto_dims[k]}
+                             if k in example.auto_dims else None
+                             for k in example.kwargs} if example.auto_dims else None
                 resized = case.inputs(*RESIZED)
                 self.resized = (resized.args, resized.kwargs)
                 one = case.inputs(*BATCH_ONE)

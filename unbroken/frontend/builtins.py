@@ -440,7 +440,8 @@ def _super(tx, *args):
         cls, obj = args[0].as_constant(), args[1]
     else:
         cls, obj = tx.zero_arg_super()
-    return SuperVariable(cls, obj, obj.unwrap(tx))
+    return SuperVariable(cls, obj, obj.snapshot(tx) if isinstance(obj, NewObjectVariable)
+                         else obj.unwrap(tx))
 
 
 def _reduce(tx, fn, iterable, *initial):
@@ -568,7 +569,10 @@ def _construct_native(tx, cls, args, kwargs):
     if cls in GRAD_MODE_CLASSES:  # never entered natively: the trace keeps its own mode
         return GradModeVariable.construct(tx, cls, args, kwargs)
     if _plain_python_class(cls) and not all(a.is_constant() for a in [*args, *kwargs.values()]):
-        return tx.call_leaf(cls, args, kwargs)
+        # an argument with no native value (an object holding a traced method): its
+        # ``__init__`` is interpreted, as a class of the program's own
+        return tx.output.call_leaf(tx, cls, args, kwargs,
+                                   opaque=lambda: construct_user_object(tx, cls, args, kwargs))
     values = [a.unwrap(tx) for a in args]
     named = {k: v.unwrap(tx) for k, v in kwargs.items()}
     instance = cls(*values, **named)

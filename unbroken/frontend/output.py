@@ -126,7 +126,10 @@ class TraceContext:
     layout_read / layout_aliasing: forward() read a stride/contiguity fact / called an op
                     that views or copies depending on the layout (``ir.input_checks``);
     preserved_paths / preserved_calls: the submodules whose call signatures export keeps, and
-                    the boundaries of their calls (graph nodes or constants, pytree specs).
+                    the boundaries of their calls (graph nodes or constants, pytree specs);
+    native_objects: id -> tracker of the objects created in the trace that native code was
+                    given (``variables.objects.NewObjectVariable.native``): what a leaf call
+                    writes to them is read back after it, and ``wrap`` of one gives its tracker.
     """
 
     def __init__(self, recorder, site: TraceSite, root=None, *, find_all: bool = False,
@@ -157,6 +160,7 @@ class TraceContext:
         # (``variables.nn_module.PreservedCall``), in call order
         self.preserved_paths: frozenset[str] = preserved_paths
         self.preserved_calls: list = []
+        self.native_objects: dict = {}
         if root is not None:
             for name, module in root.named_modules(remove_duplicate=False):
                 self._paths.setdefault(id(module), name)
@@ -333,8 +337,10 @@ class TraceContext:
             self.site.module_suffixes.pop()
 
     # ----------------------------------------------------------------- leaf calls
-    def call_leaf(self, tx, fn, args, kwargs):
-        """Call ``fn`` natively on the unwrapped arguments while the recorder records."""
+    def call_leaf(self, tx, fn, args, kwargs, opaque=None):
+        """Call ``fn`` natively on the unwrapped arguments while the recorder records.
+        ``opaque``: () -> the result, when an argument has no native value (UB113: a traced
+        function, an object holding one); without it that is the refusal."""
         if fn in _INDEXING and len(args) > 1 and isinstance(args[0], TensorVariable):
             args = [args[0], index_lists_as_tensors(tx, args[1]), *args[2:]]
         for arg in [*args, *kwargs.values()]:
@@ -346,21 +352,32 @@ class TraceContext:
                                   frames=tx.user_frames(),
                                   details="Pass the values it needs, or change the object "
                                   "before export.")
-        values = [a.unwrap(tx) for a in args]
-        named = {k: v.unwrap(tx) for k, v in kwargs.items()}
+        try:
+            values = [a.unwrap(tx) for a in args]
+            named = {k: v.unwrap(tx) for k, v in kwargs.items()}
+        except GraphBreakError as exc:
+            if opaque is None or exc.code != "UB113":
+                raise
+            return opaque()
         # `x.to("cpu")` on the meta stand-in of a CPU tensor returns it, as eager returns x
         fn, values, named = traced_device_arguments(self.recorder, fn, values, named)
         generated = False
         # the grad mode first: the recorder takes the call's mode when recording begins
-        with self.leaf_errors(fn), torch.set_grad_enabled(self.grad_enabled), \
-                self.recorder.recording():
-            with self.recorder.leaf_scope() as scope:
-                result = fn(*values, **named)
-                if isinstance(result, types.GeneratorType):
-                    result, generated = list(result), True
+        try:
+            with self.leaf_errors(fn), torch.set_grad_enabled(self.grad_enabled), \
+                    self.recorder.recording():
+                with self.recorder.leaf_scope() as scope:
+                    result = fn(*values, **named)
+                    if isinstance(result, types.GeneratorType):
+                        result, generated = list(result), True
+        finally:  # what it wrote to objects of the trace's own (even when it raised)
+            for obj in list(self.native_objects.values()):
+                obj.sync_from_native(tx)
         if scope is not None and scope[0] and not generated:
             self.recorder.size_one.settle_leaf_call(self.recorder, *scope, fn, values, named,
                                                     result, self.grad_enabled)
+            for obj in self.native_objects.values():  # the re-runs at size 1 wrote them too
+                obj.restore_native()
         elif scope is not None and scope[0]:
             self.recorder.size_one.mark_sensitive(scope[0])
         self.note_results(fn, _tensor_inputs(fn, values, named), result)

@@ -563,7 +563,10 @@ class Recorder(TorchDispatchMode):
 
     def _compute(self, func, args, kwargs):
         """The meta output of ``func``; a functional op's from the cache when the trace has
-        computed it on the same metadata (``ir.meta_cache``)."""
+        computed it on the same metadata (``ir.meta_cache``). Recording is suspended while it
+        runs: a meta kernel written in Python (``_euclidean_dist``'s, which ``cdist`` reaches)
+        may call a composite that ``ir.composites`` keeps whole, on its own intermediate
+        tensors, which are no ops of the program."""
         if func in UNBACKED_INDEX_VIEWS and self.env is not None and \
                 has_unbacked_argument(self.env, args):
             return self._meta_of(lambda a, k: self._unbacked_view(func, a, k), args, kwargs)
@@ -571,7 +574,11 @@ class Recorder(TorchDispatchMode):
         out = self.meta_cache.get(key)
         if out is None:
             symbols = self.meta_cache.symbol_count()
-            out = self._meta_of(self._kernel_of(func), args, kwargs)
+            self._suspended += 1
+            try:
+                out = self._meta_of(self._kernel_of(func), args, kwargs)
+            finally:
+                self._suspended -= 1
             self.meta_cache.put(key, out, symbols)
         return out
 

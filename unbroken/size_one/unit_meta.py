@@ -38,10 +38,10 @@ from .at_one import holds_at_one
 
 __all__ = ["LAYOUT_DEPENDENT_CALLS", "same_node_at", "settle_leaf_call"]
 
-# What a kernel may raise on metadata it rejects at size 1 (eager would raise too: torch's
-# checks raise AssertionError too, `torch._check_with(AssertionError, ...)` in
-# multi_head_attention_forward), or unbroken on a re-run it cannot follow: the answers then
-# count (the call is not the same at 1). Anything else propagates.
+# What a kernel may raise on metadata it rejects at size 1 (eager would raise too), or
+# unbroken on a re-run it cannot follow: the answers then count. Anything else propagates.
+# AssertionError: torch's own checks raise it (``torch._check_with(AssertionError, ...)`` in
+# ``F.multi_head_attention_forward``: a key padding mask whose batch is another symbol).
 _REJECTED = (DryRunUndecided, RuntimeError, ValueError, TypeError, IndexError, ArithmeticError,
              AssertionError, UnbrokenError)
 

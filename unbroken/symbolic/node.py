@@ -421,6 +421,13 @@ class SymNode:
     def is_integer(self) -> SymNode:
         if self.pytype is int:
             return self.wrap_bool(True)
+        if isinstance(self.expr, E.IntTrueDiv):
+            # ``(n / k).is_integer()`` (padding to a multiple): ``n % k == 0``, a condition on
+            # the sizes, instead of the value of the quotient (which pins n to its example)
+            a, b = self.expr.args
+            hint = None if self.hint is None else float(self.hint).is_integer()
+            return SymNode(sympy.Eq(_build_mod(self.shape_env, a, b), 0), self.shape_env,
+                           bool, hint)
         return self._from_hints(lambda v: float(v).is_integer(), bool)
 
     # ----- variadic -----

@@ -121,6 +121,9 @@ def wrap(tx, value, source=None) -> VariableTracker:
             return ImportModuleVariable(value, source)
         if compiler_leaf(value):  # torch.compiler.allow_in_graph: run on meta tensors, as
             return TorchFunctionVariable(value, source)  # torch runs it on fake tensors
+    created = tx.output.native_objects.get(id(value))
+    if created is not None and created.value is value:  # an object of the trace's own
+        return created
     owner = value.__self__ if isinstance(value, types.MethodType) else None
     if isinstance(owner, GRAD_MODE_CLASSES):  # `self.clone` kept by @torch.inference_mode()
         return GradModeVariable.from_instance(owner).getattr(tx, value.__name__)

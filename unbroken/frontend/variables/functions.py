@@ -409,7 +409,10 @@ class TorchFunctionVariable(NativeCallableVariable):
         return f"`{module}.{getattr(self.fn, '__name__', self.fn)}`"
 
     def call(self, tx, args, kwargs) -> VariableTracker:
-        return call_torch_function(tx, self.fn, args, kwargs)
+        interpreted = None
+        if isinstance(self.fn, types.FunctionType):  # torch's Python code can be interpreted
+            interpreted = lambda: UserFunctionVariable(self.fn).call(tx, args, kwargs)  # noqa: E731
+        return call_torch_function(tx, self.fn, args, kwargs, interpreted)
 
 
 class IgnoredCallVariable(NativeCallableVariable):

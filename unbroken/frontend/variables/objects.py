@@ -14,7 +14,7 @@ import types
 
 import torch
 
-from ...symbolic.diagnostics.catalogue import graph_break
+from ...symbolic.diagnostics.catalogue import GraphBreakError, graph_break
 from ..overlay import DELETED, contents_key, refuse_in_branch
 from ..protocol import (
     CallbackVariable,
@@ -189,10 +189,18 @@ class NewObjectVariable(_UserProtocols, VariableTracker):
                 state stays empty: the trackers below hold it);
     attributes: attribute name -> tracker, in assignment order;
     mapping:    for a ``dict`` subclass (Hugging Face's ``ModelOutput``), the dict part, as a
-                DictVariable that the inherited C methods (``__setitem__``, ``keys``...) act on.
+                DictVariable that the inherited C methods (``__setitem__``, ``keys``...) act on;
+    native:     None until the object is handed to native code (a leaf call: a method of a
+                torch base class, ``Independent.__init__(self, ...)``); then the state written
+                into ``value`` for it (name -> the unwrapped value), from which the writes the
+                native code made are read back (``sync_from_native``). From then on ``value``
+                is the object native code sees: a leaf call that returns it (or an object
+                holding it) gives back this tracker (``TraceContext.native_objects``), and the
+                trace's own writes go through to it.
     """
 
-    __slots__ = ("value", "attributes", "created", "mapping")
+    __slots__ = ("value", "attributes", "created", "mapping", "native", "native_entries",
+                 "native_contents", "_unwrapping")
 
     def __init__(self, value, mapping=None):
         super().__init__(None)
@@ -200,6 +208,10 @@ class NewObjectVariable(_UserProtocols, VariableTracker):
         self.attributes: dict[str, VariableTracker] = {}
         self.created = next(CREATION_ORDER)
         self.mapping = mapping
+        self.native: dict | None = None
+        self.native_entries: dict | None = None  # the same for the dict part
+        self.native_contents: dict = {}  # name -> what a list/dict/set attribute held then
+        self._unwrapping = False
 
     def python_type(self) -> type:
         return type(self.value)
@@ -245,6 +257,17 @@ class NewObjectVariable(_UserProtocols, VariableTracker):
         """``object.__setattr__``: store the attribute, ignoring the class's ``__setattr__``."""
         check_mutable(tx, self, f"setting `.{name}`")
         self.attributes[name] = value
+        if self.native is not None:  # native code may hold the object: it sees the write
+            try:
+                self.native[name] = value.unwrap(tx)
+                object.__setattr__(self.value, name, self.native[name])
+                self.native_contents[name] = _contents(self.native[name])
+            except GraphBreakError as exc:  # no native value (a traced function): native
+                if exc.code != "UB113":     # code cannot be given the object from now on
+                    raise
+                self.native.pop(name, None)
+                if name in _instance_state(self.value):
+                    object.__delattr__(self.value, name)
 
     def delattr(self, tx, name: str) -> None:
         """``del obj.name`` on an object the trace made: its attribute goes."""
@@ -252,6 +275,8 @@ class NewObjectVariable(_UserProtocols, VariableTracker):
         if name not in self.attributes:
             raise tx.user_exception(AttributeError(name))
         del self.attributes[name]
+        if self.native is not None and self.native.pop(name, self) is not self:
+            object.__delattr__(self.value, name)
 
     def setattr(self, tx, name: str, value: VariableTracker) -> None:
         custom = class_attribute(type(self.value), "__setattr__")
@@ -267,17 +292,113 @@ class NewObjectVariable(_UserProtocols, VariableTracker):
         self.raw_setattr(tx, name, value)
 
     def unwrap(self, tx):
-        """A real instance holding the unwrapped attribute values and dict entries (for
-        outputs: pytree then flattens it if its class is registered)."""
+        """The instance itself, holding the unwrapped attribute values and dict entries (for a
+        leaf call, which may change it, see ``native``; for outputs: pytree then flattens it if
+        its class is registered). An object that holds itself is handed over as it is."""
+        if self._unwrapping:
+            return self.value
+        state, entries = self._unwrapped_state(tx)
+        instance = self.value
+        for name in [n for n in _instance_state(instance) if n not in state]:
+            object.__delattr__(instance, name)
+        for name, value in state.items():
+            object.__setattr__(instance, name, value)
+        if entries is not None:
+            base = self._mapping_base()
+            base.clear(instance)
+            for key, value in entries.items():
+                base.__setitem__(instance, key, value)
+        self.native, self.native_entries = state, entries
+        self.native_contents = {name: _contents(value) for name, value in state.items()}
+        tx.output.native_objects[id(instance)] = self
+        return instance
+
+    def _unwrapped_state(self, tx) -> tuple[dict, dict | None]:
+        """(attribute name -> unwrapped value, the dict part's entries unwrapped or None)."""
+        self._unwrapping = True
+        try:
+            state = {name: value.unwrap(tx) for name, value in self.attributes.items()}
+            entries = None if self.mapping is None else \
+                {key: value.unwrap(tx) for key, value in self.mapping.entries.items()}
+        finally:
+            self._unwrapping = False
+        return state, entries
+
+    def snapshot(self, tx):
+        """A separate instance holding the unwrapped state, for native reads that must not be
+        mistaken for the object (``super(cls, obj)`` reading a base class's descriptor); the
+        object itself (its class only, no state) when a value has no native counterpart."""
+        if self._unwrapping:
+            return self.value
+        try:
+            state, entries = self._unwrapped_state(tx)
+        except GraphBreakError as exc:
+            if exc.code != "UB113":
+                raise
+            return self.value
         cls = type(self.value)
         instance = cls.__new__(cls)
-        for name, value in self.attributes.items():
-            object.__setattr__(instance, name, value.unwrap(tx))
-        if self.mapping is not None:
-            base = next(k for k in cls.__mro__ if k.__module__ in ("builtins", "collections"))
-            for key, value in self.mapping.entries.items():
-                base.__setitem__(instance, key, value.unwrap(tx))
+        for name, value in state.items():
+            object.__setattr__(instance, name, value)
+        if entries is not None:
+            for key, value in entries.items():
+                self._mapping_base().__setitem__(instance, key, value)
         return instance
+
+    def _mapping_base(self) -> type:
+        return next(k for k in type(self.value).__mro__
+                    if k.__module__ in ("builtins", "collections"))
+
+    def restore_native(self) -> None:
+        """Put back the state read by the last ``sync_from_native`` (a leaf call re-run in a
+        dry run, at size 1, wrote to the object again; nothing of that run is the program's)."""
+        if not _same_state(_instance_state(self.value), self.native):
+            for name in [n for n in _instance_state(self.value) if n not in self.native]:
+                object.__delattr__(self.value, name)
+            for name, value in self.native.items():
+                object.__setattr__(self.value, name, value)
+        if self.native_entries is not None:
+            base = self._mapping_base()
+            if not _same_state(dict(base.items(self.value)), self.native_entries):
+                base.clear(self.value)
+                for key, value in self.native_entries.items():
+                    base.__setitem__(self.value, key, value)
+
+    def sync_from_native(self, tx) -> None:
+        """Read back what native code wrote to the object since it was handed over: attributes
+        set, replaced or deleted (and dict entries of a ``dict`` subclass). Values it did not
+        replace keep their trackers; new ones are wrapped (tensors a leaf call made are the
+        recorder's)."""
+        current = _instance_state(self.value)
+        unchanged = _same_state(current, self.native)
+        for name, contents in self.native_contents.items():
+            if contents is not None and name in current and current[name] is \
+                    self.native.get(name) and _contents(current[name]) != contents:
+                # the list the tracker stands for was changed in place by native code
+                raise graph_break("UB107", f"a PyTorch function changed the "
+                                  f"{type(current[name]).__name__} `.{name}` of "
+                                  f"{self.describe()} in place", frames=tx.user_frames())
+        if not unchanged:
+            check_mutable(tx, self, "a PyTorch function's write to an attribute")
+            # attributes native code was never given (no native value) stay as they are
+            attributes = {name: value for name, value in self.attributes.items()
+                          if name not in self.native and name not in current}
+            for name, value in current.items():
+                kept = name in self.attributes and self.native.get(name, _ABSENT) is value
+                attributes[name] = self.attributes[name] if kept else tx.wrap(value)
+            self.attributes = attributes
+            self.native = current
+            self.native_contents = {name: _contents(value) for name, value in current.items()}
+        if self.mapping is not None:
+            entries = dict(self._mapping_base().items(self.value))
+            known = self.native_entries
+            if not _same_state(entries, known):
+                check_mutable(tx, self, "a PyTorch function's write to an item")
+                self.mapping.entries = {
+                    key: self.mapping.entries[key] if key in known and known[key] is value
+                    and key in self.mapping.entries else tx.wrap(value)
+                    for key, value in entries.items()}
+                self.native_entries = entries
 
     def truth(self, tx) -> bool:
         if self.mapping is not None and not isinstance(
@@ -295,6 +416,54 @@ class NewObjectVariable(_UserProtocols, VariableTracker):
             raise tx.user_exception(TypeError(
                 f"'{type(self.value).__name__}' object is not callable"))
         return result
+
+
+_ABSENT = object()
+
+
+def _same_state(current: dict, known: dict) -> bool:
+    """The same keys, each holding the same object (identity: tensors have no truth)."""
+    return len(current) == len(known) and all(
+        known.get(key, _ABSENT) is value for key, value in current.items())
+
+
+def _contents(value) -> tuple | None:
+    """What a mutable builtin container holds, by identity (None for any other value)."""
+    if isinstance(value, (list, set)):
+        return tuple(map(id, value))
+    if isinstance(value, dict):
+        return tuple((id(k), id(v)) for k, v in value.items())
+    return None
+
+
+def _instance_state(instance) -> dict:
+    """An object's own attributes: its ``__dict__`` and the ``__slots__`` members set."""
+    try:
+        state = dict(object.__getattribute__(instance, "__dict__"))
+    except AttributeError:  # only __slots__
+        state = {}
+    for name in _slot_names(type(instance)):
+        if name not in state:
+            try:
+                state[name] = object.__getattribute__(instance, name)
+            except AttributeError:  # an empty slot
+                pass
+    return state
+
+
+@functools.cache
+def _slot_names(cls: type) -> tuple:
+    """The attribute names of the ``__slots__`` along ``cls``'s MRO (private ones mangled)."""
+    names = []
+    for klass in cls.__mro__:
+        slots = klass.__dict__.get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            if name in ("__dict__", "__weakref__"):
+                continue
+            if name.startswith("__") and not name.endswith("__"):  # stored mangled
+                name = f"_{klass.__name__.lstrip('_')}{name}"
+            names.append(name)
+    return tuple(names)
 
 
 def construct_user_object(tx, cls, args, kwargs):

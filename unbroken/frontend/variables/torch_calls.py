@@ -299,8 +299,11 @@ def call_map(tx, f, xs, *args):
     return tx.wrap(pytree.tree_unflatten([s.unwrap(tx) for s in stacked], flat[0][1]))
 
 
-def call_torch_function(tx, fn, args, kwargs):
-    """Call the PyTorch callable ``fn`` on trackers."""
+def call_torch_function(tx, fn, args, kwargs, interpreted=None):
+    """Call the PyTorch callable ``fn`` on trackers. ``interpreted``: for a function written
+    in Python, () -> its call interpreted instead, used when an argument has no native value to
+    hand over (an object made in the trace holding a traced method: a ``Transform`` subclass
+    whose ``__call__`` is torch's and whose ``_call`` is the program's)."""
     handler = _special(fn)
     if handler is not None:
         return handler(tx, args, kwargs)
@@ -309,7 +312,7 @@ def call_torch_function(tx, fn, args, kwargs):
     if getattr(fn, "__qualname__", "") == "Function.apply":
         raise graph_break("UB113", "a custom torch.autograd.Function", frames=tx.user_frames())
     _refuse_torchscript(tx, fn, [*args, *kwargs.values()])
-    result = tx.call_leaf(fn, args, kwargs)
+    result = tx.output.call_leaf(tx, fn, args, kwargs, opaque=interpreted)
     if getattr(fn, "__name__", None) in LAYOUT_ALIASING and fn in (torch.reshape, torch.flatten,
                                                                    torch.unflatten) \
             and args and isinstance(args[0], TensorVariable):

@@ -1256,3 +1256,21 @@ def test_user_config_object_with_getattr_fallback():
             return getattr(F, self.cfg.act)(x)
 
     _check(M(), _x(3))
+
+
+def test_struct_sequences_are_constants():
+    """`sys.version_info >= (3, 12)` in forward() was an internal error (UB999): the trace
+    rebuilt the struct sequence from its items, which CPython does not allow."""
+    import sys
+    import time
+
+    stamp = time.gmtime(0)
+
+    class M(nn.Module):
+        def forward(self, x):
+            if sys.version_info >= (3, 10) and sys.version_info.major == 3:
+                return x + sys.version_info[1] + stamp.tm_year
+            return x
+
+    x = _x(2)
+    assert torch.equal(unbroken.export(M(), (x,)).module()(x), M()(x))

@@ -237,6 +237,51 @@ def _chain_from_iterable(tx, iterables):
     return _chain(tx, *iterate(tx, iterables))
 
 
+def _combinator(fn, iterables: int | None, *, selectors: bool = False):
+    """An ``itertools`` combinator that only arranges the items it is given (``zip_longest``,
+    ``product``, ``permutations``, ``combinations``, ``islice``, ``pairwise``, ``batched``,
+    ``compress``): CPython's own function run on the lists of the items' trackers,
+    which it never looks inside. ``iterables``: how many leading arguments are iterables (None:
+    all positional ones); the others, and the keywords but ``fillvalue``, are constants.
+    ``selectors``: the second iterable holds constants whose truth selects (``compress``)."""
+    def handler(tx, *args, **kwargs):
+        count = len(args) if iterables is None else iterables
+        lists = [iterate(tx, a) for a in args[:count]]
+        if selectors:
+            lists[1] = [_constant_argument(tx, fn, item) for item in lists[1]]
+        rest = [_constant_argument(tx, fn, a) for a in args[count:]]
+        named = {k: v if k == "fillvalue" else _constant_argument(tx, fn, v)
+                 for k, v in kwargs.items()}
+        try:
+            result = fn(*lists, *rest, **named)
+        except (TypeError, ValueError) as exc:  # the program's own error, at its line
+            raise tx.user_exception(exc) from None
+        return IteratorVariable([TupleVariable(list(item)) if isinstance(item, tuple) else item
+                                 for item in result])
+    return handler
+
+
+def _constant_argument(tx, fn, tracker):
+    if not tracker.is_constant():
+        raise graph_break("UB108", f"`itertools.{fn.__name__}` with {tracker.describe()} where "
+                          "it needs a value known at export time", frames=tx.user_frames())
+    return tracker.as_constant()
+
+
+_COMBINATORS = {
+    itertools.zip_longest: _combinator(itertools.zip_longest, None),
+    itertools.product: _combinator(itertools.product, None),
+    itertools.permutations: _combinator(itertools.permutations, 1),
+    itertools.combinations: _combinator(itertools.combinations, 1),
+    itertools.combinations_with_replacement:
+        _combinator(itertools.combinations_with_replacement, 1),
+    itertools.islice: _combinator(itertools.islice, 1),
+    itertools.compress: _combinator(itertools.compress, 2, selectors=True),
+    **{getattr(itertools, name): _combinator(getattr(itertools, name), 1)
+       for name in ("pairwise", "batched") if hasattr(itertools, name)},
+}
+
+
 def _reversed(tx, seq):
     return IteratorVariable(list(reversed(iterate(tx, seq))))
 
@@ -481,6 +526,7 @@ _HANDLERS = {
     super: _super,
     object: _object, functools.reduce: _reduce, callable: _callable,
     itertools.chain: _chain, itertools.chain.from_iterable: _chain_from_iterable,
+    **_COMBINATORS,
 }
 
 

@@ -22,11 +22,19 @@ def is_constant_value(value) -> bool:
     """True for immutable Python values that need no tracking (incl. tuples/slices of them)."""
     if isinstance(value, CONSTANT_TYPES):
         return True
-    if isinstance(value, (tuple, frozenset)) and type(value) in (tuple, frozenset):
+    if isinstance(value, (tuple, frozenset)) and (type(value) in (tuple, frozenset)
+                                                  or _is_struct_sequence(value)):
         return all(is_constant_value(v) for v in value)
     if isinstance(value, slice):
         return all(is_constant_value(v) for v in (value.start, value.stop, value.step))
     return False
+
+
+def _is_struct_sequence(value) -> bool:
+    """A C struct sequence (``sys.version_info``, ``time.struct_time``): an immutable tuple
+    with named fields that Python code cannot rebuild from its items."""
+    kind = type(value)
+    return hasattr(kind, "n_sequence_fields") and hasattr(kind, "n_fields")
 
 
 class ConstantVariable(VariableTracker):

@@ -14,6 +14,8 @@ class Arranges(torch.nn.Module):
         out = []
         for a, b in itertools.zip_longest(xs, ys, fillvalue=None):
             out.append(a if b is None else a + b)
+        for a, b in itertools.zip_longest(xs, ys):  # the default filler
+            out.append(a if b is None else a * b)
         for a, b in itertools.product(xs[:2], [1, 2]):
             out.append(a * b)
         for a, b in itertools.combinations(xs, 2):

@@ -163,6 +163,25 @@ BUILTIN_CASES = [
                                                     x.unbind(0))), EAGER),
     (itertools.chain.from_iterable,
      lambda x: torch.stack(list(itertools.chain.from_iterable([[x, x + 1], (x * 2,)]))), EAGER),
+    # combinators that only arrange the items: CPython's own, on the trackers
+    (itertools.zip_longest, lambda x: sum(
+        a * (1 if b is None else b) for a, b in itertools.zip_longest(x.unbind(0), [2])), EAGER),
+    (itertools.product, lambda x: sum(
+        a * b for a, b in itertools.product([x, x + 1], [1, 3])), EAGER),
+    (itertools.permutations, lambda x: sum(
+        a - b for a, b in itertools.permutations([x, 2 * x, x * x], 2)), EAGER),
+    (itertools.combinations, lambda x: sum(
+        a / (b + 3) for a, b in itertools.combinations([x, x + 1, x * 2], 2)), EAGER),
+    (itertools.combinations_with_replacement, lambda x: sum(
+        a * b for a, b in itertools.combinations_with_replacement([x, x + 1], 2)), EAGER),
+    (itertools.islice, lambda x: sum(itertools.islice(x.unbind(0), 0, None, 2)), EAGER),
+    (itertools.compress, lambda x: sum(itertools.compress([x, x + 1, x * 3], [1, 0, 1])),
+     EAGER),
+    (itertools.pairwise, lambda x: sum(
+        a * b for a, b in itertools.pairwise(x.unbind(0))), EAGER),
+    *[(itertools.batched, lambda x: sum(
+        sum(b) for b in itertools.batched(x.unbind(0), 2)), EAGER)
+      for _ in range(hasattr(itertools, "batched"))],
 ]
 
 

@@ -252,6 +252,8 @@ def _combinator(fn, iterables: int | None, *, selectors: bool = False):
         rest = [_constant_argument(tx, fn, a) for a in args[count:]]
         named = {k: v if k == "fillvalue" else _constant_argument(tx, fn, v)
                  for k, v in kwargs.items()}
+        if fn is itertools.zip_longest:  # the filler is an item too: a tracker
+            named.setdefault("fillvalue", ConstantVariable(None))
         try:
             result = fn(*lists, *rest, **named)
         except (TypeError, ValueError) as exc:  # the program's own error, at its line

@@ -31,7 +31,7 @@ def is_constant_value(value) -> bool:
 
 
 def _is_struct_sequence(value) -> bool:
-    """A C struct sequence (``sys.version_info``, ``time.struct_time``): an immutable tuple
+    """A C struct sequence (the interpreter's version, ``time.struct_time``): an immutable tuple
     with named fields that Python code cannot rebuild from its items."""
     kind = type(value)
     return hasattr(kind, "n_sequence_fields") and hasattr(kind, "n_fields")

@@ -567,9 +567,9 @@ class Recorder(TorchDispatchMode):
         runs: a meta kernel written in Python (``_euclidean_dist``'s, which ``cdist`` reaches)
         may call a composite that ``ir.composites`` keeps whole, on its own intermediate
         tensors, which are no ops of the program."""
-        if func in UNBACKED_INDEX_VIEWS and self.env is not None and \
-                has_unbacked_argument(self.env, args):
-            return self._meta_of(lambda a, k: self._unbacked_view(func, a, k), args, kwargs)
+        if self._positioned_by_unbacked(func, args):
+            return self._meta_of(lambda a, k: UNBACKED_INDEX_VIEWS[func](self, *a, **k),
+                                 args, kwargs)
         key = self.meta_cache.key("kernel", func, args, kwargs) if is_functional(func) else None
         out = self.meta_cache.get(key)
         if out is None:
@@ -582,11 +582,14 @@ class Recorder(TorchDispatchMode):
             self.meta_cache.put(key, out, symbols)
         return out
 
+    def _positioned_by_unbacked(self, func, args) -> bool:
+        """``func`` is a view an unbacked index positions (``ir.data_dependent``)."""
+        return func in UNBACKED_INDEX_VIEWS and self.env is not None and \
+            has_unbacked_argument(self.env, args)
+
     def _unbacked_view(self, func, args, kwargs):
-        """The meta output of a view an unbacked index positions (``ir.data_dependent``), or
-        None when ``func`` is not one or no argument is unbacked."""
-        if func in UNBACKED_INDEX_VIEWS and self.env is not None and \
-                has_unbacked_argument(self.env, args):
+        """The meta output of a view an unbacked index positions, or None for any other."""
+        if self._positioned_by_unbacked(func, args):
             return UNBACKED_INDEX_VIEWS[func](self, *args, **kwargs)
         return None
 

@@ -320,10 +320,10 @@ def call_torch_function(tx, fn, args, kwargs, interpreted=None):
     return result
 
 
-# TorchScript's compiled callables: run natively on traced tensors they would execute their
-# compiled code with `torch.jit.is_scripting()` True, or hand the tensors back to their Python
-# source (which answers False): neither is what the trace can record faithfully.
-_TORCHSCRIPT_CALLABLES = TORCHSCRIPT_CALLABLES
+# TorchScript's compiled callables (TORCHSCRIPT_CALLABLES): run natively on traced tensors
+# they would execute their compiled code with `torch.jit.is_scripting()` True, or hand the
+# tensors back to their Python source (which answers False): neither is what the trace can
+# record faithfully.
 
 
 def _refuse_torchscript(tx, fn, trackers) -> None:
@@ -331,7 +331,7 @@ def _refuse_torchscript(tx, fn, trackers) -> None:
     ``__call__``, as torch's test utilities install) is refused as a direct call is."""
     for tracker in trackers:
         value = getattr(tracker, "value", None)
-        if isinstance(value, _TORCHSCRIPT_CALLABLES):
+        if isinstance(value, TORCHSCRIPT_CALLABLES):
             name = getattr(value, "name", None) or getattr(value, "__name__", "?")
             raise graph_break(
                 "UB108", f"the TorchScript function `{name}` is called (through "

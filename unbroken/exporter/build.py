@@ -29,6 +29,7 @@ from ..passes.subgraphs import functionalize_subgraphs
 from ..program import ExportedProgram
 from ..symbolic.diagnostics import UnsupportedError
 from ..symbolic.ranges import ValueRange
+from ..symbolic.spec import INT_INPUT_MIN
 from ..symbolic.torch_compat import enable_python_dispatcher
 from .preserved_calls import preserved_signatures
 from .trace import Trace
@@ -177,6 +178,9 @@ def _range_constraints(trace: Trace) -> dict:
     for symbol in free:
         if ranges[symbol].lower == 2:
             ranges[symbol] = ValueRange(1, ranges[symbol].upper)
+    for symbol, value_range in ranges.items():  # an int input unbounded below
+        if value_range.lower == INT_INPUT_MIN:
+            ranges[symbol] = ValueRange(None, value_range.upper)
     return ranges
 
 

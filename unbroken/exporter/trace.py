@@ -25,11 +25,17 @@ from ..frontend.sources import LocalSource
 from ..frontend.trace_site import TraceSite
 from ..frontend.tracer import trace_call
 from ..frontend.variables.constant import ConstantVariable
-from ..frontend.variables.tensor import TensorVariable
+from ..frontend.variables.tensor import SymbolicVariable, TensorVariable
 from ..ir.composites import preserving
 from ..ir.recorder import Recorder, meta_like
 from ..ir.shadow import Shadow
-from ..ir.signature import ConstantArgument, InputKind, InputSpec, TensorArgument
+from ..ir.signature import (
+    ConstantArgument,
+    InputKind,
+    InputSpec,
+    SymIntArgument,
+    TensorArgument,
+)
 from ..size_one import SizeOneAudit
 from ..symbolic.diagnostics import RefusalError
 from ..symbolic.env import ShapeEnvironment
@@ -63,6 +69,8 @@ class Trace:
     input_specs: the placeholders' input specs, parameters and buffers first;
     state_dict / constants: the parameters and persistent buffers / the other buffers, by FQN;
     leaf_dims: ``id(example tensor) -> its dims`` (ints / sympy expressions), once traced;
+    int_values: ``(top-level name, leaf index) -> expression`` of the Python ``int`` inputs
+        declared ``Dim.AUTO``/``Dim.DYNAMIC`` (a symbol; an int when ``Dim.AUTO`` pinned it);
     top_dims: top-level argument name -> its dims, None when it holds no tensor, or the
         container with a ``TensorDims`` per tensor (to render suggested fixes).
     """
@@ -90,6 +98,7 @@ class Trace:
         self.state_dict: dict = {}
         self.constants: dict = {}
         self.leaf_dims: dict = {}
+        self.int_values: dict = {}
         self.top_dims: dict[str, object] = {}
         self._metas: dict[str, torch.Tensor] = {}  # FQN -> meta stand-in while tracing
 
@@ -136,9 +145,12 @@ class Trace:
         dims = {}
         for name, value in combined.items():
             leaves, spec = pytree.tree_flatten(value)
-            for leaf, entry in zip(leaves, leaf_entries(spec, resolved[name]), strict=True):
+            for index, (leaf, entry) in enumerate(zip(leaves, leaf_entries(spec, resolved[name]),
+                                                      strict=True)):
                 if isinstance(leaf, torch.Tensor):
                     dims[id(leaf)] = entry
+                elif type(leaf) is int and entry is not leaf:  # declared dynamic
+                    self.int_values[name, index] = entry
         return dims
 
     def _lift_state(self) -> None:
@@ -188,7 +200,8 @@ class Trace:
         for name, top_name, leaf in self._input_leaves(signature):
             leaves.setdefault(top_name, [])
             if leaf is not _NO_LEAF:
-                tracker = self._user_input(name, leaf, dims.get(id(leaf)))
+                value = self.int_values.get((top_name, len(leaves[top_name])), leaf)
+                tracker = self._user_input(name, leaf, dims.get(id(leaf)), value)
                 leaves[top_name].append((leaf, tracker))
         for top_name, value in top_level_names(signature, args, self.call.kwargs):
             spec = pytree.tree_structure(value)
@@ -212,7 +225,9 @@ class Trace:
             if not leaves:
                 yield top_name, top_name, _NO_LEAF
 
-    def _user_input(self, name, leaf, dims):
+    def _user_input(self, name, leaf, dims, value=None):
+        if not isinstance(leaf, torch.Tensor) and value is not leaf and value is not None:
+            return self._int_input(name, value)
         if not isinstance(leaf, torch.Tensor):
             node = self.builder.add_placeholder(name, leaf, user_input=True)
             self.input_specs.append(InputSpec(InputKind.USER_INPUT,
@@ -228,6 +243,20 @@ class Trace:
                                example=leaf)
         self.input_specs.append(InputSpec(InputKind.USER_INPUT, TensorArgument(node.name), None))
         return TensorVariable(meta, LocalSource(name), requires_grad=leaf.requires_grad)
+
+    def _int_input(self, name, expr):
+        """A Python ``int`` input declared ``Dim.AUTO``/``Dim.DYNAMIC``: a ``SymInt``
+        placeholder (its symbol, or the expression of other dims ``Dim.AUTO`` made it)."""
+        value = self.env.symint(expr)
+        node = self.builder.add_placeholder(name, value, user_input=True)
+        if isinstance(value, torch.SymInt) and value.node.expr.is_Symbol:
+            self.builder.bind_input_value(value.node.expr, node)
+        elif not isinstance(value, torch.SymInt):  # Dim.AUTO made it static
+            self.input_specs.append(InputSpec(InputKind.USER_INPUT,
+                                              ConstantArgument(node.name, value), None))
+            return ConstantVariable(value, LocalSource(name))
+        self.input_specs.append(InputSpec(InputKind.USER_INPUT, SymIntArgument(node.name), None))
+        return SymbolicVariable(value, LocalSource(name))
 
     def _shadow(self, meta, real) -> None:
         """In find-all mode: a private copy of the real value (nothing the user owns changes)."""

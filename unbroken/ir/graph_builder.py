@@ -73,6 +73,7 @@ class GraphBuilder:
         # a*symbol + b; inside a branch the tensor becomes an input of the subgraph
         self._symbol_sources: dict[sympy.Symbol, tuple] = {}
         self._values: dict[sympy.Symbol, fx.Node] = {}  # symbol -> its item node, any graph
+        self._input_values: dict[sympy.Symbol, fx.Node] = {}  # symbol -> its int placeholder
         self._subgraph_asserts: dict[fx.Node, fx.Node] = {}  # anchor -> last assert after it
         self._first_user_input: fx.Node | None = None
         self._names: set[str] = set()
@@ -175,6 +176,11 @@ class GraphBuilder:
                                                 tensor if tensor is not None else
                                                 node.meta.get("val"))
 
+    def bind_input_value(self, symbol, node: fx.Node) -> None:
+        """``node``, a placeholder of the root graph (a Python ``int`` input declared
+        dynamic), is ``symbol``'s value."""
+        self._input_values[symbol] = node
+
     def bind_value(self, symbol, node: fx.Node) -> None:
         """``node`` (e.g. an ``item``) computes ``symbol`` in the graph being built."""
         self._scopes[-1].sym_nodes[symbol] = node
@@ -249,6 +255,8 @@ class GraphBuilder:
     def _read_symbol(self, symbol) -> fx.Node:
         """``sym_size`` of the input the symbol was bound to (``(size - b) // a`` when it is a
         derived dim ``a*s + b``)."""
+        if symbol in self._input_values and self.graph is self.root_graph:
+            return self._input_values[symbol]
         if symbol not in self._symbol_sources:
             raise UnsupportedError(
                 f"the size `{symbol}` has no input it can be read from"

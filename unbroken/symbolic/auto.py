@@ -132,8 +132,9 @@ def narrow_in_place(env: ShapeEnvironment, adoption: Adoption) -> bool:
         if current.is_empty() or new == spec or spec.intersect(new) != new \
                 or not new.contains(env.hint_of(symbol)):
             return False  # not strictly narrower, or a contradiction the retrace reports
-        if (new.lower >= 1) != (spec.lower >= 1):
-            return False  # another symbol (positive / nonnegative): sympy simplifies otherwise
+        if (new.lower >= 1) != (spec.lower >= 1) or (new.lower >= 0) != (spec.lower >= 0):
+            return False  # another symbol (positive / nonnegative / any int): sympy
+            # simplifies otherwise
         narrowed[symbol] = (new, current)
     settled = env.replay_ranges({symbol: new for symbol, (new, _) in narrowed.items()})
     if settled is None:

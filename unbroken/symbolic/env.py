@@ -102,13 +102,14 @@ class ShapeEnvironment:
         self._unbacked_count = 0
 
     # ----- symbols -----
-    def create_symbol(self, name: str, hint: int, *, lower: int = 2, upper: int | None = None,
-                      source: str = "") -> sympy.Symbol:
-        """A backed size symbol ``s<n>`` with value range ``[lower, upper]`` (None = unbounded).
+    def create_symbol(self, name: str, hint: int, *, lower: int = 2,
+                      upper: int | None = None, source: str = "") -> sympy.Symbol:
+        """A backed symbol ``s<n>`` with value range ``[lower, upper]`` (None = unbounded).
 
         ``name`` is the user's name for the dimension (a ``Dim`` name) or ''; the sympy
         symbol itself is always named ``s<n>`` (PyTorch's convention for backed sizes).
-        ``hint`` is the example size and must lie in the range.
+        ``hint`` is the example value and must lie in the range. A size has ``lower >= 0``; a
+        Python ``int`` input declared dynamic may be negative.
         """
         if upper is not None and upper < lower:
             raise ExportUsageError(
@@ -116,8 +117,8 @@ class ShapeEnvironment:
         if not (lower <= hint and (upper is None or hint <= upper)):
             raise ExportUsageError(
                 f"example size {hint} of {source or name} is outside its range [{lower}, {upper}]")
-        symbol = sympy.Symbol(f"{E.BACKED_PREFIX}{self._backed_count}", integer=True,
-                              **({"positive": True} if lower >= 1 else {"nonnegative": True}))
+        sign = {} if lower < 0 else {"positive": True} if lower >= 1 else {"nonnegative": True}
+        symbol = sympy.Symbol(f"{E.BACKED_PREFIX}{self._backed_count}", integer=True, **sign)
         self._backed_count += 1
         self._register(SymbolInfo(symbol, hint, source, name, "backed"), ValueRange(lower, upper))
         self._hints[symbol] = hint

@@ -45,7 +45,10 @@ from .diagnostics import ExportUsageError
 from .env import ShapeEnvironment
 from .torch_compat import DerivedDim, DimHint, DimHintType, StaticDim, int_oo
 
-__all__ = ["resolve_dynamic_shapes"]
+__all__ = ["INT_INPUT_MIN", "resolve_dynamic_shapes"]
+
+# the least value of a Python int input declared dynamic without ``min``: int64's
+INT_INPUT_MIN = -(2 ** 63)
 
 _DOC = "See the dynamic-shapes guide (docs/dynamic-shapes.md)."
 
@@ -60,6 +63,7 @@ class _Occurrence:
     source: str
     size: int
     entry: Any
+    integer: bool = False  # a Python int input, not a tensor's size
 
 
 def resolve_dynamic_shapes(combined_args: dict[str, Any], dynamic_shapes,
@@ -127,6 +131,14 @@ def _walk(value, spec, path: str, occurrences: list, forced=frozenset()) -> Any:
         return _tensor(value, spec, path, occurrences, forced)
     if pytree.tree_is_leaf(value):
         static = isinstance(spec, DimHint) and spec.type is DimHintType.STATIC
+        if type(value) is int and isinstance(spec, DimHint) and not static:
+            return _integer(value, spec, path, occurrences)
+        if type(value) is int and isinstance(spec, Dim):
+            raise ExportUsageError(
+                f"dynamic_shapes[{path}] is {spec!r}, but input {path} is an int: a named Dim "
+                "stands for a tensor dimension.",
+                hint=f"Use Dim.AUTO or Dim.DYNAMIC for {path} (optionally with min=/max=) to "
+                     "make the int dynamic, or None to specialize the program on its value.")
         if spec is not None and not static:
             raise ExportUsageError(
                 f"dynamic_shapes[{path}] is {spec!r}, but input {path} is a "
@@ -205,6 +217,8 @@ def _fill(value, resolved: dict[int, Any]):
         return pytree.SUPPORTED_NODES[value.cls].unflatten_fn(children, value.context)
     if isinstance(value, _TensorDims):
         return tuple(resolved[e] if isinstance(e, _Ref) else e for e in value.dims)
+    if isinstance(value, _IntegerValue):
+        return resolved[value.ref]
     return value
 
 
@@ -218,6 +232,20 @@ class _Ref:
 @dataclass(frozen=True, slots=True)
 class _TensorDims:
     dims: tuple
+
+
+@dataclass(frozen=True, slots=True)
+class _IntegerValue:
+    """A Python ``int`` input declared ``Dim.AUTO``/``Dim.DYNAMIC``: its value's entry."""
+
+    ref: _Ref
+
+
+def _integer(value: int, spec: DimHint, path: str, occurrences: list) -> _IntegerValue:
+    """An ``int`` input declared dynamic: one occurrence whose symbol is the value itself (as
+    in torch.export, a ``SymInt`` input)."""
+    occurrences.append(_Occurrence(path, value, spec, integer=True))
+    return _IntegerValue(_Ref(len(occurrences) - 1))
 
 
 # ----- one tensor -----
@@ -340,9 +368,12 @@ class _Resolver:
 
     def _hint_symbol(self, occ: _Occurrence, hint: DimHint):
         label = "Dim.DYNAMIC" if hint.type is DimHintType.DYNAMIC else "Dim.AUTO"
-        lower, upper = _bounds(hint.min, hint.max, f"{label} at {occ.source}")
         auto = hint.type is DimHintType.AUTO
-        if occ.size in (0, 1):
+        if occ.integer:
+            lower, upper = _integer_bounds(hint.min, hint.max, f"{label} at {occ.source}")
+        else:
+            lower, upper = _bounds(hint.min, hint.max, f"{label} at {occ.source}")
+        if occ.size in (0, 1) and not occ.integer:
             if auto:
                 return occ.size
             raise _small_example(occ, "Dim.DYNAMIC")
@@ -359,7 +390,7 @@ class _Resolver:
         elif isinstance(refinement, str) and refinement != "static":
             return self._by_source[refinement]
         symbol = self.env.create_symbol("", occ.size, lower=lower, upper=upper, source=occ.source)
-        if lower == 2 and (hint.min is None or hint.min <= 1):
+        if lower == 2 and (hint.min is None or hint.min <= 1) and not occ.integer:
             self.env.size_one.admit(symbol, requested=hint.min == 1)
         self.env.auto_symbols[symbol] = occ.source
         if not auto:
@@ -446,6 +477,19 @@ def _bounds(min_value, max_value, label: str) -> tuple[int, int | None]:
     return max(lower, 2), upper
 
 
+def _integer_bounds(min_value, max_value, label: str) -> tuple[int, int | None]:
+    """``[min, max]`` of an ``int`` input declared dynamic (upper None: unbounded): unlike a
+    size, an int may be 0, 1 or negative, and the trace treats those like any other value
+    (every decision on it is a guard). Unbounded below is the least int64 (what a kernel
+    takes; :data:`INT_INPUT_MIN`, shown as ``-int_oo`` in the program's ranges)."""
+    lower = INT_INPUT_MIN if min_value is None or min_value is -int_oo else \
+        max(int(min_value), INT_INPUT_MIN)
+    upper = None if max_value is None or max_value is int_oo else int(max_value)
+    if upper is not None and upper < lower:
+        raise ExportUsageError(f"{label} has min={lower} > max={upper}.", hint="Make min <= max.")
+    return lower, upper
+
+
 def _least_root(derived: DerivedDim, dim: Dim) -> int:
     """Smallest root value for which the derived dim is >= 2 (derived dims are A*x + B, A > 0)."""
     a = int(derived.fn(sympy.Integer(1)) - derived.fn(sympy.Integer(0)))
@@ -463,13 +507,15 @@ def _check_same_dim(first: Dim, other: Dim, occ: _Occurrence) -> None:
             hint="Create the Dim once and reuse the object, or give the Dims different names.")
 
 
-def _check_in_range(occ: _Occurrence, size: int, lower: int, upper: int | None, label: str) -> None:
-    if size < lower or (upper is not None and size > upper):
-        shown = "inf" if upper is None else upper
+def _check_in_range(occ: _Occurrence, size: int, lower: int | None, upper: int | None,
+                    label: str) -> None:
+    if (lower is not None and size < lower) or (upper is not None and size > upper):
+        low, high = "-inf" if lower is None else lower, "inf" if upper is None else upper
+        what = "value" if occ.integer else "size"
         raise ExportUsageError(
-            f"{occ.source} has example size {size}, outside the range [{lower}, {shown}] "
+            f"{occ.source} has example {what} {size}, outside the range [{low}, {high}] "
             f"of {label}.",
-            hint=f"Pass an example within [{lower}, {shown}], or widen the Dim's min/max.")
+            hint=f"Pass an example within [{low}, {high}], or widen the Dim's min/max.")
 
 
 def _check_root_range(name: str, hint: int, lower: int, upper: int | None, uses) -> None:

@@ -22,6 +22,7 @@ from ...symbolic.auto import Specialization
 from ...symbolic.diagnostics import SerializationError, UnsupportedError, UserFrame
 from ...symbolic.env import ShapeEnvironment
 from ...symbolic.ranges import ValueRange
+from ...symbolic.spec import INT_INPUT_MIN
 from ..parts import ModuleCall, ProgramParts
 from ..signature import (
     ConstantArgument,
@@ -246,12 +247,13 @@ class _Loader:
 
     def _symbol(self, prefix: str, hint, lower, upper, where: str):
         f = self.fields
-        if prefix == "s":
-            if hint is None or lower is None or not 0 <= lower <= hint or \
+        if prefix == "s":  # an input size (lower >= 0) or a Python int input (any range)
+            if hint is None or (lower is not None and lower > hint) or \
                     (upper is not None and hint > upper):
-                raise f.fail(where, "an input size needs a range [lower >= 0, upper] holding "
-                                    "its example size (hint)")
-            return self.env.create_symbol("", hint, lower=lower, upper=upper)
+                raise f.fail(where, "an input's symbol needs a range [lower, upper] holding "
+                                    "its example value (hint)")
+            return self.env.create_symbol("", hint, lower=INT_INPUT_MIN if lower is None
+                                          else lower, upper=upper)
         if hint is not None:
             raise f.fail(where, "a data-dependent symbol has no example value (hint)")
         symbol = self.env.create_unbacked_symbol("float" if prefix == "zuf" else "int")

@@ -49,6 +49,17 @@ def _even_odd(self, w):
     return w[1:-1:2]
 
 
+def _int_placeholder(ep):
+    value = [n for n in ep.graph.nodes if n.op == "placeholder"][-1].meta["val"]
+    assert isinstance(value, torch.SymInt), f"the int input is not a SymInt: {value!r}"
+
+
+def _int_branch(self, x, n):
+    if n > 3:
+        return x + n
+    return x - n
+
+
 def _range_max(ep):
     uppers = {int(r.upper) for r in ep.range_constraints.values() if r.upper != float("inf")
               and str(r.upper) != "int_oo"}
@@ -195,6 +206,14 @@ BEHAVIOURS = [
     Behaviour("symint_output", program(lambda self, x: (x.size(0) + x.size(1) + x[0],
                                                         x.size(0))),
               _r((2, 3)), dynamic_shapes={"x": (Dim("d0"), Dim("d1"))}, more=(_r((4, 5)),)),
+    Behaviour("int_input_auto", program(lambda self, x, n: x[:n] * n),
+              lambda: (torch.randn(8, 3), 4),
+              dynamic_shapes=({0: Dim.AUTO}, Dim.AUTO),
+              more=(lambda: (torch.randn(8, 3), 6), lambda: (torch.randn(6, 3), 3)),
+              rejects=(lambda: (torch.randn(5, 3), 7),), check=_int_placeholder),
+    Behaviour("int_input_dynamic_branch", program(_int_branch), lambda: (torch.randn(3), 5),
+              dynamic_shapes=(None, Dim.DYNAMIC), more=(lambda: (torch.randn(3), 9),),
+              rejects=(lambda: (torch.randn(3), 2),), check=_int_placeholder),
 ]
 
 

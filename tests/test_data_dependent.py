@@ -176,6 +176,48 @@ def test_unique_counts_are_unbacked_sizes(name):
                 assert a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b)
 
 
+def test_bincount_minlength_read_from_data_bounds_its_length():
+    def counts(x, lengths):
+        n, minlength = lengths.tolist()
+        torch._check_is_size(n, max=x.shape[0])
+        torch._check_is_size(minlength)
+        return torch.bincount(x[:n], minlength=minlength)
+
+    x, lengths = torch.tensor([0, 2, 2, 5, 1]), torch.tensor([3, 8])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch deprecates _check_is_size
+        ep = unbroken.export(counts, (x, lengths))
+    for other in (lengths, torch.tensor([5, 2]), torch.tensor([0, 0])):
+        assert torch.equal(ep.module()(x, other), counts(x, other))
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # torch deprecates _check_is_size
+def test_check_is_size_max_bounds_the_value():
+    """torch._check_is_size(n, max=m): 0 <= n <= m, so x.narrow(1, 0, n) needs no guard;
+    a constant outside the bound fails like eager."""
+    def narrow(x, n):
+        n = n.item()
+        torch._check_is_size(n, max=x.size(1))
+        return x.narrow(1, 0, n)
+
+    x = torch.randn(3, 7)
+    ep = unbroken.export(narrow, (x, torch.tensor(5)))
+    for n in (0, 2, 7):
+        assert torch.equal(ep.module()(x, torch.tensor(n)), narrow(x, torch.tensor(n)))
+    with pytest.raises(RuntimeError):
+        ep.module()(x, torch.tensor(8))
+
+    def constant(x):
+        torch._check_is_size(9, max=x.size(1))
+        return x
+
+    with pytest.raises(RuntimeError):
+        constant(x)
+    with pytest.raises(unbroken.GraphBreakError) as info:
+        unbroken.export(constant, (x,))
+    assert info.value.code == "UB104"
+
+
 def test_bincount_minlength_is_the_lower_bound_of_its_length():
     ep = unbroken.export(lambda x: torch.bincount(x, minlength=8), (torch.tensor([0, 2, 2]),))
     (length,) = ep.range_constraints.values()

@@ -111,23 +111,15 @@ BEHAVIOURS = [
                                                       lambda: (torch.tensor([6]),))),
     Behaviour("narrow_by_item", program(_narrow_unbacked),
               lambda: (torch.randn(10, 7), torch.tensor(5)),
-              more=(lambda: (torch.randn(10, 7), torch.tensor(2)),),
-              unbroken_fails="issue 21 (coverage): the max= bound of "
-                             "torch._check_is_size is not used to decide u0 <= x.size(1) "
-                             "(UB105)"),
+              more=(lambda: (torch.randn(10, 7), torch.tensor(2)),)),
     Behaviour("tolist_bincount", program(_bincount_tolist), lambda: (torch.tensor([20, 10]),),
-              more=(lambda: (torch.tensor([5, 10]),),),
-              unbroken_fails="issue 21 (coverage): .tolist() of a tensor is refused "
-                             "(UB105)"),
+              more=(lambda: (torch.tensor([5, 10]),),)),
     Behaviour("nonzero_static", program(_nonzero_static),
               lambda: (torch.randn(5, 5), torch.ones(5, 5, dtype=torch.bool), torch.randn(25))),
     Behaviour("check_equality_decides_branch", program(_check_eq),
               lambda: (torch.tensor(6), torch.tensor(3), torch.tensor(3), torch.randn(1)),
               rejects=(lambda: (torch.tensor(6), torch.tensor(3), torch.tensor(2),
-                                torch.randn(1)),),
-              unbroken_fails="issue 21 (coverage): a torch._check equality between "
-                             "unbacked values does not decide the same comparison later "
-                             "(UB105)"),
+                                torch.randn(1)),)),
     Behaviour("slice_by_checked_item", program(_slice_item),
               lambda: (torch.tensor(3), torch.randn(10)),
               more=(lambda: (torch.tensor(7), torch.randn(10)),),

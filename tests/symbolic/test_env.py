@@ -91,6 +91,22 @@ def test_torch_check_records_fact_and_refines_range():
     assert env.symbols[u].kind == "size"
 
 
+def test_facts_decide_the_questions_they_imply():
+    """A data-dependent question the torch._check facts settle is answered (z3 over the
+    facts), with no guard: the facts are the program's run-time assertions. One they do not
+    settle still refuses."""
+    env = ShapeEnvironment()
+    a, b, c = (env.symint(env.create_unbacked_symbol(source=f"{n}.item()")) for n in "abc")
+    torch._check(a == b + c)
+    assert bool(b + c == a) and not bool(a != c + b)
+    torch._check(b <= 2 * c)
+    assert not bool(b > 2 * c) and bool(a <= 3 * c)
+    guards = len(env.guards)
+    with pytest.raises(DataDependentError):
+        bool(a > 4)
+    assert len(env.guards) == guards
+
+
 def test_torch_check_false_at_hint_raises():
     env = ShapeEnvironment()
     x = env.symint(env.create_symbol("", 3))

@@ -59,7 +59,9 @@ def _bincount(recorder, tensor, weights=None, minlength=0):
     ``minlength``; none for an empty input), as the CPU kernel types it: int64 counts, or sums
     of the weights in float32 for float32 weights and in float64 for any other."""
     count = recorder.unbacked_size("bincount() length")
-    if minlength:
+    if isinstance(minlength, torch.SymInt):  # read from data: a fact, not a range
+        torch._check(count >= minlength)
+    elif minlength:
         recorder.env.set_range(count.node.expr, ValueRange(minlength, None), spec=True)
     if weights is None:
         dtype = torch.long

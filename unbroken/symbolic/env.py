@@ -395,6 +395,11 @@ class ShapeEnvironment:
         if hint is None:
             hint = self.hint_of(expr)
         if hint is None:
+            proven = self._implied_by_facts(expr)
+            if proven is not None:
+                self._decided[key] = proven
+                self.size_one.audit(self, expr, proven, kind)
+                return proven
             if fallback is not None:
                 return fallback
             raise self.data_dependent_error(expr)
@@ -431,6 +436,18 @@ class ShapeEnvironment:
                 self._decided[key] = value
             size_one.audit(self, expr, value, kind)
         return value
+
+    def _implied_by_facts(self, expr) -> bool | None:
+        """A data-dependent question the ``torch._check`` facts settle (``torch._check(a == b
+        + c)`` then ``if b + c == a``; ``a <= n`` then ``a > n``): asked of z3 under every
+        fact and range, on the path that would otherwise refuse. The facts are run-time
+        assertions of the program, so the answer holds for every run it admits."""
+        if not self.facts or self.size_one.dry:
+            return None
+        from .solver import Solver  # the solver reads this environment: imported late
+
+        verdict = Solver(self, smallest=False).decide(expr).verdict
+        return {"true": True, "false": False}.get(verdict)
 
     def decide_value(self, node: SymNode):
         """Concretize an int/float node to its example value, guarding ``expr == value``."""

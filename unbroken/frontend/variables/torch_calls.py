@@ -53,21 +53,26 @@ def _check(tx, args, kwargs):
     return tx.call_leaf(torch._check, [condition], {})
 
 
-def _nonnegative(value) -> None:
-    """What ``torch._check_is_size(value)`` asserts; the shape environment then treats an
-    unbacked ``value`` as a size (its range starts at 0)."""
+def _a_size(value, max=None) -> None:  # noqa: A002 (torch's keyword)
+    """What ``torch._check_is_size(value, max=...)`` asserts; the shape environment then
+    treats an unbacked ``value`` as a size (its range starts at 0, and ends at ``max``)."""
     torch._check(value >= 0)
+    if max is not None:
+        torch._check(value <= max)
 
 
 def _check_is_size(tx, args, kwargs):
-    """``torch._check_is_size(n)``: ``n >= 0``, checked now for a constant, else a fact."""
-    value = args[0]
-    if isinstance(value, ConstantVariable):
-        if value.as_constant() < 0:
+    """``torch._check_is_size(n, message=None, *, max=None)``: ``0 <= n (<= max)``, checked
+    now for constants, else facts."""
+    value, upper = args[0], kwargs.get("max", ConstantVariable(None))
+    if isinstance(value, ConstantVariable) and upper.is_constant():
+        bound = upper.as_constant()
+        if value.as_constant() < 0 or (bound is not None and value.as_constant() > bound):
             raise tx.user_exception(RuntimeError(
-                f"Expected {value.as_constant()} to be a size (>= 0)"))
+                f"Expected {value.as_constant()} to be a size (>= 0"
+                + (f" and <= {bound})" if bound is not None else ")")))
         return ConstantVariable(None)
-    return tx.call_leaf(_nonnegative, [value], {})
+    return tx.call_leaf(_a_size, [value], {"max": upper})
 
 
 def _contains_tensor(tracker) -> bool:

@@ -72,8 +72,7 @@ BEHAVIOURS = [
     Behaviour("forward_raises", program(_raise), lambda: (torch.randn(2),), expect="refuses"),
     Behaviour("python_while_on_data", program(_while_data), lambda: (torch.rand(3),),
               expect="refuses"),
-    Behaviour("print_in_forward", program(_print), lambda: (torch.randn(2),),
-              unbroken_fails="issue 21 (coverage): print() in forward() is refused (UB103)"),
+    Behaviour("print_in_forward", program(_print), lambda: (torch.randn(2),)),
     Behaviour("tensor_data_attribute", program(_data_attr), lambda: (torch.randn(2),),
               torch_fails="comparing the output with eager raises inside torch (a .data "
                           "tensor in the graph)"),

@@ -901,16 +901,33 @@ def test_logging_calls_inside_forward():
     _check(M(), _x(2, 3))
 
 
-def test_print_is_refused_ub103():
+def test_print_is_dropped_from_the_program(capsys):
+    """print() reports, it does not compute: dropped like logger calls (torch.export strict
+    drops it too); nothing is printed at export time and the program computes eager's
+    values. Its arguments are evaluated (a tensor formatted into text is not computed)."""
     class M(nn.Module):
         def forward(self, x):
-            print("shape", x.shape)
-            return x + 1
+            y = x + 1
+            print("shape", x.shape, y.sum(), f"{y}", end="", file=None)
+            return y * 2
+
+    x = _x(3)
+    ep = unbroken.export(M(), (x,))
+    assert capsys.readouterr().out == ""
+    targets = [n.target for n in ep.graph.nodes if n.op == "call_function"]
+    assert torch.ops.aten.sum.default not in targets  # dead: nothing reads it
+    torch.testing.assert_close(ep.module()(x), (x + 1) * 2)
+
+
+def test_id_is_refused_ub103():
+    class M(nn.Module):
+        def forward(self, x):
+            return x + id(x)
 
     with pytest.raises(unbroken.GraphBreakError) as info:
         unbroken.export(M(), (_x(2),))
     assert info.value.code == "UB103"
-    assert info.value.frames and "print" in info.value.frames[-1].source
+    assert info.value.frames and "id(x)" in info.value.frames[-1].source
 
 
 # --- tensor attributes and methods --------------------------------------------------------------

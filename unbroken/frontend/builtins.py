@@ -3,8 +3,9 @@
 Each builtin is handled on trackers: pure builtins on constants fold natively; on symbolic
 sizes and tensors they become leaf calls (so `max(x.shape[0], 4)` records a guard, `abs(t)`
 records an op); builtins that take callables (`sorted(key=)`, `map`, `filter`) call them
-through the interpreter. What has no meaning in a graph (`id`, `print`, `open`, ...) is a
-graph break.
+through the interpreter. What has no meaning in a graph (`id`, `open`, `input`, ...) is a
+graph break; `print`, like `warnings.warn` and logger calls, reports and does not compute: it
+is dropped from the trace (``variables.builder``), as torch.export strict drops it.
 """
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ from .variables.text import format_text
 
 __all__ = ["BuiltinVariable", "ClassVariable", "call_builtin", "construct", "concrete"]
 
-_REFUSED = {id: "UB103", print: "UB103", open: "UB103", input: "UB103", globals: "UB103",
+_REFUSED = {id: "UB103", open: "UB103", input: "UB103", globals: "UB103",
             locals: "UB103", vars: "UB103", exec: "UB103", eval: "UB103", compile: "UB103",
             breakpoint: "UB103", __import__: "UB111",
             hash: "UB103", memoryview: "UB103", help: "UB103"}
@@ -106,8 +107,8 @@ def call_builtin(tx, fn, args: list, kwargs: dict) -> VariableTracker:
         return args[0].getattr(tx, "__dict__")
     if fn in _REFUSED:
         error = graph_break(_REFUSED[fn], f"`{fn.__name__}()` is called", frames=tx.user_frames())
-        if fn in (id, print, hash) and tx.output.recover(error):
-            return ConstantVariable(0 if fn is not print else None)  # go on: no graph effect
+        if fn in (id, hash) and tx.output.recover(error):
+            return ConstantVariable(0)  # go on: no graph effect
         raise error
     handler = _HANDLERS.get(fn)
     if handler is not None:

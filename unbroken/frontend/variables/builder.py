@@ -137,10 +137,11 @@ def wrap(tx, value, source=None) -> VariableTracker:
     return ObjectVariable(value, source)
 
 
-# Diagnostics output that does not change what forward() computes: dropped from the trace.
+# Diagnostics output that does not change what forward() computes: dropped from the trace
+# (``print`` too, as torch.export strict drops it: the program computes, it does not report).
 _LOGGING_METHODS = ("debug", "info", "warning", "warn", "error", "exception", "critical",
                     "fatal", "log")
-_IGNORED_CALLS = frozenset([warnings.warn, warnings.warn_explicit] + [
+_IGNORED_CALLS = frozenset([print, warnings.warn, warnings.warn_explicit] + [
     getattr(owner, name) for owner in (logging, logging.Logger, logging.LoggerAdapter)
     for name in _LOGGING_METHODS if hasattr(owner, name)])
 

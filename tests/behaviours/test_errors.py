@@ -87,8 +87,9 @@ BEHAVIOURS = [
     Behaviour("inference_mode_region", program(_inference_mode), lambda: (torch.randn(3),)),
     Behaviour("assert_on_data_refused_or_checked", program(_assert_data),
               lambda: (torch.rand(3) + 0.1,), rejects=(lambda: (-torch.ones(3),),),
-              unbroken_fails="issue 21 (coverage): an assert on tensor data is refused "
-                             "(UB101) where torch makes it a run-time assertion"),
+              torch_fails="Dynamo rewrites an assert on data into a run-time check only in the "
+                          "frame it starts in: inlined from forward(), it refuses "
+                          "(data-dependent branching)"),
     Behaviour("check_on_static_shape", program(_check_data), lambda: (torch.randn(3),)),
     Behaviour("same_dim_name_two_ranges", program(lambda self, x, y: x.sum() + y.sum()),
               lambda: (torch.randn(3), torch.randn(3)), expect="refuses",

@@ -26,6 +26,12 @@ class AllPositive(torch.nn.Module):
         return x + 1
 
 
+class AllPositiveSaid(torch.nn.Module):
+    def forward(self, x):
+        assert (x > 0).all(), "negative input"
+        return x + 1
+
+
 class NoneNegative(torch.nn.Module):
     def forward(self, x):
         assert not (x < 0).any()
@@ -76,6 +82,19 @@ def test_data_assertion_is_checked_when_the_program_runs(model_class, args, viol
         return
     peer = torch.export.export(model, args, strict=strict)
     assert_bit_exact(peer.module()(*args), model(*args))
+
+
+def test_the_asserts_own_message_is_the_checks_message():
+    """The program raises with the assert's message, as eager's AssertionError (and torch
+    strict's program) say it; a message computed at run time is not part of the program."""
+    ours = unbroken.export(AllPositiveSaid(), (torch.ones(3),))
+    (check,) = [n for n in ours.graph.nodes if n.target is torch.ops.aten._assert_async.msg]
+    assert check.args[1] == "negative input"
+    with pytest.raises(RuntimeError, match="negative input"):
+        ours.module()(-torch.ones(3))
+    (check,) = [n for n in unbroken.export(AllPositive(), (torch.ones(3),)).graph.nodes
+                if n.target is torch.ops.aten._assert_async.msg]
+    assert check.args[1] == "assertion error"
 
 
 def test_a_multi_element_tensor_condition_is_still_refused():

@@ -47,7 +47,7 @@ def _assert_at_run_time(tx, condition, holds_if: bool) -> bool:
         if not holds_if:
             condition = tx.call_leaf(torch.logical_not, [condition], {})
         tx.call_leaf(torch.ops.aten._assert_async.msg, [condition, ConstantVariable(
-            "assertion error")], {})
+            _assert_message(tx))], {})
         return True
     if isinstance(condition, SymbolicVariable) and isinstance(condition.value, torch.SymBool) \
             and _data_dependent(tx, condition):
@@ -56,6 +56,18 @@ def _assert_at_run_time(tx, condition, holds_if: bool) -> bool:
         tx.call_leaf(torch._check, [condition], {})
         return True
     return False
+
+
+def _assert_message(tx) -> str:
+    """The assert's own message when it is a constant string (``assert c, "negative"``: the
+    instruction after ``LOAD_ASSERTION_ERROR`` loads it), as eager's AssertionError says it;
+    else ``"assertion error"`` (a message computed at run time is not part of the program)."""
+    index = tx.ip + 1
+    if index < len(tx.instructions):
+        following = tx.instructions[index]
+        if following.name == "LOAD_CONST" and isinstance(following.arg, str):
+            return following.arg
+    return "assertion error"
 
 
 def _data_dependent(tx, condition) -> bool:

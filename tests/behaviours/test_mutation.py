@@ -207,8 +207,7 @@ BEHAVIOURS = [
               _r((3, 4))),
     Behaviour("buffer_roll_history", program(_roll_state, _resize_cat_state), _r((2,)),
               calls=3),
-    Behaviour("out_keyword_writes_input", program(_out_kwarg), _r((3,), (3,), (3,)),
-              unbroken_fails="issue 21 (coverage): out= variants are refused (UB121)"),
+    Behaviour("out_keyword_writes_input", program(_out_kwarg), _r((3,), (3,), (3,))),
 ]
 
 

@@ -17,7 +17,8 @@ import torch
 from ..symbolic.torch_compat import OpOverload, op_schema
 
 __all__ = ["is_mutating", "is_view_op", "is_inplace_op", "is_functional", "written_arguments",
-           "inplace_written_index", "functional_variant", "op_name", "takes_argument"]
+           "inplace_written_index", "functional_variant", "op_name", "out_variant",
+           "takes_argument"]
 
 
 def op_name(op: OpOverload) -> tuple[str, str]:
@@ -94,6 +95,36 @@ def functional_variant(op: OpOverload) -> OpOverload | None:
             if _same_arguments(candidate, op):
                 return candidate
     return None
+
+
+_OUT_FORMS: dict = {}
+
+
+def out_variant(op) -> tuple[OpOverload, tuple[str, ...]] | None:
+    """For an ``out=`` overload (``add.out``, ``max.dim_max``: it writes only keyword-only
+    arguments and returns them), the functional overload of the same packet taking the other
+    arguments, found by schema, and the names of the written arguments in return order;
+    None for any other op or when no such overload exists."""
+    if op in _OUT_FORMS:
+        return _OUT_FORMS[op]
+    form = None
+    if isinstance(op, OpOverload):
+        schema = op_schema(op)
+        written = written_arguments(op)
+        outs = tuple(schema.arguments[i].name for i in written)
+        if written and all(schema.arguments[i].kwarg_only for i in written) and \
+                len(schema.returns) == len(written):
+            kept = [_argument_key(a) for i, a in enumerate(schema.arguments) if i not in written]
+            packet = getattr(getattr(torch.ops, op_name(op)[0]), op_name(op)[1])
+            for overload in packet.overloads():
+                candidate = getattr(packet, overload)
+                other = op_schema(candidate)
+                if not other.is_mutable and len(other.returns) == len(written) and \
+                        [_argument_key(a) for a in other.arguments] == kept:
+                    form = (candidate, outs)
+                    break
+    _OUT_FORMS[op] = form
+    return form
 
 
 def takes_argument(op, name: str) -> bool:

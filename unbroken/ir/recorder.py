@@ -61,9 +61,11 @@ from .ops import (
     is_inplace_op,
     is_mutating,
     is_view_op,
+    out_variant,
     takes_argument,
     written_arguments,
 )
+from .out_variants import record_out_variant
 from .saved_tensors import saves_memory_of
 
 __all__ = ["Recorder", "meta_like"]
@@ -359,6 +361,9 @@ class Recorder(TorchDispatchMode):
         if func in self.decompositions:  # run_decompositions: record what it calls instead
             with self:
                 return self.decompositions[func](*args, **kwargs)
+        out_form = out_variant(func)
+        if out_form is not None:  # torch.add(x, y, out=z): the functional op, then z.copy_
+            return record_out_variant(self, func, out_form, args, kwargs)
         if self._leaf_autocast and not self._autocast_excluded:
             device = self._autocast_device(args, kwargs)
             if device is not None:
@@ -643,7 +648,9 @@ class Recorder(TorchDispatchMode):
         if self.size_one.watches_writes and is_mutating(func):
             for tensor in _written_tensors(func, args, kwargs):
                 self.size_one.written(self.aliases.root(tensor), self.frames_provider())
-        if is_view_op(func):
+        if is_view_op(func) or func is aten._unsafe_view.default:
+            # _unsafe_view shares its input's memory without saying so in its schema (kron's
+            # out= kernel writes through one into the caller's tensor): a view here
             self.aliases.note_view(func, args, kwargs, out)
         elif is_inplace_op(func) and isinstance(args[0], torch.Tensor):
             root = self.aliases.root(args[0])

@@ -317,12 +317,40 @@ def call_torch_function(tx, fn, args, kwargs, interpreted=None):
     if getattr(fn, "__qualname__", "") == "Function.apply":
         raise graph_break("UB113", "a custom torch.autograd.Function", frames=tx.user_frames())
     _refuse_torchscript(tx, fn, [*args, *kwargs.values()])
+    targets = _out_targets(tx, kwargs)
     result = tx.output.call_leaf(tx, fn, args, kwargs, opaque=interpreted)
+    if targets:
+        _check_out_written(tx, fn, targets)
     if getattr(fn, "__name__", None) in LAYOUT_ALIASING and fn in (torch.reshape, torch.flatten,
                                                                    torch.unflatten) \
             and args and isinstance(args[0], TensorVariable):
         note_layout_aliasing(tx, args[0], result)
     return result
+
+
+def _out_targets(tx, kwargs) -> list:
+    """``(meta tensor, its producer node)`` for each ``out=`` tensor of a call."""
+    out = kwargs.get("out")
+    trackers = out.items(tx) if out is not None and not isinstance(out, TensorVariable) \
+        and hasattr(out, "items") else [out]
+    builder = tx.output.recorder.builder
+    return [(t.meta, builder.producer(t.meta)) for t in trackers
+            if isinstance(t, TensorVariable)]
+
+
+def _check_out_written(tx, fn, targets) -> None:
+    """Every ``out=`` tensor of the call was written where the recorder saw it. A kernel that
+    writes its result below torch's dispatcher (``linalg.matrix_rank``'s ``out=`` path) would
+    otherwise leave the program without the write: refused."""
+    builder = tx.output.recorder.builder
+    for meta, before in targets:
+        if builder.producer(meta) is before:
+            name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", str(fn))
+            raise graph_break(
+                "UB121", f"`{name}` writes its `out=` tensor inside PyTorch, where the trace "
+                "cannot see the write", frames=tx.user_frames(),
+                hint="Call it without `out=` and use its return value (or copy it: "
+                     "`out.copy_(result)`).")
 
 
 # TorchScript's compiled callables (TORCHSCRIPT_CALLABLES): run natively on traced tensors

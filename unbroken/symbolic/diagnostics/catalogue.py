@@ -233,7 +233,9 @@ _KINDS = [
         "This in-place update cannot be made functional: it writes a parameter or a lifted "
         "constant, changes a tensor's shape or strides in place (`resize_`, `t_`, "
         "`unsqueeze_`), writes through a view that has no inverse (`as_strided`, `expand`, "
-        "`unfold`), or uses `out=`.",
+        "`unfold`), or uses `out=` where eager's kernel does more than write values (it "
+        "resizes a tensor that is not a fresh empty one, computes in the target's dtype, or "
+        "writes inside PyTorch where no tracer sees it).",
         "Keep changing state in buffers (`self.register_buffer`), rebind instead of resizing "
         "(`x = x.unsqueeze(0)`), or write into a clone.",
         "self.weight[0] = 0.0",

@@ -125,6 +125,8 @@ class TraceContext:
     meter:          the interpreter's budget (``frontend.budget``);
     layout_read / layout_aliasing: forward() read a stride/contiguity fact / called an op
                     that views or copies depending on the layout (``ir.input_checks``);
+    grad_mode_decisions: the torch.nn fast-path choices that read the grad mode
+                    (``variables.nn_fast_paths.GradModeDecision``), checked by ``module()``;
     preserved_paths / preserved_calls: the submodules whose call signatures export keeps, and
                     the boundaries of their calls (graph nodes or constants, pytree specs);
     native_objects: id -> tracker of the objects created in the trace that native code was
@@ -156,6 +158,7 @@ class TraceContext:
         self.meter = BudgetMeter(current_budget())  # instructions and time of this trace
         self.layout_read = False  # forward() read a stride or contiguity fact
         self.layout_aliasing = False  # it called an op that copies or aliases by layout
+        self.grad_mode_decisions: list = []  # torch.nn fast-path choices that read grad mode
         # preserve_module_call_signature: the submodule paths asked for, and each call of one
         # (``variables.nn_module.PreservedCall``), in call order
         self.preserved_paths: frozenset[str] = preserved_paths

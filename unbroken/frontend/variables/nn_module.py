@@ -16,7 +16,12 @@ from torch.utils import _pytree as pytree
 
 from ...symbolic.diagnostics import UnsupportedError
 from ...symbolic.diagnostics.catalogue import GraphBreakError, graph_break
-from ...symbolic.torch_compat import GLOBAL_MODULE_HOOKS, global_module_hooks, parse_to_arguments
+from ...symbolic.torch_compat import (
+    GLOBAL_MODULE_HOOKS,
+    NN_FAST_PATH_FORWARDS,
+    global_module_hooks,
+    parse_to_arguments,
+)
 from ..overlay import refuse_in_branch
 from ..protocol import BoundMethodVariable, call_python, class_attribute, getattr_fallback, lookup
 from ..sources import AttrSource, ModuleSource
@@ -498,6 +503,8 @@ def run_forward(tx, var: NNModuleVariable, args, kwargs) -> VariableTracker:
     module = var.module
     forward = module.__dict__.get("forward") or type(module).forward
     if is_leaf_module(module) and "forward" not in module.__dict__:
+        if type(module).forward in NN_FAST_PATH_FORWARDS:  # its predicates decided as eager's
+            return UserFunctionVariable(type(module).forward).call(tx, [var, *args], kwargs)
         return tx.call_leaf(type(module).forward, [var, *args], kwargs)
     if "forward" in module.__dict__:  # an instance attribute: called as it is (a bound
         return tx.wrap(forward).call(tx, list(args), kwargs)  # method keeps its receiver)

@@ -103,6 +103,44 @@ class UnmaskedEncoder(NestedEncoder):
         return self.encoder(x)
 
 
+class DecoderLayer(nn.Module):
+    """TransformerDecoderLayer (a torch.nn module holding MultiheadAttention): its
+    self-attention with a boolean padding mask takes the fused kernel, the cross-attention
+    not."""
+
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.TransformerDecoderLayer(E, HEADS, 16, dropout=0.0, batch_first=True)
+
+    def forward(self, x, padding):
+        return self.layer(x, x.flip(1), tgt_key_padding_mask=padding)
+
+
+class PlainTransformer(nn.Module):
+    """nn.Transformer without padding masks: no nested tensor, the encoder layers' and the
+    decoder self-attention's fused kernels."""
+
+    def __init__(self):
+        super().__init__()
+        self.model = nn.Transformer(E, HEADS, 2, 1, 16, dropout=0.0, batch_first=True)
+
+    def forward(self, x, padding):
+        return self.model(x, x[:, :3] * 2)
+
+
+class MaskedTransformer(nn.Module):
+    """nn.Transformer with source padding masks: its encoder converts to a nested tensor under
+    no_grad."""
+
+    def __init__(self):
+        super().__init__()
+        self.model = nn.Transformer(E, HEADS, 1, 1, 16, dropout=0.0, batch_first=True)
+
+    def forward(self, x, padding):
+        return self.model(x, x[:, :3] * 2, src_key_padding_mask=padding,
+                          memory_key_padding_mask=padding)
+
+
 def _build(model_class, **kwargs):
     torch.manual_seed(0)
     return model_class(**kwargs).eval()
@@ -140,7 +178,8 @@ def _run(program, args, grad):
 
 
 FAST = [(SelfAttention, {}), (SelfAttention, {"need_weights": True}), (EncoderLayer, {}),
-        (EncoderLayer, {"activation": "gelu"}), (DenseEncoder, {}), (UnmaskedEncoder, {})]
+        (EncoderLayer, {"activation": "gelu"}), (DenseEncoder, {}), (UnmaskedEncoder, {}),
+        (DecoderLayer, {}), (PlainTransformer, {})]
 
 
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "auto"])
@@ -199,13 +238,16 @@ def test_cross_attention_keeps_the_differentiable_path(grad):
         assert_bit_exact(_run(program, args, run_grad), _eager(model, args, run_grad))
 
 
-@pytest.mark.parametrize("kwargs", [{}, {"mask_check": False}, {"norm": True}],
-                         ids=["mask_check", "no_mask_check", "norm"])
-def test_the_nested_tensor_conversion_is_refused_under_no_grad(kwargs):
-    model = _build(NestedEncoder, **kwargs)
+@pytest.mark.parametrize(("model_class", "kwargs"),
+                         [(NestedEncoder, {}), (NestedEncoder, {"mask_check": False}),
+                          (NestedEncoder, {"norm": True}), (MaskedTransformer, {})],
+                         ids=["mask_check", "no_mask_check", "norm", "transformer"])
+def test_the_nested_tensor_conversion_is_refused_under_no_grad(model_class, kwargs):
+    model = _build(model_class, **kwargs)
     args = _args()
-    padded = _eager(model, args, grad=False)[-1, -2:]  # what eager returns there
-    assert torch.equal(padded, torch.zeros_like(padded)) or kwargs.get("norm")
+    if model_class is NestedEncoder and not kwargs.get("norm"):
+        padded = _eager(model, args, grad=False)[-1, -2:]  # what eager returns there
+        assert torch.equal(padded, torch.zeros_like(padded))
     with pytest.raises(GraphBreakError) as info:
         _export(model, args, grad=False, dynamic=False)
     error = info.value
@@ -215,10 +257,11 @@ def test_the_nested_tensor_conversion_is_refused_under_no_grad(kwargs):
 
 
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "auto"])
-def test_the_nested_tensor_encoder_exported_with_grad(dynamic):
+@pytest.mark.parametrize("model_class", [NestedEncoder, MaskedTransformer])
+def test_the_nested_tensor_encoder_exported_with_grad(model_class, dynamic):
     """With grad on eager keeps the dense path: the program is bit-exact there, and refuses a
     no_grad call (eager would return zeros at the padded positions)."""
-    model = _build(NestedEncoder)
+    model = _build(model_class)
     args = _args()
     program = _export(model, args, grad=True, dynamic=dynamic)
     assert_bit_exact(_run(program, args, True), _eager(model, args, True))

@@ -279,6 +279,17 @@ def test_torch_export_has_the_same_difference():
     assert not torch.equal(_run(peer, args, False), _eager(model, args, False))
 
 
+@pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "grad"])
+def test_training_mode_keeps_the_differentiable_path(grad):
+    """In training mode no fast path is taken (the modules run natively, dropout 0)."""
+    model = _build(DenseEncoder).train()
+    args = _args()
+    program = _export(model, args, grad, dynamic=False)
+    assert not _fused(program)
+    for run_grad in (True, False):
+        assert_bit_exact(_run(program, args, run_grad), _eager(model, args, run_grad))
+
+
 def test_the_model_is_left_unchanged():
     model = _build(DenseEncoder)
     before = {k: v.clone() for k, v in model.state_dict().items()}

@@ -529,9 +529,11 @@ def _own_torch_method(module: nn.Module, found, name: str) -> bool:
 
 def _holds_fast_path(module: nn.Module) -> bool:
     """True when ``module`` or a module below it has one of torch.nn's fast-path forwards
-    (``variables.nn_fast_paths``): its forward is interpreted, down to the module deciding,
-    so that the trace answers that module's predicates (natively they see the recorder)."""
-    return any(type(m).forward in NN_FAST_PATH_FORWARDS for m in module.modules())
+    (``variables.nn_fast_paths``) and is in eval mode (in training mode none takes its fast
+    path): its forward is interpreted, down to the module deciding, so that the trace answers
+    that module's predicates (natively they see the recorder)."""
+    return any(type(m).forward in NN_FAST_PATH_FORWARDS and not m.training
+               for m in module.modules())
 
 
 def _inline_torch_container(tx, var, forward, args, kwargs):

@@ -164,7 +164,9 @@ def _export(model, args, grad, dynamic):
 
 
 def _fused(program) -> set:
-    return {n.target for n in program.graph.nodes if n.target in FUSED}
+    """The fused kernels the program calls (in grad-mode regions' submodules too)."""
+    return {n.target for m in program.graph_module.modules() if hasattr(m, "graph")
+            for n in m.graph.nodes if n.target in FUSED}
 
 
 def _eager(model, args, grad):
@@ -277,6 +279,25 @@ def test_torch_export_has_the_same_difference():
     peer = torch.export.export(model, args)
     assert_bit_exact(_run(peer, args, True), _eager(model, args, True))
     assert not torch.equal(_run(peer, args, False), _eager(model, args, False))
+
+
+class AttentionUnderNoGrad(SelfAttention):
+    """forward() itself enters no_grad around the attention: eager takes the fused kernel
+    whatever the caller's mode, and so does the program, in every mode."""
+
+    def forward(self, x, padding):
+        with torch.no_grad():
+            return super().forward(x, padding) + 1
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "grad"])
+def test_a_grad_mode_region_of_forward_decides_for_every_caller(grad):
+    model = _build(AttentionUnderNoGrad)
+    args = _args()
+    program = _export(model, args, grad, dynamic=False)
+    assert _fused(program)
+    for run_grad in (True, False):
+        assert_bit_exact(_run(program, args, run_grad), _eager(model, args, run_grad))
 
 
 @pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "grad"])

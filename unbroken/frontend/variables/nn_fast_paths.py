@@ -147,7 +147,7 @@ def _native_attention(tx, args, kwargs):
 def _grad_enabled(default):
     def handler(tx, args, kwargs):
         module = _fast_path_module(tx)
-        if module is not None:
+        if module is not None and not tx.output.grad_regions_open:  # the caller's mode
             output = tx.output
             output.grad_mode_decisions.append(GradModeDecision(
                 module, tx.user_frames(), output.grad_enabled, output.any_requires_grad()))

@@ -8,8 +8,11 @@ nondeterministic or that torch itself runs differently outside eager.
 """
 from __future__ import annotations
 
+import pytest
 import torch
 from torch.utils import _pytree as pytree
+
+from unbroken.symbolic.diagnostics import InputMismatchError
 
 
 def assert_bit_exact(got, want, *, atol: float = 0.0, reason: str = "") -> None:
@@ -41,19 +44,22 @@ def assert_bit_exact(got, want, *, atol: float = 0.0, reason: str = "") -> None:
 
 
 FAST_PATH = ("eval-mode eager under no_grad runs PyTorch's fused attention fast path "
-             "(_native_multi_head_attention / _transformer_encoder_layer_fwd), which exists only "
-             "without autograd; the program records the differentiable path, as torch.export does")
+             "(_native_multi_head_attention / _transformer_encoder_layer_fwd); exported with grad "
+             "on, the program records the differentiable path eager takes there, and module() "
+             "refuses a no_grad call (tests/frontend/test_nn_fast_paths.py exports under no_grad)")
 
 
 def assert_matches_eager(module, model, args, *, fast_path: bool = False) -> None:
     """``module(*args)`` equals ``model(*args)`` bit for bit under ``no_grad``. A model whose eager
-    no_grad call takes the fused fast path (``fast_path``) is compared bit for bit with eager on
-    the differentiable path (grad enabled), and within 1e-6 with the fast path."""
-    with torch.no_grad():
-        got, want = module(*args), model(*args)
+    no_grad call takes torch.nn's fused fast path (``fast_path``), exported with grad on, is
+    compared bit for bit with eager with grad on, and its no_grad call is refused: eager takes
+    another kernel there (``FAST_PATH``)."""
     if not fast_path:
+        with torch.no_grad():
+            got, want = module(*args), model(*args)
         assert_bit_exact(got, want)
         return
-    assert_bit_exact(got, want, atol=1e-6, reason=FAST_PATH)
+    with torch.no_grad(), pytest.raises(InputMismatchError, match="fused fast path"):
+        module(*args)
     with torch.enable_grad():
         assert_bit_exact(module(*args), model(*args))

@@ -18,6 +18,13 @@ import torch.nn as nn
 import unbroken
 from unbroken.frontend.builtins import _HANDLERS
 from unbroken.frontend.variables.torch_calls import _GLOBAL_STATE_SETTERS, _SPECIAL
+from unbroken.symbolic.torch_compat import (
+    MAKE_FX_TRACING,
+    NATIVE_MULTI_HEAD_ATTENTION,
+    NESTED_FROM_MASK_LEFT_ALIGNED,
+    NESTED_TENSOR_BUILDERS,
+    NN_FAST_PATH_HELPERS,
+)
 
 EAGER, PEER = "eager", "torch.export"
 _map = importlib.import_module("torch._higher_order_ops.map").map
@@ -55,6 +62,14 @@ def _set_grad_enabled_and_back(x):
     return y
 
 
+def _native_attention(x):
+    """torch.nn's fused attention kernel called directly, without weights: (out, None)."""
+    w, b = torch.ones(9, 3) / 3, torch.zeros(9)
+    out, weights = NATIVE_MULTI_HEAD_ATTENTION(x[None], x[None], x[None], 3, 1, w, b,
+                                               torch.eye(3), torch.zeros(3), None, False)
+    return out[0] + (weights is None)
+
+
 def _check_is_size(x):
     n = x.shape[0] - 1
     torch._check_is_size(n)
@@ -87,6 +102,26 @@ SPECIAL_CASES = [
     (torch.ops.higher_order.wrap_with_set_grad_enabled,
      lambda x: torch.ops.higher_order.wrap_with_set_grad_enabled(False, lambda t: t * 2, x) + 1,
      EAGER),
+]
+# torch.nn's fast-path predicates (tests/frontend/test_nn_fast_paths.py has them inside the
+# torch.nn forwards that ask them); here outside those forwards
+SPECIAL_CASES += [
+    *[(fn, lambda x, fn=fn: x + 1 if fn((x,) if fn is torch.overrides.has_torch_function
+                                        else x) else x - 1, EAGER)
+      for fn in (torch.overrides.has_torch_function, torch.overrides.has_torch_function_unary,
+                 torch.overrides.has_torch_function_variadic)],
+    (MAKE_FX_TRACING, lambda x: x + 1 if MAKE_FX_TRACING() else x - 1, PEER),
+    *[(torch.compiler.is_dynamo_compiling,
+       lambda x: x + 1 if torch.compiler.is_dynamo_compiling() else x, PEER)
+      for _ in range(hasattr(torch.compiler, "is_dynamo_compiling"))],
+    *[(fn, lambda x, fn=fn: x + 1 if fn(x) else x - 1, EAGER) for fn in NN_FAST_PATH_HELPERS],
+    (NESTED_FROM_MASK_LEFT_ALIGNED, lambda x: x + 1 if NESTED_FROM_MASK_LEFT_ALIGNED(
+        x[None], torch.ones(1, 4, dtype=torch.bool)) else x, "UB105"),
+    (NESTED_TENSOR_BUILDERS[0], lambda x: NESTED_TENSOR_BUILDERS[0](
+        x[None], torch.ones(1, 4, dtype=torch.bool)).to_padded_tensor(0.0), "UB108"),
+    (NESTED_TENSOR_BUILDERS[1], lambda x: NESTED_TENSOR_BUILDERS[1]([x, x]).to_padded_tensor(
+        0.0), "UB108"),
+    (NATIVE_MULTI_HEAD_ATTENTION, _native_attention, EAGER),
 ]
 if hasattr(torch.ops.higher_order, "scan"):
     SPECIAL_CASES.append((torch.ops.higher_order.scan, lambda x: torch.ops.higher_order.scan(

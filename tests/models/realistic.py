@@ -54,8 +54,9 @@ class ZooEntry:
 
     train:  build in train mode instead of eval mode.
     random: the output is random (dropout in train mode): compare shapes only.
-    fast_path: eager in eval mode under no_grad takes the fused attention fast path, which the
-            program does not record (``tests.exactness.FAST_PATH``).
+    fast_path: eager in eval mode under no_grad takes the fused attention fast path; exported
+            with grad on, the program records the differentiable path and refuses a no_grad
+            call (``tests.exactness.FAST_PATH``).
     """
 
     name: str

@@ -38,8 +38,9 @@ class ZooEntry:
     build:  constructs the model (weights drawn after ``torch.manual_seed(SEED)``).
     inputs: draws a tuple of example inputs from a ``torch.Generator``.
     slow:   heavier to export (library modules with long Python paths); tests mark it ``slow``.
-    fast_path: eager in eval mode under no_grad takes the fused attention fast path, which the
-            program does not record (``tests.exactness.FAST_PATH``).
+    fast_path: eager in eval mode under no_grad takes the fused attention fast path; exported
+            with grad on, the program records the differentiable path and refuses a no_grad
+            call (``tests.exactness.FAST_PATH``).
     """
 
     name: str

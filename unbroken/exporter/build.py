@@ -12,6 +12,7 @@ import torch
 import torch.fx as fx
 from torch.utils import _pytree as pytree
 
+from ..ir.meta_keys import GRAD_MODE_DECISIONS
 from ..ir.parts import ProgramParts
 from ..ir.signature import (
     ConstantArgument,
@@ -58,7 +59,7 @@ def build_program(trace: Trace, flat_outputs: list, out_spec,
     graph_module = dead_code_elimination(graph_module)
     module_calls = preserved_signatures(graph_module, signature, output.preserved_calls)
     _, in_spec = pytree.tree_flatten((call.args, call.kwargs))
-    return ExportedProgram.from_parts(ProgramParts(
+    program = ExportedProgram.from_parts(ProgramParts(
         graph_module, signature, trace.state_dict, constants,
         _range_constraints(trace), in_spec, out_spec,
         example_inputs=(call.args, call.kwargs),
@@ -66,6 +67,9 @@ def build_program(trace: Trace, flat_outputs: list, out_spec,
         forward_arg_names=tuple(trace.top_dims), module_types=_module_types(call.root),
         env=env, specializations=specializations,
         strict_layout=bool(strict_layout), module_calls=module_calls))
+    if output.grad_mode_decisions:  # torch.nn fast paths chosen by the grad mode
+        program.graph_module.meta[GRAD_MODE_DECISIONS] = tuple(output.grad_mode_decisions)
+    return program
 
 
 def _lifted_constants(trace: Trace) -> tuple[list[InputSpec], dict]:

@@ -29,8 +29,8 @@ value model           ``variables.base`` (``VariableTracker`` and ``Interpreter`
 object protocol       ``protocol``: attribute lookup and method binding, special-method
                       calls, subscript, iteration, calls: one implementation for all
 trackers              ``variables.tensor`` < ``grad_mode`` < ``containers`` <
-                      ``torch_calls`` < ``functions`` < ``objects`` < ``autograd_function``
-                      < ``module_hooks`` < ``nn_module``
+                      ``nn_fast_paths`` < ``torch_calls`` < ``functions`` < ``objects``
+                      < ``autograd_function`` < ``module_hooks`` < ``nn_module``
 builtins              ``builtins``: builtin functions, classes and constructors
 builder               ``variables.builder``: ``wrap``, the tracker for any Python value
 opcodes               ``opcodes.registry`` and the handler families
@@ -56,7 +56,8 @@ LAYERS = (
                      "variables.numpy_values")),
     ("object protocol", ("protocol",)),
     ("trackers", ("variables.tensor", "variables.grad_mode", "variables.containers",
-                  "variables.torch_calls", "variables.functions", "variables.objects",
+                  "variables.nn_fast_paths", "variables.torch_calls", "variables.functions",
+                  "variables.objects",
                   "variables.autograd_function", "variables.module_hooks",
                   "variables.nn_module")),
     ("builtins", ("builtins",)),

@@ -125,6 +125,10 @@ class TraceContext:
     meter:          the interpreter's budget (``frontend.budget``);
     layout_read / layout_aliasing: forward() read a stride/contiguity fact / called an op
                     that views or copies depending on the layout (``ir.input_checks``);
+    grad_mode_decisions: the torch.nn fast-path choices that read the caller's grad mode
+                    (``ir.input_checks.GradModeDecision``), checked by ``module()``;
+                    ``grad_regions_open`` counts the regions forward() is in (their mode is
+                    the program's own, whatever the caller's);
     preserved_paths / preserved_calls: the submodules whose call signatures export keeps, and
                     the boundaries of their calls (graph nodes or constants, pytree specs);
     native_objects: id -> tracker of the objects created in the trace that native code was
@@ -156,6 +160,8 @@ class TraceContext:
         self.meter = BudgetMeter(current_budget())  # instructions and time of this trace
         self.layout_read = False  # forward() read a stride or contiguity fact
         self.layout_aliasing = False  # it called an op that copies or aliases by layout
+        self.grad_mode_decisions: list = []  # torch.nn fast-path choices that read grad mode
+        self.grad_regions_open = 0  # regions forward() is in: their mode is not the caller's
         # preserve_module_call_signature: the submodule paths asked for, and each call of one
         # (``variables.nn_module.PreservedCall``), in call order
         self.preserved_paths: frozenset[str] = preserved_paths
@@ -231,11 +237,13 @@ class TraceContext:
                             self.recorder.builder.record_grad_mode(enabled, self.grad_enabled))
         self.grad_enabled, self.inference_mode = enabled, inference or (
             self.inference_mode and not enabled)
+        self.grad_regions_open += 1
         return region
 
     def restore_grad_mode(self, region: GradRegion) -> None:
         self.recorder.builder.record_grad_mode_restore(region.previous_node)
         self.grad_enabled, self.inference_mode = region.grad_enabled, region.inference_mode
+        self.grad_regions_open -= 1
 
     def check_grad_mode_restored(self) -> None:
         """forward() may not return with another grad mode than it was called in (a plain

@@ -61,7 +61,8 @@ from ..symbolic.torch_compat import (
     suggest_memory_format,
 )
 
-__all__ = ["PASS_THROUGH_CODE", "composite_layout", "devices_of", "python_data_on_user_device",
+__all__ = ["PASS_THROUGH_CODE", "composite_layout", "devices_of", "is_trace_mode",
+           "python_data_on_user_device",
            "traced_device_arguments"]
 
 _META = torch.device("meta")
@@ -150,6 +151,11 @@ class _PythonDataMode(TorchFunctionMode):
         if func in _DATA_CONSTRUCTORS:
             kwargs = _data_device(self.recorder, func, args, kwargs)
         return func(*args, **kwargs)
+
+
+def is_trace_mode(mode) -> bool:
+    """True for the torch-function mode the recorder pushes while tracing (not the user's)."""
+    return isinstance(mode, _PythonDataMode)
 
 
 # The frame that calls every torch function while the mode is on: an error raised by the native

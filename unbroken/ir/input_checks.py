@@ -13,7 +13,10 @@
    op that copies or aliases by layout), every input's strides must be the example's (except
    along dims of size 1);
 5. an input the program writes in place may not share memory with another input (eager would
-   see the write through both names; the program was traced with separate inputs).
+   see the write through both names; the program was traced with separate inputs);
+6. when a torch.nn module chose its fused fast path or its differentiable path by the grad mode
+   (``graph_module.meta[GRAD_MODE_DECISIONS]``, :class:`GradModeDecision`), the call must be
+   one in which eager chooses the same: same grad mode, or nothing requiring grad.
 
 ``module.check_inputs(*args, **kwargs)`` runs checks 1-4 alone (``AdditionalInputs`` uses it).
 While the module is being traced (:func:`is_traced`: ``torch.compile``, ``torch.export``,
@@ -24,19 +27,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import sympy
 import torch
 import torch.utils._pytree as pytree
 
-from unbroken.ir.meta_keys import LAYOUT_READ, SIZE_ONE_REFUSED
+from unbroken.ir.meta_keys import GRAD_MODE_DECISIONS, LAYOUT_READ, SIZE_ONE_REFUSED
 from unbroken.ir.signature import ConstantArgument, InputKind, OutputKind
 from unbroken.symbolic.diagnostics import InputMismatchError
 from unbroken.symbolic.diagnostics.drop_in import torch_compatible
 from unbroken.symbolic.ranges import finite_bound
 from unbroken.symbolic.torch_compat import FakeTensor
 
-__all__ = ["InputChecker", "InputGuard",
+__all__ = ["GradModeDecision", "InputChecker", "InputGuard",
            "flatten_user_inputs", "is_traced", "size_assertions"]
 
 _SIZE_HINT = (
@@ -443,6 +447,61 @@ def _check_assertion(assertion: _SizeAssertion, binder: _SymbolBinder) -> None:
                              "them only (the model's code needs this relation between sizes).")
 
 
+@dataclass(frozen=True, slots=True)
+class GradModeDecision:
+    """A torch.nn fast-path choice the trace made by the grad mode: eager chooses the fused
+    path unless ``torch.is_grad_enabled() and any(t.requires_grad for t in <its tensors>)``
+    (``unbroken.frontend.variables.nn_fast_paths``).
+
+    module:        the torch.nn class deciding (``MultiheadAttention``...).
+    frames:        the user's stack at the call of that module (``UserFrame``s, outermost first).
+    grad_enabled:  the export's grad mode.
+    requires_grad: a parameter, buffer or input of the export required grad.
+    """
+
+    module: str
+    frames: tuple
+    grad_enabled: bool
+    requires_grad: bool
+
+    def differentiable(self) -> bool:
+        """True when the program records the differentiable path (or, when the module's own
+        tensors did not require grad though others did, a fused one eager takes in this mode
+        only: the check is then stricter than eager)."""
+        return self.grad_enabled and self.requires_grad
+
+
+def _check_grad_mode(decisions, module, leaves) -> None:
+    """Raise InputMismatchError when eager would choose the other side of a
+    :class:`GradModeDecision` in this call."""
+    if not decisions:
+        return
+    requires_grad = any(p.requires_grad for p in module.parameters()) or any(
+        isinstance(leaf, torch.Tensor) and leaf.requires_grad for leaf in leaves)
+    differentiable = torch.is_grad_enabled() and requires_grad
+    decision = decisions[0]
+    if differentiable == decision.differentiable():
+        return
+    frame = decision.frames[-1] if decision.frames else None
+    where = f" at {Path(frame.filename).name}:{frame.lineno} (`{frame.source}`)" if frame else ""
+    if decision.differentiable():
+        exported, taken, called, other = (
+            "with grad mode on and a tensor requiring grad", "its differentiable path",
+            "no gradient is recorded (grad mode off, or no tensor requires grad)",
+            "its fused fast path")
+    else:
+        exported, taken, called, other = (
+            "with no gradient recorded", "its fused fast path",
+            "grad mode is on and a tensor requires grad", "its differentiable path")
+    raise mismatch(
+        f"the program was exported {exported}: torch.nn.{decision.module}{where} took "
+        f"{taken}, which the program records. In this call {called}, and eager would take "
+        f"{other} instead (another kernel: the results differ in the last bits, and "
+        "TransformerEncoder's nested-tensor path returns zeros at padded positions).",
+        hint="call the program in the grad mode it was exported in, or export it in the mode "
+             "you run it in (`with torch.no_grad(): unbroken.export(...)` for inference).")
+
+
 def _user_inputs(program) -> list:
     placeholders = [n for n in program.graph.nodes if n.op == "placeholder"]
     return [_UserInput(s.arg.name, s, n.meta.get("val"))
@@ -482,6 +541,7 @@ class InputGuard:
         self.written = frozenset(s.target for s in program.graph_signature.output_specs
                                  if s.kind == OutputKind.USER_INPUT_MUTATION)
         strict = bool(program.graph_module.meta.get(LAYOUT_READ, False))
+        self.grad_mode_decisions = tuple(program.graph_module.meta.get(GRAD_MODE_DECISIONS, ()))
         self.checker = InputChecker(
             self.users, program.range_constraints, size_assertions(program.graph),
             strict_layout=strict,
@@ -507,4 +567,5 @@ class InputGuard:
         leaves = flatten_user_inputs(self.in_spec, self.names, args, kwargs)
         self.checker.check(leaves)
         _check_user_aliasing(self.names, self.written, leaves)
+        _check_grad_mode(self.grad_mode_decisions, module, leaves)
         return None

@@ -13,12 +13,13 @@ unbroken writes torch's own keys (their meaning is torch's) and a few of its own
 
 ``node.meta``, unbroken's keys: :data:`USER_FRAMES`, :data:`VIEW_WRITE`, :data:`EAGER_REFUSES`,
 :data:`SAVED_THEN_WRITTEN`.
-``graph_module.meta``, unbroken's keys: :data:`LAYOUT_READ`, :data:`SIZE_ONE_REFUSED`.
+``graph_module.meta``, unbroken's keys: :data:`LAYOUT_READ`, :data:`SIZE_ONE_REFUSED`,
+:data:`GRAD_MODE_DECISIONS`.
 """
 from __future__ import annotations
 
-__all__ = ["EAGER_REFUSES", "LAYOUT_READ", "SAVED_THEN_WRITTEN", "SIZE_ONE_REFUSED",
-           "USER_FRAMES", "VIEW_WRITE"]
+__all__ = ["EAGER_REFUSES", "GRAD_MODE_DECISIONS", "LAYOUT_READ", "SAVED_THEN_WRITTEN",
+           "SIZE_ONE_REFUSED", "USER_FRAMES", "VIEW_WRITE"]
 
 #: ``node.meta`` key: the user's frames (``UserFrame``s, outermost first) that made the node;
 #: every error about the node names them. Set by the graph builder, kept by every pass.
@@ -46,3 +47,8 @@ LAYOUT_READ = "unbroken_layout_read"
 #: ``graph_module.meta`` key: ``{symbol name: why the program refuses size 1 for it}`` (see
 #: :mod:`unbroken.size_one`); absent after a save/load round trip (the generic hint is given then).
 SIZE_ONE_REFUSED = "unbroken_size_one_refused"
+
+#: ``graph_module.meta`` key: the torch.nn fast-path choices the trace made by the grad mode
+#: (``ir.input_checks.GradModeDecision``): ``module()`` refuses a call in which eager would
+#: choose the other path. Absent after a save/load round trip and ``run_decompositions()``.
+GRAD_MODE_DECISIONS = "unbroken_grad_mode_decisions"

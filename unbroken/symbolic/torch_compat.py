@@ -45,6 +45,7 @@ import torch.fx._lazy_graph_module
 import torch.fx.experimental._config
 import torch.fx.passes.shape_prop
 import torch.fx.traceback
+import torch.nn.modules.activation
 import torch.nn.modules.module
 import torch.overrides
 import torch.utils._python_dispatch
@@ -70,6 +71,8 @@ __all__ = [
     "export_flags", "has_autocast_kernel", "autocast_enabled_devices", "autocast_key_reached",
     "TORCHSCRIPT_CALLABLES", "elementwise_output_strides", "is_non_overlapping_and_dense",
     "all_op_names", "python_dispatcher_disabled",
+    "NN_FAST_PATH_FORWARDS", "MAKE_FX_TRACING", "NN_FAST_PATH_HELPERS",
+    "NESTED_FROM_MASK_LEFT_ALIGNED", "NESTED_TENSOR_BUILDERS", "NATIVE_MULTI_HEAD_ATTENTION",
 ]
 
 TESTED_TORCH = ((2, 13), (2, 14), (2, 15))
@@ -567,6 +570,40 @@ def export_predicate(fn) -> tuple[bool, object]:
         if owner is not None and getattr(owner, name, None) is fn:
             return True, answer
     return False, None
+
+
+# --- torch.nn's fast paths (the same functions and predicates in 2.13, 2.14, 2.15) ---------
+
+NN_FAST_PATH_FORWARDS = (torch.nn.MultiheadAttention.forward,
+                         torch.nn.TransformerEncoderLayer.forward,
+                         torch.nn.TransformerEncoder.forward)
+"""The forwards of torch.nn that choose a fused kernel in eval mode when no gradient is
+recorded (``torch._native_multi_head_attention``, ``torch._transformer_encoder_layer_fwd``, a
+nested tensor built from the padding mask) by a chain of predicates
+(``unbroken.frontend.variables.nn_fast_paths`` answers them as eager does)."""
+
+MAKE_FX_TRACING = torch.nn.modules.activation._is_make_fx_tracing
+"""``MultiheadAttention``'s "am I traced by make_fx or export" predicate (True under
+``torch.export``: the fast path is skipped there)."""
+
+NN_FAST_PATH_HELPERS = (torch.nn.modules.activation._check_arg_device,
+                        torch.nn.modules.activation._arg_requires_grad)
+"""``MultiheadAttention``'s checks that a tensor is on a device its fused kernel serves and
+whether it requires grad: they read ``x.device`` and ``x.requires_grad``, which the trace
+answers as eager (the user's device, eager's flag) only when it interprets them."""
+
+NATIVE_MULTI_HEAD_ATTENTION = torch._native_multi_head_attention
+"""``MultiheadAttention``'s fused kernel (``aten._native_multi_head_attention``). Without
+``need_weights`` eager's returns ``(out, None)``; its meta kernel ``(out, empty(0))``."""
+
+NESTED_FROM_MASK_LEFT_ALIGNED = torch._nested_tensor_from_mask_left_aligned
+"""``TransformerEncoder``'s check that a padding mask pads on the right only (reads the
+mask's data)."""
+
+NESTED_TENSOR_BUILDERS = (torch._nested_tensor_from_mask,
+                          torch._nested_tensor_from_tensor_list)
+"""The private constructors of a nested tensor torch.nn calls (``TransformerEncoder``'s fast
+path): an exported program holds no nested tensor."""
 
 
 @contextlib.contextmanager

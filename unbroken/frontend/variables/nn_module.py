@@ -8,6 +8,7 @@ tensors while the recorder records the ATen ops. Containers (``Sequential``, ``M
 """
 from __future__ import annotations
 
+import types
 from dataclasses import dataclass
 
 import torch
@@ -16,7 +17,12 @@ from torch.utils import _pytree as pytree
 
 from ...symbolic.diagnostics import UnsupportedError
 from ...symbolic.diagnostics.catalogue import GraphBreakError, graph_break
-from ...symbolic.torch_compat import GLOBAL_MODULE_HOOKS, global_module_hooks, parse_to_arguments
+from ...symbolic.torch_compat import (
+    GLOBAL_MODULE_HOOKS,
+    NN_FAST_PATH_FORWARDS,
+    global_module_hooks,
+    parse_to_arguments,
+)
 from ..overlay import refuse_in_branch
 from ..protocol import BoundMethodVariable, call_python, class_attribute, getattr_fallback, lookup
 from ..sources import AttrSource, ModuleSource
@@ -114,6 +120,9 @@ class NNModuleVariable(VariableTracker):
         return getattr_fallback(tx, self, type(module), name, nn.Module.__getattr__)
 
     def _check_method(self, tx, found, name):
+        if _own_torch_method(self.module, found, name):  # `self._sa_block` of a
+            # TransformerDecoderLayer: interpreted, so that the attention it calls decides
+            return BoundMethodVariable(found.receiver, UserFunctionVariable(found.function.fn))
         if (isinstance(found, BoundMethodVariable)
                 and isinstance(found.function, TorchFunctionVariable)
                 and getattr(nn.Module, name, None) is found.function.fn
@@ -498,6 +507,8 @@ def run_forward(tx, var: NNModuleVariable, args, kwargs) -> VariableTracker:
     module = var.module
     forward = module.__dict__.get("forward") or type(module).forward
     if is_leaf_module(module) and "forward" not in module.__dict__:
+        if _holds_fast_path(module):  # torch.nn's fast paths, decided as eager decides them
+            return UserFunctionVariable(type(module).forward).call(tx, [var, *args], kwargs)
         return tx.call_leaf(type(module).forward, [var, *args], kwargs)
     if "forward" in module.__dict__:  # an instance attribute: called as it is (a bound
         return tx.wrap(forward).call(tx, list(args), kwargs)  # method keeps its receiver)
@@ -505,6 +516,24 @@ def run_forward(tx, var: NNModuleVariable, args, kwargs) -> VariableTracker:
         forward = forward.__func__
     return tx.wrap(forward).call(tx, [var, *args], kwargs) if not _is_torch_class(type(module)) \
         else _inline_torch_container(tx, var, forward, args, kwargs)
+
+
+def _own_torch_method(module: nn.Module, found, name: str) -> bool:
+    """True for a method of a torch.nn class (not ``nn.Module``'s) bound to a module whose
+    forward is interpreted for a fast path (``_holds_fast_path``)."""
+    return isinstance(found, BoundMethodVariable) and \
+        isinstance(found.function, TorchFunctionVariable) and \
+        isinstance(found.function.fn, types.FunctionType) and \
+        getattr(nn.Module, name, None) is None and _holds_fast_path(module)
+
+
+def _holds_fast_path(module: nn.Module) -> bool:
+    """True when ``module`` or a module below it has one of torch.nn's fast-path forwards
+    (``variables.nn_fast_paths``) and is in eval mode (in training mode none takes its fast
+    path): its forward is interpreted, down to the module deciding, so that the trace answers
+    that module's predicates (natively they see the recorder)."""
+    return any(type(m).forward in NN_FAST_PATH_FORWARDS and not m.training
+               for m in module.modules())
 
 
 def _inline_torch_container(tx, var, forward, args, kwargs):

@@ -18,6 +18,7 @@ from ...symbolic.torch_compat import (
 )
 from .constant import ConstantVariable
 from .containers import ListVariable
+from .nn_fast_paths import fast_path_handlers
 from .tensor import LAYOUT_ALIASING, SymbolicVariable, TensorVariable, note_layout_aliasing
 
 __all__ = ["call_torch_function"]
@@ -173,6 +174,7 @@ for _name in _GLOBAL_STATE_SETTERS:
         if hasattr(_owner, _name):
             _SPECIAL[getattr(_owner, _name)] = _global_state(f"torch.{_name}")
 _SPECIAL[torch.ops.higher_order.cond] = _SPECIAL[torch.cond]
+_SPECIAL.update(fast_path_handlers(_is_grad_enabled))  # torch.nn's fast paths, as in eager
 _SPECIAL[torch.ops.higher_order.wrap_with_set_grad_enabled] = _wrap_with_set_grad_enabled
 _SPECIAL[map_function] = \
     lambda tx, args, kwargs: call_map(tx, *args)

@@ -133,7 +133,10 @@ def _auto_dims_of(spec) -> dict[str, tuple]:
 
 
 def _timed_export(export, model, plan, record, key):
-    with warnings.catch_warnings(record=True) as caught:
+    """Export under ``no_grad``, the mode the programs and eager then run in (``Plan.call``):
+    torch.nn's fused inference paths are taken by eager in that mode only, and unbroken's
+    program follows the mode it was exported in (``docs/user-guide.md``)."""
+    with warnings.catch_warnings(record=True) as caught, torch.no_grad():
         warnings.simplefilter("always")
         start = time.perf_counter()
         ep = export(model, plan.args, plan.kwargs, dynamic_shapes=plan.spec)

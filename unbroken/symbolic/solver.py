@@ -30,7 +30,6 @@ import sympy
 import z3
 
 from . import expr as E
-from .env import ShapeEnvironment
 from .functions import apply, function_of
 from .guards import Guard
 from .ranges import INF, NEG_INF, static_truth
@@ -78,7 +77,9 @@ class Untranslatable(Exception):
 class Solver:
     """Decides facts against the ranges (and ``torch._check`` facts) of a shape environment.
 
-    env:           the environment whose symbols, ranges and facts define what is admitted.
+    env:           the environment (``env.ShapeEnvironment``, which asks this module about its
+                   facts: not imported here) whose symbols, ranges and facts define what is
+                   admitted.
     assume_checks: also assume the recorded ``torch._check`` facts (and the ranges they
                    refined); with False only the spec ranges (``env.spec_ranges``) are used.
     timeout_ms:    z3 timeout of the reused solver; the fresh retry gets 5x as long.
@@ -87,7 +88,7 @@ class Solver:
                    nobody shows (a search per symbol saved).
     """
 
-    def __init__(self, env: ShapeEnvironment, *, assume_checks: bool = True,
+    def __init__(self, env, *, assume_checks: bool = True,
                  timeout_ms: int = 1000, smallest: bool = True):
         self.env = env
         self.assume_checks = assume_checks
@@ -240,7 +241,7 @@ class Solver:
         return solver
 
 
-def check_guards(env: ShapeEnvironment, solver: Solver | None = None,
+def check_guards(env, solver: Solver | None = None,
                  guards=None) -> list[Violation]:
     """Every recorded guard (or every one of ``guards``) whose fact is not implied by the
     spec, in recording order.

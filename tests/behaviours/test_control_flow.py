@@ -151,9 +151,7 @@ BEHAVIOURS = [
     Behaviour("cond_on_data", program(_cond_on_data), lambda: (torch.randn(4),),
               more=(lambda: (-torch.ones(4),), lambda: (torch.ones(4),))),
     Behaviour("cond_branches_return_ints", program(_cond_constant_int),
-              lambda: (torch.randn(3, 3),), more=(lambda: (torch.ones(3, 3) * 5,),),
-              unbroken_fails="issue 21 (coverage): torch.cond branches that return Python "
-                             "ints are refused (UB113)"),
+              lambda: (torch.randn(3, 3),), more=(lambda: (torch.ones(3, 3) * 5,),)),
     Behaviour("cond_nested", program(_cond_nested), lambda: (torch.randn(4),),
               more=(lambda: (torch.ones(4),), lambda: (-torch.ones(4),))),
     Behaviour("cond_branch_uses_module", program(_cond_with_module, _lin),

@@ -231,3 +231,45 @@ def test_a_check_inside_a_branch_is_asserted_inside_it():
         assert torch.equal(got, torch.ones(4) * n)
     with pytest.raises(RuntimeError, match="< 4"):
         ep.module()(torch.ones(4), torch.tensor(4))
+
+
+class _IntBranches(nn.Module):
+    """Branches returning Python ints beside a tensor: a constant in each (the program reads
+    it back, bounded by the two constants) and the same constant in both."""
+
+    def forward(self, x):
+        def t(x):
+            return x + 1, 3, 4
+
+        def f(x):
+            return x - 1, 5, 4
+
+        a, n, same = torch.cond(x.sum() > 0, t, f, (x,))
+        return a * n + same
+
+
+def test_branches_may_return_ints_as_torch_export_reads_them():
+    model = _IntBranches()
+    for spec in (None, ({0: Dim.AUTO},)):
+        ep = unbroken.export(model, (torch.randn(4, 3),), dynamic_shapes=spec)
+        items = [n for n in ep.graph.nodes if n.target is torch.ops.aten.item.default]
+        assert len(items) == 1  # only the constants that differ are read back
+        for x in (torch.ones(4, 3), -torch.ones(4, 3), torch.randn(4, 3)):
+            assert torch.equal(ep.module()(x), model(x))
+        if spec is not None:
+            x = torch.ones(6, 3)
+            assert torch.equal(ep.module()(x), model(x))
+    peer = torch.export.export(model, (torch.randn(4, 3),))
+    assert torch.equal(peer.module()(torch.ones(4, 3)), model(torch.ones(4, 3)))
+
+
+def test_a_branch_returning_a_float_is_refused_as_eager_refuses_it():
+    class Floats(nn.Module):
+        def forward(self, x):
+            return x * torch.cond(x.sum() > 0, lambda x: 2.5, lambda x: 0.5, (x,))
+
+    with pytest.raises(Exception):  # noqa: B017, PT011 (eager's own error)
+        Floats()(torch.randn(3))
+    with pytest.raises(unbroken.GraphBreakError, match="tensors or ints") as info:
+        unbroken.export(Floats(), (torch.randn(3),))
+    assert info.value.code == "UB113"

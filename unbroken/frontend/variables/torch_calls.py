@@ -194,6 +194,11 @@ def call_cond(tx, pred, true_fn, false_fn, operands=None):
     subgraph (operands in, tensors out; values it reads from outside become extra operands)
     and one ``higher_order.cond`` node is recorded. Branches must return the same structure of
     tensors with equal shapes and dtypes, and may not change state created outside them.
+
+    A branch may also return Python ints (constants or sizes) where the other returns one: as
+    torch.export, each becomes a value the program reads from the cond's result (a 0-d tensor
+    in the branch, ``.item()`` after it), bounded by the two constants when both are constants
+    (run-time assertions); an int both branches return is that int.
     """
     operands = operands.items(tx) if operands is not None else []
     if pred.is_constant():
@@ -209,21 +214,78 @@ def call_cond(tx, pred, true_fn, false_fn, operands=None):
                           frames=tx.user_frames())
     recorder = tx.output.recorder
     metas = [o.meta for o in operands]
-    traced = [_trace_branch(tx, fn, metas) for fn in (true_fn, false_fn)]
+    numbers_t, numbers_f = [], []
+    traced = [_trace_branch(tx, fn, metas, numbers=numbers)
+              for fn, numbers in ((true_fn, numbers_t), (false_fn, numbers_f))]
     (scope_t, outs_t, spec_t), (scope_f, outs_f, spec_f) = traced
     _check_branches_agree(tx, outs_t, spec_t, outs_f, spec_f)
     with tx.output.leaf_errors(torch.cond):
         results = recorder.record_cond(pred.meta, (scope_t, scope_f), metas, outs_t)
+    results = _read_numbers(tx, list(results), numbers_t, numbers_f)
     return tx.wrap(pytree.tree_unflatten(results, spec_t))
 
 
-def _trace_branch(tx, fn, metas, *, single: bool = False):
+def _branch_numbers(tx, flat: list, numbers: list) -> list:
+    """``flat`` (a branch's flattened result) with each Python int (a constant, or a symbolic
+    size) made a 0-d tensor in the branch; ``numbers`` gets, per leaf, None for a tensor or
+    ``(int, the int or SymInt)``."""
+    made = []
+    for value in flat:
+        if isinstance(value, torch.Tensor):
+            numbers.append(None)
+            made.append(value)
+            continue
+        kind = int if type(value) is torch.SymInt else type(value)
+        if kind is not int:  # as eager's torch.cond (2.13-2.15): no floats, bools, objects
+            raise graph_break("UB113", "a torch.cond branch must return tensors or ints "
+                              f"(it returns {type(value).__name__})", frames=tx.user_frames())
+        numbers.append((kind, value))
+        made.append(tx.call_leaf(torch.scalar_tensor, [tx.wrap(value)],
+                                 {"dtype": ConstantVariable(torch.int64)}).meta)
+    return made
+
+
+def _same_number(a, b) -> bool:
+    """The same int, or the same size expression (``x.shape[0]`` in both branches)."""
+    if type(a) is int or type(b) is int:
+        return type(a) is type(b) and a == b
+    return a.node.expr == b.node.expr
+
+
+def _read_numbers(tx, results: list, numbers_t: list, numbers_f: list) -> list:
+    """The cond's results with the numbers the branches returned read back (see
+    :func:`call_cond`)."""
+    for index, (a, b) in enumerate(zip(numbers_t, numbers_f)):
+        if a is None and b is None:
+            continue
+        if a is None or b is None or a[0] is not b[0]:
+            raise graph_break("UB113", "the branches of torch.cond return an int in one and a "
+                              "tensor in the other",
+                              frames=tx.user_frames())
+        (_, t), (_, f) = a, b
+        if _same_number(t, f):  # both branches return it: the number itself
+            results[index] = t
+            continue
+        value = tx.call_leaf(torch.Tensor.item, [TensorVariable(results[index])], {}).unwrap(tx)
+        if type(t) is int and type(f) is int:
+            torch._check(value >= min(t, f))
+            torch._check(value <= max(t, f))
+        results[index] = value
+    return results
+
+
+def _trace_branch(tx, fn, metas, *, single: bool = False, numbers: list | None = None):
+    """``fn`` traced into a subgraph: its scope, flat outputs and their spec. ``numbers``
+    (a list to fill, for cond): Python numbers it returns become 0-d tensors
+    (:func:`_branch_numbers`)."""
     recorder = tx.output.recorder
     with tx.output.branch():
         stand_ins = recorder.open_branch(metas)
         try:
             out = fn.call(tx, [TensorVariable(m) for m in stand_ins], {})
             flat, spec = pytree.tree_flatten(out.unwrap(tx))
+            if numbers is not None:
+                flat = _branch_numbers(tx, flat, numbers)
             if not all(isinstance(t, torch.Tensor) for t in flat):
                 raise graph_break("UB113", "a torch.cond branch must return tensors only",
                                   frames=tx.user_frames())

@@ -2,6 +2,7 @@
 and their methods (``xs.append(t)``, ``d.items()``...)."""
 from __future__ import annotations
 
+import functools
 import inspect
 
 import torch
@@ -394,6 +395,12 @@ class ContainerMethodVariable(VariableTracker):
 _NONE = ConstantVariable(None)
 
 
+@functools.cache
+def _handler_signature(handler) -> inspect.Signature:
+    """The signature of a method handler (module functions: computed once, not per call)."""
+    return inspect.signature(handler)
+
+
 def call_container_method(tx, container, name: str, args: list, kwargs: dict) -> VariableTracker:
     """``container.name(*args, **kwargs)`` for a list/tuple/dict tracker.
 
@@ -408,7 +415,7 @@ def call_container_method(tx, container, name: str, args: list, kwargs: dict) ->
     handler = table.get(name)
     if handler is not None:
         try:  # the method's own arity (the handlers take the same parameters)
-            inspect.signature(handler).bind(tx, container, *args, **kwargs)
+            _handler_signature(handler).bind(tx, container, *args, **kwargs)
         except TypeError as exc:
             raise tx.user_exception(TypeError(f"{name}(): {exc}")) from None
         try:

@@ -14,9 +14,9 @@ import types
 from dataclasses import dataclass
 
 import torch
-from torch.utils import _pytree as pytree
 
 from ..ir.devices import PASS_THROUGH_CODE, traced_device_arguments
+from ..ir.flat import tree_leaves
 from ..symbolic.diagnostics import (
     DataDependentError,
     InternalError,
@@ -49,7 +49,7 @@ def _tensor_inputs(fn, values, named) -> list:
     """The tensors a leaf call reads: its tensor arguments, and the parameters and buffers
     of the modules among its receiver and arguments (``Linear.forward`` runs natively)."""
     owner = fn.__self__ if isinstance(fn, types.MethodType) else None
-    leaves = pytree.tree_leaves((owner, values, named))
+    leaves = tree_leaves((owner, values, named))
     tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
     for module in (v for v in leaves if isinstance(v, torch.nn.Module)):
         tensors.extend(module.parameters())
@@ -261,7 +261,7 @@ class TraceContext:
         """Mark what a leaf call returned with its eager ``requires_grad`` (an in-place op
         keeps what its target had and adds what its other inputs bring)."""
         input_ids = {id(t) for t in inputs}
-        for tensor in pytree.tree_leaves(result):
+        for tensor in tree_leaves(result):
             if isinstance(tensor, torch.Tensor):
                 flag = self.result_requires_grad(fn, inputs, tensor)
                 if id(tensor) in input_ids:

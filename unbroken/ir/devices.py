@@ -60,6 +60,7 @@ from ..symbolic.torch_compat import (
     set_meta_device_hint,
     suggest_memory_format,
 )
+from .flat import tree_leaves
 
 __all__ = ["PASS_THROUGH_CODE", "composite_layout", "devices_of", "python_data_on_user_device",
            "traced_device_arguments"]
@@ -97,7 +98,7 @@ _DATA_CONSTRUCTORS = frozenset([torch.tensor, torch.as_tensor, torch.asarray,
 
 
 def _traced_leaves(recorder, args, kwargs) -> list:
-    return [t for t in torch.utils._pytree.tree_leaves((args, kwargs))
+    return [t for t in tree_leaves((args, kwargs))
             if isinstance(t, torch.Tensor) and t.device.type == "meta" and recorder.is_tracked(t)]
 
 

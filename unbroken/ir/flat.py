@@ -1,0 +1,64 @@
+"""``tree_leaves`` and ``tree_map`` as ``torch.utils._pytree``'s, fast for an op's arguments.
+
+Every op the recorder records, and every leaf call, walks its arguments several times (meta
+versions, opaque-argument refusal, the devices the call's tensors stand for, the tensors it
+reads). pytree's generic walk asks its registry about every node; an op's arguments are
+tuples, lists and dicts of tensors, numbers, strings and torch's enum-like values. For such a
+tree the walk here visits the same leaves in the same order (pytree's: a dict's values in
+insertion order) and ``tree_map`` rebuilds the same containers; any other node (a named
+tuple, a registered class, an object pytree may treat either way) sends the whole tree to
+pytree itself, so the answer is always pytree's.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.utils._pytree as pytree
+
+__all__ = ["tree_leaves", "tree_map"]
+
+_LEAF_TYPES = frozenset([int, float, bool, complex, str, type(None), torch.dtype, torch.device,
+                         torch.layout, torch.memory_format, torch.SymInt, torch.SymFloat,
+                         torch.SymBool])
+_CONTAINERS = (tuple, list, dict)
+
+
+def _plain_leaves(tree, out: list) -> bool:
+    """Append ``tree``'s leaves to ``out``; False at the first node that is neither a plain
+    container nor a known leaf (``out`` is then incomplete)."""
+    kind = type(tree)
+    if kind in _LEAF_TYPES or isinstance(tree, torch.Tensor):
+        out.append(tree)
+        return True
+    if kind is tuple or kind is list:
+        return all(_plain_leaves(item, out) for item in tree)
+    if kind is dict:
+        return all(_plain_leaves(item, out) for item in tree.values())
+    return False
+
+
+def tree_leaves(tree) -> list:
+    """``pytree.tree_leaves(tree)``."""
+    leaves: list = []
+    if _plain_leaves(tree, leaves):
+        return leaves
+    return pytree.tree_leaves(tree)
+
+
+def _plain_map(fn: Callable, tree):
+    kind = type(tree)
+    if kind is tuple:
+        return tuple(_plain_map(fn, item) for item in tree)
+    if kind is list:
+        return [_plain_map(fn, item) for item in tree]
+    if kind is dict:
+        return {key: _plain_map(fn, value) for key, value in tree.items()}
+    return fn(tree)
+
+
+def tree_map(fn: Callable, tree):
+    """``pytree.tree_map(fn, tree)``: ``fn`` called on the leaves in pytree's order."""
+    if _plain_leaves(tree, []):
+        return _plain_map(fn, tree)
+    return pytree.tree_map(fn, tree)

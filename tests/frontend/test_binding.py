@@ -1,4 +1,4 @@
-"""The binding plan of inlined calls (``variables.functions._BindingPlan``) against its oracle,
+"""The binding plan of inlined calls (``variables.functions.BindingPlan``) against its oracle,
 ``inspect.Signature.bind`` then ``apply_defaults``: the same arguments, in the same order, for
 every call Python accepts; None (the caller then asks ``Signature.bind``) for every call it
 refuses."""
@@ -9,7 +9,7 @@ import inspect
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from unbroken.frontend.variables.functions import _BindingPlan
+from unbroken.frontend.variables.binding import BindingPlan
 
 
 def plain(a, b, c=3):
@@ -55,7 +55,7 @@ def oracle(fn, args, kwargs):
 def test_plan_binds_as_signature_bind(fn, count, names):
     args = tuple(range(100, 100 + count))
     kwargs = {name: f"kw-{name}" for name in names}
-    got = _BindingPlan(inspect.signature(fn)).bind(args, kwargs)
+    got = BindingPlan(inspect.signature(fn)).bind(args, kwargs)
     expected = oracle(fn, args, kwargs)
     if got is None:  # refused: Python refuses too, or a keyword names a positional-only one
         assert expected is None or any(
@@ -68,10 +68,10 @@ def test_plan_binds_as_signature_bind(fn, count, names):
 
 
 def test_examples():
-    plan = _BindingPlan(inspect.signature(star_args))
+    plan = BindingPlan(inspect.signature(star_args))
     assert plan.bind((1, 2, 3), {"b": 4, "z": 5}) == {"a": 1, "args": (2, 3), "b": 4,
                                                      "kwargs": {"z": 5}}
     assert plan.bind((), {"a": 1}) == {"a": 1, "args": (), "b": 2, "kwargs": {}}
     assert plan.bind((1,), {"a": 1}) is None  # multiple values for a
-    assert _BindingPlan(inspect.signature(plain)).bind((1, 2, 3, 4), {}) is None
-    assert _BindingPlan(inspect.signature(only_keywords)).bind((), {}) is None  # x missing
+    assert BindingPlan(inspect.signature(plain)).bind((1, 2, 3, 4), {}) is None
+    assert BindingPlan(inspect.signature(only_keywords)).bind((), {}) is None  # x missing

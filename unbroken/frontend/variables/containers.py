@@ -10,6 +10,7 @@ import torch
 from ...symbolic.diagnostics.catalogue import GraphBreakError, TracedException, graph_break
 from ..protocol import class_attribute, lookup
 from .base import CREATION_ORDER, AttributeMissing, VariableTracker
+from .binding import BindingPlan
 from .builtin_methods import (
     MUTATES,
     REFUSED,
@@ -396,9 +397,9 @@ _NONE = ConstantVariable(None)
 
 
 @functools.cache
-def _handler_signature(handler) -> inspect.Signature:
-    """The signature of a method handler (module functions: computed once, not per call)."""
-    return inspect.signature(handler)
+def _handler_plan(handler) -> BindingPlan:
+    """The binding plan of a method handler (module functions: made once, not per call)."""
+    return BindingPlan(inspect.signature(handler))
 
 
 def call_container_method(tx, container, name: str, args: list, kwargs: dict) -> VariableTracker:
@@ -414,10 +415,12 @@ def call_container_method(tx, container, name: str, args: list, kwargs: dict) ->
     table = _DICT_METHODS if isinstance(container, DictVariable) else _SEQUENCE_METHODS
     handler = table.get(name)
     if handler is not None:
-        try:  # the method's own arity (the handlers take the same parameters)
-            _handler_signature(handler).bind(tx, container, *args, **kwargs)
-        except TypeError as exc:
-            raise tx.user_exception(TypeError(f"{name}(): {exc}")) from None
+        plan = _handler_plan(handler)  # the method's own arity (the handlers take the same
+        if plan.bind((tx, container, *args), kwargs) is None:  # parameters)
+            try:
+                plan.signature.bind(tx, container, *args, **kwargs)
+            except TypeError as exc:
+                raise tx.user_exception(TypeError(f"{name}(): {exc}")) from None
         try:
             return handler(tx, container, *args, **kwargs)
         except (TypeError, ValueError, IndexError, KeyError, GraphBreakError):

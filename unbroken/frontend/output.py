@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..ir.devices import PASS_THROUGH_CODE, traced_device_arguments
+from ..ir.devices import PASS_THROUGH_CODE, needs_python_data_mode, traced_device_arguments
 from ..ir.flat import tree_leaves
 from ..symbolic.diagnostics import (
     DataDependentError,
@@ -365,7 +365,7 @@ class TraceContext:
         # the grad mode first: the recorder takes the call's mode when recording begins
         try:
             with self.leaf_errors(fn), torch.set_grad_enabled(self.grad_enabled), \
-                    self.recorder.recording():
+                    self.recorder.recording(python_data=needs_python_data_mode(fn)):
                 with self.recorder.leaf_scope() as scope:
                     result = fn(*values, **named)
                     if isinstance(result, types.GeneratorType):

@@ -46,12 +46,14 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import threading
+import types
 
 import torch
 from torch.overrides import TorchFunctionMode
 
 from ..symbolic.torch_compat import (
     DispatchKey,
+    TensorBase,
     call_at_key,
     clear_dispatch_cache,
     cpu_convolution_memory_format,
@@ -62,8 +64,8 @@ from ..symbolic.torch_compat import (
 )
 from .flat import tree_leaves
 
-__all__ = ["PASS_THROUGH_CODE", "composite_layout", "devices_of", "python_data_on_user_device",
-           "traced_device_arguments"]
+__all__ = ["PASS_THROUGH_CODE", "composite_layout", "devices_of", "needs_python_data_mode",
+           "python_data_on_user_device", "traced_device_arguments"]
 
 _META = torch.device("meta")
 
@@ -156,6 +158,28 @@ class _PythonDataMode(TorchFunctionMode):
 # The frame that calls every torch function while the mode is on: an error raised by the native
 # callee (``x[::-1]``'s ValueError) appears raised there, which is the program's, not a bug.
 PASS_THROUGH_CODE = _PythonDataMode.__torch_function__.__code__
+
+
+# Modules of torch's C functions, each of which dispatches ``__torch_function__`` itself.
+_DISPATCHING_MODULES = frozenset(["torch", "torch._C._nn", "torch._C._linalg", "torch._C._fft",
+                                  "torch._C._special"])
+
+
+def needs_python_data_mode(fn) -> bool:
+    """Whether a leaf call of ``fn`` needs :func:`python_data_on_user_device`. Not for a C
+    function of torch's (``torch.addmm``, ``F.linear``, ``Tensor.view``) other than the data
+    constructors: it dispatches ``__torch_function__`` itself, so the mode would see that
+    one call, pass it through unchanged, and be off while it runs (torch pops a function
+    mode while the mode handles a call)."""
+    if fn in _DATA_CONSTRUCTORS:
+        return True
+    if isinstance(fn, (types.MethodDescriptorType, types.WrapperDescriptorType)):
+        return not issubclass(fn.__objclass__, TensorBase)
+    if isinstance(fn, types.BuiltinFunctionType):
+        if isinstance(fn.__self__, TensorBase):  # a method of a tensor, bound
+            return False
+        return getattr(fn, "__module__", None) not in _DISPATCHING_MODULES
+    return True
 
 
 def python_data_on_user_device(recorder):

@@ -231,14 +231,16 @@ class Recorder(TorchDispatchMode):
 
     # ----------------------------------------------------------------- recording
     @contextlib.contextmanager
-    def recording(self):
-        """Activate the mode for the duration of one leaf call."""
+    def recording(self, python_data: bool = True):
+        """Activate the mode for the duration of one leaf call (``python_data``: with
+        ``ir.devices.python_data_on_user_device``, which a torch C function does not need:
+        ``ir.devices.needs_python_data_mode``)."""
         if self._recording == 0:
             self._this_call.clear()
             self._leaf_grad_mode = torch.is_grad_enabled()
             self._leaf_autocast = enabled_devices()
-        data_mode = python_data_on_user_device(self) if self._recording == 0 else \
-            contextlib.nullcontext()
+        data_mode = python_data_on_user_device(self) if self._recording == 0 and python_data \
+            else contextlib.nullcontext()
         self._recording += 1
         try:
             # meta kernels lay out as the traced device's do; Python data made a tensor "on

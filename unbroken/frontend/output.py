@@ -80,18 +80,46 @@ _PROGRAM_ERRORS = (RuntimeError, TypeError, ValueError, ArithmeticError, LookupE
                    AssertionError, AttributeError, StopIteration)
 
 
+class _LeafErrors:
+    """``TraceContext.leaf_errors``: an exception out of the block goes to
+    ``raise_leaf_error`` (a class, not a generator: it is entered for every leaf call)."""
+
+    __slots__ = ("output", "fn")
+
+    def __init__(self, output, fn):
+        self.output, self.fn = output, fn
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, exc, traceback) -> bool:
+        if isinstance(exc, Exception):
+            self.output.raise_leaf_error(exc, self.fn)
+        return False
+
+
+def _call_native(fn, values, named) -> tuple:
+    """``fn(*values, **named)`` and whether it returned a generator (then run to a list)."""
+    result = fn(*values, **named)
+    if isinstance(result, types.GeneratorType):
+        return list(result), True
+    return result, False
+
+
 def _raised_inside_unbroken(exc: BaseException) -> bool:
     """True when the innermost frame of ``exc``'s traceback is unbroken's own code (a bug
-    in unbroken, not an error PyTorch raised for the user's program). The frame of
-    ``TraceContext.call_leaf`` is not: a native callee (``Tensor.__getitem__``, ``Tensor.sum``)
-    has no Python frame, so what it raises for the user's arguments (``x[::-1]``,
+    in unbroken, not an error PyTorch raised for the user's program). The frames of
+    ``TraceContext.call_leaf`` and ``_call_native`` are not: a native callee
+    (``Tensor.__getitem__``, ``Tensor.sum``) has no Python frame, so what it raises for the
+    user's arguments (``x[::-1]``,
     ``x.sum(dim="a")``) appears raised there; nor is the torch function mode's that passes
     each call through while recording (``ir.devices.PASS_THROUGH_CODE``)."""
     tb = exc.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
     return (tb is not None and tb.tb_frame.f_code.co_filename.startswith(_UNBROKEN_DIR)
-            and tb.tb_frame.f_code not in (TraceContext.call_leaf.__code__, PASS_THROUGH_CODE))
+            and tb.tb_frame.f_code not in (TraceContext.call_leaf.__code__,
+                                           _call_native.__code__, PASS_THROUGH_CODE))
 
 
 # Tensor indexing, whose list indexes become index tensors (see index_lists_as_tensors).
@@ -361,15 +389,16 @@ class TraceContext:
             return opaque()
         # `x.to("cpu")` on the meta stand-in of a CPU tensor returns it, as eager returns x
         fn, values, named = traced_device_arguments(self.recorder, fn, values, named)
-        generated = False
         # the grad mode first: the recorder takes the call's mode when recording begins
         try:
             with self.leaf_errors(fn), torch.set_grad_enabled(self.grad_enabled), \
                     self.recorder.recording(python_data=needs_python_data_mode(fn)):
-                with self.recorder.leaf_scope() as scope:
-                    result = fn(*values, **named)
-                    if isinstance(result, types.GeneratorType):
-                        result, generated = list(result), True
+                if self.recorder.size_one.active:
+                    with self.recorder.leaf_scope() as scope:
+                        result, generated = _call_native(fn, values, named)
+                else:  # what leaf_scope yields then, without entering it
+                    scope = None
+                    result, generated = _call_native(fn, values, named)
         finally:  # what it wrote to objects of the trace's own (even when it raised)
             for obj in list(self.native_objects.values()):
                 obj.sync_from_native(tx)
@@ -385,17 +414,20 @@ class TraceContext:
             return IteratorVariable([wrap(tx, v) for v in result])
         return wrap(tx, result)
 
-    @contextlib.contextmanager
-    def leaf_errors(self, fn=None):
-        """Turn failures inside PyTorch into errors at the user's line."""
-        try:
-            yield
-        except GraphBreakError as exc:
+    def leaf_errors(self, fn=None) -> _LeafErrors:
+        """A context manager turning failures inside PyTorch into errors at the user's line
+        (:meth:`raise_leaf_error`)."""
+        return _LeafErrors(self, fn)
+
+    def raise_leaf_error(self, exc: Exception, fn=None) -> None:
+        """Raise the error at the user's line that ``exc``, raised inside PyTorch, is; return
+        for an exception that stays as it is."""
+        if isinstance(exc, GraphBreakError):
             raise exc.with_frames(self.user_frames()) from None
-        except DataDependentError as exc:
+        if isinstance(exc, DataDependentError):
             raise graph_break("UB105", exc.message, frames=exc.frames or self.user_frames(),
                               details=exc.details, hint=exc.hint) from None
-        except UnsupportedError as exc:
+        if isinstance(exc, UnsupportedError):
             if exc.code in ("UB114", "UB117", "UB120", "UB121", "UB123"):
                 # UB120 (an op eager refuses, see ir.aliasing) and UB117 (an opaque argument:
                 # a generator, a process group) know the precise fix
@@ -403,9 +435,9 @@ class TraceContext:
                 raise graph_break(exc.code, exc.message, frames=exc.frames or self.user_frames(),
                                   details=exc.details, hint=hint) from None
             raise exc.with_frames(self.user_frames()) from None
-        except UnbrokenError as exc:
+        if isinstance(exc, UnbrokenError):
             raise exc.with_frames(self.user_frames()) from None
-        except _PROGRAM_ERRORS as exc:
+        if isinstance(exc, _PROGRAM_ERRORS):
             if _raised_inside_unbroken(exc):
                 raise InternalError("a leaf call failed inside unbroken",
                                     frames=self.user_frames(), cause=exc) from exc

@@ -26,16 +26,22 @@ _CONTAINERS = (tuple, list, dict)
 
 def _plain_leaves(tree, out: list) -> bool:
     """Append ``tree``'s leaves to ``out``; False at the first node that is neither a plain
-    container nor a known leaf (``out`` is then incomplete)."""
+    container nor a known leaf (``out`` is then incomplete). Loops, not ``all()`` over a
+    generator: this runs several times per recorded op."""
     kind = type(tree)
     if kind in _LEAF_TYPES or isinstance(tree, torch.Tensor):
         out.append(tree)
         return True
-    if kind is tuple or kind is list:
-        return all(_plain_leaves(item, out) for item in tree)
     if kind is dict:
-        return all(_plain_leaves(item, out) for item in tree.values())
-    return False
+        tree = tree.values()
+    elif kind is not tuple and kind is not list:
+        return False
+    for item in tree:
+        if type(item) in _LEAF_TYPES or isinstance(item, torch.Tensor):
+            out.append(item)
+        elif not _plain_leaves(item, out):
+            return False
+    return True
 
 
 def tree_leaves(tree) -> list:

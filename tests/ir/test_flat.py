@@ -10,7 +10,7 @@ import torch.utils._pytree as pytree
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from unbroken.ir.flat import tree_leaves, tree_map
+from unbroken.ir.flat import tree_flatten, tree_leaves, tree_map
 
 Point = collections.namedtuple("Point", "x y")
 
@@ -59,3 +59,14 @@ def test_op_arguments():
     assert tree_leaves((args, kwargs)) == [x, 1, 2, x, None, torch.float16, x]
     mapped = tree_map(lambda v: "T" if isinstance(v, torch.Tensor) else v, (args, kwargs))
     assert mapped == (("T", [1, 2], ("T", None)), {"dtype": torch.float16, "out": ["T"]})
+
+
+@settings(max_examples=300, deadline=None)
+@given(first=TREES, second=TREES)
+def test_structures_equal_as_pytree_specs(first, second):
+    leaves, structure = tree_flatten(first)
+    assert [id(x) for x in leaves] == [id(x) for x in pytree.tree_leaves(first)]
+    hash(structure)
+    same_spec = pytree.tree_structure(first) == pytree.tree_structure(second)
+    assert (structure == tree_flatten(second)[1]) == same_spec
+    assert tree_flatten(first)[1] == structure  # deterministic

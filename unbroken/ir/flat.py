@@ -16,7 +16,7 @@ from collections.abc import Callable
 import torch
 import torch.utils._pytree as pytree
 
-__all__ = ["tree_leaves", "tree_map"]
+__all__ = ["tree_flatten", "tree_leaves", "tree_map"]
 
 _LEAF_TYPES = frozenset([int, float, bool, complex, str, type(None), torch.dtype, torch.device,
                          torch.layout, torch.memory_format, torch.SymInt, torch.SymFloat,
@@ -50,6 +50,47 @@ def tree_leaves(tree) -> list:
     if _plain_leaves(tree, leaves):
         return leaves
     return pytree.tree_leaves(tree)
+
+
+_NOT_PLAIN = object()
+
+
+def _plain_structure(tree, out: list):
+    """``tree``'s leaves appended to ``out`` and its structure as a hashable value (None for
+    a leaf; the container's type, a dict's keys and the children's structures), or
+    ``_NOT_PLAIN``."""
+    kind = type(tree)
+    if kind in _LEAF_TYPES or isinstance(tree, torch.Tensor):
+        out.append(tree)
+        return None
+    if kind is tuple or kind is list:
+        children = []
+        for item in tree:
+            child = _plain_structure(item, out)
+            if child is _NOT_PLAIN:
+                return _NOT_PLAIN
+            children.append(child)
+        return kind, tuple(children)
+    if kind is dict:
+        children = []
+        for item in tree.values():
+            child = _plain_structure(item, out)
+            if child is _NOT_PLAIN:
+                return _NOT_PLAIN
+            children.append(child)
+        return dict, tuple(tree), tuple(children)
+    return _NOT_PLAIN
+
+
+def tree_flatten(tree) -> tuple[list, object]:
+    """``(leaves, structure)``: pytree's leaves, in its order, and a hashable value equal for
+    two trees exactly when pytree's specs of them are (a plain tree's own structure, tagged;
+    pytree's ``TreeSpec`` for any other). For keys, not for ``tree_unflatten``."""
+    leaves: list = []
+    structure = _plain_structure(tree, leaves)
+    if structure is not _NOT_PLAIN:
+        return leaves, ("plain", structure)
+    return pytree.tree_flatten(tree)
 
 
 def _plain_map(fn: Callable, tree):

@@ -39,7 +39,7 @@ that recorder, the type of the device it stands for (``Recorder.device_of``; a t
 inside a kernel: the recorder's default device). Anything else (another thread or context,
 a real or fake tensor, a model that itself lives on ``meta``) gets torch's own answer. The
 replacement is installed once for all concurrent recorders and removed when the last one
-ends, on any exit.
+ends, on any exit; a trace keeps it installed from start to end (:func:`trace_wide`).
 """
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ from ..symbolic.torch_compat import (
 from .flat import tree_leaves
 
 __all__ = ["PASS_THROUGH_CODE", "composite_layout", "devices_of", "needs_python_data_mode",
-           "python_data_on_user_device", "traced_device_arguments"]
+           "python_data_on_user_device", "trace_wide", "traced_device_arguments"]
 
 _META = torch.device("meta")
 
@@ -224,6 +224,15 @@ def devices_of(recorder):
             yield
     finally:
         _active.reset(token)
+
+
+def trace_wide():
+    """Keep the replacement installed for a whole trace (``exporter.trace``): each leaf call's
+    :func:`devices_of` then only counts itself in, instead of installing the layout kernels
+    and the device hint and removing them again (clearing four dispatch caches) per call.
+    With no recorder active in a thread or context, what is installed answers as torch's
+    own, so nothing else changes while it stays."""
+    return _installed()
 
 
 @contextlib.contextmanager

@@ -61,12 +61,20 @@ def test_op_arguments():
     assert mapped == (("T", [1, 2], ("T", None)), {"dtype": torch.float16, "out": ["T"]})
 
 
+def _is_plain(structure) -> bool:
+    return isinstance(structure, tuple) and structure[:1] == ("plain",)
+
+
 @settings(max_examples=300, deadline=None)
 @given(first=TREES, second=TREES)
-def test_structures_equal_as_pytree_specs(first, second):
+def test_structures_equal_only_as_pytree_specs(first, second):
     leaves, structure = tree_flatten(first)
     assert [id(x) for x in leaves] == [id(x) for x in pytree.tree_leaves(first)]
     hash(structure)
     same_spec = pytree.tree_structure(first) == pytree.tree_structure(second)
-    assert (structure == tree_flatten(second)[1]) == same_spec
+    other = tree_flatten(second)[1]
+    same = structure == other
+    assert not same or same_spec  # equal structures: equal specs
+    if _is_plain(structure) and _is_plain(other):
+        assert same == same_spec
     assert tree_flatten(first)[1] == structure  # deterministic

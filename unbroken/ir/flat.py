@@ -83,9 +83,11 @@ def _plain_structure(tree, out: list):
 
 
 def tree_flatten(tree) -> tuple[list, object]:
-    """``(leaves, structure)``: pytree's leaves, in its order, and a hashable value equal for
-    two trees exactly when pytree's specs of them are (a plain tree's own structure, tagged;
-    pytree's ``TreeSpec`` for any other). For keys, not for ``tree_unflatten``."""
+    """``(leaves, structure)``: pytree's leaves, in its order, and a hashable value (a plain
+    tree's own structure, tagged; pytree's ``TreeSpec`` for any other). Two structures are
+    equal only when pytree's specs are, and for two plain trees exactly then (a plain and
+    another tree never compare equal: a cache keyed on it may miss, never confuse). For
+    keys, not for ``tree_unflatten``."""
     leaves: list = []
     structure = _plain_structure(tree, leaves)
     if structure is not _NOT_PLAIN:

@@ -55,7 +55,9 @@ class ProcessState:
         (the mode objects, outermost first);
     included / excluded: the thread-local dispatch keys forced on / off (the Python dispatcher,
         inference mode and autocast live there);
-    python_kernels: the Python kernels registered on the ops unbroken patches.
+    python_kernels: the Python kernels registered on the ops unbroken patches (None in the
+        snapshot :func:`isolated` restores from: ``restore`` does not read them, and
+        ``ir.composites`` puts them back itself; tests compare full snapshots).
     """
 
     grad_enabled: bool
@@ -65,10 +67,10 @@ class ProcessState:
     function_modes: tuple
     included: frozenset
     excluded: frozenset
-    python_kernels: tuple
+    python_kernels: tuple | None
 
     @classmethod
-    def capture(cls) -> ProcessState:
+    def capture(cls, python_kernels: bool = True) -> ProcessState:
         return cls(
             grad_enabled=torch.is_grad_enabled(),
             inference_mode=torch.is_inference_mode_enabled(),
@@ -77,7 +79,7 @@ class ProcessState:
             function_modes=function_modes(),
             included=_keys_in(local_dispatch_keys()[0]),
             excluded=_keys_in(local_dispatch_keys()[1]),
-            python_kernels=_python_kernels())
+            python_kernels=_python_kernels() if python_kernels else None)
 
     def restore(self) -> None:
         """Put the process back in this state (modes popped or pushed back, keys reset)."""
@@ -86,7 +88,7 @@ class ProcessState:
             # the mode lives in an RAII guard someone did not close: hold a counter-guard for
             # the rest of the process (its dispatch keys are reset just below)
             _COUNTER_GUARDS.append(inference_mode_guard(self.inference_mode))
-        now = ProcessState.capture()
+        now = ProcessState.capture(python_kernels=False)
         for key in now.included ^ self.included:
             set_local_dispatch_key(key, included=key in self.included)
         for key in now.excluded ^ self.excluded:
@@ -108,7 +110,7 @@ def isolated():
         with isolated():
             trace(model)   # may raise anything, KeyboardInterrupt included
     """
-    before = ProcessState.capture()
+    before = ProcessState.capture(python_kernels=False)
     try:
         yield before
     finally:

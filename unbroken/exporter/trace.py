@@ -27,6 +27,7 @@ from ..frontend.tracer import trace_call
 from ..frontend.variables.constant import ConstantVariable
 from ..frontend.variables.tensor import SymbolicVariable, TensorVariable
 from ..ir.composites import preserving
+from ..ir.devices import trace_wide
 from ..ir.recorder import Recorder, meta_like
 from ..ir.shadow import Shadow
 from ..ir.signature import (
@@ -112,7 +113,7 @@ class Trace:
         self.builder.reserve_names(name for name, _, _ in self._input_leaves(signature))
         self._lift_state()
         arg_trackers, kwarg_trackers = self._lift_inputs(signature, dims)
-        with _tracing(root, self._metas), preserving(self.recorder):
+        with _tracing(root, self._metas), preserving(self.recorder), trace_wide():
             arg_trackers, kwarg_trackers = materialize(self.output, (arg_trackers,
                                                                      kwarg_trackers))
             result, tx = trace_call(self.output, call.mod, arg_trackers, kwarg_trackers)

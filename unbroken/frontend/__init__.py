@@ -25,7 +25,8 @@ value model           ``variables.base`` (``VariableTracker`` and ``Interpreter`
                       interface through which trackers reach the interpreter),
                       ``variables.text`` (text computed when used), ``variables.native``
                       (native callables), ``variables.builtin_methods`` (the methods of
-                      builtin types: what reads, what mutates), ``variables.constant``
+                      builtin types: what reads, what mutates), ``variables.constant``,
+                      ``variables.binding`` (arguments bound to a signature's parameters)
 object protocol       ``protocol``: attribute lookup and method binding, special-method
                       calls, subscript, iteration, calls: one implementation for all
 trackers              ``variables.tensor`` < ``grad_mode`` < ``containers`` <
@@ -53,7 +54,7 @@ LAYERS = (
                     "trace_site", "paths")),
     ("value model", ("variables", "variables.base", "variables.text", "variables.native",
                      "variables.builtin_methods", "variables.constant",
-                     "variables.numpy_values")),
+                     "variables.numpy_values", "variables.binding")),
     ("object protocol", ("protocol",)),
     ("trackers", ("variables.tensor", "variables.grad_mode", "variables.containers",
                   "variables.nn_fast_paths", "variables.torch_calls", "variables.functions",

@@ -71,12 +71,13 @@ def budget(instructions: int | None = None, seconds: float | None = None, *,
         _CURRENT.pop()
 
 
-_CLOCK_EVERY = 4096  # instructions between two reads of the clock
+CLOCK_EVERY = 4096  # instructions between two reads of the clock
 
 
 class BudgetMeter:
-    """Counts the instructions of one trace against ``limit`` (a :class:`Budget`);
-    ``spend()`` returns a description of what ran out, or None."""
+    """Counts the instructions of one trace against ``limit`` (a :class:`Budget`). The
+    interpreter's loop adds one to ``count`` per instruction and, every ``CLOCK_EVERY``
+    instructions, asks ``exhausted()``: a description of what ran out, or None."""
 
     __slots__ = ("limit", "count", "deadline")
 
@@ -85,10 +86,7 @@ class BudgetMeter:
         self.count = 0
         self.deadline = time.monotonic() + limit.seconds
 
-    def spend(self) -> str | None:
-        self.count += 1
-        if self.count % _CLOCK_EVERY:
-            return None
+    def exhausted(self) -> str | None:
         if self.count > self.limit.instructions:
             return f"{self.limit.instructions:,} bytecode instructions"
         if time.monotonic() > self.deadline:

@@ -14,9 +14,9 @@ import types
 from dataclasses import dataclass
 
 import torch
-from torch.utils import _pytree as pytree
 
-from ..ir.devices import PASS_THROUGH_CODE, traced_device_arguments
+from ..ir.devices import PASS_THROUGH_CODE, needs_python_data_mode, traced_device_arguments
+from ..ir.flat import tree_leaves
 from ..symbolic.diagnostics import (
     DataDependentError,
     InternalError,
@@ -49,7 +49,7 @@ def _tensor_inputs(fn, values, named) -> list:
     """The tensors a leaf call reads: its tensor arguments, and the parameters and buffers
     of the modules among its receiver and arguments (``Linear.forward`` runs natively)."""
     owner = fn.__self__ if isinstance(fn, types.MethodType) else None
-    leaves = pytree.tree_leaves((owner, values, named))
+    leaves = tree_leaves((owner, values, named))
     tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
     for module in (v for v in leaves if isinstance(v, torch.nn.Module)):
         tensors.extend(module.parameters())
@@ -80,18 +80,46 @@ _PROGRAM_ERRORS = (RuntimeError, TypeError, ValueError, ArithmeticError, LookupE
                    AssertionError, AttributeError, StopIteration)
 
 
+class _LeafErrors:
+    """``TraceContext.leaf_errors``: an exception out of the block goes to
+    ``raise_leaf_error`` (a class, not a generator: it is entered for every leaf call)."""
+
+    __slots__ = ("output", "fn")
+
+    def __init__(self, output, fn):
+        self.output, self.fn = output, fn
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, exc, traceback) -> bool:
+        if isinstance(exc, Exception):
+            self.output.raise_leaf_error(exc, self.fn)
+        return False
+
+
+def _call_native(fn, values, named) -> tuple:
+    """``fn(*values, **named)`` and whether it returned a generator (then run to a list)."""
+    result = fn(*values, **named)
+    if isinstance(result, types.GeneratorType):
+        return list(result), True
+    return result, False
+
+
 def _raised_inside_unbroken(exc: BaseException) -> bool:
     """True when the innermost frame of ``exc``'s traceback is unbroken's own code (a bug
-    in unbroken, not an error PyTorch raised for the user's program). The frame of
-    ``TraceContext.call_leaf`` is not: a native callee (``Tensor.__getitem__``, ``Tensor.sum``)
-    has no Python frame, so what it raises for the user's arguments (``x[::-1]``,
+    in unbroken, not an error PyTorch raised for the user's program). The frames of
+    ``TraceContext.call_leaf`` and ``_call_native`` are not: a native callee
+    (``Tensor.__getitem__``, ``Tensor.sum``) has no Python frame, so what it raises for the
+    user's arguments (``x[::-1]``,
     ``x.sum(dim="a")``) appears raised there; nor is the torch function mode's that passes
     each call through while recording (``ir.devices.PASS_THROUGH_CODE``)."""
     tb = exc.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
     return (tb is not None and tb.tb_frame.f_code.co_filename.startswith(_UNBROKEN_DIR)
-            and tb.tb_frame.f_code not in (TraceContext.call_leaf.__code__, PASS_THROUGH_CODE))
+            and tb.tb_frame.f_code not in (TraceContext.call_leaf.__code__,
+                                           _call_native.__code__, PASS_THROUGH_CODE))
 
 
 # Tensor indexing, whose list indexes become index tensors (see index_lists_as_tensors).
@@ -269,7 +297,7 @@ class TraceContext:
         """Mark what a leaf call returned with its eager ``requires_grad`` (an in-place op
         keeps what its target had and adds what its other inputs bring)."""
         input_ids = {id(t) for t in inputs}
-        for tensor in pytree.tree_leaves(result):
+        for tensor in tree_leaves(result):
             if isinstance(tensor, torch.Tensor):
                 flag = self.result_requires_grad(fn, inputs, tensor)
                 if id(tensor) in input_ids:
@@ -369,15 +397,16 @@ class TraceContext:
             return opaque()
         # `x.to("cpu")` on the meta stand-in of a CPU tensor returns it, as eager returns x
         fn, values, named = traced_device_arguments(self.recorder, fn, values, named)
-        generated = False
         # the grad mode first: the recorder takes the call's mode when recording begins
         try:
             with self.leaf_errors(fn), torch.set_grad_enabled(self.grad_enabled), \
-                    self.recorder.recording():
-                with self.recorder.leaf_scope() as scope:
-                    result = fn(*values, **named)
-                    if isinstance(result, types.GeneratorType):
-                        result, generated = list(result), True
+                    self.recorder.recording(python_data=needs_python_data_mode(fn)):
+                if self.recorder.size_one.active:
+                    with self.recorder.leaf_scope() as scope:
+                        result, generated = _call_native(fn, values, named)
+                else:  # what leaf_scope yields then, without entering it
+                    scope = None
+                    result, generated = _call_native(fn, values, named)
         finally:  # what it wrote to objects of the trace's own (even when it raised)
             for obj in list(self.native_objects.values()):
                 obj.sync_from_native(tx)
@@ -393,17 +422,20 @@ class TraceContext:
             return IteratorVariable([wrap(tx, v) for v in result])
         return wrap(tx, result)
 
-    @contextlib.contextmanager
-    def leaf_errors(self, fn=None):
-        """Turn failures inside PyTorch into errors at the user's line."""
-        try:
-            yield
-        except GraphBreakError as exc:
+    def leaf_errors(self, fn=None) -> _LeafErrors:
+        """A context manager turning failures inside PyTorch into errors at the user's line
+        (:meth:`raise_leaf_error`)."""
+        return _LeafErrors(self, fn)
+
+    def raise_leaf_error(self, exc: Exception, fn=None) -> None:
+        """Raise the error at the user's line that ``exc``, raised inside PyTorch, is; return
+        for an exception that stays as it is."""
+        if isinstance(exc, GraphBreakError):
             raise exc.with_frames(self.user_frames()) from None
-        except DataDependentError as exc:
+        if isinstance(exc, DataDependentError):
             raise graph_break("UB105", exc.message, frames=exc.frames or self.user_frames(),
                               details=exc.details, hint=exc.hint) from None
-        except UnsupportedError as exc:
+        if isinstance(exc, UnsupportedError):
             if exc.code in ("UB114", "UB117", "UB120", "UB121", "UB123"):
                 # UB120 (an op eager refuses, see ir.aliasing) and UB117 (an opaque argument:
                 # a generator, a process group) know the precise fix
@@ -411,9 +443,9 @@ class TraceContext:
                 raise graph_break(exc.code, exc.message, frames=exc.frames or self.user_frames(),
                                   details=exc.details, hint=hint) from None
             raise exc.with_frames(self.user_frames()) from None
-        except UnbrokenError as exc:
+        if isinstance(exc, UnbrokenError):
             raise exc.with_frames(self.user_frames()) from None
-        except _PROGRAM_ERRORS as exc:
+        if isinstance(exc, _PROGRAM_ERRORS):
             if _raised_inside_unbroken(exc):
                 raise InternalError("a leaf call failed inside unbroken",
                                     frames=self.user_frames(), cause=exc) from exc

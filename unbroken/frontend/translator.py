@@ -27,7 +27,7 @@ from ..symbolic.diagnostics import (
     frame_from_code,
 )
 from ..symbolic.diagnostics.catalogue import TracedException, graph_break
-from .budget import loop_statement_line
+from .budget import CLOCK_EVERY, loop_statement_line
 from .opcodes import HANDLERS
 from .opcodes.arithmetic import apply_binary
 from .opcodes.versions import python_support_error
@@ -195,9 +195,10 @@ class InstructionTranslator:
 
     def _loop(self) -> None:
         self.output.site.translators.append(self)
-        # the hot loop: everything it reads per instruction is looked up once here
+        # the hot loop: everything it reads per instruction is looked up once here, and the
+        # instruction count is kept inline (a call per instruction was a tenth of its cost)
         instructions, handlers = self.instructions, handlers_of(self.code)
-        spend = self.output.meter.spend
+        meter = self.output.meter
         try:
             while self.returned is None and not self.paused:
                 ip = self.ip
@@ -205,9 +206,11 @@ class InstructionTranslator:
                 self.ip = ip + 1
                 if instruction.lineno is not None:
                     self.lineno = instruction.lineno
-                exhausted = spend()
-                if exhausted is not None:
-                    self._out_of_budget(exhausted)
+                meter.count += 1
+                if not meter.count % CLOCK_EVERY:
+                    exhausted = meter.exhausted()
+                    if exhausted is not None:
+                        self._out_of_budget(exhausted)
                 if instruction.target is not None and instruction.target <= ip:
                     self.loop_line = instructions[instruction.target].lineno
                     self.back_jumps += 1
@@ -215,7 +218,10 @@ class InstructionTranslator:
                 if handler is None:
                     raise graph_break("UB100", f"the instruction {instruction.name} "
                                       f"({_describe_instruction(instruction)})")
-                self._execute(handler, instruction)
+                try:
+                    handler(self, instruction)
+                except Exception as exc:
+                    self._handle(exc, instruction)
         finally:
             self.output.site.translators.pop()
         return self.returned
@@ -235,20 +241,22 @@ class InstructionTranslator:
         raise graph_break("UB122", f"tracing used up its budget of {exhausted} "
                           "(a loop that does not end at export time?)", frames=tuple(frames))
 
-    def _execute(self, handler, instruction) -> None:
-        try:
-            handler(self, instruction)
-        except TracedException as exc:
+    def _handle(self, exc: Exception, instruction) -> None:
+        """An exception out of ``instruction``'s handler: delivered to the program's own
+        ``except`` (a ``TracedException`` a handler covers), else raised with the user's
+        location; anything but unbroken's errors is a bug in unbroken (``InternalError``)."""
+        if isinstance(exc, TracedException):
             if not self._unwind_to_handler(instruction, exc):
                 raise exc.with_frames(self.user_frames()) from None
-        except UnbrokenError as exc:
+            return
+        if isinstance(exc, UnbrokenError):
             raise exc.with_frames(self.user_frames()) from None
-        except RecursionError:
+        if isinstance(exc, RecursionError):
             raise graph_break("UB118", "Python's recursion limit was reached",
                               frames=self.user_frames()) from None
-        except Exception as exc:  # a bug in unbroken: wrap it with the user's location
-            raise InternalError(f"while executing {instruction.name} in `{self.name}`",
-                                frames=self.user_frames(), cause=exc) from exc
+        # a bug in unbroken: wrap it with the user's location
+        raise InternalError(f"while executing {instruction.name} in `{self.name}`",
+                            frames=self.user_frames(), cause=exc) from exc
 
     def _unwind_to_handler(self, instruction, exc: TracedException) -> bool:
         """Deliver ``exc`` to the ``except``/``finally`` handler covering ``instruction``, as

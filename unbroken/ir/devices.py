@@ -39,19 +39,21 @@ that recorder, the type of the device it stands for (``Recorder.device_of``; a t
 inside a kernel: the recorder's default device). Anything else (another thread or context,
 a real or fake tensor, a model that itself lives on ``meta``) gets torch's own answer. The
 replacement is installed once for all concurrent recorders and removed when the last one
-ends, on any exit.
+ends, on any exit; a trace keeps it installed from start to end (:func:`trace_wide`).
 """
 from __future__ import annotations
 
 import contextlib
 import contextvars
 import threading
+import types
 
 import torch
 from torch.overrides import TorchFunctionMode
 
 from ..symbolic.torch_compat import (
     DispatchKey,
+    TensorBase,
     call_at_key,
     clear_dispatch_cache,
     cpu_convolution_memory_format,
@@ -60,9 +62,10 @@ from ..symbolic.torch_compat import (
     set_meta_device_hint,
     suggest_memory_format,
 )
+from .flat import tree_leaves
 
 __all__ = ["PASS_THROUGH_CODE", "composite_layout", "devices_of", "is_trace_mode",
-           "python_data_on_user_device",
+           "needs_python_data_mode", "python_data_on_user_device", "trace_wide",
            "traced_device_arguments"]
 
 _META = torch.device("meta")
@@ -98,7 +101,7 @@ _DATA_CONSTRUCTORS = frozenset([torch.tensor, torch.as_tensor, torch.asarray,
 
 
 def _traced_leaves(recorder, args, kwargs) -> list:
-    return [t for t in torch.utils._pytree.tree_leaves((args, kwargs))
+    return [t for t in tree_leaves((args, kwargs))
             if isinstance(t, torch.Tensor) and t.device.type == "meta" and recorder.is_tracked(t)]
 
 
@@ -163,6 +166,28 @@ def is_trace_mode(mode) -> bool:
 PASS_THROUGH_CODE = _PythonDataMode.__torch_function__.__code__
 
 
+# Modules of torch's C functions, each of which dispatches ``__torch_function__`` itself.
+_DISPATCHING_MODULES = frozenset(["torch", "torch._C._nn", "torch._C._linalg", "torch._C._fft",
+                                  "torch._C._special"])
+
+
+def needs_python_data_mode(fn) -> bool:
+    """Whether a leaf call of ``fn`` needs :func:`python_data_on_user_device`. Not for a C
+    function of torch's (``torch.addmm``, ``F.linear``, ``Tensor.view``) other than the data
+    constructors: it dispatches ``__torch_function__`` itself, so the mode would see that
+    one call, pass it through unchanged, and be off while it runs (torch pops a function
+    mode while the mode handles a call)."""
+    if fn in _DATA_CONSTRUCTORS:
+        return True
+    if isinstance(fn, (types.MethodDescriptorType, types.WrapperDescriptorType)):
+        return not issubclass(fn.__objclass__, TensorBase)
+    if isinstance(fn, types.BuiltinFunctionType):
+        if isinstance(fn.__self__, TensorBase):  # a method of a tensor, bound
+            return False
+        return getattr(fn, "__module__", None) not in _DISPATCHING_MODULES
+    return True
+
+
 def python_data_on_user_device(recorder):
     """While recording: a data constructor (``torch.tensor``, ``as_tensor``, ``asarray``,
     ``Tensor.new_tensor``) asked for ``meta`` on Python data (no tensor, no symbolic size
@@ -205,6 +230,15 @@ def devices_of(recorder):
             yield
     finally:
         _active.reset(token)
+
+
+def trace_wide():
+    """Keep the replacement installed for a whole trace (``exporter.trace``): each leaf call's
+    :func:`devices_of` then only counts itself in, instead of installing the layout kernels
+    and the device hint and removing them again (clearing four dispatch caches) per call.
+    With no recorder active in a thread or context, what is installed answers as torch's
+    own, so nothing else changes while it stays."""
+    return _installed()
 
 
 @contextlib.contextmanager

@@ -78,6 +78,7 @@ class GraphBuilder:
         self._first_user_input: fx.Node | None = None
         self._names: set[str] = set()
         self._reserved: set[str] = set()  # names kept for user inputs (reserve_names)
+        self._stack_traces: dict[tuple, str] = {}  # user frames -> "stack_trace" (annotate)
 
     # ----------------------------------------------------------------- graphs
     @property
@@ -346,8 +347,16 @@ class GraphBuilder:
         frames = tuple(self.frames_provider())
         node.meta["val"] = val
         node.meta[USER_FRAMES] = frames
-        node.meta["stack_trace"] = format_stack(frames) + "\n" if frames else ""
+        node.meta["stack_trace"] = self._stack_trace(frames)
         node.meta["nn_module_stack"] = dict(self.module_stack_provider())
+
+    def _stack_trace(self, frames: tuple) -> str:
+        """``frames`` formatted as a node's ``stack_trace`` (once per distinct stack: the
+        nodes of one line of the user's code share it)."""
+        text = self._stack_traces.get(frames)
+        if text is None:
+            text = self._stack_traces[frames] = format_stack(frames) + "\n" if frames else ""
+        return text
 
     def bind_outputs(self, node: fx.Node, out, device) -> None:
         """Bind ``out`` to ``node`` (a tensor), or each tensor of a tuple to a ``getitem``."""

@@ -32,6 +32,8 @@ from __future__ import annotations
 import torch
 import torch.utils._pytree as pytree
 
+from .flat import tree_flatten
+
 __all__ = ["MetaCache"]
 
 # Leaf types stated exactly by (type, value); bool before int: True is an int too.
@@ -59,7 +61,7 @@ class MetaCache:
         """The key of ``op(*args, **kwargs)`` computed by ``path``, or None when an argument
         cannot be stated exactly."""
         try:
-            leaves, spec = pytree.tree_flatten((args, kwargs))
+            leaves, spec = tree_flatten((args, kwargs))
             stated = tuple(_state(leaf) for leaf in leaves)
         except _Uncacheable:
             return None

@@ -12,6 +12,8 @@ tensors only.
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from ..symbolic.torch_compat import OpOverload, op_schema
@@ -21,29 +23,51 @@ __all__ = ["is_mutating", "is_view_op", "is_inplace_op", "is_functional", "writt
            "takes_argument"]
 
 
+def _per_op(predicate):
+    """``predicate(op)`` remembered per op: a schema never changes, and reading one builds its
+    argument objects anew (the recorder asks several of these of every op it records). An
+    op that cannot be a key (unhashable) is asked every time."""
+    answers: dict = {}
+
+    @functools.wraps(predicate)
+    def cached(op) -> bool:
+        try:
+            return answers[op]
+        except KeyError:
+            answer = answers[op] = predicate(op)
+            return answer
+        except TypeError:
+            return predicate(op)
+    return cached
+
+
 def op_name(op: OpOverload) -> tuple[str, str]:
     """(namespace, name) of an overload: ``aten::relu_`` -> ('aten', 'relu_')."""
     namespace, _, name = op_schema(op).name.partition("::")
     return namespace, name
 
 
+@_per_op
 def is_mutating(op) -> bool:
     """True for an ``OpOverload`` that writes one of its arguments (a mutable schema)."""
     return isinstance(op, OpOverload) and op_schema(op).is_mutable
 
 
+@_per_op
 def is_view_op(op) -> bool:
     """The op returns an alias of an input without writing it (``select``, ``view``...)."""
     schema = op_schema(op)
     return not schema.is_mutable and any(r.alias_info is not None for r in schema.returns)
 
 
+@_per_op
 def is_functional(op) -> bool:
     """The op writes nothing and every output is fresh memory (``add``, ``zeros``...)."""
     schema = op_schema(op)
     return not schema.is_mutable and all(r.alias_info is None for r in schema.returns)
 
 
+@_per_op
 def is_inplace_op(op) -> bool:
     """The op writes its first, positional argument (``add_``, ``copy_``, ``fill_``...)."""
     arguments = op_schema(op).arguments

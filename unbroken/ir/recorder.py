@@ -51,6 +51,7 @@ from .data_dependent import (
     integer_indexing,
 )
 from .devices import composite_layout, devices_of, python_data_on_user_device
+from .flat import tree_leaves, tree_map
 from .graph_builder import GraphBuilder, meta_like
 from .layouts import kernel_layout
 from .layouts import on_cpu as layout_on_cpu
@@ -232,14 +233,16 @@ class Recorder(TorchDispatchMode):
 
     # ----------------------------------------------------------------- recording
     @contextlib.contextmanager
-    def recording(self):
-        """Activate the mode for the duration of one leaf call."""
+    def recording(self, python_data: bool = True):
+        """Activate the mode for the duration of one leaf call (``python_data``: with
+        ``ir.devices.python_data_on_user_device``, which a torch C function does not need:
+        ``ir.devices.needs_python_data_mode``)."""
         if self._recording == 0:
             self._this_call.clear()
             self._leaf_grad_mode = torch.is_grad_enabled()
             self._leaf_autocast = enabled_devices()
-        data_mode = python_data_on_user_device(self) if self._recording == 0 else \
-            contextlib.nullcontext()
+        data_mode = python_data_on_user_device(self) if self._recording == 0 and python_data \
+            else contextlib.nullcontext()
         self._recording += 1
         try:
             # meta kernels lay out as the traced device's do; Python data made a tensor "on
@@ -731,7 +734,7 @@ class Recorder(TorchDispatchMode):
         such as a c10d process group or reduce op) has no value the program could carry, and
         printing it into the graph's code would not even compile: refused here, at the
         user's line, naming the argument."""
-        for value in pytree.tree_leaves((args, kwargs)):
+        for value in tree_leaves((args, kwargs)):
             if not isinstance(value, _GRAPH_VALUE_TYPES):
                 kind = _OPAQUE_KINDS.get(type(value), f"a `{type(value).__name__}` object")
                 raise UnsupportedError(
@@ -755,8 +758,7 @@ class Recorder(TorchDispatchMode):
                     device = self.device_of(value)
             return value
 
-        flat, spec = pytree.tree_flatten((args, kwargs))
-        c_args, c_kwargs = pytree.tree_unflatten([to_meta(v) for v in flat], spec)
+        c_args, c_kwargs = tree_map(to_meta, (args, kwargs))
         requested = c_kwargs.get("device")
         if requested is not None:
             device = self._user_device(requested)
@@ -881,7 +883,7 @@ def _takes_default_dtype(func, args, kwargs) -> bool:
     """A factory (no tensor inputs) whose dtype comes from torch's global default: recording
     that dtype keeps the program independent of the default in force when it runs."""
     return (kwargs.get("dtype") is None and takes_argument(func, "dtype")
-            and not any(isinstance(a, torch.Tensor) for a in pytree.tree_leaves(args)))
+            and not any(isinstance(a, torch.Tensor) for a in tree_leaves(args)))
 
 
 def _written_tensors(func, args, kwargs) -> list:

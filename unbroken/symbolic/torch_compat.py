@@ -505,9 +505,13 @@ def compiler_leaf(fn) -> bool:
     loads it anyway); the same sets and hook in 2.13, 2.14 and 2.15."""
     rules = sys.modules.get("torch._dynamo.trace_rules") or \
         importlib.import_module("torch._dynamo.trace_rules")
-    rules._maybe_init_lazy_module(fn)
+    # base module name -> the inits not run yet: the call is skipped when it would find none
+    # for fn's module (wrap() asks this of every callable it meets)
+    module = getattr(fn, "__module__", None)
+    if not isinstance(module, str) or module.split(".")[0] in rules._lazy_module_init:
+        rules._maybe_init_lazy_module(fn)
     key = id(fn)
-    return key in rules._allowed_callable_ids or key in rules._nonstrict_trace_callable_ids
+    return key in rules._allowed_callable_ids() or key in rules._nonstrict_trace_callable_ids()
 
 
 # --- torch's exception classes (drop-in errors) ---------------------------------------------

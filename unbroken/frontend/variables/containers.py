@@ -2,6 +2,7 @@
 and their methods (``xs.append(t)``, ``d.items()``...)."""
 from __future__ import annotations
 
+import functools
 import inspect
 
 import torch
@@ -9,6 +10,7 @@ import torch
 from ...symbolic.diagnostics.catalogue import GraphBreakError, TracedException, graph_break
 from ..protocol import class_attribute, lookup
 from .base import CREATION_ORDER, AttributeMissing, VariableTracker
+from .binding import BindingPlan
 from .builtin_methods import (
     MUTATES,
     REFUSED,
@@ -394,6 +396,12 @@ class ContainerMethodVariable(VariableTracker):
 _NONE = ConstantVariable(None)
 
 
+@functools.cache
+def _handler_plan(handler) -> BindingPlan:
+    """The binding plan of a method handler (module functions: made once, not per call)."""
+    return BindingPlan(inspect.signature(handler))
+
+
 def call_container_method(tx, container, name: str, args: list, kwargs: dict) -> VariableTracker:
     """``container.name(*args, **kwargs)`` for a list/tuple/dict tracker.
 
@@ -407,10 +415,12 @@ def call_container_method(tx, container, name: str, args: list, kwargs: dict) ->
     table = _DICT_METHODS if isinstance(container, DictVariable) else _SEQUENCE_METHODS
     handler = table.get(name)
     if handler is not None:
-        try:  # the method's own arity (the handlers take the same parameters)
-            inspect.signature(handler).bind(tx, container, *args, **kwargs)
-        except TypeError as exc:
-            raise tx.user_exception(TypeError(f"{name}(): {exc}")) from None
+        plan = _handler_plan(handler)  # the method's own arity (the handlers take the same
+        if plan.bind((tx, container, *args), kwargs) is None:  # parameters)
+            try:
+                plan.signature.bind(tx, container, *args, **kwargs)
+            except TypeError as exc:
+                raise tx.user_exception(TypeError(f"{name}(): {exc}")) from None
         try:
             return handler(tx, container, *args, **kwargs)
         except (TypeError, ValueError, IndexError, KeyError, GraphBreakError):

@@ -13,6 +13,7 @@ from ...symbolic.diagnostics.catalogue import graph_break
 from ..protocol import BoundMethodVariable
 from ..sources import AttrSource, ClosureSource, ConstantSource
 from .base import CREATION_ORDER, AttributeMissing, VariableTracker
+from .binding import BindingPlan
 from .builtin_methods import check_mutable
 from .constant import ConstantVariable, is_constant_value
 from .containers import DictVariable, NamedTupleVariable, TupleVariable, tuple_fields
@@ -92,15 +93,18 @@ def _cell_contents(tx, cell, name):
 def bind_arguments(tx, fn, args, kwargs, wrap_default) -> dict:
     """Bind trackers to ``fn``'s parameters; returns name -> tracker (``*args`` as a tuple
     tracker, ``**kwargs`` as a dict tracker), defaults wrapped with ``wrap_default``."""
-    signature = _signature(fn)
-    try:
-        bound = signature.bind(*args, **kwargs)
-    except TypeError as exc:
-        raise tx.user_exception(TypeError(f"{fn.__qualname__}(): {exc}")) from None
-    bound.apply_defaults()
+    plan = _binding_plan(fn)
+    arguments = plan.bind(args, kwargs)
+    if arguments is None:  # an error (or a keyword naming a positional-only parameter)
+        try:
+            bound = plan.signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise tx.user_exception(TypeError(f"{fn.__qualname__}(): {exc}")) from None
+        bound.apply_defaults()
+        arguments = bound.arguments
     result = {}
-    for name, value in bound.arguments.items():
-        kind = signature.parameters[name].kind
+    for name, value in arguments.items():
+        kind = plan.kinds[name]
         if kind is inspect.Parameter.VAR_POSITIONAL:
             value = TupleVariable([_as_tracker(v, wrap_default) for v in value])
         elif kind is inspect.Parameter.VAR_KEYWORD:
@@ -111,6 +115,24 @@ def bind_arguments(tx, fn, args, kwargs, wrap_default) -> dict:
 
 def _as_tracker(value, wrap_default):
     return value if isinstance(value, VariableTracker) else wrap_default(value)
+
+
+_PLANS: dict = {}
+
+
+def _binding_plan(fn) -> BindingPlan:
+    """The binding plan of ``fn``'s signature, cached as the signature is."""
+    key = fn if not isinstance(fn, types.FunctionType) else (fn.__code__, fn.__defaults__,
+                                                               fn.__kwdefaults__)
+    try:
+        return _PLANS[key]
+    except (KeyError, TypeError):
+        plan = BindingPlan(_signature(fn))
+        try:
+            _PLANS[key] = plan
+        except TypeError:
+            pass
+        return plan
 
 
 _SIGNATURES: dict = {}

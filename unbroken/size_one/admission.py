@@ -1,12 +1,15 @@
 """The admission half of the size-1 feature (see :mod:`unbroken.size_one`): the dims the audit
-found sensitive and whose spec says ``min=1`` are traced again at size 1, and admitted when
-the first program, with the dim set to 1, runs exactly the ops of the second; the refused
-ones get their reason for the run-time checks and, when declared ``min=1``, a warning.
+found sensitive (whose spec admits 1: ``min=1``, ``Dim.AUTO``, ``Dim.DYNAMIC``, a named Dim's
+default) are traced again at size 1, up to ``MAX_SYMBOLS`` of them (those declared ``min=1``
+first), and admitted when the first program, with the dim set to 1, runs exactly the ops of
+the second; the refused ones get their reason for the run-time checks and, when declared
+``min=1``, a warning.
 """
 from __future__ import annotations
 
 import dataclasses
 import itertools
+import operator
 import warnings
 from collections.abc import Callable
 
@@ -43,11 +46,13 @@ class Retrace:
 def admit_size_one(ep: ExportedProgram, audit, env, leaf_dims: dict, args, kwargs,
                    trace_at: Callable) -> ExportedProgram:
     """``ep`` (whose ranges already start at 1 for the dims the audit cleared) with
-    ``[1, ...]`` also for the sensitive dims declared ``min=1`` that traces at size 1 show to
-    give the same program; the others' reasons recorded for the run-time checks.
+    ``[1, ...]`` also for the sensitive dims that traces at size 1 show to give the same
+    program (up to ``MAX_SYMBOLS``, those declared ``min=1`` first: what ``Dim.AUTO`` does
+    in torch, whose programs run size 1 unchecked, is checked here); the others' reasons
+    recorded for the run-time checks.
 
     audit: the first trace's ``SizeOneAudit`` (its ``requested`` candidates, whose spec says
-        ``min=1``, are traced at 1 and warned about when refused); env: its environment;
+        ``min=1``, are warned about when refused); env: its environment;
     leaf_dims: ``id(example tensor) -> dims`` (ints / sympy expressions) of the first trace;
     trace_at(args, kwargs, forced) exports the resized inputs with ``forced``
     (``(id(tensor), dim)`` pairs) static and returns a ``Retrace``, or None when that needs
@@ -60,7 +65,7 @@ def admit_size_one(ep: ExportedProgram, audit, env, leaf_dims: dict, args, kwarg
                         and int(ep.range_constraints[s].lower) == 2), key=str)
     if not sensitive:
         return ep
-    tried = [s for s in sensitive if s in requested][:MAX_SYMBOLS]
+    tried = sorted(sensitive, key=lambda s: s not in requested)[:MAX_SYMBOLS]
     admitted = _same_at_one(ep, tried, free, leaf_dims, env.hint_of, args, kwargs, trace_at)
     refused = {str(s): _reason(env, s, audit.sensitive[s], s in tried, audit.why.get(s))
                for s in sensitive if s not in admitted}
@@ -119,8 +124,9 @@ def _reason(env, symbol, guard, traced: bool, why: str | None = None) -> str:
         place = f" at {where.filename}:{where.lineno}{source}"
     op = f" in {guard.op}" if guard.op else ""
     then = ("a trace at size 1 gives a different program" if traced else
-            "checking size 1 needs a trace at size 1, done for dims declared min=1: declare "
-            "this one Dim.AUTO(min=1) or Dim(..., min=1) to have it checked")
+            f"checking size 1 needs a trace at size 1, done for {MAX_SYMBOLS} dims per export "
+            "(those declared min=1 first): declare this one Dim.AUTO(min=1) or "
+            "Dim(..., min=1), and others static or min=2, to have it checked")
     if why:  # a trace at size 1 would record the other program: no use offering one
         return f"the program relies on {guard.describe(env.source_of)}{op}{place}: {why}"
     return (f"the program relies on {guard.describe(env.source_of)}{op}{place}, which "
@@ -192,7 +198,7 @@ def _same_graph(left_module: fx.GraphModule, right_module: fx.GraphModule,
                 if not _same_attribute(getattr(left_module, a.target),
                                        getattr(right_module, b.target), sides):
                     return False
-            elif a.target != b.target or not (
+            elif not _same_target(a, b) or not (
                     _same_arg(a.args, b.args, mapping, sides)
                     and _same_arg(a.kwargs, b.kwargs, mapping, sides)
                     and _same_value(a.meta.get("val"), b.meta.get("val"), sides)):
@@ -203,6 +209,37 @@ def _same_graph(left_module: fx.GraphModule, right_module: fx.GraphModule,
         sides.skipped = outer
 
 
+def _same_target(a: fx.Node, b: fx.Node) -> bool:
+    """The same op; ``view`` and ``_unsafe_view`` (a reshape's view of its copy) compute the
+    same values and alias their input alike."""
+    return a.target == b.target or {a.target, b.target} <= _VIEWS
+
+
+_VIEWS = frozenset({torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default})
+
+
+def _aliasing_observed(node: fx.Node) -> bool:
+    """Whether ``node``'s result, or a view of it (through ops returning an alias of their
+    input, and ``_unsafe_view``), is returned, read by a subgraph, or written in place."""
+    stack, seen = [node], set()
+    while stack:
+        current = stack.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        for user in current.users:
+            schema = getattr(user.target, "_schema", None)
+            if user.op != "call_function" or (schema is None and
+                                               user.target is not operator.getitem):
+                return True  # returned, or a subgraph / anything unknown: it may observe
+            if schema is not None and schema.is_mutable:
+                return True
+            if user.target is operator.getitem or user.target in _VIEWS or any(
+                    ret.alias_info is not None for ret in schema.returns):
+                stack.append(user)
+    return False
+
+
 def _same_attribute(a, b, sides: _Sides) -> bool:
     if isinstance(a, fx.GraphModule) and isinstance(b, fx.GraphModule):
         return _same_graph(a, b, sides)
@@ -210,22 +247,38 @@ def _same_attribute(a, b, sides: _Sides) -> bool:
 
 
 def _ops(graph_module) -> tuple[list, dict]:
-    """The nodes that compute tensors (size arithmetic, size assertions and whole-dim slices
-    left out), and ``{whole-dim slice: its input}``.
+    """The nodes that compute tensors (size arithmetic, size assertions, whole-dim slices and
+    unobserved copies left out), and ``{skipped node: its input}``.
 
     A whole-dim slice (``x[:]``: start 0, step 1, end at or past the size) is the identity;
-    indexing records it or not depending on whether the size is static (at size 1) or not."""
+    indexing records it or not depending on whether the size is static (at size 1) or not.
+    A copy (``clone``) has its input's values: ``contiguous()`` and ``reshape`` copy or not
+    depending on the layout, which a dim of size 1 changes (it merges with any other). Only
+    the aliasing differs, which nothing can observe unless the copy, or a view of it, is
+    returned or written in place (``_aliasing_observed``), or the program writes anything
+    in place (the copy's input then may change after it): those copies are compared."""
     nodes, skipped = [], {}
-    for node in graph_module.graph.nodes:
+    graph = graph_module.graph
+    functional = not any(getattr(getattr(node.target, "_schema", None), "is_mutable", False)
+                         for node in graph.nodes if node.op == "call_function")
+    for node in graph.nodes:
         if node.op == "call_function" and node.target is torch.ops.aten._assert_scalar.default:
             continue
         if isinstance(node.meta.get("val"), (torch.SymInt, torch.SymBool, torch.SymFloat)):
             continue
-        if _is_whole_slice(node):
+        if _is_whole_slice(node) or (functional and _is_unobserved_copy(node)):
             skipped[node] = skipped.get(node.args[0], node.args[0])
             continue
         nodes.append(node)
     return nodes, skipped
+
+
+def _is_unobserved_copy(node: fx.Node) -> bool:
+    if node.op != "call_function" or node.target is not torch.ops.aten.clone.default:
+        return False
+    layout = node.kwargs.get("memory_format")
+    return layout in (None, torch.contiguous_format, torch.preserve_format) \
+        and not _aliasing_observed(node)
 
 
 def _is_whole_slice(node: fx.Node) -> bool:

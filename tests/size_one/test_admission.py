@@ -103,3 +103,30 @@ def test_copy_written_in_place_keeps_eager_semantics():
             continue
         assert_close(got, model(x_eager), rtol=0, atol=0)
         assert_close(x, x_eager, rtol=0, atol=0)
+
+
+class MaskThenAssert(nn.Module):
+    """XLM's shape: a mask broadcast against the input (``n == b or b == 1``), then an
+    ``assert`` that their batches are equal (answered by that fact with ``b >= 2``)."""
+
+    def forward(self, x, mask):
+        y = x * mask
+        assert mask.shape[0] == x.shape[0]
+        if x.shape[0] > 1:  # a decision on the batch whose two paths record the same ops
+            return y.relu()
+        return y.relu()
+
+
+def test_batches_an_input_fact_ties_are_traced_at_one_together():
+    model = MaskThenAssert()
+    ep = unbroken.export(model, (torch.randn(3, 4), torch.randn(3, 4)),
+                         dynamic_shapes=({0: Dim.AUTO}, {0: Dim.AUTO}))
+    assert {int(r.lower) for r in ep.range_constraints.values()} == {1}
+    for n in (1, 2, 5):
+        x, mask = torch.randn(n, 4), torch.randn(n, 4)
+        assert_close(ep.module()(x, mask), model(x, mask), rtol=0, atol=0)
+    x, mask = torch.randn(3, 4), torch.randn(1, 4)
+    with pytest.raises(AssertionError):
+        model(x, mask)  # the oracle: eager refuses a mask of batch 1 against batch 3
+    with pytest.raises(InputMismatchError):
+        ep.module()(x, mask)

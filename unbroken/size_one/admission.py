@@ -8,7 +8,6 @@ the second; the refused ones get their reason for the run-time checks and, when 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import operator
 import warnings
 from collections.abc import Callable
@@ -22,6 +21,9 @@ from ..ir.meta_keys import SIZE_ONE_REFUSED
 from ..program import ExportedProgram
 from ..symbolic.diagnostics import UnbrokenError
 from ..symbolic.node import sym_expr
+from ..symbolic.ranges import ValueRange, static_truth
+from .at_one import sets_at_one
+from .settle import RefusedAtOne
 
 __all__ = ["SizeOneWarning", "admit_size_one", "same_program"]
 
@@ -66,7 +68,8 @@ def admit_size_one(ep: ExportedProgram, audit, env, leaf_dims: dict, args, kwarg
     if not sensitive:
         return ep
     tried = sorted(sensitive, key=lambda s: s not in requested)[:MAX_SYMBOLS]
-    admitted = _same_at_one(ep, tried, free, leaf_dims, env.hint_of, args, kwargs, trace_at)
+    admitted, patterns = _same_at_one(ep, audit, env, tried, free, leaf_dims, args, kwargs,
+                                      trace_at)
     refused = {str(s): _reason(env, s, audit.sensitive[s], s in tried, audit.why.get(s))
                for s in sensitive if s not in admitted}
     for symbol in sensitive:
@@ -78,26 +81,122 @@ def admit_size_one(ep: ExportedProgram, audit, env, leaf_dims: dict, args, kwarg
         ranges = dict(ep.range_constraints)
         for symbol in admitted:
             ranges[symbol] = type(ranges[symbol])(1, ranges[symbol].upper)
-        result = type(ep).from_parts(dataclasses.replace(ep.parts(), range_constraints=ranges))
+        parts = ep.parts()
+        if patterns:
+            _assert_patterns(parts.graph_module, patterns, env)
+        result = type(ep).from_parts(dataclasses.replace(parts, range_constraints=ranges))
     if refused:
         result.graph_module.meta[SIZE_ONE_REFUSED] = refused
     return result
 
 
-def _same_at_one(ep, tried, free, leaf_dims, hints, args, kwargs, trace_at) -> set:
-    """The symbols of ``tried`` whose every combination at 1 (with the others of the result)
-    traces to ``ep``'s program, with ``free`` still free of size-1 dependent answers: each
-    alone first, then the combinations of those that passed."""
-    passed: list = []
+# symbols traced at 1 together with those the input facts force to 1 with them
+_CLOSED_MAX = 3
+
+
+def _same_at_one(ep, audit, env, tried, free, leaf_dims, args, kwargs, trace_at):
+    """``(admitted, patterns)``: the symbols of ``tried`` -- with those the program's input
+    facts force to 1 with them (a mask's batch ``b`` with the batch ``n`` it must equal or
+    broadcast to: ``n == b or b == 1``), up to ``_CLOSED_MAX`` -- such that some set of them
+    at 1 traces to ``ep``'s program (with ``free`` still free of size-1 dependent answers),
+    and the sets of them at 1 that do not (``RefusedAtOne``), to assert against at run time.
+
+    Every set of the admitted symbols at 1 that an input reaches (the others >= 2, the
+    input facts true) is traced: the same program, or refused by its pattern; a symbol every
+    reached set containing it fails keeps ``[2, ...]``."""
+    group = set(tried)
     for symbol in tried:
-        if _traces_the_same(ep, (symbol,), free, leaf_dims, hints, args, kwargs, trace_at):
-            passed.append(symbol)
-    for count in range(2, len(passed) + 1):
-        for subset in itertools.combinations(passed, count):
-            if not _traces_the_same(ep, subset, free, leaf_dims, hints, args, kwargs,
-                                    trace_at):
-                return set(passed[:1])  # each alone is the same program, not together
-    return set(passed)
+        group |= _forced_to_one(audit, env, {symbol})
+    group = sorted((s for s in group if s in audit.admits_one and s not in free), key=str)
+    if len(group) > _CLOSED_MAX:
+        group = sorted(tried, key=str)
+    same, failed = [], []
+    for subset in sets_at_one(group):
+        if _forced_to_one(audit, env, subset) != subset or _unreached(
+                audit, env, subset, free):
+            continue  # no admitted input has exactly these at 1
+        if _traces_the_same(ep, tuple(sorted(subset, key=str)), free, leaf_dims,
+                            env.hint_of, args, kwargs, trace_at):
+            same.append(subset)
+        else:
+            failed.append(subset)
+    admitted = {s for s in group if any(s in subset for subset in same)}
+    patterns = [RefusedAtOne(subset, frozenset(admitted) - subset,
+                             _guard_of(audit, subset))
+                for subset in failed if subset <= admitted]
+    return admitted, patterns
+
+
+def _forced_to_one(audit, env, ones) -> frozenset:
+    """``ones`` and the symbols whose spec admits 1 that the input facts force to 1 once
+    ``ones`` are 1 (repeatedly): a fact with one alternative left that can hold, ``t == 1``
+    (the others false whatever the sizes whose spec admits 1, taken from 1)."""
+    ranges = dict(env.var_ranges)
+    for symbol in audit.admits_one:
+        ranges[symbol] = ValueRange(1, ranges[symbol].upper)
+    ones, cache = set(ones), {}
+    while True:
+        values = {s: sympy.Integer(1) for s in ones}
+        more = set()
+        for fact in env.input_facts:
+            left = [option for option in sympy.Or.make_args(fact.xreplace(values))
+                    if static_truth(option, ranges, cache) is not False]
+            if len(left) == 1 and isinstance(left[0], sympy.Eq) and 1 in left[0].args:
+                more |= {t for t in left[0].free_symbols if t in audit.admits_one} - ones
+        if not more:
+            return frozenset(ones)
+        ones |= more
+
+
+def _unreached(audit, env, subset, free) -> bool:
+    """Whether an input fact is false with ``subset`` at 1, the other candidates >= 2 and
+    the ``free`` symbols (admitted without a trace) >= 1."""
+    ones = {s: sympy.Integer(1) for s in subset}
+    ranges = dict(env.var_ranges)
+    for symbol in free:
+        ranges[symbol] = ValueRange(1, ranges[symbol].upper)
+    cache: dict = {}
+    return any(static_truth(fact.xreplace(ones), ranges, cache) is False
+               for fact in env.input_facts)
+
+
+def _guard_of(audit, subset):
+    return next(audit.sensitive[s] for s in sorted(subset, key=str) if s in audit.sensitive)
+
+
+def _assert_patterns(graph_module: fx.GraphModule, patterns: list, env) -> None:
+    """An ``aten._assert_scalar`` per refused pattern after the placeholders, reading the
+    sizes of the inputs (the input checks of ``module()`` read them too)."""
+    graph = graph_module.graph
+    sizes: dict = {}
+    for node in graph.nodes:
+        value = node.meta.get("val") if node.op == "placeholder" else None
+        if isinstance(value, torch.Tensor):
+            for dim, size in enumerate(value.shape):
+                sizes.setdefault(sym_expr(size), (node, dim, size))
+    first = next(n for n in graph.nodes if n.op != "placeholder")
+    with graph.inserting_before(first):
+        for pattern in patterns:
+            terms = []
+            for symbol, test, op in (
+                    *((s, sympy.Ne(s, 1), operator.ne) for s in sorted(pattern.ones, key=str)),
+                    *((s, sympy.Eq(s, 1), operator.eq) for s in sorted(pattern.others,
+                                                                       key=str))):
+                node, dim, size = sizes[symbol]
+                read = graph.call_function(torch.ops.aten.sym_size.int, (node, dim))
+                read.meta["val"] = size
+                term = graph.call_function(op, (read, 1))
+                term.meta["val"] = env.symbool(test)
+                terms.append((term, test))
+            condition, expr = terms[0]
+            for term, test in terms[1:]:
+                expr = sympy.Or(expr, test)
+                condition = graph.call_function(operator.or_, (condition, term))
+                condition.meta["val"] = env.symbool(expr)
+            check = graph.call_function(torch.ops.aten._assert_scalar.default,
+                                        (condition, pattern.describe(env.source_of)))
+            check.meta["val"] = None
+    graph_module.recompile()
 
 
 def _traces_the_same(ep, subset, free, leaf_dims, hints, args, kwargs, trace_at) -> bool:

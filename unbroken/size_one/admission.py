@@ -65,6 +65,7 @@ def admit_size_one(ep: ExportedProgram, audit, env, leaf_dims: dict, args, kwarg
     sensitive = sorted((s for s in audit.admits_one if s in audit.sensitive
                         and s in ep.range_constraints
                         and int(ep.range_constraints[s].lower) == 2), key=str)
+    ep = _lift_refused_patterns(ep, audit, env, free, leaf_dims, args, kwargs, trace_at)
     if not sensitive:
         return ep
     tried = sorted(sensitive, key=lambda s: s not in requested)[:MAX_SYMBOLS]
@@ -88,6 +89,40 @@ def admit_size_one(ep: ExportedProgram, audit, env, leaf_dims: dict, args, kwarg
     if refused:
         result.graph_module.meta[SIZE_ONE_REFUSED] = refused
     return result
+
+
+def _lift_refused_patterns(ep, audit, env, free, leaf_dims, args, kwargs, trace_at):
+    """``ep`` without the run-time assertions of the audit's refused patterns (sets of dims at
+    1 under which a node's metadata differs, ``settle.RefusedAtOne``) that a trace at exactly
+    that pattern shows to give the same program (the metadata differed in strides only
+    nothing reads, say); up to ``MAX_SYMBOLS`` patterns."""
+    lifted = []
+    for pattern in audit.refused_sets[:MAX_SYMBOLS]:
+        if pattern.ones <= free and _traces_the_same(
+                ep, tuple(sorted(pattern.ones, key=str)), free - pattern.ones, leaf_dims,
+                env.hint_of, args, kwargs, trace_at):
+            lifted.append(pattern.describe(env.source_of))
+    if not lifted:
+        return ep
+    parts = ep.parts()
+    graph = parts.graph_module.graph
+    for node in list(graph.nodes):
+        if node.target is torch.ops.aten._assert_scalar.default and node.args[1] in lifted:
+            condition = node.args[0]
+            graph.erase_node(node)
+            _erase_unread(graph, condition)
+    parts.graph_module.recompile()
+    return type(ep).from_parts(parts)
+
+
+def _erase_unread(graph: fx.Graph, node) -> None:
+    """``node`` and the size computations only it read, once nothing reads it."""
+    if not isinstance(node, fx.Node) or node.users or node.op != "call_function":
+        return
+    inputs = list(node.all_input_nodes)
+    graph.erase_node(node)
+    for source in inputs:
+        _erase_unread(graph, source)
 
 
 # symbols traced at 1 together with those the input facts force to 1 with them
@@ -139,7 +174,11 @@ def _forced_to_one(audit, env, ones) -> frozenset:
         values = {s: sympy.Integer(1) for s in ones}
         more = set()
         for fact in env.input_facts:
-            left = [option for option in sympy.Or.make_args(fact.xreplace(values))
+            try:
+                options = sympy.Or.make_args(fact.xreplace(values))
+            except ArithmeticError:  # undefined there (``x % (s - 1)``): forces nothing
+                continue
+            left = [option for option in options
                     if static_truth(option, ranges, cache) is not False]
             if len(left) == 1 and isinstance(left[0], sympy.Eq) and 1 in left[0].args:
                 more |= {t for t in left[0].free_symbols if t in audit.admits_one} - ones
@@ -156,8 +195,16 @@ def _unreached(audit, env, subset, free) -> bool:
     for symbol in free:
         ranges[symbol] = ValueRange(1, ranges[symbol].upper)
     cache: dict = {}
-    return any(static_truth(fact.xreplace(ones), ranges, cache) is False
-               for fact in env.input_facts)
+    return any(_false_at(fact, ones, ranges, cache) for fact in env.input_facts)
+
+
+def _false_at(fact, ones: dict, ranges: dict, cache: dict) -> bool:
+    """Whether ``fact`` with ``ones`` put in is false for every size in ``ranges`` (not when
+    it is undefined there: the set is then traced, not skipped)."""
+    try:
+        return static_truth(fact.xreplace(ones), ranges, cache) is False
+    except ArithmeticError:
+        return False
 
 
 def _guard_of(audit, subset):
@@ -252,7 +299,10 @@ def _resize(inputs, leaf_dims: dict, values: dict, hints: Callable):
         for index, expr in enumerate(dims):
             if isinstance(expr, int) or not (expr.free_symbols & set(values)):
                 continue
-            size = hints(expr.xreplace(values))
+            try:
+                size = hints(expr.xreplace(values))
+            except ArithmeticError:  # undefined there (``x // (s - 1)``)
+                size = None
             if size is None or not 1 <= size <= leaf.shape[index]:
                 failed.append(index)
                 return leaf

@@ -12,6 +12,7 @@ from torch.export import Dim
 from torch.testing import assert_close
 
 import unbroken
+import unbroken.size_one.admission
 from unbroken import InputMismatchError
 
 AUTO2 = {0: Dim.AUTO, 1: Dim.AUTO}
@@ -159,3 +160,39 @@ def test_einsum_at_batch_one_is_admitted_and_exact(equation):
             continue
         assert_close(got, model(*xs), rtol=0, atol=0)
     assert {int(r.lower) for r in ep.range_constraints.values()} == {1}
+
+
+class ScoresPlusBias(nn.Module):
+    """MPT's attention: scores of a transposed reshape plus a position bias of its own
+    batch-less shape; at batch 1 the add's output strides differ (its metadata differs, so
+    the audit refuses batch 1 at lengths >= 2 by an assertion), its values do not."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(16, 48)
+        self.register_buffer("bias", torch.randn(4, 1, 32))
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        q, k, _ = self.qkv(x).chunk(3, dim=2)
+        q = q.reshape(b, s, 4, 4).transpose(1, 2)
+        k = k.reshape(b, s, 4, 4).transpose(1, 2)
+        scores = torch.matmul(q, k.transpose(-1, -2)) * 0.5
+        bias = self.bias[:, max(0, 1 - s):, max(0, 32 - s):]
+        return (scores + bias).softmax(-1)
+
+
+def test_a_pattern_the_audit_refused_is_lifted_when_a_trace_there_is_the_same(monkeypatch):
+    torch.manual_seed(0)
+    model = ScoresPlusBias()
+    spec = ({0: Dim.AUTO, 1: Dim.AUTO},)
+    with monkeypatch.context() as patched:  # without the trace at the pattern: refused
+        patched.setattr(unbroken.size_one.admission, "_lift_refused_patterns",
+                        lambda ep, *rest: ep)
+        kept = unbroken.export(model, (torch.randn(2, 6, 16),), dynamic_shapes=spec)
+        with pytest.raises(InputMismatchError, match="must be 1 too"):
+            kept.module()(torch.randn(1, 6, 16))
+    ep = unbroken.export(model, (torch.randn(2, 6, 16),), dynamic_shapes=spec)
+    for batch, seq in [(1, 6), (1, 1), (3, 1), (1, 9), (3, 7)]:
+        x = torch.randn(batch, seq, 16)
+        assert_close(ep.module()(x), model(x), rtol=0, atol=0)

@@ -20,7 +20,9 @@ get ``[1, ...]``:
    dispatches other ops (:mod:`.unit_meta`) -- or, for a layout-dependent call that copies on
    one side and views on the other, when the program writes that memory, returns the result
    or reads a layout fact (``SizeOneAudit.note_layout_at_one``; the recorder reports
-   through its one hook, ``recorder.size_one``);
+   through its one hook, ``recorder.size_one``); the recorder's own questions about the
+   program (does an op save for backward a tensor the program then writes?) count only when
+   their answer differs at 1 (``SizeOneAudit.same_answer_at_one``);
 2. the admission (:mod:`.admission`): the others ("sensitive": some answer would change, e.g.
    ``s0 == 1`` while broadcasting), up to ``MAX_SYMBOLS`` (those declared ``min=1`` first;
    ``Dim.AUTO`` and ``Dim.DYNAMIC`` dims too, whose size 1 torch's programs admit unchecked),

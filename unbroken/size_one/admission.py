@@ -22,6 +22,7 @@ from ..program import ExportedProgram
 from ..symbolic.diagnostics import UnbrokenError
 from ..symbolic.node import sym_expr
 from ..symbolic.ranges import ValueRange, static_truth
+from ..symbolic.torch_compat import OpOverload, op_schema
 from .at_one import sets_at_one
 from .settle import RefusedAtOne
 
@@ -387,7 +388,7 @@ def _aliasing_observed(node: fx.Node) -> bool:
             continue
         seen.add(current)
         for user in current.users:
-            schema = getattr(user.target, "_schema", None)
+            schema = _schema(user.target)
             if user.op != "call_function" or (schema is None and
                                                user.target is not operator.getitem):
                 return True  # returned, or a subgraph / anything unknown: it may observe
@@ -397,6 +398,11 @@ def _aliasing_observed(node: fx.Node) -> bool:
                     ret.alias_info is not None for ret in schema.returns):
                 stack.append(user)
     return False
+
+
+def _schema(target):
+    """The schema of an aten op target (None for Python functions and subgraph calls)."""
+    return op_schema(target) if isinstance(target, OpOverload) else None
 
 
 def _same_attribute(a, b, sides: _Sides) -> bool:
@@ -418,7 +424,7 @@ def _ops(graph_module) -> tuple[list, dict]:
     in place (the copy's input then may change after it): those copies are compared."""
     nodes, skipped = [], {}
     graph = graph_module.graph
-    functional = not any(getattr(getattr(node.target, "_schema", None), "is_mutable", False)
+    functional = not any(_schema(node.target) is not None and _schema(node.target).is_mutable
                          for node in graph.nodes if node.op == "call_function")
     for node in graph.nodes:
         if node.op == "call_function" and node.target is torch.ops.aten._assert_scalar.default:

@@ -1,5 +1,5 @@
 """unbroken.size_one: a dim whose spec admits 1 admits 1 at run time when no decision of the
-trace depends on it being >= 2, or (declared min=1) a trace at size 1 gives the same program;
+trace depends on it being >= 2, or a trace at size 1 gives the same program;
 otherwise the program keeps [2, ...] and refuses 1 with an error naming the decision.
 
 Oracle: eager at size 1 (and at other sizes)."""
@@ -115,18 +115,43 @@ class SamePathsAtOne(nn.Module):
         return x.reshape(x.shape[0], -1) * 2
 
 
-def test_auto_dim_a_decision_depends_on_is_refused_at_one_naming_the_line():
+def test_auto_dim_a_decision_depends_on_is_traced_at_one_and_admitted_when_the_same():
+    """``Dim.AUTO`` as ``Dim.AUTO(min=1)``: a decision on the dim is checked by a trace at 1."""
     model = SamePathsAtOne()
-    ep = unbroken.export(model, (torch.randn(4, 2, 3),), dynamic_shapes={"x": {0: Dim.AUTO}})
+    for entry in (Dim.AUTO, Dim.DYNAMIC, Dim.AUTO(min=1)):
+        ep = unbroken.export(model, (torch.randn(4, 2, 3),), dynamic_shapes={"x": {0: entry}})
+        assert {int(r.lower) for r in ep.range_constraints.values()} == {1}
+        for n in (1, 3):
+            x = torch.randn(n, 2, 3)
+            assert_close(ep.module()(x), model(x), rtol=0, atol=0)
+
+
+class OtherPathAtOne(nn.Module):
+    def forward(self, x):
+        if x.shape[0] == 1:  # size 1 computes something else
+            return x * 3
+        return x * 2
+
+
+def test_auto_dim_whose_code_differs_at_one_is_refused_naming_the_line():
+    model = OtherPathAtOne()
+    ep = unbroken.export(model, (torch.randn(4, 3),), dynamic_shapes={"x": {0: Dim.AUTO}})
     assert {int(r.lower) for r in ep.range_constraints.values()} == {2}
     with pytest.raises(InputMismatchError, match=r"relies on .*x.shape\[0\].* at .*"
                                                  r"test_size_one.py:\d+ \(if x.shape\[0\] == 1.*"
-                                                 r"declare this one Dim.AUTO\(min=1\)"):
-        ep.module()(torch.randn(1, 2, 3))
-    ep = unbroken.export(model, (torch.randn(4, 2, 3),),  # as the hint says: traced at 1
-                         dynamic_shapes={"x": {0: Dim.AUTO(min=1)}})
-    x = torch.randn(1, 2, 3)
+                                                 r"a trace at size 1 gives a different program"):
+        ep.module()(torch.randn(1, 3))
+    x = torch.randn(3, 3)
     assert_close(ep.module()(x), model(x), rtol=0, atol=0)
+
+
+def test_auto_dims_beyond_the_retrace_budget_keep_two_and_say_how(monkeypatch):
+    monkeypatch.setattr(unbroken.size_one.admission, "MAX_SYMBOLS", 0)
+    ep = unbroken.export(OtherPathAtOne(), (torch.randn(4, 3),),
+                         dynamic_shapes={"x": {0: Dim.AUTO}})
+    with pytest.raises(InputMismatchError, match=r"done for 0 dims per export.*"
+                                                 r"declare this one Dim.AUTO\(min=1\)"):
+        ep.module()(torch.randn(1, 3))
 
 
 @pytest.mark.parametrize("body", [

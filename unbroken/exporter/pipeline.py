@@ -210,7 +210,10 @@ def _admit_size_one(call: ExportCall, options: ExportOptions, trace: Trace,
         rename = {s: ours[info.source] for s, info in retrace.env.symbols.items()
                   if info.source in ours}
         retrace.size_one.settle(retrace.env)
-        sensitive = frozenset(rename[s] for s in retrace.size_one.sensitive if s in rename)
+        # a dim the retrace refuses at 1 in some pattern is not free there either
+        touched = set(retrace.size_one.sensitive).union(
+            *(pattern.ones for pattern in retrace.size_one.refused_sets))
+        sensitive = frozenset(rename[s] for s in touched if s in rename)
         return Retrace(other, rename, sensitive)
 
     return admit_size_one(ep, audit, env, trace.leaf_dims, call.args, call.kwargs, trace_at)

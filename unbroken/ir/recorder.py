@@ -562,7 +562,8 @@ class Recorder(TorchDispatchMode):
         inside dispatch, so this runs when the leaf call ends)."""
         pending, self._pending_writes = self._pending_writes, []
         for reader, written, message in pending:
-            if SAVED_THEN_WRITTEN not in reader.meta and saves_memory_of(reader, written):
+            if SAVED_THEN_WRITTEN not in reader.meta and self.size_one.same_answer_at_one(
+                    self.env, lambda resize, r=reader, w=written: saves_memory_of(r, w, resize)):
                 reader.meta[SAVED_THEN_WRITTEN] = message
 
     def _eager_requires_grad(self, tensor) -> bool:

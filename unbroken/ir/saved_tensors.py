@@ -22,14 +22,19 @@ import torch
 import torch.fx as fx
 from torch.utils import _pytree as pytree
 
+from ..symbolic.size_one_hook import DryRunUndecided
 from ..symbolic.torch_compat import OpOverload, disable_current_modes
 
 __all__ = ["refuse_backward", "saves_memory_of"]
 
 
-def saves_memory_of(node: fx.Node, written: fx.Node) -> bool:
+def saves_memory_of(node: fx.Node, written: fx.Node, resize=None) -> bool:
     """Whether ``node``'s op, run with grad, saves for backward a tensor sharing memory with
-    ``written`` (one of ``node``'s tensor arguments, or ``node`` itself: its result)."""
+    ``written`` (one of ``node``'s tensor arguments, or ``node`` itself: its result).
+
+    resize: ``value -> value`` applied to the sizes and strides of the stand-ins (the size-1
+    audit's re-run of this question with dims at 1); a question of that re-run its ranges
+    leave open (``DryRunUndecided``) propagates."""
     if node.op != "call_function" or not isinstance(node.target, OpOverload):
         return False
     stand_ins: dict = {}
@@ -41,8 +46,10 @@ def saves_memory_of(node: fx.Node, written: fx.Node) -> bool:
         if not isinstance(meta, torch.Tensor):
             return meta
         if value not in stand_ins:
-            fresh = torch.empty_strided(meta.shape, meta.stride(), dtype=meta.dtype,
-                                        device="meta")
+            shape, stride = meta.shape, meta.stride()
+            if resize is not None:
+                shape, stride = [resize(x) for x in shape], [resize(x) for x in stride]
+            fresh = torch.empty_strided(shape, stride, dtype=meta.dtype, device="meta")
             stand_ins[value] = fresh.requires_grad_(fresh.is_floating_point()
                                                     or fresh.is_complex())
         return stand_ins[value]
@@ -51,6 +58,8 @@ def saves_memory_of(node: fx.Node, written: fx.Node) -> bool:
     try:
         with disable_current_modes(), torch.enable_grad():
             out = node.target(*args, **kwargs)
+    except DryRunUndecided:
+        raise
     except Exception:  # noqa: BLE001 - an op autograd cannot run on meta: nothing known saved
         return False
     outputs = [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]

@@ -20,16 +20,24 @@ get ``[1, ...]``:
    dispatches other ops (:mod:`.unit_meta`) -- or, for a layout-dependent call that copies on
    one side and views on the other, when the program writes that memory, returns the result
    or reads a layout fact (``SizeOneAudit.note_layout_at_one``; the recorder reports
-   through its one hook, ``recorder.size_one``);
+   through its one hook, ``recorder.size_one``); the recorder's own questions about the
+   program (does an op save for backward a tensor the program then writes?) count only when
+   their answer differs at 1 (``SizeOneAudit.same_answer_at_one``);
 2. the admission (:mod:`.admission`): the others ("sensitive": some answer would change, e.g.
-   ``s0 == 1`` while broadcasting) keep ``[2, ...]`` unless their spec says ``min=1``: those (up
-   to ``MAX_SYMBOLS``) are traced again with the dim fixed at 1 (the example inputs cut down to
-   size 1) and the two programs compared: when the first one, with the dim set to 1, runs
-   exactly the ops of the second (same ops, same arguments, same constants), it computes what
-   eager computes for 1 too. Each such symbol alone, then their combinations, must pass; each of
-   those traces must also leave the symbols admitted by step 1 free of sensitive answers. A
-   trace costs about one export, which is why ``Dim.AUTO`` dims are only audited (declare
-   ``Dim.AUTO(min=1)`` to have one traced at 1).
+   ``s0 == 1`` while broadcasting), up to ``MAX_SYMBOLS`` (those declared ``min=1`` first;
+   ``Dim.AUTO`` and ``Dim.DYNAMIC`` dims too, whose size 1 torch's programs admit unchecked),
+   are traced again with the dims fixed at 1 (the example inputs cut down to size 1), with
+   the dims an input fact forces to 1 with them (a mask's batch ``b`` with ``n == b or
+   b == 1``), and the two programs compared: when the first one, with the dims set to 1, runs
+   exactly the ops of the second (same ops, same arguments, same constants; a copy nothing
+   observes compared as its input, a permute read only by views, or a view read only by
+   permutes, by the order it gives the dims not of size 1), it computes what eager computes
+   for 1 too. Every set of them at 1 that an input reaches is traced: a set that gives
+   another program is refused by a run-time assertion of its pattern, and a dim every such
+   set fails for keeps ``[2, ...]``; each of those traces must also leave the symbols
+   admitted by step 1 free of sensitive answers. A pattern step 1 refused by an assertion is
+   traced at that pattern too, and its assertion dropped when the program is the same. A
+   trace costs about one export.
 
 A size 1 refused for a dim is refused at run time with the decision that differs at 1 (file,
 line, source) and what to do; a dim declared ``min=1`` that keeps ``[2, ...]`` also gets a

@@ -1,12 +1,14 @@
 """The admission half of the size-1 feature (see :mod:`unbroken.size_one`): the dims the audit
-found sensitive and whose spec says ``min=1`` are traced again at size 1, and admitted when
-the first program, with the dim set to 1, runs exactly the ops of the second; the refused
-ones get their reason for the run-time checks and, when declared ``min=1``, a warning.
+found sensitive (whose spec admits 1: ``min=1``, ``Dim.AUTO``, ``Dim.DYNAMIC``, a named Dim's
+default) are traced again at size 1, up to ``MAX_SYMBOLS`` of them (those declared ``min=1``
+first), and admitted when the first program, with the dim set to 1, runs exactly the ops of
+the second; the refused ones get their reason for the run-time checks and, when declared
+``min=1``, a warning.
 """
 from __future__ import annotations
 
 import dataclasses
-import itertools
+import operator
 import warnings
 from collections.abc import Callable
 
@@ -19,6 +21,10 @@ from ..ir.meta_keys import SIZE_ONE_REFUSED
 from ..program import ExportedProgram
 from ..symbolic.diagnostics import UnbrokenError
 from ..symbolic.node import sym_expr
+from ..symbolic.ranges import ValueRange, static_truth
+from ..symbolic.torch_compat import OpOverload, op_schema
+from .at_one import sets_at_one
+from .settle import RefusedAtOne
 
 __all__ = ["SizeOneWarning", "admit_size_one", "same_program"]
 
@@ -43,11 +49,13 @@ class Retrace:
 def admit_size_one(ep: ExportedProgram, audit, env, leaf_dims: dict, args, kwargs,
                    trace_at: Callable) -> ExportedProgram:
     """``ep`` (whose ranges already start at 1 for the dims the audit cleared) with
-    ``[1, ...]`` also for the sensitive dims declared ``min=1`` that traces at size 1 show to
-    give the same program; the others' reasons recorded for the run-time checks.
+    ``[1, ...]`` also for the sensitive dims that traces at size 1 show to give the same
+    program (up to ``MAX_SYMBOLS``, those declared ``min=1`` first: what ``Dim.AUTO`` does
+    in torch, whose programs run size 1 unchecked, is checked here); the others' reasons
+    recorded for the run-time checks.
 
     audit: the first trace's ``SizeOneAudit`` (its ``requested`` candidates, whose spec says
-        ``min=1``, are traced at 1 and warned about when refused); env: its environment;
+        ``min=1``, are warned about when refused); env: its environment;
     leaf_dims: ``id(example tensor) -> dims`` (ints / sympy expressions) of the first trace;
     trace_at(args, kwargs, forced) exports the resized inputs with ``forced``
     (``(id(tensor), dim)`` pairs) static and returns a ``Retrace``, or None when that needs
@@ -58,10 +66,12 @@ def admit_size_one(ep: ExportedProgram, audit, env, leaf_dims: dict, args, kwarg
     sensitive = sorted((s for s in audit.admits_one if s in audit.sensitive
                         and s in ep.range_constraints
                         and int(ep.range_constraints[s].lower) == 2), key=str)
+    ep = _lift_refused_patterns(ep, audit, env, free, leaf_dims, args, kwargs, trace_at)
     if not sensitive:
         return ep
-    tried = [s for s in sensitive if s in requested][:MAX_SYMBOLS]
-    admitted = _same_at_one(ep, tried, free, leaf_dims, env.hint_of, args, kwargs, trace_at)
+    tried = sorted(sensitive, key=lambda s: s not in requested)[:MAX_SYMBOLS]
+    admitted, patterns = _same_at_one(ep, audit, env, tried, free, leaf_dims, args, kwargs,
+                                      trace_at)
     refused = {str(s): _reason(env, s, audit.sensitive[s], s in tried, audit.why.get(s))
                for s in sensitive if s not in admitted}
     for symbol in sensitive:
@@ -73,26 +83,168 @@ def admit_size_one(ep: ExportedProgram, audit, env, leaf_dims: dict, args, kwarg
         ranges = dict(ep.range_constraints)
         for symbol in admitted:
             ranges[symbol] = type(ranges[symbol])(1, ranges[symbol].upper)
-        result = type(ep).from_parts(dataclasses.replace(ep.parts(), range_constraints=ranges))
+        parts = ep.parts()
+        if patterns:
+            _assert_patterns(parts.graph_module, patterns, env)
+        result = type(ep).from_parts(dataclasses.replace(parts, range_constraints=ranges))
     if refused:
         result.graph_module.meta[SIZE_ONE_REFUSED] = refused
     return result
 
 
-def _same_at_one(ep, tried, free, leaf_dims, hints, args, kwargs, trace_at) -> set:
-    """The symbols of ``tried`` whose every combination at 1 (with the others of the result)
-    traces to ``ep``'s program, with ``free`` still free of size-1 dependent answers: each
-    alone first, then the combinations of those that passed."""
-    passed: list = []
+def _lift_refused_patterns(ep, audit, env, free, leaf_dims, args, kwargs, trace_at):
+    """``ep`` without the run-time assertions of the audit's refused patterns (sets of dims at
+    1 under which a node's metadata differs, ``settle.RefusedAtOne``) that a trace at exactly
+    that pattern shows to give the same program (the metadata differed in strides only
+    nothing reads, say); up to ``MAX_SYMBOLS`` patterns."""
+    lifted = []
+    for pattern in audit.refused_sets[:MAX_SYMBOLS]:
+        if pattern.ones <= free and _traces_the_same(
+                ep, tuple(sorted(pattern.ones, key=str)), free - pattern.ones, leaf_dims,
+                env.hint_of, args, kwargs, trace_at):
+            lifted.append(pattern.describe(env.source_of))
+    if not lifted:
+        return ep
+    parts = ep.parts()
+    graph = parts.graph_module.graph
+    for node in list(graph.nodes):
+        if node.target is torch.ops.aten._assert_scalar.default and node.args[1] in lifted:
+            condition = node.args[0]
+            graph.erase_node(node)
+            _erase_unread(graph, condition)
+    parts.graph_module.recompile()
+    return type(ep).from_parts(parts)
+
+
+def _erase_unread(graph: fx.Graph, node) -> None:
+    """``node`` and the size computations only it read, once nothing reads it."""
+    if not isinstance(node, fx.Node) or node.users or node.op != "call_function":
+        return
+    inputs = list(node.all_input_nodes)
+    graph.erase_node(node)
+    for source in inputs:
+        _erase_unread(graph, source)
+
+
+# symbols traced at 1 together with those the input facts force to 1 with them
+_CLOSED_MAX = 3
+
+
+def _same_at_one(ep, audit, env, tried, free, leaf_dims, args, kwargs, trace_at):
+    """``(admitted, patterns)``: the symbols of ``tried`` -- with those the program's input
+    facts force to 1 with them (a mask's batch ``b`` with the batch ``n`` it must equal or
+    broadcast to: ``n == b or b == 1``), up to ``_CLOSED_MAX`` -- such that some set of them
+    at 1 traces to ``ep``'s program (with ``free`` still free of size-1 dependent answers),
+    and the sets of them at 1 that do not (``RefusedAtOne``), to assert against at run time.
+
+    Every set of the admitted symbols at 1 that an input reaches (the others >= 2, the
+    input facts true) is traced: the same program, or refused by its pattern; a symbol every
+    reached set containing it fails keeps ``[2, ...]``."""
+    group = set(tried)
     for symbol in tried:
-        if _traces_the_same(ep, (symbol,), free, leaf_dims, hints, args, kwargs, trace_at):
-            passed.append(symbol)
-    for count in range(2, len(passed) + 1):
-        for subset in itertools.combinations(passed, count):
-            if not _traces_the_same(ep, subset, free, leaf_dims, hints, args, kwargs,
-                                    trace_at):
-                return set(passed[:1])  # each alone is the same program, not together
-    return set(passed)
+        group |= _forced_to_one(audit, env, {symbol})
+    group = sorted((s for s in group if s in audit.admits_one and s not in free), key=str)
+    if len(group) > _CLOSED_MAX:
+        group = sorted(tried, key=str)
+    same, failed = [], []
+    for subset in sets_at_one(group):
+        if _forced_to_one(audit, env, subset) != subset or _unreached(
+                audit, env, subset, free):
+            continue  # no admitted input has exactly these at 1
+        if _traces_the_same(ep, tuple(sorted(subset, key=str)), free, leaf_dims,
+                            env.hint_of, args, kwargs, trace_at):
+            same.append(subset)
+        else:
+            failed.append(subset)
+    admitted = {s for s in group if any(s in subset for subset in same)}
+    patterns = [RefusedAtOne(subset, frozenset(admitted) - subset,
+                             _guard_of(audit, subset))
+                for subset in failed if subset <= admitted]
+    return admitted, patterns
+
+
+def _forced_to_one(audit, env, ones) -> frozenset:
+    """``ones`` and the symbols whose spec admits 1 that the input facts force to 1 once
+    ``ones`` are 1 (repeatedly): a fact with one alternative left that can hold, ``t == 1``
+    (the others false whatever the sizes whose spec admits 1, taken from 1)."""
+    ranges = dict(env.var_ranges)
+    for symbol in audit.admits_one:
+        ranges[symbol] = ValueRange(1, ranges[symbol].upper)
+    ones, cache = set(ones), {}
+    while True:
+        values = {s: sympy.Integer(1) for s in ones}
+        more = set()
+        for fact in env.input_facts:
+            try:
+                options = sympy.Or.make_args(fact.xreplace(values))
+            except ArithmeticError:  # undefined there (``x % (s - 1)``): forces nothing
+                continue
+            left = [option for option in options
+                    if static_truth(option, ranges, cache) is not False]
+            if len(left) == 1 and isinstance(left[0], sympy.Eq) and 1 in left[0].args:
+                more |= {t for t in left[0].free_symbols if t in audit.admits_one} - ones
+        if not more:
+            return frozenset(ones)
+        ones |= more
+
+
+def _unreached(audit, env, subset, free) -> bool:
+    """Whether an input fact is false with ``subset`` at 1, the other candidates >= 2 and
+    the ``free`` symbols (admitted without a trace) >= 1."""
+    ones = {s: sympy.Integer(1) for s in subset}
+    ranges = dict(env.var_ranges)
+    for symbol in free:
+        ranges[symbol] = ValueRange(1, ranges[symbol].upper)
+    cache: dict = {}
+    return any(_false_at(fact, ones, ranges, cache) for fact in env.input_facts)
+
+
+def _false_at(fact, ones: dict, ranges: dict, cache: dict) -> bool:
+    """Whether ``fact`` with ``ones`` put in is false for every size in ``ranges`` (not when
+    it is undefined there: the set is then traced, not skipped)."""
+    try:
+        return static_truth(fact.xreplace(ones), ranges, cache) is False
+    except ArithmeticError:
+        return False
+
+
+def _guard_of(audit, subset):
+    return next(audit.sensitive[s] for s in sorted(subset, key=str) if s in audit.sensitive)
+
+
+def _assert_patterns(graph_module: fx.GraphModule, patterns: list, env) -> None:
+    """An ``aten._assert_scalar`` per refused pattern after the placeholders, reading the
+    sizes of the inputs (the input checks of ``module()`` read them too)."""
+    graph = graph_module.graph
+    sizes: dict = {}
+    for node in graph.nodes:
+        value = node.meta.get("val") if node.op == "placeholder" else None
+        if isinstance(value, torch.Tensor):
+            for dim, size in enumerate(value.shape):
+                sizes.setdefault(sym_expr(size), (node, dim, size))
+    first = next(n for n in graph.nodes if n.op != "placeholder")
+    with graph.inserting_before(first):
+        for pattern in patterns:
+            terms = []
+            for symbol, test, op in (
+                    *((s, sympy.Ne(s, 1), operator.ne) for s in sorted(pattern.ones, key=str)),
+                    *((s, sympy.Eq(s, 1), operator.eq) for s in sorted(pattern.others,
+                                                                       key=str))):
+                node, dim, size = sizes[symbol]
+                read = graph.call_function(torch.ops.aten.sym_size.int, (node, dim))
+                read.meta["val"] = size
+                term = graph.call_function(op, (read, 1))
+                term.meta["val"] = env.symbool(test)
+                terms.append((term, test))
+            condition, expr = terms[0]
+            for term, test in terms[1:]:
+                expr = sympy.Or(expr, test)
+                condition = graph.call_function(operator.or_, (condition, term))
+                condition.meta["val"] = env.symbool(expr)
+            check = graph.call_function(torch.ops.aten._assert_scalar.default,
+                                        (condition, pattern.describe(env.source_of)))
+            check.meta["val"] = None
+    graph_module.recompile()
 
 
 def _traces_the_same(ep, subset, free, leaf_dims, hints, args, kwargs, trace_at) -> bool:
@@ -119,8 +271,9 @@ def _reason(env, symbol, guard, traced: bool, why: str | None = None) -> str:
         place = f" at {where.filename}:{where.lineno}{source}"
     op = f" in {guard.op}" if guard.op else ""
     then = ("a trace at size 1 gives a different program" if traced else
-            "checking size 1 needs a trace at size 1, done for dims declared min=1: declare "
-            "this one Dim.AUTO(min=1) or Dim(..., min=1) to have it checked")
+            f"checking size 1 needs a trace at size 1, done for {MAX_SYMBOLS} dims per export "
+            "(those declared min=1 first): declare this one Dim.AUTO(min=1) or "
+            "Dim(..., min=1), and others static or min=2, to have it checked")
     if why:  # a trace at size 1 would record the other program: no use offering one
         return f"the program relies on {guard.describe(env.source_of)}{op}{place}: {why}"
     return (f"the program relies on {guard.describe(env.source_of)}{op}{place}, which "
@@ -147,7 +300,10 @@ def _resize(inputs, leaf_dims: dict, values: dict, hints: Callable):
         for index, expr in enumerate(dims):
             if isinstance(expr, int) or not (expr.free_symbols & set(values)):
                 continue
-            size = hints(expr.xreplace(values))
+            try:
+                size = hints(expr.xreplace(values))
+            except ArithmeticError:  # undefined there (``x // (s - 1)``)
+                size = None
             if size is None or not 1 <= size <= leaf.shape[index]:
                 failed.append(index)
                 return leaf
@@ -182,6 +338,8 @@ def _same_graph(left_module: fx.GraphModule, right_module: fx.GraphModule,
     left, right = _ops(left_module), _ops(right_module)
     if len(left[0]) != len(right[0]):
         return False
+    orders = (lambda node: _order(node, left[1], sides.general),
+              lambda node: _order(node, right[1], sides.special))
     outer, sides.skipped = sides.skipped, (left[1], right[1])
     try:
         mapping: dict = {}
@@ -192,7 +350,15 @@ def _same_graph(left_module: fx.GraphModule, right_module: fx.GraphModule,
                 if not _same_attribute(getattr(left_module, a.target),
                                        getattr(right_module, b.target), sides):
                     return False
-            elif a.target != b.target or not (
+            elif _permutes_a_view(a, left[1]) or _permutes_a_view(b, right[1]):
+                if not (a.target == b.target and _permutes_a_view(b, right[1])
+                        and _permutes_a_view(a, left[1])
+                        and _viewed_order(a, sides.general) == _viewed_order(b, sides.special)
+                        and _same_arg(a.args[0], b.args[0], mapping, sides)
+                        and _same_value(a.meta.get("val"), b.meta.get("val"), sides)):
+                    return False
+            elif not _same_target(a, b) or not (
+                    a.target not in _VIEWS or orders[0](a) == orders[1](b)) or not (
                     _same_arg(a.args, b.args, mapping, sides)
                     and _same_arg(a.kwargs, b.kwargs, mapping, sides)
                     and _same_value(a.meta.get("val"), b.meta.get("val"), sides)):
@@ -203,6 +369,42 @@ def _same_graph(left_module: fx.GraphModule, right_module: fx.GraphModule,
         sides.skipped = outer
 
 
+def _same_target(a: fx.Node, b: fx.Node) -> bool:
+    """The same op; ``view`` and ``_unsafe_view`` (a reshape's view of its copy) compute the
+    same values and alias their input alike."""
+    return a.target == b.target or {a.target, b.target} <= _VIEWS
+
+
+_VIEWS = frozenset({torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default})
+
+
+def _aliasing_observed(node: fx.Node) -> bool:
+    """Whether ``node``'s result, or a view of it (through ops returning an alias of their
+    input, and ``_unsafe_view``), is returned, read by a subgraph, or written in place."""
+    stack, seen = [node], set()
+    while stack:
+        current = stack.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        for user in current.users:
+            schema = _schema(user.target)
+            if user.op != "call_function" or (schema is None and
+                                               user.target is not operator.getitem):
+                return True  # returned, or a subgraph / anything unknown: it may observe
+            if schema is not None and schema.is_mutable:
+                return True
+            if user.target is operator.getitem or user.target in _VIEWS or any(
+                    ret.alias_info is not None for ret in schema.returns):
+                stack.append(user)
+    return False
+
+
+def _schema(target):
+    """The schema of an aten op target (None for Python functions and subgraph calls)."""
+    return op_schema(target) if isinstance(target, OpOverload) else None
+
+
 def _same_attribute(a, b, sides: _Sides) -> bool:
     if isinstance(a, fx.GraphModule) and isinstance(b, fx.GraphModule):
         return _same_graph(a, b, sides)
@@ -210,22 +412,93 @@ def _same_attribute(a, b, sides: _Sides) -> bool:
 
 
 def _ops(graph_module) -> tuple[list, dict]:
-    """The nodes that compute tensors (size arithmetic, size assertions and whole-dim slices
-    left out), and ``{whole-dim slice: its input}``.
+    """The nodes that compute tensors (size arithmetic, size assertions, whole-dim slices and
+    unobserved copies left out), and ``{skipped node: its input}``.
 
     A whole-dim slice (``x[:]``: start 0, step 1, end at or past the size) is the identity;
-    indexing records it or not depending on whether the size is static (at size 1) or not."""
+    indexing records it or not depending on whether the size is static (at size 1) or not.
+    A copy (``clone``) has its input's values: ``contiguous()`` and ``reshape`` copy or not
+    depending on the layout, which a dim of size 1 changes (it merges with any other). Only
+    the aliasing differs, which nothing can observe unless the copy, or a view of it, is
+    returned or written in place (``_aliasing_observed``), or the program writes anything
+    in place (the copy's input then may change after it): those copies are compared."""
     nodes, skipped = [], {}
-    for node in graph_module.graph.nodes:
+    graph = graph_module.graph
+    functional = not any(_schema(node.target) is not None and _schema(node.target).is_mutable
+                         for node in graph.nodes if node.op == "call_function")
+    for node in graph.nodes:
         if node.op == "call_function" and node.target is torch.ops.aten._assert_scalar.default:
             continue
         if isinstance(node.meta.get("val"), (torch.SymInt, torch.SymBool, torch.SymFloat)):
             continue
-        if _is_whole_slice(node):
+        if _is_whole_slice(node) or (functional and _is_unobserved_copy(node)) \
+                or _is_permute_then_view(node, functional) or _is_view_then_permute(node):
             skipped[node] = skipped.get(node.args[0], node.args[0])
             continue
         nodes.append(node)
     return nodes, skipped
+
+
+def _is_permute_then_view(node: fx.Node, functional: bool) -> bool:
+    """A ``permute`` read only by ``view``s (through unobserved copies): the views' values
+    depend only on the order it gives the dims not of size 1 (``_order``); ``einsum`` moves
+    a dim of size 1 elsewhere than a dim >= 2. (A view reading a permute is never skipped:
+    ``_is_view_then_permute``.)"""
+    if node.op != "call_function" or node.target is not torch.ops.aten.permute.default:
+        return False
+    users = list(node.users)
+    while users:
+        user = users.pop()
+        if functional and _is_unobserved_copy(user):
+            users.extend(user.users)
+        elif user.target not in _VIEWS:
+            return False
+    return bool(node.users)
+
+
+def _is_view_then_permute(node: fx.Node) -> bool:
+    """A ``view`` read only by ``permute``s: their values depend only on the sizes not 1 of
+    the view, in order, and the order the permutes give them (``_viewed_order``); ``einsum``
+    puts a dim of size 1 elsewhere than a dim >= 2."""
+    source = node.args[0] if node.op == "call_function" and node.args else None
+    return node.target in _VIEWS and bool(node.users) and isinstance(source, fx.Node) \
+        and source.target is not torch.ops.aten.permute.default \
+        and all(user.target is torch.ops.aten.permute.default for user in node.users)
+
+
+def _permutes_a_view(node: fx.Node, skipped: dict) -> bool:
+    return node.op == "call_function" and node.target is torch.ops.aten.permute.default \
+        and node.args[0] in skipped and node.args[0].target in _VIEWS
+
+
+def _viewed_order(permute: fx.Node, substitute) -> tuple:
+    """The sizes not 1 of the skipped view a permute reads, and the order it puts them in."""
+    shape = [substitute(sym_expr(size)) for size in permute.args[0].meta["val"].shape]
+    kept = [d for d, size in enumerate(shape) if size != 1]
+    rank = {d: k for k, d in enumerate(kept)}
+    dims = [d % len(shape) for d in permute.args[1]]
+    return tuple(shape[d] for d in kept), tuple(rank[d] for d in dims if d in rank)
+
+
+def _order(view: fx.Node, skipped: dict, substitute) -> tuple:
+    """The sizes not 1 of the tensor a view reads through a skipped ``permute``
+    (``_is_permute_then_view``), in order, and the order the permute gives them: ``()``
+    without one."""
+    source = view.args[0]
+    while isinstance(source, fx.Node) and source in skipped \
+            and source.target is not torch.ops.aten.permute.default:
+        source = source.args[0]
+    if not (isinstance(source, fx.Node) and source in skipped):
+        return ()
+    return _viewed_order(source, substitute)
+
+
+def _is_unobserved_copy(node: fx.Node) -> bool:
+    if node.op != "call_function" or node.target is not torch.ops.aten.clone.default:
+        return False
+    layout = node.kwargs.get("memory_format")
+    return layout in (None, torch.contiguous_format, torch.preserve_format) \
+        and not _aliasing_observed(node)
 
 
 def _is_whole_slice(node: fx.Node) -> bool:

@@ -29,9 +29,9 @@ from ..symbolic import expr as E
 from ..symbolic.guards import Guard
 from ..symbolic.node import sym_expr
 from ..symbolic.size_one_hook import SizeOneHook
-from .at_one import AnswersAtOne, flipped_at_one, put_ones
+from .at_one import AnswersAtOne, flipped_at_one, holds_at_one, put_ones
 from .settle import forced_equalities, settle_check
-from .unit_meta import same_node_at, settle_leaf_call
+from .unit_meta import REJECTED_AT_ONE, same_node_at, settle_leaf_call, substituted
 
 __all__ = ["SizeOneAudit"]
 
@@ -219,6 +219,30 @@ class SizeOneAudit(SizeOneHook):
             self._deferred_checks.append((pending, lambda ones: same_node_at(
                 self, env, kernel, args, kwargs, out, ones)))
         return out
+
+    def same_answer_at_one(self, env, ask):
+        """``ask(resize)`` (the recorder asking whether an op saves a tensor it writes, on
+        stand-ins of its metadata): its "is this size 1?" answers (a broadcast in the op's
+        reference) only matter when the answer itself differs with the dims at 1, so it is
+        asked again in a dry run at each set of them that flips one, with the sizes put in
+        (``resize``); a different or undecided answer there marks them."""
+        if not self.admits_one or self.dry:
+            return ask(None)
+        with self.unit_scope() as pending:
+            answer = ask(None)
+        symbols = [s for s in pending if s not in self.sensitive]
+        if symbols and not holds_at_one(
+                symbols, lambda ones: self._same_answer(env, ask, ones, answer),
+                within=pending.flips):
+            self.mark_sensitive(pending)
+        return answer
+
+    def _same_answer(self, env, ask, ones: dict, answer) -> bool:
+        with self.dry_run(ones):
+            try:
+                return ask(lambda value: substituted(env, value, ones)) == answer
+            except REJECTED_AT_ONE:
+                return False
 
     def settle_leaf_call(self, recorder, pending, log, fn, args, kwargs, result,
                          grad_enabled: bool) -> None:

@@ -36,7 +36,8 @@ from ..symbolic.diagnostics import UnbrokenError
 from ..symbolic.size_one_hook import DryRunUndecided
 from .at_one import holds_at_one
 
-__all__ = ["LAYOUT_DEPENDENT_CALLS", "same_node_at", "settle_leaf_call"]
+__all__ = ["LAYOUT_DEPENDENT_CALLS", "REJECTED_AT_ONE", "same_node_at", "settle_leaf_call",
+           "substituted"]
 
 # What a kernel may raise on metadata it rejects at size 1 (eager would raise too), or
 # unbroken on a re-run it cannot follow: the answers then count. Anything else propagates.
@@ -44,6 +45,7 @@ __all__ = ["LAYOUT_DEPENDENT_CALLS", "same_node_at", "settle_leaf_call"]
 # ``F.multi_head_attention_forward``: a key padding mask whose batch is another symbol).
 _REJECTED = (DryRunUndecided, RuntimeError, ValueError, TypeError, IndexError, ArithmeticError,
              AssertionError, UnbrokenError)
+REJECTED_AT_ONE = _REJECTED
 
 
 def same_node_at(audit, env, rerun: Callable, args, kwargs, out, ones: dict) -> bool:
@@ -235,3 +237,8 @@ def _expanded_at(expr, values: tuple):
     """``expr`` with ``values`` put in, expanded (so equal sizes compare equal). Cached for
     the process: every export of a model compares the same sizes at the same points."""
     return sympy.expand(expr.xreplace(dict(values)))
+
+
+def substituted(env, value, values: dict):
+    """A size, stride or symbolic scalar with ``values`` (``{symbol: 1}``) put in."""
+    return _sub(env, value, values)

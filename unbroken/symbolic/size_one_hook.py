@@ -64,6 +64,12 @@ class SizeOneHook:
                          grad_enabled: bool) -> None:
         """After one leaf call whose answers ``pending`` are to be checked."""
 
+    def same_answer_at_one(self, env, ask):
+        """``ask(resize)``: a question of the recorder's own about the program (does this
+        op save a tensor it writes?), answered on metadata whose sizes ``resize`` maps (None:
+        as they are). Its size answers count only when the answer differs at 1."""
+        return ask(None)
+
     def mark_sensitive(self, decisions: dict, why: str = "") -> None:
         """``decisions``: ``{symbol: Guard}`` whose answers depend on the symbol being >= 2."""
 

@@ -1,0 +1,198 @@
+"""unbroken.size_one.admission: sensitive dims (``Dim.AUTO`` too) traced again at 1 and
+admitted when the program is the same, copies of layout-dependent calls (``contiguous``,
+``reshape``) compared by values unless their aliasing is observed.
+
+Oracle: eager at size 1 (values, and the aliasing of outputs with inputs)."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+from torch.export import Dim
+from torch.testing import assert_close
+
+import unbroken
+import unbroken.size_one.admission
+from unbroken import InputMismatchError
+
+AUTO2 = {0: Dim.AUTO, 1: Dim.AUTO}
+
+
+class MhaWithMasks(nn.Module):
+    """torch.nn's attention with a causal float mask and a key padding mask: its reshapes
+    copy at ``[2, ...]`` and view at 1, its ``contiguous()`` is a no-op at 1."""
+
+    def __init__(self):
+        super().__init__()
+        self.mha = nn.MultiheadAttention(16, 4, batch_first=True)
+
+    def forward(self, x, mask):
+        n = x.shape[1]
+        attn_mask = torch.triu(torch.full((n, n), float("-inf")), diagonal=1)
+        return self.mha(x, x, x, attn_mask=attn_mask, key_padding_mask=~mask)
+
+
+def test_multihead_attention_with_masks_admits_batch_and_sequence_one():
+    torch.manual_seed(0)
+    model = MhaWithMasks().eval()
+    x, mask = torch.randn(2, 5, 16), torch.ones(2, 5, dtype=torch.bool)
+    mask[1, 3:] = False
+    ep = unbroken.export(model, (), {"x": x, "mask": mask},
+                         dynamic_shapes={"x": AUTO2, "mask": AUTO2})
+    assert {int(r.lower) for r in ep.range_constraints.values()} == {1}
+    for batch, seq in [(1, 5), (1, 1), (3, 1), (3, 7)]:
+        xs, ms = torch.randn(batch, seq, 16), torch.ones(batch, seq, dtype=torch.bool)
+        ms[-1, seq // 2 + 1:] = False
+        got, expected = ep.module()(x=xs, mask=ms), model(x=xs, mask=ms)
+        for a, b in zip(got, expected):
+            assert_close(a, b, rtol=0, atol=0, equal_nan=True)
+
+
+class Body(nn.Module):
+    def __init__(self, body):
+        super().__init__()
+        self.body = body
+
+    def forward(self, x):
+        return self.body(x)
+
+
+@pytest.mark.parametrize("body", [
+    lambda x: x.t().contiguous(),  # at 1, eager returns a view of x (the program a copy)
+    lambda x: x.t().contiguous().unsqueeze(0),
+    lambda x: x.t().reshape(-1),
+], ids=["contiguous", "contiguous_view", "reshape"])
+def test_copy_whose_aliasing_is_returned_keeps_refusing_one(body):
+    ep = unbroken.export(Body(body), (torch.randn(4, 3),), dynamic_shapes={"x": {0: Dim.AUTO}})
+    assert {int(r.lower) for r in ep.range_constraints.values()} == {2}
+    with pytest.raises(InputMismatchError, match="size 1 is refused"):
+        ep.module()(torch.randn(1, 3))
+    x = torch.randn(1, 3)
+    assert body(x).data_ptr() == x.data_ptr()  # the oracle: eager aliases at 1
+
+
+@pytest.mark.parametrize("body", [
+    lambda x: x.t().contiguous() * 2,
+    lambda x: (x.t().contiguous() @ torch.ones(x.shape[0], 2)).relu(),
+    lambda x: x.t().reshape(-1).sum() + x.t().reshape(x.shape[0] * 3) * 2,
+], ids=["contiguous", "contiguous_matmul", "reshape_twice"])
+def test_copy_read_only_for_values_admits_one(body):
+    model = Body(body)
+    ep = unbroken.export(model, (torch.randn(4, 3),), dynamic_shapes={"x": {0: Dim.AUTO}})
+    assert {int(r.lower) for r in ep.range_constraints.values()} == {1}
+    for n in (1, 2, 5):
+        x = torch.randn(n, 3)
+        assert_close(ep.module()(x), model(x), rtol=0, atol=0)
+
+
+def _write_after_contiguous(x):
+    y = x.t().contiguous()
+    y.add_(1)  # at 1 eager writes into x too (y is x)
+    return y * 2
+
+
+def test_copy_written_in_place_keeps_eager_semantics():
+    model = Body(_write_after_contiguous)
+    ep = unbroken.export(model, (torch.randn(4, 3),), dynamic_shapes={"x": {0: Dim.AUTO}})
+    for n in (1, 3):
+        x = torch.randn(n, 3)
+        x_eager = x.clone()
+        try:
+            got = ep.module()(x)
+        except InputMismatchError:
+            assert n == 1
+            continue
+        assert_close(got, model(x_eager), rtol=0, atol=0)
+        assert_close(x, x_eager, rtol=0, atol=0)
+
+
+class MaskThenAssert(nn.Module):
+    """XLM's shape: a mask broadcast against the input (``n == b or b == 1``), then an
+    ``assert`` that their batches are equal (answered by that fact with ``b >= 2``)."""
+
+    def forward(self, x, mask):
+        y = x * mask
+        assert mask.shape[0] == x.shape[0]
+        if x.shape[0] > 1:  # a decision on the batch whose two paths record the same ops
+            return y.relu()
+        return y.relu()
+
+
+def test_batches_an_input_fact_ties_are_traced_at_one_together():
+    model = MaskThenAssert()
+    ep = unbroken.export(model, (torch.randn(3, 4), torch.randn(3, 4)),
+                         dynamic_shapes=({0: Dim.AUTO}, {0: Dim.AUTO}))
+    assert {int(r.lower) for r in ep.range_constraints.values()} == {1}
+    for n in (1, 2, 5):
+        x, mask = torch.randn(n, 4), torch.randn(n, 4)
+        assert_close(ep.module()(x, mask), model(x, mask), rtol=0, atol=0)
+    x, mask = torch.randn(3, 4), torch.randn(1, 4)
+    with pytest.raises(AssertionError):
+        model(x, mask)  # the oracle: eager refuses a mask of batch 1 against batch 3
+    with pytest.raises(InputMismatchError):
+        ep.module()(x, mask)
+
+
+@pytest.mark.parametrize("equation", [
+    "bhid,bhjd->bhij", "bhij,bhjd->bhid", "bid,bjd->bij", "bi,bj->bij", "bid,dk->bik",
+    "bhid->bhdi", "bij,bjk->bik",
+])
+def test_einsum_at_batch_one_is_admitted_and_exact(equation):
+    """``einsum`` puts a batch of 1 elsewhere in its permutes and views: the same values."""
+    inputs, _ = equation.split("->")
+    sizes = {"b": 3, "h": 2, "i": 5, "j": 5, "d": 4, "k": 6}
+    shapes = [tuple(sizes[c] for c in term) for term in inputs.split(",")]
+
+    class Einsum(nn.Module):
+        def forward(self, x, y=None):
+            return torch.einsum(equation, x) if y is None else torch.einsum(equation, x, y)
+
+    dims = [{term.index("b"): Dim.AUTO} if "b" in term else None for term in inputs.split(",")]
+    model = Einsum()
+    ep = unbroken.export(model, tuple(torch.randn(s) for s in shapes), dynamic_shapes=tuple(dims))
+    for batch in (1, 2, 4):
+        xs = [torch.randn(tuple(batch if c == "b" else sizes[c] for c in term))
+              for term in inputs.split(",")]
+        try:
+            got = ep.module()(*xs)
+        except InputMismatchError:
+            assert batch == 1
+            continue
+        assert_close(got, model(*xs), rtol=0, atol=0)
+    assert {int(r.lower) for r in ep.range_constraints.values()} == {1}
+
+
+class ScoresPlusBias(nn.Module):
+    """MPT's attention: scores of a transposed reshape plus a position bias of its own
+    batch-less shape; at batch 1 the add's output strides differ (its metadata differs, so
+    the audit refuses batch 1 at lengths >= 2 by an assertion), its values do not."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(16, 48)
+        self.register_buffer("bias", torch.randn(4, 1, 32))
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        q, k, _ = self.qkv(x).chunk(3, dim=2)
+        q = q.reshape(b, s, 4, 4).transpose(1, 2)
+        k = k.reshape(b, s, 4, 4).transpose(1, 2)
+        scores = torch.matmul(q, k.transpose(-1, -2)) * 0.5
+        bias = self.bias[:, max(0, 1 - s):, max(0, 32 - s):]
+        return (scores + bias).softmax(-1)
+
+
+def test_a_pattern_the_audit_refused_is_lifted_when_a_trace_there_is_the_same(monkeypatch):
+    torch.manual_seed(0)
+    model = ScoresPlusBias()
+    spec = ({0: Dim.AUTO, 1: Dim.AUTO},)
+    with monkeypatch.context() as patched:  # without the trace at the pattern: refused
+        patched.setattr(unbroken.size_one.admission, "_lift_refused_patterns",
+                        lambda ep, *rest: ep)
+        kept = unbroken.export(model, (torch.randn(2, 6, 16),), dynamic_shapes=spec)
+        with pytest.raises(InputMismatchError, match="must be 1 too"):
+            kept.module()(torch.randn(1, 6, 16))
+    ep = unbroken.export(model, (torch.randn(2, 6, 16),), dynamic_shapes=spec)
+    for batch, seq in [(1, 6), (1, 1), (3, 1), (1, 9), (3, 7)]:
+        x = torch.randn(batch, seq, 16)
+        assert_close(ep.module()(x), model(x), rtol=0, atol=0)

@@ -133,35 +133,6 @@ def test_batches_an_input_fact_ties_are_traced_at_one_together():
         ep.module()(x, mask)
 
 
-@pytest.mark.parametrize("equation", [
-    "bhid,bhjd->bhij", "bhij,bhjd->bhid", "bid,bjd->bij", "bi,bj->bij", "bid,dk->bik",
-    "bhid->bhdi", "bij,bjk->bik",
-])
-def test_einsum_at_batch_one_is_admitted_and_exact(equation):
-    """``einsum`` puts a batch of 1 elsewhere in its permutes and views: the same values."""
-    inputs, _ = equation.split("->")
-    sizes = {"b": 3, "h": 2, "i": 5, "j": 5, "d": 4, "k": 6}
-    shapes = [tuple(sizes[c] for c in term) for term in inputs.split(",")]
-
-    class Einsum(nn.Module):
-        def forward(self, x, y=None):
-            return torch.einsum(equation, x) if y is None else torch.einsum(equation, x, y)
-
-    dims = [{term.index("b"): Dim.AUTO} if "b" in term else None for term in inputs.split(",")]
-    model = Einsum()
-    ep = unbroken.export(model, tuple(torch.randn(s) for s in shapes), dynamic_shapes=tuple(dims))
-    for batch in (1, 2, 4):
-        xs = [torch.randn(tuple(batch if c == "b" else sizes[c] for c in term))
-              for term in inputs.split(",")]
-        try:
-            got = ep.module()(*xs)
-        except InputMismatchError:
-            assert batch == 1
-            continue
-        assert_close(got, model(*xs), rtol=0, atol=0)
-    assert {int(r.lower) for r in ep.range_constraints.values()} == {1}
-
-
 class ScoresPlusBias(nn.Module):
     """MPT's attention: scores of a transposed reshape plus a position bias of its own
     batch-less shape; at batch 1 the add's output strides differ (its metadata differs, so

@@ -338,8 +338,6 @@ def _same_graph(left_module: fx.GraphModule, right_module: fx.GraphModule,
     left, right = _ops(left_module), _ops(right_module)
     if len(left[0]) != len(right[0]):
         return False
-    orders = (lambda node: _order(node, left[1], sides.general),
-              lambda node: _order(node, right[1], sides.special))
     outer, sides.skipped = sides.skipped, (left[1], right[1])
     try:
         mapping: dict = {}
@@ -350,15 +348,7 @@ def _same_graph(left_module: fx.GraphModule, right_module: fx.GraphModule,
                 if not _same_attribute(getattr(left_module, a.target),
                                        getattr(right_module, b.target), sides):
                     return False
-            elif _permutes_a_view(a, left[1]) or _permutes_a_view(b, right[1]):
-                if not (a.target == b.target and _permutes_a_view(b, right[1])
-                        and _permutes_a_view(a, left[1])
-                        and _viewed_order(a, sides.general) == _viewed_order(b, sides.special)
-                        and _same_arg(a.args[0], b.args[0], mapping, sides)
-                        and _same_value(a.meta.get("val"), b.meta.get("val"), sides)):
-                    return False
             elif not _same_target(a, b) or not (
-                    a.target not in _VIEWS or orders[0](a) == orders[1](b)) or not (
                     _same_arg(a.args, b.args, mapping, sides)
                     and _same_arg(a.kwargs, b.kwargs, mapping, sides)
                     and _same_value(a.meta.get("val"), b.meta.get("val"), sides)):
@@ -431,66 +421,11 @@ def _ops(graph_module) -> tuple[list, dict]:
             continue
         if isinstance(node.meta.get("val"), (torch.SymInt, torch.SymBool, torch.SymFloat)):
             continue
-        if _is_whole_slice(node) or (functional and _is_unobserved_copy(node)) \
-                or _is_permute_then_view(node, functional) or _is_view_then_permute(node):
+        if _is_whole_slice(node) or (functional and _is_unobserved_copy(node)):
             skipped[node] = skipped.get(node.args[0], node.args[0])
             continue
         nodes.append(node)
     return nodes, skipped
-
-
-def _is_permute_then_view(node: fx.Node, functional: bool) -> bool:
-    """A ``permute`` read only by ``view``s (through unobserved copies): the views' values
-    depend only on the order it gives the dims not of size 1 (``_order``); ``einsum`` moves
-    a dim of size 1 elsewhere than a dim >= 2. (A view reading a permute is never skipped:
-    ``_is_view_then_permute``.)"""
-    if node.op != "call_function" or node.target is not torch.ops.aten.permute.default:
-        return False
-    users = list(node.users)
-    while users:
-        user = users.pop()
-        if functional and _is_unobserved_copy(user):
-            users.extend(user.users)
-        elif user.target not in _VIEWS:
-            return False
-    return bool(node.users)
-
-
-def _is_view_then_permute(node: fx.Node) -> bool:
-    """A ``view`` read only by ``permute``s: their values depend only on the sizes not 1 of
-    the view, in order, and the order the permutes give them (``_viewed_order``); ``einsum``
-    puts a dim of size 1 elsewhere than a dim >= 2."""
-    source = node.args[0] if node.op == "call_function" and node.args else None
-    return node.target in _VIEWS and bool(node.users) and isinstance(source, fx.Node) \
-        and source.target is not torch.ops.aten.permute.default \
-        and all(user.target is torch.ops.aten.permute.default for user in node.users)
-
-
-def _permutes_a_view(node: fx.Node, skipped: dict) -> bool:
-    return node.op == "call_function" and node.target is torch.ops.aten.permute.default \
-        and node.args[0] in skipped and node.args[0].target in _VIEWS
-
-
-def _viewed_order(permute: fx.Node, substitute) -> tuple:
-    """The sizes not 1 of the skipped view a permute reads, and the order it puts them in."""
-    shape = [substitute(sym_expr(size)) for size in permute.args[0].meta["val"].shape]
-    kept = [d for d, size in enumerate(shape) if size != 1]
-    rank = {d: k for k, d in enumerate(kept)}
-    dims = [d % len(shape) for d in permute.args[1]]
-    return tuple(shape[d] for d in kept), tuple(rank[d] for d in dims if d in rank)
-
-
-def _order(view: fx.Node, skipped: dict, substitute) -> tuple:
-    """The sizes not 1 of the tensor a view reads through a skipped ``permute``
-    (``_is_permute_then_view``), in order, and the order the permute gives them: ``()``
-    without one."""
-    source = view.args[0]
-    while isinstance(source, fx.Node) and source in skipped \
-            and source.target is not torch.ops.aten.permute.default:
-        source = source.args[0]
-    if not (isinstance(source, fx.Node) and source in skipped):
-        return ()
-    return _viewed_order(source, substitute)
 
 
 def _is_unobserved_copy(node: fx.Node) -> bool:

@@ -370,7 +370,11 @@ _VIEWS = frozenset({torch.ops.aten.view.default, torch.ops.aten._unsafe_view.def
 
 def _aliasing_observed(node: fx.Node) -> bool:
     """Whether ``node``'s result, or a view of it (through ops returning an alias of their
-    input, and ``_unsafe_view``), is returned, read by a subgraph, or written in place."""
+    input, and ``_unsafe_view``), is returned, read by a subgraph, written in place, or read
+    by an op that is not pointwise: a matmul or a reduction may round differently on a copy
+    than on the strided view eager reads at size 1 (the order of its sums follows the
+    layout), so only pointwise readers, whose values do not depend on it, let the copy count
+    as its input."""
     stack, seen = [node], set()
     while stack:
         current = stack.pop()
@@ -387,6 +391,8 @@ def _aliasing_observed(node: fx.Node) -> bool:
             if user.target is operator.getitem or user.target in _VIEWS or any(
                     ret.alias_info is not None for ret in schema.returns):
                 stack.append(user)
+            elif torch.Tag.pointwise not in getattr(user.target, "tags", ()):
+                return True
     return False
 
 

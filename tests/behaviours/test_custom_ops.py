@@ -96,10 +96,7 @@ BEHAVIOURS = [
               check=_decomposed_has_no_composite),
     Behaviour("custom_op_dynamic_output_size", program(
         lambda self, x: nonzero_count(x).sum()), lambda: (torch.tensor([0.0, 1.0, 2.0]),),
-              more=(lambda: (torch.tensor([1.0, 1.0, 2.0]),),),
-              unbroken_fails="issue 21 (coverage): a fake kernel that asks "
-                             "torch.library.get_ctx() for a dynamic size runs on meta "
-                             "tensors and fails (UB120)"),
+              more=(lambda: (torch.tensor([1.0, 1.0, 2.0]),),)),
 ]
 
 

@@ -43,6 +43,7 @@ from ..symbolic.torch_compat import (
 )
 from .aliasing import Aliases, inplace_refusal
 from .autocast import autocast_casts, decomposes_under_autocast, enabled_devices
+from .custom_ops import record_custom_dynamic
 from .data_dependent import (
     DATA_DEPENDENT_SIZES,
     SCALAR_OPS,
@@ -475,6 +476,11 @@ class Recorder(TorchDispatchMode):
             func = aten.lift_fresh_copy.default
         if self.env is not None and func in SCALAR_OPS:
             return self._record_scalar(args, compute_args)
+        if self.env is not None and getattr(func, "namespace", "aten") != "aten":
+            out = record_custom_dynamic(self, func, args, kwargs, compute_args, compute_kwargs,
+                                        device)
+            if out is not None:  # its fake kernel made sizes only data decides
+                return out
         if self.env is not None and func in DATA_DEPENDENT_SIZES \
                 and not integer_indexing(func, compute_args):
             out = DATA_DEPENDENT_SIZES[func](self, *compute_args, **compute_kwargs)

@@ -66,7 +66,7 @@ __all__ = [
     "TrainingIRVerifier", "SpecViolationError", "NodeSource", "NodeSourceAction",
     "core_aten_decompositions", "LazyGraphModule",
     "GLOBAL_MODULE_HOOKS", "global_module_hooks", "preload_dynamo", "compiler_leaf",
-    "SYMPY_FUNCTION_NAMES",
+    "SYMPY_FUNCTION_NAMES", "custom_fake_kernel", "fake_ctx",
     "torch_exception_class", "user_error_type", "EXPORT_PREDICATES", "export_predicate",
     "export_flags", "has_autocast_kernel", "autocast_enabled_devices", "autocast_key_reached",
     "TORCHSCRIPT_CALLABLES", "elementwise_output_strides", "is_non_overlapping_and_dense",
@@ -512,6 +512,34 @@ def compiler_leaf(fn) -> bool:
         rules._maybe_init_lazy_module(fn)
     key = id(fn)
     return key in rules._allowed_callable_ids() or key in rules._nonstrict_trace_callable_ids()
+
+
+def custom_fake_kernel(op):
+    """The fake kernel ``torch.library.register_fake`` gave the custom operator ``op`` (an
+    OpOverload outside aten/prims), or None. torch installs it as the op's Meta kernel behind
+    a ``torch.library.get_ctx()`` that raises; the trace calls it under its own context
+    (:func:`fake_ctx`). Read from ``torch._library.simple_registry.singleton`` (the same
+    registry in 2.13, 2.14 and 2.15)."""
+    namespace = getattr(op, "namespace", "aten")
+    if namespace in ("aten", "prims", "prim"):
+        return None
+    from torch._library import simple_registry
+
+    name = op._schema.name
+    if not simple_registry.singleton._data.get(name):
+        return None
+    holder = simple_registry.singleton.find(name).fake_impl
+    return holder.kernel
+
+
+@contextlib.contextmanager
+def fake_ctx(ctx):
+    """``torch.library.get_ctx()`` returns ``ctx`` inside (``torch._library.fake_impl``'s
+    ctx getter, set as torch's fake tensor mode sets it: 2.13-2.15)."""
+    from torch._library.fake_impl import set_ctx_getter
+
+    with set_ctx_getter(lambda: ctx):
+        yield
 
 
 # --- torch's exception classes (drop-in errors) ---------------------------------------------

@@ -84,9 +84,7 @@ BEHAVIOURS = [
               lambda: (torch.randn(4, 2), torch.randn(4, 2)),
               dynamic_shapes=({0: torch.export.Dim("n")}, {0: torch.export.Dim("n")}),
               more=(lambda: (torch.randn(7, 2), torch.randn(7, 2)),)),
-    Behaviour("custom_op_mutates_input", program(_bump), lambda: (torch.randn(3),),
-              unbroken_fails="issue 21 (coverage): a custom op that mutates its argument is "
-                             "refused (UB121)"),
+    Behaviour("custom_op_mutates_input", program(_bump), lambda: (torch.randn(3),)),
     Behaviour("custom_op_two_outputs", program(lambda self, x: split_two(x)[1] * 2),
               lambda: (torch.randn(3, 4),)),
     Behaviour("custom_op_without_fake_refused", program(lambda self, x: no_fake(x)),

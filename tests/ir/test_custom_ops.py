@@ -4,6 +4,7 @@ the op's node; the program matches eager on inputs with other counts, side by si
 torch.export. Ops whose fake kernel never asks are untouched."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 import unbroken
@@ -65,3 +66,85 @@ def test_a_fake_kernel_that_does_not_ask_is_traced_as_before():
     ep = unbroken.export(lambda x: doubled(x) + 1, (torch.randn(3),))
     assert not ep.range_constraints
     assert any(n.target is torch.ops.unbroken_tests.doubled.default for n in ep.graph.nodes)
+
+
+@torch.library.custom_op("unbroken_tests::bump_", mutates_args={"x"})
+def bump(x: torch.Tensor, by: float) -> None:
+    x.add_(by)
+
+
+@bump.register_fake
+def _(x, by):
+    return None
+
+
+@torch.library.custom_op("unbroken_tests::accumulate", mutates_args={"total", "count"})
+def accumulate(total: torch.Tensor, count: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    total.add_(x)
+    count.add_(1)
+    return total / count
+
+
+@accumulate.register_fake
+def _(total, count, x):
+    return torch.empty_like(total)
+
+
+class Mutates(torch.nn.Module):
+    """Custom ops writing an intermediate, a user input, a view of it and two buffers."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("total", torch.zeros(3))
+        self.register_buffer("count", torch.zeros(3))
+
+    def forward(self, x):
+        y = x * 2
+        bump(y, 1.0)
+        bump(x, 3.0)
+        bump(x[:2], 10.0)
+        mean = accumulate(self.total, self.count, y)
+        return y + 1, mean
+
+
+def test_custom_ops_writing_their_arguments_are_auto_functionalized():
+    """As torch's functionalization records them: ``auto_functionalized`` then the new values
+    written back; outputs, the written input and the buffers match eager over three calls,
+    and after run_decompositions."""
+    x = torch.randn(3)
+    ep = unbroken.export(Mutates(), (x.clone(),))
+    targets = {str(n.target) for n in ep.graph.nodes if n.op == "call_function"}
+    assert "auto_functionalized" in targets
+    assert not any("unbroken_tests.bump_" == t for t in targets)
+    kinds = sorted(s.kind.name for s in ep.graph_signature.output_specs)
+    assert kinds.count("BUFFER_MUTATION") == 2 and "USER_INPUT_MUTATION" in kinds
+    fresh = unbroken.export(Mutates(), (x.clone(),))  # module() shares its program's buffers
+    for program in (ep, fresh.run_decompositions()):
+        module = program.module()
+        model = Mutates()
+        for _ in range(3):
+            ours, theirs = x.clone(), x.clone()
+            for a, b in zip(module(ours), model(theirs)):
+                assert torch.equal(a, b)
+            assert torch.equal(ours, theirs)
+            assert torch.equal(module.total, model.total)
+            assert torch.equal(module.count, model.count)
+
+
+def test_a_written_argument_that_is_not_one_tensor_is_refused():
+    @torch.library.custom_op("unbroken_tests::bump_all", mutates_args={"xs"})
+    def bump_all(xs: list[torch.Tensor]) -> None:
+        for t in xs:
+            t.add_(1)
+
+    @bump_all.register_fake
+    def _(xs):
+        return None
+
+    def fn(x):
+        bump_all([x, x * 2])
+        return x
+
+    with pytest.raises(unbroken.RefusalError, match="not one tensor") as info:
+        unbroken.export(fn, (torch.randn(3),))
+    assert info.value.code == "UB121"

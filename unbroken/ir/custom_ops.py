@@ -1,4 +1,15 @@
-"""Custom operators whose fake kernel asks ``torch.library.get_ctx()`` for a size only tensor
+"""Custom operators the recorder treats apart.
+
+**Ops that write their arguments** (``torch.library.custom_op(..., mutates_args=...)``,
+other than the ``self``-writing in-place form functionalization already rewrites): recorded,
+as torch's functionalization records them, as ``higher_order.auto_functionalized(op,
+**arguments)``, whose results are the op's outputs and the new values of the written
+arguments; each new value is then written into its argument with ``copy_``, which the
+recorder records as any in-place write (a user-input or buffer mutation once functionalized,
+views of it updated). The written arguments must be tensors (a list of tensors, or ``None``
+for an optional one, is refused, UB121).
+
+**Ops whose fake kernel asks ``torch.library.get_ctx()`` for a size only tensor
 data decides (``ctx.new_dynamic_size()``: a custom ``nonzero``, a ragged gather): the kernel
 runs under a context whose sizes are the trace's unbacked symbols, with the bounds it states,
 and the op is recorded as a data-dependent one (its output sizes read from its node).
@@ -11,10 +22,56 @@ from __future__ import annotations
 
 import torch
 
+from ..symbolic.diagnostics import UnsupportedError
 from ..symbolic.ranges import ValueRange
-from ..symbolic.torch_compat import custom_fake_kernel, fake_ctx
+from ..symbolic.torch_compat import auto_functionalized, custom_fake_kernel, fake_ctx, op_schema
+from .ops import inplace_written_index, written_arguments
 
-__all__ = ["record_custom_dynamic"]
+__all__ = ["is_mutable_custom", "record_custom_dynamic", "record_mutable_custom"]
+
+
+def is_mutable_custom(func) -> bool:
+    """A custom op (outside aten/prims) whose schema writes some argument other than in
+    ``self``-writing in-place form."""
+    if getattr(func, "namespace", "aten") in ("aten", "prims", "prim"):
+        return False
+    return bool(written_arguments(func)) and inplace_written_index(func) is None
+
+
+def record_mutable_custom(recorder, func, args, kwargs):
+    """Record the custom op ``func`` that writes its arguments (see the module docstring) and
+    return its outputs; the written arguments then hold the new values."""
+    schema = op_schema(func)
+    arguments = {}
+    for index, argument in enumerate(schema.arguments):
+        if index < len(args):
+            arguments[argument.name] = args[index]
+        elif argument.name in kwargs:
+            arguments[argument.name] = kwargs[argument.name]
+        elif argument.has_default_value():
+            arguments[argument.name] = argument.default_value
+    written = [schema.arguments[i].name for i in written_arguments(func)]
+    for name in written:
+        if not isinstance(arguments.get(name), torch.Tensor):
+            raise UnsupportedError(
+                f"`{func}` writes its argument `{name}`, which is not one tensor "
+                f"({type(arguments.get(name)).__name__}): not supported.", code="UB121",
+                frames=recorder.frames_provider(),
+                hint="pass one tensor for each argument the op writes.")
+    # no mode is active inside the recorder's dispatch: the fake kernel runs on the meta
+    # tensors (writing nothing) and the new values are made, neither recorded
+    out = func(*args, **kwargs)
+    new = [torch.empty_strided(arguments[n].shape, arguments[n].stride(),
+                               dtype=arguments[n].dtype, device="meta") for n in written]
+    outputs = list(out) if isinstance(out, (tuple, list)) else [out]
+    value = (*outputs, *new)
+    operator = auto_functionalized()
+    node = recorder._record(operator, (func,), arguments, value)
+    recorder._bind_outputs(node, value, recorder.device_of(arguments[written[0]]))
+    with recorder:
+        for name, fresh in zip(written, new):
+            arguments[name].copy_(fresh)
+    return out
 
 
 class _Context:

@@ -43,7 +43,7 @@ from ..symbolic.torch_compat import (
 )
 from .aliasing import Aliases, inplace_refusal
 from .autocast import autocast_casts, decomposes_under_autocast, enabled_devices
-from .custom_ops import record_custom_dynamic
+from .custom_ops import is_mutable_custom, record_custom_dynamic, record_mutable_custom
 from .data_dependent import (
     DATA_DEPENDENT_SIZES,
     SCALAR_OPS,
@@ -368,6 +368,8 @@ class Recorder(TorchDispatchMode):
         out_form = out_variant(func)
         if out_form is not None:  # torch.add(x, y, out=z): the functional op, then z.copy_
             return record_out_variant(self, func, out_form, args, kwargs)
+        if self.env is not None and is_mutable_custom(func):  # auto_functionalized, copy_
+            return record_mutable_custom(self, func, args, kwargs)
         if self._leaf_autocast and not self._autocast_excluded:
             device = self._autocast_device(args, kwargs)
             if device is not None:
@@ -889,7 +891,8 @@ def _location(recorder) -> str:
 def _takes_default_dtype(func, args, kwargs) -> bool:
     """A factory (no tensor inputs) whose dtype comes from torch's global default: recording
     that dtype keeps the program independent of the default in force when it runs."""
-    return (kwargs.get("dtype") is None and takes_argument(func, "dtype")
+    return (kwargs.get("dtype") is None and isinstance(func, OpOverload)
+            and takes_argument(func, "dtype")
             and not any(isinstance(a, torch.Tensor) for a in tree_leaves(args)))
 
 

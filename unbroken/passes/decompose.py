@@ -40,6 +40,7 @@ from ..ir.verifier import GRAD_MODE_BUILTINS
 from ..symbolic.diagnostics import UnsupportedError
 from ..symbolic.torch_compat import (
     OpOverload,
+    auto_functionalized,
     core_aten_decompositions,
     enable_python_dispatcher,
     op_schema,
@@ -163,6 +164,9 @@ def _rerecord(recorder, node, values, table, keep_others, symbols):
     target = node.target
     if target in GRAD_MODE_BUILTINS:  # copied, never run: they would set this process's mode
         return recorder.builder.record_grad_mode_call(target, args, node.meta.get("val"))
+    if target is auto_functionalized():  # a custom op writing its arguments: kept whole
+        with recorder.recording():
+            return recorder.record_opaque(target, args, kwargs)
     if not isinstance(target, OpOverload):
         return target(*args, **kwargs)  # getitem on recorded outputs, size arithmetic
     if target in SCALAR_OPS or (target in DATA_DEPENDENT_SIZES

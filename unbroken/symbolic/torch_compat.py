@@ -66,7 +66,7 @@ __all__ = [
     "TrainingIRVerifier", "SpecViolationError", "NodeSource", "NodeSourceAction",
     "core_aten_decompositions", "LazyGraphModule",
     "GLOBAL_MODULE_HOOKS", "global_module_hooks", "preload_dynamo", "compiler_leaf",
-    "SYMPY_FUNCTION_NAMES", "custom_fake_kernel", "fake_ctx",
+    "SYMPY_FUNCTION_NAMES", "custom_fake_kernel", "fake_ctx", "auto_functionalized",
     "torch_exception_class", "user_error_type", "EXPORT_PREDICATES", "export_predicate",
     "export_flags", "has_autocast_kernel", "autocast_enabled_devices", "autocast_key_reached",
     "TORCHSCRIPT_CALLABLES", "elementwise_output_strides", "is_non_overlapping_and_dense",
@@ -512,6 +512,17 @@ def compiler_leaf(fn) -> bool:
         rules._maybe_init_lazy_module(fn)
     key = id(fn)
     return key in rules._allowed_callable_ids() or key in rules._nonstrict_trace_callable_ids()
+
+
+def auto_functionalized():
+    """torch's ``higher_order.auto_functionalized`` (v1): ``(op, **arguments)`` -> the op's
+    outputs then the new values of the arguments its schema writes, in schema order (it
+    clones them, calls the op on the clones). torch's own functionalization records a custom
+    op that writes its arguments so; ``ExportedProgram.module()`` and ``run_decompositions``
+    run it. The same operator and result layout in 2.13, 2.14 and 2.15."""
+    from torch._higher_order_ops.auto_functionalize import auto_functionalized as operator
+
+    return operator
 
 
 def custom_fake_kernel(op):

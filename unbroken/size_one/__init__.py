@@ -29,15 +29,14 @@ get ``[1, ...]``:
    are traced again with the dims fixed at 1 (the example inputs cut down to size 1), with
    the dims an input fact forces to 1 with them (a mask's batch ``b`` with ``n == b or
    b == 1``), and the two programs compared: when the first one, with the dims set to 1, runs
-   exactly the ops of the second (same ops, same arguments, same constants; a copy nothing
-   observes compared as its input, a permute read only by views, or a view read only by
-   permutes, by the order it gives the dims not of size 1), it computes what eager computes
-   for 1 too. Every set of them at 1 that an input reaches is traced: a set that gives
-   another program is refused by a run-time assertion of its pattern, and a dim every such
-   set fails for keeps ``[2, ...]``; each of those traces must also leave the symbols
-   admitted by step 1 free of sensitive answers. A pattern step 1 refused by an assertion is
-   traced at that pattern too, and its assertion dropped when the program is the same. A
-   trace costs about one export.
+   exactly the ops of the second (same ops, same arguments, same constants; a copy that only
+   pointwise ops read and nothing else observes compared as its input), it computes what
+   eager computes for 1 too, bit for bit. Every set of them at 1 that an input reaches is
+   traced: a set that gives another program is refused by a run-time assertion of its
+   pattern, and a dim every such set fails for keeps ``[2, ...]``; each of those traces must
+   also leave the symbols admitted by step 1 free of sensitive answers. A pattern step 1
+   refused by an assertion is traced at that pattern too, and its assertion dropped when the
+   program is the same. A trace costs about one export.
 
 A size 1 refused for a dim is refused at run time with the decision that differs at 1 (file,
 line, source) and what to do; a dim declared ``min=1`` that keeps ``[2, ...]`` also gets a

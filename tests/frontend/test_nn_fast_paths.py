@@ -18,7 +18,7 @@ from tests.exactness import assert_bit_exact
 from unbroken.symbolic.diagnostics import InputMismatchError
 from unbroken.symbolic.diagnostics.catalogue import GraphBreakError
 
-pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning"), pytest.mark.matrix]
 
 E, HEADS = 8, 2
 FUSED = {torch.ops.aten._native_multi_head_attention.default,

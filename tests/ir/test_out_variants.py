@@ -17,6 +17,8 @@ from unbroken.ir.ops import out_variant
 from unbroken.ir.signature import OutputKind
 from unbroken.symbolic.diagnostics import RefusalError
 
+pytestmark = pytest.mark.matrix  # torch internals a release may change
+
 aten = torch.ops.aten
 
 

@@ -72,6 +72,23 @@ def test_out_calls_compute_and_leave_eagers_values(model, args):
         assert torch.equal(ours.get_buffer(name), buffer)
 
 
+def test_out_none_and_a_list_of_targets():
+    """``out=None`` is the functional call; ``out=[v, i]`` a list of targets (the check that
+    each target was written looks inside any sequence, and only there)."""
+    def functional(x, y):
+        return torch.add(x, y, out=None) * 2
+
+    def listed(x):
+        values, indices = torch.empty(3), torch.empty(3, dtype=torch.long)
+        torch.max(x, 1, out=[values, indices])
+        return values, indices
+
+    args = (torch.randn(3), torch.randn(3))
+    assert_bit_exact(unbroken.export(functional, args).module()(*args), functional(*args))
+    x = torch.randn(3, 4)
+    assert_bit_exact(unbroken.export(listed, (x,)).module()(x), listed(x))
+
+
 def test_a_user_input_written_by_out_is_a_mutation_output():
     ep = unbroken.export(AddInto(), (torch.randn(3), torch.randn(3), torch.zeros(3)))
     kinds = [s.kind for s in ep.graph_signature.output_specs]

@@ -17,7 +17,7 @@ from ...symbolic.torch_compat import (
     set_grad_enabled,
 )
 from .constant import ConstantVariable
-from .containers import ListVariable
+from .containers import ListVariable, SequenceVariable
 from .nn_fast_paths import fast_path_handlers
 from .tensor import LAYOUT_ALIASING, SymbolicVariable, TensorVariable, note_layout_aliasing
 
@@ -395,8 +395,7 @@ def call_torch_function(tx, fn, args, kwargs, interpreted=None):
 def _out_targets(tx, kwargs) -> list:
     """``(meta tensor, its producer node)`` for each ``out=`` tensor of a call."""
     out = kwargs.get("out")
-    trackers = out.items(tx) if out is not None and not isinstance(out, TensorVariable) \
-        and hasattr(out, "items") else [out]
+    trackers = out.items(tx) if isinstance(out, SequenceVariable) else [out]
     builder = tx.output.recorder.builder
     return [(t.meta, builder.producer(t.meta)) for t in trackers
             if isinstance(t, TensorVariable)]

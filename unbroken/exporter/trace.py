@@ -201,8 +201,9 @@ class Trace:
         for name, top_name, leaf in self._input_leaves(signature):
             leaves.setdefault(top_name, [])
             if leaf is not _NO_LEAF:
-                value = self.int_values.get((top_name, len(leaves[top_name])), leaf)
-                tracker = self._user_input(name, leaf, dims.get(id(leaf)), value)
+                key = (top_name, len(leaves[top_name]))
+                tracker = self._int_input(name, self.int_values[key]) \
+                    if key in self.int_values else self._user_input(name, leaf, dims.get(id(leaf)))
                 leaves[top_name].append((leaf, tracker))
         for top_name, value in top_level_names(signature, args, self.call.kwargs):
             spec = pytree.tree_structure(value)
@@ -226,9 +227,7 @@ class Trace:
             if not leaves:
                 yield top_name, top_name, _NO_LEAF
 
-    def _user_input(self, name, leaf, dims, value=None):
-        if not isinstance(leaf, torch.Tensor) and value is not leaf and value is not None:
-            return self._int_input(name, value)
+    def _user_input(self, name, leaf, dims):
         if not isinstance(leaf, torch.Tensor):
             node = self.builder.add_placeholder(name, leaf, user_input=True)
             self.input_specs.append(InputSpec(InputKind.USER_INPUT,

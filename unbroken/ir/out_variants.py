@@ -109,8 +109,7 @@ def _check_target(recorder, func, name: str, target, result) -> None:
             frames=recorder.frames_provider(),
             hint=f"call the op without `{name}=` and convert its result with "
                  f".to({target.dtype}), or pass a `{name}=` tensor of dtype {result.dtype}.")
-    if target.dim() != result.dim() or any(
-            a != b for a, b in zip(target.shape, result.shape)):
+    if _shape_differs(target, result):
         raise UnsupportedError(
             f"{where} of shape {tuple(target.shape)}, but the result has shape "
             f"{tuple(result.shape)}: eager resizes the tensor in place, which is not "

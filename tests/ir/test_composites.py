@@ -180,3 +180,53 @@ def test_fused_kernels_run_as_in_eager_bit_for_bit(name, fn, rank):
         module(inputs).square().sum().backward()
         got = dict(module.named_parameters())["scale"].grad
         assert torch.equal(got, want), f"{name}: gradient differs from eager"
+
+
+_EINSUMS = [
+    ("b h i d, b h j d -> b h i j", [(2, 3, 5, 4), (2, 3, 6, 4)]),
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+    ("bi,bi->b", [(2, 7), (2, 7)]),
+    ("bi,j->bij", [(2, 3), (4,)]),
+    ("b...d,d->b...", [(2, 3, 4), (4,)]),
+    ("bij,bjk,bkl->bil", [(2, 3, 4), (2, 4, 5), (2, 5, 3)]),
+]
+
+
+@pytest.mark.parametrize("equation, shapes", _EINSUMS, ids=[e for e, _ in _EINSUMS])
+def test_einsum_is_kept_whole_and_runs_eagers_einsum_at_every_batch(equation, shapes):
+    """Eager's einsum picks squeezes, permutes and bmm by the sizes (a dim of size 1 is
+    squeezed): kept whole, the program runs eager's einsum at batch 1 too, as torch.export's
+    graphs keep it, bit for bit."""
+    class Einsum(nn.Module):
+        def forward(self, *operands):
+            return torch.einsum(equation.replace(" ", ""), *operands) * 2
+
+    torch.manual_seed(0)
+    operands = tuple(torch.randn(*s) for s in shapes)
+    dims = tuple({0: torch.export.Dim.AUTO} if s[0] == 2 else None for s in shapes)
+    ep = unbroken.export(Einsum(), operands, dynamic_shapes=(dims,))
+    assert _targets(ep).count(torch.ops.aten.einsum.default) == 1
+    assert torch.ops.aten.bmm.default not in _targets(ep)
+    assert {int(r.lower) for r in ep.range_constraints.values()} == {1}
+    for batch in (1, 2, 5):
+        resized = tuple(torch.randn(batch, *s[1:]) * 100 if s[0] == 2 else torch.randn(*s)
+                        for s in shapes)
+        torch.testing.assert_close(ep.module()(*resized), Einsum()(*resized), rtol=0, atol=0)
+
+
+def test_einsum_of_one_operand_keeps_its_aliasing():
+    """``einsum("ij->ji", x)`` returns a view of ``x`` in eager: it is not kept whole (the
+    node would hide the aliasing), so a write into the result reaches the input, as in
+    eager."""
+    class Transposed(nn.Module):
+        def forward(self, x):
+            y = torch.einsum("ij->ji", x)
+            y.mul_(2)
+            return x + 1
+
+    x = torch.randn(3, 4)
+    ep = unbroken.export(Transposed(), (x.clone(),))
+    assert torch.ops.aten.einsum.default not in _targets(ep)
+    mine, theirs = x.clone(), x.clone()
+    torch.testing.assert_close(ep.module()(mine), Transposed()(theirs), rtol=0, atol=0)
+    torch.testing.assert_close(mine, theirs, rtol=0, atol=0)

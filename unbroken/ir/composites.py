@@ -32,7 +32,7 @@ from ..symbolic.torch_compat import (
     op_python_kernels,
 )
 
-__all__ = ["PRESERVED", "preserving"]
+__all__ = ["KEEP_WHOLE_WHEN", "PRESERVED", "preserving"]
 
 aten = torch.ops.aten
 _CIA = DispatchKey.CompositeImplicitAutograd
@@ -64,7 +64,20 @@ PRESERVED = (
     # whole, the program runs eager's choice and the trace learns its layout from eager's
     # kernel (``ir.layouts``' probe).
     aten.max_pool1d.default,
+    # Eager's einsum squeezes size-1 dims and picks its permutes and bmm by the sizes: a
+    # program of its decomposition traced at batch >= 2 is not the one eager runs at batch 1
+    # (and at 1 its layouts differ). Kept whole, the program runs eager's einsum at every
+    # size, as torch.export's graphs do. With one operand einsum may return a view of it
+    # (``"ij->ji"``): those calls are decomposed (``KEEP_WHOLE_WHEN``).
+    aten.einsum.default,
 )
+
+
+# Preserved ops kept whole only for the calls a predicate on the call's arguments accepts
+# (the others run their decomposition, recorded op by op).
+KEEP_WHOLE_WHEN = {
+    aten.einsum.default: lambda equation, tensors, *rest, **kwargs: len(tensors) >= 2,
+}
 
 
 # Composites with a Python decomposition (used under the Python dispatcher) that aliases
@@ -99,9 +112,12 @@ def _kernel(op, previous):
         return previous(*args, **kwargs) if previous is not None \
             else _cpp_decomposition(op, args, kwargs)
 
+    whole_when = KEEP_WHOLE_WHEN.get(op)
+
     def kernel(*args, **kwargs):
         recorder = _active_recorder.get()
-        if recorder is not None and recorder.is_recording():
+        if recorder is not None and recorder.is_recording() \
+                and (whole_when is None or whole_when(*args, **kwargs)):
             return recorder.record_composite(op, args, kwargs, decompose)
         return decompose(op, args, kwargs)
 

@@ -1,13 +1,17 @@
 """size_one.audit and size_one.at_one: which sets of dims at 1 an answer is re-asked under,
 and where an answer given inside a node's meta computation goes."""
+import pytest
 import sympy
 import torch
 import torch.nn as nn
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch.export import Dim
 from torch.testing import assert_close
 
 import unbroken
 import unbroken.size_one.admission
+from unbroken import InputMismatchError
 from unbroken.size_one.at_one import flipped_at_one, holds_at_one
 from unbroken.size_one.audit import SizeOneAudit
 from unbroken.symbolic.env import ShapeEnvironment
@@ -81,3 +85,145 @@ def test_the_recorders_saved_tensor_question_needs_no_trace_at_one(monkeypatch):
         eager = torch.autograd.grad(expected.sum(), [theirs[n] for n in names])
         for a, b in zip(grads, eager):
             assert_close(a, b, rtol=0, atol=0)
+
+
+class _Merge(nn.Module):
+    """``reshape`` of a transposed input: a copy at batch >= 2, a strided view at batch 1
+    (batch and the transposed dim merge), read by ``reader``."""
+
+    def __init__(self, reader):
+        super().__init__()
+        self.reader = reader
+        self.w = nn.Parameter(torch.randn(7, 5))
+
+    def forward(self, x):
+        return self.reader(self, x.transpose(1, 2).reshape(-1, x.shape[1]))
+
+
+_READERS = {
+    "sum_last": lambda self, y: y.sum(-1),  # adds along the dim whose stride differs at 1
+    "matmul": lambda self, y: y @ self.w,
+    "pointwise_then_sum": lambda self, y: (y * 3 + 1).sum(-1),
+    "softmax": lambda self, y: y.softmax(-1),
+    "mean_first": lambda self, y: y.mean(0),
+}
+
+
+@settings(max_examples=12, deadline=None)
+@given(reader=st.sampled_from(sorted(_READERS)), length=st.integers(2, 40),
+       scale=st.sampled_from([1e-3, 1.0, 1e4]), seed=st.integers(0, 2**16))
+def test_a_reshape_laid_out_otherwise_at_one_is_recorded_whole(reader, length, scale, seed):
+    """At batch 1 eager's ``reshape`` is a strided view where the trace copies: its readers
+    (a sum along the strided dim adds in another order) would round otherwise on the
+    program's copy. The program records one ``aten.reshape``, as torch.export's graphs do, so
+    that it views or copies at run time as eager does: batch 1 is admitted without a trace
+    there, and every batch computes eager's values bit for bit."""
+    model = _Merge(_READERS[reader])
+    ep = unbroken.export(model, (torch.randn(3, 7, length),), dynamic_shapes=({0: Dim.AUTO},))
+    targets = [n.target for n in ep.graph.nodes if n.op == "call_function"]
+    assert torch.ops.aten.reshape.default in targets
+    assert torch.ops.aten.clone.default not in targets
+    assert {int(r.lower) for r in ep.range_constraints.values()} == {1}
+    torch.manual_seed(seed)
+    for batch in (1, 2, 4):
+        x = torch.randn(batch, 7, length) * scale
+        with torch.no_grad():
+            assert_close(ep.module()(x), model(x), rtol=0, atol=0)
+
+
+def test_a_reshape_recorded_whole_matches_torch_exports_graph():
+    model = _Merge(_READERS["sum_last"])
+    args, dims = (torch.randn(3, 7, 11),), ({0: Dim.AUTO},)
+    ours = unbroken.export(model, args, dynamic_shapes=dims)
+    theirs = torch.export.export(model, args, dynamic_shapes=dims)
+
+    def ops(ep):
+        return [n.target for n in ep.graph.nodes if n.op == "call_function"
+                and isinstance(n.target, torch._ops.OpOverload)
+                and n.target is not torch.ops.aten.sym_size.int]
+
+    assert ops(ours) == ops(theirs)
+
+
+def test_a_reshape_written_after_is_not_recorded_whole():
+    """A write into the reshape's input tells eager's view at 1 from the program's copy: the
+    reshape stays a copy and batch 1 is refused, naming the write."""
+    def reader(self, y):
+        return y.sum(-1)
+
+    class Written(_Merge):
+        def forward(self, x):
+            source = x.transpose(1, 2) * 1.0
+            merged = source.reshape(-1, x.shape[1])
+            source.add_(1.0)  # at batch 1, eager's merged sees this write
+            return merged.sum(-1)
+
+    model = Written(reader)
+    ep = unbroken.export(model, (torch.randn(3, 7, 5),), dynamic_shapes=({0: Dim.AUTO},))
+    assert torch.ops.aten.reshape.default not in [n.target for n in ep.graph.nodes]
+    assert {int(r.lower) for r in ep.range_constraints.values()} == {2}
+    for batch in (2, 3):
+        x = torch.randn(batch, 7, 5)
+        assert_close(ep.module()(x), model(x), rtol=0, atol=0)
+
+
+def test_readers_of_a_result_laid_out_otherwise_count_when_it_stays_a_copy():
+    """Without a node to record whole, the answers that chose a copy count once an op whose
+    values follow the layout reads the result, directly or through pointwise ops; views,
+    pointwise ops and sizes alone do not make them count."""
+    class Aliases:
+        def root(self, tensor):
+            return tensor
+
+    class Recorder:
+        aliases = Aliases()
+
+    s0 = sympy.Symbol("s0", integer=True, positive=True)
+    for reads, counts in [((), False), (("relu",), False), (("relu", "sum"), True),
+                          (("view", "sum"), True), (("clone", "mm"), True)]:
+        audit = SizeOneAudit()
+        source, result = torch.empty(2, 3, device="meta"), torch.empty(3, 2, device="meta")
+        audit.note_layout_at_one(Recorder(), (source,), result, {s0: "guard"},
+                                 same_layout=False)
+        current = result
+        for name in reads:
+            func = {"relu": torch.ops.aten.relu.default, "sum": torch.ops.aten.sum.default,
+                    "view": torch.ops.aten.view.default, "clone": torch.ops.aten.clone.default,
+                    "mm": torch.ops.aten.mm.default}[name]
+            made = torch.empty(3, 2, device="meta")
+            audit.read(func, [current], made, Aliases().root, lambda: [])
+            if name != "view":
+                current = made
+        assert (s0 in audit.sensitive) is counts, reads
+
+
+_DECIDES_ON_LAYOUT = {
+    # eager at 1: the strided view is copied; the trace's copy is contiguous already
+    "contiguous": lambda y: y.contiguous().sum(-1),
+    "contiguous_of_pointwise": lambda y: (y * 2).contiguous().sum(-1),
+    "contiguous_of_view": lambda y: y.t().contiguous().sum(0),
+    # eager at 1: the second reshape copies the strided view; the trace's is a view
+    "reshape_again": lambda y: y.reshape(-1).sum(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_DECIDES_ON_LAYOUT))
+def test_a_call_deciding_on_the_layout_of_a_whole_reshape_counts(name):
+    """A reshape recorded whole reads eager's layout at run time, but the calls after it
+    were traced on the program's layout: a ``contiguous()`` that copies nothing here copies
+    at 1 in eager (then ``sum`` adds in another order). Those answers count: batch 1 is
+    refused, naming the call. torch.export's program keeps the reshape and drops the
+    ``contiguous()``: it returns other values than eager at batch 1 for the first two."""
+    body = _DECIDES_ON_LAYOUT[name]
+
+    class Decides(nn.Module):
+        def forward(self, x):
+            return body(x.transpose(1, 2).reshape(-1, x.shape[1]))
+
+    model = Decides()
+    ep = unbroken.export(model, (torch.randn(3, 7, 53),), dynamic_shapes=({0: Dim.AUTO},))
+    assert {int(r.lower) for r in ep.range_constraints.values()} == {2}
+    with pytest.raises(InputMismatchError, match="size 1 is refused.*decides on the program's"):
+        ep.module()(torch.randn(1, 7, 53))
+    x = torch.randn(4, 7, 53) * 10
+    assert_close(ep.module()(x), model(x), rtol=0, atol=0)

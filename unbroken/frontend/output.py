@@ -417,7 +417,11 @@ class TraceContext:
                 obj.restore_native()
         elif scope is not None and scope[0]:
             self.recorder.size_one.mark_sensitive(scope[0])
-        self.note_results(fn, _tensor_inputs(fn, values, named), result)
+        inputs = _tensor_inputs(fn, values, named)
+        if scope is not None and self.recorder.size_one.watches_writes:
+            self.recorder.size_one.leaf_called(fn, inputs, scope[1], result,
+                                               self.recorder.aliases.root, self.user_frames)
+        self.note_results(fn, inputs, result)
         if generated:
             return IteratorVariable([wrap(tx, v) for v in result])
         return wrap(tx, result)

@@ -327,6 +327,19 @@ class Recorder(TorchDispatchMode):
             self._leaf_logs[-1].append((op, args, kwargs, out))
         return out
 
+    def reshape_whole(self, result: torch.Tensor, node: fx.Node, source: fx.Node) -> None:
+        """Make ``node`` (a ``view`` with sizes, which gave ``result``, of the tensor whose
+        node is ``source`` or of its copy) one ``aten.reshape`` of ``source``: the program
+        then chooses a view or a copy at run time on the input it is given, as eager's
+        ``reshape`` does. The copy, if any, is left to dead-code elimination."""
+        graph = node.graph
+        with graph.inserting_after(node):
+            whole = graph.create_node("call_function", aten.reshape.default,
+                                      (source, node.args[1]), name="reshape")
+        whole.meta.update(node.meta)
+        node.replace_all_uses_with(whole)
+        self.builder.bind(result, whole)
+
     def record_opaque(self, op, args, kwargs):
         """Record ``op`` whole, whatever it is: its meta output is computed with recording
         suspended (``run_decompositions`` keeps the ops its table does not name this way)."""
@@ -792,6 +805,10 @@ class Recorder(TorchDispatchMode):
         if _takes_default_dtype(func, args, kwargs) and isinstance(out, torch.Tensor):
             kwargs["dtype"] = out.dtype  # the default dtype at export time, made explicit
         node = self.builder.call(func, args, kwargs, out)
+        if self.size_one.watches_writes and not is_mutating(func):
+            self.size_one.read(func, [t for t in tree_leaves((args, kwargs))
+                                      if isinstance(t, torch.Tensor)],
+                               out, self.aliases.root, self.frames_provider)
         if not torch.is_grad_enabled():  # autograd saves nothing for it
             self._no_grad_nodes.add(node)
         if self.shadow is not None and func is not aten.item.default:

@@ -361,20 +361,26 @@ def _same_graph(left_module: fx.GraphModule, right_module: fx.GraphModule,
 
 def _same_target(a: fx.Node, b: fx.Node) -> bool:
     """The same op; ``view`` and ``_unsafe_view`` (a reshape's view of its copy) compute the
-    same values and alias their input alike."""
-    return a.target == b.target or {a.target, b.target} <= _VIEWS
+    same values and alias their input alike, as ``reshape`` and the ``view`` it is at 1."""
+    return a.target == b.target or {a.target, b.target} <= _VIEWS \
+        or {a.target, b.target} <= _RESHAPE_OR_VIEW
 
 
 _VIEWS = frozenset({torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default})
+# ``reshape`` recorded whole (``unit_meta._reshape_at_run_time``) views at 1 where the trace
+# copied: the trace at 1 records its view there.
+_RESHAPE_OR_VIEW = frozenset({torch.ops.aten.reshape.default, torch.ops.aten.view.default})
+# Copies whose output takes their input's layout (``preserve_format``).
+_LAYOUT_FOLLOWING = frozenset({torch.ops.aten.clone.default, torch.ops.aten._to_copy.default})
 
 
 def _aliasing_observed(node: fx.Node) -> bool:
     """Whether ``node``'s result, or a view of it (through ops returning an alias of their
-    input, and ``_unsafe_view``), is returned, read by a subgraph, written in place, or read
-    by an op that is not pointwise: a matmul or a reduction may round differently on a copy
-    than on the strided view eager reads at size 1 (the order of its sums follows the
-    layout), so only pointwise readers, whose values do not depend on it, let the copy count
-    as its input."""
+    input, and ``_unsafe_view``), or what pointwise ops and copies make of it (their outputs
+    take its layout), is returned, read by a subgraph, written in place, or read by another
+    op: a matmul or a reduction may round differently on a copy than on the strided view
+    eager reads at size 1 (the order of its sums follows the layout), so only pointwise
+    readers, whose values do not depend on it, let the copy count as its input."""
     stack, seen = [node], set()
     while stack:
         current = stack.pop()
@@ -389,9 +395,11 @@ def _aliasing_observed(node: fx.Node) -> bool:
             if schema is not None and schema.is_mutable:
                 return True
             if user.target is operator.getitem or user.target in _VIEWS or any(
-                    ret.alias_info is not None for ret in schema.returns):
-                stack.append(user)
-            elif torch.Tag.pointwise not in getattr(user.target, "tags", ()):
+                    ret.alias_info is not None for ret in schema.returns) \
+                    or torch.Tag.pointwise in getattr(user.target, "tags", ()) \
+                    or user.target in _LAYOUT_FOLLOWING:
+                stack.append(user)  # a pointwise op's output (a copy's) takes its layout
+            else:
                 return True
     return False
 

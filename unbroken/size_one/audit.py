@@ -25,13 +25,21 @@ import sympy
 import torch
 import torch.utils._pytree as pytree
 
+from ..ir.ops import is_mutating, is_view_op
 from ..symbolic import expr as E
 from ..symbolic.guards import Guard
 from ..symbolic.node import sym_expr
 from ..symbolic.size_one_hook import SizeOneHook
+from ..symbolic.torch_compat import OpOverload
 from .at_one import AnswersAtOne, flipped_at_one, holds_at_one, put_ones
 from .settle import forced_equalities, settle_check
-from .unit_meta import REJECTED_AT_ONE, same_node_at, settle_leaf_call, substituted
+from .unit_meta import (
+    LAYOUT_DEPENDENT_CALLS,
+    REJECTED_AT_ONE,
+    same_node_at,
+    settle_leaf_call,
+    substituted,
+)
 
 __all__ = ["SizeOneAudit"]
 
@@ -68,10 +76,11 @@ class SizeOneAudit(SizeOneHook):
         # sensitive answers -> (value, kind, symbols, flips): a cached answer reused by a
         # later node (or outside any) counts there too
         self._sensitive_answers: dict = {}
-        # layout-dependent calls that copy in this trace and view at 1 (or the reverse), as
-        # (alias roots of their inputs and result, root of the result, the answers that
-        # chose): harmless unless that memory is written or the result returned
-        self._layout_at_one: list[tuple[list, torch.Tensor, dict]] = []
+        # layout-dependent calls that copy in this trace and view at 1 (or the reverse):
+        # harmless unless that memory is written, the result returned, or (laid out
+        # otherwise at 1 and not recorded whole) read by an op whose values depend on the
+        # layout
+        self._layout_at_one: list[_LayoutAtOne] = []
 
     @property
     def active(self) -> bool:
@@ -250,15 +259,32 @@ class SizeOneAudit(SizeOneHook):
         settle_leaf_call(self, recorder.env, recorder, pending, log, fn, args, kwargs, result,
                          grad_enabled)
 
-    def note_layout_at_one(self, recorder, inputs, result, pending: dict) -> None:
+    def note_layout_at_one(self, recorder, inputs, result, pending: dict, *,
+                           same_layout: bool, whole=None) -> None:
         """``result`` of a layout-dependent call (``reshape``) on ``inputs`` is a copy in this
         trace and a view at size 1 (or the reverse), by the answers ``pending``: same values,
         other aliasing. A later write into the memory of either side (``written``), or the
         result returned (``layout_observed``), would tell them apart: those answers then
-        count."""
+        count.
+
+        Laid out otherwise at 1 (not ``same_layout``: a strided view of a transposed input),
+        the result, and what views and pointwise ops make of it (its ``carriers``), reach
+        later ops with another layout there:
+        - with ``whole`` (``(node, input node)``: its node and the node of the tensor it
+          reshapes), the result is recorded as one ``aten.reshape`` node once the trace has
+          shown that nothing tells the sides apart, so that the program views or copies at
+          run time as eager does, and the ops reading it read eager's layout. What the trace
+          decided on its own layout then counts: a later call that chooses its ops by the
+          layout (``contiguous()`` copying or not, another reshape; any call that is not
+          one op) taking a carrier (``leaf_called``);
+        - without, the program keeps its copy: an op whose values depend on the layout (a
+          ``sum`` adds in another order) reading a carrier counts (``read``)."""
         roots = [recorder.aliases.root(t) for t in pytree.tree_leaves((inputs, result))
                  if isinstance(t, torch.Tensor)]
-        self._layout_at_one.append((roots, recorder.aliases.root(result), pending))
+        result_root = recorder.aliases.root(result)
+        carriers = None if same_layout else [result_root]
+        self._layout_at_one.append(_LayoutAtOne(roots, result, result_root, carriers,
+                                                pending, whole))
 
     @property
     def watches_writes(self) -> bool:
@@ -267,24 +293,90 @@ class SizeOneAudit(SizeOneHook):
     def written(self, root, frames) -> None:
         """An in-place write into the memory whose alias root is ``root`` (at the user's
         ``frames``)."""
-        for roots, _, pending in self._layout_at_one:
-            if any(root is noted for noted in roots):
-                self.mark_sensitive(pending, _LAYOUT_AT_ONE.format(
+        for note in self._layout_at_one:
+            if any(root is noted for noted in note.roots):
+                note.whole = None
+                self.mark_sensitive(note.pending, _LAYOUT_AT_ONE.format(
                     "and the program later writes into that memory in place" + _at(frames)))
+
+    def read(self, func, tensors, outputs, root_of, frames) -> None:
+        """``func`` has read ``tensors`` and made ``outputs`` (``root_of``: a tensor's alias
+        root; ``frames()``: the user's frames). Where it reads a result noted by
+        ``note_layout_at_one`` that is laid out otherwise at 1 and not recorded whole, its
+        values are the same on both sides only if they do not depend on the layout: a view,
+        or a pointwise op (or a copy), whose output then carries the layout on; a reduction
+        or a matmul sums in the order the layout gives, so it may round otherwise at 1:
+        those answers then count. A write is ``written``'s."""
+        op = isinstance(func, OpOverload)
+        if op and (is_view_op(func) or func is torch.ops.aten._unsafe_view.default
+                   or is_mutating(func)):
+            return
+        roots = [root_of(t) for t in tensors]
+        made = [t for t in pytree.tree_leaves(outputs) if isinstance(t, torch.Tensor)]
+        for note in self._layout_at_one:
+            if note.carriers is None or not made or not any(
+                    root is carrier for root in roots for carrier in note.carriers):
+                continue  # (nothing made: a size or a Python number, no layout-ordered sums)
+            if op and (torch.Tag.pointwise in func.tags or func in _LAYOUT_FOLLOWING):
+                note.carriers.extend(root_of(t) for t in made)
+            elif note.whole is None or not op:  # recorded whole, it reads eager's layout
+                self.mark_sensitive(note.pending, _LAYOUT_AT_ONE.format(
+                    f"and `{_name(func)}` reads its values{_at(frames())}, whose result "
+                    "may round otherwise on the other layout"))
+
+    def leaf_called(self, fn, tensors, log, result, root_of, frames) -> None:
+        """A leaf call ``fn`` has read ``tensors`` and dispatched the ops of ``log``. Where it
+        reads a carrier of a result to be recorded whole (``note_layout_at_one``), its ops
+        were chosen on the trace's layout of it: they are eager's at 1 only when the call is
+        one op of its own name (``sum``, ``matmul``, ``mul``), a view or a pointwise op, none
+        of which chooses by the layout; ``contiguous()`` (no op here, a copy at 1), a reshape
+        or a function of several ops count. A call that runs no op and returns no tensor
+        reads metadata: a layout fact is ``layout_observed``'s."""
+        if not log and not any(isinstance(t, torch.Tensor) for t in pytree.tree_leaves(result)):
+            return
+        roots = None
+        for note in self._layout_at_one:
+            if note.whole is None or note.carriers is None:
+                continue
+            if roots is None:
+                roots = [root_of(t) for t in tensors]
+            if any(root is carrier for root in roots for carrier in note.carriers) \
+                    and not _one_op_call(fn, log):
+                self.mark_sensitive(note.pending, _LAYOUT_AT_ONE.format(
+                    f"and `{getattr(fn, '__name__', fn)}`{_at(frames())} decides on the "
+                    "program's layout of it, which is not eager's there"))
 
     def layout_observed(self, recorder, outputs, observed: bool) -> None:
         """The trace has ended: mark the answers of the layout-dependent calls noted by
         ``note_layout_at_one`` sensitive when the program reads a layout fact (``observed``)
-        or returns one of their results (writes are marked as they happen)."""
+        or returns one of their results (writes are marked as they happen); record the
+        others to be recorded whole as one ``aten.reshape`` node."""
         roots = [recorder.aliases.root(t) for t in outputs if isinstance(t, torch.Tensor)]
-        for _, result, pending in self._layout_at_one:
+        for note in self._layout_at_one:
             if observed:
-                self.mark_sensitive(pending, _LAYOUT_AT_ONE.format(
+                self.mark_sensitive(note.pending, _LAYOUT_AT_ONE.format(
                     "and the program reads a stride or contiguity fact"))
-            elif any(root is result for root in roots):
-                self.mark_sensitive(pending, _LAYOUT_AT_ONE.format(
+            elif any(root is carrier for root in roots
+                     for carrier in (note.carriers or [note.result_root])):
+                self.mark_sensitive(note.pending, _LAYOUT_AT_ONE.format(
                     "and the program returns that result (or a view of it)"))
+            elif note.whole is not None:
+                recorder.reshape_whole(note.result, *note.whole)
         self._layout_at_one.clear()
+
+
+class _LayoutAtOne:
+    """One call noted by ``SizeOneAudit.note_layout_at_one``: the alias roots of its
+    inputs and result (``roots``), its result and the result's root, the roots whose layout
+    follows the result's (``carriers``: the result and what pointwise ops made of it; None
+    when nothing reading them can differ at 1), the answers that chose (``pending``), and
+    ``whole`` (``(node, input node)`` to record it as one ``reshape``, or None)."""
+
+    __slots__ = ("roots", "result", "result_root", "carriers", "pending", "whole")
+
+    def __init__(self, roots, result, result_root, carriers, pending, whole):
+        self.roots, self.result, self.result_root = roots, result, result_root
+        self.carriers, self.pending, self.whole = carriers, pending, whole
 
 
 def _holds_at_one(env, expr, ones: dict, value: bool) -> bool:
@@ -322,6 +414,32 @@ def _aligned_pointwise(func, args) -> bool:
 
 _LAYOUT_AT_ONE = ("at size 1 that call returns a view of its input where the program copies "
                   "(or a copy where it views), {}")
+
+
+# Copies whose output takes its input's layout (``preserve_format``), as pointwise ops' do.
+_LAYOUT_FOLLOWING = frozenset({torch.ops.aten.clone.default, torch.ops.aten._to_copy.default})
+
+
+def _one_op_call(fn, log) -> bool:
+    """Whether a leaf call ``fn`` that dispatched ``log`` ran one op that it names
+    (``Tensor.sum`` -> ``aten.sum``, ``__matmul__`` -> ``aten.matmul``), or a view or
+    pointwise op, none of which picks its ops by the input's layout (as a reshape, or a
+    ``contiguous()`` that copies or not, does)."""
+    if fn in LAYOUT_DEPENDENT_CALLS or len(log) != 1:
+        return False
+    func = log[0][0]
+    if not isinstance(func, OpOverload):
+        return False
+    if is_view_op(func) or torch.Tag.pointwise in func.tags:
+        return True
+    name = getattr(fn, "__name__", "").strip("_").removeprefix("r").removeprefix("i")
+    op = func.overloadpacket.__name__.strip("_")
+    return bool(name) and (op == name or op == getattr(fn, "__name__", "").strip("_"))
+
+
+def _name(func) -> str:
+    packet = getattr(func, "overloadpacket", None)
+    return getattr(packet or func, "__name__", str(func))
 
 
 def _at(frames) -> str:

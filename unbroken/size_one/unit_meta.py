@@ -70,9 +70,14 @@ def settle_leaf_call(audit, env, recorder, pending: dict, log: list, fn, args, k
             audit, env, recorder, log, fn, args, kwargs, result, grad_enabled, ones),
             within=pending.flips):
         return
+    layouts = []  # per set at 1: whether the result there is laid out as here
     if fn in LAYOUT_DEPENDENT_CALLS and holds_at_one(symbols, lambda ones: _same_result_at(
-            audit, env, recorder, fn, args, kwargs, result, grad_enabled, ones)):
-        audit.note_layout_at_one(recorder, (args, kwargs), result, pending)
+            audit, env, recorder, fn, args, kwargs, result, grad_enabled, ones, layouts)):
+        same_layout = all(layouts)
+        audit.note_layout_at_one(recorder, (args, kwargs), result, pending,
+                                 same_layout=same_layout,
+                                 whole=None if same_layout else _reshape_nodes(recorder, fn,
+                                                                               args, result))
         return
     audit.mark_sensitive(pending)
 
@@ -86,11 +91,36 @@ LAYOUT_DEPENDENT_CALLS = frozenset({
     torch.Tensor.flatten, torch.Tensor.contiguous, torch.unflatten, torch.Tensor.unflatten})
 
 
+# The calls whose result is ``aten.reshape(input, result's sizes)``.
+_RESHAPES = frozenset(LAYOUT_DEPENDENT_CALLS - {torch.Tensor.contiguous})
+
+
+def _reshape_nodes(recorder, fn, args, result):
+    """``(node, input node)`` when ``fn``'s ``result`` can be recorded as one
+    ``aten.reshape`` of its input (``SizeOneAudit.note_layout_at_one``): ``fn`` is a reshape,
+    and its result came from a ``view`` (of its input or its copy), whose sizes the reshape
+    takes. None otherwise."""
+    if fn not in _RESHAPES or not args or not isinstance(args[0], torch.Tensor) \
+            or not isinstance(result, torch.Tensor):
+        return None
+    node, source = recorder.builder.producer(result), recorder.builder.producer(args[0])
+    if node is None or source is None or node.graph is not source.graph \
+            or node.target not in _VIEWS_WITH_SIZES:
+        return None
+    return node, source
+
+
+_VIEWS_WITH_SIZES = frozenset({torch.ops.aten.view.default,
+                               torch.ops.aten._unsafe_view.default})
+
+
 def _same_result_at(audit, env, recorder, fn, args, kwargs, result, grad_enabled: bool,
-                    values: dict) -> bool:
+                    values: dict, layouts: list) -> bool:
     """Whether ``fn`` (one of ``LAYOUT_DEPENDENT_CALLS``) re-run with ``values`` put in
     returns a tensor of ``result``'s dtype and sizes at 1, whatever ops it took to get
-    there and whatever its strides."""
+    there and whatever its strides. Appends to ``layouts`` whether its strides there are
+    ``result``'s at 1 too (on the dims whose size is not 1: a ``contiguous()`` that returns
+    its input at 1 returns a contiguous one; a ``reshape`` view of a transposed input is not)."""
     with audit.dry_run(values):
         try:
             new_args, new_kwargs = pytree.tree_map(
@@ -100,9 +130,15 @@ def _same_result_at(audit, env, recorder, fn, args, kwargs, result, grad_enabled
                 again = fn(*new_args, **new_kwargs)
         except _REJECTED:
             return False
-    return (isinstance(result, torch.Tensor) and isinstance(again, torch.Tensor)
+    same = (isinstance(result, torch.Tensor) and isinstance(again, torch.Tensor)
             and result.dtype == again.dtype and result.dim() == again.dim()
             and [_expr(x, values) for x in result.shape] == [_expr(x, {}) for x in again.shape])
+    if same:
+        sizes = [_expr(x, {}) for x in again.shape]
+        layouts.append(all(
+            size == 1 or _expr(here, values) == _expr(there, {})
+            for size, here, there in zip(sizes, result.stride(), again.stride())))
+    return same
 
 
 def _same_call_at(audit, env, recorder, log, fn, args, kwargs, result, grad_enabled: bool,

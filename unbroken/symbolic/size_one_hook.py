@@ -78,5 +78,13 @@ class SizeOneHook:
     def written(self, root, frames) -> None:
         """An in-place write into the memory whose alias root is ``root``."""
 
+    def leaf_called(self, fn, tensors, log, result, root_of, frames) -> None:
+        """A leaf call ``fn`` has read ``tensors``, dispatched the ops of ``log`` and
+        returned ``result``."""
+
+    def read(self, func, tensors, outputs, root_of, frames) -> None:
+        """``func`` (an op, recorded) has read ``tensors`` and made ``outputs``; ``root_of``
+        gives a tensor's alias root, ``frames()`` the user's frames."""
+
 
 NO_SIZE_ONE = SizeOneHook()

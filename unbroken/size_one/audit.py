@@ -260,7 +260,7 @@ class SizeOneAudit(SizeOneHook):
                          grad_enabled)
 
     def note_layout_at_one(self, recorder, inputs, result, pending: dict, *,
-                           same_layout: bool, whole=None) -> None:
+                           same_layout: bool, whole=None, carriers=()) -> None:
         """``result`` of a layout-dependent call (``reshape``) on ``inputs`` is a copy in this
         trace and a view at size 1 (or the reverse), by the answers ``pending``: same values,
         other aliasing. A later write into the memory of either side (``written``), or the
@@ -276,13 +276,15 @@ class SizeOneAudit(SizeOneHook):
           run time as eager does, and the ops reading it read eager's layout. What the trace
           decided on its own layout then counts: a later call that chooses its ops by the
           layout (``contiguous()`` copying or not, another reshape; any call that is not
-          one op) taking a carrier (``leaf_called``);
+          one op) taking a carrier (``leaf_called``; ``carriers``: more of them, made by the
+          same leaf call);
         - without, the program keeps its copy: an op whose values depend on the layout (a
           ``sum`` adds in another order) reading a carrier counts (``read``)."""
         roots = [recorder.aliases.root(t) for t in pytree.tree_leaves((inputs, result))
                  if isinstance(t, torch.Tensor)]
         result_root = recorder.aliases.root(result)
-        carriers = None if same_layout else [result_root]
+        carriers = None if same_layout else [
+            result_root, *(recorder.aliases.root(t) for t in carriers)]
         self._layout_at_one.append(_LayoutAtOne(roots, result, result_root, carriers,
                                                 pending, whole))
 

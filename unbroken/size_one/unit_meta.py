@@ -74,10 +74,23 @@ def settle_leaf_call(audit, env, recorder, pending: dict, log: list, fn, args, k
     if fn in LAYOUT_DEPENDENT_CALLS and holds_at_one(symbols, lambda ones: _same_result_at(
             audit, env, recorder, fn, args, kwargs, result, grad_enabled, ones, layouts)):
         same_layout = all(layouts)
+        whole = None
+        if not same_layout and fn in _RESHAPES and args and isinstance(args[0], torch.Tensor):
+            whole = _whole_nodes(recorder, args[0], result)
         audit.note_layout_at_one(recorder, (args, kwargs), result, pending,
-                                 same_layout=same_layout,
-                                 whole=None if same_layout else _reshape_nodes(recorder, fn,
-                                                                               args, result))
+                                 same_layout=same_layout, whole=whole)
+        return
+    flips, carriers, copies = {}, {}, {}
+    if fn not in LAYOUT_DEPENDENT_CALLS and holds_at_one(
+            symbols, lambda ones: _same_call_but_reshapes(
+                audit, env, recorder, log, fn, args, kwargs, result, grad_enabled, ones,
+                flips, carriers, copies), within=pending.flips) and (flips or copies):
+        for source, out in flips.values():
+            audit.note_layout_at_one(recorder, (source,), out, pending, same_layout=False,
+                                     whole=_whole_nodes(recorder, source, out),
+                                     carriers=list(carriers.values()))
+        for source, out in copies.values():
+            audit.note_layout_at_one(recorder, (source,), out, pending, same_layout=True)
         return
     audit.mark_sensitive(pending)
 
@@ -95,19 +108,17 @@ LAYOUT_DEPENDENT_CALLS = frozenset({
 _RESHAPES = frozenset(LAYOUT_DEPENDENT_CALLS - {torch.Tensor.contiguous})
 
 
-def _reshape_nodes(recorder, fn, args, result):
-    """``(node, input node)`` when ``fn``'s ``result`` can be recorded as one
-    ``aten.reshape`` of its input (``SizeOneAudit.note_layout_at_one``): ``fn`` is a reshape,
-    and its result came from a ``view`` (of its input or its copy), whose sizes the reshape
-    takes. None otherwise."""
-    if fn not in _RESHAPES or not args or not isinstance(args[0], torch.Tensor) \
-            or not isinstance(result, torch.Tensor):
+def _whole_nodes(recorder, source: torch.Tensor, result: torch.Tensor):
+    """``(node, input node)`` when ``result``, a reshape of ``source``, can be recorded as
+    one ``aten.reshape`` of it (``SizeOneAudit.note_layout_at_one``): its node is a ``view``
+    (of ``source`` or of its copy), whose sizes the reshape takes. None otherwise."""
+    if not isinstance(result, torch.Tensor):
         return None
-    node, source = recorder.builder.producer(result), recorder.builder.producer(args[0])
-    if node is None or source is None or node.graph is not source.graph \
+    node, input_node = recorder.builder.producer(result), recorder.builder.producer(source)
+    if node is None or input_node is None or node.graph is not input_node.graph \
             or node.target not in _VIEWS_WITH_SIZES:
         return None
-    return node, source
+    return node, input_node
 
 
 _VIEWS_WITH_SIZES = frozenset({torch.ops.aten.view.default,
@@ -123,8 +134,7 @@ def _same_result_at(audit, env, recorder, fn, args, kwargs, result, grad_enabled
     its input at 1 returns a contiguous one; a ``reshape`` view of a transposed input is not)."""
     with audit.dry_run(values):
         try:
-            new_args, new_kwargs = pytree.tree_map(
-                lambda value: _substituted(env, value, values), (args, kwargs))
+            new_args, new_kwargs = _substituted_tree(env, (args, kwargs), values)
             with recorder.recording(), torch.set_grad_enabled(grad_enabled), \
                     recorder.dry_logging():
                 again = fn(*new_args, **new_kwargs)
@@ -141,12 +151,111 @@ def _same_result_at(audit, env, recorder, fn, args, kwargs, result, grad_enabled
     return same
 
 
+def _same_call_but_reshapes(audit, env, recorder, log, fn, args, kwargs, result,
+                            grad_enabled: bool, values: dict, flips: dict,
+                            carriers: dict, copies: dict) -> bool:
+    """Whether the call re-run with ``values`` put in dispatches the same ops but for
+    reshapes inside it that copy here and view at 1 (``clone`` + ``view`` here, ``view``
+    there: the same values laid out otherwise). The ops after one of them that read its
+    result may have other strides at 1, never other sizes or other ops: the re-run at 1
+    starts from eager's layout of the call's inputs, so its log is eager's, and a choice the
+    call makes on the layout (a ``contiguous()`` that copies only at 1) shows as another
+    op. Adds each such reshape to ``flips`` (``id(result) -> (its input, its result)``, of
+    this run) and the tensors whose layout follows one to ``carriers``; and each
+    ``contiguous()`` that copies here and returns its input at 1, laid out as the copy
+    (only aliasing differs), to ``copies`` (same form)."""
+    with audit.dry_run(values):
+        try:
+            new_args, new_kwargs = _substituted_tree(env, (args, kwargs), values)
+            with recorder.recording(), torch.set_grad_enabled(grad_enabled), \
+                    recorder.dry_logging() as again_log:
+                again = fn(*new_args, **new_kwargs)
+        except _REJECTED:
+            return False
+    pairs = _Pairs(values)
+    if not pairs.bind((args, kwargs), (new_args, new_kwargs)):
+        return False
+    laid_out = {}  # id -> tensor of this run whose layout at 1 may differ
+    here = there = 0
+    while here < len(log) and there < len(again_log):
+        op, op_args, op_kwargs, out = log[here]
+        op2, op_args2, op_kwargs2, out2 = again_log[there]
+        if _copy_then_view(log, here) and op2 in _VIEWS_WITH_SIZES \
+                and pairs.same(op_args[0], op_args2[0]):
+            viewed = log[here + 1][3]
+            if not _same_sizes(viewed, out2, values):
+                return False
+            flips[id(viewed)] = (op_args[0], viewed)
+            laid_out[id(viewed)] = viewed
+            pairs.bind(viewed, out2)
+            here, there = here + 2, there + 1
+            continue
+        if op != op2 or not pairs.same((op_args, op_kwargs), (op_args2, op_kwargs2)):
+            if not _contiguous_copy(log[here]):
+                return False
+            # a contiguous() that copies here and returns its (contiguous) input at 1
+            known = pairs.tensors.get(id(op_args[0]))
+            if known is None or not _same_layout(out, known[1], values):
+                return False
+            copies[id(out)] = (op_args[0], out)
+            pairs.tensors[id(out)] = (out, known[1])
+            here += 1
+            continue
+        left, left_spec = pytree.tree_flatten(out)
+        right, right_spec = pytree.tree_flatten(out2)
+        if left_spec != right_spec:
+            return False
+        follows = any(id(t) in laid_out for t in pytree.tree_leaves((op_args, op_kwargs))
+                      if isinstance(t, torch.Tensor))
+        for a, b in zip(left, right):
+            if _same_leaf(a, b, values):
+                continue
+            if not (follows and isinstance(a, torch.Tensor) and _same_sizes(a, b, values)):
+                return False
+            laid_out[id(a)] = a
+        pairs.bind(out, out2)
+        here, there = here + 1, there + 1
+    while here < len(log) and _contiguous_copy(log[here]) \
+            and id(log[here][1][0]) in pairs.tensors:  # a copy ending the call
+        known = pairs.tensors[id(log[here][1][0])]
+        if not _same_layout(log[here][3], known[1], values):
+            return False
+        copies[id(log[here][3])] = (log[here][1][0], log[here][3])
+        pairs.tensors[id(log[here][3])] = (log[here][3], known[1])
+        here += 1
+    if here != len(log) or there != len(again_log) or not pairs.same(result, again):
+        return False
+    carriers.update(laid_out)
+    return True
+
+
+def _contiguous_copy(entry) -> bool:
+    op, _, op_kwargs, _ = entry
+    return op is torch.ops.aten.clone.default \
+        and op_kwargs.get("memory_format") in (None, torch.contiguous_format)
+
+
+def _copy_then_view(log, index: int) -> bool:
+    """``log[index]`` is a contiguous ``clone`` and the next op a ``view`` of it with sizes
+    (a reshape that copies)."""
+    if index + 1 >= len(log) or not _contiguous_copy(log[index]):
+        return False
+    out = log[index][3]
+    op2, op_args2, _, _ = log[index + 1]
+    return op2 in _VIEWS_WITH_SIZES and bool(op_args2) and op_args2[0] is out
+
+
+def _same_sizes(general, at_one, values: dict) -> bool:
+    return (isinstance(general, torch.Tensor) and isinstance(at_one, torch.Tensor)
+            and general.dtype == at_one.dtype and general.dim() == at_one.dim()
+            and [_expr(x, values) for x in general.shape] == [_expr(x, {}) for x in at_one.shape])
+
+
 def _same_call_at(audit, env, recorder, log, fn, args, kwargs, result, grad_enabled: bool,
                   values: dict) -> bool:
     with audit.dry_run(values):
         try:
-            new_args, new_kwargs = pytree.tree_map(
-                lambda value: _substituted(env, value, values), (args, kwargs))
+            new_args, new_kwargs = _substituted_tree(env, (args, kwargs), values)
             with recorder.recording(), torch.set_grad_enabled(grad_enabled), \
                     recorder.dry_logging() as again_log:
                 again = fn(*new_args, **new_kwargs)
@@ -208,8 +317,7 @@ def _same_constant(a, b) -> bool:
 def _same_at(audit, env, rerun, args, kwargs, out, values: dict) -> bool:
     with audit.dry_run(values):
         try:
-            new_args, new_kwargs = pytree.tree_map(
-                lambda value: _substituted(env, value, values), (args, kwargs))
+            new_args, new_kwargs = _substituted_tree(env, (args, kwargs), values)
             again = rerun(new_args, new_kwargs)
         except _REJECTED:
             return False
@@ -217,6 +325,22 @@ def _same_at(audit, env, rerun, args, kwargs, out, values: dict) -> bool:
     right, right_spec = pytree.tree_flatten(again)
     return left_spec == right_spec and all(
         _same_leaf(a, b, values) for a, b in zip(left, right))
+
+
+def _substituted_tree(env, tree, values: dict):
+    """``tree`` with ``values`` put in (``_substituted``), the same tensor passed twice
+    standing for one re-built tensor: torch's code compares identities (``F.multi_head_
+    attention_forward``'s ``query is key`` picks its packed projection)."""
+    made: dict = {}
+
+    def substitute(value):
+        if not isinstance(value, torch.Tensor):
+            return _substituted(env, value, values)
+        if id(value) not in made:
+            made[id(value)] = (value, _substituted(env, value, values))
+        return made[id(value)][1]
+
+    return pytree.tree_map(substitute, tree)
 
 
 def _substituted(env, value, values: dict):

@@ -1,0 +1,104 @@
+"""size_one.unit_meta: a leaf call of PyTorch's own (run natively, as one call) whose
+reshapes copy here and view at size 1 is compared op by op with its re-run at 1; those
+reshapes are recorded whole, so that the program views or copies at run time as eager does."""
+import pytest
+import torch
+import torch.nn as nn
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch.export import Dim
+from torch.testing import assert_close
+
+import unbroken
+from unbroken import InputMismatchError
+
+
+def _torch_function(body):
+    """``body`` as a function of PyTorch's own: the trace calls it natively, as one leaf
+    call (as it calls ``F.multi_head_attention_forward``)."""
+    body.__module__ = "torch._unbroken_tests"
+    return body
+
+
+@_torch_function
+def _merge_then_sum(x):
+    return x.transpose(1, 2).reshape(-1, x.shape[1]).sum(-1)
+
+
+@_torch_function
+def _merge_contiguous_then_sum(x):
+    # at 1 the reshape is a strided view and contiguous() copies it; here the reverse
+    return x.transpose(1, 2).reshape(-1, x.shape[1]).contiguous().sum(-1)
+
+
+class _Calls(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x) * 2
+
+
+def _ops(ep):
+    return [n.target for n in ep.graph.nodes if n.op == "call_function"]
+
+
+@settings(max_examples=8, deadline=None)
+@given(length=st.integers(2, 60), scale=st.sampled_from([1e-3, 1.0, 1e4]),
+       seed=st.integers(0, 2**16))
+def test_a_reshape_inside_a_torch_function_is_recorded_whole(length, scale, seed):
+    """The function copies at batch >= 2 and views at batch 1 inside one native call; its
+    re-run at 1 dispatches the same ops but for that reshape, so batch 1 is admitted, the
+    reshape recorded whole, and every batch computes eager's values bit for bit."""
+    model = _Calls(_merge_then_sum)
+    ep = unbroken.export(model, (torch.randn(3, 7, length),), dynamic_shapes=({0: Dim.AUTO},))
+    assert torch.ops.aten.reshape.default in _ops(ep)
+    assert {int(r.lower) for r in ep.range_constraints.values()} == {1}
+    torch.manual_seed(seed)
+    for batch in (1, 2, 3):
+        x = torch.randn(batch, 7, length) * scale
+        assert_close(ep.module()(x), model(x), rtol=0, atol=0)
+
+
+def test_a_layout_choice_after_an_inner_reshape_counts():
+    """Inside the call, ``contiguous()`` copies the strided view at 1 but not the trace's
+    copy: the re-run dispatches another op there, so the answers count and batch 1 is
+    refused (eager's sum would add in the order of its own copy)."""
+    model = _Calls(_merge_contiguous_then_sum)
+    ep = unbroken.export(model, (torch.randn(3, 7, 53),), dynamic_shapes=({0: Dim.AUTO},))
+    assert {int(r.lower) for r in ep.range_constraints.values()} == {2}
+    with pytest.raises(InputMismatchError, match="size 1 is refused"):
+        ep.module()(torch.randn(1, 7, 53))
+    x = torch.randn(4, 7, 53) * 10
+    assert_close(ep.module()(x), model(x), rtol=0, atol=0)
+
+
+class _SelfAttention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mha = nn.MultiheadAttention(32, 4, batch_first=True)
+
+    def forward(self, x, mask):
+        return self.mha(x, x, x, key_padding_mask=mask)[0]
+
+
+@pytest.mark.parametrize("grad", [True, False], ids=["grad", "no_grad"])
+def test_multihead_attention_admits_batch_one_bit_for_bit(grad):
+    """``F.multi_head_attention_forward`` (one native call) merges the key padding mask
+    with the heads by ``reshape`` (a copy at batch >= 2, a stride-0 view at batch 1) and
+    packs its projection with a ``contiguous()`` that copies only at >= 2: batch 1 and a
+    sequence of 1 are admitted, and match eager bit for bit."""
+    torch.manual_seed(0)
+    model = _SelfAttention().eval()
+    dims = {"x": {0: Dim.AUTO, 1: Dim.AUTO}, "mask": {0: Dim.AUTO, 1: Dim.AUTO}}
+    mask = torch.zeros(3, 6, dtype=torch.bool)
+    mask[1, 4:] = True
+    with torch.set_grad_enabled(grad):
+        ep = unbroken.export(model, (torch.randn(3, 6, 32), mask), dynamic_shapes=dims)
+    assert {int(r.lower) for r in ep.range_constraints.values()} == {1}
+    for batch, seq in [(1, 6), (1, 1), (2, 1), (4, 9)]:
+        x, m = torch.randn(batch, seq, 32) * 10, torch.zeros(batch, seq, dtype=torch.bool)
+        m[-1, seq // 2 + 1:] = True
+        with torch.set_grad_enabled(grad):
+            assert_close(ep.module()(x, m), model(x, m), rtol=0, atol=0)

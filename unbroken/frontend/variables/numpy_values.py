@@ -1,5 +1,7 @@
 """NumPy on Python values: computed at trace time, as constants.
 
+(NumPy on traced values, arrays from ``x.numpy()``, is ``variables.ndarray``'s.)
+
 Library code plans with NumPy on sizes it knows (BigBird's block-sparse attention:
 ``np.array(plan_from_length) // from_block_size``, ``np.zeros``, ``np.stack``, ``np.sum``) and
 turns the result into a tensor (``torch.tensor(plan)``). With every argument a Python constant
@@ -63,13 +65,9 @@ class NumpyCallVariable(NativeCallableVariable):
                               "generator is process state that each eager call advances",
                               frames=tx.user_frames(),
                               details="Use torch's random functions (recorded in the graph).")
-        traced = [a for a in [*args, *kwargs.values()] if not a.is_constant()]
-        if traced:
-            raise graph_break("UB108", f"`numpy.{name}` is called on {traced[0].describe()}: "
-                              "NumPy runs at export time, on Python constants only",
-                              frames=tx.user_frames(),
-                              details="Use the torch function of the same name, which is "
-                              "recorded in the graph.")
+        if any(not a.is_constant() for a in [*args, *kwargs.values()]):
+            # traced values: run through torch's NumPy-on-torch (variables.ndarray)
+            return tx.output.call_numpy(tx, self.fn, args, kwargs)
         try:
             result = self.fn(*(a.as_constant() for a in args),
                              **{k: v.as_constant() for k, v in kwargs.items()})

@@ -1,0 +1,428 @@
+"""NumPy on traced tensors: ndarrays backed by the trace's tensors.
+
+``x.numpy()`` (or ``np.asarray(x)``) of a traced tensor gives an :class:`NdarrayVariable`: the
+tensor, seen as the NumPy array eager shares memory with. Operators, methods, attributes and
+``numpy.<function>`` calls on such arrays run through ``torch._numpy`` (NumPy's API written
+with torch ops on the tensor an ndarray wraps, the implementation torch.export strict traces
+NumPy code with), called natively on the meta tensors while the recorder records: the graph
+holds the torch ops. ``torch.from_numpy`` / ``torch.as_tensor`` / ``torch.tensor`` of such an
+array give a tensor back (an alias, as eager shares memory; a copy for ``torch.tensor``).
+
+Eager runs real NumPy, so every call is also run by real NumPy on stand-in arrays of the same
+dtypes and (example) shapes, outside the trace: it says what eager's result is (an ndarray or
+a NumPy scalar, its dtype) and whether it shares memory with an argument. A dtype that differs
+from ``torch._numpy``'s is refused (UB108); a result NumPy copies where torch returned a view
+is copied in the graph too.
+
+What cannot be followed soundly is refused at its line: writes into an array (item assignment,
+``+=``, ``out=``, ``fill``, ``sort``...: the array may share memory with a tensor of the trace),
+reading the values (``.item()``, ``.tolist()``, ``float(a)``: UB105), the memory layout
+(``strides``, ``flags``: UB102), ``numpy.random`` (UB103) and a tensor mixed into a NumPy call.
+"""
+from __future__ import annotations
+
+import operator
+
+import torch
+
+from ...symbolic.diagnostics.catalogue import graph_break
+from ...symbolic.torch_compat import numpy_on_torch_call, numpy_on_torch_function
+from .base import AttributeMissing, VariableTracker
+from .constant import ConstantVariable
+from .containers import SequenceVariable
+from .tensor import SymbolicVariable, TensorVariable
+
+try:
+    import numpy as np
+except ImportError:  # without NumPy no array exists: nothing here runs
+    np = None
+
+__all__ = ["NdarrayVariable", "call_numpy"]
+
+_FROM_NUMPY = (torch.from_numpy, torch.as_tensor, torch.asarray, torch.tensor)
+_CONVERTERS = ("asarray", "array", "asanyarray", "ascontiguousarray")
+# Python conversions reading the value of an array or NumPy scalar.
+_VALUE_FUNCTIONS = {float: "float", int: "int", bool: "bool", complex: "complex",
+                    operator.index: "operator.index", operator.truth: "truth"}
+_INPLACE_OPERATORS = frozenset([operator.iadd, operator.isub, operator.imul, operator.itruediv,
+                                operator.ifloordiv, operator.imod, operator.ipow,
+                                operator.imatmul, operator.iand, operator.ior, operator.ixor,
+                                operator.ilshift, operator.irshift, operator.setitem,
+                                operator.delitem])
+_VALUE_METHODS = frozenset(["item", "tolist", "tobytes", "tofile", "dump", "dumps", "__array__",
+                            "__float__", "__int__", "__index__", "__bool__", "__complex__",
+                            "__str__", "__repr__", "__format__", "__iter__", "__reduce__"])
+_WRITING_METHODS = frozenset(["fill", "sort", "partition", "resize", "put", "itemset",
+                              "setfield", "setflags", "__setitem__", "__delitem__", "__iadd__",
+                              "__isub__", "__imul__", "__itruediv__", "__ifloordiv__"])
+_LAYOUT_ATTRIBUTES = frozenset(["strides", "flags", "ctypes", "data", "base",
+                                "__array_interface__", "__array_struct__"])
+# NumPy functions that write into an argument.
+_WRITING_FUNCTIONS = frozenset(["copyto", "put", "place", "putmask", "fill_diagonal",
+                                "put_along_axis"])
+
+
+def _numpy_type(name: str, scalar: bool):
+    return np.dtype(name).type if scalar else np.dtype(name)
+
+
+def _numpy_dtype(tx, tensor: TensorVariable):
+    """NumPy's dtype of ``tensor``'s elements, as ``.numpy()`` maps it (eager raises a
+    TypeError for a dtype NumPy lacks: bfloat16, complex32, float8...)."""
+    try:
+        return torch.empty(0, dtype=tensor.meta.dtype).numpy().dtype
+    except TypeError as exc:
+        raise tx.user_exception(exc) from None
+
+
+class NdarrayVariable(VariableTracker):
+    """A NumPy array, or NumPy scalar (``scalar``), whose data is the traced ``tensor``."""
+
+    __slots__ = ("tensor", "scalar")
+
+    def __init__(self, tensor: TensorVariable, scalar: bool = False, source=None):
+        super().__init__(source)
+        self.tensor = tensor
+        self.scalar = scalar
+
+    def python_type(self) -> type:
+        if self.scalar:
+            return torch.empty(0, dtype=self.tensor.meta.dtype).numpy().dtype.type
+        return np.ndarray
+
+    def describe(self) -> str:
+        what = "NumPy scalar" if self.scalar else "NumPy array"
+        return f"the {what} computed from {self.tensor.describe()}"
+
+    def unwrap(self, tx):
+        raise graph_break("UB108", f"{self.describe()} is passed to a function that is neither "
+                          "NumPy's nor a Python operator", frames=tx.user_frames(),
+                          details="Convert it with torch.from_numpy(...) first, or keep the "
+                                  "computation in torch.")
+
+    def truth(self, tx) -> bool:
+        raise graph_break("UB101", f"the truth value of {self.describe()} decides which code "
+                          "runs", frames=tx.user_frames(),
+                          hint="Use torch.where or torch.cond on the tensor instead.")
+
+    def items(self, tx) -> list:
+        if self.scalar or self.tensor.meta.dim() == 0:
+            raise tx.user_exception(TypeError("iteration over a 0-d array"))
+        rows = self.tensor.items(tx)  # the tensor's rows (a dynamic count is specialized)
+        return [NdarrayVariable(row, scalar=self.tensor.meta.dim() == 1) for row in rows]
+
+    def length(self, tx):
+        if self.scalar or self.tensor.meta.dim() == 0:
+            raise tx.user_exception(TypeError("len() of unsized object"))
+        return self.tensor.length(tx)
+
+    def getitem(self, tx, index: VariableTracker) -> VariableTracker:
+        return call_numpy(tx, operator.getitem, [self, index], {})
+
+    def getattr(self, tx, name: str) -> VariableTracker:
+        owner = self.python_type()
+        if not hasattr(owner, name):
+            raise AttributeMissing(name)
+        if name == "__class__":
+            return tx.wrap(owner)
+        if name in _LAYOUT_ATTRIBUTES:
+            raise graph_break("UB102", f"`.{name}` of {self.describe()} reads its memory "
+                              "layout, which the trace does not follow", frames=tx.user_frames())
+        if callable(getattr(owner, name)):
+            return NdarrayMethodVariable(self, name)
+        return call_numpy(tx, getattr, [self, ConstantVariable(name)], {})
+
+    def setattr(self, tx, name, value) -> None:
+        _refuse_write(tx, self, f"assignment to `.{name}`")
+
+
+class NdarrayMethodVariable(VariableTracker):
+    """A bound method of an array: ``a.sum``, ``a.reshape``..."""
+
+    __slots__ = ("array", "name")
+
+    def __init__(self, array: NdarrayVariable, name: str):
+        super().__init__(None)
+        self.array = array
+        self.name = name
+
+    def python_type(self) -> type:
+        return type(getattr(self.array.python_type(), self.name))
+
+    def describe(self) -> str:
+        return f"the NumPy method `{self.name}`"
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        return call_numpy(tx, _Method(self.name), [self.array, *args], kwargs)
+
+
+class _Method:
+    """``receiver.<name>(...)``, the same call on a NumPy or a ``torch._numpy`` array."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.__qualname__ = self.__name__ = f"ndarray.{name}"
+
+    def __call__(self, receiver, *args, **kwargs):
+        return getattr(receiver, self.name)(*args, **kwargs)
+
+
+def _refuse_write(tx, array, what: str):
+    raise graph_break("UB121", f"{what} writes into {array.describe()}: in eager it may share "
+                      "memory with a tensor, a write the trace does not follow",
+                      frames=tx.user_frames(),
+                      hint="Compute a new array instead (`a = a + 1`, `np.where(...)`), or do "
+                           "the in-place update on the tensor with torch.")
+
+
+def _name_of(fn) -> str:
+    module = getattr(fn, "__module__", None) or ""
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
+    return f"{module}.{name}" if module.startswith("numpy") else name
+
+
+def call_numpy(tx, fn, args: list, kwargs: dict) -> VariableTracker:
+    """``fn(*args, **kwargs)`` where ``fn`` is ``torch.Tensor.numpy``, a NumPy function, a
+    torch conversion (``torch.from_numpy``...) of an array, or any other callable (an operator,
+    an array method, ``getattr``) receiving an :class:`NdarrayVariable`."""
+    if fn is torch.Tensor.numpy:
+        return to_ndarray(tx, args[0], **{k: v.as_constant() for k, v in kwargs.items()})
+    if fn in _FROM_NUMPY and args and isinstance(args[0], NdarrayVariable):
+        return _to_tensor(tx, fn, args[0], args[1:], kwargs)
+    module = getattr(fn, "__module__", None) or ""
+    if module.split(".")[0] == "numpy":
+        return _numpy_function(tx, fn, module, args, kwargs)
+    if fn in _VALUE_FUNCTIONS:
+        array = next(a for a in args if isinstance(a, NdarrayVariable))
+        raise graph_break("UB105", f"`{_VALUE_FUNCTIONS[fn]}()` of {array.describe()} reads "
+                          "its value", frames=tx.user_frames(),
+                          hint="Keep the value in a tensor (torch.from_numpy(...)) and compute "
+                               "with torch.")
+    if fn in _INPLACE_OPERATORS:
+        _refuse_write(tx, args[0], "an in-place operator")
+    if isinstance(fn, _Method):
+        if fn.name in _VALUE_METHODS:
+            raise graph_break("UB105", f"`.{fn.name}()` of {args[0].describe()} reads its "
+                              "values", frames=tx.user_frames(),
+                              hint="Keep the values in a tensor (torch.from_numpy(...)).")
+        if fn.name in _WRITING_METHODS:
+            _refuse_write(tx, args[0], f"`.{fn.name}()`")
+    if module.split(".")[0] == "torch":
+        array = next(a for a in [*args, *kwargs.values()] if isinstance(a, NdarrayVariable))
+        raise graph_break("UB108", f"`{_name_of(fn)}` receives {array.describe()}: PyTorch "
+                          "functions take tensors", frames=tx.user_frames(),
+                          hint="Convert it with torch.from_numpy(...) first.")
+    return _run(tx, fn, fn, _name_of(fn), args, kwargs)
+
+
+def to_ndarray(tx, tensor, force: bool = False) -> NdarrayVariable:
+    """``tensor.numpy(force=...)``: the array sharing the tensor's memory, with eager's errors
+    (a tensor that requires grad, one off the CPU, a dtype NumPy lacks)."""
+    if not isinstance(tensor, TensorVariable):
+        raise graph_break("UB108", f"`.numpy()` of {tensor.describe()}", frames=tx.user_frames())
+    if force:
+        tensor = tx.call_leaf(torch.Tensor.detach, [tensor], {})
+    elif tx.output.requires_grad(tensor.meta):
+        raise tx.user_exception(RuntimeError(
+            "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
+            "instead."))
+    device = tx.output.recorder.device_of(tensor.meta)
+    if device.type != "cpu" and not force:
+        raise tx.user_exception(TypeError(
+            f"can't convert {device.type} device type tensor to numpy. Use Tensor.cpu() to "
+            "copy the tensor to host memory first."))
+    _numpy_dtype(tx, tensor)
+    return NdarrayVariable(tensor)
+
+
+def _to_tensor(tx, fn, array: NdarrayVariable, rest, kwargs) -> VariableTracker:
+    """``torch.from_numpy(a)`` / ``torch.as_tensor(a)`` / ``torch.asarray(a)``: a tensor sharing
+    the array's memory (an alias of its tensor; converted when a dtype asks for it);
+    ``torch.tensor(a)``: a copy."""
+    if fn is torch.from_numpy:
+        if array.scalar:
+            raise tx.user_exception(TypeError(
+                f"expected np.ndarray (got {array.python_type().__name__})"))
+        return tx.call_leaf(torch.ops.aten.alias.default, [array.tensor], {})
+    if fn is torch.tensor:
+        if kwargs.get("requires_grad") is not None and kwargs["requires_grad"].as_constant():
+            raise graph_break("UB116", f"`torch.tensor({array.describe()}, requires_grad=True)` "
+                              "makes a new leaf that requires grad", frames=tx.user_frames())
+        kwargs = {k: v for k, v in kwargs.items() if k != "requires_grad"}
+        copy = tx.call_leaf(torch.clone, [array.tensor], {})
+        return tx.call_leaf(torch.Tensor.to, [copy, *rest], kwargs) if rest or kwargs else copy
+    alias = tx.call_leaf(torch.ops.aten.alias.default, [array.tensor], {})
+    return tx.call_leaf(torch.as_tensor, [alias, *rest], kwargs) if rest or kwargs else alias
+
+
+def _numpy_function(tx, fn, module, args, kwargs) -> VariableTracker:
+    name = getattr(fn, "__name__", None) or "?"
+    if module.startswith("numpy.random"):
+        raise graph_break("UB103", f"`numpy.random.{name}` is called: NumPy's global random "
+                          "generator is process state that each eager call advances",
+                          frames=tx.user_frames(),
+                          details="Use torch's random functions (recorded in the graph).")
+    if name in _CONVERTERS and args and isinstance(args[0], TensorVariable):
+        args = [to_ndarray(tx, args[0]), *args[1:]]  # np.asarray(x): x's own array
+    tensor = _find(args, kwargs, TensorVariable)
+    if tensor is not None:
+        raise graph_break("UB108", f"`numpy.{name}` is called on {tensor.describe()}",
+                          frames=tx.user_frames(),
+                          details="Convert the tensor with `.numpy()` first (then NumPy's "
+                                  "function runs on the traced data), or use the torch "
+                                  "function of the same name.")
+    if name in _WRITING_FUNCTIONS or "out" in kwargs:
+        _refuse_write(tx, _find(args, kwargs, NdarrayVariable) or args[0], f"`numpy.{name}`")
+    on_torch = numpy_on_torch_function(module, name)
+    if on_torch is None:
+        array = _find(args, kwargs, NdarrayVariable)
+        raise graph_break("UB108", f"`{module}.{name}` on {array.describe()}: torch has no "
+                          "NumPy-on-torch version of it",
+                          frames=tx.user_frames(),
+                          hint="Compute it with torch functions on the tensor.")
+    return _run(tx, fn, on_torch, f"{module}.{name}", args, kwargs)
+
+
+def _find(args, kwargs, kind):
+    for value in [*args, *kwargs.values()]:
+        if isinstance(value, kind):
+            return value
+        if isinstance(value, SequenceVariable):
+            found = _find(value.elements, {}, kind)
+            if found is not None:
+                return found
+    return None
+
+
+# ------------------------------------------------------------------ running a call
+
+
+def _run(tx, eager_fn, torch_fn, name: str, args, kwargs) -> VariableTracker:
+    """Run ``torch_fn`` (``torch._numpy``) on the traced tensors and check its result against
+    ``eager_fn`` (NumPy) run on stand-ins."""
+    standins: list = []
+    eager = _eager_result(tx, eager_fn, name, args, kwargs, standins)
+    copies = [isinstance(r, np.ndarray) and not any(np.shares_memory(r, s) for s in standins)
+              for r in _flat(eager)]
+    traced_args = [_traced(tx, a) for a in args]
+    traced_kwargs = {k: _traced(tx, v) for k, v in kwargs.items()}
+
+    def leaf(*values, **named):
+        inputs = [v for v in _flat([values, list(named.values())]) if isinstance(v, torch.Tensor)]
+        result = numpy_on_torch_call(torch_fn, values, named, _numpy_type)
+        return _copy_where_numpy_copies(result, iter(copies), inputs)
+
+    leaf.__qualname__ = leaf.__name__ = name
+    result = tx.call_leaf(leaf, traced_args, traced_kwargs)
+    expected = iter(_flat(eager))
+    converted = _as_arrays(tx, result, expected, name)
+    return converted
+
+
+def _copy_where_numpy_copies(result, copies, inputs):
+    if isinstance(result, torch.Tensor):
+        storage = result.untyped_storage()._cdata
+        shared = any(t.untyped_storage()._cdata == storage for t in inputs)
+        return result.clone() if next(copies) and shared else result
+    if type(result) in (list, tuple):
+        return type(result)(_copy_where_numpy_copies(r, copies, inputs) for r in result)
+    next(copies, None)
+    return result
+
+
+def _flat(value) -> list:
+    if type(value) in (list, tuple):
+        return [leaf for v in value for leaf in _flat(v)]
+    return [value]
+
+
+def _as_arrays(tx, tracker, expected, name):
+    """``tracker`` (the wrapped result of the ``torch._numpy`` call) with its tensors as
+    arrays, each checked against NumPy's result (``expected``: its leaves, in order)."""
+    if isinstance(tracker, TensorVariable):
+        eager = next(expected)
+        if not isinstance(eager, (np.ndarray, np.generic)):
+            _disagree(tx, name, "an array", type(eager).__name__)
+        dtype = _numpy_dtype(tx, tracker)
+        if dtype != eager.dtype:
+            _disagree(tx, name, f"dtype {dtype}", f"dtype {eager.dtype}")
+        return NdarrayVariable(tracker, scalar=isinstance(eager, np.generic))
+    if isinstance(tracker, SequenceVariable) and tracker.python_type() in (tuple, list):
+        return tracker.rebuild([_as_arrays(tx, e, expected, name) for e in tracker.elements])
+    eager = next(expected, None)
+    if isinstance(eager, (np.ndarray, np.generic)):
+        _disagree(tx, name, tracker.describe(), f"a NumPy {type(eager).__name__}")
+    return tracker
+
+
+def _disagree(tx, name, ours, numpy):
+    raise graph_break("UB108", f"`{name}`: torch's NumPy-on-torch version gives {ours} where "
+                      f"NumPy gives {numpy}", frames=tx.user_frames(),
+                      hint="Compute it with torch functions on the tensor (torch.from_numpy).")
+
+
+def _traced(tx, tracker):
+    """The argument handed to the ``torch._numpy`` call: an array's tensor, a NumPy dtype as
+    torch's, a NumPy constant (array or scalar) as a tensor made from it."""
+    if isinstance(tracker, NdarrayVariable):
+        return tracker.tensor
+    if isinstance(tracker, SequenceVariable) and tracker.python_type() in (tuple, list):
+        return tracker.rebuild([_traced(tx, e) for e in tracker.elements])
+    if tracker.is_constant():
+        value = tracker.as_constant()
+        if isinstance(value, (np.dtype, type)) and _is_numpy_dtype(value):
+            return ConstantVariable(torch.from_numpy(np.empty(0, dtype=value)).dtype)
+        if isinstance(value, (np.ndarray, np.generic)):
+            return tx.call_leaf(torch.as_tensor, [ConstantVariable(np.asarray(value))], {})
+    return tracker
+
+
+def _is_numpy_dtype(value) -> bool:
+    return isinstance(value, np.dtype) or issubclass(value, np.generic)
+
+
+_RNG_SEED = 0
+
+
+def _eager_result(tx, fn, name, args, kwargs, standins: list):
+    """``fn`` (NumPy's) run on stand-in arrays of the arguments' dtypes and example shapes:
+    what type and dtype eager's result has."""
+    rng = np.random.default_rng(_RNG_SEED)  # a generator of our own: NumPy's global one untouched
+
+    def value(tracker):
+        if isinstance(tracker, NdarrayVariable):
+            dtype = _numpy_dtype(tx, tracker.tensor)
+            shape = tuple(_hint(d) for d in tracker.tensor.meta.shape)
+            data = _stand_in(rng, dtype, shape)
+            standins.append(data)
+            return data[()] if tracker.scalar else data
+        if isinstance(tracker, SymbolicVariable):
+            return _hint(tracker.value)
+        if isinstance(tracker, SequenceVariable) and tracker.python_type() in (tuple, list):
+            return tracker.python_type()(value(e) for e in tracker.elements)
+        return tracker.as_constant()
+
+    values = [value(a) for a in args]
+    named = {k: value(v) for k, v in kwargs.items()}
+    try:
+        with np.errstate(all="ignore"):
+            return fn(*values, **named)
+    except Exception as exc:  # the program's own error (bad shapes, bad axis...), at its line
+        raise tx.user_exception(exc) from None
+
+
+def _hint(size) -> int:
+    if isinstance(size, int):
+        return size
+    hint = getattr(size.node, "hint", None)
+    return 2 if hint is None else int(hint)
+
+
+def _stand_in(rng, dtype, shape):
+    if dtype.kind == "b":
+        return rng.integers(0, 2, shape).astype(dtype)
+    if dtype.kind in "iu":
+        return rng.integers(1, 4, shape).astype(dtype)
+    if dtype.kind == "c":
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)

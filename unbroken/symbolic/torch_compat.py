@@ -703,7 +703,7 @@ def numpy_on_torch_call(fn, args, kwargs, to_numpy_type):
     def back(value):
         if isinstance(value, tnp.ndarray):
             return value.tensor
-        if isinstance(value, tnp.dtype):
+        if isinstance(value, tnp._dtypes.DType):
             return to_numpy_type(value.name, False)
         if isinstance(value, type) and issubclass(value, tnp.generic):
             return to_numpy_type(value.name, True)

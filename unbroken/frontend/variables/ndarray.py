@@ -271,6 +271,13 @@ def _numpy_function(tx, fn, module, args, kwargs) -> VariableTracker:
                           details="Convert the tensor with `.numpy()` first (then NumPy's "
                                   "function runs on the traced data), or use the torch "
                                   "function of the same name.")
+    if _find(args, kwargs, NdarrayVariable) is None:  # sizes, SymInts: no array to follow
+        traced = next(a for a in [*args, *kwargs.values()] if not a.is_constant())
+        raise graph_break("UB108", f"`numpy.{name}` is called on {traced.describe()}: NumPy "
+                          "runs at export time, on Python constants and on arrays of tensors "
+                          "(`x.numpy()`)", frames=tx.user_frames(),
+                          details="Use the torch function of the same name, which is "
+                                  "recorded in the graph.")
     if name in _WRITING_FUNCTIONS or "out" in kwargs:
         _refuse_write(tx, _find(args, kwargs, NdarrayVariable) or args[0], f"`numpy.{name}`")
     on_torch = numpy_on_torch_function(module, name)

@@ -133,18 +133,49 @@ def test_integer_tensor_promotes_as_numpy():
                                         torch.float64]
 
 
-def test_dtype_torch_numpy_gets_wrong_is_refused():
-    """int32 / 2 is float64 in NumPy; torch._numpy divides in torch's default float (float32):
-    the stand-in run by real NumPy catches it, and the call is refused rather than exported
-    with another dtype."""
+def test_integer_ufuncs_compute_in_numpys_float64():
+    """int32 / 2 and sqrt(int32) are float64 in NumPy; torch's kernels would pick torch's
+    default float32: the ufunc runs in NumPy's loop dtype, bit for bit."""
     def fn(x):
-        return torch.from_numpy(x.numpy() / 2)
+        a = x.numpy()
+        return torch.from_numpy(a / 2), torch.from_numpy(3 / a), torch.from_numpy(np.sqrt(a)), \
+            torch.as_tensor(a.mean())
+    x = torch.arange(1, 7, dtype=torch.int32).reshape(2, 3)
+    _check(fn, x)
+    assert {t.dtype for t in Program(fn)(x)} == {torch.float64}
+
+
+def test_dtype_torch_numpy_gets_wrong_is_refused():
+    """``np.cumsum`` of int32 is int64 in NumPy, int32 in torch._numpy: the stand-in run by real
+    NumPy catches it, and the call is refused rather than exported with another dtype."""
+    def fn(x):
+        return torch.from_numpy(np.cumsum(x.numpy()))
     x = torch.arange(6, dtype=torch.int32)
-    assert Program(fn)(x).dtype == torch.float64
     with pytest.raises(unbroken.UnbrokenError) as info:
         unbroken.export(Program(fn), (x,))
-    assert info.value.code == "UB108" and "NumPy gives dtype float64" in str(info.value)
-    assert "x.numpy() / 2" in str(info.value)
+    assert info.value.code == "UB108" and "NumPy gives dtype int64" in str(info.value)
+    assert "np.cumsum(x.numpy())" in str(info.value)
+
+
+def test_dtype_attribute_compares_as_numpy():
+    def fn(x):
+        a = x.numpy()
+        return x + (1 if a.dtype == np.int32 else 2) + (10 if a.dtype.kind == "i" else 20)
+    _check(fn, torch.arange(3, dtype=torch.int32))
+    _check(fn, torch.randn(3))
+
+
+def _more(x):
+    a = x.numpy()
+    parts = np.split(a, 2)
+    return (torch.from_numpy(np.maximum(a, 0.1)), torch.from_numpy(parts[1]),
+            torch.from_numpy(np.expand_dims(a, 0)), torch.from_numpy(np.round(a * 1.37, 1)),
+            sum(torch.from_numpy(r) for r in a), x * len(a),
+            torch.as_tensor(np.argmax(a)), torch.from_numpy(a + np.arange(4)[:, None]))
+
+
+def test_more_functions_iteration_and_len():
+    _check(_more, torch.randn(4, 3), exact=False)
 
 
 _DTYPES = [torch.float32, torch.float64, torch.int32, torch.int64, torch.int16, torch.uint8,
@@ -345,3 +376,15 @@ def test_what_cannot_be_followed_is_refused_at_its_line(fn, code, words):
     text = str(info.value)
     assert info.value.code == code, text
     assert words in text and "test_ndarray.py" in text, text
+
+
+def test_semantic_difference_on_sample_values_is_refused():
+    """``uint8_array < -3``: NumPy 2 compares the out-of-range Python int exactly (all False);
+    torch._numpy wraps it around to 253. Dtypes agree; running both on the stand-ins shows it."""
+    def fn(x):
+        return torch.from_numpy(x.numpy() < -3)
+    x = torch.arange(4, dtype=torch.uint8)
+    assert not Program(fn)(x).any()
+    with pytest.raises(unbroken.UnbrokenError) as info:
+        unbroken.export(Program(fn), (x,))
+    assert info.value.code == "UB108" and "other values on sample data" in str(info.value)

@@ -308,11 +308,18 @@ def _run(tx, eager_fn, torch_fn, name: str, args, kwargs) -> VariableTracker:
     """Run ``torch_fn`` (``torch._numpy``) on the traced tensors and check its result against
     ``eager_fn`` (NumPy) run on stand-ins."""
     standins: list = []
-    eager = _eager_result(tx, eager_fn, name, args, kwargs, standins)
+    eager, values, named = _eager_result(tx, eager_fn, name, args, kwargs, standins)
     copies = [isinstance(r, np.ndarray) and not any(np.shares_memory(r, s) for s in standins)
               for r in _flat(eager)]
     traced_args = [_traced(tx, a) for a in args]
     traced_kwargs = {k: _traced(tx, v) for k, v in kwargs.items()}
+    loop = _loop_dtype(eager_fn, eager) if "dtype" not in kwargs else None
+    if loop is not None:  # compute in NumPy's loop dtype (see _loop_dtype)
+        if eager_fn in _OPERATOR_UFUNCS:
+            torch_fn = numpy_on_torch_function("numpy", _OPERATOR_UFUNCS[eager_fn])
+        traced_kwargs["dtype"] = ConstantVariable(_torch_dtype(loop))
+        named = {**named, "dtype": loop}
+    _check_values(tx, torch_fn, name, eager, values, named)
 
     def leaf(*values, **named):
         inputs = [v for v in _flat([values, list(named.values())]) if isinstance(v, torch.Tensor)]
@@ -324,6 +331,39 @@ def _run(tx, eager_fn, torch_fn, name: str, args, kwargs) -> VariableTracker:
     expected = iter(_flat(eager))
     converted = _as_arrays(tx, result, expected, name)
     return converted
+
+
+# Python's arithmetic operators on arrays are these NumPy ufuncs.
+_OPERATOR_UFUNCS = {operator.add: "add", operator.sub: "subtract", operator.mul: "multiply",
+                    operator.truediv: "true_divide", operator.floordiv: "floor_divide",
+                    operator.mod: "remainder", operator.pow: "power"}
+
+
+def _loop_dtype(fn, eager):
+    """The dtype NumPy computes the elementwise ufunc ``fn`` in, when its result is floating or
+    complex and the ufunc has a loop taking and giving that dtype (``'dd->d'`` in
+    ``ufunc.types``): NumPy casts the operands to it and runs that loop. torch's kernels would
+    pick their own (integer division and ``sqrt`` of integers in torch's default float32, where
+    NumPy uses float64), so the ``torch._numpy`` ufunc is given the dtype explicitly."""
+    name = _OPERATOR_UFUNCS.get(fn) if _hashable(fn) else None
+    ufunc = getattr(np, name) if name else fn if isinstance(fn, np.ufunc) else None
+    if ufunc is None or ufunc.nout != 1 or not isinstance(eager, (np.ndarray, np.generic)) \
+            or eager.dtype.kind not in "fc":
+        return None
+    char = eager.dtype.char
+    return eager.dtype if f"{char * ufunc.nin}->{char}" in ufunc.types else None
+
+
+def _hashable(fn) -> bool:
+    try:
+        hash(fn)
+    except TypeError:
+        return False
+    return True
+
+
+def _torch_dtype(dtype):
+    return torch.from_numpy(np.empty(0, dtype=dtype)).dtype
 
 
 def _copy_where_numpy_copies(result, copies, inputs):
@@ -378,7 +418,7 @@ def _traced(tx, tracker):
     if tracker.is_constant():
         value = tracker.as_constant()
         if isinstance(value, (np.dtype, type)) and _is_numpy_dtype(value):
-            return ConstantVariable(torch.from_numpy(np.empty(0, dtype=value)).dtype)
+            return ConstantVariable(_torch_dtype(value))
         if isinstance(value, (np.ndarray, np.generic)):
             return tx.call_leaf(torch.as_tensor, [ConstantVariable(np.asarray(value))], {})
     return tracker
@@ -413,9 +453,47 @@ def _eager_result(tx, fn, name, args, kwargs, standins: list):
     named = {k: value(v) for k, v in kwargs.items()}
     try:
         with np.errstate(all="ignore"):
-            return fn(*values, **named)
+            return fn(*values, **named), values, named
     except Exception as exc:  # the program's own error (bad shapes, bad axis...), at its line
         raise tx.user_exception(exc) from None
+
+
+def _check_values(tx, torch_fn, name, eager, values, named) -> None:
+    """Run ``torch_fn`` (``torch._numpy``) eagerly on the stand-ins NumPy computed ``eager``
+    from, and refuse the call when the two differ: a semantic difference (an out-of-range
+    Python int wrapped around by torch where NumPy 2 compares it exactly, a rounding mode) that
+    dtypes alone would not show. Sample values only: a difference on other values may pass."""
+    try:
+        with np.errstate(all="ignore"):
+            ours = numpy_on_torch_call(torch_fn, _as_torch(values), _as_torch(named),
+                                       _numpy_type)
+    except Exception as exc:  # noqa: BLE001 (torch._numpy fails where NumPy did not)
+        _disagree(tx, name, f"an error ({type(exc).__name__})", "a result")
+    theirs = _flat(eager)
+    mine = _flat(ours)
+    if len(mine) != len(theirs):
+        _disagree(tx, name, f"{len(mine)} results", f"{len(theirs)}")
+    for got, want in zip(mine, theirs, strict=True):
+        if isinstance(got, torch.Tensor) and isinstance(want, (np.ndarray, np.generic)):
+            got = got.numpy()
+            close = got.shape == np.shape(want) and (
+                np.allclose(got, want, rtol=1e-4, atol=1e-6, equal_nan=True)
+                if want.dtype.kind in "fc" else np.array_equal(got, want))
+            if not close:
+                _disagree(tx, name, "other values on sample data", "its own")
+
+
+def _as_torch(value):
+    """NumPy stand-ins and constants as ``torch._numpy`` takes them (tensors, torch dtypes)."""
+    if isinstance(value, (np.ndarray, np.generic)):
+        return torch.from_numpy(np.array(value))
+    if isinstance(value, np.dtype) or (isinstance(value, type) and issubclass(value, np.generic)):
+        return _torch_dtype(value)
+    if type(value) in (list, tuple):
+        return type(value)(_as_torch(v) for v in value)
+    if type(value) is dict:
+        return {k: _as_torch(v) for k, v in value.items()}
+    return value
 
 
 def _hint(size) -> int:

@@ -28,9 +28,9 @@ def _numpy():
 
 
 def is_numpy_value(value) -> bool:
-    """An ndarray or a NumPy scalar."""
+    """An ndarray, a NumPy scalar or a dtype (immutable: ``a.dtype == np.float32`` folds)."""
     np = _numpy()
-    return np is not None and isinstance(value, (np.ndarray, np.generic))
+    return np is not None and isinstance(value, (np.ndarray, np.generic, np.dtype))
 
 
 def is_numpy_callable(value) -> bool:

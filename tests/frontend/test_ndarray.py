@@ -388,3 +388,45 @@ def test_semantic_difference_on_sample_values_is_refused():
     with pytest.raises(unbroken.UnbrokenError) as info:
         unbroken.export(Program(fn), (x,))
     assert info.value.code == "UB108" and "other values on sample data" in str(info.value)
+
+
+def test_view_in_numpy_copy_in_torch_is_refused_when_written():
+    """``np.flip`` / ``a[::-1]`` are views in NumPy (negative strides), copies in torch: reading
+    one after a write to the tensor it views would differ, and is refused; without the write
+    it exports."""
+    def written(x):
+        y = x.clone()
+        flipped = np.flip(y.numpy(), 0)
+        y.add_(1)
+        return torch.from_numpy(flipped * 2)
+
+    def aliased(x):
+        return torch.from_numpy(x.numpy()[::-1])
+
+    def read_first(x):
+        y = x.clone()
+        flipped = y.numpy()[::-1]
+        out = torch.from_numpy(flipped * 2)
+        y.add_(1)
+        return out, torch.tensor(flipped[:1].copy())
+
+    with pytest.raises(unbroken.UnbrokenError) as info:
+        unbroken.export(Program(written), (torch.randn(3),))
+    assert info.value.code == "UB121" and "flipped * 2" in str(info.value)
+    with pytest.raises(unbroken.UnbrokenError) as info:
+        unbroken.export(Program(aliased), (torch.randn(3),))
+    assert info.value.code == "UB121" and "torch.tensor(a)" in str(info.value)
+    with pytest.raises(unbroken.UnbrokenError) as info:  # the copy reads it after the write
+        unbroken.export(Program(read_first), (torch.randn(3),))
+    assert info.value.code == "UB121" and "flipped[:1].copy()" in str(info.value)
+    _check(lambda x: torch.from_numpy(x.numpy()[::-1] + np.flip(x.numpy(), 0)), torch.randn(3))
+
+
+def test_views_follow_later_writes_to_the_tensor():
+    def fn(x):
+        y = x.clone()
+        a = y.numpy()
+        views = a.T, a[1:], a.reshape(-1), np.squeeze(a[None]), a.swapaxes(0, 1)
+        y.mul_(3)
+        return [torch.from_numpy(v.copy()) for v in views]
+    _check(fn, torch.randn(2, 3))

@@ -26,7 +26,11 @@ import operator
 import torch
 
 from ...symbolic.diagnostics.catalogue import graph_break
-from ...symbolic.torch_compat import numpy_on_torch_call, numpy_on_torch_function
+from ...symbolic.torch_compat import (
+    numpy_on_torch_call,
+    numpy_on_torch_function,
+    version_counter,
+)
 from .base import AttributeMissing, VariableTracker
 from .constant import ConstantVariable
 from .containers import SequenceVariable
@@ -78,12 +82,15 @@ def _numpy_dtype(tx, tensor: TensorVariable):
 class NdarrayVariable(VariableTracker):
     """A NumPy array, or NumPy scalar (``scalar``), whose data is the traced ``tensor``."""
 
-    __slots__ = ("tensor", "scalar")
+    __slots__ = ("tensor", "scalar", "watch")
 
-    def __init__(self, tensor: TensorVariable, scalar: bool = False, source=None):
+    def __init__(self, tensor: TensorVariable, scalar: bool = False, source=None, watch=()):
         super().__init__(source)
         self.tensor = tensor
         self.scalar = scalar
+        # (meta tensor, its version, where): memory this array shares in eager but not in
+        # the trace (a NumPy view torch computed as a copy): a write to it since is refused
+        self.watch = watch
 
     def python_type(self) -> type:
         if self.scalar:
@@ -109,7 +116,8 @@ class NdarrayVariable(VariableTracker):
         if self.scalar or self.tensor.meta.dim() == 0:
             raise tx.user_exception(TypeError("iteration over a 0-d array"))
         rows = self.tensor.items(tx)  # the tensor's rows (a dynamic count is specialized)
-        return [NdarrayVariable(row, scalar=self.tensor.meta.dim() == 1) for row in rows]
+        return [NdarrayVariable(row, scalar=self.tensor.meta.dim() == 1, watch=self.watch)
+                for row in rows]
 
     def length(self, tx):
         if self.scalar or self.tensor.meta.dim() == 0:
@@ -239,6 +247,13 @@ def _to_tensor(tx, fn, array: NdarrayVariable, rest, kwargs) -> VariableTracker:
     """``torch.from_numpy(a)`` / ``torch.as_tensor(a)`` / ``torch.asarray(a)``: a tensor sharing
     the array's memory (an alias of its tensor; converted when a dtype asks for it);
     ``torch.tensor(a)``: a copy."""
+    _check_watched(tx, [array])
+    if array.watch and fn is not torch.tensor:
+        raise graph_break("UB121", f"`{fn.__name__}` of {array.describe()}: in eager the tensor "
+                          f"shares the memory `{array.watch[0][2]}` viewed (NumPy), in the "
+                          "trace it is a copy (torch has no negative strides), so later writes "
+                          "would diverge", frames=tx.user_frames(),
+                          hint="Copy it: torch.tensor(a) or torch.from_numpy(a.copy()).")
     if fn is torch.from_numpy:
         if array.scalar:
             raise tx.user_exception(TypeError(
@@ -307,10 +322,12 @@ def _find(args, kwargs, kind):
 def _run(tx, eager_fn, torch_fn, name: str, args, kwargs) -> VariableTracker:
     """Run ``torch_fn`` (``torch._numpy``) on the traced tensors and check its result against
     ``eager_fn`` (NumPy) run on stand-ins."""
-    standins: list = []
+    _check_watched(tx, [*args, *kwargs.values()])
+    standins: list = []  # (stand-in array, the tracker it stands for)
     eager, values, named = _eager_result(tx, eager_fn, name, args, kwargs, standins)
-    copies = [isinstance(r, np.ndarray) and not any(np.shares_memory(r, s) for s in standins)
-              for r in _flat(eager)]
+    # per result leaf: the argument trackers NumPy's result shares memory with (a view)
+    shares = [[t for a, t in standins if np.shares_memory(r, a)]
+              if isinstance(r, np.ndarray) else [] for r in _flat(eager)]
     traced_args = [_traced(tx, a) for a in args]
     traced_kwargs = {k: _traced(tx, v) for k, v in kwargs.items()}
     loop = _loop_dtype(eager_fn, eager) if "dtype" not in kwargs else None
@@ -320,17 +337,37 @@ def _run(tx, eager_fn, torch_fn, name: str, args, kwargs) -> VariableTracker:
         traced_kwargs["dtype"] = ConstantVariable(_torch_dtype(loop))
         named = {**named, "dtype": loop}
     _check_values(tx, torch_fn, name, eager, values, named)
+    torch_shares: list = []  # per result leaf: whether torch's result shares an input's memory
 
     def leaf(*values, **named):
         inputs = [v for v in _flat([values, list(named.values())]) if isinstance(v, torch.Tensor)]
         result = numpy_on_torch_call(torch_fn, values, named, _numpy_type)
-        return _copy_where_numpy_copies(result, iter(copies), inputs)
+        torch_shares.clear()
+        return _copy_where_numpy_copies(result, iter(shares), inputs, torch_shares)
 
     leaf.__qualname__ = leaf.__name__ = name
     result = tx.call_leaf(leaf, traced_args, traced_kwargs)
-    expected = iter(_flat(eager))
-    converted = _as_arrays(tx, result, expected, name)
-    return converted
+    leaves = iter(zip(_flat(eager), shares, torch_shares, strict=False))
+    return _as_arrays(tx, result, leaves, name)
+
+
+def _check_watched(tx, args) -> None:
+    """Refuse reading an array whose eager memory was written since it was made, where the
+    trace holds a copy (see ``NdarrayVariable.watch``)."""
+    for arg in args:
+        if isinstance(arg, SequenceVariable):
+            _check_watched(tx, arg.elements)
+        if not isinstance(arg, NdarrayVariable):
+            continue
+        for meta, version, made in arg.watch:
+            if version_counter(meta) != version:
+                raise graph_break(
+                    "UB121", f"{arg.describe()} is read after an in-place write to the tensor "
+                    f"it views in NumPy (made by `{made}`, a view in NumPy where torch "
+                    "computes a copy: torch has no negative strides), so eager reads the "
+                    "written values and the trace the old ones", frames=tx.user_frames(),
+                    hint="Write the tensor after the last use of the array, or compute that "
+                         "step with torch (torch.flip...).")
 
 
 # Python's arithmetic operators on arrays are these NumPy ufuncs.
@@ -366,14 +403,22 @@ def _torch_dtype(dtype):
     return torch.from_numpy(np.empty(0, dtype=dtype)).dtype
 
 
-def _copy_where_numpy_copies(result, copies, inputs):
+def _copy_where_numpy_copies(result, shares, inputs, torch_shares):
+    """``result`` with each tensor that shares an input's memory where NumPy's result does not
+    (``shares``: per leaf, what NumPy's shares) cloned; ``torch_shares`` gets, per leaf,
+    whether torch's result shares an input's memory."""
     if isinstance(result, torch.Tensor):
         storage = result.untyped_storage()._cdata
         shared = any(t.untyped_storage()._cdata == storage for t in inputs)
-        return result.clone() if next(copies) and shared else result
+        if shared and not next(shares):
+            result, shared = result.clone(), False
+        torch_shares.append(shared)
+        return result
     if type(result) in (list, tuple):
-        return type(result)(_copy_where_numpy_copies(r, copies, inputs) for r in result)
-    next(copies, None)
+        return type(result)(_copy_where_numpy_copies(r, shares, inputs, torch_shares)
+                            for r in result)
+    next(shares, None)
+    torch_shares.append(False)
     return result
 
 
@@ -383,20 +428,25 @@ def _flat(value) -> list:
     return [value]
 
 
-def _as_arrays(tx, tracker, expected, name):
+def _as_arrays(tx, tracker, leaves, name):
     """``tracker`` (the wrapped result of the ``torch._numpy`` call) with its tensors as
-    arrays, each checked against NumPy's result (``expected``: its leaves, in order)."""
+    arrays, each checked against NumPy's result (``leaves``: per leaf of it, in order, NumPy's
+    value, the arguments it shares memory with, whether torch's shares an argument's)."""
     if isinstance(tracker, TensorVariable):
-        eager = next(expected)
+        eager, shared, torch_shared = next(leaves, (None, [], False))
         if not isinstance(eager, (np.ndarray, np.generic)):
             _disagree(tx, name, "an array", type(eager).__name__)
         dtype = _numpy_dtype(tx, tracker)
         if dtype != eager.dtype:
             _disagree(tx, name, f"dtype {dtype}", f"dtype {eager.dtype}")
-        return NdarrayVariable(tracker, scalar=isinstance(eager, np.generic))
+        watch = tuple(w for arg in shared for w in arg.watch)  # a view of a view: its watches
+        if shared and not torch_shared:  # a view in eager, a copy in the trace
+            watch += tuple((arg.tensor.meta, version_counter(arg.tensor.meta), name)
+                           for arg in shared)
+        return NdarrayVariable(tracker, scalar=isinstance(eager, np.generic), watch=watch)
     if isinstance(tracker, SequenceVariable) and tracker.python_type() in (tuple, list):
-        return tracker.rebuild([_as_arrays(tx, e, expected, name) for e in tracker.elements])
-    eager = next(expected, None)
+        return tracker.rebuild([_as_arrays(tx, e, leaves, name) for e in tracker.elements])
+    eager = next(leaves, (None,))[0]
     if isinstance(eager, (np.ndarray, np.generic)):
         _disagree(tx, name, tracker.describe(), f"a NumPy {type(eager).__name__}")
     return tracker
@@ -441,7 +491,7 @@ def _eager_result(tx, fn, name, args, kwargs, standins: list):
             dtype = _numpy_dtype(tx, tracker.tensor)
             shape = tuple(_hint(d) for d in tracker.tensor.meta.shape)
             data = _stand_in(rng, dtype, shape)
-            standins.append(data)
+            standins.append((data, tracker))
             return data[()] if tracker.scalar else data
         if isinstance(tracker, SymbolicVariable):
             return _hint(tracker.value)
@@ -463,10 +513,10 @@ def _check_values(tx, torch_fn, name, eager, values, named) -> None:
     from, and refuse the call when the two differ: a semantic difference (an out-of-range
     Python int wrapped around by torch where NumPy 2 compares it exactly, a rounding mode) that
     dtypes alone would not show. Sample values only: a difference on other values may pass."""
+    inputs = _as_torch([values, named])
     try:
         with np.errstate(all="ignore"):
-            ours = numpy_on_torch_call(torch_fn, _as_torch(values), _as_torch(named),
-                                       _numpy_type)
+            ours = numpy_on_torch_call(torch_fn, inputs[0], inputs[1], _numpy_type)
     except Exception as exc:  # noqa: BLE001 (torch._numpy fails where NumPy did not)
         _disagree(tx, name, f"an error ({type(exc).__name__})", "a result")
     theirs = _flat(eager)

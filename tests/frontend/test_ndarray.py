@@ -430,3 +430,20 @@ def test_views_follow_later_writes_to_the_tensor():
         y.mul_(3)
         return [torch.from_numpy(v.copy()) for v in views]
     _check(fn, torch.randn(2, 3))
+
+
+def test_integer_arrays_as_indices():
+    def fn(x):
+        a = x.numpy()
+        order = np.argsort(a)
+        return torch.from_numpy(a[order]), torch.from_numpy(np.take(a, order[:2]))
+    _check(fn, torch.randn(3), exact=True)  # stand-in indices 1..3: out of bounds, then zeros
+
+
+def test_shape_error_is_the_programs_own():
+    fn = lambda x: torch.from_numpy(x.numpy() + x.numpy()[:2])  # noqa: E731
+    with pytest.raises(ValueError, match="broadcast"):
+        Program(fn)(torch.randn(3))
+    with pytest.raises(unbroken.UnbrokenError, match="broadcast") as info:
+        unbroken.export(Program(fn), (torch.randn(3),))
+    assert "x.numpy() + x.numpy()[:2]" in str(info.value)

@@ -483,29 +483,41 @@ _RNG_SEED = 0
 
 def _eager_result(tx, fn, name, args, kwargs, standins: list):
     """``fn`` (NumPy's) run on stand-in arrays of the arguments' dtypes and example shapes:
-    what type and dtype eager's result has."""
-    rng = np.random.default_rng(_RNG_SEED)  # a generator of our own: NumPy's global one untouched
+    what type and dtype eager's result has. Random samples first; when NumPy fails on them
+    (an integer array used as an index: out of bounds), zeros. An error on both, the same, is
+    the program's own (bad shapes, a bad axis); errors that differ depend on the values, which
+    the trace does not know (UB105)."""
+    errors = []
+    for zeros in (False, True):
+        standins.clear()
+        rng = np.random.default_rng(_RNG_SEED)  # our own generator: NumPy's global one untouched
 
-    def value(tracker):
-        if isinstance(tracker, NdarrayVariable):
-            dtype = _numpy_dtype(tx, tracker.tensor)
-            shape = tuple(_hint(d) for d in tracker.tensor.meta.shape)
-            data = _stand_in(rng, dtype, shape)
-            standins.append((data, tracker))
-            return data[()] if tracker.scalar else data
-        if isinstance(tracker, SymbolicVariable):
-            return _hint(tracker.value)
-        if isinstance(tracker, SequenceVariable) and tracker.python_type() in (tuple, list):
-            return tracker.python_type()(value(e) for e in tracker.elements)
-        return tracker.as_constant()
+        def value(tracker, zeros=zeros, rng=rng):
+            if isinstance(tracker, NdarrayVariable):
+                dtype = _numpy_dtype(tx, tracker.tensor)
+                shape = tuple(_hint(d) for d in tracker.tensor.meta.shape)
+                data = np.zeros(shape, dtype) if zeros else _stand_in(rng, dtype, shape)
+                standins.append((data, tracker))
+                return data[()] if tracker.scalar else data
+            if isinstance(tracker, SymbolicVariable):
+                return _hint(tracker.value)
+            if isinstance(tracker, SequenceVariable) and tracker.python_type() in (tuple, list):
+                return tracker.python_type()(value(e) for e in tracker.elements)
+            return tracker.as_constant()
 
-    values = [value(a) for a in args]
-    named = {k: value(v) for k, v in kwargs.items()}
-    try:
-        with np.errstate(all="ignore"):
-            return fn(*values, **named), values, named
-    except Exception as exc:  # the program's own error (bad shapes, bad axis...), at its line
-        raise tx.user_exception(exc) from None
+        values = [value(a) for a in args]
+        named = {k: value(v) for k, v in kwargs.items()}
+        try:
+            with np.errstate(all="ignore"):
+                return fn(*values, **named), values, named
+        except Exception as exc:  # noqa: BLE001 (decided below, from both attempts)
+            errors.append(exc)
+    first, second = errors
+    if type(first) is type(second) and str(first) == str(second):
+        raise tx.user_exception(second) from None  # the program's own error, at its line
+    raise graph_break("UB105", f"`{name}` succeeds or fails depending on the array's values "
+                      f"({type(first).__name__}: {first})", frames=tx.user_frames(),
+                      hint="Compute this step with torch on the tensor.")
 
 
 def _check_values(tx, torch_fn, name, eager, values, named) -> None:

@@ -447,3 +447,24 @@ def test_shape_error_is_the_programs_own():
     with pytest.raises(unbroken.UnbrokenError, match="broadcast") as info:
         unbroken.export(Program(fn), (torch.randn(3),))
     assert "x.numpy() + x.numpy()[:2]" in str(info.value)
+
+
+def test_list_operands_and_indices_are_numpy_arrays():
+    def fn(x):
+        a = x.numpy()
+        return torch.from_numpy(a[[0, 2]]), torch.from_numpy(a[[True, False, True], 1:]), \
+            torch.from_numpy(a + [1, 2, 3, 4])
+    _check(fn, torch.randn(3, 4))
+    assert Program(fn)(torch.randn(3, 4))[2].dtype == torch.float64  # float32 + int64 array
+
+
+def test_copy_or_view_follows_the_tensor_layout():
+    """``np.ascontiguousarray`` of a transposed array copies in NumPy, of a contiguous one it
+    does not: the stand-ins NumPy runs on have the traced tensor's strides."""
+    def fn(x):
+        y = x.clone()
+        moved = np.ascontiguousarray(np.moveaxis(y.numpy(), 0, -1))
+        same = np.ascontiguousarray(y.numpy())
+        y.add_(1)
+        return torch.from_numpy(moved), torch.from_numpy(same)
+    _check(fn, torch.randn(3, 4))

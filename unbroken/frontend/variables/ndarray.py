@@ -328,7 +328,8 @@ def _run(tx, eager_fn, torch_fn, name: str, args, kwargs) -> VariableTracker:
     # per result leaf: the argument trackers NumPy's result shares memory with (a view)
     shares = [[t for a, t in standins if np.shares_memory(r, a)]
               if isinstance(r, np.ndarray) else [] for r in _flat(eager)]
-    traced_args = [_traced(tx, a) for a in args]
+    operands = getattr(eager_fn, "__module__", None) in ("_operator", "operator")
+    traced_args = [_traced(tx, a, operands) for a in args]
     traced_kwargs = {k: _traced(tx, v) for k, v in kwargs.items()}
     loop = _loop_dtype(eager_fn, eager) if "dtype" not in kwargs else None
     if loop is not None:  # compute in NumPy's loop dtype (see _loop_dtype)
@@ -458,13 +459,20 @@ def _disagree(tx, name, ours, numpy):
                       hint="Compute it with torch functions on the tensor (torch.from_numpy).")
 
 
-def _traced(tx, tracker):
+def _traced(tx, tracker, lists_as_arrays=False):
     """The argument handed to the ``torch._numpy`` call: an array's tensor, a NumPy dtype as
-    torch's, a NumPy constant (array or scalar) as a tensor made from it."""
+    torch's, a NumPy constant (array or scalar) as a tensor made from it. ``lists_as_arrays``
+    (an operator's operands, an index): a constant list is the array NumPy makes of it (made
+    inside the leaf call, its values would be lost on the meta device)."""
     if isinstance(tracker, NdarrayVariable):
         return tracker.tensor
+    if lists_as_arrays and tracker.is_constant() and type(tracker.as_constant()) is list:
+        array = np.asarray(tracker.as_constant())
+        if array.dtype.kind in "biuf":
+            return tx.call_leaf(torch.as_tensor, [ConstantVariable(array)], {})
     if isinstance(tracker, SequenceVariable) and tracker.python_type() in (tuple, list):
-        return tracker.rebuild([_traced(tx, e) for e in tracker.elements])
+        return tracker.rebuild([_traced(tx, e, lists_as_arrays and tracker.python_type() is tuple)
+                                for e in tracker.elements])
     if tracker.is_constant():
         value = tracker.as_constant()
         if isinstance(value, (np.dtype, type)) and _is_numpy_dtype(value):
@@ -496,7 +504,9 @@ def _eager_result(tx, fn, name, args, kwargs, standins: list):
             if isinstance(tracker, NdarrayVariable):
                 dtype = _numpy_dtype(tx, tracker.tensor)
                 shape = tuple(_hint(d) for d in tracker.tensor.meta.shape)
-                data = np.zeros(shape, dtype) if zeros else _stand_in(rng, dtype, shape)
+                strides = tuple(_hint(d) for d in tracker.tensor.meta.stride())
+                data = _laid_out(np.zeros(shape, dtype) if zeros else
+                                 _stand_in(rng, dtype, shape), strides)
                 standins.append((data, tracker))
                 return data[()] if tracker.scalar else data
             if isinstance(tracker, SymbolicVariable):
@@ -563,6 +573,18 @@ def _hint(size) -> int:
         return size
     hint = getattr(size.node, "hint", None)
     return 2 if hint is None else int(hint)
+
+
+def _laid_out(data, strides):
+    """``data`` with the traced tensor's strides (in elements), as ``.numpy()`` lays it out:
+    whether NumPy returns a view or a copy (``ascontiguousarray``, ``reshape``) depends on it."""
+    if data.size == 0 or data.ndim == 0:
+        return data
+    span = 1 + sum((n - 1) * s for n, s in zip(data.shape, strides, strict=True))
+    memory = np.resize(data.reshape(-1), span)  # values repeat where the layout overlaps
+    laid = np.lib.stride_tricks.as_strided(memory, data.shape,
+                                           [s * data.itemsize for s in strides])
+    return laid if data.size and all(s >= 0 for s in strides) else data
 
 
 def _stand_in(rng, dtype, shape):

@@ -468,3 +468,9 @@ def test_copy_or_view_follows_the_tensor_layout():
         y.add_(1)
         return torch.from_numpy(moved), torch.from_numpy(same)
     _check(fn, torch.randn(3, 4))
+
+
+def test_tensor_and_array_in_one_operator_are_refused():
+    with pytest.raises(unbroken.UnbrokenError) as info:
+        unbroken.export(Program(lambda x: x + x.numpy().sum()), (torch.randn(3),))
+    assert info.value.code == "UB108" and "are combined by `add`" in str(info.value)

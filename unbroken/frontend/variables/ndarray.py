@@ -215,6 +215,13 @@ def call_numpy(tx, fn, args: list, kwargs: dict) -> VariableTracker:
                               hint="Keep the values in a tensor (torch.from_numpy(...)).")
         if fn.name in _WRITING_METHODS:
             _refuse_write(tx, args[0], f"`.{fn.name}()`")
+    tensor = _find(args, kwargs, TensorVariable)
+    if tensor is not None:  # eager mixes them by rules of its own (a tensor, an array, errors)
+        array = _find(args, kwargs, NdarrayVariable)
+        raise graph_break("UB108", f"{tensor.describe()} and {array.describe()} are combined "
+                          f"by `{_name_of(fn)}`", frames=tx.user_frames(),
+                          hint="Convert one side first: torch.from_numpy(array), or "
+                               "tensor.numpy().")
     if module.split(".")[0] == "torch":
         array = next(a for a in [*args, *kwargs.values()] if isinstance(a, NdarrayVariable))
         raise graph_break("UB108", f"`{_name_of(fn)}` receives {array.describe()}: PyTorch "

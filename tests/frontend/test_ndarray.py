@@ -474,3 +474,8 @@ def test_tensor_and_array_in_one_operator_are_refused():
     with pytest.raises(unbroken.UnbrokenError) as info:
         unbroken.export(Program(lambda x: x + x.numpy().sum()), (torch.randn(3),))
     assert info.value.code == "UB108" and "are combined by `add`" in str(info.value)
+
+
+def test_force_detaches_as_eager():
+    w = torch.randn(3, requires_grad=True)
+    _check(lambda x: torch.from_numpy(x.numpy(force=True) * 2), w)

@@ -235,17 +235,25 @@ def to_ndarray(tx, tensor, force: bool = False) -> NdarrayVariable:
     (a tensor that requires grad, one off the CPU, a dtype NumPy lacks)."""
     if not isinstance(tensor, TensorVariable):
         raise graph_break("UB108", f"`.numpy()` of {tensor.describe()}", frames=tx.user_frames())
-    if force:
+    device = tx.output.recorder.device_of(tensor.meta)
+    if force:  # eager: detach, move to the CPU, resolve the conjugate and negative bits
         tensor = tx.call_leaf(torch.Tensor.detach, [tensor], {})
+        if device.type != "cpu":
+            tensor = tx.call_leaf(torch.Tensor.cpu, [tensor], {})
+        tensor = tx.call_leaf(torch.Tensor.resolve_neg,
+                              [tx.call_leaf(torch.Tensor.resolve_conj, [tensor], {})], {})
     elif tx.output.requires_grad(tensor.meta):
         raise tx.user_exception(RuntimeError(
             "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
             "instead."))
-    device = tx.output.recorder.device_of(tensor.meta)
-    if device.type != "cpu" and not force:
+    elif device.type != "cpu":
         raise tx.user_exception(TypeError(
             f"can't convert {device.type} device type tensor to numpy. Use Tensor.cpu() to "
             "copy the tensor to host memory first."))
+    elif tensor.meta.is_conj() or tensor.meta.is_neg():
+        raise tx.user_exception(RuntimeError(
+            "Can't call numpy() on Tensor that has conjugate or negative bit set. Use "
+            "tensor.resolve_conj().numpy() / tensor.resolve_neg().numpy() instead."))
     _numpy_dtype(tx, tensor)
     return NdarrayVariable(tensor)
 
@@ -264,7 +272,7 @@ def _to_tensor(tx, fn, array: NdarrayVariable, rest, kwargs) -> VariableTracker:
     if fn is torch.from_numpy:
         if array.scalar:
             raise tx.user_exception(TypeError(
-                f"expected np.ndarray (got {array.python_type().__name__})"))
+                f"expected np.ndarray (got numpy.{array.python_type().__name__})"))
         return tx.call_leaf(torch.ops.aten.alias.default, [array.tensor], {})
     if fn is torch.tensor:
         if kwargs.get("requires_grad") is not None and kwargs["requires_grad"].as_constant():

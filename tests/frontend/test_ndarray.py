@@ -479,3 +479,11 @@ def test_tensor_and_array_in_one_operator_are_refused():
 def test_force_detaches_as_eager():
     w = torch.randn(3, requires_grad=True)
     _check(lambda x: torch.from_numpy(x.numpy(force=True) * 2), w)
+
+
+def test_common_conversion_chains():
+    def fn(x):
+        a = x.detach().cpu().numpy()
+        b = np.asarray(x.detach()).astype(np.float32)
+        return torch.as_tensor(a * b, dtype=torch.float64), torch.tensor(a.mean(axis=-1))
+    _check(fn, torch.randn(2, 3, requires_grad=True), exact=False)

@@ -487,3 +487,53 @@ def test_common_conversion_chains():
         b = np.asarray(x.detach()).astype(np.float32)
         return torch.as_tensor(a * b, dtype=torch.float64), torch.tensor(a.mean(axis=-1))
     _check(fn, torch.randn(2, 3, requires_grad=True), exact=False)
+
+
+# A sweep of NumPy idioms on a float32 (3, 4) array, each made a tensor again. The ones
+# refused, with the reason: torch._numpy computes other values (median: the lower middle
+# element; fix: rounds differently), uses an in-place op the recorder cannot make functional
+# (isclose), or the array is a NumPy view torch holds as a copy (negative strides).
+_SWEEP = [
+    "a.sum()", "a.sum(axis=1, keepdims=True)", "a.mean(0)", "a.var()", "a.std(ddof=1)",
+    "a.max(axis=0)", "a.min()", "a.argmax(axis=1)", "a.cumsum(0)", "a.prod()", "a.clip(0, 1)",
+    "a.round(2)", "np.abs(a)", "np.exp(a)", "np.log(np.abs(a) + 1)", "np.tanh(a)",
+    "np.sqrt(np.abs(a))", "a ** 2", "2 ** a", "a % 0.7", "a // 0.3", "np.floor(a)", "np.sign(a)",
+    "np.where(a > 0, a, 0)", "np.minimum(a, 0.2)", "np.linalg.norm(a, axis=1)",
+    "np.einsum('ij->j', a)", "np.tensordot(a, a, axes=([1], [1]))", "np.outer(a[0], a[1])",
+    "np.concatenate((a, a), axis=1)", "np.vstack([a, a])", "np.tile(a, (2, 1))",
+    "np.repeat(a, 2, axis=0)", "np.pad(a, 1)", "np.roll(a, 1, axis=1)", "np.sort(a, axis=1)",
+    "np.argsort(a, axis=0)", "np.diff(a, axis=1)", "np.mean(a, axis=(0, 1))", "np.isnan(a)",
+    "np.any(a > 1)", "np.count_nonzero(a > 0)", "a.astype(np.float16)", "a.astype(int)",
+    "a.T @ a", "a.reshape(2, -1)", "a.flatten()", "a[:, None, :]", "a[a > 0]", "a[[0, 2]]",
+    "np.zeros_like(a)", "np.full_like(a, 2.5)", "np.linspace(0, 1, 4) * a[:, :1]",
+    "np.arange(4) + a", "a + np.float64(1)", "a * np.array([1., 2., 3., 4.])", "np.trace(a)",
+    "np.triu(a)", "np.moveaxis(a, 0, -1)", "np.take_along_axis(a, np.argsort(a, 1), 1)",
+    "np.rint(a)", "np.hypot(a, a)", "np.arctan2(a, 1)", "np.logaddexp(a, 0)", "np.reciprocal(a)",
+    "np.nan_to_num(a / 0)", "np.ptp(a)", "-a", "abs(a)", "~(a > 0)", "a.size * a",
+    "np.stack([a[0], a[1]], axis=1)", "np.sum(a, dtype=np.float64)",
+    "a.astype(np.int64) >> 1", "np.unique(a.astype(int))", "np.flatnonzero(a > 0)",
+    "np.split(a, [1, 2])[2]", "np.average(a, axis=0)",
+    "np.median(a)", "np.fix(a)", "np.isclose(a, 0.5)", "a[..., ::-1]",
+]
+_SWEEP_REFUSED = {"np.median(a)": "UB108", "np.fix(a)": "UB108", "np.isclose(a, 0.5)": "UB121",
+                  "a[..., ::-1]": "UB121"}
+
+
+def _as_tensor(result):
+    if isinstance(result, np.ndarray):
+        return torch.from_numpy(np.ascontiguousarray(result))
+    return torch.as_tensor(result)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("expression", _SWEEP)
+def test_numpy_idioms_match_eager_or_are_refused(expression):
+    fn = eval(f"lambda x: _as_tensor((lambda a: {expression})(x.numpy()))",  # noqa: S307
+              {"np": np, "_as_tensor": _as_tensor})
+    x = torch.randn(3, 4)
+    if expression in _SWEEP_REFUSED:
+        with pytest.raises(unbroken.UnbrokenError) as info:
+            unbroken.export(Program(fn), (x,))
+        assert info.value.code == _SWEEP_REFUSED[expression]
+        return
+    _check(fn, x, exact=False, fresh=[(torch.randn(3, 4),)])

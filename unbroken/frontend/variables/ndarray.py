@@ -493,7 +493,7 @@ def _traced(tx, tracker, lists_as_arrays=False):
         if isinstance(value, (np.dtype, type)) and _is_numpy_dtype(value):
             return ConstantVariable(_torch_dtype(value))
         if isinstance(value, (np.ndarray, np.generic)):
-            return tx.call_leaf(torch.as_tensor, [ConstantVariable(np.asarray(value))], {})
+            return tx.call_leaf(torch.as_tensor, [ConstantVariable(np.array(value))], {})
     return tracker
 
 

@@ -255,6 +255,17 @@ def test_dynamic_shapes():
     assert len(ep.range_constraints) == 1
 
 
+def test_dim_auto_generalizes():
+    def fn(x):
+        a = x.numpy()
+        return torch.from_numpy((a - a.mean(axis=0)) / (a.std(axis=0) + 1e-5)), \
+            torch.from_numpy(np.concatenate([a, a[::2]]))
+    ep = _check(fn, torch.randn(6, 3), exact=False,
+                dynamic_shapes={"args": ({0: Dim.AUTO, 1: Dim.AUTO},)},
+                fresh=[(torch.randn(9, 5),), (torch.randn(1, 3),), (torch.randn(5, 1),)])
+    assert len(ep.range_constraints) == 2
+
+
 def test_dynamic_size_as_a_numpy_scalar_operand_is_specialized_at_its_line():
     """``a * a.shape[0]``: torch._numpy makes the Python int a tensor with ``torch.as_tensor``,
     which reads the size's value: for a declared-dynamic dim, the guard is reported."""

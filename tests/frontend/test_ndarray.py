@@ -18,7 +18,11 @@ from torch.export import Dim
 import unbroken
 from tests.exactness import assert_bit_exact
 
-pytestmark = pytest.mark.matrix  # torch._numpy is a torch internal: every cell runs these
+pytestmark = [
+    pytest.mark.matrix,  # torch._numpy is a torch internal: every cell runs these
+    # eager's own np.asarray(tensor) (torch's __array__ takes no `copy`): not the export's
+    pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning"),
+]
 
 _KERNELS = "NumPy's reduction and transcendental kernels differ from torch's in the last bits"
 
@@ -485,6 +489,13 @@ def test_tensor_and_array_in_one_operator_are_refused():
     with pytest.raises(unbroken.UnbrokenError) as info:
         unbroken.export(Program(lambda x: x + x.numpy().sum()), (torch.randn(3),))
     assert info.value.code == "UB108" and "are combined by `add`" in str(info.value)
+
+
+def test_half_precision():
+    def fn(x):
+        a = x.numpy()
+        return torch.from_numpy(np.exp(a) * a + 1), torch.as_tensor(a.astype(np.float32).sum())
+    _check(fn, torch.randn(4, 3).half(), exact=False)
 
 
 def test_force_detaches_as_eager():

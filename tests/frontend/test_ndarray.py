@@ -22,6 +22,7 @@ pytestmark = [
     pytest.mark.matrix,  # torch._numpy is a torch internal: every cell runs these
     # eager's own np.asarray(tensor) (torch's __array__ takes no `copy`): not the export's
     pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning"),  # eager: a / 0
 ]
 
 _KERNELS = "NumPy's reduction and transcendental kernels differ from torch's in the last bits"

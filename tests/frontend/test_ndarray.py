@@ -486,6 +486,12 @@ def test_copy_or_view_follows_the_tensor_layout():
     _check(fn, torch.randn(3, 4))
 
 
+def test_returning_an_array_is_refused():
+    with pytest.raises(unbroken.UnbrokenError) as info:
+        unbroken.export(Program(lambda x: x.numpy() * 2), (torch.randn(3),))
+    assert info.value.code == "UB108" and "torch.from_numpy" in str(info.value)
+
+
 def test_tensor_and_array_in_one_operator_are_refused():
     with pytest.raises(unbroken.UnbrokenError) as info:
         unbroken.export(Program(lambda x: x + x.numpy().sum()), (torch.randn(3),))

@@ -102,8 +102,9 @@ class NdarrayVariable(VariableTracker):
         return f"the {what} computed from {self.tensor.describe()}"
 
     def unwrap(self, tx):
-        raise graph_break("UB108", f"{self.describe()} is passed to a function that is neither "
-                          "NumPy's nor a Python operator", frames=tx.user_frames(),
+        raise graph_break("UB108", f"{self.describe()} reaches code that takes tensors (a "
+                          "PyTorch function, or the exported program's outputs, which are "
+                          "tensors)", frames=tx.user_frames(),
                           details="Convert it with torch.from_numpy(...) first, or keep the "
                                   "computation in torch.")
 

@@ -271,14 +271,29 @@ def test_dim_auto_generalizes():
     assert len(ep.range_constraints) == 2
 
 
-def test_dynamic_size_as_a_numpy_scalar_operand_is_specialized_at_its_line():
-    """``a * a.shape[0]``: torch._numpy makes the Python int a tensor with ``torch.as_tensor``,
-    which reads the size's value: for a declared-dynamic dim, the guard is reported."""
+def test_dynamic_size_as_a_python_number_operand_stays_symbolic():
+    """``a / a.shape[0]``: the size is a weak Python number to NumPy (NEP 50); it enters the
+    graph as a 0-d tensor of the dtype NumPy gives the pair, not read as a constant."""
+    def fn(x, m):
+        a, b = x.numpy(), m.numpy()
+        return torch.from_numpy(a / a.shape[0]), torch.from_numpy(a.shape[0] * b), \
+            torch.from_numpy(b > a.shape[0] ** 0.5)
     batch = Dim("batch", min=2, max=64)
+    x, m = torch.randn(5, 3), torch.arange(4, dtype=torch.int64)
+    _check(fn, x, m, exact=False, dynamic_shapes={"args": ({0: batch}, None)},
+           fresh=[(torch.randn(9, 3), m), (torch.randn(2, 3), m)])
+    assert [t.dtype for t in Program(fn)(x, m)] == [torch.float32, torch.int64, torch.bool]
+
+
+def test_dynamic_size_with_a_narrow_integer_array_is_specialized_at_its_line():
+    """int16 + a size: a size beyond int16 wraps in torch where NumPy raises, so the size is
+    read as torch._numpy reads it (a guard), reported for a declared-dynamic dim."""
+    batch = Dim("batch", min=2, max=64)
+    fn = lambda x: torch.from_numpy(x.numpy() + x.shape[0])  # noqa: E731
     with pytest.raises(unbroken.UnbrokenError) as info:
-        unbroken.export(Program(lambda x: torch.from_numpy(x.numpy() * x.shape[0])),
-                        (torch.randn(5, 3),), dynamic_shapes={"args": ({0: batch},)})
-    assert info.value.code == "UB003" and "x.numpy() * x.shape[0]" in str(info.value)
+        unbroken.export(Program(fn), (torch.ones(5, 3, dtype=torch.int16),),
+                        dynamic_shapes={"args": ({0: batch},)})
+    assert info.value.code == "UB003" and "x.numpy() + x.shape[0]" in str(info.value)
 
 
 def test_requires_grad_raises_as_eager_and_detach_works():

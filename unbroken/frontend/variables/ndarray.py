@@ -346,6 +346,9 @@ def _run(tx, eager_fn, torch_fn, name: str, args, kwargs) -> VariableTracker:
               if isinstance(r, np.ndarray) else [] for r in _flat(eager)]
     operands = getattr(eager_fn, "__module__", None) in ("_operator", "operator")
     traced_args = [_traced(tx, a, operands) for a in args]
+    if operands and len(args) == 2:  # `a / a.shape[0]`: the size stays symbolic
+        traced_args = [_weak_size(tx, a, other) if isinstance(a, SymbolicVariable) else t
+                       for a, t, other in zip(args, traced_args, args[::-1], strict=True)]
     traced_kwargs = {k: _traced(tx, v) for k, v in kwargs.items()}
     loop = _loop_dtype(eager_fn, eager) if "dtype" not in kwargs else None
     if loop is not None:  # compute in NumPy's loop dtype (see _loop_dtype)
@@ -496,6 +499,26 @@ def _traced(tx, tracker, lists_as_arrays=False):
         if isinstance(value, (np.ndarray, np.generic)):
             return tx.call_leaf(torch.as_tensor, [ConstantVariable(np.array(value))], {})
     return tracker
+
+
+def _weak_size(tx, size: SymbolicVariable, other):
+    """A symbolic Python number operand of ``other`` (an array) as the 0-d tensor of the dtype
+    NEP 50 gives the pair: ``other``'s when the number's kind (bool < int < float) is not
+    above the array's, else NumPy's default for the number's kind. ``torch._numpy`` would make
+    it a tensor with ``torch.as_tensor``, which reads the size's value (a guard). Integer arrays
+    narrower than int64 keep that path: a size beyond their range wraps around in torch where
+    NumPy raises or compares exactly."""
+    if not isinstance(other, NdarrayVariable):
+        return size
+    dtype = other.tensor.meta.dtype
+    kind = {bool: 0, int: 1, float: 2}[size.python_type()]
+    array_kind = 3 if dtype.is_complex else 2 if dtype.is_floating_point else \
+        0 if dtype == torch.bool else 1
+    if array_kind == 1 and dtype != torch.int64:
+        return size
+    if kind > array_kind:
+        dtype = {1: torch.int64, 2: torch.float64}[kind]
+    return tx.call_leaf(torch.scalar_tensor, [size], {"dtype": ConstantVariable(dtype)})
 
 
 def _is_numpy_dtype(value) -> bool:

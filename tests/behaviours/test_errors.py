@@ -81,9 +81,7 @@ BEHAVIOURS = [
               expect="refuses"),
     Behaviour("backward_in_forward", program(_backward),
               lambda: (torch.randn(2, requires_grad=True),), expect="refuses"),
-    Behaviour("numpy_round_trip", program(_numpy), lambda: (torch.randn(3),),
-              unbroken_fails="issue 21 (coverage): .numpy() of a traced tensor is refused "
-                             "(UB105)"),
+    Behaviour("numpy_round_trip", program(_numpy), lambda: (torch.randn(3),)),
     Behaviour("inference_mode_region", program(_inference_mode), lambda: (torch.randn(3),)),
     Behaviour("assert_on_data_refused_or_checked", program(_assert_data),
               lambda: (torch.rand(3) + 0.1,), rejects=(lambda: (-torch.ones(3),),),

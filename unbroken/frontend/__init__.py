@@ -30,7 +30,8 @@ value model           ``variables.base`` (``VariableTracker`` and ``Interpreter`
 object protocol       ``protocol``: attribute lookup and method binding, special-method
                       calls, subscript, iteration, calls: one implementation for all
 trackers              ``variables.tensor`` < ``grad_mode`` < ``containers`` <
-                      ``nn_fast_paths`` < ``torch_calls`` < ``functions`` < ``objects``
+                      ``ndarray`` (NumPy on traced tensors) < ``nn_fast_paths`` <
+                      ``torch_calls`` < ``functions`` < ``objects``
                       < ``autograd_function`` < ``module_hooks`` < ``nn_module``
 builtins              ``builtins``: builtin functions, classes and constructors
 builder               ``variables.builder``: ``wrap``, the tracker for any Python value
@@ -57,7 +58,8 @@ LAYERS = (
                      "variables.numpy_values", "variables.binding")),
     ("object protocol", ("protocol",)),
     ("trackers", ("variables.tensor", "variables.grad_mode", "variables.containers",
-                  "variables.nn_fast_paths", "variables.torch_calls", "variables.functions",
+                  "variables.ndarray", "variables.nn_fast_paths", "variables.torch_calls",
+                  "variables.functions",
                   "variables.objects",
                   "variables.autograd_function", "variables.module_hooks",
                   "variables.nn_module")),

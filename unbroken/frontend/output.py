@@ -32,6 +32,7 @@ from .trace_site import TraceSite
 from .variables.base import CREATION_ORDER
 from .variables.builder import wrap
 from .variables.containers import IteratorVariable, index_lists_as_tensors
+from .variables.ndarray import NdarrayVariable, call_numpy
 from .variables.objects import ObjectVariable
 from .variables.tensor import TensorVariable
 
@@ -377,6 +378,9 @@ class TraceContext:
         """Call ``fn`` natively on the unwrapped arguments while the recorder records.
         ``opaque``: () -> the result, when an argument has no native value (UB113: a traced
         function, an object holding one); without it that is the refusal."""
+        if any(isinstance(a, NdarrayVariable) for a in args) or \
+                any(isinstance(a, NdarrayVariable) for a in kwargs.values()):
+            return call_numpy(tx, fn, args, kwargs)  # NumPy on traced tensors (ndarray)
         if fn in _INDEXING and len(args) > 1 and isinstance(args[0], TensorVariable):
             args = [args[0], index_lists_as_tensors(tx, args[1]), *args[2:]]
         for arg in [*args, *kwargs.values()]:
@@ -425,6 +429,11 @@ class TraceContext:
         if generated:
             return IteratorVariable([wrap(tx, v) for v in result])
         return wrap(tx, result)
+
+    def call_numpy(self, tx, fn, args, kwargs):
+        """``fn`` (a NumPy function, ``torch.Tensor.numpy``) called with traced values among
+        its arguments: run through torch's NumPy-on-torch (``variables.ndarray``)."""
+        return call_numpy(tx, fn, args, kwargs)
 
     def leaf_errors(self, fn=None) -> _LeafErrors:
         """A context manager turning failures inside PyTorch into errors at the user's line

@@ -73,6 +73,7 @@ __all__ = [
     "all_op_names", "python_dispatcher_disabled",
     "NN_FAST_PATH_FORWARDS", "MAKE_FX_TRACING", "NN_FAST_PATH_HELPERS",
     "NESTED_FROM_MASK_LEFT_ALIGNED", "NESTED_TENSOR_BUILDERS", "NATIVE_MULTI_HEAD_ATTENTION",
+    "numpy_on_torch_function", "numpy_on_torch_call",
 ]
 
 TESTED_TORCH = ((2, 13), (2, 14), (2, 15))
@@ -661,6 +662,56 @@ def export_flags():
         yield
     finally:
         compiler._is_compiling_flag, compiler._is_exporting_flag = saved
+
+
+def _numpy_on_torch():
+    """``torch._numpy`` (imported on first use: it reads ``torch._dynamo.config`` for NumPy's
+    default dtypes, float64 and int64, on every tested release)."""
+    return importlib.import_module("torch._numpy")
+
+
+def numpy_on_torch_function(module: str, name: str):
+    """The ``torch._numpy`` counterpart of NumPy's ``numpy[.linalg|.fft].<name>`` (functions
+    written with torch ops on ``torch._numpy.ndarray``, which wraps a tensor), or None when
+    torch has none (``torch._numpy`` covers most of NumPy's array API; all tested releases)."""
+    tnp = _numpy_on_torch()
+    sub = module.split(".")[1] if module.count(".") else ""
+    namespace = tnp if not sub else getattr(tnp, sub, None) if sub in ("linalg", "fft") else None
+    if namespace is None or name.startswith("_"):
+        return None
+    fn = getattr(namespace, name, None)
+    return fn if callable(fn) and not isinstance(fn, type) else None
+
+
+def numpy_on_torch_call(fn, args, kwargs, to_numpy_type):
+    """``fn(*args, **kwargs)`` with every tensor in the arguments (nested in lists, tuples,
+    dicts) seen as a ``torch._numpy.ndarray`` wrapping it, and every ``torch._numpy`` value in
+    the result turned back: an ndarray into its tensor, a dtype or scalar type into
+    ``to_numpy_type(name)`` (NumPy's own). ``fn`` runs torch ops on the tensors (all tested
+    releases; ``torch._numpy.ndarray(t)`` keeps ``t`` as ``.tensor``)."""
+    tnp = _numpy_on_torch()
+
+    def into(value):
+        if isinstance(value, torch.Tensor):
+            return tnp.ndarray(value)
+        if type(value) in (list, tuple):
+            return type(value)(into(v) for v in value)
+        if type(value) is dict:
+            return {k: into(v) for k, v in value.items()}
+        return value
+
+    def back(value):
+        if isinstance(value, tnp.ndarray):
+            return value.tensor
+        if isinstance(value, tnp._dtypes.DType):
+            return to_numpy_type(value.name, False)
+        if isinstance(value, type) and issubclass(value, tnp.generic):
+            return to_numpy_type(value.name, True)
+        if type(value) in (list, tuple):
+            return type(value)(back(v) for v in value)
+        return value
+
+    return back(fn(*into(list(args)), **into(dict(kwargs))))
 
 
 # --- lazy entries: resolved on first use (see the module docstring) --------------------------

@@ -16,6 +16,7 @@ from ..variables.containers import (
     check_mutable,
     dict_key,
 )
+from ..variables.ndarray import NdarrayVariable
 from ..variables.objects import NewObjectVariable, ObjectVariable
 from ..variables.tensor import TensorVariable
 from ..variables.text import format_text, join_text
@@ -180,7 +181,7 @@ def store_item(tx, container, index, value) -> None:
             container.elements[key] = value
     elif isinstance(container, DictVariable):
         container.entries[dict_key(index)] = value
-    elif isinstance(container, TensorVariable):
+    elif isinstance(container, (TensorVariable, NdarrayVariable)):  # an array: refused there
         tx.call_leaf(operator.setitem, [container, index, value], {})
     else:
         raise graph_break("UB107", f"item assignment on {container.describe()}")

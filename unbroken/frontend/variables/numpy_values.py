@@ -1,5 +1,7 @@
 """NumPy on Python values: computed at trace time, as constants.
 
+(NumPy on traced values, arrays from ``x.numpy()``, is ``variables.ndarray``'s.)
+
 Library code plans with NumPy on sizes it knows (BigBird's block-sparse attention:
 ``np.array(plan_from_length) // from_block_size``, ``np.zeros``, ``np.stack``, ``np.sum``) and
 turns the result into a tensor (``torch.tensor(plan)``). With every argument a Python constant
@@ -26,9 +28,9 @@ def _numpy():
 
 
 def is_numpy_value(value) -> bool:
-    """An ndarray or a NumPy scalar."""
+    """An ndarray, a NumPy scalar or a dtype (immutable: ``a.dtype == np.float32`` folds)."""
     np = _numpy()
-    return np is not None and isinstance(value, (np.ndarray, np.generic))
+    return np is not None and isinstance(value, (np.ndarray, np.generic, np.dtype))
 
 
 def is_numpy_callable(value) -> bool:
@@ -63,13 +65,9 @@ class NumpyCallVariable(NativeCallableVariable):
                               "generator is process state that each eager call advances",
                               frames=tx.user_frames(),
                               details="Use torch's random functions (recorded in the graph).")
-        traced = [a for a in [*args, *kwargs.values()] if not a.is_constant()]
-        if traced:
-            raise graph_break("UB108", f"`numpy.{name}` is called on {traced[0].describe()}: "
-                              "NumPy runs at export time, on Python constants only",
-                              frames=tx.user_frames(),
-                              details="Use the torch function of the same name, which is "
-                              "recorded in the graph.")
+        if any(not a.is_constant() for a in [*args, *kwargs.values()]):
+            # traced values: run through torch's NumPy-on-torch (variables.ndarray)
+            return tx.output.call_numpy(tx, self.fn, args, kwargs)
         try:
             result = self.fn(*(a.as_constant() for a in args),
                              **{k: v.as_constant() for k, v in kwargs.items()})

@@ -19,7 +19,7 @@ from .native import PureCallableVariable
 __all__ = ["TensorVariable", "SymbolicVariable", "TensorMethodVariable"]
 
 # Methods that need the values inside the tensor: refused with UB105.
-_VALUE_METHODS = {"tolist", "numpy", "__bool__", "__int__", "__float__", "__index__",
+_VALUE_METHODS = {"tolist", "__bool__", "__int__", "__float__", "__index__",
                   "__complex__", "__array__"}
 _REFUSED_METHODS = {"backward": "UB108", "register_hook": "UB109", "retain_grad": "UB108",
                     "data_ptr": "UB103", "storage": "UB102", "untyped_storage": "UB102",
@@ -147,6 +147,8 @@ class TensorMethodVariable(VariableTracker):
     def call(self, tx, args, kwargs) -> VariableTracker:
         if self.name == "tolist" and not args and not kwargs and _small_static(self.tensor):
             return _tolist(tx, self.tensor)
+        if self.name == "numpy":  # the array sharing its memory (variables.ndarray)
+            return tx.output.call_numpy(tx, torch.Tensor.numpy, [self.tensor], kwargs)
         if self.name in _VALUE_METHODS:
             error = graph_break("UB105", f"`.{self.name}()` on {self.tensor.describe()}",
                                 frames=tx.user_frames())

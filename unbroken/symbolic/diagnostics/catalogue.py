@@ -92,9 +92,10 @@ _KINDS = [
         "UB105", "Decision on a data-dependent value",
         "A value read from a tensor (`.item()`, a `nonzero()` count) is a symbol whose value is "
         "known only at run time: it can flow into sizes and computations, but a Python decision "
-        "on it (`if`, `int()`, `range()`, an index bound no fact covers) or converting a tensor "
-        "to a Python array (`.numpy()`, `.tolist()` of more than 64 elements or of a dynamic "
-        "shape) cannot be made at export time.",
+        "on it (`if`, `int()`, `range()`, an index bound no fact covers) or reading a tensor's "
+        "values into Python (`.tolist()` of more than 64 elements or of a dynamic shape, "
+        "`float()` or `.tolist()` of a NumPy array made with `.numpy()`) cannot be made at "
+        "export time.",
         "State what holds with torch._check(...) (checked at run time), branch with torch.cond, "
         "or keep the value as a tensor.",
         "n = t.item()\nif n > 0:\n    x = x[:n]",
@@ -125,7 +126,8 @@ _KINDS = [
     BreakKind(
         "UB108", "Call to an unsupported function",
         "The function is neither Python code that can be traced nor a PyTorch operator (for "
-        "example a C extension or a numpy function), so its effect cannot be captured.",
+        "example a C extension, a NumPy function torch has no NumPy-on-torch version of, or "
+        "one given a tensor where it takes a NumPy array), so its effect cannot be captured.",
         "Use the PyTorch equivalent, or register the function as a custom operator with "
         "torch.library.custom_op and a fake (meta) implementation.",
         "return x + np.sum(x.numpy())",

@@ -227,3 +227,42 @@ def test_a_call_deciding_on_the_layout_of_a_whole_reshape_counts(name):
         ep.module()(torch.randn(1, 7, 53))
     x = torch.randn(4, 7, 53) * 10
     assert_close(ep.module()(x), model(x), rtol=0, atol=0)
+
+
+_STEPS = {
+    "transpose": lambda y: y.transpose(-1, -2),
+    "merge": lambda y: y.reshape(-1, y.shape[-1]),  # copies or views by the layout
+    "merge_all_but_first": lambda y: y.flatten(1) if y.dim() > 2 else y,
+    "contiguous": lambda y: y.contiguous(),
+    "pointwise": lambda y: y * 1.5 + 0.25,
+    "reduce_keep": lambda y: y.sum(-1, keepdim=True) * y,
+    "softmax": lambda y: y.softmax(-1),
+    "matmul": lambda y: y @ torch.linspace(-1, 1, y.shape[-1] * 3).reshape(y.shape[-1], 3),
+}
+
+
+@settings(max_examples=20, deadline=None)
+@given(steps=st.lists(st.sampled_from(sorted(_STEPS)), min_size=1, max_size=5),
+       seed=st.integers(0, 2**16))
+def test_drawn_layout_programs_are_exact_wherever_batch_one_is_admitted(steps, seed):
+    """Chains of transposes, layout-dependent reshapes, ``contiguous()``, pointwise ops,
+    reductions and matmuls on a batch declared ``Dim.AUTO``: at every batch the program
+    either refuses (batch 1 only) or computes eager's values bit for bit."""
+    class Drawn(nn.Module):
+        def forward(self, x):
+            y = x
+            for step in steps:
+                y = _STEPS[step](y)
+            return y.sum(-1)
+
+    model = Drawn()
+    ep = unbroken.export(model, (torch.randn(3, 7, 5),), dynamic_shapes=({0: Dim.AUTO},))
+    torch.manual_seed(seed)
+    for batch in (1, 2, 4):
+        x = torch.randn(batch, 7, 5) * 100
+        try:
+            got = ep.module()(x)
+        except InputMismatchError as error:
+            assert batch == 1 and "size 1 is refused" in str(error), error
+            continue
+        assert_close(got, model(x), rtol=0, atol=0, equal_nan=True)

@@ -46,9 +46,10 @@ import torch
 import torch.fx as fx
 
 from unbroken.ir.meta_keys import NEW_VALUE_OF_FIRST
+from unbroken.ir.parts import ModuleCall
 from unbroken.ir.signature import InputKind, OutputKind, OutputSpec, TensorArgument
 
-__all__ = ["close_preserved_writes", "inside_call"]
+__all__ = ["call_key", "close_module_calls", "close_preserved_writes", "inside_call"]
 
 aten = torch.ops.aten
 
@@ -83,6 +84,45 @@ def close_preserved_writes(graph: fx.Graph, signature, calls, refuse):
     for call in calls:
         _check_reads(graph, call, calls, state, users, refuse)
     return signature, tuple(calls)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Boundary:
+    """A :class:`ModuleCall` with the graph's nodes for its tensor arguments."""
+
+    fqn: str
+    key: str
+    inputs: tuple
+    outputs: tuple
+
+
+def call_key(fqn: str) -> str:
+    """The ``nn_module_stack`` key of the call ``fqn`` (``path`` or ``path@n``) on the nodes
+    recorded inside it: the frontend's (``frontend.trace_site.stack_key``), as torch.export
+    names the calls."""
+    path, _, count = fqn.partition("@")
+    return "L__self___" + path.replace(".", "_") + (f"@{count}" if count else "")
+
+
+def close_module_calls(graph: fx.Graph, signature, module_calls, refuse):
+    """:func:`close_preserved_writes` for a program's :class:`ModuleCall` s (a stage that
+    rebuilt the graph: ``run_decompositions``); ``refuse(fqn, what)``."""
+    nodes = {n.name: n for n in graph.nodes}
+
+    def node(arg):
+        return nodes[arg.name] if isinstance(arg, TensorArgument) else arg
+
+    def argument(value):
+        return TensorArgument(value.name) if isinstance(value, fx.Node) else value
+
+    boundaries = [_Boundary(c.fqn, call_key(c.fqn), tuple(map(node, c.inputs)),
+                            tuple(map(node, c.outputs))) for c in module_calls]
+    signature, boundaries = close_preserved_writes(
+        graph, signature, boundaries, lambda call, what: refuse(call.fqn, what))
+    return signature, tuple(
+        ModuleCall(c.fqn, tuple(map(argument, b.inputs)), c.in_spec,
+                   tuple(map(argument, b.outputs)), c.out_spec)
+        for c, b in zip(module_calls, boundaries))
 
 
 def _placeholders(graph: fx.Graph, signature) -> list:

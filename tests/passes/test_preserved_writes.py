@@ -229,3 +229,46 @@ def test_the_writes_are_the_unflattened_submodules():
     x = torch.ones(2, 3)
     out = flat.child(x)
     assert torch.equal(x, torch.full((2, 3), 4.0)) and torch.equal(out, torch.full((2, 3), 2.0))
+
+
+class WritesUnderNoGrad(nn.Module):
+    def forward(self, h):
+        with torch.no_grad():
+            h.mul_(2)
+        return h * 3
+
+
+def _writes_an_intermediate(self, x):
+    h = x * 1
+    return self.child(h) + h * 5
+
+
+@pytest.mark.parametrize("child", [WritesTwice, WritesARow])
+def test_gradients_through_a_written_intermediate(child):
+    """The call writes a tensor the caller computed from an input that requires grad: the
+    gradients of the unflattened module (and with eager's child swapped in) are eager's."""
+    torch.manual_seed(0)
+    model = Parent(child(), _writes_an_intermediate)
+    x = torch.randn(2, 3)
+    ep = unbroken.export(model, (x.clone().requires_grad_(),),
+                         preserve_module_call_signature=("child",))
+    swapped = torch.export.unflatten(ep)
+    swapped.set_submodule("child", child())
+    results = []
+    for module in (model, ep.module(), torch.export.unflatten(ep), swapped):
+        leaf = x.clone().requires_grad_()
+        out = module(leaf)
+        out.sum().backward()
+        results.append((out.detach(), leaf.grad))
+    for out, grad in results[1:]:
+        assert torch.equal(out, results[0][0]) and torch.equal(grad, results[0][1])
+
+
+def test_a_write_under_no_grad_leaving_the_call_is_refused():
+    """torch makes the no_grad region one higher-order op: its result is not a write that
+    unflatten could copy back, so the call is refused rather than rebuilt wrongly."""
+    model = Parent(WritesUnderNoGrad(), _writes_an_intermediate)
+    with pytest.raises(unbroken.UnsupportedError, match="grad-mode region") as info:
+        unbroken.export(model, (torch.randn(2, 3, requires_grad=True),),
+                        preserve_module_call_signature=("child",))
+    assert "child" in str(info.value)

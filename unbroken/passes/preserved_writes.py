@@ -34,6 +34,8 @@ Output invariants (:func:`close_preserved_writes`), for each call:
   write of a parameter or buffer ``P`` by another preserved call (``w.args[0] is P``): torch
   copies it into ``P``, which the submodule reads as its own attribute.
 
+A value leaving a call from inside a grad-mode region of it (``with torch.no_grad():``) is
+refused: torch makes the region one higher-order op, whose results are not writes.
 Anything else is refused through ``refuse(call, what)`` (the exporter's refusal), before the
 graph changes for that call.
 """
@@ -48,6 +50,7 @@ import torch.fx as fx
 from unbroken.ir.meta_keys import NEW_VALUE_OF_FIRST
 from unbroken.ir.parts import ModuleCall
 from unbroken.ir.signature import InputKind, OutputKind, OutputSpec, TensorArgument
+from unbroken.symbolic.torch_compat import set_grad_enabled
 
 __all__ = ["call_key", "close_module_calls", "close_preserved_writes", "inside_call"]
 
@@ -146,6 +149,7 @@ def _close_writes(graph: fx.Graph, signature, call, state: set, refuse) -> dict:
     members = set(inside)
     outputs = {v for v in call.outputs if isinstance(v, fx.Node)}
     inputs = _inputs(call)
+    regions = _in_grad_regions(graph)
     plan = []
     for node in inside:
         readers = [user for user in node.users if user not in members]
@@ -157,6 +161,10 @@ def _close_writes(graph: fx.Graph, signature, call, state: set, refuse) -> dict:
                                f"call by `{readers[0].name}`, and it is not the new value of a "
                                "tensor the call takes or of a parameter or buffer (a value it "
                                "leaves behind, or a write through a view)")
+        if node in regions:
+            raise refuse(call, f"the value `{node.name}` read after the call is written "
+                               "inside a grad-mode region of the call (`with "
+                               "torch.no_grad()`...), which unflatten cannot carry out of it")
         if any(user in members and _is_write(user) and user.args[0] is node
                for user in node.users):
             raise refuse(call, f"the value `{node.name}` read after the call is not the last "
@@ -172,6 +180,19 @@ def _close_writes(graph: fx.Graph, signature, call, state: set, refuse) -> dict:
             reader.replace_input_with(node, write)
         redirected[node] = write
     return redirected
+
+
+def _in_grad_regions(graph: fx.Graph) -> set:
+    """The nodes between a ``_set_grad_enabled(mode)`` the graph records and the one that
+    restores the mode (torch makes each such region a higher-order op whose results are
+    ``getitem`` s: no longer writes of their first argument)."""
+    inside, depth = set(), 0
+    for node in graph.nodes:
+        if node.op == "call_function" and node.target is set_grad_enabled:
+            depth = depth + 1 if isinstance(node.args[0], bool) else max(depth - 1, 0)
+        elif depth:
+            inside.add(node)
+    return inside
 
 
 def _written_tensor(node: fx.Node, members: set, inputs: set, state: set):

@@ -6,6 +6,8 @@ side with torch.export.export(strict=True). Kept through ``unbroken.save``/``loa
 ``run_decompositions`` keeps it or refuses (UnsupportedError)."""
 import copy
 import io
+import json
+import zipfile
 
 import pytest
 import torch
@@ -187,14 +189,38 @@ def test_dynamic_batch():
     _unflatten_agrees(ep, "buffer_and_input_by_two_calls", _inputs(4))
 
 
-@pytest.mark.parametrize("case", CASES)
-def test_kept_by_save_and_load(case):
-    ep = _export(case)
+def _saved(ep) -> io.BytesIO:
     buffer = io.BytesIO()
     unbroken.save(ep, buffer)
     buffer.seek(0)
-    loaded = unbroken.load(buffer)
+    return buffer
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_kept_by_save_and_load_then_decompositions(case):
+    loaded = unbroken.load(_saved(_export(case)))
     _unflatten_agrees(loaded, case, _inputs())
+    decomposed = unbroken.load(_saved(_export(case))).run_decompositions()
+    _agree(_model(case), decomposed.module(), _inputs())
+    _unflatten_agrees(decomposed, case, _inputs())
+
+
+@pytest.mark.parametrize("mark", ["yes", True])
+def test_crafted_write_mark_is_refused(mark):
+    """The saved write mark is a boolean on a node that writes a tensor argument."""
+    buffer = _saved(_export("input"))
+    with zipfile.ZipFile(buffer) as archive:
+        members = {n: archive.read(n) for n in archive.namelist()}
+    document = json.loads(members["program.json"])
+    placeholder = next(n for n in document["graph"]["nodes"] if n["op"] == "placeholder")
+    placeholder["writes_first"] = mark
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        for name, data in {**members, "program.json": json.dumps(document).encode()}.items():
+            archive.writestr(name, data)
+    out.seek(0)
+    with pytest.raises(unbroken.SerializationError, match="writes_first"):
+        unbroken.load(out)
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -13,6 +13,7 @@ import pytest
 import torch
 import torch.nn as nn
 from torch.export import Dim
+from torch.utils import _pytree as pytree
 
 import unbroken
 
@@ -56,6 +57,11 @@ class Steps(nn.Module):
         return x + 2
 
 
+class ReturnsItsInput(nn.Module):
+    def forward(self, x):
+        return x.mul_(2).add_(1)
+
+
 class Parent(nn.Module):
     def __init__(self, child, forward):
         super().__init__()
@@ -94,6 +100,10 @@ def _thrice_reading_buffer(self, x):
     return x
 
 
+def _returns_the_input(self, x):
+    return self.child(x), x
+
+
 def _writes_first(self, x):
     x.add_(1)
     return self.child(x) * x
@@ -109,6 +119,8 @@ CASES = {
     "buffer_and_input_by_two_calls": (CountsAndScales, _twice_with_buffer),
     "scalar_buffer_chain_thrice": (Steps, _thrice_reading_buffer),
     "caller_writes_first": (AddsToInput, _writes_first),
+    "child_returns_its_written_input": (ReturnsItsInput, _then_writes),
+    "caller_returns_the_written_input": (WritesTwice, _returns_the_input),
 }
 
 
@@ -133,7 +145,8 @@ def _agree(eager, module, inputs, calls=2):
     for _ in range(calls):
         expected_inputs, got_inputs = copy.deepcopy(inputs), copy.deepcopy(inputs)
         expected, got = eager(*expected_inputs), module(*got_inputs)
-        assert torch.equal(expected, got)
+        assert all(torch.equal(e, g) for e, g in zip(pytree.tree_leaves(expected),
+                                                     pytree.tree_leaves(got), strict=True))
         assert all(torch.equal(e, g) for e, g in zip(expected_inputs, got_inputs))
         for name, buffer in eager.named_buffers():
             assert torch.equal(buffer, _attribute(module, name)), name
@@ -175,7 +188,9 @@ def test_side_by_side_with_torch_strict(case):
     inputs = _inputs()
     torch_flat, our_flat = torch.export.unflatten(theirs), torch.export.unflatten(ours)
     expected_inputs, got_inputs = copy.deepcopy(inputs), copy.deepcopy(inputs)
-    assert torch.equal(torch_flat(*expected_inputs), our_flat(*got_inputs))
+    expected, got = torch_flat(*expected_inputs), our_flat(*got_inputs)
+    assert all(torch.equal(e, g) for e, g in zip(pytree.tree_leaves(expected),
+                                                 pytree.tree_leaves(got), strict=True))
     assert torch.equal(expected_inputs[0], got_inputs[0])
     preserved = [[(e.fqn, e.signature.in_spec, e.signature.out_spec, len(e.signature.inputs))
                   for e in ep.module_call_graph if e.fqn and e.signature is not None]

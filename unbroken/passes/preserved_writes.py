@@ -30,6 +30,10 @@ Output invariants (:func:`close_preserved_writes`), for each call:
   input itself (the caller wrote it before the call) is returned through ``slice_scatter(P, w,
   0)`` recorded after the call in the caller's scope, so unflatten's ``P.copy_`` runs where
   ``P`` is known;
+- a call that takes a value another call of the same submodule leaves behind takes an
+  ``alias`` of it, made in the caller's scope just before the call (unflatten places its
+  copies by node name in every call of one submodule, and the node unpacking an input bears
+  the input's name);
 - a tensor read inside the call that is computed outside it and is not one of its inputs is a
   write of a parameter or buffer ``P`` by another preserved call (``w.args[0] is P``): torch
   copies it into ``P``, which the submodule reads as its own attribute.
@@ -37,7 +41,8 @@ Output invariants (:func:`close_preserved_writes`), for each call:
 A value leaving a call from inside a grad-mode region of it (``with torch.no_grad():``) is
 refused: torch makes the region one higher-order op, whose results are not writes.
 Anything else is refused through ``refuse(call, what)`` (the exporter's refusal), before the
-graph changes for that call.
+graph changes for that call. :func:`close_module_calls` does the same for a program's
+``ModuleCall`` s after a stage that rebuilt the graph (``run_decompositions``).
 """
 from __future__ import annotations
 
@@ -57,8 +62,6 @@ __all__ = ["call_key", "close_module_calls", "close_preserved_writes", "inside_c
 aten = torch.ops.aten
 
 _STATE = (InputKind.PARAMETER, InputKind.BUFFER)
-_MUTATIONS = (OutputKind.USER_INPUT_MUTATION, OutputKind.BUFFER_MUTATION,
-              OutputKind.PARAMETER_MUTATION)
 
 
 def inside_call(graph: fx.Graph, key: str) -> list:

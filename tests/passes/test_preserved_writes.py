@@ -315,3 +315,11 @@ def test_a_write_under_no_grad_leaving_the_call_is_refused():
         unbroken.export(model, (torch.randn(2, 3, requires_grad=True),),
                         preserve_module_call_signature=("child",))
     assert "child" in str(info.value)
+
+
+@pytest.mark.parametrize("case", ["chain_then_caller_writes", "buffer_and_input_by_two_calls",
+                                  "caller_writes_first"])
+def test_kept_by_torch_save_and_load(case, tmp_path):
+    path = tmp_path / "program.pt2"
+    torch.export.save(_export(case), path)
+    _unflatten_agrees(torch.export.load(path), case, _inputs())

@@ -208,6 +208,26 @@ class LeavesAValue(nn.Module):
         return self.sub(x) + self.sub.last
 
 
+class Counts(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("count", torch.zeros(4))
+
+    def forward(self, x):
+        self.count.add_(1)
+        return x + self.count
+
+
+class WritesTheBufferFirst(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.sub = Counts()
+
+    def forward(self, x):
+        self.sub.count.mul_(2)  # unflatten would not carry this write into the call
+        return self.sub(x)
+
+
 class PassesSize(nn.Module):
     def __init__(self):
         super().__init__()
@@ -242,6 +262,7 @@ def test_each_call_of_a_submodule_called_twice_is_kept_as_torch_names_it():
 @pytest.mark.parametrize("model, inputs, dynamic, match", [
     (WritesAView(), (torch.randn(2, 4),), None, "not the new value of a tensor the call takes"),
     (LeavesAValue(), (torch.randn(2, 4),), None, "not the new value of a tensor the call takes"),
+    (WritesTheBufferFirst(), (torch.randn(2, 4),), None, "computed outside the call"),
     (PassesSize(), (torch.randn(3, 4),), ({0: Dim("n")},), "neither a tensor nor a constant"),
 ])
 def test_what_cannot_be_kept_is_refused(model, inputs, dynamic, match):

@@ -3,7 +3,8 @@ call signature of each named submodule, as torch.export records it, so
 ``torch.export.unflatten`` gives the submodule back with its original call signature, and it
 can be swapped for the eager one. Kept through ``unbroken.save``/``load``,
 ``torch.export.save``/``load`` and ``run_decompositions``; refused (UnsupportedError) where
-the call is not one boundary."""
+the call is not one boundary. A call that writes its inputs or buffers in place is kept: the
+unflattened submodule makes the same writes (tests/passes/test_preserved_writes.py)."""
 import io
 import json
 import zipfile
@@ -177,19 +178,54 @@ class Twice(nn.Module):
         return self.sub(self.sub(x))
 
 
-class WritesInput(nn.Module):
+class WritesAView(nn.Module):
     def __init__(self):
         super().__init__()
         self.sub = InPlace()
 
     def forward(self, x):
-        return self.sub(x) + x
+        return self.sub(x[0]) + x  # the write reaches x through the view sub is given
 
 
 class InPlace(nn.Module):
     def forward(self, x):
         x.mul_(2)
         return x + 1
+
+
+class Stash(nn.Module):
+    def forward(self, x):
+        self.last = x * 3
+        return x + 1
+
+
+class LeavesAValue(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.sub = Stash()
+
+    def forward(self, x):
+        return self.sub(x) + self.sub.last
+
+
+class Counts(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("count", torch.zeros(4))
+
+    def forward(self, x):
+        self.count.add_(1)
+        return x + self.count
+
+
+class WritesTheBufferFirst(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.sub = Counts()
+
+    def forward(self, x):
+        self.sub.count.mul_(2)  # unflatten would not carry this write into the call
+        return self.sub(x)
 
 
 class PassesSize(nn.Module):
@@ -224,7 +260,9 @@ def test_each_call_of_a_submodule_called_twice_is_kept_as_torch_names_it():
 
 
 @pytest.mark.parametrize("model, inputs, dynamic, match", [
-    (WritesInput(), (torch.randn(2, 4),), None, "cannot be kept as one module call"),
+    (WritesAView(), (torch.randn(2, 4),), None, "not the new value of a tensor the call takes"),
+    (LeavesAValue(), (torch.randn(2, 4),), None, "not the new value of a tensor the call takes"),
+    (WritesTheBufferFirst(), (torch.randn(2, 4),), None, "computed outside the call"),
     (PassesSize(), (torch.randn(3, 4),), ({0: Dim("n")},), "neither a tensor nor a constant"),
 ])
 def test_what_cannot_be_kept_is_refused(model, inputs, dynamic, match):

@@ -50,14 +50,16 @@ def build_program(trace: Trace, flat_outputs: list, out_spec,
     graph_module = functionalize_subgraphs(builder.graph_module())
     input_specs = _ordered_input_specs(builder.graph, [*trace.input_specs, *constant_specs])
     signature = ExportGraphSignature(input_specs, _output_specs(builder.graph))
-    graph_module, signature = functionalize(graph_module, signature)
+    replaced: dict = {}
+    graph_module, signature = functionalize(graph_module, signature, replaced)
     _refuse_written_overlapping_state(trace.state_dict, constants, signature)
     writes_inputs = any(s.kind == OutputKind.USER_INPUT_MUTATION
                         for s in signature.mutation_specs)
     strict_layout = output.layout_read or trace.recorder.wrote_layout_dependent or (
         writes_inputs and output.layout_aliasing)
     graph_module = dead_code_elimination(graph_module)
-    module_calls = preserved_signatures(graph_module, signature, output.preserved_calls)
+    signature, module_calls = preserved_signatures(graph_module, signature,
+                                                   output.preserved_calls, replaced)
     _, in_spec = pytree.tree_flatten((call.args, call.kwargs))
     program = ExportedProgram.from_parts(ProgramParts(
         graph_module, signature, trace.state_dict, constants,

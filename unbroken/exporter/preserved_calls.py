@@ -9,18 +9,22 @@ names, torch's argument classes), which become the submodules' entries of the pr
 ``module_call_graph``, as torch.export records them.
 
 A call can be kept only when it is a real boundary in the final graph: its values are still
-there (not rewritten by an in-place op, not removed as unused), and nothing computed inside
-the call is read outside it except its outputs (a parameter, buffer or input the call writes
-is read after it, through the mutation outputs). Anything else is refused (UnsupportedError) rather
-than given a signature ``torch.export.unflatten`` would rebuild wrongly.
+there (not removed as unused), and nothing computed inside the call is read outside it
+except its outputs and its in-place writes to its inputs, parameters and buffers, which
+``passes.preserved_writes`` puts in the form ``torch.export.unflatten`` rebuilds (the
+unflattened submodule writes them in place, as eager's). Anything else is refused
+(UnsupportedError) rather than given a signature unflatten would rebuild wrongly.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 import torch.fx as fx
-from torch.export.graph_signature import ConstantArgument, InputKind, TensorArgument
+from torch.export.graph_signature import ConstantArgument, TensorArgument
 
 from ..ir.parts import ModuleCall
+from ..passes.preserved_writes import close_preserved_writes
 from ..symbolic.diagnostics import ExportUsageError, UnsupportedError
 
 __all__ = ["checked_paths", "preserved_signatures"]
@@ -45,23 +49,34 @@ def checked_paths(mod, paths) -> frozenset:
     return frozenset(paths)
 
 
-def preserved_signatures(graph_module: fx.GraphModule, signature, calls) -> tuple:
-    """The :class:`ModuleCall` of each recorded call (``PreservedCall``), checked against the
-    final ``graph_module`` and its ``signature``; UnsupportedError naming the submodule when
-    one is not a boundary."""
+def preserved_signatures(graph_module: fx.GraphModule, signature, calls,
+                         replaced=None) -> tuple:
+    """``(signature, module calls)``: the :class:`ModuleCall` of each recorded call
+    (``PreservedCall``), checked against the final ``graph_module``, whose writes to tensors
+    the caller sees are put in the form unflatten rebuilds (``passes.preserved_writes``: the
+    graph and its ``signature`` may change); UnsupportedError naming the submodule when one
+    is not a boundary. ``replaced``: in-place node -> its functional node (a call may take
+    a tensor an earlier call wrote)."""
+    if replaced:
+        calls = [_functional(call, replaced) for call in calls]
     present = set(graph_module.graph.nodes)
-    users = {s.arg.name for s in signature.input_specs if s.kind == InputKind.USER_INPUT}
-    return tuple(_signature(call, present, graph_module.graph, users) for call in calls)
+    for call in calls:
+        for value in (*call.inputs, *call.outputs):
+            if isinstance(value, fx.Node) and value not in present:
+                raise _refusal(call, f"the value `{value.name}` it takes or returns is not "
+                                     "kept in the program (changed in place, or never used)")
+    signature, calls = close_preserved_writes(graph_module.graph, signature, calls, _refusal)
+    graph_module.recompile()
+    return signature, tuple(ModuleCall(call.fqn, tuple(map(_argument, call.inputs)),
+                                       call.in_spec, tuple(map(_argument, call.outputs)),
+                                       call.out_spec) for call in calls)
 
 
-def _signature(call, present: set, graph: fx.Graph, user_inputs: set) -> ModuleCall:
-    for value in (*call.inputs, *call.outputs):
-        if isinstance(value, fx.Node) and value not in present:
-            raise _refusal(call, f"the value `{value.name}` it takes or returns is not kept in "
-                                 "the program (changed in place, or never used)")
-    _check_closed(call, graph, user_inputs)
-    return ModuleCall(call.fqn, tuple(map(_argument, call.inputs)), call.in_spec,
-                      tuple(map(_argument, call.outputs)), call.out_spec)
+def _functional(call, replaced: dict):
+    def value(v):
+        return replaced.get(v, v) if isinstance(v, fx.Node) else v
+    return dataclasses.replace(call, inputs=tuple(map(value, call.inputs)),
+                               outputs=tuple(map(value, call.outputs)))
 
 
 def _argument(value):
@@ -70,33 +85,10 @@ def _argument(value):
     return ConstantArgument("", value)
 
 
-def _check_closed(call, graph: fx.Graph, user_inputs: set) -> None:
-    """Nothing computed inside the call is read outside it, except its outputs, and it reads
-    no tensor from outside but its inputs (and the parameters, buffers and sizes)."""
-    outputs = {v for v in call.outputs if isinstance(v, fx.Node)}
-    inputs = {v for v in call.inputs if isinstance(v, fx.Node)}
-    inside = {n for n in graph.nodes
-              if n.op != "placeholder" and call.key in n.meta.get("nn_module_stack", {})}
-    for node in inside:
-        for arg in node.all_input_nodes:
-            if arg in inside or arg in inputs or arg.op == "get_attr" or \
-                    not isinstance(arg.meta.get("val"), torch.Tensor) or \
-                    (arg.op == "placeholder" and arg.name not in user_inputs):
-                continue
-            raise _refusal(call, f"`{node.name}` inside it reads `{arg.name}`, a tensor "
-                                 "computed outside the call that is not one of its inputs")
-    for node in inside - outputs:
-        for user in node.users:
-            if user not in inside:
-                raise _refusal(call, f"the value `{node.name}` computed inside it is read "
-                                     f"after the call by `{user.name}` (a parameter, buffer "
-                                     "or input it writes, or a value it leaves behind)")
-
-
 def _refusal(call, what: str) -> UnsupportedError:
     return UnsupportedError(
         f"preserve_module_call_signature: the call of `{call.fqn}` cannot be kept as one "
         f"module call: {what}", frames=call.frames,
         hint=f"Leave `{call.fqn}` out of preserve_module_call_signature, or make its outputs "
-             "the only values it passes on (return what it computes; no in-place writes to "
-             "its inputs or buffers).")
+             "and its in-place writes to its inputs, parameters and buffers the only values "
+             "it passes on (return what it computes).")

@@ -12,14 +12,14 @@ unbroken writes torch's own keys (their meaning is torch's) and a few of its own
     ``tensor_meta``      shape and dtype, as torch's passes expect it.
 
 ``node.meta``, unbroken's keys: :data:`USER_FRAMES`, :data:`VIEW_WRITE`, :data:`EAGER_REFUSES`,
-:data:`SAVED_THEN_WRITTEN`.
+:data:`SAVED_THEN_WRITTEN`, :data:`NEW_VALUE_OF_FIRST`.
 ``graph_module.meta``, unbroken's keys: :data:`LAYOUT_READ`, :data:`SIZE_ONE_REFUSED`,
 :data:`GRAD_MODE_DECISIONS`.
 """
 from __future__ import annotations
 
-__all__ = ["EAGER_REFUSES", "GRAD_MODE_DECISIONS", "LAYOUT_READ", "SAVED_THEN_WRITTEN",
-           "SIZE_ONE_REFUSED", "USER_FRAMES", "VIEW_WRITE"]
+__all__ = ["EAGER_REFUSES", "GRAD_MODE_DECISIONS", "LAYOUT_READ", "NEW_VALUE_OF_FIRST",
+           "SAVED_THEN_WRITTEN", "SIZE_ONE_REFUSED", "USER_FRAMES", "VIEW_WRITE"]
 
 #: ``node.meta`` key: the user's frames (``UserFrame``s, outermost first) that made the node;
 #: every error about the node names them. Set by the graph builder, kept by every pass.
@@ -28,6 +28,12 @@ USER_FRAMES = "user_frames"
 #: ``node.meta`` key: True on an in-place write through a view (``ir.aliasing``); functionalize
 #: then updates the view's base after it.
 VIEW_WRITE = "view_write"
+
+#: ``node.meta`` key: True on a functional node that stands for an in-place write of its first
+#: argument (its value is that tensor's new value): set by ``passes.functionalize`` on each
+#: rewritten in-place node, read by ``passes.preserved_writes`` (writes a preserved module call
+#: makes to tensors its caller sees). Not kept by ``run_decompositions`` or a save/load.
+NEW_VALUE_OF_FIRST = "unbroken_new_value_of_first"
 
 #: ``node.meta`` key: ``(message, hint, argument positions)`` of an op eager's autograd refuses
 #: when grad mode is on and one of those arguments requires grad

@@ -32,7 +32,7 @@ from torch.utils import _pytree as pytree
 
 from ..ir import fake
 from ..ir.data_dependent import DATA_DEPENDENT_SIZES, SCALAR_OPS, integer_indexing
-from ..ir.meta_keys import USER_FRAMES
+from ..ir.meta_keys import NEW_VALUE_OF_FIRST, USER_FRAMES
 from ..ir.parts import ProgramParts
 from ..ir.recorder import Recorder
 from ..ir.signature import with_output_names
@@ -48,6 +48,7 @@ from ..symbolic.torch_compat import (
 )
 from .dce import dead_code_elimination
 from .functionalize import functionalize
+from .preserved_writes import close_module_calls
 
 __all__ = ["decompose"]
 
@@ -76,15 +77,21 @@ def decompose(program: ProgramParts, decomp_table=None) -> ProgramParts:
         for node in program.graph_module.graph.nodes:
             current[0] = node
             values[node] = _rerecord(recorder, node, values, table, keep_others, symbols)
+            _keep_write_mark(node, values, recorder.builder)
     graph_module = recorder.builder.graph_module()
     signature = with_output_names(program.graph_signature, recorder.builder.graph)
     kept = _kept_nodes(program.module_calls, values, recorder.builder)
     graph_module, signature = functionalize(graph_module, signature)
-    _drop_inner_aliases(graph_module)
+    _drop_inner_aliases(graph_module, keep=set(kept.values()))
     dead_code_elimination(graph_module)
     mapping = symbols[1]
+    module_calls = _renamed_calls(program.module_calls, kept, graph_module)
+    if module_calls:
+        signature, module_calls = close_module_calls(graph_module.graph, signature,
+                                                     module_calls, _lost_call)
+        graph_module.recompile()
     return replace(program, graph_module=graph_module, graph_signature=signature,
-                   module_calls=_renamed_calls(program.module_calls, kept, graph_module),
+                   module_calls=module_calls,
                    range_constraints={mapping[s]: r for s, r in program.range_constraints.items()},
                    hints={mapping[s]: h for s, h in program.hints.items() if s in mapping},
                    dialect="ATEN")
@@ -113,12 +120,35 @@ def _renamed_calls(calls, kept: dict, graph_module: fx.GraphModule) -> tuple:
                  for call in calls)
 
 
-def _drop_inner_aliases(graph_module: fx.GraphModule) -> None:
+def _keep_write_mark(node: fx.Node, values: dict, builder) -> None:
+    """The node now holding the value of a write (``NEW_VALUE_OF_FIRST``) is marked too when
+    its first argument is still the written tensor's node (a decomposition may end
+    elsewhere: then it is not, and a preserved call that passes the write on is refused)."""
+    value = values.get(node)
+    if not node.meta.get(NEW_VALUE_OF_FIRST) or not isinstance(value, torch.Tensor) or \
+            not builder.is_tracked(value):
+        return
+    new, first = builder.node_of(value), node.args[0]
+    written = values.get(first)
+    if new.args and isinstance(written, torch.Tensor) and builder.is_tracked(written) and \
+            new.args[0] is builder.node_of(written):
+        new.meta[NEW_VALUE_OF_FIRST] = True
+
+
+def _lost_call(fqn: str, what: str) -> UnsupportedError:
+    return UnsupportedError(
+        f"run_decompositions() cannot keep the preserved call signature of `{fqn}`: {what}",
+        code="UB117", hint="Keep the program as exported, or export without "
+                           "preserve_module_call_signature for this submodule.")
+
+
+def _drop_inner_aliases(graph_module: fx.GraphModule, keep=frozenset()) -> None:
     """Bypass the ``aten.alias`` nodes decompositions leave (torch's references express "the
     same tensor" as a view of it): in a functional graph a view is its base, except where the
-    graph returns it (an output that is a view of an input stays one, as in eager)."""
+    graph returns it (an output that is a view of an input stays one, as in eager) or a
+    preserved call takes it (``keep``: see ``passes.preserved_writes``)."""
     output = next(n for n in reversed(graph_module.graph.nodes) if n.op == "output")
-    returned = set(output.all_input_nodes)
+    returned = set(output.all_input_nodes) | set(keep)
     for node in list(graph_module.graph.nodes):
         if node.target is torch.ops.aten.alias.default and node not in returned:
             node.replace_all_uses_with(node.args[0])

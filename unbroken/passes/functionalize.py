@@ -62,7 +62,7 @@ from unbroken.ir.signature import (
 from unbroken.symbolic.diagnostics import InternalError, UnsupportedError
 from unbroken.symbolic.torch_compat import OpOverload, op_schema, set_grad_enabled
 
-from ..ir.meta_keys import USER_FRAMES, VIEW_WRITE
+from ..ir.meta_keys import NEW_VALUE_OF_FIRST, USER_FRAMES, VIEW_WRITE
 
 aten = torch.ops.aten
 
@@ -265,6 +265,8 @@ def _replace(graph: torch.fx.Graph, rewrite: _Rewrite) -> torch.fx.Node:
         new = graph.create_node("call_function", rewrite.functional, old.args, old.kwargs,
                                 name=name)
     new.meta = copy.copy(old.meta)
+    if not is_view_op(rewrite.functional):  # a restride is a view, not new contents
+        new.meta[NEW_VALUE_OF_FIRST] = True
     old.replace_all_uses_with(new)
     graph.erase_node(old)
     return new
@@ -300,6 +302,7 @@ def _copy_as_scatter(graph: torch.fx.Graph, old: torch.fx.Node) -> torch.fx.Node
         new = graph.create_node("call_function", aten.slice_scatter.default, (target, src, 0),
                                 name="slice_scatter")
     new.meta = copy.copy(old.meta)
+    new.meta[NEW_VALUE_OF_FIRST] = True
     old.replace_all_uses_with(new)
     graph.erase_node(old)
     return new
@@ -424,12 +427,15 @@ def _grad_disabled_nodes(graph) -> set:
     return disabled
 
 
-def functionalize(graph_module: torch.fx.GraphModule, signature):
+def functionalize(graph_module: torch.fx.GraphModule, signature, replacements=None):
     """Remove every mutation from ``graph_module``; see the module docstring for invariants.
 
     Args:
         graph_module: the recorded graph (rewritten in place and returned).
         signature: its ``ExportGraphSignature``.
+        replacements: a dict that receives, when given, each in-place node (now erased) ->
+            the functional node holding its value (for records that name recorded nodes: the
+            boundaries of preserved module calls).
 
     Returns:
         ``(graph_module, new_signature)``; the signature gains the mutation output specs.
@@ -442,6 +448,8 @@ def functionalize(graph_module: torch.fx.GraphModule, signature):
     if not analysis.rewrites:
         return graph_module, signature
     replaced = {r.node: _replace(graph, r) for r in analysis.rewrites}
+    if replacements is not None:
+        replacements.update(replaced)
     _keep_gradients_through_hidden_writes(graph, analysis, replaced)
     new_signature = _rewrite_outputs(graph, signature, analysis, replaced)
     graph_module.recompile()

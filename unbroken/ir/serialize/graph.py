@@ -23,7 +23,7 @@ import torch.fx as fx
 from ...symbolic.env import ShapeEnvironment
 from ...symbolic.parse import ExpressionBudget, ExpressionError, is_condition, parse_expression
 from ...symbolic.torch_compat import HigherOrderOperator, OpOverload, op_schema, set_grad_enabled
-from ..meta_keys import EAGER_REFUSES, USER_FRAMES
+from ..meta_keys import EAGER_REFUSES, NEW_VALUE_OF_FIRST, USER_FRAMES
 from .format import (
     DTYPES,
     Limits,
@@ -238,6 +238,14 @@ class GraphReader:
         if entry.get("eager_refuses") is not None:
             node.meta[EAGER_REFUSES] = self._eager_refusal(node, entry["eager_refuses"],
                                                            f"{where}.eager_refuses")
+        if entry.get("writes_first") is not None:
+            self.fields.check(entry["writes_first"], "bool", f"{where}.writes_first")
+            if entry["writes_first"] and not (node.op == "call_function" and node.args
+                                              and isinstance(node.args[0], fx.Node)):
+                raise self.fields.fail(f"{where}.writes_first", "marks a node that writes no "
+                                       "tensor argument")
+            if entry["writes_first"]:
+                node.meta[NEW_VALUE_OF_FIRST] = True
 
     def _eager_refusal(self, node: fx.Node, raw, where: str) -> tuple:
         """``(message, hint, argument positions)`` of an op eager's autograd refuses in a call

@@ -18,7 +18,7 @@ from torch.utils import _pytree as pytree
 
 from ...symbolic.diagnostics import SerializationError
 from ...symbolic.ranges import finite_bound
-from ..meta_keys import EAGER_REFUSES
+from ..meta_keys import EAGER_REFUSES, NEW_VALUE_OF_FIRST
 from .archive import EXTRA_FILES, write_members
 from .format import FORMAT_NAME, FORMAT_VERSION, MEMBERS, target_name
 
@@ -64,7 +64,7 @@ def _graph(graph_module: fx.GraphModule) -> dict:
     for node in graph_module.graph.nodes:
         if node.op == "get_attr":
             modules.append([node.target, _graph(getattr(graph_module, node.target))])
-        nodes.append(_eager_refusal(node) | {
+        nodes.append(_eager_refusal(node) | _write_mark(node) | {
             "name": node.name, "op": node.op, "target": _target(node),
             "args": encode_argument(tuple(node.args)), "kwargs":
                 [[key, encode_argument(value)] for key, value in node.kwargs.items()],
@@ -83,6 +83,13 @@ def _eager_refusal(node: fx.Node) -> dict:
         return {}
     message, hint, positions = node.meta[EAGER_REFUSES]
     return {"eager_refuses": [message, hint, list(positions)]}
+
+
+def _write_mark(node: fx.Node) -> dict:
+    """``{"writes_first": true}`` for a node standing for an in-place write of its first
+    argument (``NEW_VALUE_OF_FIRST``: ``run_decompositions`` of the loaded program keeps the
+    writes of preserved module calls with it)."""
+    return {"writes_first": True} if node.meta.get(NEW_VALUE_OF_FIRST) else {}
 
 
 def _target(node: fx.Node) -> str:

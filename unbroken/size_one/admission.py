@@ -25,6 +25,7 @@ from ..symbolic.ranges import ValueRange, static_truth
 from ..symbolic.torch_compat import OpOverload, op_schema
 from .at_one import sets_at_one
 from .settle import RefusedAtOne
+from .unit_meta import LAYOUT_FOLLOWING, VIEWS_WITH_SIZES
 
 __all__ = ["SizeOneWarning", "admit_size_one", "same_program"]
 
@@ -362,16 +363,13 @@ def _same_graph(left_module: fx.GraphModule, right_module: fx.GraphModule,
 def _same_target(a: fx.Node, b: fx.Node) -> bool:
     """The same op; ``view`` and ``_unsafe_view`` (a reshape's view of its copy) compute the
     same values and alias their input alike, as ``reshape`` and the ``view`` it is at 1."""
-    return a.target == b.target or {a.target, b.target} <= _VIEWS \
+    return a.target == b.target or {a.target, b.target} <= VIEWS_WITH_SIZES \
         or {a.target, b.target} <= _RESHAPE_OR_VIEW
 
 
-_VIEWS = frozenset({torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default})
-# ``reshape`` recorded whole (``unit_meta._reshape_at_run_time``) views at 1 where the trace
+# ``reshape`` recorded whole (``SizeOneAudit.note_layout_at_one``) views at 1 where the trace
 # copied: the trace at 1 records its view there.
 _RESHAPE_OR_VIEW = frozenset({torch.ops.aten.reshape.default, torch.ops.aten.view.default})
-# Copies whose output takes their input's layout (``preserve_format``).
-_LAYOUT_FOLLOWING = frozenset({torch.ops.aten.clone.default, torch.ops.aten._to_copy.default})
 
 
 def _aliasing_observed(node: fx.Node) -> bool:
@@ -394,10 +392,10 @@ def _aliasing_observed(node: fx.Node) -> bool:
                 return True  # returned, or a subgraph / anything unknown: it may observe
             if schema is not None and schema.is_mutable:
                 return True
-            if user.target is operator.getitem or user.target in _VIEWS or any(
+            if user.target is operator.getitem or user.target in VIEWS_WITH_SIZES or any(
                     ret.alias_info is not None for ret in schema.returns) \
                     or torch.Tag.pointwise in getattr(user.target, "tags", ()) \
-                    or user.target in _LAYOUT_FOLLOWING:
+                    or user.target in LAYOUT_FOLLOWING:
                 stack.append(user)  # a pointwise op's output (a copy's) takes its layout
             else:
                 return True

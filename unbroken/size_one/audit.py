@@ -35,6 +35,7 @@ from .at_one import AnswersAtOne, flipped_at_one, holds_at_one, put_ones
 from .settle import forced_equalities, settle_check
 from .unit_meta import (
     LAYOUT_DEPENDENT_CALLS,
+    LAYOUT_FOLLOWING,
     REJECTED_AT_ONE,
     same_node_at,
     settle_leaf_call,
@@ -319,7 +320,7 @@ class SizeOneAudit(SizeOneHook):
             if note.carriers is None or not made or not any(
                     root is carrier for root in roots for carrier in note.carriers):
                 continue  # (nothing made: a size or a Python number, no layout-ordered sums)
-            if op and (torch.Tag.pointwise in func.tags or func in _LAYOUT_FOLLOWING):
+            if op and (torch.Tag.pointwise in func.tags or func in LAYOUT_FOLLOWING):
                 note.carriers.extend(root_of(t) for t in made)
             elif note.whole is None or not op:  # recorded whole, it reads eager's layout
                 self.mark_sensitive(note.pending, _LAYOUT_AT_ONE.format(
@@ -416,10 +417,6 @@ def _aligned_pointwise(func, args) -> bool:
 
 _LAYOUT_AT_ONE = ("at size 1 that call returns a view of its input where the program copies "
                   "(or a copy where it views), {}")
-
-
-# Copies whose output takes its input's layout (``preserve_format``), as pointwise ops' do.
-_LAYOUT_FOLLOWING = frozenset({torch.ops.aten.clone.default, torch.ops.aten._to_copy.default})
 
 
 def _one_op_call(fn, log) -> bool:

@@ -36,7 +36,8 @@ from ..symbolic.diagnostics import UnbrokenError
 from ..symbolic.size_one_hook import DryRunUndecided
 from .at_one import holds_at_one
 
-__all__ = ["LAYOUT_DEPENDENT_CALLS", "REJECTED_AT_ONE", "same_node_at", "settle_leaf_call",
+__all__ = ["LAYOUT_DEPENDENT_CALLS", "LAYOUT_FOLLOWING", "REJECTED_AT_ONE", "VIEWS_WITH_SIZES",
+           "same_node_at", "settle_leaf_call",
            "substituted"]
 
 # What a kernel may raise on metadata it rejects at size 1 (eager would raise too), or
@@ -116,13 +117,16 @@ def _whole_nodes(recorder, source: torch.Tensor, result: torch.Tensor):
         return None
     node, input_node = recorder.builder.producer(result), recorder.builder.producer(source)
     if node is None or input_node is None or node.graph is not input_node.graph \
-            or node.target not in _VIEWS_WITH_SIZES:
+            or node.target not in VIEWS_WITH_SIZES:
         return None
     return node, input_node
 
 
-_VIEWS_WITH_SIZES = frozenset({torch.ops.aten.view.default,
-                               torch.ops.aten._unsafe_view.default})
+# The views whose sizes a reshape takes: ``view``, and ``_unsafe_view`` (a reshape's view of
+# its own copy).
+VIEWS_WITH_SIZES = frozenset({torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default})
+# Copies whose output takes their input's layout (``preserve_format``), as pointwise ops' do.
+LAYOUT_FOLLOWING = frozenset({torch.ops.aten.clone.default, torch.ops.aten._to_copy.default})
 
 
 def _same_result_at(audit, env, recorder, fn, args, kwargs, result, grad_enabled: bool,
@@ -180,7 +184,7 @@ def _same_call_but_reshapes(audit, env, recorder, log, fn, args, kwargs, result,
     while here < len(log) and there < len(again_log):
         op, op_args, op_kwargs, out = log[here]
         op2, op_args2, op_kwargs2, out2 = again_log[there]
-        if _copy_then_view(log, here) and op2 in _VIEWS_WITH_SIZES \
+        if _copy_then_view(log, here) and op2 in VIEWS_WITH_SIZES \
                 and pairs.same(op_args[0], op_args2[0]):
             viewed = log[here + 1][3]
             if not _same_sizes(viewed, out2, values):
@@ -242,7 +246,7 @@ def _copy_then_view(log, index: int) -> bool:
         return False
     out = log[index][3]
     op2, op_args2, _, _ = log[index + 1]
-    return op2 in _VIEWS_WITH_SIZES and bool(op_args2) and op_args2[0] is out
+    return op2 in VIEWS_WITH_SIZES and bool(op_args2) and op_args2[0] is out
 
 
 def _same_sizes(general, at_one, values: dict) -> bool:

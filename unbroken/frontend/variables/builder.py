@@ -236,9 +236,12 @@ def _wrap_list(tx, value, source):
 
 
 def _wrap_dict(tx, value, source):
-    return DictVariable({k: wrap(tx, v, ItemSource(source, k) if source else None)
-                         for k, v in value.items()}, source, type(value),
-                        external=source is not None)
+    entries = {}
+    for k, v in value.items():  # wrap's first case inline: mostly constants (a config's dict)
+        item = ItemSource(source, k) if source else None
+        entries[k] = ConstantVariable(v, item) if type(v) in _EXACT_CONSTANT_TYPES else \
+            wrap(tx, v, item)
+    return DictVariable(entries, source, type(value), external=source is not None)
 
 
 def _wrap_mapping_view(tx, value, source):

@@ -327,3 +327,91 @@ def test_transformers_warning_once_is_a_method_of_the_logger():
     x = torch.arange(3.0)
     for program in (unbroken.export(Warns(), (x,)), torch.export.export(Warns(), (x,))):
         assert torch.equal(program.module()(x), x + 1)
+
+
+# --- static_attribute: inspect.getattr_static's answer, read directly for plain classes -----
+
+class _Slotted:
+    __slots__ = ("a", "b")
+
+    def __init__(self):
+        self.a = 1
+
+
+class _WithDict(_Slotted):
+    __slots__ = ("__dict__",)
+    b = "class"
+
+
+class _DictProperty:
+    def __init__(self):
+        self.x = 1
+
+    @property
+    def __dict__(self):  # shadows the instance dict: getattr_static reads none
+        return {"x": 2, "y": 3}
+
+
+class _DataDescriptor:
+    def __get__(self, obj, owner=None):
+        return "get"
+
+    def __set__(self, obj, value):
+        raise AttributeError
+
+
+class _Shadows:
+    described = _DataDescriptor()
+    plain = "class"
+
+    def method(self):
+        return 1
+
+    def __init__(self):
+        self.__dict__.update(described="instance", plain="instance", own=1, method=2)
+
+
+class _Lying:
+    @property
+    def __class__(self):
+        return int
+
+
+class _Meta(type):
+    tag = "meta"
+
+
+class _WithMeta(metaclass=_Meta):
+    def __init__(self):
+        self.x = 1
+
+
+class _Dynamic:
+    def __getattr__(self, name):
+        return name
+
+    def __getattribute__(self, name):
+        return object.__getattribute__(self, name)
+
+
+def _objects():
+    import transformers
+    return [_Slotted(), _WithDict(), _DictProperty(), _Shadows(), _Lying(), _WithMeta(),
+            _Dynamic(), torch.nn.Linear(2, 2), transformers.GPT2Config(n_layer=1),
+            Pair(1, 2), Point(1), functools.partial(print), 3, "text", _Shadows, _WithMeta]
+
+
+@pytest.mark.parametrize("obj", _objects(), ids=lambda o: type(o).__name__)
+def test_static_attribute_is_getattr_static(obj):
+    from unbroken.frontend.protocol import _MISSING, static_attribute
+
+    names = {"a", "b", "x", "y", "own", "described", "plain", "method", "tag", "missing",
+             "__dict__", "__class__", "__init__", "weight", "forward", "n_embd",
+             "hidden_size", "attribute_map", "__getattribute__", "func", "total"}
+    names |= set(getattr(obj, "__dict__", {}) if not isinstance(obj, _DictProperty) else ())
+    for name in sorted(names):
+        try:
+            expected = inspect.getattr_static(obj, name)
+        except AttributeError:
+            expected = _MISSING
+        assert static_attribute(obj, name) is expected, name

@@ -252,3 +252,30 @@ def test_an_argument_no_graph_can_hold_is_refused_at_the_users_line():
     error = info.value
     assert error.code == "UB117" and "torch.Generator" in str(error)
     assert "generator=self.g" in str(error) and "torch.manual_seed" in error.hint
+
+
+def test_recording_is_left_whole_when_the_call_inside_raises():
+    """An error inside ``recording()`` (nested, as a leaf call inside a leaf call) pops the
+    dispatch and function modes, restores torch's device hint and leaves the depth at 0,
+    and the error that leaves is the one raised."""
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+    from unbroken.ir import devices
+    from unbroken.symbolic.torch_compat import meta_device_hint
+
+    recorder = Recorder()
+    (x,) = _inputs(recorder, (2,))
+    hint = meta_device_hint()
+    with pytest.raises(KeyError, match="inside"):
+        with recorder.recording():
+            with recorder.recording(python_data=False):
+                x * 2
+                raise KeyError("inside")
+    assert recorder._recording == 0 and not recorder.is_recording()
+    assert _get_current_dispatch_mode() is None
+    modes = torch.overrides._get_current_function_mode_stack()
+    assert not any(devices.is_trace_mode(mode) for mode in modes)
+    assert devices._users == 0 and meta_device_hint() is hint
+    with recorder.recording():  # usable again
+        out = x + 1
+    assert recorder.node_of(out).target is aten.add.Tensor

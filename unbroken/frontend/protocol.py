@@ -101,6 +101,51 @@ def class_attribute(cls: type, name: str, after: type | None = None):
     return None if found is _MISSING else found
 
 
+def static_attribute(obj, name: str):
+    """``inspect.getattr_static(obj, name)``, or ``_MISSING``. Read directly for an instance
+    of a class whose MRO classes all have the metaclass ``type`` (lookup asks this of every
+    attribute read on an object): ``getattr_static`` then finds the first class dict holding
+    ``name`` (``type``'s own dict, immutable, shadows no class's ``__dict__``), and the
+    instance dict unless a class of the MRO defines ``__dict__`` other than as its own slot;
+    it made a dozen calls and raised a TypeError per read for that. Anything else (a class,
+    other metaclasses, an instance attribute with a class attribute of the same name, whose
+    answer depends on the latter being a data descriptor) is asked of ``inspect``."""
+    kind = type(obj)
+    mro = kind.__mro__ if type(kind) is type else None
+    if mro is None or type in mro:
+        return _inspect_static(obj, name)
+    shadow = _MISSING  # the first ``__dict__`` of a class that is not its own slot
+    found = _MISSING
+    for klass in mro:
+        if type(klass) is not type:
+            return _inspect_static(obj, name)
+        namespace = klass.__dict__
+        if found is _MISSING:
+            found = namespace.get(name, _MISSING)
+        if shadow is _MISSING and "__dict__" in namespace:
+            slot = namespace["__dict__"]
+            if not (type(slot) is types.GetSetDescriptorType and slot.__name__ == "__dict__"
+                    and slot.__objclass__ is klass):
+                shadow = slot
+    if shadow is not _MISSING and type(shadow) is not types.MemberDescriptorType:
+        return found  # no instance dict is read
+    try:
+        own = object.__getattribute__(obj, "__dict__")
+    except AttributeError:
+        own = {}
+    value = dict.get(own, name, _MISSING)
+    if value is _MISSING:
+        return found
+    return value if found is _MISSING else _inspect_static(obj, name)
+
+
+def _inspect_static(obj, name: str):
+    try:
+        return inspect.getattr_static(obj, name)
+    except AttributeError:
+        return _MISSING
+
+
 def is_data_descriptor(value) -> bool:
     return hasattr(type(value), "__set__") or hasattr(type(value), "__delete__")
 
@@ -126,9 +171,8 @@ def lookup(tx, receiver: VariableTracker, name: str, *, instance=None, cls: type
         return _lookup_on_class(tx, receiver, instance, name, attr_source)
     own = False
     if instance is not None and after is None:
-        try:
-            static = inspect.getattr_static(instance, name)
-        except AttributeError:
+        static = static_attribute(instance, name)
+        if static is _MISSING:
             return None
         own = name in getattr(instance, "__dict__", {})
     else:

@@ -220,16 +220,30 @@ _users = 0             # recorders recording in any thread (under _lock)
 _torch_hint = None     # torch's device_hint while ours is installed
 
 
-@contextlib.contextmanager
-def devices_of(recorder):
+class devices_of:  # noqa: N801 (used as a context manager function)
     """Meta kernels called in this thread/context see ``recorder``'s devices (module
-    docstring)."""
-    token = _active.set(recorder)
-    try:
-        with _installed():
-            yield
-    finally:
-        _active.reset(token)
+    docstring). A class, not a generator: it is entered once per leaf call."""
+
+    __slots__ = ("recorder", "token")
+
+    def __init__(self, recorder):
+        self.recorder = recorder
+        self.token = None
+
+    def __enter__(self) -> None:
+        self.token = _active.set(self.recorder)
+        try:
+            _count_in()
+        except BaseException:
+            _active.reset(self.token)
+            raise
+
+    def __exit__(self, kind, exc, traceback) -> bool:
+        try:
+            _count_out()
+        finally:
+            _active.reset(self.token)
+        return False
 
 
 def trace_wide():
@@ -243,6 +257,15 @@ def trace_wide():
 
 @contextlib.contextmanager
 def _installed():
+    _count_in()
+    try:
+        yield
+    finally:
+        _count_out()
+
+
+def _count_in() -> None:
+    """One more user of the replacement: the first installs it."""
     global _users, _torch_hint
     with _lock:
         if _users == 0:
@@ -250,15 +273,17 @@ def _installed():
             set_meta_device_hint(_device_hint)
             _install_layout_kernels()
         _users += 1
-    try:
-        yield
-    finally:
-        with _lock:
-            _users -= 1
-            if _users == 0:
-                set_meta_device_hint(_torch_hint)
-                _torch_hint = None
-                _uninstall_layout_kernels()
+
+
+def _count_out() -> None:
+    """One user fewer: the last removes it."""
+    global _users, _torch_hint
+    with _lock:
+        _users -= 1
+        if _users == 0:
+            set_meta_device_hint(_torch_hint)
+            _torch_hint = None
+            _uninstall_layout_kernels()
 
 
 def _device_hint(tensor) -> str:

@@ -233,29 +233,11 @@ class Recorder(TorchDispatchMode):
         self._alive.append(real)
 
     # ----------------------------------------------------------------- recording
-    @contextlib.contextmanager
-    def recording(self, python_data: bool = True):
+    def recording(self, python_data: bool = True) -> _Recording:
         """Activate the mode for the duration of one leaf call (``python_data``: with
         ``ir.devices.python_data_on_user_device``, which a torch C function does not need:
         ``ir.devices.needs_python_data_mode``)."""
-        if self._recording == 0:
-            self._this_call.clear()
-            self._leaf_grad_mode = torch.is_grad_enabled()
-            self._leaf_autocast = enabled_devices()
-        data_mode = python_data_on_user_device(self) if self._recording == 0 and python_data \
-            else contextlib.nullcontext()
-        self._recording += 1
-        try:
-            # meta kernels lay out as the traced device's do; Python data made a tensor "on
-            # the device of" a traced tensor is built on the device it stands for
-            with self, devices_of(self), data_mode:
-                yield
-        finally:
-            self._recording -= 1
-            if self._recording == 0:
-                self._close_inner_region()
-                if self._pending_writes:
-                    self._settle_saved_then_written()
+        return _Recording(self, python_data)
 
     @contextlib.contextmanager
     def leaf_scope(self):
@@ -921,3 +903,69 @@ def _written_tensors(func, args, kwargs) -> list:
         value = args[index] if index < len(args) else kwargs.get(arguments[index].name)
         written.extend(t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor))
     return written
+
+
+class _Recording:
+    """``Recorder.recording()``: while inside, the recorder's dispatch mode is pushed, meta
+    kernels see its devices (``devices_of``) and, for the outermost leaf call, Python data
+    made a tensor lands on the user's device. Entered once per leaf call, so a class that
+    enters and exits them as the nested ``with`` statement it stands for would (innermost
+    exit first, each seeing the exception the inner ones left), instead of a generator-based
+    context manager around that statement."""
+
+    __slots__ = ("recorder", "python_data", "entered")
+
+    def __init__(self, recorder: Recorder, python_data: bool):
+        self.recorder, self.python_data = recorder, python_data
+        self.entered: list = []
+
+    def __enter__(self) -> None:
+        recorder = self.recorder
+        outermost = recorder._recording == 0
+        if outermost:
+            recorder._this_call.clear()
+            recorder._leaf_grad_mode = torch.is_grad_enabled()
+            recorder._leaf_autocast = enabled_devices()
+        # meta kernels lay out as the traced device's do; Python data made a tensor "on
+        # the device of" a traced tensor is built on the device it stands for
+        managers = [recorder, devices_of(recorder)]
+        if outermost and self.python_data:
+            managers.append(python_data_on_user_device(recorder))
+        recorder._recording += 1
+        entered = self.entered = []
+        try:
+            for manager in managers:
+                manager.__enter__()
+                entered.append(manager)
+        except BaseException as exc:
+            left = self._exit_entered(exc)
+            if left is not None and left is not exc:  # an exit's own error, as `with` raises it
+                raise left  # noqa: B904
+            raise
+
+    def __exit__(self, kind, exc, traceback) -> bool:
+        left = self._exit_entered(exc)
+        if left is not None and left is not exc:
+            raise left
+        return exc is not None and left is None  # an inner exit suppressed it
+
+    def _exit_entered(self, exc: BaseException | None) -> BaseException | None:
+        """Exit what was entered, innermost first; then leave the recording. Returns the
+        exception left (``exc``, one an exit raised, or None when one suppressed it)."""
+        recorder = self.recorder
+        try:
+            while self.entered:
+                manager = self.entered.pop()
+                try:
+                    if manager.__exit__(type(exc) if exc is not None else None, exc,
+                                        exc.__traceback__ if exc is not None else None):
+                        exc = None
+                except BaseException as raised:  # replaces the one it was handed
+                    exc = raised
+        finally:
+            recorder._recording -= 1
+            if recorder._recording == 0:
+                recorder._close_inner_region()
+                if recorder._pending_writes:
+                    recorder._settle_saved_then_written()
+        return exc

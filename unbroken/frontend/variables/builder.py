@@ -4,6 +4,7 @@ It sits above every tracker family (it constructs them all); trackers reach it t
 ``tx.wrap`` (``variables.base.Interpreter``)."""
 from __future__ import annotations
 
+import abc
 import collections
 import collections.abc
 import enum
@@ -17,6 +18,7 @@ import logging
 import re
 import types
 import warnings
+import weakref
 
 import torch
 
@@ -94,8 +96,15 @@ _EXACT_CONSTANT_TYPES = frozenset(CONSTANT_TYPES)
 def wrap(tx, value, source=None) -> VariableTracker:
     """The tracker for ``value``. Tensors must already be meta tensors known to the recorder,
     or real tensors, which are lifted as constants."""
-    if type(value) in _EXACT_CONSTANT_TYPES:
+    kind = type(value)
+    if kind in _EXACT_CONSTANT_TYPES:
         return ConstantVariable(value, source)
+    if _PLAIN_OBJECT_TYPES.get(kind) == (kind.__mro__, abc.get_cache_token()) and \
+            getattr(value, "__class__", None) is kind:  # what the chain below concludes
+        created = tx.output.native_objects.get(id(value))
+        if created is not None and created.value is value:
+            return created
+        return ObjectVariable(value, source)
     if isinstance(value, VariableTracker):
         return value
     if isinstance(value, torch.Tensor):
@@ -134,7 +143,33 @@ def wrap(tx, value, source=None) -> VariableTracker:
         return GradModeVariable.from_instance(value, source)
     if ContextManagerVariable.supports(value):
         return ContextManagerVariable(value, source)
+    _note_plain_object_type(value)
     return ObjectVariable(value, source)
+
+
+# Classes whose instances ``wrap`` always makes ObjectVariables: class -> (its ``__mro__``,
+# ``abc.get_cache_token()``) when that was concluded. Every test of the chain in ``wrap`` is an
+# ``isinstance`` against a fixed class (whose metaclass is ``type`` or ``ABCMeta``: no
+# ``__instancecheck__`` of its own), which for an object whose ``__class__`` is its type asks
+# only the type's MRO and the ABC registrations; both are part of the key, so a changed
+# ``__bases__`` or a new ``ABC.register`` decides afresh. The few tests that read the value
+# itself are excluded: callables (the sets of functions modelled), containers (their items,
+# their class's methods). The saving: an object whose class defines ``__getattribute__`` in
+# Python (Hugging Face's configs) answers each ``isinstance`` with a call of it for
+# ``__class__``, some 90 calls per wrap. Weak: classes made in a loop are not kept alive.
+_PLAIN_OBJECT_TYPES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_VALUE_DEPENDENT = (tuple, list, dict, set, frozenset)
+
+
+def _note_plain_object_type(value) -> None:
+    kind = type(value)
+    if callable(value) or issubclass(kind, _VALUE_DEPENDENT) or \
+            getattr(value, "__class__", None) is not kind:
+        return
+    try:
+        _PLAIN_OBJECT_TYPES[kind] = (kind.__mro__, abc.get_cache_token())
+    except TypeError:  # a class that cannot be referenced weakly: decided each time
+        pass
 
 
 # Diagnostics output that does not change what forward() computes: dropped from the trace
@@ -201,9 +236,12 @@ def _wrap_list(tx, value, source):
 
 
 def _wrap_dict(tx, value, source):
-    return DictVariable({k: wrap(tx, v, ItemSource(source, k) if source else None)
-                         for k, v in value.items()}, source, type(value),
-                        external=source is not None)
+    entries = {}
+    for k, v in value.items():  # wrap's first case inline: mostly constants (a config's dict)
+        item = ItemSource(source, k) if source else None
+        entries[k] = ConstantVariable(v, item) if type(v) in _EXACT_CONSTANT_TYPES else \
+            wrap(tx, v, item)
+    return DictVariable(entries, source, type(value), external=source is not None)
 
 
 def _wrap_mapping_view(tx, value, source):

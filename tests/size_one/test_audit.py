@@ -263,6 +263,8 @@ def test_drawn_layout_programs_are_exact_wherever_batch_one_is_admitted(steps, s
         try:
             got = ep.module()(x)
         except InputMismatchError as error:
-            assert batch == 1 and "size 1 is refused" in str(error), error
+            # refused at 1, or the batch pinned (a size read into a constant's shape)
+            assert (batch == 1 and "size 1 is refused" in str(error)) \
+                or "specialized at 3" in str(error), error
             continue
         assert_close(got, model(x), rtol=0, atol=0, equal_nan=True)

@@ -192,6 +192,7 @@ _EINSUMS = [
 ]
 
 
+@pytest.mark.matrix  # einsum's composite kernel is torch's: every cell runs it
 @pytest.mark.parametrize("equation, shapes", _EINSUMS, ids=[e for e, _ in _EINSUMS])
 def test_einsum_is_kept_whole_and_runs_eagers_einsum_at_every_batch(equation, shapes):
     """Eager's einsum picks squeezes, permutes and bmm by the sizes (a dim of size 1 is

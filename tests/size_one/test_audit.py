@@ -109,6 +109,7 @@ _READERS = {
 }
 
 
+@pytest.mark.matrix  # torch's reshape chooses a view or a copy: every cell runs these
 @settings(max_examples=12, deadline=None)
 @given(reader=st.sampled_from(sorted(_READERS)), length=st.integers(2, 40),
        scale=st.sampled_from([1e-3, 1.0, 1e4]), seed=st.integers(0, 2**16))
@@ -241,6 +242,7 @@ _STEPS = {
 }
 
 
+@pytest.mark.matrix
 @settings(max_examples=20, deadline=None)
 @given(steps=st.lists(st.sampled_from(sorted(_STEPS)), min_size=1, max_size=5),
        seed=st.integers(0, 2**16))

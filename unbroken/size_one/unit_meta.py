@@ -136,14 +136,10 @@ def _same_result_at(audit, env, recorder, fn, args, kwargs, result, grad_enabled
     there and whatever its strides. Appends to ``layouts`` whether its strides there are
     ``result``'s at 1 too (on the dims whose size is not 1: a ``contiguous()`` that returns
     its input at 1 returns a contiguous one; a ``reshape`` view of a transposed input is not)."""
-    with audit.dry_run(values):
-        try:
-            new_args, new_kwargs = _substituted_tree(env, (args, kwargs), values)
-            with recorder.recording(), torch.set_grad_enabled(grad_enabled), \
-                    recorder.dry_logging():
-                again = fn(*new_args, **new_kwargs)
-        except _REJECTED:
-            return False
+    rerun = _rerun_at(audit, env, recorder, fn, args, kwargs, grad_enabled, values)
+    if rerun is None:
+        return False
+    _, _, again, _ = rerun
     same = (isinstance(result, torch.Tensor) and isinstance(again, torch.Tensor)
             and result.dtype == again.dtype and result.dim() == again.dim()
             and [_expr(x, values) for x in result.shape] == [_expr(x, {}) for x in again.shape])
@@ -153,6 +149,22 @@ def _same_result_at(audit, env, recorder, fn, args, kwargs, result, grad_enabled
             size == 1 or _expr(here, values) == _expr(there, {})
             for size, here, there in zip(sizes, result.stride(), again.stride())))
     return same
+
+
+def _rerun_at(audit, env, recorder, fn, args, kwargs, grad_enabled: bool, values: dict):
+    """The leaf call ``fn(*args, **kwargs)`` run again with ``values`` put in (a dry run:
+    nothing recorded, every op logged): ``(its arguments, its result, the ops it
+    dispatched)``, or None when eager would reject it there (or the re-run cannot be
+    followed)."""
+    with audit.dry_run(values):
+        try:
+            new_args, new_kwargs = _substituted_tree(env, (args, kwargs), values)
+            with recorder.recording(), torch.set_grad_enabled(grad_enabled), \
+                    recorder.dry_logging() as again_log:
+                again = fn(*new_args, **new_kwargs)
+        except _REJECTED:
+            return None
+    return new_args, new_kwargs, again, again_log
 
 
 def _same_call_but_reshapes(audit, env, recorder, log, fn, args, kwargs, result,
@@ -168,14 +180,10 @@ def _same_call_but_reshapes(audit, env, recorder, log, fn, args, kwargs, result,
     this run) and the tensors whose layout follows one to ``carriers``; and each
     ``contiguous()`` that copies here and returns its input at 1, laid out as the copy
     (only aliasing differs), to ``copies`` (same form)."""
-    with audit.dry_run(values):
-        try:
-            new_args, new_kwargs = _substituted_tree(env, (args, kwargs), values)
-            with recorder.recording(), torch.set_grad_enabled(grad_enabled), \
-                    recorder.dry_logging() as again_log:
-                again = fn(*new_args, **new_kwargs)
-        except _REJECTED:
-            return False
+    rerun = _rerun_at(audit, env, recorder, fn, args, kwargs, grad_enabled, values)
+    if rerun is None:
+        return False
+    new_args, new_kwargs, again, again_log = rerun
     pairs = _Pairs(values)
     if not pairs.bind((args, kwargs), (new_args, new_kwargs)):
         return False
@@ -257,14 +265,10 @@ def _same_sizes(general, at_one, values: dict) -> bool:
 
 def _same_call_at(audit, env, recorder, log, fn, args, kwargs, result, grad_enabled: bool,
                   values: dict) -> bool:
-    with audit.dry_run(values):
-        try:
-            new_args, new_kwargs = _substituted_tree(env, (args, kwargs), values)
-            with recorder.recording(), torch.set_grad_enabled(grad_enabled), \
-                    recorder.dry_logging() as again_log:
-                again = fn(*new_args, **new_kwargs)
-        except _REJECTED:
-            return False
+    rerun = _rerun_at(audit, env, recorder, fn, args, kwargs, grad_enabled, values)
+    if rerun is None:
+        return False
+    new_args, new_kwargs, again, again_log = rerun
     pairs = _Pairs(values)
     if not pairs.bind((args, kwargs), (new_args, new_kwargs)) or len(log) != len(again_log):
         return False

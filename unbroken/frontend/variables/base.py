@@ -21,7 +21,7 @@ from typing import Protocol
 from ...symbolic.diagnostics.catalogue import graph_break
 from ..sources import Source
 
-__all__ = ["VariableTracker", "AttributeMissing", "CREATION_ORDER", "Interpreter"]
+__all__ = ["VariableTracker", "AttributeMissing", "CREATION_ORDER", "Interpreter", "hashable"]
 
 # Stamps for mutable trackers (lists, dicts, cells, new objects): torch.cond branches may not
 # change state stamped before the branch began.
@@ -132,3 +132,14 @@ class VariableTracker:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.describe()})"
+
+
+def hashable(value) -> bool:
+    """Whether ``value`` can be a dict key or set member (looked up in a table of
+    functions: a ``functools.partial`` of a list, a bound method of an unhashable object
+    cannot)."""
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True

@@ -36,7 +36,7 @@ from ..builtins import BuiltinVariable, ClassVariable
 from ..protocol import BoundMethodVariable, CallbackVariable
 from ..sources import ItemSource
 from .autograd_function import AutogradFunctionApplyVariable
-from .base import VariableTracker
+from .base import VariableTracker, hashable
 from .builtin_methods import (
     BUILTIN_TYPES,
     BuiltinClassFunctionVariable,
@@ -117,7 +117,7 @@ def wrap(tx, value, source=None) -> VariableTracker:
         return ConstantVariable(value, source)
     if is_numpy_value(value):  # a constant of the trace, never written (see numpy_values)
         return ConstantVariable(freeze(value), source)
-    if callable(value) and _is_hashable(value):
+    if callable(value) and hashable(value):
         if value in _IGNORED_CALLS:
             return IgnoredCallVariable(value, source)
         if value in _NATIVE_QUERIES:
@@ -205,14 +205,6 @@ def _wrap_tensor(tx, value: torch.Tensor, source) -> VariableTracker:
         value = recorder.lift_constant(value, hint)
     return TensorVariable(value, source, is_parameter=tx.output.is_parameter(value),
                           requires_grad=tx.output.requires_grad(value))
-
-
-def _is_hashable(value) -> bool:
-    try:
-        hash(value)
-    except TypeError:
-        return False
-    return True
 
 
 def _wrap_symbolic(value, source) -> VariableTracker:

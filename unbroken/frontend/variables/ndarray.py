@@ -31,7 +31,7 @@ from ...symbolic.torch_compat import (
     numpy_on_torch_function,
     version_counter,
 )
-from .base import AttributeMissing, VariableTracker
+from .base import AttributeMissing, VariableTracker, hashable
 from .constant import ConstantVariable
 from .containers import SequenceVariable
 from .tensor import SymbolicVariable, TensorVariable
@@ -402,21 +402,13 @@ def _loop_dtype(fn, eager):
     ``ufunc.types``): NumPy casts the operands to it and runs that loop. torch's kernels would
     pick their own (integer division and ``sqrt`` of integers in torch's default float32, where
     NumPy uses float64), so the ``torch._numpy`` ufunc is given the dtype explicitly."""
-    name = _OPERATOR_UFUNCS.get(fn) if _hashable(fn) else None
+    name = _OPERATOR_UFUNCS.get(fn) if hashable(fn) else None
     ufunc = getattr(np, name) if name else fn if isinstance(fn, np.ufunc) else None
     if ufunc is None or ufunc.nout != 1 or not isinstance(eager, (np.ndarray, np.generic)) \
             or eager.dtype.kind not in "fc":
         return None
     char = eager.dtype.char
     return eager.dtype if f"{char * ufunc.nin}->{char}" in ufunc.types else None
-
-
-def _hashable(fn) -> bool:
-    try:
-        hash(fn)
-    except TypeError:
-        return False
-    return True
 
 
 def _torch_dtype(dtype):

@@ -16,6 +16,7 @@ from ...symbolic.torch_compat import (
     map_function,
     set_grad_enabled,
 )
+from .base import hashable
 from .constant import ConstantVariable
 from .containers import ListVariable, SequenceVariable
 from .nn_fast_paths import fast_path_handlers
@@ -376,7 +377,7 @@ def call_torch_function(tx, fn, args, kwargs, interpreted=None):
     handler = _special(fn)
     if handler is not None:
         return handler(tx, args, kwargs)
-    if _hashable(fn) and fn in _collectives()[0]:
+    if hashable(fn) and fn in _collectives()[0]:
         return _call_collective(tx, fn, args, kwargs)
     if getattr(fn, "__qualname__", "") == "Function.apply":
         raise graph_break("UB113", "a custom torch.autograd.Function", frames=tx.user_frames())
@@ -468,7 +469,7 @@ def _call_collective(tx, fn, args, kwargs):
 def _special(fn):
     """The special handler of ``fn``, looking through wrappers: importing torch._dynamo
     replaces some functions (``torch.manual_seed``) by wrappers with ``__wrapped__``."""
-    while fn is not None and _hashable(fn):
+    while fn is not None and hashable(fn):
         if fn in _SPECIAL:
             return _SPECIAL[fn]
         known, answer = export_predicate(fn)  # torch.compiler.is_compiling() and kin
@@ -478,9 +479,3 @@ def _special(fn):
     return None
 
 
-def _hashable(fn) -> bool:
-    try:
-        hash(fn)
-    except TypeError:
-        return False
-    return True

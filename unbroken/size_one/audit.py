@@ -352,8 +352,8 @@ class SizeOneAudit(SizeOneHook):
     def layout_observed(self, recorder, outputs, observed: bool) -> None:
         """The trace has ended: mark the answers of the layout-dependent calls noted by
         ``note_layout_at_one`` sensitive when the program reads a layout fact (``observed``)
-        or returns one of their results (writes are marked as they happen); record the
-        others to be recorded whole as one ``aten.reshape`` node."""
+        or returns one of their results (writes are marked as they happen); record each
+        other one that can be as one ``aten.reshape`` node."""
         roots = [recorder.aliases.root(t) for t in outputs if isinstance(t, torch.Tensor)]
         for note in self._layout_at_one:
             if observed:

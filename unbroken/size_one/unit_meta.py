@@ -139,16 +139,11 @@ def _same_result_at(audit, env, recorder, fn, args, kwargs, result, grad_enabled
     rerun = _rerun_at(audit, env, recorder, fn, args, kwargs, grad_enabled, values)
     if rerun is None:
         return False
-    _, _, again, _ = rerun
-    same = (isinstance(result, torch.Tensor) and isinstance(again, torch.Tensor)
-            and result.dtype == again.dtype and result.dim() == again.dim()
-            and [_expr(x, values) for x in result.shape] == [_expr(x, {}) for x in again.shape])
-    if same:
-        sizes = [_expr(x, {}) for x in again.shape]
-        layouts.append(all(
-            size == 1 or _expr(here, values) == _expr(there, {})
-            for size, here, there in zip(sizes, result.stride(), again.stride())))
-    return same
+    again = rerun[2]
+    if not _same_sizes(result, again, values):
+        return False
+    layouts.append(_same_layout(result, again, values))
+    return True
 
 
 def _rerun_at(audit, env, recorder, fn, args, kwargs, grad_enabled: bool, values: dict):
@@ -203,14 +198,8 @@ def _same_call_but_reshapes(audit, env, recorder, log, fn, args, kwargs, result,
             here, there = here + 2, there + 1
             continue
         if op != op2 or not pairs.same((op_args, op_kwargs), (op_args2, op_kwargs2)):
-            if not _contiguous_copy(log[here]):
+            if not _copy_is_its_input(log[here], pairs, values, copies):
                 return False
-            # a contiguous() that copies here and returns its (contiguous) input at 1
-            known = pairs.tensors.get(id(op_args[0]))
-            if known is None or not _same_layout(out, known[1], values):
-                return False
-            copies[id(out)] = (op_args[0], out)
-            pairs.tensors[id(out)] = (out, known[1])
             here += 1
             continue
         left, left_spec = pytree.tree_flatten(out)
@@ -227,17 +216,26 @@ def _same_call_but_reshapes(audit, env, recorder, log, fn, args, kwargs, result,
             laid_out[id(a)] = a
         pairs.bind(out, out2)
         here, there = here + 1, there + 1
-    while here < len(log) and _contiguous_copy(log[here]) \
-            and id(log[here][1][0]) in pairs.tensors:  # a copy ending the call
-        known = pairs.tensors[id(log[here][1][0])]
-        if not _same_layout(log[here][3], known[1], values):
-            return False
-        copies[id(log[here][3])] = (log[here][1][0], log[here][3])
-        pairs.tensors[id(log[here][3])] = (log[here][3], known[1])
-        here += 1
+    while here < len(log) and _copy_is_its_input(log[here], pairs, values, copies):
+        here += 1  # copies ending the call
     if here != len(log) or there != len(again_log) or not pairs.same(result, again):
         return False
     carriers.update(laid_out)
+    return True
+
+
+def _copy_is_its_input(entry, pairs, values: dict, copies: dict) -> bool:
+    """Whether ``entry`` is a ``contiguous()`` copy made here that is its input at 1 (the
+    input, contiguous there, laid out as the copy): then it pairs with that input and joins
+    ``copies``."""
+    if not _contiguous_copy(entry):
+        return False
+    _, op_args, _, out = entry
+    known = pairs.tensors.get(id(op_args[0]))
+    if known is None or not _same_layout(out, known[1], values):
+        return False
+    copies[id(out)] = (op_args[0], out)
+    pairs.tensors[id(out)] = (out, known[1])
     return True
 
 

@@ -56,3 +56,40 @@ def test_a_violation_is_reported_with_its_fix_not_raised_as_the_user_error():
     with pytest.raises(ShapeViolation) as info:
         settle_shapes(trace, options)
     assert info.value.violations and info.value.fix is not None
+
+
+class _Regions(torch.nn.Module):
+    """A grad-mode region (a higher-order op in torch's form), a size read and a view."""
+
+    def forward(self, x, y):
+        with torch.no_grad():
+            z = (x * 2).sum(0)
+        return z + y.view(-1, x.shape[1]).mean(0), x.shape[0] * 2
+
+
+def test_a_graph_only_build_is_the_programs_graph_without_fake_values():
+    """What the traces at size 1 and the fix checks build: the program's own graph in
+    torch's form, node for node, with unbroken's meta values (no fake conversion)."""
+    from unbroken.ir.parts import ProgramParts
+    from unbroken.size_one.admission import same_program
+    from unbroken.symbolic.torch_compat import FakeTensor
+
+    def build(graph_only):
+        x = torch.randn(4, 3, requires_grad=True)
+        call = ExportCall(_Regions(), (x, torch.randn(2, 6)), {})
+        options = ExportOptions(dynamic_shapes=({0: Dim("n")}, None), graph_only=graph_only)
+        trace = Trace(call, options)
+        flat_outputs, out_spec = trace.run()
+        settle_shapes(trace, options)
+        return build_program(trace, flat_outputs, out_spec, graph_only=graph_only)
+
+    full, parts = build(False), build(True)
+    assert isinstance(parts, ProgramParts)
+    vals = [n.meta["val"] for n in parts.graph_module.graph.nodes
+            if isinstance(n.meta.get("val"), torch.Tensor)]
+    assert vals and not any(isinstance(v, FakeTensor) for v in vals)
+    assert all(v.device.type == "meta" for v in vals)
+    assert any(n.op == "get_attr" for n in parts.graph_module.graph.nodes)  # the region
+    assert [(n.op, n.target) for n in parts.graph_module.graph.nodes] == \
+        [(n.op, n.target) for n in full.graph_module.graph.nodes]
+    assert same_program(full, parts, {})

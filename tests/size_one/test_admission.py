@@ -196,3 +196,34 @@ def test_a_pattern_the_audit_refused_is_lifted_when_a_trace_there_is_the_same(mo
     for batch, seq in [(1, 6), (1, 1), (3, 1), (1, 9), (3, 7)]:
         x = torch.randn(batch, seq, 16)
         assert_close(ep.module()(x), model(x), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("case", ["traced_at_one", "pattern_lifted", "mha"])
+def test_a_program_rebuilt_by_the_admission_has_its_ranges_in_its_shape_env(case):
+    """The admission rebuilds the program with wider ranges (and erased assertions) from
+    its fake values, which keep their mode: that mode's ShapeEnv must say what
+    ``range_constraints`` says (torch's tools read either), every value is still its own
+    fake tensor of that mode, and the program still runs size 1 exactly."""
+    from unbroken.symbolic.torch_compat import FakeTensor
+
+    torch.manual_seed(0)
+    if case == "traced_at_one":
+        model, args = MaskThenAssert(), (torch.randn(3, 4), torch.randn(3, 4))
+        spec, at_one = ({0: Dim.AUTO}, {0: Dim.AUTO}), (torch.randn(1, 4), torch.randn(1, 4))
+    elif case == "pattern_lifted":
+        model, args = ScoresPlusBias(), (torch.randn(2, 6, 16),)
+        spec, at_one = (AUTO2,), (torch.randn(1, 6, 16),)
+    else:
+        model = MhaWithMasks().eval()
+        args = (torch.randn(2, 5, 16), torch.ones(2, 5, dtype=torch.bool))
+        spec, at_one = (AUTO2, AUTO2), (torch.randn(1, 5, 16), torch.ones(1, 5, dtype=torch.bool))
+    ep = unbroken.export(model, args, dynamic_shapes=spec)
+    assert any(int(r.lower) == 1 for r in ep.range_constraints.values())
+    vals = [n.meta["val"] for n in ep.graph.nodes if isinstance(n.meta.get("val"), torch.Tensor)]
+    assert all(isinstance(v, FakeTensor) for v in vals)
+    assert len({id(v.fake_mode) for v in vals}) == 1 and len({id(v) for v in vals}) == len(vals)
+    shape_env = vals[0].fake_mode.shape_env
+    for symbol, value_range in ep.range_constraints.items():
+        assert shape_env.var_to_range[symbol] == value_range, symbol
+    with torch.no_grad():
+        assert_close(ep.module()(*at_one), model(*at_one), rtol=0, atol=0)

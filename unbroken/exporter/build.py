@@ -8,12 +8,14 @@ ranges, and makes the :class:`~unbroken.program.ExportedProgram` (which runs the
 """
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 import torch.fx as fx
 from torch.utils import _pytree as pytree
 
 from ..ir.meta_keys import GRAD_MODE_DECISIONS
-from ..ir.parts import ProgramParts
+from ..ir.parts import ProgramParts, torch_graph
 from ..ir.signature import (
     ConstantArgument,
     ExportGraphSignature,
@@ -38,10 +40,13 @@ from .trace import Trace
 __all__ = ["build_program"]
 
 
-def build_program(trace: Trace, flat_outputs: list, out_spec,
-                  specializations: tuple = ()) -> ExportedProgram:
+def build_program(trace: Trace, flat_outputs: list, out_spec, specializations: tuple = (),
+                  graph_only: bool = False) -> ExportedProgram | ProgramParts:
     """The program of ``trace`` (whose shapes are settled) returning ``flat_outputs``
-    (structured by ``out_spec``); ``specializations``: the ``Dim.AUTO`` dims pinned."""
+    (structured by ``out_spec``); ``specializations``: the ``Dim.AUTO`` dims pinned.
+    ``graph_only``: only the graph is needed (``ExportOptions.graph_only``): the parts, the
+    graph in torch's form with unbroken's values (``torch_graph``), without the fake values
+    and checks of an ``ExportedProgram``."""
     builder, env, output, call = trace.builder, trace.env, trace.output, trace.call
     constant_specs, constants = _lifted_constants(trace)
     _settle_size_one(trace, flat_outputs)
@@ -61,14 +66,17 @@ def build_program(trace: Trace, flat_outputs: list, out_spec,
     signature, module_calls = preserved_signatures(graph_module, signature,
                                                    output.preserved_calls, replaced)
     _, in_spec = pytree.tree_flatten((call.args, call.kwargs))
-    program = ExportedProgram.from_parts(ProgramParts(
+    parts = ProgramParts(
         graph_module, signature, trace.state_dict, constants,
         _range_constraints(trace), in_spec, out_spec,
         example_inputs=(call.args, call.kwargs),
         hints={s: env.hint_of(s) for s, i in env.symbols.items() if i.hint is not None},
         forward_arg_names=tuple(trace.top_dims), module_types=_module_types(call.root),
         env=env, specializations=specializations,
-        strict_layout=bool(strict_layout), module_calls=module_calls))
+        strict_layout=bool(strict_layout), module_calls=module_calls)
+    if graph_only:
+        return dataclasses.replace(parts, graph_module=torch_graph(parts))
+    program = ExportedProgram.from_parts(parts)
     if output.grad_mode_decisions:  # torch.nn fast paths chosen by the grad mode
         program.graph_module.meta[GRAD_MODE_DECISIONS] = tuple(output.grad_mode_decisions)
     return program

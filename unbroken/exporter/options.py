@@ -52,7 +52,10 @@ class ExportOptions:
                       empty: the example inputs' path;
     suggest_fixes:    a refusal for shapes searches a fix and verifies it by exporting again;
     narrow_in_place:  an adoption that only narrows ranges is applied to this trace instead
-                      of tracing again (off where a narrower range would be another spec).
+                      of tracing again (off where a narrower range would be another spec);
+    graph_only:       only the program's graph is needed (a trace at size 1, compared node by
+                      node; a suggested fix, verified by exporting with it): built as
+                      ``ProgramParts`` without fake values (``exporter.build.build_program``).
     """
 
     dynamic_shapes: object = None
@@ -64,6 +67,7 @@ class ExportOptions:
     forced_path: tuple = ()
     suggest_fixes: bool = True
     narrow_in_place: bool = True
+    graph_only: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "auto_refinements",

@@ -129,7 +129,8 @@ _MAX_AUTO_ROUNDS = 8
 
 def run_stages(call: ExportCall, options: ExportOptions) -> tuple[ExportedProgram, Trace, dict]:
     """Trace, settle the shapes, build the program: ``(program, trace, refinements)``, the
-    ``Dim.AUTO`` refinements in effect at the end. A shape violation is raised as the
+    ``Dim.AUTO`` refinements in effect at the end (the program's ``ProgramParts`` with
+    ``options.graph_only``). A shape violation is raised as the
     constraint error, with the suggested fix once it is verified (``options.suggest_fixes``).
     Raises :class:`~unbroken.exporter.shapes.AdoptAuto` when the trace must be done again."""
     trace = Trace(call, options)
@@ -140,8 +141,8 @@ def run_stages(call: ExportCall, options: ExportOptions) -> tuple[ExportedProgra
     except ShapeViolation as refused:
         suggestion = _verified_fix(call, refused.fix, trace) if options.suggest_fixes else None
         raise constraint_error(trace.env, refused.violations, suggestion) from None
-    return build_program(trace, flat_outputs, out_spec, options.specializations), trace, \
-        refinements
+    return build_program(trace, flat_outputs, out_spec, options.specializations,
+                         options.graph_only), trace, refinements
 
 
 def _verified_fix(call: ExportCall, fix, trace: Trace):
@@ -153,7 +154,8 @@ def _verified_fix(call: ExportCall, fix, trace: Trace):
         return None
     spec, code = rendered
     try:
-        run_stages(call, ExportOptions(dynamic_shapes=spec, suggest_fixes=False))
+        run_stages(call, ExportOptions(dynamic_shapes=spec, suggest_fixes=False,
+                                       graph_only=True))
     except RefusalError:
         return None
     return fix.notes, code, spec
@@ -198,7 +200,8 @@ def _admit_size_one(call: ExportCall, options: ExportOptions, trace: Trace,
     if not audit.admits_one:
         return ep
     # a narrower range is another spec too: no narrowing in place at size 1
-    at_one = dataclasses.replace(options, suggest_fixes=False, narrow_in_place=False)
+    at_one = dataclasses.replace(options, suggest_fixes=False, narrow_in_place=False,
+                                 graph_only=True)
 
     def trace_at(args, kwargs, forced):
         try:

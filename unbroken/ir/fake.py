@@ -27,6 +27,7 @@ from unbroken.symbolic.env import ShapeEnvironment
 from unbroken.symbolic.node import sym_expr
 from unbroken.symbolic.ranges import ValueRange, finite_bound
 from unbroken.symbolic.torch_compat import (
+    FakeTensor,
     FakeTensorMode,
     ShapeEnv,
     TensorMetadata,
@@ -63,21 +64,19 @@ def torch_shape_env(range_constraints: dict, hints: dict) -> ShapeEnv:
     """A torch ``ShapeEnv`` whose symbols are unbroken's: ranges from ``range_constraints``,
     example values from ``hints`` (backed symbols only)."""
     env = ShapeEnv()
-    for symbol, value_range in range_constraints.items():
-        env.var_to_range[symbol] = torch_range(value_range)
-        env.var_to_sources.setdefault(symbol, [])
-        if hints.get(symbol) is not None:
-            env.backed_var_to_val[symbol] = sympy.Integer(int(hints[symbol]))
+    _set_ranges(env, range_constraints, hints)
     return env
 
 
 class _Converter:
-    """Rebuilds values under one ``FakeTensorMode``; caches SymInts by expression."""
+    """Rebuilds values under one ``FakeTensorMode`` (``mode``: an existing one, whose values
+    are kept as they are); caches SymInts by expression."""
 
-    def __init__(self, env: ShapeEnv, hints: dict):
+    def __init__(self, env: ShapeEnv, hints: dict, mode: FakeTensorMode | None = None):
         self.env, self.hints = env, {s: sympy.Integer(int(v)) for s, v in hints.items()
                                      if v is not None}
-        self.mode = FakeTensorMode(shape_env=env, allow_non_fake_inputs=True)
+        self.mode = mode if mode is not None else FakeTensorMode(shape_env=env,
+                                                                 allow_non_fake_inputs=True)
         self.symbols: dict = {}
         self.layouts: dict = {}  # (size exprs, stride exprs) -> a TensorMetadata of that layout
 
@@ -124,6 +123,8 @@ class _Converter:
                               known.memory_format, False, {})
 
     def value(self, val, device):
+        if self.own(val):
+            return val
         if isinstance(val, torch.Tensor):
             if val.device.type != "meta" and not val.is_meta:
                 device = val.device
@@ -139,6 +140,15 @@ class _Converter:
             return type(val)(self.value(v, device) for v in val)
         return val
 
+    def own(self, val) -> bool:
+        """Whether ``val`` is already a value of this converter's mode (a fake tensor of it,
+        or a SymInt of its ShapeEnv)."""
+        if isinstance(val, FakeTensor):
+            return val.fake_mode is self.mode
+        if isinstance(val, (torch.SymInt, torch.SymBool, torch.SymFloat)):
+            return val.node.shape_env is self.env
+        return False
+
 
 def _node_device(node: fx.Node, devices: dict, default: torch.device) -> torch.device:
     """The device of a node's value: a ``device=`` argument, else its first tensor input's."""
@@ -151,16 +161,31 @@ def _node_device(node: fx.Node, devices: dict, default: torch.device) -> torch.d
     return default
 
 
-def to_fake_graph(graph_module: fx.GraphModule, env: ShapeEnv, hints: dict,
+def to_fake_graph(graph_module: fx.GraphModule, range_constraints: dict, hints: dict,
                   placeholder_devices: dict) -> None:
-    """Replace every ``meta["val"]`` in ``graph_module`` (and its subgraphs) by a fake value.
+    """Replace every ``meta["val"]`` in ``graph_module`` (and its subgraphs) by a fake value
+    whose sizes are symbols of a torch ``ShapeEnv`` with ``range_constraints`` and ``hints``
+    (:func:`torch_shape_env`).
 
     placeholder_devices: placeholder name -> the device of the real tensor it stands for;
     other nodes take the device of their first tensor input (or their ``device=`` argument).
-    Building the values records no guard in ``env``: unbroken decided the program's guards
-    during the capture, and torch would otherwise print (and check) what building them asked.
+    Building the values records no guard in the ShapeEnv: unbroken decided the program's
+    guards during the capture, and torch would otherwise print (and check) what building them
+    asked.
+
+    A graph whose inputs are already fake under one mode (a program rebuilt with other
+    ranges or a node erased: the size-1 admission) keeps that mode: its ShapeEnv takes
+    ``range_constraints`` and ``hints``, and only the values not yet its own (nodes added
+    since) are built. Building a value with symbolic sizes costs torch's symbolic arithmetic
+    on each size and stride; a graph is most of a program's build.
     """
-    converter = _Converter(env, hints)
+    mode = _fake_mode_of(graph_module.graph)
+    if mode is None:
+        converter = _Converter(torch_shape_env(range_constraints, hints), hints)
+    else:
+        _set_ranges(mode.shape_env, range_constraints, hints)
+        converter = _Converter(mode.shape_env, hints, mode)
+    env = converter.env
     default = next(iter(placeholder_devices.values()), torch.device("cpu"))
     # Each value is built once: the mode's dispatch cache would only cost (keying symbolic
     # sizes and storing an entry was twice the building). Torch's tools that later run the
@@ -171,6 +196,31 @@ def to_fake_graph(graph_module: fx.GraphModule, env: ShapeEnv, hints: dict,
             _convert(graph_module, converter, placeholder_devices, default)
     finally:
         converter.mode.cache_enabled = caching
+
+
+def _fake_mode_of(graph: fx.Graph):
+    """The fake mode of the graph's placeholders, when every tensor one is a fake tensor of
+    one mode with a ShapeEnv; else None."""
+    modes = {id(v.fake_mode): v.fake_mode for v in
+             (n.meta.get("val") for n in graph.nodes if n.op == "placeholder")
+             if isinstance(v, FakeTensor)}
+    tensors = [n for n in graph.nodes if n.op == "placeholder"
+               and isinstance(n.meta.get("val"), torch.Tensor)]
+    if len(modes) != 1 or len(tensors) != sum(
+            isinstance(n.meta["val"], FakeTensor) for n in tensors):
+        return None
+    mode = next(iter(modes.values()))
+    return mode if mode.shape_env is not None else None
+
+
+def _set_ranges(env: ShapeEnv, range_constraints: dict, hints: dict) -> None:
+    """``env``'s ranges and example values for the symbols of ``range_constraints``, as
+    :func:`torch_shape_env` sets them in a new one."""
+    for symbol, value_range in range_constraints.items():
+        env.var_to_range[symbol] = torch_range(value_range)
+        env.var_to_sources.setdefault(symbol, [])
+        if hints.get(symbol) is not None:
+            env.backed_var_to_val[symbol] = sympy.Integer(int(hints[symbol]))
 
 
 def _convert(graph_module, converter, placeholder_devices, default) -> None:
@@ -188,6 +238,9 @@ def _convert(graph_module, converter, placeholder_devices, default) -> None:
         else:
             device = _node_device(node, devices, default)
         devices[node] = device
+        if converter.own(node.meta["val"]) and (
+                "tensor_meta" in node.meta or not isinstance(node.meta["val"], torch.Tensor)):
+            continue  # built before, under this mode
         node.meta["val"] = converter.value(node.meta["val"], device)
         if isinstance(node.meta["val"], torch.Tensor):  # read by torch's passes, as export sets it
             node.meta["tensor_meta"] = converter.tensor_meta(node.meta["val"])

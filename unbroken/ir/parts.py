@@ -40,8 +40,8 @@ from unbroken.symbolic.torch_compat import (
     Verifier,
 )
 
-__all__ = ["ProgramParts", "ModuleCall", "torch_program_args", "as_graph_module",
-           "DIALECT_VERIFIERS"]
+__all__ = ["ProgramParts", "ModuleCall", "torch_program_args", "torch_graph",
+           "as_graph_module", "DIALECT_VERIFIERS"]
 
 #: torch's verifier for each dialect unbroken produces.
 DIALECT_VERIFIERS = {"TRAINING": TrainingIRVerifier, "ATEN": Verifier}
@@ -134,14 +134,9 @@ def torch_program_args(parts: ProgramParts) -> dict:
     """Keyword arguments of ``torch.export.ExportedProgram(...)`` for ``parts`` (see the module
     docstring). The parts' graph is converted in place."""
     graph_module = as_graph_module(parts.graph_module)
-    env = fake.torch_shape_env(parts.range_constraints, parts.hints)
-    fake.to_fake_graph(graph_module, env, parts.hints, _placeholder_devices(parts))
-    _hoist_size_reads(graph_module)
-    _annotate_nodes(graph_module, parts.module_types)
-    graph_module.meta[LAYOUT_READ] = bool(parts.strict_layout)
-    signature, renames = grad_regions.to_torch_regions(graph_module, parts.graph_signature)
-    calls = tuple(call.renamed(renames) for call in parts.module_calls)
-    _check_module_calls(calls, graph_module)
+    fake.to_fake_graph(graph_module, parts.range_constraints, parts.hints,
+                       _placeholder_devices(parts))
+    signature, calls = _torch_graph(graph_module, parts)
     return dict(
         root=graph_module, graph=graph_module.graph, graph_signature=signature,
         state_dict=_state_dict(parts),
@@ -149,6 +144,29 @@ def torch_program_args(parts: ProgramParts) -> dict:
         module_call_graph=module_call_graph(parts, graph_module, calls),
         example_inputs=parts.example_inputs, constants=dict(parts.constants),
         verifiers=[DIALECT_VERIFIERS[parts.dialect]])
+
+
+def torch_graph(parts: ProgramParts) -> fx.GraphModule:
+    """The parts' graph in torch's form, as :func:`torch_program_args` makes it (size reads
+    hoisted, torch's node metadata, grad-mode regions as torch's higher-order op), but with
+    unbroken's values left in ``meta["val"]``: for comparing programs node by node (the
+    traces at size 1 of ``unbroken.size_one``), where fake values would only cost the
+    conversion (most of building a program with symbolic sizes). Converted in place."""
+    graph_module = as_graph_module(parts.graph_module)
+    _torch_graph(graph_module, parts)
+    return graph_module
+
+
+def _torch_graph(graph_module: fx.GraphModule, parts: ProgramParts) -> tuple:
+    """torch's graph conventions applied in place; ``(signature, module calls)`` renamed to
+    the nodes they now name."""
+    _hoist_size_reads(graph_module)
+    _annotate_nodes(graph_module, parts.module_types)
+    graph_module.meta[LAYOUT_READ] = bool(parts.strict_layout)
+    signature, renames = grad_regions.to_torch_regions(graph_module, parts.graph_signature)
+    calls = tuple(call.renamed(renames) for call in parts.module_calls)
+    _check_module_calls(calls, graph_module)
+    return signature, calls
 
 
 def _state_dict(parts: ProgramParts) -> dict:

@@ -18,6 +18,7 @@ import torch.fx as fx
 import torch.utils._pytree as pytree
 
 from ..ir.meta_keys import SIZE_ONE_REFUSED
+from ..ir.parts import ProgramParts
 from ..program import ExportedProgram
 from ..symbolic.diagnostics import UnbrokenError
 from ..symbolic.node import sym_expr
@@ -39,10 +40,11 @@ class SizeOneWarning(UserWarning):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Retrace:
-    """A trace at size 1: its program, a renaming of its symbols to the first trace's, and
-    the symbols (first trace's names) some answer of it depends on being >= 2."""
+    """A trace at size 1: its program (the graph alone is compared: ``ProgramParts`` with
+    unbroken's values), a renaming of its symbols to the first trace's, and the symbols
+    (first trace's names) some answer of it depends on being >= 2."""
 
-    program: ExportedProgram
+    program: ExportedProgram | ProgramParts
     rename: dict
     sensitive: frozenset
 
@@ -318,7 +320,7 @@ def _resize(inputs, leaf_dims: dict, values: dict, hints: Callable):
     return None if failed else (resized, frozenset(forced))
 
 
-def same_program(general: ExportedProgram, special: ExportedProgram, values: dict,
+def same_program(general: ExportedProgram, special: ExportedProgram | ProgramParts, values: dict,
                  rename=None) -> bool:
     """Whether ``general`` with its symbols set to ``values`` runs exactly the ops of
     ``special``: the same tensor ops in the same order with the same arguments (sizes compared

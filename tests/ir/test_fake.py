@@ -70,3 +70,33 @@ def test_hints_of_a_graph_with_only_data_dependent_sizes_warns_nothing(recwarn):
     symbols = set(ep.range_constraints)
     assert hints_of(ep.graph, symbols) == dict.fromkeys(symbols)
     assert not [w for w in recwarn if issubclass(w.category, FutureWarning)]
+
+
+def test_a_program_rebuilt_with_a_wider_range_keeps_its_values_and_forgets_old_answers():
+    """``from_parts`` of a program's own parts keeps its fake values (building them again is
+    most of a build); with a wider range (what the size-1 admission does) the values' ShapeEnv
+    takes it, and what that env proved under the narrower one (``s0 != 1`` for ``s0 >= 2``)
+    is no longer answered: AOTInductor and torch's passes ask that env."""
+    import dataclasses
+
+    import sympy
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+    from unbroken.program import ExportedProgram
+    from unbroken.symbolic.ranges import ValueRange
+
+    ep = unbroken.export(Layouts(), ARGS, dynamic_shapes=({0: Dim("b", min=2)}, None))
+    (symbol, value_range), = ep.range_constraints.items()
+    assert value_range.lower == 2
+    vals = {n.name: n.meta["val"] for n in ep.graph.nodes if "val" in n.meta}
+    shape_env = next(v for v in vals.values() if isinstance(v, torch.Tensor)).fake_mode.shape_env
+    assert statically_known_true(shape_env.create_symboolnode(sympy.Ne(symbol, 1)))
+
+    parts = ep.parts()
+    widened = ExportedProgram.from_parts(dataclasses.replace(
+        parts, range_constraints={symbol: ValueRange(1, None)}))
+    assert widened.range_constraints[symbol].lower == 1
+    assert all(n.meta["val"] is vals[n.name] for n in widened.graph.nodes if n.name in vals)
+    assert shape_env.var_to_range[symbol].lower == 1
+    assert not statically_known_true(shape_env.create_symboolnode(sympy.Ne(symbol, 1)))
+    assert statically_known_true(shape_env.create_symboolnode(sympy.Ge(symbol, 1)))

@@ -33,6 +33,7 @@ from unbroken.symbolic.torch_compat import (
     TensorMetadata,
     ValueRanges,
     extract_tensor_metadata,
+    forget_static_answers,
     int_oo,
 )
 
@@ -184,6 +185,9 @@ def to_fake_graph(graph_module: fx.GraphModule, range_constraints: dict, hints: 
         converter = _Converter(torch_shape_env(range_constraints, hints), hints)
     else:
         _set_ranges(mode.shape_env, range_constraints, hints)
+        # the ranges may be wider (the size-1 admission): answers cached under the old ones
+        # (``s0 != 1`` proven for ``s0 >= 2``) must not reach torch's tools reading this env
+        forget_static_answers(mode.shape_env)
         converter = _Converter(mode.shape_env, hints, mode)
     env = converter.env
     default = next(iter(placeholder_devices.values()), torch.device("cpu"))

@@ -56,7 +56,8 @@ __all__ = [
     "StaticDim", "DimHint", "DimHintType", "OpOverload", "OpOverloadPacket", "HigherOrderOperator",
     "DispatchKey", "TensorBase", "enable_python_dispatcher", "TorchDispatchMode",
     "disable_current_modes", "pop_mode_temporarily", "op_python_kernels", "clear_dispatch_cache",
-    "call_at_key", "op_schema", "overload_name", "is_view", "view_base", "version_counter",
+    "call_at_key", "forget_static_answers", "op_schema", "overload_name", "is_view",
+    "view_base", "version_counter",
     "dispatch_modes", "function_modes", "restore_mode_stacks", "local_dispatch_keys",
     "set_local_dispatch_key", "inference_mode_guard", "set_grad_enabled", "CreationMeta",
     "creation_meta", "parse_to_arguments", "FUNCTION_APPLY", "DEFAULT_SETUP_CONTEXT",
@@ -264,6 +265,14 @@ def suggest_memory_format(tensor: torch.Tensor) -> torch.memory_format:
     """The memory format ATen's ``Tensor::suggest_memory_format`` names for ``tensor``'s
     layout, as torch's Python references compute it (symbolic sizes too; all releases)."""
     return torch._prims_common.suggest_memory_format(tensor)
+
+
+def forget_static_answers(shape_env) -> None:
+    """Drop what a torch ``ShapeEnv`` remembers of the questions its ranges answered
+    (``_maybe_evaluate_static`` and its other ``_lru_cache`` methods): they are cleared when
+    its version counter moves, which a change of ``var_to_range`` alone does not do. Call it
+    after widening a range (an answer proven under the narrower one is stale)."""
+    shape_env._version_counter += 1
 
 
 def op_schema(op) -> torch._C.FunctionSchema:

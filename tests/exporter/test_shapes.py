@@ -21,6 +21,7 @@ import random
 import pytest
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 from torch.export import Dim
 from torch.testing import assert_close
 from torch.utils import _pytree as pytree
@@ -49,11 +50,18 @@ class _Rounds:
     def __init__(self, monkeypatch, *, in_place: bool = True):
         self.traces = 0
         self.adoptions: list[dict] = []
+        self.stopped: list = []  # per trace: (the guard it stopped at or None, its op nodes)
         real_run, real_stages = Trace.run, pipeline.run_stages
 
         def run(trace):
             self.traces += not trace.options.forced_static
-            return real_run(trace)
+            try:
+                return real_run(trace)
+            finally:
+                if not trace.options.forced_static:
+                    nodes = [n for n in trace.builder.root_graph.nodes
+                             if n.op == "call_function"]
+                    self.stopped.append((trace.stopped_for, len(nodes)))
 
         def stages(call, options):
             if not in_place:
@@ -218,8 +226,8 @@ def test_a_range_only_adoption_is_one_trace(monkeypatch):
     (_Pinned(), (torch.randn(3, 8),), ["static"]),
 ], ids=["equal_dims", "pinned"])
 def test_an_adoption_that_changes_symbols_traces_again(monkeypatch, model, args, refinement):
-    """Pinning a dim or making two dims one changes the symbols: today the export traces
-    again with them (the second trace issue 23 item 1 wants gone; this records the rule)."""
+    """Pinning a dim or making two dims one changes the symbols: the export traces again
+    with them (the first trace stops at that guard: see the tests of stopping early)."""
     rounds = _Rounds(monkeypatch)
     ep = unbroken.export(model, args, dynamic_shapes=_all_auto(args))
     assert rounds.traces == 2 and sorted(rounds.adoptions[0].values()) == refinement
@@ -248,13 +256,103 @@ def test_traces_again_only_when_an_adoption_changes_symbols(monkeypatch, name):
     """Every dim Dim.AUTO: one trace per round, and a round only for an adoption that pins,
     relates or derives dims. (A range-only adoption may trace again too, when the narrower
     ranges would answer the trace otherwise, as for ``_TableMask``; none of this corpus
-    does: if one starts to, the replay has become stricter than it needs to be.)"""
+    does: if one starts to, the replay has become stricter than it needs to be.) Traced to
+    the end: a trace stopped early adopts the guards met so far, and a narrowing found by a
+    later round is a round of its own when it cannot be adopted in place."""
     model, args = _CORPUS[name].make()
+    _trace_to_the_end(monkeypatch)
     rounds = _Rounds(monkeypatch)
     unbroken.export(model, args, dynamic_shapes=_all_auto(args))
     assert rounds.traces == 1 + len(rounds.adoptions)
     for adoption in rounds.adoptions:
         assert any(not (isinstance(r, tuple) and r[0] == "range") for r in adoption.values())
+
+
+class _SumThenWork(nn.Module):
+    """``x + y`` makes the two batch dims one; then a long tail of work."""
+
+    def forward(self, x, y):
+        z = x + y
+        for _ in range(24):
+            z = torch.sin(z) * 2
+        return z
+
+
+class _SumInTry(nn.Module):
+    """The equal-dims guard is met inside a ``try`` whose handler computes something else:
+    stopping the trace there must never be taken for the program's own exception."""
+
+    def forward(self, x, y):
+        try:
+            z = (x + y) * 2
+        except Exception:
+            z = x - y
+        return z.sin()
+
+
+class _Attention(nn.Module):
+    """sdpa with a mask whose last dim may broadcast: the meta kernel decides ``mask_len ==
+    seq`` and checks ``mask_len == seq or mask_len == 1`` in the same call; the check implies
+    the decision (sizes >= 2), so the program keeps the mask's dim apart with an assertion
+    (as when tracing to the end), not one symbol for both."""
+
+    def forward(self, q, mask):
+        return F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+
+
+def _trace_to_the_end(monkeypatch):
+    monkeypatch.setattr(pipeline, "_EARLY_ROUNDS", 0)
+
+
+@pytest.mark.parametrize("model, args", [
+    (_SumThenWork(), (torch.randn(3, 4), torch.randn(3, 4))),
+    (_SumInTry(), (torch.randn(3, 4), torch.randn(3, 4))),
+    (_Pinned(), (torch.randn(3, 8),)),
+], ids=["equal_dims", "inside_try", "pinned"])
+def test_the_first_trace_stops_at_a_guard_that_needs_another(monkeypatch, model, args):
+    """An adoption that pins or relates dims needs another trace whatever else the first one
+    finds: the first stops at that guard (issue 23 item 1), and the program is the one
+    tracing to the end gives, computing what eager does."""
+    spec = _all_auto(args)
+    with monkeypatch.context() as patch:
+        _trace_to_the_end(patch)
+        full = _Rounds(patch)
+        whole = unbroken.export(model, args, dynamic_shapes=spec)
+    rounds = _Rounds(monkeypatch)
+    ep = unbroken.export(model, args, dynamic_shapes=spec)
+    assert rounds.adoptions == full.adoptions and rounds.traces == full.traces == 2
+    (guard, first), (none, second) = rounds.stopped
+    assert guard is not None and none is None
+    assert first == 1 and second == full.stopped[1][1] == full.stopped[0][1]  # 1: the op
+    assert _summary(ep) == _summary(whole)
+    resized = tuple(torch.randn(5, *a.shape[1:]) for a in args)
+    assert_close(ep.module()(*resized), model(*resized), rtol=0, atol=0)
+
+
+def test_a_check_of_the_same_operation_keeps_the_trace_going(monkeypatch):
+    args = (torch.randn(2, 3, 6, 4), torch.randn(2, 1, 6, 6))
+    spec = _all_auto(args)
+    with monkeypatch.context() as patch:
+        _trace_to_the_end(patch)
+        whole = unbroken.export(_Attention(), args, dynamic_shapes=spec)
+    rounds = _Rounds(monkeypatch)
+    ep = unbroken.export(_Attention(), args, dynamic_shapes=spec)
+    assert all(guard is None for guard, _ in rounds.stopped)
+    assert _summary(ep) == _summary(whole)
+    assert len(ep.range_constraints) == 7  # a symbol per dim but the mask's head dim (1)
+    resized = (torch.randn(3, 2, 5, 4), torch.randn(3, 1, 5, 5))
+    assert_close(ep.module()(*resized), _Attention()(*resized), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("name", list(_corpus_params()))
+def test_stopping_early_gives_the_program_of_tracing_to_the_end(monkeypatch, name):
+    """Every dim Dim.AUTO on the zoo and realistic models: the same program either way."""
+    model, args = _CORPUS[name].make()
+    spec = _all_auto(args)
+    with monkeypatch.context() as patch:
+        _trace_to_the_end(patch)
+        whole = unbroken.export(model, args, dynamic_shapes=spec)
+    assert _summary(unbroken.export(model, args, dynamic_shapes=spec)) == _summary(whole)
 
 
 # --------------------------------------------------------------------------------------------
@@ -308,8 +406,8 @@ def test_hugging_face_bert_gives_the_retraced_program(monkeypatch):
 @pytest.mark.skipif(not hf_text.available(), reason="transformers is not installed")
 def test_hugging_face_gpt2_traces_again_for_its_equal_batch_dims(monkeypatch):
     """GPT-2 with an attention mask, batch and sequence Dim.AUTO: ``attention_mask.view(
-    batch, -1)`` makes the mask's batch input_ids' (an equal-dims adoption: a second trace,
-    the one issue 23 item 1 wants gone), and nothing else sends it back."""
+    batch, -1)`` makes the mask's batch input_ids' (an equal-dims adoption: a second trace;
+    the first stops at that line, before the blocks), and nothing else sends it back."""
     entry = next(m for m in hf_text.TEXT_MODELS if m.name == "gpt2")
     model, inputs = entry.build(), entry.inputs(batch=2, seq=12)
     rounds = _Rounds(monkeypatch)
@@ -317,6 +415,8 @@ def test_hugging_face_gpt2_traces_again_for_its_equal_batch_dims(monkeypatch):
                          dynamic_shapes={name: {0: A, 1: A} for name in inputs})
     assert rounds.traces == 2
     assert rounds.adoptions == [{"attention_mask.shape[0]": "input_ids.shape[0]"}]
+    (guard, stopped_at), (_, whole) = rounds.stopped
+    assert guard and stopped_at < whole / 10
     draw = entry.inputs(batch=3, seq=9, seed=1)
     with torch.no_grad():
         assert_close(ep.module()(**draw), model(**draw), rtol=1e-4, atol=1e-4)

@@ -97,3 +97,24 @@ def test_the_path_budget_nests_and_keeps_what_is_not_given():
         (8, 2, 5.0, 1_000)
     assert inner.path_instructions == Budget().path_instructions
     assert current_budget() == Budget()
+
+
+# --------------------------------------------------------------------------------------------
+# a requested stop (the exporter's adopt_early)
+# --------------------------------------------------------------------------------------------
+
+def test_a_requested_stop_ends_the_trace_at_the_next_instruction_once_confirmed():
+    from unbroken.frontend.budget import CLOCK_EVERY, BudgetMeter, TraceStopped
+
+    meter = BudgetMeter(current_budget())
+    meter.count = 10
+    asked = []
+    meter.request_stop(lambda: asked.append(1) or True)
+    meter.request_stop(lambda: pytest.fail("a second request while one is pending"))
+    meter.count += 1  # what the interpreter does before it looks at the meter
+    assert meter.count % CLOCK_EVERY == 0
+    with pytest.raises(TraceStopped):
+        meter.exhausted()
+    assert asked == [1]
+    meter.request_stop(lambda: False)  # not confirmed: the trace goes on, nothing pending
+    assert meter.exhausted() is None and meter.exhausted() is None

@@ -156,3 +156,58 @@ def test_a_range_only_adoption_narrows_in_place_without_a_second_trace(monkeypat
     assert retraced.graph_module.code == ep.graph_module.code
     assert dict(retraced.range_constraints) == dict(ep.range_constraints)
 
+
+
+# --------------------------------------------------------------------------------------------
+# which guards need another trace whatever else the trace finds (options.adopt_early)
+# --------------------------------------------------------------------------------------------
+
+def _auto_env(*, dynamic=()):
+    """Two Dim.AUTO dims (``a``, ``b``, hints 4), a Dim.DYNAMIC one (``c``) and a named one
+    (``n``)."""
+    from unbroken.symbolic.env import ShapeEnvironment
+
+    env = ShapeEnvironment()
+    a, b, c, n = (env.create_symbol(name, 4, source=f"{name}.shape[0]") for name in "abcn")
+    env.auto_symbols.update({a: "a.shape[0]", b: "b.shape[0]", c: "c.shape[0]"})
+    env.dynamic_symbols.add(c)
+    return env, (a, b, c, n)
+
+
+def test_equal_auto_dims_and_a_pinned_auto_dim_need_another_trace():
+    import sympy
+
+    from unbroken.symbolic.auto import may_need_retrace, needs_retrace
+    from unbroken.symbolic.guards import Guard
+
+    env, (a, b, c, n) = _auto_env()
+    retrace = [Guard(sympy.Eq(a, b), True), Guard(sympy.Ne(b, a), False),  # a == b
+               Guard(sympy.Eq(a, 4), True), Guard(sympy.Eq(4, b), True),  # pinned
+               Guard(sympy.Eq(a, c), True),  # Dim.DYNAMIC may be related to another dim
+               Guard(sympy.Eq(a, b), True, kind="expect_true")]  # torch._check(a == b)
+    others = [Guard(sympy.Eq(a, b), False),  # a != b: an assertion, not a new symbol
+              Guard(sympy.Eq(a, n), True),  # a named Dim: refused, with every violation
+              Guard(sympy.Eq(c, 4), True),  # Dim.DYNAMIC never becomes static: refused
+              Guard(sympy.Eq(a, 2 * b), True),  # derived: a retrace may not be the plan
+              Guard(a <= 8, True)]  # a range: narrowed in place when the answers allow
+    assert [needs_retrace(env, g) for g in retrace] == [True] * len(retrace)
+    assert [may_need_retrace(env, g) for g in others] == [False] * len(others)
+
+
+def test_a_torch_check_that_implies_the_equality_takes_the_retrace_back():
+    """sdpa's meta kernel decides ``mask_len == seq_len`` and then checks ``mask_len == seq_len
+    or mask_len == 1``: with every size >= 2 the check implies the decision, which is then no
+    violation (the check stays a run-time assertion). A torch._check itself is decided under
+    the spec alone, as settle_shapes does."""
+    import sympy
+
+    from unbroken.symbolic.auto import may_need_retrace, needs_retrace
+    from unbroken.symbolic.guards import Guard
+
+    env, (a, b, _, _) = _auto_env()
+    decided = Guard(sympy.Eq(a, b), True)
+    check = Guard(sympy.Or(sympy.Eq(a, b), sympy.Eq(b, 1)), True, kind="expect_true")
+    env.guards += [decided, check]
+    env.facts.append(check.expr)
+    assert may_need_retrace(env, decided) and not needs_retrace(env, decided)
+    assert needs_retrace(env, Guard(sympy.Eq(a, b), True, kind="expect_true"))

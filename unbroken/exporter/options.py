@@ -55,7 +55,11 @@ class ExportOptions:
                       of tracing again (off where a narrower range would be another spec);
     graph_only:       only the program's graph is needed (a trace at size 1, compared node by
                       node; a suggested fix, verified by exporting with it): built as
-                      ``ProgramParts`` without fake values (``exporter.build.build_program``).
+                      ``ProgramParts`` without fake values (``exporter.build.build_program``);
+    adopt_early:      stop the trace after the first operation that records a guard whose
+                      ``Dim.AUTO`` adoption needs another trace (two dims made one, a dim
+                      pinned: ``symbolic.auto.needs_retrace``): what comes after it is traced
+                      again anyway (``run_stages`` raises ``AdoptAuto`` for those guards).
     """
 
     dynamic_shapes: object = None
@@ -68,6 +72,7 @@ class ExportOptions:
     suggest_fixes: bool = True
     narrow_in_place: bool = True
     graph_only: bool = False
+    adopt_early: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "auto_refinements",

@@ -24,7 +24,7 @@ from torch.export.dynamic_shapes import AdditionalInputs, ShapesCollection
 from ..frontend.translator import check_python_version
 from ..program import ExportedProgram
 from ..size_one import Retrace, admit_size_one
-from ..symbolic.auto import SpecializationWarning
+from ..symbolic.auto import SpecializationWarning, plan_adoption
 from ..symbolic.diagnostics import (
     ConstraintViolationError,
     ExportUsageError,
@@ -97,10 +97,13 @@ def _export(mod, args, kwargs, dynamic_shapes, preserve=frozenset()) -> Exported
     refinements: dict = {}
     specializations: list = []
     try:
-        for _ in range(_MAX_AUTO_ROUNDS):
+        for round_ in range(_MAX_AUTO_ROUNDS):
+            # the first rounds stop at a guard another trace adopts; later ones trace to the
+            # end and adopt all they find at once (a bound on the rounds, whatever the model)
             options = ExportOptions(dynamic_shapes=dynamic_shapes, preserve=preserve,
                                     auto_refinements=refinements,
-                                    specializations=tuple(specializations))
+                                    specializations=tuple(specializations),
+                                    adopt_early=round_ < _EARLY_ROUNDS)
             try:
                 ep, trace, settled = run_stages(call, options)
             except AdoptAuto as adopt:  # Dim.AUTO dims take what the code requires: retrace
@@ -125,6 +128,7 @@ def _export(mod, args, kwargs, dynamic_shapes, preserve=frozenset()) -> Exported
 
 
 _MAX_AUTO_ROUNDS = 8
+_EARLY_ROUNDS = 3  # rounds that stop at the first guard needing another trace (adopt_early)
 
 
 def run_stages(call: ExportCall, options: ExportOptions) -> tuple[ExportedProgram, Trace, dict]:
@@ -134,7 +138,17 @@ def run_stages(call: ExportCall, options: ExportOptions) -> tuple[ExportedProgra
     constraint error, with the suggested fix once it is verified (``options.suggest_fixes``).
     Raises :class:`~unbroken.exporter.shapes.AdoptAuto` when the trace must be done again."""
     trace = Trace(call, options)
-    flat_outputs, out_spec = trace.run()
+    try:
+        flat_outputs, out_spec = trace.run()
+    except Exception:
+        if trace.stopped_for is None:
+            raise
+        # stopped (options.adopt_early), or failed after the stop was asked: what follows
+        # that guard is traced again under its adoption, which meets that failure too
+        adoption = plan_adoption(trace.env, trace.stopped_for)
+        if adoption is None or not adoption.refinements:  # not adopted by a trace after all
+            return run_stages(call, dataclasses.replace(options, adopt_early=False))
+        raise AdoptAuto(adoption, options.auto_refinements) from None
     check_outputs(flat_outputs, trace.output.user_frames() or ())
     try:
         refinements = settle_shapes(trace, options)

@@ -38,6 +38,7 @@ from ..ir.signature import (
     TensorArgument,
 )
 from ..size_one import SizeOneAudit
+from ..symbolic.auto import may_need_retrace, needs_retrace
 from ..symbolic.diagnostics import RefusalError
 from ..symbolic.env import ShapeEnvironment
 from ..symbolic.spec import resolve_dynamic_shapes
@@ -95,6 +96,10 @@ class Trace:
                                    find_all=options.find_all, preserved_paths=options.preserve,
                                    path=path)
         self.ended_by = None  # find_breaks: the failure that ended the trace, if any
+        # options.adopt_early: the guards the trace was stopped for (needs_retrace), if any
+        self.stopped_for = None
+        if options.adopt_early:
+            self.env.on_guard = self._stop_for_adoption
         self.input_specs: list[InputSpec] = []
         self.state_dict: dict = {}
         self.constants: dict = {}
@@ -113,13 +118,31 @@ class Trace:
         self.builder.reserve_names(name for name, _, _ in self._input_leaves(signature))
         self._lift_state()
         arg_trackers, kwarg_trackers = self._lift_inputs(signature, dims)
-        with _tracing(root, self._metas), preserving(self.recorder), trace_wide():
-            arg_trackers, kwarg_trackers = materialize(self.output, (arg_trackers,
-                                                                     kwarg_trackers))
-            result, tx = trace_call(self.output, call.mod, arg_trackers, kwarg_trackers)
-            outputs = result.unwrap(tx)
+        try:
+            with _tracing(root, self._metas), preserving(self.recorder), trace_wide():
+                arg_trackers, kwarg_trackers = materialize(self.output, (arg_trackers,
+                                                                         kwarg_trackers))
+                result, tx = trace_call(self.output, call.mod, arg_trackers, kwarg_trackers)
+                outputs = result.unwrap(tx)
+        finally:
+            self.env.on_guard = None  # a guard decided later is settled with the others
         user_pytree_leaves(outputs, "forward()'s result")  # the user's flatten functions run
         return pytree.tree_flatten(outputs)
+
+    def _stop_for_adoption(self, guard) -> None:
+        """``env.on_guard`` under ``options.adopt_early``: a guard that may need another trace
+        stops this one at the interpreter's next instruction, if it does need one then (the
+        ``torch._check`` of the same operation known: ``symbolic.auto.needs_retrace``); the
+        trace stops for every such guard recorded by then (an addition relates every dim)."""
+        env = self.env
+        if self.stopped_for is None and may_need_retrace(env, guard):
+            def confirm() -> bool:
+                found = tuple(g for g in env.guards if may_need_retrace(env, g)
+                              and needs_retrace(env, g))
+                self.stopped_for = found or None
+                return bool(found)
+
+            self.output.meter.request_stop(confirm)
 
     def find_breaks(self) -> list:
         """Trace in "find them all" mode: every graph break on this trace's path (the example

@@ -22,7 +22,8 @@ import linecache
 import time
 from dataclasses import dataclass
 
-__all__ = ["Budget", "budget", "current_budget", "BudgetMeter", "loop_statement_line"]
+__all__ = ["Budget", "budget", "current_budget", "BudgetMeter", "TraceStopped",
+           "loop_statement_line"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,19 +75,39 @@ def budget(instructions: int | None = None, seconds: float | None = None, *,
 CLOCK_EVERY = 4096  # instructions between two reads of the clock
 
 
+class TraceStopped(Exception):
+    """The trace was asked to stop (:meth:`BudgetMeter.request_stop`): raised by the
+    interpreter at an instruction boundary and passed up untouched, never delivered to the
+    program's own handlers. The one who asked knows why and what comes next."""
+
+
 class BudgetMeter:
     """Counts the instructions of one trace against ``limit`` (a :class:`Budget`). The
     interpreter's loop adds one to ``count`` per instruction and, every ``CLOCK_EVERY``
-    instructions, asks ``exhausted()``: a description of what ran out, or None."""
+    instructions, asks ``exhausted()``: a description of what ran out, or None; or it raises
+    :class:`TraceStopped` once a stop was requested."""
 
-    __slots__ = ("limit", "count", "deadline")
+    __slots__ = ("limit", "count", "deadline", "_stop_if")
 
     def __init__(self, limit: Budget):
         self.limit = limit
         self.count = 0
         self.deadline = time.monotonic() + limit.seconds
+        self._stop_if = None
+
+    def request_stop(self, confirm) -> None:
+        """End the trace at the next instruction the interpreter starts (the count moves up
+        to the next check) if ``confirm()`` then says True; else go on. Asked once, at that
+        instruction; a request while one is pending is dropped."""
+        if self._stop_if is None:
+            self._stop_if = confirm
+            self.count += (-self.count - 1) % CLOCK_EVERY
 
     def exhausted(self) -> str | None:
+        if self._stop_if is not None:
+            confirm, self._stop_if = self._stop_if, None
+            if confirm():
+                raise TraceStopped()
         if self.count > self.limit.instructions:
             return f"{self.limit.instructions:,} bytecode instructions"
         if time.monotonic() > self.deadline:

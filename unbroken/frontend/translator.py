@@ -27,7 +27,7 @@ from ..symbolic.diagnostics import (
     frame_from_code,
 )
 from ..symbolic.diagnostics.catalogue import TracedException, graph_break
-from .budget import CLOCK_EVERY, loop_statement_line
+from .budget import CLOCK_EVERY, TraceStopped, loop_statement_line
 from .opcodes import HANDLERS
 from .opcodes.arithmetic import apply_binary
 from .opcodes.versions import python_support_error
@@ -244,13 +244,16 @@ class InstructionTranslator:
     def _handle(self, exc: Exception, instruction) -> None:
         """An exception out of ``instruction``'s handler: delivered to the program's own
         ``except`` (a ``TracedException`` a handler covers), else raised with the user's
-        location; anything but unbroken's errors is a bug in unbroken (``InternalError``)."""
+        location; anything but unbroken's errors is a bug in unbroken (``InternalError``). A
+        requested stop passes (``TraceStopped``)."""
         if isinstance(exc, TracedException):
             if not self._unwind_to_handler(instruction, exc):
                 raise exc.with_frames(self.user_frames()) from None
             return
         if isinstance(exc, UnbrokenError):
             raise exc.with_frames(self.user_frames()) from None
+        if isinstance(exc, TraceStopped):
+            raise exc
         if isinstance(exc, RecursionError):
             raise graph_break("UB118", "Python's recursion limit was reached",
                               frames=self.user_frames()) from None

@@ -15,7 +15,9 @@ everywhere, ``Dim.DYNAMIC`` except that it may not become static) the fix search
 
 The first three change the symbols, so export traces again with :class:`Adoption`'s
 ``refinements`` (keyed by dim source, e.g. ``x.shape[0]``; see ``spec.resolve_dynamic_shapes``);
-assertions are placed once the symbols have settled.
+assertions are placed once the symbols have settled. A guard that relates two dims or pins
+one (:func:`needs_retrace`) needs that trace whatever else the first finds: the exporter
+stops the first trace after the operation that recorded it (``ExportOptions.adopt_early``).
 """
 from __future__ import annotations
 
@@ -28,9 +30,10 @@ from .env import ShapeEnvironment
 from .fixes import Fix, suggest_fix
 from .guards import Guard, render_expr
 from .ranges import ValueRange, finite_bound
+from .solver import Solver
 
 __all__ = ["Adoption", "Specialization", "SpecializationWarning", "narrow_in_place",
-           "plan_adoption"]
+           "may_need_retrace", "needs_retrace", "plan_adoption"]
 
 
 class SpecializationWarning(UserWarning):
@@ -80,9 +83,10 @@ class Adoption:
 
 def plan_adoption(env: ShapeEnvironment, violations) -> Adoption | None:
     """The :class:`Adoption` that makes every violated guard hold, or None when a violation
-    involves a named ``Dim`` (or would make a ``Dim.DYNAMIC`` static): that is refused."""
+    involves a named ``Dim`` (or would make a ``Dim.DYNAMIC`` static): that is refused.
+    ``violations``: ``solver.Violation``s, or the violated ``Guard``s themselves."""
     adoptable = set(env.auto_symbols)
-    guards = [v.guard for v in violations]
+    guards = [v if isinstance(v, Guard) else v.guard for v in violations]
     if not all(g.as_fact().free_symbols & adoptable for g in guards):
         return None
     backed = [s for s, info in env.symbols.items() if info.hint is not None]
@@ -100,6 +104,44 @@ def plan_adoption(env: ShapeEnvironment, violations) -> Adoption | None:
     return Adoption(_refinements(env, fix, ranges),
                     tuple(_guard_for(fact, guards) for fact in fix.asserted),
                     tuple(_specialization(env, s, fix, guards) for s in fix.static))
+
+
+def may_need_retrace(env: ShapeEnvironment, guard: Guard) -> bool:
+    """The cheap half of :func:`needs_retrace`, asked of every guard as it is recorded: its
+    fact is ``a == b`` for two ``Dim.AUTO``/``Dim.DYNAMIC`` symbols or ``a == n`` for a
+    ``Dim.AUTO`` symbol."""
+    fact = guard.as_fact()
+    if not isinstance(fact, sympy.Eq):
+        return False
+    auto = env.auto_symbols
+    lhs, rhs = fact.args
+    if isinstance(lhs, sympy.Integer):
+        lhs, rhs = rhs, lhs
+    if not (isinstance(lhs, sympy.Symbol) and lhs in auto):
+        return False
+    if isinstance(rhs, sympy.Symbol):
+        return rhs in auto and rhs != lhs
+    return isinstance(rhs, sympy.Integer) and lhs not in env.dynamic_symbols
+
+
+def needs_retrace(env: ShapeEnvironment, guard: Guard) -> bool:
+    """True when ``guard`` is a violation whose adoption changes the symbols, and so needs
+    another trace whatever else the trace finds: two ``Dim.AUTO``/``Dim.DYNAMIC`` dims made
+    one (``a == b``), or a ``Dim.AUTO`` dim pinned (``a == n``). Asked once the operation that
+    recorded it is over (the ``torch._check`` it made are then known: sdpa's meta kernel
+    decides ``mask_len == seq_len``, then checks ``mask_len == seq_len or mask_len == 1``).
+    The spec cannot imply such a fact (the ranges did not settle it, else it would not be
+    recorded, and two symbols are free of each other); the facts of ``torch._check`` recorded
+    so far can (a guard is decided under them, as ``settle_shapes`` does; a ``torch._check``
+    itself under the spec alone). A fact checked later than that would take it back: not
+    known here. Narrower ranges are not such a guard: they are adopted in place when the
+    trace's answers allow it."""
+    if not may_need_retrace(env, guard):
+        return False
+    if not env.facts:
+        return True
+    solver = Solver(env, assume_checks=guard.kind != "expect_true", smallest=False)
+    return solver.decide(guard.as_fact()).verdict != "true"
 
 
 def narrow_in_place(env: ShapeEnvironment, adoption: Adoption) -> bool:

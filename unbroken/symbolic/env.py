@@ -72,12 +72,16 @@ class ShapeEnvironment:
         size_one:    the size-1 audit (``unbroken.size_one``) through its hook: every answer
                      is reported to it (``audit``), and a dry run (``size_one.dry``) answers
                      only what the ranges settle. :data:`NO_SIZE_ONE` when none is given.
+        on_guard:    None, or a callable given every guard as it is recorded (after it is
+                     in ``guards``): the exporter watches for a ``Dim.AUTO`` adoption that
+                     needs another trace (``symbolic.auto.needs_retrace``).
     """
 
     def __init__(self, location_provider: Callable[[], tuple[UserFrame, ...]] | None = None,
                  size_one: SizeOneHook = NO_SIZE_ONE):
         self.location_provider = location_provider
         self.size_one = size_one
+        self.on_guard: Callable[[Guard], None] | None = None
         self.symbols: dict[sympy.Symbol, SymbolInfo] = {}
         self.var_ranges: dict[sympy.Symbol, ValueRange] = {}
         self.spec_ranges: dict[sympy.Symbol, ValueRange] = {}
@@ -512,6 +516,8 @@ class ShapeEnvironment:
         frames = tuple(self.location_provider()) if self.location_provider else ()
         op = self._op_stack[-1] if self._op_stack else None
         self.guards.append(Guard(expr, value, frames, op, kind))
+        if self.on_guard is not None:
+            self.on_guard(self.guards[-1])
 
     def _refine(self, expr) -> None:
         """Narrow a symbol's range from a fact of the form ``symbol <op> constant``."""

@@ -194,11 +194,21 @@ class _Table(nn.Module):
 
 class _TableMask(_Table):
     """``table[:seq]`` (seq <= 16) and then a whole slice of the sequence dim
-    (``y[:, None, None, :]``, as BERT's attention mask): whether ``end >= seq`` is known
-    depends on the range, so the program under ``seq <= 16`` has no slice node for it."""
+    (``y[:, None, None, :]``, as BERT's attention mask): slicing to the end asks whether
+    ``seq <= 9223372036854775807``, which every int64 size is, whatever its range: no slice
+    node, and nothing the narrower range answers otherwise."""
 
     def forward(self, x):
         return super().forward(x)[:, None, None, :]
+
+
+class _TableThenFirst16(_Table):
+    """``table[:seq]`` (seq <= 16) and then ``y[:, :16]``: whether the slice is the whole dim
+    (``seq <= 16``) is known under the narrower range only, so the program under ``seq <= 16``
+    has no slice node for it."""
+
+    def forward(self, x):
+        return super().forward(x)[:, :16]
 
 
 class _Sum(nn.Module):
@@ -255,7 +265,7 @@ def _corpus_params():
 def test_traces_again_only_when_an_adoption_changes_symbols(monkeypatch, name):
     """Every dim Dim.AUTO: one trace per round, and a round only for an adoption that pins,
     relates or derives dims. (A range-only adoption may trace again too, when the narrower
-    ranges would answer the trace otherwise, as for ``_TableMask``; none of this corpus
+    ranges would answer the trace otherwise, as for ``_TableThenFirst16``; none of this corpus
     does: if one starts to, the replay has become stricter than it needs to be.) Traced to
     the end: a trace stopped early adopts the guards met so far, and a narrowing found by a
     later round is a round of its own when it cannot be adopted in place."""
@@ -365,16 +375,27 @@ def test_range_narrowed_in_place_is_the_retraced_program(monkeypatch):
 
 
 def test_a_narrowing_that_changes_what_the_ranges_answered_traces_again(monkeypatch):
-    """The first trace asked the ranges whether ``end >= seq`` (no, on [2, oo)); under
-    ``seq <= 16`` they answer yes and the slice goes: narrowing in place would keep a node
-    the narrowed spec's trace does not have. The fallback is taken: a second trace, the
-    same program as the old path's."""
+    """The first trace asked the ranges whether ``[:, :16]`` is the whole sequence dim (not
+    known on [2, oo)); under ``seq <= 16`` they answer yes and the slice goes: narrowing in
+    place would keep a node the narrowed spec's trace does not have. The fallback is taken: a
+    second trace, the same program as the old path's."""
     args = (torch.randn(2, 12),)
-    traces = _same_programs(_TableMask(), args, {}, ({0: A, 1: A},), monkeypatch)
+    traces = _same_programs(_TableThenFirst16(), args, {}, ({0: A, 1: A},), monkeypatch)
     assert traces == 2
-    ep = unbroken.export(_TableMask(), args, dynamic_shapes=({0: A, 1: A},))
+    ep = unbroken.export(_TableThenFirst16(), args, dynamic_shapes=({0: A, 1: A},))
     assert not [n for n in ep.graph.nodes if n.op == "call_function"
-                and n.target is torch.ops.aten.slice.Tensor and n.args[1] == 3]
+                and n.target is torch.ops.aten.slice.Tensor and n.args[1] == 1]
+
+
+def test_slicing_to_the_end_is_one_trace_and_no_slice(monkeypatch):
+    """``y[:, None, None, :]`` after a narrowing: ``seq <= 9223372036854775807`` holds for any
+    int64 size, on the wide range as on the narrow one: narrowed in place, and the whole
+    slice is no node of either program."""
+    args = (torch.randn(2, 12),)
+    assert _same_programs(_TableMask(), args, {}, ({0: A, 1: A},), monkeypatch) == 1
+    ep = unbroken.export(_TableMask(), args, dynamic_shapes=({0: A, 1: A},))
+    assert not [n for n in ep.graph.nodes if n.target is torch.ops.aten.slice.Tensor
+                and n.args[1] == 3]
 
 
 @pytest.mark.parametrize("name, spec", [
@@ -392,14 +413,14 @@ def test_corpus_narrowed_in_place_is_the_retraced_program(monkeypatch, name, spe
 @pytest.mark.skipif(not hf_text.available(), reason="transformers is not installed")
 def test_hugging_face_bert_gives_the_retraced_program(monkeypatch):
     """BERT's position table bounds the sequence (<= 512), and its attention mask is a whole
-    slice of the sequence dim (``mask[:, None, None, :]``): as in ``_TableMask``, the
-    narrowing changes an answer of the ranges, so it traces again (with token_type_ids given,
-    a round of its own: its dims are input_ids')."""
+    slice of the sequence dim (``mask[:, None, None, :]``): as in ``_TableMask``, nothing
+    the narrower range answers otherwise, so it is narrowed in place (with token_type_ids
+    given, a round of its own: its dims are input_ids')."""
     entry = next(m for m in hf_text.TEXT_MODELS if m.name == "bert")
     model, inputs = entry.build(), entry.inputs(batch=2, seq=12)
     del inputs["token_type_ids"]
     spec = {name: {0: A, 1: A} for name in inputs}
-    assert _same_programs(model, (), inputs, spec, monkeypatch, draws=2) == 2
+    assert _same_programs(model, (), inputs, spec, monkeypatch, draws=2) == 1
 
 
 @pytest.mark.slow

@@ -118,3 +118,20 @@ def test_finite_bound_is_an_int_or_none_for_every_spelling_of_infinity():
     for infinite in (None, sympy.oo, -sympy.oo, int_oo, -int_oo, float("inf"), 2 ** 62,
                      sympy.Symbol("s0")):
         assert finite_bound(infinite) is None
+
+
+def test_an_integer_symbol_is_an_int64_whatever_its_range():
+    """Slicing to the end asks ``size <= 9223372036854775807``: true of every int64, so true
+    on ``[2, oo)`` as on ``[2, 512]`` (a narrowing in place cannot change the answer); what
+    the int64 bounds do not settle stays unknown."""
+    s = sympy.Symbol("s0", integer=True, positive=True)
+    u = sympy.Symbol("u0", integer=True)
+    top, bottom = 2 ** 63 - 1, -(2 ** 63)
+    ranges = {s: ValueRange(2, sympy.oo), u: ValueRange.unbounded()}
+    settled = {s <= top: True, s > top: False, s < top + 1: True, sympy.Eq(s, top + 1): False,
+               sympy.Ne(top + 5, s): True, u >= bottom: True, u < bottom: False}
+    assert {e: static_truth(e, ranges) for e in settled} == settled
+    for open_question in (s < top, s <= 512, sympy.Eq(s, top), u <= 0, 2 * s <= top):
+        assert static_truth(open_question, ranges) is None, open_question
+    real = sympy.Symbol("zuf0", real=True)  # a float is no int64
+    assert static_truth(real <= top, {real: ValueRange.unbounded()}) is None

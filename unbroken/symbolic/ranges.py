@@ -377,7 +377,28 @@ def _relational_truth(rel, ranges, cache) -> bool | None:
         factored = _common_factors(difference)
         if factored is not difference:
             truth = _sign_truth(rel, bound(factored, ranges, cache))
+    if truth is None:
+        truth = _int64_truth(rel, lhs, rhs, ranges)
     return truth
+
+
+_INT64 = ValueRange(-(2 ** 63), 2 ** 63 - 1)
+
+
+def _int64_truth(rel, lhs, rhs, ranges) -> bool | None:
+    """Every integer a program holds is an int64 (a size, a SymInt, the ``item()`` of an
+    integer tensor): an integer symbol compared with a constant at or beyond that type's
+    bounds is decided over its range within them. Slicing to the end asks ``size <=
+    9223372036854775807`` (is the slice the whole dim?): the answer is the same whatever the
+    symbol's range, so narrowing a range cannot change it."""
+    symbol, constant = (lhs, rhs) if isinstance(rhs, sympy.Integer) else (rhs, lhs)
+    if not (isinstance(symbol, sympy.Symbol) and symbol.is_integer
+            and isinstance(constant, sympy.Integer)):
+        return None
+    if _INT64.lower < constant < _INT64.upper:
+        return None
+    within = ranges.get(symbol, ValueRange.unbounded()).intersect(_INT64)
+    return _sign_truth(rel, bound(lhs - rhs, {symbol: within}))
 
 
 def _sign_truth(rel, diff: ValueRange) -> bool | None:

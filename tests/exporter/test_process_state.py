@@ -167,3 +167,42 @@ def test_refused_export_keeps_the_model():
         unbroken.export(model, (torch.randn(2, 3),))
     unbroken.find_graph_breaks(model, (torch.randn(2, 3),))
     assert snapshot.diff(ModelSnapshot.of(model)) == []
+
+
+class StopsInsideRegions(torch.nn.Module):
+    """Under Dim.AUTO, ``x + y`` makes the two inputs' dims one: the first trace stops right
+    after it, inside grad-mode and autocast regions (``ExportOptions.adopt_early``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x, y):
+        with torch.no_grad(), torch.autocast("cpu", enabled=False):
+            z = self.lin(x + y)
+            w = z * 2
+        return w + x
+
+
+def test_a_trace_stopped_for_an_adoption_leaves_the_process_and_model_unchanged(monkeypatch):
+    from unbroken.exporter.trace import Trace
+
+    stopped, real_run = [], Trace.run
+
+    def run(trace):
+        try:
+            return real_run(trace)
+        finally:
+            stopped.append(trace.stopped_for is not None)
+
+    monkeypatch.setattr(Trace, "run", run)
+    model, args = StopsInsideRegions(), (torch.randn(3, 4), torch.randn(3, 4))
+    snapshot, before = ModelSnapshot.of(model), ProcessState.capture()
+    dims = {0: torch.export.Dim.AUTO, 1: torch.export.Dim.AUTO}
+    ep = unbroken.export(model, args, dynamic_shapes=(dims, dims))
+    assert stopped[0] and not stopped[-1]  # x + y, then self.lin pins the features
+    assert ProcessState.capture() == before
+    assert snapshot.diff(ModelSnapshot.of(model)) == []
+    resized = (torch.randn(5, 4), torch.randn(5, 4))
+    torch.testing.assert_close(ep.module()(*resized), model(*resized), rtol=0, atol=0)
+    _eager_works()

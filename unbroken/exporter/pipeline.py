@@ -98,8 +98,9 @@ def _export(mod, args, kwargs, dynamic_shapes, preserve=frozenset()) -> Exported
     specializations: list = []
     try:
         for round_ in range(_MAX_AUTO_ROUNDS):
-            # the first rounds stop at a guard another trace adopts; later ones trace to the
-            # end and adopt all they find at once (a bound on the rounds, whatever the model)
+            # the first round stops at a guard another trace adopts; later ones trace to the
+            # end and adopt all they find at once: stopping in every round would trace the
+            # start again for each guard met further on (a decoder layer's memory dims)
             options = ExportOptions(dynamic_shapes=dynamic_shapes, preserve=preserve,
                                     auto_refinements=refinements,
                                     specializations=tuple(specializations),
@@ -128,7 +129,7 @@ def _export(mod, args, kwargs, dynamic_shapes, preserve=frozenset()) -> Exported
 
 
 _MAX_AUTO_ROUNDS = 8
-_EARLY_ROUNDS = 3  # rounds that stop at the first guard needing another trace (adopt_early)
+_EARLY_ROUNDS = 1  # rounds that stop at the first guard needing another trace (adopt_early)
 
 
 def run_stages(call: ExportCall, options: ExportOptions) -> tuple[ExportedProgram, Trace, dict]:

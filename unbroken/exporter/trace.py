@@ -137,8 +137,7 @@ class Trace:
         env = self.env
         if self.stopped_for is None and may_need_retrace(env, guard):
             def confirm() -> bool:
-                found = tuple(g for g in env.guards if may_need_retrace(env, g)
-                              and needs_retrace(env, g))
+                found = tuple(g for g in env.guards if needs_retrace(env, g))
                 self.stopped_for = found or None
                 return bool(found)
 

@@ -6,8 +6,11 @@ Oracle: eager at size 1 (values, and the aliasing of outputs with inputs)."""
 from __future__ import annotations
 
 import pytest
+import sympy
 import torch
 import torch.nn as nn
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch.export import Dim
 from torch.testing import assert_close
 
@@ -112,6 +115,100 @@ def test_a_copy_that_is_a_strided_view_at_one_is_exact_where_admitted(body):
                 assert x.shape[0] == 1 and "size 1 is refused" in str(error)
                 continue
             assert_close(got, model(x), rtol=0, atol=0)
+
+
+_W = torch.linspace(-2, 2, 5 * 3).reshape(5, 3)
+
+
+class _Decided(Body):
+    """``body`` after a decision on the batch that changes no op: the batch is traced at 1."""
+
+    def forward(self, x):
+        if x.shape[0] > 1:
+            pass
+        return self.body(x)
+
+
+@pytest.mark.parametrize("body", [
+    lambda x: x.transpose(0, 1).contiguous() @ _W,
+    lambda x: torch.bmm(x.transpose(0, 1).contiguous(), x.transpose(0, 1).transpose(1, 2)),
+    lambda x: x.transpose(0, 1).contiguous().view(7, -1).sum(-1),
+    lambda x: x.transpose(0, 1).contiguous().softmax(0).sum(0),
+    lambda x: torch.nn.functional.linear(x.transpose(0, 1).contiguous(), _W.t()),
+], ids=["matmul", "bmm", "view_sum", "softmax", "linear"])
+def test_a_copy_of_what_is_contiguous_at_one_admits_one(body):
+    """``contiguous()`` of a transpose over the batch copies at batch >= 2 and returns its
+    input at 1 (contiguous there, as torch decides it): read by a matmul or a reduction,
+    the program's copy and eager's view hold the same elements in the same order, so batch
+    1 is admitted, bit for bit, also when a decision on the batch (that changes no op)
+    makes the admission trace at 1 and compare the programs op by op."""
+    model = _Decided(body)
+    ep = unbroken.export(model, (torch.randn(4, 7, 5),), dynamic_shapes={"x": {0: Dim.AUTO}})
+    assert {int(r.lower) for r in ep.range_constraints.values()} == {1}
+    for seed in range(4):
+        torch.manual_seed(seed)
+        for n in (1, 2, 5):
+            x = torch.randn(n, 7, 5) * 10 ** seed
+            assert_close(ep.module()(x), model(x), rtol=0, atol=0)
+
+
+class _Attention(nn.Module):
+    """The attention of most Hugging Face models: a decision on ``seq > 1`` that does not
+    change the ops (``is_causal = q_len > 1 and mask is None``, with a mask), then the heads
+    moved back next to the hidden size, ``contiguous()``, merged and projected."""
+
+    def __init__(self):
+        super().__init__()
+        self.out = nn.Linear(32, 32)
+
+    def forward(self, q, mask):
+        batch, _, seq, _ = q.shape
+        is_causal = seq > 1 and mask is None
+        attn = torch.nn.functional.scaled_dot_product_attention(
+            q, q * 0.5, q + 1, attn_mask=mask, is_causal=is_causal)
+        return self.out(attn.transpose(1, 2).contiguous().view(batch, seq, -1))
+
+
+def test_attention_output_merged_after_a_decision_on_seq_admits_a_sequence_of_one():
+    """The decision makes the seq dim sensitive, so it is traced at 1. There the transpose is
+    contiguous and eager skips the copy the program makes at >= 2, the projection reading
+    the view: the same elements in the same order, so the program admits seq 1 (a decode
+    step) and is exact; before, that copy made the trace at 1 "another program"."""
+    model = _Attention()
+    seq = Dim("seq", max=64)
+    ep = unbroken.export(model, (torch.randn(2, 4, 6, 8), torch.ones(2, 1, 6, 6, dtype=torch.bool)),
+                         dynamic_shapes={"q": {0: Dim("batch"), 2: seq},
+                                         "mask": {0: Dim("batch"), 2: seq, 3: seq}})
+    assert {int(r.lower) for r in ep.range_constraints.values()} == {1}
+    for batch, length in ((1, 1), (3, 1), (1, 5), (2, 6)):
+        q = torch.randn(batch, 4, length, 8)
+        mask = torch.rand(batch, 1, length, length) > 0.3
+        mask[..., 0] = True
+        assert_close(ep.module()(q, mask), model(q, mask), rtol=0, atol=0)
+
+
+def test_a_contiguous_copy_returned_keeps_refusing_one():
+    """Where the copy's own identity can be seen (eager returns a view of the input at 1),
+    batch 1 stays refused."""
+    model = _Decided(lambda x: x.transpose(0, 1).contiguous().view(7, -1))
+    ep = unbroken.export(model, (torch.randn(4, 7, 5),), dynamic_shapes={"x": {0: Dim.AUTO}})
+    assert {int(r.lower) for r in ep.range_constraints.values()} == {2}
+    with pytest.raises(InputMismatchError, match="size 1 is refused"):
+        ep.module()(torch.randn(1, 7, 5))
+    x = torch.randn(1, 7, 5)
+    assert model(x).data_ptr() == x.data_ptr()  # the oracle: eager aliases at 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.lists(st.sampled_from([1, 1, 2, 3, 5]), min_size=1, max_size=5),
+       data=st.data())
+def test_contiguity_at_the_compared_sizes_is_torchs(sizes, data):
+    """``_contiguous_at`` with every size known answers as ``Tensor.is_contiguous`` on any
+    permuted layout (the strides of dims of size 1 not read)."""
+    order = data.draw(st.permutations(range(len(sizes))))
+    tensor = torch.empty(sizes).permute(order)
+    answer = unbroken.size_one.admission._contiguous_at(tensor, sympy.sympify)
+    assert answer == tensor.is_contiguous()
 
 
 def _write_after_contiguous(x):

@@ -151,10 +151,12 @@ def _same_at_one(ep, audit, env, tried, free, leaf_dims, args, kwargs, trace_at)
         group = sorted(tried, key=str)
     same, failed = [], []
     for subset in sets_at_one(group):
-        if _forced_to_one(audit, env, subset) != subset or _unreached(
-                audit, env, subset, free):
+        # the free symbols they force to 1 go to 1 with them (a mask's seq that must equal
+        # the input's), the other free ones stay free
+        closed = _forced_to_one(audit, env, subset)
+        if closed - free != subset or _unreached(audit, env, closed, free - closed):
             continue  # no admitted input has exactly these at 1
-        if _traces_the_same(ep, tuple(sorted(subset, key=str)), free, leaf_dims,
+        if _traces_the_same(ep, tuple(sorted(closed, key=str)), free - closed, leaf_dims,
                             env.hint_of, args, kwargs, trace_at):
             same.append(subset)
         else:
@@ -338,7 +340,7 @@ def _same_graph(left_module: fx.GraphModule, right_module: fx.GraphModule,
                 sides: _Sides) -> bool:
     """The node-by-node comparison of ``same_program``; subgraphs (grad-mode regions,
     ``torch.cond`` branches) read by ``get_attr`` are compared the same way."""
-    left, right = _ops(left_module), _ops(right_module)
+    left, right = _ops(left_module, sides.general), _ops(right_module, sides.special)
     if len(left[0]) != len(right[0]):
         return False
     outer, sides.skipped = sides.skipped, (left[1], right[1])
@@ -415,9 +417,10 @@ def _same_attribute(a, b, sides: _Sides) -> bool:
     return _same_tensor(a, b)
 
 
-def _ops(graph_module) -> tuple[list, dict]:
+def _ops(graph_module, substitute) -> tuple[list, dict]:
     """The nodes that compute tensors (size arithmetic, size assertions, whole-dim slices and
-    unobserved copies left out), and ``{skipped node: its input}``.
+    unobserved copies left out), and ``{skipped node: its input}``; ``substitute`` puts the
+    comparison's sizes into an expression of this side (``_Sides``).
 
     A whole-dim slice (``x[:]``: start 0, step 1, end at or past the size) is the identity;
     indexing records it or not depending on whether the size is static (at size 1) or not.
@@ -425,7 +428,11 @@ def _ops(graph_module) -> tuple[list, dict]:
     depending on the layout, which a dim of size 1 changes (it merges with any other). Only
     the aliasing differs, which nothing can observe unless the copy, or a view of it, is
     returned or written in place (``_aliasing_observed``), or the program writes anything
-    in place (the copy's input then may change after it): those copies are compared."""
+    in place (the copy's input then may change after it): those copies are compared. A
+    copy whose input is contiguous at the compared sizes (``contiguous()`` copies at >= 2 and
+    returns its input at 1: ``x.transpose(1, 2).contiguous()`` over a dim of 1) has its
+    input's layout there too, and any reader computes the same values from either
+    (``_copy_of_contiguous``)."""
     nodes, skipped = [], {}
     graph = graph_module.graph
     functional = not any(_schema(node.target) is not None and _schema(node.target).is_mutable
@@ -435,7 +442,8 @@ def _ops(graph_module) -> tuple[list, dict]:
             continue
         if isinstance(node.meta.get("val"), (torch.SymInt, torch.SymBool, torch.SymFloat)):
             continue
-        if _is_whole_slice(node) or (functional and _is_unobserved_copy(node)):
+        if _is_whole_slice(node) or (functional and (
+                _is_unobserved_copy(node) or _copy_of_contiguous(node, substitute))):
             skipped[node] = skipped.get(node.args[0], node.args[0])
             continue
         nodes.append(node)
@@ -448,6 +456,76 @@ def _is_unobserved_copy(node: fx.Node) -> bool:
     layout = node.kwargs.get("memory_format")
     return layout in (None, torch.contiguous_format, torch.preserve_format) \
         and not _aliasing_observed(node)
+
+
+def _copy_of_contiguous(node: fx.Node, substitute) -> bool:
+    """Whether ``node`` is a copy (``clone``, contiguous or layout-preserving) of a tensor
+    that is contiguous at the compared sizes, whose aliasing nothing observes.
+
+    Contiguous as torch decides it (strides of dims of size 1 are not read): at those sizes
+    the copy and its input hold the same elements in the same order and differ at most in
+    the strides of dims of size 1, which kernels skip as ``is_contiguous()`` does -- the
+    op-by-op comparison at 1 found eager's ``x.transpose(1, 2).contiguous()`` a no-op there,
+    read by a matmul. What could still tell them apart is the aliasing (``_layout_escapes``:
+    returned, written, read by a subgraph or an unknown call) and ops that read the strides
+    themselves (``as_strided``, a stride query)."""
+    if node.op != "call_function" or node.target is not torch.ops.aten.clone.default:
+        return False
+    if node.kwargs.get("memory_format") not in (None, torch.contiguous_format,
+                                                torch.preserve_format):
+        return False
+    source = node.args[0]
+    value = source.meta.get("val") if isinstance(source, fx.Node) else None
+    return isinstance(value, torch.Tensor) and _contiguous_at(value, substitute) \
+        and not _layout_escapes(node)
+
+
+def _contiguous_at(value: torch.Tensor, substitute) -> bool:
+    """Whether ``value`` is contiguous wherever ``substitute`` puts its sizes: every dim not
+    of size 1 there has the stride of the dims after it (the symbolic sizes left may still
+    be 1 at run time; their stride is then not read, so asking it too is only stricter)."""
+    expected = sympy.Integer(1)
+    for size, stride in reversed(list(zip(value.shape, value.stride()))):
+        length = substitute(sym_expr(size))
+        if length == 1:
+            continue
+        if sympy.expand(substitute(sym_expr(stride)) - expected) != 0:
+            return False
+        expected = sympy.expand(expected * length)
+    return True
+
+
+# Ops that read a tensor's strides or storage offset, not only its elements.
+_LAYOUT_READING = frozenset({"as_strided", "as_strided_", "as_strided_copy",
+                             "as_strided_scatter", "sym_stride", "sym_storage_offset",
+                             "stride", "storage_offset", "is_contiguous",
+                             "is_non_overlapping_and_dense", "set_", "_reshape_alias"})
+
+
+def _layout_escapes(node: fx.Node) -> bool:
+    """Whether ``node``'s result, or a view of it, is returned, written in place, read by a
+    subgraph or a call without a schema, or read by an op that reads strides
+    (``_LAYOUT_READING``); other readers see its elements only."""
+    stack, seen = [node], set()
+    while stack:
+        current = stack.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        for user in current.users:
+            if user.op != "call_function":
+                return True
+            if user.target is operator.getitem:
+                stack.append(user)
+                continue
+            schema = _schema(user.target)
+            if schema is None or schema.is_mutable \
+                    or user.target.overloadpacket.__name__ in _LAYOUT_READING:
+                return True
+            if user.target in VIEWS_WITH_SIZES or any(
+                    ret.alias_info is not None for ret in schema.returns):
+                stack.append(user)
+    return False
 
 
 def _is_whole_slice(node: fx.Node) -> bool:

@@ -9,7 +9,7 @@ from torch._dispatch.python import enable_python_dispatcher
 
 from unbroken.symbolic import expr as E
 from unbroken.symbolic.env import ShapeEnvironment
-from unbroken.symbolic.solver import Solver, check_guards, to_z3
+from unbroken.symbolic.solver import STEPS_PER_MS, Solver, budgeted_solver, check_guards, to_z3
 
 
 def _env(upper=None):
@@ -142,3 +142,53 @@ def test_round_translation_is_python_round(n, d):
     term = to_z3(E.RoundToInt(E.IntTrueDiv(s, d)))
     value = z3.simplify(z3.substitute(term, (z3.Int("s0"), z3.IntVal(n))))
     assert value.as_long() == round(n / d)
+
+
+def _steps(solver) -> int:
+    statistics = solver.statistics()
+    return statistics.get_key_value("rlimit count") if "rlimit count" in statistics.keys() else 0
+
+
+def test_a_check_stops_after_its_budget_of_steps_not_of_seconds():
+    """Fermat's cubes are beyond z3's non-linear integer reasoning: every check of them runs
+    out of budget. It must stop after exactly its budget of z3 steps, each time (the reused
+    solver too): an answer bounded by steps is the same on a loaded machine, one bounded by
+    the clock is not."""
+    x, y, z = z3.Ints("x y z")
+    hard = z3.And(x > 1, y > 1, z > 1, x * x * x + y * y * y == z * z * z)
+    solver = budgeted_solver(50)
+    for _ in range(3):
+        solver.push()
+        solver.add(hard)
+        before = _steps(solver)
+        assert solver.check() == z3.unknown
+        assert _steps(solver) - before == 50 * STEPS_PER_MS
+        solver.pop()
+
+
+def test_an_undecidable_fact_is_inconclusive_after_the_same_work_every_time():
+    """``Solver.decide`` on a fact z3 cannot settle answers ``inconclusive`` (``unknown``,
+    never "implied"), spending the same steps in every run."""
+    env = ShapeEnvironment()
+    a, b, c = (env.create_symbol("", hint, source=f"x.shape[{i}]")
+               for i, hint in enumerate((4, 5, 6)))
+    fact = sympy.Ne(a ** 3 + b ** 3, c ** 3)
+    spent = []
+    original = z3.Solver.check
+
+    def counted(self, *args):
+        before = _steps(self)
+        try:
+            return original(self, *args)
+        finally:
+            spent.append(_steps(self) - before)
+
+    z3.Solver.check = counted
+    try:
+        for _ in range(2):
+            decision = Solver(env, timeout_ms=20).decide(fact)
+            assert decision.verdict == "inconclusive" and decision.reason == "unknown"
+    finally:
+        z3.Solver.check = original
+    assert spent[:len(spent) // 2] == spent[len(spent) // 2:]
+    assert spent[0] == 20 * STEPS_PER_MS and spent[1] == 5 * 20 * STEPS_PER_MS

@@ -38,7 +38,7 @@ import z3
 from .expr import Mod, PythonMod
 from .guards import render_expr
 from .ranges import ValueRange, static_truth
-from .solver import Untranslatable, to_z3
+from .solver import Untranslatable, budgeted_solver, to_z3
 
 __all__ = ["Fix", "suggest_fix", "implied"]
 
@@ -92,8 +92,7 @@ def implied(fact, ranges: dict, assumptions=()) -> bool:
     if not assumptions and (settled is False or _linear_bound(fact)) \
             and not any(box.is_empty() for box in intervals.values()):
         return False  # a linear bound the interval does not settle fails at an end of it
-    solver = z3.Solver()
-    solver.set("timeout", 2000)
+    solver = budgeted_solver(2000)
     symbols = set(fact.free_symbols).union(*(sympy.sympify(a).free_symbols for a in assumptions))
     for symbol in symbols:
         lower, upper = ranges.get(symbol, (None, None))

@@ -13,8 +13,11 @@ asserts, so assuming them is sound.
 
 Pipeline per fact: constant-fold, cache by expression, interval check (``ranges``), then one
 reused ``z3.Solver`` with push/pop. z3 may answer ``unknown`` on non-linear integer queries
-(typically ``%`` over symbols); we then retry once with a fresh solver and a longer timeout,
+(typically ``%`` over symbols); we then retry once with a fresh solver and a larger budget,
 and never treat ``unknown`` as "implied".
+
+Each check is bounded by a count of z3's own steps (``budgeted_solver``), not by wall time:
+the answer, hence the program, is the same on every machine and under any load.
 
 Python semantics of ``//``, ``%`` and ``round`` are encoded exactly: z3's integer ``div``/``mod``
 are Euclidean (``mod`` is never negative), Python's floor. For ``b > 0`` they agree; for
@@ -34,7 +37,27 @@ from .functions import apply, function_of
 from .guards import Guard
 from .ranges import INF, NEG_INF, static_truth
 
-__all__ = ["Solver", "Decision", "Violation", "check_guards", "to_z3", "Untranslatable"]
+__all__ = ["Solver", "Decision", "Violation", "budgeted_solver", "check_guards", "to_z3",
+           "Untranslatable"]
+
+# z3's budget per check is its ``rlimit``, a count of its own steps: a wall-clock timeout
+# answers ``unknown`` sooner on a loaded machine, and the program then depended on the load
+# (mamba2 under Dim.AUTO: 301 or 315 nodes). Budgets are given in milliseconds of this
+# machine's slowest measured rate on the project's queries (~0.6-3.6 million steps per second
+# on mamba2's non-linear ones), so a budget of 1000 lets through what 1 s mostly did.
+STEPS_PER_MS = 1000
+# The timeout stays, far behind the step count, only so that no query can hang an export.
+_BACKSTOP = 20
+
+
+def budgeted_solver(budget_ms: int) -> z3.Solver:
+    """A fresh ``z3.Solver`` whose every ``check()`` stops (``unknown``) after
+    ``budget_ms * STEPS_PER_MS`` of z3's steps: deterministic, whatever the machine's load."""
+    solver = z3.Solver()
+    solver.set("rlimit", budget_ms * STEPS_PER_MS)
+    solver.set("timeout", budget_ms * _BACKSTOP)
+    return solver
+
 
 Verdict = Literal["true", "false", "inconclusive"]
 
@@ -82,7 +105,8 @@ class Solver:
                    admitted.
     assume_checks: also assume the recorded ``torch._check`` facts (and the ranges they
                    refined); with False only the spec ranges (``env.spec_ranges``) are used.
-    timeout_ms:    z3 timeout of the reused solver; the fresh retry gets 5x as long.
+    timeout_ms:    z3 budget of the reused solver per check (``budgeted_solver``); the fresh
+                   retry gets 5x as much.
     smallest:      counterexamples are the lexicographically smallest (deterministic, for
                    messages); False keeps z3's first model, for answers whose counterexample
                    nobody shows (a search per symbol saved).
@@ -235,8 +259,7 @@ class Solver:
     def _new_solver(self, timeout_ms: int) -> z3.Solver:
         if self._assumptions is None:
             self._assumptions = self._build_assumptions()
-        solver = z3.Solver()
-        solver.set("timeout", timeout_ms)
+        solver = budgeted_solver(timeout_ms)
         solver.add(*self._assumptions)
         return solver
 

@@ -82,6 +82,10 @@ class SizeOneAudit(SizeOneHook):
         # otherwise at 1 and not recorded whole) read by an op whose values depend on the
         # layout
         self._layout_at_one: list[_LayoutAtOne] = []
+        # the sensitive answers held back while an ``and``/``or`` decides (``held``), and
+        # those found to decide nothing (symbol -> guard: ``drop``)
+        self._held: list | None = None
+        self._dropped: dict = {}
 
     @property
     def active(self) -> bool:
@@ -161,8 +165,41 @@ class SizeOneAudit(SizeOneHook):
         if self._unit_scopes:
             self._unit_scopes[-1].note(free, guard, flips)
             return
+        if self._held is not None:
+            self._held.append((free, guard))
+            return
         for symbol in free:
             self.sensitive.setdefault(symbol, guard)
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[list]:
+        """The program-wide sensitive answers given inside, held back in the list yielded
+        (``(symbols, guard)`` pairs): the interpreter holds the one answer by which an
+        ``and``/``or`` picks its value, and ``release``s it unless either pick gives the same
+        value at the same place (``is_causal = q_len > 1 and mask is None``: ``False`` both
+        ways when a mask is given), in which case it decides nothing at 1."""
+        outer, self._held = self._held, []
+        try:
+            yield self._held
+        finally:
+            self._held = outer
+
+    def release(self, notes: list) -> None:
+        """Mark the answers ``held`` back (into an enclosing hold, if any)."""
+        for symbols, guard in notes:
+            if self._held is not None:
+                self._held.append((symbols, guard))
+            else:
+                for symbol in symbols:
+                    self.sensitive.setdefault(symbol, guard)
+
+    def drop(self, notes: list) -> None:
+        """The answers ``held`` back decide nothing at 1. Kept aside: should the deferred
+        checks then refuse sets of sizes at 1 that involve them, ``settle`` counts them after
+        all (traced at 1 by the admission, as before, rather than refused by patterns)."""
+        for symbols, guard in notes:
+            for symbol in symbols:
+                self._dropped.setdefault(symbol, guard)
 
     def mark_sensitive(self, decisions: dict, why: str = "") -> None:
         """``decisions``: ``{symbol: the Guard that depends on it being >= 2}``; ``why``: what
@@ -181,11 +218,28 @@ class SizeOneAudit(SizeOneHook):
         of sizes at 1 refused by a run-time assertion instead are in ``refused_sets`` (their
         facts join ``env.input_facts``)."""
         checks, self._deferred_checks = self._deferred_checks, []
+        state = dict(self.sensitive), dict(self.why), len(self.refused_sets), \
+            len(env.input_facts)
+        if not self._settle_checks(env, checks, set(self._dropped)):
+            # the dims an and/or's answer was dropped for are refused in patterns at 1:
+            # settle as if it counted (a trace at 1 then judges them whole)
+            self.sensitive, self.why = state[0], state[1]
+            del self.refused_sets[state[2]:], env.input_facts[state[3]:]
+            self.mark_sensitive({s: g for s, g in self._dropped.items()
+                                 if s not in self.sensitive})
+            self._settle_checks(env, checks, set())
+        return {s for s in self.admits_one if s not in self.sensitive}
+
+    def _settle_checks(self, env, checks, dropped: set) -> bool:
+        """Run ``checks``; False as soon as one refuses a pattern involving ``dropped``."""
         for pending, check in checks:
             refused = settle_check(self, env, pending, check)
             self.refused_sets.extend(refused)
             env.input_facts.extend(r.fact for r in refused)
-        return {s for s in self.admits_one if s not in self.sensitive}
+            if any((pattern.ones | pattern.others) & dropped - self.sensitive.keys()
+                   for pattern in refused):
+                return False
+        return True
 
     # ----------------------------------------------------------------- the recorder's side
     @contextlib.contextmanager

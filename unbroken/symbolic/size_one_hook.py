@@ -47,6 +47,17 @@ class SizeOneHook:
         """A dry run's answer to ``expr`` beyond what the ranges settle, or None."""
         return None
 
+    def held(self):
+        """Around one decision of an ``and``/``or``: yields the list its sensitive answers
+        are held in, for ``release`` (the null audit holds nothing)."""
+        return contextlib.nullcontext([])
+
+    def release(self, notes: list) -> None:
+        """Count the answers ``held`` back after all."""
+
+    def drop(self, notes: list) -> None:
+        """The answers ``held`` back decide nothing."""
+
     # ----- the recorder's and the trace context's side
     def aligned_broadcast(self, func, args):
         """Around the dispatch of ``func`` on ``args``."""

@@ -15,6 +15,7 @@ from ..variables.containers import IteratorVariable
 from ..variables.grad_mode import GradModeVariable
 from ..variables.objects import ContextManagerVariable, NewObjectVariable
 from ..variables.tensor import SymbolicVariable, TensorVariable
+from .arithmetic import is_same
 from .registry import CONVENTIONS, guards_assert, opcode
 from .versions import PY311, PY313, since
 
@@ -29,10 +30,124 @@ def _branch(jump_if: bool):
         condition = tx.pop()
         if guards_assert(tx) and _assert_at_run_time(tx, condition, jump_if):
             tx.jump(instruction)  # the assertion holds from here on, checked by the program
-        elif condition.truth(tx) is jump_if:
+        elif _truth(tx, condition) is jump_if:
             tx.jump(instruction)
 
     return handler
+
+
+def _truth(tx, condition) -> bool:
+    """``condition.truth(tx)``; when it is a size question deciding which operand an
+    ``and``/``or`` gives (``is_causal = q_len > 1 and mask is None``), the size-1 audit
+    learns of the answer only if the other pick could give another value (``_picks_agree``):
+    ``q_len == 1`` then changes nothing, and needs no trace at 1."""
+    audit = tx.output.recorder.size_one
+    if not audit.active or not isinstance(condition, SymbolicVariable) \
+            or not isinstance(condition.value, torch.SymBool):
+        return condition.truth(tx)
+    site = _value_pick(tx)
+    if site is None:
+        return condition.truth(tx)
+    with audit.held() as notes:
+        outcome = condition.truth(tx)
+    if notes:
+        join, start, jump_if = site
+        if _picks_agree(tx, join, start, jump_if):
+            audit.drop(notes)
+            if outcome is jump_if and tx.stack and tx.stack[-1] is condition:
+                # the value is the question itself, ``jump_if`` at every admitted size (the
+                # trace's by its guard, 1 by the other pick): the bool eager computes, so
+                # later reads do not ask the question again
+                tx.stack[-1] = ConstantVariable(jump_if)
+        else:
+            audit.release(notes)
+    return outcome
+
+
+def _value_pick(tx) -> tuple[int, int, bool] | None:
+    """``(join, start, jump_if)`` when the instruction being run decides an ``and``/``or``
+    that computes a value: the condition itself is the value when the branch jumps to
+    ``join`` (when its truth is ``jump_if``); otherwise the operands from ``start`` give it.
+    3.11: ``JUMP_IF_FALSE_OR_POP``; 3.12: ``COPY 1; POP_JUMP_IF_FALSE; POP_TOP``; 3.13:
+    ``COPY 1; TO_BOOL; POP_JUMP_IF_FALSE; POP_TOP`` (``TRUE`` for ``or``). None otherwise
+    (an ``if``'s branch, an ``assert``: decisions of the program)."""
+    code, index = tx.instructions, tx.ip - 1
+    here = code[index]
+
+    def named(offset, *names):
+        at = index + offset
+        return 0 <= at < len(code) and code[at].name in names
+
+    copied = named(-1, "COPY") and code[index - 1].arg == 1
+    if here.name in ("JUMP_IF_FALSE_OR_POP", "JUMP_IF_TRUE_OR_POP"):
+        return here.target, index + 1, here.name == "JUMP_IF_TRUE_OR_POP"
+    if here.name in _POP_JUMPS and copied and named(1, "POP_TOP"):
+        return here.target, index + 2, here.name == "POP_JUMP_IF_TRUE"
+    if here.name == "TO_BOOL" and copied and named(1, *_POP_JUMPS) and named(2, "POP_TOP"):
+        return code[index + 1].target, index + 3, code[index + 1].name == "POP_JUMP_IF_TRUE"
+    return None
+
+
+_POP_JUMPS = ("POP_JUMP_IF_FALSE", "POP_JUMP_IF_TRUE")
+
+
+def _picks_agree(tx, join: int, start: int, jump_if: bool) -> bool:
+    """Whether the operands from ``start`` to ``join`` give the value ``jump_if`` (the bool
+    the condition is, where it jumps) without doing anything: only reading locals and
+    constants, ``is`` tests, truth tests of constants and the chain's own jumps to ``join``.
+    Both picks then leave the same bool at ``join`` with nothing else changed."""
+    stack: list = []
+    index = start
+    while index < join:
+        instruction = tx.instructions[index]
+        name = instruction.name
+        if name in ("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_LOAD_FAST"):
+            names = instruction.arg if name == "LOAD_FAST_LOAD_FAST" else (instruction.arg,)
+            for local in names:
+                value = tx.locals.get(getattr(local, "name", local))
+                if value is None:
+                    return False
+                stack.append(value)
+        elif name == "LOAD_CONST":
+            if type(instruction.arg) not in _PLAIN_CONSTANTS:
+                return False
+            stack.append(ConstantVariable(instruction.arg))
+        elif name == "IS_OP" and len(stack) >= 2:
+            right, left = stack.pop(), stack.pop()
+            stack.append(ConstantVariable(is_same(left, right) != bool(instruction.arg)))
+        elif name == "COPY" and instruction.arg == 1 and stack:
+            stack.append(stack[-1])
+        elif name == "POP_TOP" and stack:
+            stack.pop()
+        elif name in ("TO_BOOL", "UNARY_NOT") and stack:
+            truth = _constant_truth(stack.pop())
+            if truth is None:
+                return False
+            stack.append(ConstantVariable(truth if name == "TO_BOOL" else not truth))
+        elif name in _POP_JUMPS + ("JUMP_IF_FALSE_OR_POP", "JUMP_IF_TRUE_OR_POP") and stack:
+            truth = _constant_truth(stack[-1])
+            if truth is None or instruction.target != join:
+                return False
+            jumps = truth is name.startswith(("POP_JUMP_IF_TRUE", "JUMP_IF_TRUE"))
+            if name in _POP_JUMPS:
+                stack.pop()
+            if jumps:
+                break
+            if name not in _POP_JUMPS:
+                stack.pop()
+        elif name not in ("NOP", "EXTENDED_ARG", "CACHE"):
+            return False
+        index += 1
+    return len(stack) == 1 and stack[0].is_constant() and stack[0].as_constant() is jump_if
+
+
+_PLAIN_CONSTANTS = (bool, int, float, str, type(None))
+
+
+def _constant_truth(value) -> bool | None:
+    if value.is_constant() and type(value.as_constant()) in _PLAIN_CONSTANTS:
+        return bool(value.as_constant())
+    return None
 
 
 def _assert_at_run_time(tx, condition, holds_if: bool) -> bool:
@@ -118,12 +233,12 @@ def to_bool(tx, instruction):
     if isinstance(value, (TensorVariable, SymbolicVariable)) and guards_assert(tx, 1):
         tx.push(value)
         return
-    tx.push(ConstantVariable(value.truth(tx)))
+    tx.push(ConstantVariable(_truth(tx, value)))
 
 
 def _jump_or_pop(jump_if: bool):
     def handler(tx, instruction):
-        if tx.stack[-1].truth(tx) is jump_if:
+        if _truth(tx, tx.stack[-1]) is jump_if:
             tx.jump(instruction)
         else:
             tx.pop()

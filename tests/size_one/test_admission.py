@@ -152,41 +152,6 @@ def test_a_copy_of_what_is_contiguous_at_one_admits_one(body):
             assert_close(ep.module()(x), model(x), rtol=0, atol=0)
 
 
-class _Attention(nn.Module):
-    """The attention of most Hugging Face models: a decision on ``seq > 1`` that does not
-    change the ops (``is_causal = q_len > 1 and mask is None``, with a mask), then the heads
-    moved back next to the hidden size, ``contiguous()``, merged and projected."""
-
-    def __init__(self):
-        super().__init__()
-        self.out = nn.Linear(32, 32)
-
-    def forward(self, q, mask):
-        batch, _, seq, _ = q.shape
-        is_causal = seq > 1 and mask is None
-        attn = torch.nn.functional.scaled_dot_product_attention(
-            q, q * 0.5, q + 1, attn_mask=mask, is_causal=is_causal)
-        return self.out(attn.transpose(1, 2).contiguous().view(batch, seq, -1))
-
-
-def test_attention_output_merged_after_a_decision_on_seq_admits_a_sequence_of_one():
-    """The decision makes the seq dim sensitive, so it is traced at 1. There the transpose is
-    contiguous and eager skips the copy the program makes at >= 2, the projection reading
-    the view: the same elements in the same order, so the program admits seq 1 (a decode
-    step) and is exact; before, that copy made the trace at 1 "another program"."""
-    model = _Attention()
-    seq = Dim("seq", max=64)
-    ep = unbroken.export(model, (torch.randn(2, 4, 6, 8), torch.ones(2, 1, 6, 6, dtype=torch.bool)),
-                         dynamic_shapes={"q": {0: Dim("batch"), 2: seq},
-                                         "mask": {0: Dim("batch"), 2: seq, 3: seq}})
-    assert {int(r.lower) for r in ep.range_constraints.values()} == {1}
-    for batch, length in ((1, 1), (3, 1), (1, 5), (2, 6)):
-        q = torch.randn(batch, 4, length, 8)
-        mask = torch.rand(batch, 1, length, length) > 0.3
-        mask[..., 0] = True
-        assert_close(ep.module()(q, mask), model(q, mask), rtol=0, atol=0)
-
-
 def test_a_contiguous_copy_returned_keeps_refusing_one():
     """Where the copy's own identity can be seen (eager returns a view of the input at 1),
     batch 1 stays refused."""

@@ -383,6 +383,29 @@ def _aliasing_observed(node: fx.Node) -> bool:
     op: a matmul or a reduction may round differently on a copy than on the strided view
     eager reads at size 1 (the order of its sums follows the layout), so only pointwise
     readers, whose values do not depend on it, let the copy count as its input."""
+    return _reaches(node, _aliasing_reader)
+
+
+def _aliasing_reader(user: fx.Node):
+    schema = _schema(user.target)
+    if user.op != "call_function" or (schema is None and user.target is not operator.getitem):
+        return True  # returned, or a subgraph / anything unknown: it may observe
+    if schema is not None and schema.is_mutable:
+        return True
+    if user.target is operator.getitem or user.target in VIEWS_WITH_SIZES or any(
+            ret.alias_info is not None for ret in schema.returns) \
+            or torch.Tag.pointwise in getattr(user.target, "tags", ()) \
+            or user.target in LAYOUT_FOLLOWING:
+        return _FOLLOW  # a pointwise op's output (a copy's) takes its layout
+    return True
+
+
+_FOLLOW = "follow"
+
+
+def _reaches(node: fx.Node, judge) -> bool:
+    """Whether ``judge`` says True of a reader of ``node``, or of a reader of the readers it
+    says ``_FOLLOW`` of (anything else: that reader is fine, not followed)."""
     stack, seen = [node], set()
     while stack:
         current = stack.pop()
@@ -390,19 +413,11 @@ def _aliasing_observed(node: fx.Node) -> bool:
             continue
         seen.add(current)
         for user in current.users:
-            schema = _schema(user.target)
-            if user.op != "call_function" or (schema is None and
-                                               user.target is not operator.getitem):
-                return True  # returned, or a subgraph / anything unknown: it may observe
-            if schema is not None and schema.is_mutable:
+            verdict = judge(user)
+            if verdict is True:
                 return True
-            if user.target is operator.getitem or user.target in VIEWS_WITH_SIZES or any(
-                    ret.alias_info is not None for ret in schema.returns) \
-                    or torch.Tag.pointwise in getattr(user.target, "tags", ()) \
-                    or user.target in LAYOUT_FOLLOWING:
-                stack.append(user)  # a pointwise op's output (a copy's) takes its layout
-            else:
-                return True
+            if verdict == _FOLLOW:
+                stack.append(user)
     return False
 
 
@@ -506,25 +521,21 @@ def _layout_escapes(node: fx.Node) -> bool:
     """Whether ``node``'s result, or a view of it, is returned, written in place, read by a
     subgraph or a call without a schema, or read by an op that reads strides
     (``_LAYOUT_READING``); other readers see its elements only."""
-    stack, seen = [node], set()
-    while stack:
-        current = stack.pop()
-        if current in seen:
-            continue
-        seen.add(current)
-        for user in current.users:
-            if user.op != "call_function":
-                return True
-            if user.target is operator.getitem:
-                stack.append(user)
-                continue
-            schema = _schema(user.target)
-            if schema is None or schema.is_mutable \
-                    or user.target.overloadpacket.__name__ in _LAYOUT_READING:
-                return True
-            if user.target in VIEWS_WITH_SIZES or any(
-                    ret.alias_info is not None for ret in schema.returns):
-                stack.append(user)
+    return _reaches(node, _layout_reader)
+
+
+def _layout_reader(user: fx.Node):
+    if user.op != "call_function":
+        return True
+    if user.target is operator.getitem:
+        return _FOLLOW
+    schema = _schema(user.target)
+    if schema is None or schema.is_mutable \
+            or user.target.overloadpacket.__name__ in _LAYOUT_READING:
+        return True
+    if user.target in VIEWS_WITH_SIZES or any(ret.alias_info is not None
+                                              for ret in schema.returns):
+        return _FOLLOW
     return False
 
 

@@ -185,13 +185,10 @@ class SizeOneAudit(SizeOneHook):
             self._held = outer
 
     def release(self, notes: list) -> None:
-        """Mark the answers ``held`` back (into an enclosing hold, if any)."""
+        """Mark the answers ``held`` back (holds do not nest: a truth test runs no code)."""
         for symbols, guard in notes:
-            if self._held is not None:
-                self._held.append((symbols, guard))
-            else:
-                for symbol in symbols:
-                    self.sensitive.setdefault(symbol, guard)
+            for symbol in symbols:
+                self.sensitive.setdefault(symbol, guard)
 
     def drop(self, notes: list) -> None:
         """The answers ``held`` back decide nothing at 1. Kept aside: should the deferred
@@ -218,13 +215,13 @@ class SizeOneAudit(SizeOneHook):
         of sizes at 1 refused by a run-time assertion instead are in ``refused_sets`` (their
         facts join ``env.input_facts``)."""
         checks, self._deferred_checks = self._deferred_checks, []
-        state = dict(self.sensitive), dict(self.why), len(self.refused_sets), \
-            len(env.input_facts)
+        sensitive, why = dict(self.sensitive), dict(self.why)
+        refused_before, facts_before = len(self.refused_sets), len(env.input_facts)
         if not self._settle_checks(env, checks, set(self._dropped)):
             # the dims an and/or's answer was dropped for are refused in patterns at 1:
             # settle as if it counted (a trace at 1 then judges them whole)
-            self.sensitive, self.why = state[0], state[1]
-            del self.refused_sets[state[2]:], env.input_facts[state[3]:]
+            self.sensitive, self.why = sensitive, why
+            del self.refused_sets[refused_before:], env.input_facts[facts_before:]
             self.mark_sensitive({s: g for s, g in self._dropped.items()
                                  if s not in self.sensitive})
             self._settle_checks(env, checks, set())

@@ -41,11 +41,11 @@ def _truth(tx, condition) -> bool:
     ``and``/``or`` gives (``is_causal = q_len > 1 and mask is None``), the size-1 audit
     learns of the answer only if the other pick could give another value (``_picks_agree``):
     ``q_len == 1`` then changes nothing, and needs no trace at 1."""
+    if not isinstance(condition, SymbolicVariable) or \
+            not isinstance(condition.value, torch.SymBool):
+        return condition.truth(tx)  # most branches: a constant, nothing to hold
     audit = tx.output.recorder.size_one
-    if not audit.active or not isinstance(condition, SymbolicVariable) \
-            or not isinstance(condition.value, torch.SymBool):
-        return condition.truth(tx)
-    site = _value_pick(tx)
+    site = _value_pick(tx) if audit.active else None
     if site is None:
         return condition.truth(tx)
     with audit.held() as notes:
@@ -128,13 +128,11 @@ def _picks_agree(tx, join: int, start: int, jump_if: bool) -> bool:
             truth = _constant_truth(stack[-1])
             if truth is None or instruction.target != join:
                 return False
-            jumps = truth is name.startswith(("POP_JUMP_IF_TRUE", "JUMP_IF_TRUE"))
-            if name in _POP_JUMPS:
-                stack.pop()
-            if jumps:
+            if truth is name.startswith(("POP_JUMP_IF_TRUE", "JUMP_IF_TRUE")):
+                if name in _POP_JUMPS:
+                    stack.pop()  # the copy tested; the value stays
                 break
-            if name not in _POP_JUMPS:
-                stack.pop()
+            stack.pop()  # goes on: the tested value (or its copy) is dropped
         elif name not in ("NOP", "EXTENDED_ARG", "CACHE"):
             return False
         index += 1

@@ -289,3 +289,29 @@ def test_a_program_rebuilt_by_the_admission_has_its_ranges_in_its_shape_env(case
         assert shape_env.var_to_range[symbol] == value_range, symbol
     with torch.no_grad():
         assert_close(ep.module()(*at_one), model(*at_one), rtol=0, atol=0)
+
+
+class _CopyInNoGrad(nn.Module):
+    def forward(self, x, y):
+        with torch.no_grad():
+            z = x.transpose(0, 1).contiguous()  # a copy at >= 2, a view of x at 1
+        return torch.bmm(z, y.transpose(0, 1).transpose(1, 2))
+
+
+def test_a_copy_made_in_no_grad_and_read_with_grad_keeps_refusing_one():
+    """At batch 1 ``contiguous()`` returns a view of ``x``, which keeps ``x``'s
+    ``requires_grad`` inside ``no_grad`` (a copy does not): read after the region, eager's
+    result requires grad at 1 only. Batch 1 is refused, naming why; every admitted batch
+    matches eager's values and ``requires_grad``."""
+    model = _CopyInNoGrad()
+    ep = unbroken.export(model, (torch.randn(4, 6, 5), torch.randn(4, 6, 5)),
+                         dynamic_shapes=({0: Dim.AUTO}, {0: Dim.AUTO}))
+    one = torch.randn(1, 6, 5, requires_grad=True)
+    assert model(one, one.detach()).requires_grad  # the oracle: eager at 1
+    with pytest.raises(InputMismatchError, match="read with grad on by `bmm`"):
+        ep.module()(one, one.detach())
+    for n in (2, 5):
+        x = torch.randn(n, 6, 5, requires_grad=True)
+        got, expected = ep.module()(x, x.detach()), model(x, x.detach())
+        assert got.requires_grad == expected.requires_grad
+        assert_close(got, expected, rtol=0, atol=0)

@@ -312,12 +312,15 @@ class SizeOneAudit(SizeOneHook):
                          grad_enabled)
 
     def note_layout_at_one(self, recorder, inputs, result, pending: dict, *,
-                           same_layout: bool, whole=None, carriers=()) -> None:
+                           same_layout: bool, whole=None, carriers=(),
+                           grad_enabled: bool = True) -> None:
         """``result`` of a layout-dependent call (``reshape``) on ``inputs`` is a copy in this
         trace and a view at size 1 (or the reverse), by the answers ``pending``: same values,
         other aliasing. A later write into the memory of either side (``written``), or the
         result returned (``layout_observed``), would tell them apart: those answers then
-        count.
+        count. So does a read with grad on of a result made with grad off
+        (``grad_enabled``: a ``no_grad`` region): eager's view at 1 takes its input's
+        ``requires_grad`` (and passes gradients to it), the program's copy does not.
 
         Laid out otherwise at 1 (not ``same_layout``: a strided view of a transposed input),
         the result, and what views and pointwise ops make of it (its ``carriers``), reach
@@ -338,7 +341,7 @@ class SizeOneAudit(SizeOneHook):
         carriers = None if same_layout else [
             result_root, *(recorder.aliases.root(t) for t in carriers)]
         self._layout_at_one.append(_LayoutAtOne(roots, result, result_root, carriers,
-                                                pending, whole))
+                                                pending, whole, grad_enabled))
 
     @property
     def watches_writes(self) -> bool:
@@ -367,7 +370,14 @@ class SizeOneAudit(SizeOneHook):
             return
         roots = [root_of(t) for t in tensors]
         made = [t for t in pytree.tree_leaves(outputs) if isinstance(t, torch.Tensor)]
+        grad_on = torch.is_grad_enabled()
         for note in self._layout_at_one:
+            if grad_on and not note.grad_enabled and any(
+                    root is note.result_root for root in roots):
+                self.mark_sensitive(note.pending, _LAYOUT_AT_ONE.format(
+                    f"made with grad off and read with grad on by `{_name(func)}`"
+                    f"{_at(frames())}: eager's view takes its input's requires_grad there, a "
+                    "copy does not"))
             if note.carriers is None or not made or not any(
                     root is carrier for root in roots for carrier in note.carriers):
                 continue  # (nothing made: a size or a Python number, no layout-ordered sums)
@@ -426,11 +436,13 @@ class _LayoutAtOne:
     when nothing reading them can differ at 1), the answers that chose (``pending``), and
     ``whole`` (``(node, input node)`` to record it as one ``reshape``, or None)."""
 
-    __slots__ = ("roots", "result", "result_root", "carriers", "pending", "whole")
+    __slots__ = ("roots", "result", "result_root", "carriers", "pending", "whole",
+                 "grad_enabled")
 
-    def __init__(self, roots, result, result_root, carriers, pending, whole):
+    def __init__(self, roots, result, result_root, carriers, pending, whole, grad_enabled):
         self.roots, self.result, self.result_root = roots, result, result_root
         self.carriers, self.pending, self.whole = carriers, pending, whole
+        self.grad_enabled = grad_enabled  # the grad mode the call ran in
 
 
 def _holds_at_one(env, expr, ones: dict, value: bool) -> bool:

@@ -79,7 +79,8 @@ def settle_leaf_call(audit, env, recorder, pending: dict, log: list, fn, args, k
         if not same_layout and fn in _RESHAPES and args and isinstance(args[0], torch.Tensor):
             whole = _whole_nodes(recorder, args[0], result)
         audit.note_layout_at_one(recorder, (args, kwargs), result, pending,
-                                 same_layout=same_layout, whole=whole)
+                                 same_layout=same_layout, whole=whole,
+                                 grad_enabled=grad_enabled)
         return
     flips, carriers, copies = {}, {}, {}
     if fn not in LAYOUT_DEPENDENT_CALLS and holds_at_one(
@@ -89,9 +90,11 @@ def settle_leaf_call(audit, env, recorder, pending: dict, log: list, fn, args, k
         for source, out in flips.values():
             audit.note_layout_at_one(recorder, (source,), out, pending, same_layout=False,
                                      whole=_whole_nodes(recorder, source, out),
-                                     carriers=list(carriers.values()))
+                                     carriers=list(carriers.values()),
+                                     grad_enabled=grad_enabled)
         for source, out in copies.values():
-            audit.note_layout_at_one(recorder, (source,), out, pending, same_layout=True)
+            audit.note_layout_at_one(recorder, (source,), out, pending, same_layout=True,
+                                     grad_enabled=grad_enabled)
         return
     audit.mark_sensitive(pending)
 

@@ -2,14 +2,18 @@
 gradient recorded, ``MultiheadAttention``, ``TransformerEncoderLayer`` and ``TransformerEncoder``
 take fused kernels in eager. The program records the path eager takes under the export's grad
 mode (bit-exact with eager in that mode), ``module()`` refuses a call in which eager would take
-the other path, and the nested-tensor conversion (which a program cannot hold) is refused at
-export with the fix. Static and ``Dim.AUTO``, the real torch.nn modules in small programs."""
+the other path, and the nested tensor ``TransformerEncoder`` converts its input to is held
+densely: eager's zeros and its run-time alignment check reproduced, the values within the
+nested kernels' rounding. Static and ``Dim.AUTO``, the real torch.nn modules in small
+programs."""
 from __future__ import annotations
 
 import contextlib
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch import nn
 from torch.export import Dim
 
@@ -17,6 +21,7 @@ import unbroken
 from tests.exactness import assert_bit_exact
 from unbroken.symbolic.diagnostics import InputMismatchError
 from unbroken.symbolic.diagnostics.catalogue import GraphBreakError
+from unbroken.symbolic.torch_compat import NESTED_FROM_MASK_LEFT_ALIGNED
 
 pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning"), pytest.mark.matrix]
 
@@ -240,22 +245,122 @@ def test_cross_attention_keeps_the_differentiable_path(grad):
         assert_bit_exact(_run(program, args, run_grad), _eager(model, args, run_grad))
 
 
-@pytest.mark.parametrize(("model_class", "kwargs"),
-                         [(NestedEncoder, {}), (NestedEncoder, {"mask_check": False}),
-                          (NestedEncoder, {"norm": True}), (MaskedTransformer, {})],
+NESTED = ("eager's TransformerEncoder under no_grad runs its layers on a nested tensor "
+          "(_transformer_encoder_layer_fwd on the packed rows): the program runs the same kernel "
+          "on the padded rows with a key-padding mask, the same sums blocked differently")
+NESTED_CASES = [(NestedEncoder, {}), (NestedEncoder, {"mask_check": False}),
+                (NestedEncoder, {"norm": True}), (MaskedTransformer, {})]
+
+
+def _converted(model, padding) -> bool:
+    """Whether eager converts to a nested tensor for ``padding`` (no_grad, eval): always
+    without ``mask_check``, else when torch's own check finds the mask padding on the right."""
+    return not model.encoder.mask_check or bool(NESTED_FROM_MASK_LEFT_ALIGNED(
+        torch.zeros(*padding.shape, E), padding.logical_not()))
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "auto"])
+@pytest.mark.parametrize(("model_class", "kwargs"), NESTED_CASES,
                          ids=["mask_check", "no_mask_check", "norm", "transformer"])
-def test_the_nested_tensor_conversion_is_refused_under_no_grad(model_class, kwargs):
+def test_the_nested_tensor_conversion_is_held_densely(model_class, kwargs, dynamic):
     model = _build(model_class, **kwargs)
     args = _args()
+    program = _export(model, args, grad=False, dynamic=dynamic)
+    assert torch.ops.aten._transformer_encoder_layer_fwd.default in _fused(program)
+    got, want = _run(program, args, False), _eager(model, args, False)
+    assert_bit_exact(got, want, atol=1e-5, reason=NESTED)
     if model_class is NestedEncoder and not kwargs.get("norm"):
-        padded = _eager(model, args, grad=False)[-1, -2:]  # what eager returns there
-        assert torch.equal(padded, torch.zeros_like(padded))
+        # eager's zeros at the padded positions, exactly (the dense values there are not)
+        assert torch.equal(want[-1, -2:], torch.zeros_like(want[-1, -2:]))
+        assert torch.equal(got[-1, -2:], want[-1, -2:])
+        assert not torch.equal(_eager(model, args, True)[-1, -2:], want[-1, -2:])
+    if dynamic:  # another batch and length, a batch of 1, a sequence of 1 (the encoder's)
+        sizes = ((3, 9), (1, 5), (2, 1)) if model_class is NestedEncoder else ((3, 9), (1, 5))
+        for batch, seq in sizes:
+            other = _args(batch, seq) if seq > 2 else (_args(batch, seq)[0],
+                                                        torch.zeros(batch, seq, dtype=bool))
+            assert_bit_exact(_run(program, other, False), _eager(model, other, False),
+                             atol=1e-5, reason=NESTED)
+
+
+def _masks(batch, seq):
+    """Padding masks (True = padded) of every kind: right-padded rows of drawn lengths (0 and
+    ``seq`` included), left-padded rows, and arbitrary patterns."""
+    right = st.integers(0, seq).map(lambda n: [i >= n for i in range(seq)])
+    left = st.integers(0, seq).map(lambda n: [i < n for i in range(seq)])
+    row = st.one_of(right, right, left, st.lists(st.booleans(), min_size=seq, max_size=seq))
+    return st.lists(row, min_size=batch, max_size=batch).map(
+        lambda rows: torch.tensor(rows, dtype=torch.bool))
+
+
+@pytest.fixture(scope="module")
+def auto_programs():
+    """One ``Dim.AUTO`` program per ``mask_check`` setting (exported once)."""
+    programs = {}
+    for mask_check in (True, False):
+        model = _build(NestedEncoder, mask_check=mask_check)
+        programs[mask_check] = model, _export(model, _args(), grad=False, dynamic=True)
+    return programs
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, database=None)
+@given(data=st.data(), mask_check=st.booleans(), batch=st.integers(1, 4),
+       seq=st.integers(1, 7))
+def test_every_mask_computes_what_eager_computes(auto_programs, data, mask_check, batch, seq):
+    """Drawn masks against eager: where eager keeps the dense path (``mask_check`` and a mask
+    that does not pad on the right: an empty row, left padding, holes), the program is bit
+    for bit eager's, NaNs of fully padded rows included; where eager converts, its zeros are
+    exact and the values within the nested kernels' rounding."""
+    model, program = auto_programs[mask_check]
+    padding = data.draw(_masks(batch, seq), label="padding")
+    torch.manual_seed(batch * 10 + seq)
+    args = (torch.randn(batch, seq, E), padding)
+    if _converted(model, padding) and padding.all():
+        with pytest.raises(RuntimeError) as eager_error:  # an empty nested tensor
+            _eager(model, args, False)
+        with pytest.raises(RuntimeError, match="every row of the padding mask is padded"):
+            _run(program, args, False)
+        assert "non-zero numel" in str(eager_error.value)
+        return
+    got, want = _run(program, args, False), _eager(model, args, False)
+    if not _converted(model, padding):
+        assert_bit_exact(got, want)
+        return
+    assert_bit_exact(got, want, atol=1e-5, reason=NESTED)
+    lengths = padding.logical_not().sum(1)
+    held = torch.arange(seq)[None, :] < lengths[:, None]  # the nested tensor's positions
+    assert torch.equal(got[~held], torch.zeros_like(got[~held]))
+    assert torch.equal(want[~held], got[~held])
+
+
+class HookedEncoder(NestedEncoder):
+    """A forward hook on the second layer: eager runs that layer's Python path on the nested
+    tensor (``MultiheadAttention`` on it), which the program does not follow."""
+
+    def __init__(self):
+        super().__init__()
+        self.encoder.layers[1].register_forward_hook(lambda module, args, out: None)
+
+
+def test_a_use_of_the_nested_tensor_the_trace_does_not_follow_is_refused():
+    model = _build(HookedEncoder)
+    args = _args()
+    _eager(model, args, grad=False)  # eager runs it
     with pytest.raises(GraphBreakError) as info:
         _export(model, args, grad=False, dynamic=False)
     error = info.value
     assert error.code == "UB108"
     assert "test_nn_fast_paths.py" in str(error) and "nested tensor" in str(error)
     assert "enable_nested_tensor=False" in str(error)
+
+
+def test_a_program_exported_under_no_grad_refuses_a_call_with_grad_on():
+    """With grad on eager keeps the dense path (no zeros): the program refuses that call."""
+    model = _build(NestedEncoder)
+    args = _args()
+    program = _export(model, args, grad=False, dynamic=False)
+    with pytest.raises(InputMismatchError, match="export it in the mode you run it in"):
+        _run(program, args, True)
 
 
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "auto"])

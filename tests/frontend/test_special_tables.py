@@ -19,6 +19,7 @@ import unbroken
 from unbroken.frontend.builtins import _HANDLERS
 from unbroken.frontend.variables.torch_calls import _GLOBAL_STATE_SETTERS, _SPECIAL
 from unbroken.symbolic.torch_compat import (
+    ENCODER_LAYER_FORWARD,
     MAKE_FX_TRACING,
     NATIVE_MULTI_HEAD_ATTENTION,
     NESTED_FROM_MASK_LEFT_ALIGNED,
@@ -68,6 +69,17 @@ def _native_attention(x):
     out, weights = NATIVE_MULTI_HEAD_ATTENTION(x[None], x[None], x[None], 3, 1, w, b,
                                                torch.eye(3), torch.zeros(3), None, False)
     return out[0] + (weights is None)
+
+
+def _encoder_layer(x):
+    """torch.nn's fused encoder layer called directly on a dense input with a key-padding
+    mask (mask type 1) that hides the last position."""
+    w, b = torch.ones(6, 2) / 3, torch.zeros(6)
+    mask = torch.tensor([[0.0, 0.0, 0.0, float("-inf")]])
+    return ENCODER_LAYER_FORWARD(x[None, :, :2], 2, 2, w, b, torch.eye(2), torch.zeros(2), False,
+                                 False, 1e-5, torch.ones(2), torch.zeros(2), torch.ones(2),
+                                 torch.zeros(2), torch.ones(4, 2), torch.zeros(4),
+                                 torch.ones(2, 4), torch.zeros(2), mask, 1)[0]
 
 
 def _check_is_size(x):
@@ -122,6 +134,7 @@ SPECIAL_CASES += [
     (NESTED_TENSOR_BUILDERS[1], lambda x: NESTED_TENSOR_BUILDERS[1]([x, x]).to_padded_tensor(
         0.0), "UB108"),
     (NATIVE_MULTI_HEAD_ATTENTION, _native_attention, EAGER),
+    (ENCODER_LAYER_FORWARD, _encoder_layer, EAGER),
 ]
 if hasattr(torch.ops.higher_order, "scan"):
     SPECIAL_CASES.append((torch.ops.higher_order.scan, lambda x: torch.ops.higher_order.scan(

@@ -73,7 +73,8 @@ __all__ = [
     "TORCHSCRIPT_CALLABLES", "elementwise_output_strides", "is_non_overlapping_and_dense",
     "all_op_names", "python_dispatcher_disabled",
     "NN_FAST_PATH_FORWARDS", "MAKE_FX_TRACING", "NN_FAST_PATH_HELPERS",
-    "NESTED_FROM_MASK_LEFT_ALIGNED", "NESTED_TENSOR_BUILDERS", "NATIVE_MULTI_HEAD_ATTENTION",
+    "ENCODER_LAYER_FORWARD", "NESTED_FROM_MASK", "NESTED_FROM_MASK_LEFT_ALIGNED",
+    "NESTED_TENSOR_BUILDERS", "NATIVE_MULTI_HEAD_ATTENTION",
     "numpy_on_torch_function", "numpy_on_torch_call",
 ]
 
@@ -649,14 +650,24 @@ NATIVE_MULTI_HEAD_ATTENTION = torch._native_multi_head_attention
 """``MultiheadAttention``'s fused kernel (``aten._native_multi_head_attention``). Without
 ``need_weights`` eager's returns ``(out, None)``; its meta kernel ``(out, empty(0))``."""
 
+ENCODER_LAYER_FORWARD = torch._transformer_encoder_layer_fwd
+"""``TransformerEncoderLayer``'s fused kernel (``aten._transformer_encoder_layer_fwd``): on a
+dense input with a key-padding mask (``mask_type`` 1), or on the nested tensor
+``TransformerEncoder`` builds (no mask)."""
+
+NESTED_FROM_MASK = torch._nested_tensor_from_mask
+"""``TransformerEncoder``'s conversion of its input to a nested tensor: the first
+``mask.sum(1)`` positions of each row (``unbroken.frontend.variables.nn_fast_paths`` holds it
+densely)."""
+
 NESTED_FROM_MASK_LEFT_ALIGNED = torch._nested_tensor_from_mask_left_aligned
 """``TransformerEncoder``'s check that a padding mask pads on the right only (reads the
 mask's data)."""
 
-NESTED_TENSOR_BUILDERS = (torch._nested_tensor_from_mask,
-                          torch._nested_tensor_from_tensor_list)
+NESTED_TENSOR_BUILDERS = (NESTED_FROM_MASK, torch._nested_tensor_from_tensor_list)
 """The private constructors of a nested tensor torch.nn calls (``TransformerEncoder``'s fast
-path): an exported program holds no nested tensor."""
+path): an exported program holds no nested tensor (the first, inside ``TransformerEncoder``,
+is held densely)."""
 
 
 @contextlib.contextmanager

@@ -60,6 +60,9 @@ class ExportOptions:
                       ``Dim.AUTO`` adoption needs another trace (two dims made one, a dim
                       pinned: ``symbolic.auto.needs_retrace``): what comes after it is traced
                       again anyway (``run_stages`` raises ``AdoptAuto`` for those guards).
+    defer_unstated:   ``prefer_deferred_runtime_asserts_over_guards``: a violated condition
+                      on named dims that no ``Dim`` states directly becomes a run-time
+                      assertion instead of a refusal (``exporter.shapes``).
     """
 
     dynamic_shapes: object = None
@@ -73,6 +76,7 @@ class ExportOptions:
     narrow_in_place: bool = True
     graph_only: bool = False
     adopt_early: bool = False
+    defer_unstated: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "auto_refinements",

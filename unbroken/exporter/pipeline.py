@@ -51,7 +51,8 @@ __all__ = ["export", "find_graph_breaks"]
 
 @torch_compatible_errors
 def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict: bool = True,
-           preserve_module_call_signature=()) -> ExportedProgram:
+           preserve_module_call_signature=(),
+           prefer_deferred_runtime_asserts_over_guards: bool = False) -> ExportedProgram:
     """Capture ``mod(*args, **kwargs)`` as one functional ATen graph, or refuse.
 
     Args:
@@ -69,6 +70,12 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict: bool = True,
             in torch. Each call must take tensors and constants only, happen outside
             ``torch.cond`` branches and pass on nothing but its outputs; otherwise
             UnsupportedError.
+        prefer_deferred_runtime_asserts_over_guards: as for ``torch.export.export``: a
+            condition the code puts on dims declared with named ``Dim``s that a ``Dim``
+            cannot state directly (``n % 4 == 0``, ``3 * n // 4 != n``: anything but a bound
+            or value of one size, or two sizes equal) becomes a run-time assertion of the
+            program instead of a refusal; the declared ranges are kept. Bounds, values and
+            equalities are still refused with the suggested ``Dim`` (as torch).
 
     Returns:
         an :class:`ExportedProgram`.
@@ -88,10 +95,12 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict: bool = True,
     preserve = checked_paths(mod, preserve_module_call_signature)
     check_python_version()
     with isolated():
-        return _export(mod, args, kwargs, dynamic_shapes, preserve)
+        return _export(mod, args, kwargs, dynamic_shapes, preserve,
+                       bool(prefer_deferred_runtime_asserts_over_guards))
 
 
-def _export(mod, args, kwargs, dynamic_shapes, preserve=frozenset()) -> ExportedProgram:
+def _export(mod, args, kwargs, dynamic_shapes, preserve=frozenset(),
+            defer_unstated=False) -> ExportedProgram:
     helper, dynamic_shapes = dynamic_shapes, _from_helper(mod, args, kwargs, dynamic_shapes)
     call = ExportCall(mod, args, kwargs)
     refinements: dict = {}
@@ -104,7 +113,8 @@ def _export(mod, args, kwargs, dynamic_shapes, preserve=frozenset()) -> Exported
             options = ExportOptions(dynamic_shapes=dynamic_shapes, preserve=preserve,
                                     auto_refinements=refinements,
                                     specializations=tuple(specializations),
-                                    adopt_early=round_ < _EARLY_ROUNDS)
+                                    adopt_early=round_ < _EARLY_ROUNDS,
+                                    defer_unstated=defer_unstated)
             try:
                 ep, trace, settled = run_stages(call, options)
             except AdoptAuto as adopt:  # Dim.AUTO dims take what the code requires: retrace

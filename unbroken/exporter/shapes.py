@@ -96,6 +96,14 @@ class _Settling:
         self._log_guards(())
 
     def _adopt_or_refuse(self, violations: list) -> None:
+        if self.options.defer_unstated:  # prefer_deferred_runtime_asserts_over_guards
+            deferred = [v.guard for v in violations if self._deferrable(v.guard.as_fact())]
+            for guard in deferred:
+                self._input_assert(guard)
+            violations = [v for v in violations if v.guard not in deferred]
+            if not violations:
+                self._log_guards(deferred)
+                return None
         adoption = plan_adoption(self.env, violations)
         if adoption is not None and adoption.refinements:
             if self.options.narrow_in_place and narrow_in_place(self.env, adoption):
@@ -110,6 +118,16 @@ class _Settling:
             return None
         violations = self._shown(violations)
         raise ShapeViolation(violations, _suggest_fix(self.env, violations))
+
+    def _deferrable(self, fact) -> bool:
+        """A violated fact deferred to a run-time assertion under
+        ``prefer_deferred_runtime_asserts_over_guards``: over named dims only (a
+        ``Dim.AUTO`` dim adopts what the code requires), and not one a ``Dim`` states
+        directly (a bound or value of one size, two sizes equal or one derived from the
+        other: those are refused with the fix, as torch)."""
+        auto = set(self.env.auto_symbols)
+        return not (fact.free_symbols & auto) and not all(
+            _stated_by_a_dim(part) for part in sympy.And.make_args(fact))
 
     def _shown(self, violations: list) -> list:
         """``violations`` decided again with the smallest counterexamples (deterministic,
@@ -184,6 +202,21 @@ def _suggest_fix(env, violations):
                        {s: (env.spec_ranges[s].lower, finite_bound(env.spec_ranges[s].upper))
                         for s in backed},
                        {s: env.hint_of(s) for s in backed}, env.source_of)
+
+
+def _stated_by_a_dim(fact) -> bool:
+    """``fact`` is what a ``Dim`` states: a polynomial relation on one size (a bound, a value:
+    ``Dim(min=, max=)``, a static dim) or the equality of two sizes, one possibly a linear
+    function of the other (the same ``Dim``, a derived one). Not ``%``, ``//``, ``max``..."""
+    if not isinstance(fact, sympy.core.relational.Relational):
+        return False
+    difference, symbols = fact.lhs - fact.rhs, sorted(fact.free_symbols, key=str)
+    if not difference.is_polynomial(*symbols):
+        return False
+    if len(symbols) <= 1:
+        return True
+    return len(symbols) == 2 and isinstance(fact, sympy.Eq) and \
+        sympy.Poly(difference, *symbols).total_degree() <= 1
 
 
 def _mentions_unbacked(expr, env) -> bool:

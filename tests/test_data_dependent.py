@@ -272,3 +272,55 @@ class CheckedOutOfRange(torch.nn.Module):
 def test_an_index_the_ranges_prove_out_of_bounds_is_eagers_index_error():
     with pytest.raises(unbroken.UnbrokenError, match="out of range"):
         unbroken.export(CheckedOutOfRange(), (torch.tensor(7), torch.randn(5, 5)))
+
+
+# --- ir.data_dependent: slices an .item() / .tolist() bound positions ------------------------
+class SliceByList(torch.nn.Module):
+    """The seed tutorial's ``.tolist()`` bounds slicing a tensor (both ends unknown): a write
+    through a slice of the input, then a slice whose length is used as a size."""
+
+    def forward(self, bounds, y):
+        a, b = bounds.tolist()
+        y[a:].add_(1)
+        part = y[a:b]
+        return part * 2, torch.zeros(part.shape[0]) + part.shape[0], y[:b, a:] + 0
+
+
+class SliceChecked(torch.nn.Module):
+    """A start known non-negative (``torch._check``): the storage offset is computed, only the
+    length is read at run time; a narrow and a step of 2 too."""
+
+    def forward(self, n, y):
+        k = n.item()
+        torch._check(k >= 0)
+        return y[k:].sum(0), y[: k + 1 : 2] * 1, y.narrow(0, 0, 2)[k % 2 :]
+
+
+BOUNDS = [(1, 4), (-3, 5), (4, 1), (2, -1), (0, 100), (-100, 2), (6, 6), (0, 0), (-1, 6)]
+
+
+def test_slicing_with_bounds_from_tolist_matches_eager_at_every_bound():
+    """torch's fake slice kernel gives an unknown bound a fresh length; our meta kernel asked
+    for its sign (UB105). Every pair of bounds, negative, reversed and out of range ones
+    included, matches eager, the write into the input too."""
+    model = SliceByList()
+    ep = unbroken.export(model, (torch.tensor([1, 4]), torch.randn(6, 6)))
+    assert any(n.target is torch.ops.aten.slice.Tensor for n in ep.graph.nodes)
+    for bounds in BOUNDS:
+        y = torch.randn(6, 6)
+        y_eager, y_program = y.clone(), y.clone()
+        want = model(torch.tensor(bounds), y_eager)
+        got = ep.module()(torch.tensor(bounds), y_program)
+        assert all(torch.equal(g, w) for g, w in zip(got, want)), bounds
+        assert torch.equal(y_program, y_eager), bounds
+
+
+def test_a_slice_from_a_checked_start_matches_eager():
+    model = SliceChecked()
+    ep = unbroken.export(model, (torch.tensor(3), torch.randn(6, 3)))
+    for k in (0, 1, 3, 5, 6, 100):
+        args = (torch.tensor(k), torch.randn(6, 3))
+        got, want = ep.module()(*args), model(*args)
+        assert all(torch.equal(g, w) for g, w in zip(got, want)), k
+    with pytest.raises(RuntimeError, match="n.item\\(\\) >= 0"):
+        ep.module()(torch.tensor(-1), torch.randn(6, 3))

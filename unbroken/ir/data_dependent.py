@@ -168,9 +168,57 @@ def _select_at(recorder, tensor, dim, index):
     return tensor.as_strided(shape, strides, offset)
 
 
-# Views whose position (not their size) an unbacked index decides: their meta kernels, which
-# would ask for its sign or bounds, are replaced by these when an argument is unbacked.
-UNBACKED_INDEX_VIEWS = {aten.select.int: _select_at}
+def _position(index, size):
+    """Where a slice bound ``index`` lands in a dim of ``size`` (Python's clamping), or None
+    when the ranges do not say (an unbacked bound of unknown sign or magnitude)."""
+    if _decided(index >= 0):
+        return index if _decided(index <= size) else (size if _decided(index > size) else None)
+    if _decided(index < 0):
+        if _decided(index >= -size):
+            return index + size
+        return 0 if _decided(index < -size) else None
+    return None
+
+
+def _slice_at(recorder, tensor, dim=0, start=None, end=None, step=1):
+    """``x[a:b]`` / ``x.narrow``-like slices whose bounds only tensor data decides
+    (``a, b = t.tolist()``). Each bound is placed where the ranges prove it lands (Python's
+    clamping to the dim); the length is then computed, and is a fresh size in ``[0, size]``
+    when a bound or their order is unknown, as is the storage offset when the start is: eager's
+    kernel decides them at run time and the program reads them from the view it makes."""
+    if tensor.dim() == 0:
+        raise IndexError("slice() cannot be applied to a 0-dim tensor.")
+    if _decided(step <= 0):
+        raise ValueError("slice step must be positive")
+    dim = dim if dim >= 0 else dim + tensor.dim()
+    size, stride = tensor.shape[dim], tensor.stride()[dim]
+    first = 0 if start is None else _position(start, size)
+    last = size if end is None or (isinstance(end, int) and end >= size) \
+        else _position(end, size)
+    length = None
+    if first is not None and last is not None:
+        if _decided(last >= first):
+            length = (last - first + step - 1) // step
+        elif _decided(first >= last):
+            length = 0
+    if length is None:
+        length = recorder.unbacked_size("slice() length", upper=_static_bound(size))
+    offset = tensor.storage_offset() + first * stride if first is not None \
+        else recorder.unbacked_size("slice() storage offset")
+    shape, strides = list(tensor.shape), list(tensor.stride())
+    shape[dim], strides[dim] = length, stride * step
+    return tensor.as_strided(shape, strides, offset)
+
+
+def _static_bound(size):
+    """``size`` as an upper bound of a fresh size: itself when static, else none."""
+    return size if isinstance(size, int) else None
+
+
+# Views whose position (and, for a slice, length) an unbacked index decides: their meta
+# kernels, which would ask for its sign or bounds, are replaced by these when an argument is
+# unbacked.
+UNBACKED_INDEX_VIEWS = {aten.select.int: _select_at, aten.slice.Tensor: _slice_at}
 
 
 def has_unbacked_argument(env, args) -> bool:

@@ -491,6 +491,8 @@ class Recorder(TorchDispatchMode):
         if refusal is not None:
             node.meta[EAGER_REFUSES] = (refusal.message, refusal.hint, refusal.arguments)
         self._bind_outputs(node, out, device)
+        if self._positioned_by_unbacked(func, compute_args):
+            self._bind_fresh_sizes(node, out)
         self._track_aliasing(func, compute_args, compute_kwargs, out, node)
         return out
 
@@ -605,6 +607,14 @@ class Recorder(TorchDispatchMode):
             return UNBACKED_INDEX_VIEWS[func](self, *args, **kwargs)
         return None
 
+    def _bind_fresh_sizes(self, node: fx.Node, out) -> None:
+        """A view an unbacked bound positions may have a fresh length (a slice of unknown
+        bounds: ``ir.data_dependent``): later sizes computed from it read it from ``node``."""
+        for dim, size in enumerate(out.shape):
+            if isinstance(size, torch.SymInt) and size.node.expr.is_Symbol and \
+                    self.env.is_unbacked(size.node.expr):
+                self.builder.bind_symbol(size.node.expr, node, dim, out)
+
     def _kernel_of(self, func):
         """``(args, kwargs) -> meta output`` of ``func``: its meta kernel, and for the ops
         whose meta kernel lays the output out unlike eager's CPU kernel, that output relaid
@@ -675,6 +685,8 @@ class Recorder(TorchDispatchMode):
             out = func(*args, **kwargs)
         node = self._record(func, args, kwargs, out)
         self._bind_outputs(node, out, self.device_of(args[0]))
+        if self._positioned_by_unbacked(func, args):
+            self._bind_fresh_sizes(node, out)
         return out
 
     def _is_unused_factory_output(self, tensor) -> bool:

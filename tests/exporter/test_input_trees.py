@@ -104,3 +104,31 @@ def test_a_generator_input_is_refused_with_what_to_do_instead():
     with pytest.raises(unbroken.ExportUsageError) as info:
         unbroken.export(Noise(), (torch.randn(3), torch.Generator()))
     assert "Generator" in str(info.value) and "torch.manual_seed" in info.value.hint
+
+
+class _CallsGiven(nn.Module):
+    def forward(self, x, head):
+        return head(x) + 1
+
+
+class _CallsWithParams(nn.Module):
+    """The workaround the refusal names: the module's tensors as inputs."""
+
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Linear(3, 3)
+
+    def forward(self, x, params):
+        return torch.func.functional_call(self.head, params, (x,)) + 1
+
+
+def test_a_module_input_is_refused_with_a_workaround_that_exports():
+    x, head = torch.randn(2, 3), nn.Linear(3, 3)
+    with pytest.raises(unbroken.ExportUsageError) as info:
+        unbroken.export(_CallsGiven(), (x, head))
+    assert "Linear" in str(info.value) and "functional_call" in info.value.hint
+    model, params = _CallsWithParams(), dict(head.named_parameters())
+    program = unbroken.export(model, (x, params))
+    other = dict(nn.Linear(3, 3).named_parameters())  # another module's tensors, same program
+    for given in (params, other):
+        assert_bit_exact(program.module()(x, given), model(x, given))

@@ -154,6 +154,14 @@ _OPAQUE_INPUT_HINTS = {
 }
 
 
+_MODULE_INPUT_HINT = (
+    "A module passed to forward() is not an input unbroken takes yet (torch.export's "
+    "non-strict mode passes its parameters and buffers as inputs; strict mode refuses it "
+    "too): make it a submodule of the model (`self.head = head` in __init__), whose "
+    "parameters the program then holds, or pass its tensors and call "
+    "`torch.func.functional_call(head, params, (x,))` in forward().")
+
+
 def check_call(mod, args, kwargs):
     if not (isinstance(mod, torch.nn.Module) or callable(mod)):
         raise ExportUsageError(f"export() expects an nn.Module or a function, got "
@@ -172,9 +180,11 @@ def check_call(mod, args, kwargs):
                                  torch.device)):
             raise ExportUsageError(
                 f"unsupported example input of type {type(leaf).__name__}",
-                hint=_OPAQUE_INPUT_HINTS.get(type(leaf), "Inputs must be tensors, Python "
-                     "numbers/strings, or tuples/lists/dicts of them (register other "
-                     "containers with torch.utils._pytree)."))
+                hint=_MODULE_INPUT_HINT if isinstance(leaf, torch.nn.Module) else
+                _OPAQUE_INPUT_HINTS.get(type(leaf), "Inputs must be tensors, Python "
+                                        "numbers/strings, or tuples/lists/dicts of them "
+                                        "(register other containers with "
+                                        "torch.utils._pytree)."))
         if isinstance(leaf, torch.Tensor):
             check_traceable_tensor(leaf)
     return args, dict(kwargs or {})

@@ -103,6 +103,11 @@ def _float_item_arith(self, x, t):
     return x * (v * 2 + 1)
 
 
+def _slice_by_tolist(self, bounds, y):
+    a, b = bounds.tolist()
+    return y[a:b] * 2
+
+
 BEHAVIOURS = [
     Behaviour("item_to_full", program(_full_from_item), lambda: (torch.tensor([3]),),
               more=(lambda: (torch.tensor([5]),),)),
@@ -124,6 +129,11 @@ BEHAVIOURS = [
               lambda: (torch.tensor(3), torch.randn(10)),
               more=(lambda: (torch.tensor(7), torch.randn(10)),),
               rejects=(lambda: (torch.tensor(12), torch.randn(10)),)),
+    Behaviour("slice_by_unchecked_tolist", program(_slice_by_tolist),
+              lambda: (torch.tensor([1, 4]), torch.randn(6)),
+              more=(lambda: (torch.tensor([-3, 5]), torch.randn(6)),
+                    lambda: (torch.tensor([4, 1]), torch.randn(6)),
+                    lambda: (torch.tensor([0, 100]), torch.randn(6)))),
     Behaviour("select_by_item", program(_select_item),
               lambda: (torch.randn(5, 2), torch.tensor(3)),
               more=(lambda: (torch.randn(5, 2), torch.tensor(0)),)),

@@ -119,7 +119,11 @@ class Aliases:
                     value = self._scatter(view, value)
                     tensor = view.parent
                 self.recorder.emit(aten.copy_.default, (root, value))
-        stale = [view for view in self._views_of_root.get(id(root), []) if view is not target]
+        # every view of the root is re-derived from its new value, the written one too: its
+        # in-place op's functional form lays its result out afresh (contiguous), where eager's
+        # view keeps its strides, which a later reduction over it reads in their order
+        stale = [view for view in self._views_of_root.get(id(root), [])
+                 if view is not target or root is not target]
         with self._grad_mode_restored(self._may_carry_gradient(root) and any(
                 _made_with_grad(view) for view in stale)):
             for view in stale:

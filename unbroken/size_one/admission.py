@@ -514,7 +514,14 @@ def _contiguous_at(value: torch.Tensor, substitute) -> bool:
 _LAYOUT_READING = frozenset({"as_strided", "as_strided_", "as_strided_copy",
                              "as_strided_scatter", "sym_stride", "sym_storage_offset",
                              "stride", "storage_offset", "is_contiguous",
-                             "is_non_overlapping_and_dense", "set_", "_reshape_alias"})
+                             "is_non_overlapping_and_dense", "set_", "_reshape_alias",
+                             # BLAS-backed products: their kernels choose a path from the
+                             # strides, a size-1 dim's included (matmul folds a (7, 1, 5)
+                             # batch into one GEMM only if its strides allow the view; on
+                             # AVX-512 CPUs the two paths round differently)
+                             "matmul", "linear", "mm", "bmm", "addmm", "addbmm", "baddbmm",
+                             "mv", "addmv", "dot", "vdot", "einsum", "tensordot", "bilinear",
+                             "_addmm_activation"})
 
 
 def _layout_escapes(node: fx.Node) -> bool:

@@ -296,9 +296,10 @@ def view_base(tensor: torch.Tensor) -> torch.Tensor | None:
     return tensor._base
 
 
-def version_counter(tensor: torch.Tensor) -> int:
-    """The tensor's version counter (``tensor._version``): bumped by every in-place write."""
-    return tensor._version
+def version_counter(tensor: torch.Tensor) -> int | None:
+    """The tensor's version counter (``tensor._version``): bumped by every in-place write.
+    None for an inference tensor (made under ``torch.inference_mode()``), which has none."""
+    return None if tensor.is_inference() else tensor._version
 
 
 # --- process-wide dispatcher state (saved and restored around a trace; all releases) ---------

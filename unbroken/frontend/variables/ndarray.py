@@ -380,7 +380,8 @@ def _check_watched(tx, args) -> None:
         if not isinstance(arg, NdarrayVariable):
             continue
         for meta, version, made in arg.watch:
-            if version_counter(meta) != version:
+            # an inference tensor counts no writes: whether one happened is unknown
+            if version is None or version_counter(meta) != version:
                 raise graph_break(
                     "UB121", f"{arg.describe()} is read after an in-place write to the tensor "
                     f"it views in NumPy (made by `{made}`, a view in NumPy where torch "

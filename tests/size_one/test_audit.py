@@ -244,7 +244,9 @@ _STEPS = {
 
 
 @pytest.mark.matrix
-@settings(max_examples=20, deadline=None)
+# deterministic, as the suite's other draws (a random draw found the hole the strict xfail
+# below records: ['transpose', 'swap_batch', 'reduce_keep', 'contiguous'])
+@settings(max_examples=20, deadline=None, derandomize=True, database=None)
 @given(steps=st.lists(st.sampled_from(sorted(_STEPS)), min_size=1, max_size=5),
        seed=st.integers(0, 2**16), decide=st.booleans())
 def test_drawn_layout_programs_are_exact_wherever_batch_one_is_admitted(steps, seed, decide):

@@ -42,30 +42,45 @@ def traces_at_one(monkeypatch):
 class _Attention(nn.Module):
     """Hugging Face's SDPA attention: ``is_causal`` picked by ``q_len > 1``, with a mask."""
 
-    def __init__(self):
+    def __init__(self, rows: bool):
         super().__init__()
         self.out = nn.Linear(32, 32)
+        self.rows = rows
 
     def forward(self, q, mask):
         batch, _, q_len, _ = q.shape
         is_causal = q_len > 1 and mask is None
         attn = torch.nn.functional.scaled_dot_product_attention(
             q, q * 0.5, q + 1, attn_mask=mask, is_causal=is_causal)
-        return self.out(attn.transpose(1, 2).contiguous().view(batch, q_len, -1))
+        merged = attn.transpose(1, 2).contiguous()
+        if self.rows:  # the projection of (batch * q_len) rows, as GPT-2's Conv1D
+            return self.out(merged.view(batch * q_len, -1))
+        return self.out(merged.view(batch, q_len, -1))
 
 
-def test_a_question_both_picks_answer_alike_needs_no_trace_at_one(traces_at_one):
-    model = _Attention()
+@pytest.mark.parametrize("rows", [True, False], ids=["rows", "batched"])
+def test_a_question_both_picks_answer_alike_needs_no_trace_at_one(traces_at_one, rows):
+    """No trace at 1 either way. Projected as rows, the sequence admits 1: the copy that is
+    a view at 1 reaches the product with its size-1 dim merged away, the same strides on
+    both sides. Projected batched, ``linear`` folds the (batch, 1, 32) operand into one GEMM
+    only if the size-1 dim's stride allows it, which eager's view need not: the sequence
+    keeps ``[2, ...]`` (refused at 1, naming the projection), the batch admits 1."""
+    model = _Attention(rows)
     seq = Dim("seq", max=64)
     ep = unbroken.export(model, (torch.randn(2, 4, 6, 8), torch.ones(2, 1, 6, 6, dtype=torch.bool)),
                          dynamic_shapes={"q": {0: Dim("batch"), 2: seq},
                                          "mask": {0: Dim("batch"), 2: seq, 3: seq}})
     assert traces_at_one == []
-    assert {int(r.lower) for r in ep.range_constraints.values()} == {1}
+    assert sorted(int(r.lower) for r in ep.range_constraints.values()) == \
+        ([1, 1] if rows else [1, 2])
     for batch, length in ((1, 1), (3, 1), (1, 5), (2, 6)):
         q = torch.randn(batch, 4, length, 8)
         mask = torch.rand(batch, 1, length, length) > 0.3
         mask[..., 0] = True
+        if length == 1 and not rows:
+            with pytest.raises(InputMismatchError, match="size 1 is refused.*linear"):
+                ep.module()(q, mask)
+            continue
         assert_close(ep.module()(q, mask), model(q, mask), rtol=0, atol=0)
 
 

@@ -99,6 +99,14 @@ class Aliases:
                 self._created_version[id(view)] = version_counter(view)
                 self._views_of_root.setdefault(id(root), []).append(view)
 
+    def view_chain(self, tensor: torch.Tensor) -> list:
+        """The ``ViewOf`` calls that made ``tensor`` from its root, root side first."""
+        chain = []
+        while id(tensor) in self._view_of:
+            chain.append(self._view_of[id(tensor)])
+            tensor = chain[-1].parent
+        return chain[::-1]
+
     def root(self, tensor: torch.Tensor) -> torch.Tensor:
         while id(tensor) in self._view_of:
             tensor = self._view_of[id(tensor)].parent

@@ -590,7 +590,7 @@ class Recorder(TorchDispatchMode):
             symbols = self.meta_cache.symbol_count()
             self._suspended += 1
             try:
-                out = self._meta_of(self._kernel_of(func), args, kwargs)
+                out = self._meta_of(self._kernel_of(func), args, kwargs, func)
             finally:
                 self._suspended -= 1
             self.meta_cache.put(key, out, symbols)
@@ -628,10 +628,11 @@ class Recorder(TorchDispatchMode):
             return relayout(self, func, a, k, out) if layout_on_cpu(self, a) else out
         return kernel
 
-    def _meta_of(self, kernel, args, kwargs):
+    def _meta_of(self, kernel, args, kwargs, func=None):
         """``kernel(args, kwargs)``: the meta output of one recorded node (its "is this size
-        1?" answers are the size-1 audit's: ``SizeOneHook.node_meta``)."""
-        return self.size_one.node_meta(self.env, kernel, args, kwargs)
+        1?" answers are the size-1 audit's: ``SizeOneHook.node_meta``; ``func``, the op when
+        the kernel is its own)."""
+        return self.size_one.node_meta(self.env, kernel, args, kwargs, func)
 
     def _record_scalar(self, args, compute_args):
         """``t.item()``: a fresh unbacked symbol (value unknown at export time)."""
@@ -802,7 +803,8 @@ class Recorder(TorchDispatchMode):
         if self.size_one.watches_writes and not is_mutating(func):
             self.size_one.read(func, [t for t in tree_leaves((args, kwargs))
                                       if isinstance(t, torch.Tensor)],
-                               out, self.aliases.root, self.frames_provider)
+                               out, self.aliases.root, self.frames_provider,
+                               self.aliases.view_chain)
         if not torch.is_grad_enabled():  # autograd saves nothing for it
             self._no_grad_nodes.add(node)
         if self.shadow is not None and func is not aten.item.default:

@@ -26,7 +26,7 @@ from ..symbolic.ranges import ValueRange, static_truth
 from ..symbolic.torch_compat import OpOverload, op_schema
 from .at_one import sets_at_one
 from .settle import RefusedAtOne
-from .unit_meta import LAYOUT_FOLLOWING, VIEWS_WITH_SIZES
+from .unit_meta import LAYOUT_FOLLOWING, STRIDE_READING_PRODUCTS, VIEWS_WITH_SIZES
 
 __all__ = ["SizeOneWarning", "admit_size_one", "same_program"]
 
@@ -72,7 +72,8 @@ def admit_size_one(ep: ExportedProgram, audit, env, leaf_dims: dict, args, kwarg
     ep = _lift_refused_patterns(ep, audit, env, free, leaf_dims, args, kwargs, trace_at)
     if not sensitive:
         return ep
-    tried = sorted(sensitive, key=lambda s: s not in requested)[:MAX_SYMBOLS]
+    tried = sorted((s for s in sensitive if s not in audit.final),
+                   key=lambda s: s not in requested)[:MAX_SYMBOLS]
     admitted, patterns = _same_at_one(ep, audit, env, tried, free, leaf_dims, args, kwargs,
                                       trace_at)
     refused = {str(s): _reason(env, s, audit.sensitive[s], s in tried, audit.why.get(s))
@@ -515,13 +516,7 @@ _LAYOUT_READING = frozenset({"as_strided", "as_strided_", "as_strided_copy",
                              "as_strided_scatter", "sym_stride", "sym_storage_offset",
                              "stride", "storage_offset", "is_contiguous",
                              "is_non_overlapping_and_dense", "set_", "_reshape_alias",
-                             # BLAS-backed products: their kernels choose a path from the
-                             # strides, a size-1 dim's included (matmul folds a (7, 1, 5)
-                             # batch into one GEMM only if its strides allow the view; on
-                             # AVX-512 CPUs the two paths round differently)
-                             "matmul", "linear", "mm", "bmm", "addmm", "addbmm", "baddbmm",
-                             "mv", "addmv", "dot", "vdot", "einsum", "tensordot", "bilinear",
-                             "_addmm_activation"})
+                             *STRIDE_READING_PRODUCTS})
 
 
 def _layout_escapes(node: fx.Node) -> bool:

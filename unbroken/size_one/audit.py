@@ -30,16 +30,18 @@ from ..symbolic import expr as E
 from ..symbolic.guards import Guard
 from ..symbolic.node import sym_expr
 from ..symbolic.size_one_hook import SizeOneHook
-from ..symbolic.torch_compat import OpOverload
+from ..symbolic.torch_compat import OpOverload, disable_current_modes
 from .at_one import AnswersAtOne, flipped_at_one, holds_at_one, put_ones
 from .settle import forced_equalities, settle_check
 from .unit_meta import (
     LAYOUT_DEPENDENT_CALLS,
     LAYOUT_FOLLOWING,
     REJECTED_AT_ONE,
+    STRIDE_READING_PRODUCTS,
     same_node_at,
     settle_leaf_call,
     substituted,
+    substituted_tree,
 )
 
 __all__ = ["SizeOneAudit"]
@@ -64,6 +66,8 @@ class SizeOneAudit(SizeOneHook):
         self.requested: set = set()
         self.sensitive: dict = {}
         self.why: dict = {}
+        # sensitive symbols a trace at 1 cannot clear (the program at 1 is known to differ)
+        self.final: set = set()
         self.refused_sets: list = []
         self.dry = 0
         self._dry_ones: list[dict] = []  # the symbols each open dry run puts at 1
@@ -198,14 +202,17 @@ class SizeOneAudit(SizeOneHook):
             for symbol in symbols:
                 self._dropped.setdefault(symbol, guard)
 
-    def mark_sensitive(self, decisions: dict, why: str = "") -> None:
+    def mark_sensitive(self, decisions: dict, why: str = "", *, final: bool = False) -> None:
         """``decisions``: ``{symbol: the Guard that depends on it being >= 2}``; ``why``: what
-        makes that answer matter, when the guard alone does not say it."""
+        makes that answer matter, when the guard alone does not say it; ``final``: a trace
+        at 1 would only confirm it (the admission does not try one)."""
         for symbol, guard in decisions.items():
             if symbol not in self.sensitive:
                 self.sensitive[symbol] = guard
                 if why:
                     self.why[symbol] = why
+                if final:
+                    self.final.add(symbol)
 
     def settle(self, env) -> set:
         """Run the deferred checks (:mod:`unbroken.size_one.settle`): the ``admits_one``
@@ -268,18 +275,39 @@ class SizeOneAudit(SizeOneHook):
         finally:
             self._unit_scopes.pop()
 
-    def node_meta(self, env, kernel, args, kwargs):
-        """``kernel(args, kwargs)``: the meta output of one recorded node; its "is this size
-        1?" answers are checked against the output at 1 (``unit_meta.same_node_at``), once
-        the input facts are known (``settle``)."""
+    def node_meta(self, env, kernel, args, kwargs, func=None):
+        """``kernel(args, kwargs)``: the meta output of one recorded node (of ``func``); its
+        "is this size 1?" answers are checked against the output at 1
+        (``unit_meta.same_node_at``), once the input facts are known (``settle``). So is the
+        output of a pointwise op over operands laid out differently, which asks nothing:
+        eager orders the output's dims by its operands' strides, leaving size-1 dims out, so
+        at 1 another operand's order may win (``(5, n, 1)`` times a ``(5, n, 7)`` view of
+        strides ``(1, 35, 5)``: contiguous at n >= 2, ``(1, 35, 5)`` at 1)."""
         if not self.admits_one:
             return kernel(args, kwargs)
         with self.unit_scope() as pending:
             out = kernel(args, kwargs)
+        if not pending and func is not None and torch.Tag.pointwise in func.tags:
+            self._layout_from_operands(env, pending, args, out)
         if pending:
             self._deferred_checks.append((pending, lambda ones: same_node_at(
                 self, env, kernel, args, kwargs, out, ones)))
         return out
+
+    def _layout_from_operands(self, env, pending: AnswersAtOne, args, out) -> None:
+        """Note, for the comparison at 1, the symbols admitting 1 in the sizes of a pointwise
+        op's tensor operands when at least two operands and not all of them are laid out
+        contiguously (all contiguous: the output is too, at every size)."""
+        tensors = [a for a in pytree.tree_leaves(args) if isinstance(a, torch.Tensor)]
+        if len(tensors) < 2 or not isinstance(out, torch.Tensor) or \
+                all(_plainly_contiguous(t) for t in tensors):
+            return
+        symbols = sorted({s for t in tensors for size in t.shape
+                          if isinstance(size, torch.SymInt)
+                          for s in size.node.expr.free_symbols
+                          if s in self.admits_one and s not in self.sensitive}, key=str)
+        for symbol in symbols:
+            pending.note([symbol], env.decision(sympy.Eq(symbol, 1), False, "guard"), None)
 
     def same_answer_at_one(self, env, ask):
         """``ask(resize)`` (the recorder asking whether an op saves a tensor it writes, on
@@ -313,7 +341,7 @@ class SizeOneAudit(SizeOneHook):
 
     def note_layout_at_one(self, recorder, inputs, result, pending: dict, *,
                            same_layout: bool, whole=None, carriers=(),
-                           grad_enabled: bool = True) -> None:
+                           grad_enabled: bool = True, at_one=None) -> None:
         """``result`` of a layout-dependent call (``reshape``) on ``inputs`` is a copy in this
         trace and a view at size 1 (or the reverse), by the answers ``pending``: same values,
         other aliasing. A later write into the memory of either side (``written``), or the
@@ -334,14 +362,20 @@ class SizeOneAudit(SizeOneHook):
           one op) taking a carrier (``leaf_called``; ``carriers``: more of them, made by the
           same leaf call);
         - without, the program keeps its copy: an op whose values depend on the layout (a
-          ``sum`` adds in another order) reading a carrier counts (``read``)."""
+          ``sum`` adds in another order) reading a carrier counts (``read``).
+
+        Laid out alike but for the strides of size-1 dims (``same_layout``), only a BLAS
+        product reading the result or a view of it can tell (``read``): it counts unless the
+        view it reads has the same strides on both sides at 1, replayed from eager's result
+        there (``at_one``: ``{values: eager's result}``, None when unknown)."""
         roots = [recorder.aliases.root(t) for t in pytree.tree_leaves((inputs, result))
                  if isinstance(t, torch.Tensor)]
         result_root = recorder.aliases.root(result)
-        carriers = None if same_layout else [
-            result_root, *(recorder.aliases.root(t) for t in carriers)]
-        self._layout_at_one.append(_LayoutAtOne(roots, result, result_root, carriers,
-                                                pending, whole, grad_enabled))
+        carriers = [result_root, *(recorder.aliases.root(t) for t in carriers)]
+        note = _LayoutAtOne(roots, result, result_root, carriers, pending, whole,
+                            grad_enabled, same_layout)
+        note.env, note.at_one = recorder.env, at_one
+        self._layout_at_one.append(note)
 
     @property
     def watches_writes(self) -> bool:
@@ -356,7 +390,7 @@ class SizeOneAudit(SizeOneHook):
                 self.mark_sensitive(note.pending, _LAYOUT_AT_ONE.format(
                     "and the program later writes into that memory in place" + _at(frames)))
 
-    def read(self, func, tensors, outputs, root_of, frames) -> None:
+    def read(self, func, tensors, outputs, root_of, frames, chain_of=None) -> None:
         """``func`` has read ``tensors`` and made ``outputs`` (``root_of``: a tensor's alias
         root; ``frames()``: the user's frames). Where it reads a result noted by
         ``note_layout_at_one`` that is laid out otherwise at 1 and not recorded whole, its
@@ -383,6 +417,15 @@ class SizeOneAudit(SizeOneHook):
                 continue  # (nothing made: a size or a Python number, no layout-ordered sums)
             if op and (torch.Tag.pointwise in func.tags or func in LAYOUT_FOLLOWING):
                 note.carriers.extend(root_of(t) for t in made)
+            elif note.same_layout:  # a size-1 dim's stride may differ: products read it
+                if (not op or func.overloadpacket.__name__ in STRIDE_READING_PRODUCTS) and \
+                        not _read_alike_at_one(self, note, tensors, root_of, chain_of):
+                    # the program's copy at 1 is a copy there too, and the trace at 1 would
+                    # count it for this reader (admission._LAYOUT_READING): no trace at 1
+                    self.mark_sensitive(note.pending, _LAYOUT_AT_ONE.format(
+                        f"and `{_name(func)}` reads it{_at(frames())}, a product whose "
+                        "kernel chooses its path by the strides, a size-1 dim's included"),
+                        final=True)
             elif note.whole is None or not op:  # recorded whole, it reads eager's layout
                 self.mark_sensitive(note.pending, _LAYOUT_AT_ONE.format(
                     f"and `{_name(func)}` reads its values{_at(frames())}, whose result "
@@ -420,8 +463,8 @@ class SizeOneAudit(SizeOneHook):
             if observed:
                 self.mark_sensitive(note.pending, _LAYOUT_AT_ONE.format(
                     "and the program reads a stride or contiguity fact"))
-            elif any(root is carrier for root in roots
-                     for carrier in (note.carriers or [note.result_root])):
+            elif any(root is carrier for root in roots for carrier in
+                     ([note.result_root] if note.same_layout else note.carriers)):
                 self.mark_sensitive(note.pending, _LAYOUT_AT_ONE.format(
                     "and the program returns that result (or a view of it)"))
             elif note.whole is not None:
@@ -432,17 +475,65 @@ class SizeOneAudit(SizeOneHook):
 class _LayoutAtOne:
     """One call noted by ``SizeOneAudit.note_layout_at_one``: the alias roots of its
     inputs and result (``roots``), its result and the result's root, the roots whose layout
-    follows the result's (``carriers``: the result and what pointwise ops made of it; None
-    when nothing reading them can differ at 1), the answers that chose (``pending``), and
-    ``whole`` (``(node, input node)`` to record it as one ``reshape``, or None)."""
+    follows the result's (``carriers``: the result and what pointwise ops made of it), the
+    answers that chose (``pending``), ``whole`` (``(node, input node)`` to record it as one
+    ``reshape``, or None) and ``same_layout`` (laid out alike at 1 but for the strides of
+    size-1 dims, which only a BLAS product reads)."""
 
     __slots__ = ("roots", "result", "result_root", "carriers", "pending", "whole",
-                 "grad_enabled")
+                 "grad_enabled", "same_layout", "env", "at_one")
 
-    def __init__(self, roots, result, result_root, carriers, pending, whole, grad_enabled):
+    def __init__(self, roots, result, result_root, carriers, pending, whole, grad_enabled,
+                 same_layout):
         self.roots, self.result, self.result_root = roots, result, result_root
         self.carriers, self.pending, self.whole = carriers, pending, whole
         self.grad_enabled = grad_enabled  # the grad mode the call ran in
+        self.same_layout = same_layout  # laid out alike at 1 but for size-1 dims' strides
+        self.env, self.at_one = None, None  # eager's result at 1 per set of values
+
+
+def _read_alike_at_one(audit, note: _LayoutAtOne, tensors, root_of, chain_of) -> bool:
+    """Whether every tensor of ``tensors`` made from ``note``'s result has, at 1, the same
+    strides (every dim's) on both sides: the program's, substituted, and eager's, the views
+    that made it replayed on eager's result there (a dry run: nothing recorded, nothing
+    guarded). Made otherwise (a pointwise op between), or eager's result unknown: not known
+    alike."""
+    if note.at_one is None or chain_of is None:
+        return False
+    for tensor in tensors:
+        root = root_of(tensor)
+        if root is not note.result_root:
+            if any(root is carrier for carrier in note.carriers):
+                return False  # a pointwise op made it: its layout is TensorIterator's
+            continue
+        chain = chain_of(tensor)
+        for values, eager in note.at_one.items():
+            ones = dict(values)
+            try:  # the recorder's mode off: the replay is no op of the program
+                with audit.dry_run(ones), disable_current_modes():
+                    view = _replayed(note.env, eager, chain, ones)
+                    ours = substituted_tree(note.env, tensor, ones)
+            except Exception:  # noqa: BLE001 (a view that cannot be replayed: not known)
+                return False
+            if not (_same_exprs(view.shape, ours.shape)
+                    and _same_exprs(view.stride(), ours.stride())):
+                return False
+    return True
+
+
+def _same_exprs(left, right) -> bool:
+    return len(left) == len(right) and all(
+        sympy.expand(sym_expr(a) - sym_expr(b)) == 0 for a, b in zip(left, right))
+
+
+def _replayed(env, tensor: torch.Tensor, chain: list, ones: dict) -> torch.Tensor:
+    """The views of ``chain`` (``ViewOf`` calls, root side first) made again from
+    ``tensor`` with ``ones`` put in for their symbolic arguments."""
+    for made in chain:
+        args, kwargs = substituted_tree(env, (list(made.args[1:]), made.kwargs), ones)
+        out = made.func(tensor, *args, **kwargs)
+        tensor = out[made.index] if made.index is not None else out
+    return tensor
 
 
 def _holds_at_one(env, expr, ones: dict, value: bool) -> bool:
@@ -506,3 +597,15 @@ def _name(func) -> str:
 
 def _at(frames) -> str:
     return f" ({frames[-1].short()})" if frames else ""
+
+
+def _plainly_contiguous(tensor: torch.Tensor) -> bool:
+    """Whether ``tensor``'s strides are the contiguous ones for its sizes (a size-1 dim's
+    stride aside), by comparing expressions: no question asked."""
+    expected = sympy.Integer(1)
+    for size, stride in reversed(list(zip(tensor.shape, tensor.stride()))):
+        size_expr = sym_expr(size)
+        if size_expr != 1 and sympy.expand(sym_expr(stride) - expected) != 0:
+            return False
+        expected = expected * size_expr
+    return True

@@ -72,15 +72,17 @@ def settle_leaf_call(audit, env, recorder, pending: dict, log: list, fn, args, k
             within=pending.flips):
         return
     layouts = []  # per set at 1: whether the result there is laid out as here
+    at_one: dict = {}  # per set at 1: eager's result there
     if fn in LAYOUT_DEPENDENT_CALLS and holds_at_one(symbols, lambda ones: _same_result_at(
-            audit, env, recorder, fn, args, kwargs, result, grad_enabled, ones, layouts)):
+            audit, env, recorder, fn, args, kwargs, result, grad_enabled, ones, layouts,
+            at_one)):
         same_layout = all(layouts)
         whole = None
         if not same_layout and fn in _RESHAPES and args and isinstance(args[0], torch.Tensor):
             whole = _whole_nodes(recorder, args[0], result)
         audit.note_layout_at_one(recorder, (args, kwargs), result, pending,
                                  same_layout=same_layout, whole=whole,
-                                 grad_enabled=grad_enabled)
+                                 grad_enabled=grad_enabled, at_one=at_one)
         return
     flips, carriers, copies = {}, {}, {}
     if fn not in LAYOUT_DEPENDENT_CALLS and holds_at_one(
@@ -131,14 +133,24 @@ VIEWS_WITH_SIZES = frozenset({torch.ops.aten.view.default, torch.ops.aten._unsaf
 # Copies whose output takes their input's layout (``preserve_format``), as pointwise ops' do.
 LAYOUT_FOLLOWING = frozenset({torch.ops.aten.clone.default, torch.ops.aten._to_copy.default})
 
+# BLAS-backed products (by op name): their kernels choose a path from the operands' strides,
+# a size-1 dim's stride included. ``matmul`` of a (7, 1, 5) view of strides (5, 35, 1) runs
+# 7 small products where a contiguous (7, 1, 5) folds into one GEMM; on AVX-512 CPUs the two
+# round differently. Two layouts that differ only in a size-1 dim's stride are the same to
+# every other op (TensorIterator leaves size-1 dims out).
+STRIDE_READING_PRODUCTS = frozenset({
+    "matmul", "linear", "mm", "bmm", "addmm", "addbmm", "baddbmm", "mv", "addmv", "dot",
+    "vdot", "einsum", "tensordot", "bilinear", "_addmm_activation"})
+
 
 def _same_result_at(audit, env, recorder, fn, args, kwargs, result, grad_enabled: bool,
-                    values: dict, layouts: list) -> bool:
+                    values: dict, layouts: list, at_one: dict) -> bool:
     """Whether ``fn`` (one of ``LAYOUT_DEPENDENT_CALLS``) re-run with ``values`` put in
     returns a tensor of ``result``'s dtype and sizes at 1, whatever ops it took to get
     there and whatever its strides. Appends to ``layouts`` whether its strides there are
     ``result``'s at 1 too (on the dims whose size is not 1: a ``contiguous()`` that returns
-    its input at 1 returns a contiguous one; a ``reshape`` view of a transposed input is not)."""
+    its input at 1 returns a contiguous one; a ``reshape`` view of a transposed input is not)
+    and puts that result in ``at_one`` under the values."""
     rerun = _rerun_at(audit, env, recorder, fn, args, kwargs, grad_enabled, values)
     if rerun is None:
         return False
@@ -146,6 +158,7 @@ def _same_result_at(audit, env, recorder, fn, args, kwargs, result, grad_enabled
     if not _same_sizes(result, again, values):
         return False
     layouts.append(_same_layout(result, again, values))
+    at_one[tuple(sorted(values.items(), key=lambda item: str(item[0])))] = again
     return True
 
 
@@ -156,7 +169,7 @@ def _rerun_at(audit, env, recorder, fn, args, kwargs, grad_enabled: bool, values
     followed)."""
     with audit.dry_run(values):
         try:
-            new_args, new_kwargs = _substituted_tree(env, (args, kwargs), values)
+            new_args, new_kwargs = substituted_tree(env, (args, kwargs), values)
             with recorder.recording(), torch.set_grad_enabled(grad_enabled), \
                     recorder.dry_logging() as again_log:
                 again = fn(*new_args, **new_kwargs)
@@ -326,7 +339,7 @@ def _same_constant(a, b) -> bool:
 def _same_at(audit, env, rerun, args, kwargs, out, values: dict) -> bool:
     with audit.dry_run(values):
         try:
-            new_args, new_kwargs = _substituted_tree(env, (args, kwargs), values)
+            new_args, new_kwargs = substituted_tree(env, (args, kwargs), values)
             again = rerun(new_args, new_kwargs)
         except _REJECTED:
             return False
@@ -336,7 +349,7 @@ def _same_at(audit, env, rerun, args, kwargs, out, values: dict) -> bool:
         _same_leaf(a, b, values) for a, b in zip(left, right))
 
 
-def _substituted_tree(env, tree, values: dict):
+def substituted_tree(env, tree, values: dict):
     """``tree`` with ``values`` put in (``_substituted``), the same tensor passed twice
     standing for one re-built tensor: torch's code compares identities (``F.multi_head_
     attention_forward``'s ``query is key`` picks its packed projection)."""

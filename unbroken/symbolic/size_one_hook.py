@@ -63,8 +63,8 @@ class SizeOneHook:
         """Around the dispatch of ``func`` on ``args``."""
         return contextlib.nullcontext()
 
-    def node_meta(self, env, kernel, args, kwargs):
-        """``kernel(args, kwargs)``: the meta output of one recorded node."""
+    def node_meta(self, env, kernel, args, kwargs, func=None):
+        """``kernel(args, kwargs)``: the meta output of one recorded node (of ``func``)."""
         return kernel(args, kwargs)
 
     def unit_scope(self):
@@ -93,9 +93,10 @@ class SizeOneHook:
         """A leaf call ``fn`` has read ``tensors``, dispatched the ops of ``log`` and
         returned ``result``."""
 
-    def read(self, func, tensors, outputs, root_of, frames) -> None:
+    def read(self, func, tensors, outputs, root_of, frames, chain_of=None) -> None:
         """``func`` (an op, recorded) has read ``tensors`` and made ``outputs``; ``root_of``
-        gives a tensor's alias root, ``frames()`` the user's frames."""
+        gives a tensor's alias root, ``chain_of`` the views from it to the tensor,
+        ``frames()`` the user's frames."""
 
 
 NO_SIZE_ONE = SizeOneHook()

@@ -63,3 +63,19 @@ def assert_matches_eager(module, model, args, *, fast_path: bool = False) -> Non
         module(*args)
     with torch.enable_grad():
         assert_bit_exact(module(*args), model(*args))
+
+
+def assert_one_refused_and_the_rest_exact(model, example: torch.Tensor, spec, *, match: str,
+                                          batches=(2, 5), scale: float = 10.0) -> None:
+    """``model`` exported from ``example`` under ``spec`` (a ``Dim.AUTO`` batch): its batch
+    keeps ``[2, ...]``, ``module()`` refuses batch 1 with a message matching ``match``, and
+    every batch of ``batches`` is eager's bit for bit."""
+    import unbroken  # the package under test, imported where it is used
+
+    ep = unbroken.export(model, (example,), dynamic_shapes=spec)
+    assert {int(r.lower) for r in ep.range_constraints.values()} == {2}
+    with pytest.raises(InputMismatchError, match=match):
+        ep.module()(torch.randn(1, *example.shape[1:]))
+    for batch in batches:
+        x = torch.randn(batch, *example.shape[1:]) * scale
+        assert_bit_exact(ep.module()(x), model(x))

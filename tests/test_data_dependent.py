@@ -243,6 +243,15 @@ class IndexByItemUnchecked(torch.nn.Module):
         return (*picked, y * 1)
 
 
+def _assert_same_as_eager(model, ep, index, y) -> None:
+    """The program's outputs and its write into ``y`` are eager's, bit for bit."""
+    y_eager, y_program = y.clone(), y.clone()
+    want = model(index, y_eager)
+    got = ep.module()(index, y_program)
+    assert all(torch.equal(g, w) for g, w in zip(got, want)), index
+    assert torch.equal(y_program, y_eager), index
+
+
 def test_indexing_with_an_item_value_exports_and_matches_eager_at_every_index():
     """torch's fake select kernel keeps an unbacked index without a guard; ours asked for its
     sign and bounds (UB105). Every index in range, negative ones included, matches eager,
@@ -251,12 +260,7 @@ def test_indexing_with_an_item_value_exports_and_matches_eager_at_every_index():
     ep = unbroken.export(model, (torch.tensor(2), torch.randn(5, 5)))
     assert sum(n.target is torch.ops.aten.select.int for n in ep.graph.nodes) >= 3
     for index in range(-5, 5):
-        y = torch.randn(5, 5)
-        y_eager, y_program = y.clone(), y.clone()
-        want = model(torch.tensor(index), y_eager)
-        got = ep.module()(torch.tensor(index), y_program)
-        assert all(torch.equal(g, w) for g, w in zip(got, want)), index
-        assert torch.equal(y_program, y_eager), index
+        _assert_same_as_eager(model, ep, torch.tensor(index), torch.randn(5, 5))
     for index in (5, -6):
         with pytest.raises(IndexError, match="out of range"):
             ep.module()(torch.tensor(index), torch.randn(5, 5))
@@ -307,12 +311,7 @@ def test_slicing_with_bounds_from_tolist_matches_eager_at_every_bound():
     ep = unbroken.export(model, (torch.tensor([1, 4]), torch.randn(6, 6)))
     assert any(n.target is torch.ops.aten.slice.Tensor for n in ep.graph.nodes)
     for bounds in BOUNDS:
-        y = torch.randn(6, 6)
-        y_eager, y_program = y.clone(), y.clone()
-        want = model(torch.tensor(bounds), y_eager)
-        got = ep.module()(torch.tensor(bounds), y_program)
-        assert all(torch.equal(g, w) for g, w in zip(got, want)), bounds
-        assert torch.equal(y_program, y_eager), bounds
+        _assert_same_as_eager(model, ep, torch.tensor(bounds), torch.randn(6, 6))
 
 
 def test_a_slice_from_a_checked_start_matches_eager():

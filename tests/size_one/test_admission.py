@@ -16,6 +16,7 @@ from torch.testing import assert_close
 
 import unbroken
 import unbroken.size_one.admission
+from tests.exactness import assert_one_refused_and_the_rest_exact
 from unbroken import InputMismatchError
 
 AUTO2 = {0: Dim.AUTO, 1: Dim.AUTO}
@@ -162,14 +163,8 @@ def test_a_copy_read_by_a_blas_product_keeps_refusing_one(body):
     where the program's contiguous copy folds into one GEMM, and on AVX-512 CPUs the two round
     differently (6 of 21 values, 1 ulp). The copy counts as a copy there: batch 1 is refused,
     naming the reason, and every other batch is eager's bit for bit."""
-    model = _Decided(body)
-    ep = unbroken.export(model, (torch.randn(4, 7, 5),), dynamic_shapes={"x": {0: Dim.AUTO}})
-    assert {int(r.lower) for r in ep.range_constraints.values()} == {2}
-    with pytest.raises(InputMismatchError, match="size 1 is refused"):
-        ep.module()(torch.randn(1, 7, 5))
-    for n in (2, 5):
-        x = torch.randn(n, 7, 5) * 10
-        assert_close(ep.module()(x), model(x), rtol=0, atol=0)
+    assert_one_refused_and_the_rest_exact(_Decided(body), torch.randn(4, 7, 5),
+                                          {"x": {0: Dim.AUTO}}, match="size 1 is refused")
 
 
 def test_a_contiguous_copy_returned_keeps_refusing_one():

@@ -11,6 +11,7 @@ from torch.testing import assert_close
 
 import unbroken
 import unbroken.size_one.admission
+from tests.exactness import assert_one_refused_and_the_rest_exact
 from unbroken import InputMismatchError
 from unbroken.size_one.at_one import flipped_at_one, holds_at_one
 from unbroken.size_one.audit import SizeOneAudit
@@ -303,15 +304,10 @@ def test_an_elementwise_layout_that_changes_at_one_is_refused():
     order (19 of 20 draws differed in the last bit). The output of a pointwise op over
     operands laid out differently is now compared at 1: batch 1 is refused, naming the
     line, and every other batch is eager's bit for bit."""
-    model = _PermutedAtOne()
-    ep = unbroken.export(model, (torch.randn(3, 7, 5),), dynamic_shapes=({0: Dim.AUTO},))
-    assert {int(r.lower) for r in ep.range_constraints.values()} == {2}
-    with pytest.raises(InputMismatchError, match="size 1 is refused.*test_audit.py"):
-        ep.module()(torch.randn(1, 7, 5))
     torch.manual_seed(0)
-    for batch in (2, 5):
-        x = torch.randn(batch, 7, 5) * 100
-        assert_close(ep.module()(x), model(x), rtol=0, atol=0)
+    assert_one_refused_and_the_rest_exact(_PermutedAtOne(), torch.randn(3, 7, 5),
+                                          ({0: Dim.AUTO},),
+                                          match="size 1 is refused.*test_audit.py", scale=100.0)
 
 
 def test_a_pointwise_op_over_contiguous_operands_keeps_admitting_one():
@@ -339,11 +335,6 @@ class _CopyThenProduct(nn.Module):
 
 
 def test_a_product_reading_a_copy_that_is_a_view_at_one_counts():
-    model = _CopyThenProduct()
-    ep = unbroken.export(model, (torch.randn(3, 7, 5),), dynamic_shapes=({0: Dim.AUTO},))
-    assert {int(r.lower) for r in ep.range_constraints.values()} == {2}
-    with pytest.raises(InputMismatchError, match="size 1 is refused.*matmul"):
-        ep.module()(torch.randn(1, 7, 5))
-    for batch in (2, 4):
-        x = torch.randn(batch, 7, 5) * 100
-        assert_close(ep.module()(x), model(x), rtol=0, atol=0)
+    assert_one_refused_and_the_rest_exact(_CopyThenProduct(), torch.randn(3, 7, 5),
+                                          ({0: Dim.AUTO},), match="size 1 is refused.*matmul",
+                                          batches=(2, 4), scale=100.0)

@@ -30,7 +30,11 @@ from ..symbolic import expr as E
 from ..symbolic.guards import Guard
 from ..symbolic.node import sym_expr
 from ..symbolic.size_one_hook import SizeOneHook
-from ..symbolic.torch_compat import OpOverload, disable_current_modes
+from ..symbolic.torch_compat import (
+    OpOverload,
+    disable_current_modes,
+    python_dispatcher_disabled,
+)
 from .at_one import AnswersAtOne, flipped_at_one, holds_at_one, put_ones
 from .settle import forced_equalities, settle_check
 from .unit_meta import (
@@ -496,10 +500,14 @@ def _read_alike_at_one(audit, note: _LayoutAtOne, tensors, root_of, chain_of) ->
     """Whether every tensor of ``tensors`` made from ``note``'s result has, at 1, the same
     strides (every dim's) on both sides: the program's, substituted, and eager's, the views
     that made it replayed on eager's result there (a dry run: nothing recorded, nothing
-    guarded). Made otherwise (a pointwise op between), or eager's result unknown: not known
-    alike."""
+    guarded). The other sizes are put in at the example's values: the replay then runs
+    torch's concrete stride rules, eager's (its symbolic ones give a size-1 dim of a view
+    another stride than eager's kernels do). Made otherwise (a pointwise op between), or
+    eager's result unknown: not known alike."""
     if note.at_one is None or chain_of is None:
         return False
+    examples = {symbol: info.hint for symbol, info in note.env.symbols.items()
+                if info.hint is not None}
     for tensor in tensors:
         root = root_of(tensor)
         if root is not note.result_root:
@@ -509,10 +517,11 @@ def _read_alike_at_one(audit, note: _LayoutAtOne, tensors, root_of, chain_of) ->
         chain = chain_of(tensor)
         for values, eager in note.at_one.items():
             ones = dict(values)
-            try:  # the recorder's mode off: the replay is no op of the program
-                with audit.dry_run(ones), disable_current_modes():
-                    view = _replayed(note.env, eager, chain, ones)
-                    ours = substituted_tree(note.env, tensor, ones)
+            at = {**examples, **ones}
+            try:  # the recorder's mode off (no op of the program), eager's C++ view rules
+                with audit.dry_run(ones), disable_current_modes(), python_dispatcher_disabled():
+                    view = _replayed(note.env, substituted_tree(note.env, eager, at), chain, at)
+                    ours = substituted_tree(note.env, tensor, at)
             except Exception:  # noqa: BLE001 (a view that cannot be replayed: not known)
                 return False
             if not (_same_exprs(view.shape, ours.shape)

@@ -485,7 +485,7 @@ class _LayoutAtOne:
     size-1 dims, which only a BLAS product reads)."""
 
     __slots__ = ("roots", "result", "result_root", "carriers", "pending", "whole",
-                 "grad_enabled", "same_layout", "env", "at_one")
+                 "grad_enabled", "same_layout", "env", "at_one", "examples", "alike")
 
     def __init__(self, roots, result, result_root, carriers, pending, whole, grad_enabled,
                  same_layout):
@@ -494,6 +494,8 @@ class _LayoutAtOne:
         self.grad_enabled = grad_enabled  # the grad mode the call ran in
         self.same_layout = same_layout  # laid out alike at 1 but for size-1 dims' strides
         self.env, self.at_one = None, None  # eager's result at 1 per set of values
+        self.examples = None  # the example's sizes, {symbol: value}, once asked
+        self.alike: dict = {}  # id(tensor) -> read alike at 1 (``_read_alike_at_one``)
 
 
 def _read_alike_at_one(audit, note: _LayoutAtOne, tensors, root_of, chain_of) -> bool:
@@ -506,27 +508,38 @@ def _read_alike_at_one(audit, note: _LayoutAtOne, tensors, root_of, chain_of) ->
     eager's result unknown: not known alike."""
     if note.at_one is None or chain_of is None:
         return False
-    examples = {symbol: info.hint for symbol, info in note.env.symbols.items()
-                if info.hint is not None}
     for tensor in tensors:
         root = root_of(tensor)
         if root is not note.result_root:
             if any(root is carrier for carrier in note.carriers):
                 return False  # a pointwise op made it: its layout is TensorIterator's
             continue
-        chain = chain_of(tensor)
-        for values, eager in note.at_one.items():
-            ones = dict(values)
-            at = {**examples, **ones}
-            try:  # the recorder's mode off (no op of the program), eager's C++ view rules
-                with audit.dry_run(ones), disable_current_modes(), python_dispatcher_disabled():
-                    view = _replayed(note.env, substituted_tree(note.env, eager, at), chain, at)
-                    ours = substituted_tree(note.env, tensor, at)
-            except Exception:  # noqa: BLE001 (a view that cannot be replayed: not known)
-                return False
-            if not (_same_exprs(view.shape, ours.shape)
-                    and _same_exprs(view.stride(), ours.stride())):
-                return False
+        known = note.alike.get(id(tensor))
+        if known is None:
+            known = note.alike[id(tensor)] = _alike_at_one(audit, note, tensor, chain_of)
+        if not known:
+            return False
+    return True
+
+
+def _alike_at_one(audit, note: _LayoutAtOne, tensor, chain_of) -> bool:
+    """``_read_alike_at_one`` for one tensor made from the result by views only."""
+    if note.examples is None:
+        note.examples = {symbol: info.hint for symbol, info in note.env.symbols.items()
+                         if info.hint is not None}
+    chain = chain_of(tensor)
+    for values, eager in note.at_one.items():
+        ones = dict(values)
+        at = {**note.examples, **ones}
+        try:  # the recorder's mode off (no op of the program), eager's C++ view rules
+            with audit.dry_run(ones), disable_current_modes(), python_dispatcher_disabled():
+                view = _replayed(note.env, substituted_tree(note.env, eager, at), chain, at)
+                ours = substituted_tree(note.env, tensor, at)
+        except Exception:  # noqa: BLE001 (a view that cannot be replayed: not known)
+            return False
+        if not (_same_exprs(view.shape, ours.shape)
+                and _same_exprs(view.stride(), ours.stride())):
+            return False
     return True
 
 

@@ -16,6 +16,7 @@ from torch.testing import assert_close
 
 import unbroken
 import unbroken.size_one.admission
+import unbroken.size_one.unit_meta
 from tests.exactness import assert_one_refused_and_the_rest_exact
 from unbroken import InputMismatchError
 
@@ -183,11 +184,11 @@ def test_a_contiguous_copy_returned_keeps_refusing_one():
 @given(sizes=st.lists(st.sampled_from([1, 1, 2, 3, 5]), min_size=1, max_size=5),
        data=st.data())
 def test_contiguity_at_the_compared_sizes_is_torchs(sizes, data):
-    """``_contiguous_at`` with every size known answers as ``Tensor.is_contiguous`` on any
+    """``contiguous_at`` with every size known answers as ``Tensor.is_contiguous`` on any
     permuted layout (the strides of dims of size 1 not read)."""
     order = data.draw(st.permutations(range(len(sizes))))
     tensor = torch.empty(sizes).permute(order)
-    answer = unbroken.size_one.admission._contiguous_at(tensor, sympy.sympify)
+    answer = unbroken.size_one.unit_meta.contiguous_at(tensor, sympy.sympify)
     assert answer == tensor.is_contiguous()
 
 

@@ -26,7 +26,12 @@ from ..symbolic.ranges import ValueRange, static_truth
 from ..symbolic.torch_compat import OpOverload, op_schema
 from .at_one import sets_at_one
 from .settle import RefusedAtOne
-from .unit_meta import LAYOUT_FOLLOWING, STRIDE_READING_PRODUCTS, VIEWS_WITH_SIZES
+from .unit_meta import (
+    LAYOUT_FOLLOWING,
+    STRIDE_READING_PRODUCTS,
+    VIEWS_WITH_SIZES,
+    contiguous_at,
+)
 
 __all__ = ["SizeOneWarning", "admit_size_one", "same_program"]
 
@@ -492,23 +497,8 @@ def _copy_of_contiguous(node: fx.Node, substitute) -> bool:
         return False
     source = node.args[0]
     value = source.meta.get("val") if isinstance(source, fx.Node) else None
-    return isinstance(value, torch.Tensor) and _contiguous_at(value, substitute) \
+    return isinstance(value, torch.Tensor) and contiguous_at(value, substitute) \
         and not _layout_escapes(node)
-
-
-def _contiguous_at(value: torch.Tensor, substitute) -> bool:
-    """Whether ``value`` is contiguous wherever ``substitute`` puts its sizes: every dim not
-    of size 1 there has the stride of the dims after it (the symbolic sizes left may still
-    be 1 at run time; their stride is then not read, so asking it too is only stricter)."""
-    expected = sympy.Integer(1)
-    for size, stride in reversed(list(zip(value.shape, value.stride()))):
-        length = substitute(sym_expr(size))
-        if length == 1:
-            continue
-        if sympy.expand(substitute(sym_expr(stride)) - expected) != 0:
-            return False
-        expected = sympy.expand(expected * length)
-    return True
 
 
 # Ops that read a tensor's strides or storage offset, not only its elements.

@@ -42,6 +42,7 @@ from .unit_meta import (
     LAYOUT_FOLLOWING,
     REJECTED_AT_ONE,
     STRIDE_READING_PRODUCTS,
+    contiguous_at,
     same_node_at,
     settle_leaf_call,
     substituted,
@@ -304,7 +305,7 @@ class SizeOneAudit(SizeOneHook):
         contiguously (all contiguous: the output is too, at every size)."""
         tensors = [a for a in pytree.tree_leaves(args) if isinstance(a, torch.Tensor)]
         if len(tensors) < 2 or not isinstance(out, torch.Tensor) or \
-                all(_plainly_contiguous(t) for t in tensors):
+                all(contiguous_at(t) for t in tensors):
             return
         symbols = sorted({s for t in tensors for size in t.shape
                           if isinstance(size, torch.SymInt)
@@ -376,10 +377,9 @@ class SizeOneAudit(SizeOneHook):
                  if isinstance(t, torch.Tensor)]
         result_root = recorder.aliases.root(result)
         carriers = [result_root, *(recorder.aliases.root(t) for t in carriers)]
-        note = _LayoutAtOne(roots, result, result_root, carriers, pending, whole,
-                            grad_enabled, same_layout)
-        note.env, note.at_one = recorder.env, at_one
-        self._layout_at_one.append(note)
+        self._layout_at_one.append(_LayoutAtOne(
+            roots, result, result_root, carriers, pending, whole, grad_enabled, same_layout,
+            recorder.env, at_one))
 
     @property
     def watches_writes(self) -> bool:
@@ -488,12 +488,12 @@ class _LayoutAtOne:
                  "grad_enabled", "same_layout", "env", "at_one", "examples", "alike")
 
     def __init__(self, roots, result, result_root, carriers, pending, whole, grad_enabled,
-                 same_layout):
+                 same_layout, env, at_one):
         self.roots, self.result, self.result_root = roots, result, result_root
         self.carriers, self.pending, self.whole = carriers, pending, whole
         self.grad_enabled = grad_enabled  # the grad mode the call ran in
         self.same_layout = same_layout  # laid out alike at 1 but for size-1 dims' strides
-        self.env, self.at_one = None, None  # eager's result at 1 per set of values
+        self.env, self.at_one = env, at_one  # eager's result at 1 per set of values
         self.examples = None  # the example's sizes, {symbol: value}, once asked
         self.alike: dict = {}  # id(tensor) -> read alike at 1 (``_read_alike_at_one``)
 
@@ -619,15 +619,3 @@ def _name(func) -> str:
 
 def _at(frames) -> str:
     return f" ({frames[-1].short()})" if frames else ""
-
-
-def _plainly_contiguous(tensor: torch.Tensor) -> bool:
-    """Whether ``tensor``'s strides are the contiguous ones for its sizes (a size-1 dim's
-    stride aside), by comparing expressions: no question asked."""
-    expected = sympy.Integer(1)
-    for size, stride in reversed(list(zip(tensor.shape, tensor.stride()))):
-        size_expr = sym_expr(size)
-        if size_expr != 1 and sympy.expand(sym_expr(stride) - expected) != 0:
-            return False
-        expected = expected * size_expr
-    return True

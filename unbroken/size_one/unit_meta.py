@@ -33,6 +33,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from ..symbolic.diagnostics import UnbrokenError
+from ..symbolic.node import sym_expr
 from ..symbolic.size_one_hook import DryRunUndecided
 from .at_one import holds_at_one
 
@@ -424,3 +425,19 @@ def _expanded_at(expr, values: tuple):
 def substituted(env, value, values: dict):
     """A size, stride or symbolic scalar with ``values`` (``{symbol: 1}``) put in."""
     return _sub(env, value, values)
+
+
+def contiguous_at(value: torch.Tensor, substitute=lambda expr: expr) -> bool:
+    """Whether ``value`` is contiguous wherever ``substitute`` puts its sizes (by default,
+    as they are), by comparing expressions, no question asked: every dim not of size 1 there
+    has the stride of the dims after it (the symbolic sizes left may still be 1 at run time;
+    their stride is then not read, so asking it too is only stricter)."""
+    expected = sympy.Integer(1)
+    for size, stride in reversed(list(zip(value.shape, value.stride()))):
+        length = substitute(sym_expr(size))
+        if length == 1:
+            continue
+        if sympy.expand(substitute(sym_expr(stride)) - expected) != 0:
+            return False
+        expected = sympy.expand(expected * length)
+    return True

@@ -338,3 +338,59 @@ def test_a_product_reading_a_copy_that_is_a_view_at_one_counts():
     assert_one_refused_and_the_rest_exact(_CopyThenProduct(), torch.randn(3, 7, 5),
                                           ({0: Dim.AUTO},), match="size 1 is refused.*matmul",
                                           batches=(2, 4), scale=100.0)
+
+
+class _Blocks(nn.Module):
+    """Blocks that each view their input alike (``view(-1, d)`` then back, and a split into
+    heads): views are not served from the trace's meta cache, so each block's views are
+    nodes of their own with the same size-1 checks."""
+
+    def __init__(self, blocks=4, width=8):
+        super().__init__()
+        self.linears = nn.ModuleList(nn.Linear(width, width) for _ in range(blocks))
+
+    def forward(self, x):
+        batch, seq, width = x.shape
+        for linear in self.linears:
+            flat = linear(x.view(-1, width)).view(batch, seq, width)
+            heads = flat.view(batch, seq, 2, width // 2).transpose(1, 2)
+            x = x + heads.transpose(1, 2).reshape(batch, seq, width).tanh()
+        return x
+
+
+def _export_counting_reruns(monkeypatch, model, example, spec):
+    reruns = []
+    real = unbroken.size_one.audit.same_node_at
+    monkeypatch.setattr(unbroken.size_one.audit, "same_node_at",
+                        lambda *a, **k: reruns.append(a[-1]) or real(*a, **k))
+    ep = unbroken.export(model, example, dynamic_shapes=spec)
+    return ep, len(reruns)
+
+
+def test_a_repeated_nodes_size_one_check_runs_once(monkeypatch):
+    model, example = _Blocks(), (torch.randn(3, 5, 8),)
+    spec = ({0: Dim.AUTO, 1: Dim.AUTO},)
+    ep, once = _export_counting_reruns(monkeypatch, model, example, spec)
+    monkeypatch.setattr(unbroken.size_one.audit, "_remembered", lambda check, *a: check)
+    again, every = _export_counting_reruns(monkeypatch, model, example, spec)
+    # the four blocks' checks are one block's: the same program and ranges either way
+    assert 0 < once <= every // 3
+    assert ep.graph_module.code == again.graph_module.code
+    assert ep.range_constraints == again.range_constraints
+    assert {int(r.lower) for r in ep.range_constraints.values()} == {1}
+    module = ep.module()
+    for batch, seq in [(1, 1), (1, 4), (2, 1), (4, 6)]:
+        x = torch.randn(batch, seq, 8)
+        assert_close(module(x), model(x), rtol=0, atol=0)
+
+
+def test_remembered_checks_run_again_once_the_input_facts_change():
+    env = ShapeEnvironment(size_one=SizeOneAudit())
+    s0 = env.create_symbol("s0", 3, source="x.shape[0]")
+    asked = []
+    check = unbroken.size_one.audit._remembered(
+        lambda ones: asked.append(dict(ones)) or True, ("op", "metadata"), {}, env)
+    ones = {s0: sympy.Integer(1)}
+    assert check(ones) and check(ones) and asked == [ones]
+    env.input_facts.append(sympy.Ne(s0, 1))  # a pattern refused meanwhile: asked again
+    assert check(ones) and len(asked) == 2

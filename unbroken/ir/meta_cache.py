@@ -34,7 +34,7 @@ import torch.utils._pytree as pytree
 
 from .flat import tree_flatten
 
-__all__ = ["MetaCache"]
+__all__ = ["MetaCache", "metadata_key"]
 
 # Leaf types stated exactly by (type, value); bool before int: True is an int too.
 _PLAIN = (bool, int, str, type(None), torch.dtype, torch.device, torch.layout,
@@ -105,6 +105,17 @@ class MetaCache:
 
     def _size(self, value):
         return value if isinstance(value, int) else self.env.symint(value)
+
+
+def metadata_key(*trees):
+    """``trees`` (arguments, outputs) stated exactly as one hashable value (tensors by their
+    metadata, as :meth:`MetaCache.key` states them), or None when something in them cannot
+    be stated exactly."""
+    try:
+        leaves, spec = tree_flatten(trees)
+        return spec, tuple(_state(leaf) for leaf in leaves)
+    except _Uncacheable:
+        return None
 
 
 class _Meta:

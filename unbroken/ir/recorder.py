@@ -295,7 +295,7 @@ class Recorder(TorchDispatchMode):
                 if out is None:
                     symbols = self.meta_cache.symbol_count()
                     out = self._meta_of(lambda a, k: decompose(op, a, k), compute_args,
-                                        compute_kwargs)
+                                        compute_kwargs, computation=("composite", op))
                     out = composite_layout(self, op, compute_args, compute_kwargs, out)
                     relayout = kernel_layout(op)
                     if relayout is not None and layout_on_cpu(self, compute_args):
@@ -628,11 +628,13 @@ class Recorder(TorchDispatchMode):
             return relayout(self, func, a, k, out) if layout_on_cpu(self, a) else out
         return kernel
 
-    def _meta_of(self, kernel, args, kwargs, func=None):
+    def _meta_of(self, kernel, args, kwargs, func=None, computation=None):
         """``kernel(args, kwargs)``: the meta output of one recorded node (its "is this size
         1?" answers are the size-1 audit's: ``SizeOneHook.node_meta``; ``func``, the op when
-        the kernel is its own)."""
-        return self.size_one.node_meta(self.env, kernel, args, kwargs, func)
+        the kernel is its own; ``computation``, what the kernel computes otherwise, when one
+        value says it: two nodes of the same computation on the same metadata are checked at
+        1 once)."""
+        return self.size_one.node_meta(self.env, kernel, args, kwargs, func, computation)
 
     def _record_scalar(self, args, compute_args):
         """``t.item()``: a fresh unbacked symbol (value unknown at export time)."""

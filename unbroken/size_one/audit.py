@@ -25,6 +25,7 @@ import sympy
 import torch
 import torch.utils._pytree as pytree
 
+from ..ir.meta_cache import metadata_key
 from ..ir.ops import is_mutating, is_view_op
 from ..symbolic import expr as E
 from ..symbolic.guards import Guard
@@ -82,7 +83,8 @@ class SizeOneAudit(SizeOneHook):
         self._unit_scopes: list[AnswersAtOne] = []
         # (pending answers of one node, check(ones) -> bool): run once the trace ends and
         # the input facts are known, for the symbols nothing else has made sensitive by then
-        self._deferred_checks: list[tuple[dict, Callable]] = []
+        # (and a key saying which computation on which metadata, or None)
+        self._deferred_checks: list[tuple[dict, Callable, object]] = []
         # sensitive answers -> (value, kind, symbols, flips): a cached answer reused by a
         # later node (or outside any) counts there too
         self._sensitive_answers: dict = {}
@@ -240,8 +242,15 @@ class SizeOneAudit(SizeOneHook):
         return {s for s in self.admits_one if s not in self.sensitive}
 
     def _settle_checks(self, env, checks, dropped: set) -> bool:
-        """Run ``checks``; False as soon as one refuses a pattern involving ``dropped``."""
-        for pending, check in checks:
+        """Run ``checks``; False as soon as one refuses a pattern involving ``dropped``.
+        Nodes of one computation on the same metadata (a block's views, repeated in every
+        block: unlike functional ops, views are not served from the trace's meta cache) are
+        re-run at each set of sizes at 1 once while the environment and its input facts
+        stay as they were (the outcome is a function of those alone)."""
+        outcomes: dict = {}
+        for pending, check, key in checks:
+            if key is not None:
+                check = _remembered(check, key, outcomes, env)
             refused = settle_check(self, env, pending, check)
             self.refused_sets.extend(refused)
             env.input_facts.extend(r.fact for r in refused)
@@ -280,7 +289,7 @@ class SizeOneAudit(SizeOneHook):
         finally:
             self._unit_scopes.pop()
 
-    def node_meta(self, env, kernel, args, kwargs, func=None):
+    def node_meta(self, env, kernel, args, kwargs, func=None, computation=None):
         """``kernel(args, kwargs)``: the meta output of one recorded node (of ``func``); its
         "is this size 1?" answers are checked against the output at 1
         (``unit_meta.same_node_at``), once the input facts are known (``settle``). So is the
@@ -295,8 +304,11 @@ class SizeOneAudit(SizeOneHook):
         if not pending and func is not None and torch.Tag.pointwise in func.tags:
             self._layout_from_operands(env, pending, args, out)
         if pending:
+            identity = func if func is not None else computation
+            key = None if identity is None else metadata_key(args, kwargs, out)
             self._deferred_checks.append((pending, lambda ones: same_node_at(
-                self, env, kernel, args, kwargs, out, ones)))
+                self, env, kernel, args, kwargs, out, ones),
+                None if key is None else (identity, key)))
         return out
 
     def _layout_from_operands(self, env, pending: AnswersAtOne, args, out) -> None:
@@ -619,3 +631,16 @@ def _name(func) -> str:
 
 def _at(frames) -> str:
     return f" ({frames[-1].short()})" if frames else ""
+
+
+def _remembered(check: Callable, key, outcomes: dict, env) -> Callable:
+    """``check(ones)`` (a node's comparison at 1, ``key``: its computation and metadata)
+    answered from ``outcomes`` when the same comparison ran under the same environment and
+    input facts (``outcomes`` is filled as it goes)."""
+    def remembered(ones: dict) -> bool:
+        at = (key, frozenset(ones.items()), env.version, len(env.input_facts))
+        outcome = outcomes.get(at)
+        if outcome is None:
+            outcome = outcomes[at] = check(ones)
+        return outcome
+    return remembered

@@ -63,8 +63,9 @@ class SizeOneHook:
         """Around the dispatch of ``func`` on ``args``."""
         return contextlib.nullcontext()
 
-    def node_meta(self, env, kernel, args, kwargs, func=None):
-        """``kernel(args, kwargs)``: the meta output of one recorded node (of ``func``)."""
+    def node_meta(self, env, kernel, args, kwargs, func=None, computation=None):
+        """``kernel(args, kwargs)``: the meta output of one recorded node (of ``func``;
+        ``computation``: what ``kernel`` computes, when no ``func`` says it)."""
         return kernel(args, kwargs)
 
     def unit_scope(self):

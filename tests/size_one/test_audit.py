@@ -394,3 +394,46 @@ def test_remembered_checks_run_again_once_the_input_facts_change():
     assert check(ones) and check(ones) and asked == [ones]
     env.input_facts.append(sympy.Ne(s0, 1))  # a pattern refused meanwhile: asked again
     assert check(ones) and len(asked) == 2
+
+
+class _TwoPicks(nn.Module):
+    """Two ``and``/``or`` picks by sizes that decide nothing at 1 (``q_len > 1 and mask is
+    None`` with a mask): the batch of ``x`` then reaches a product whose layout changes at
+    1 (``_PermutedAtOne``: its metadata differs there), the length of ``q`` does not."""
+
+    def forward(self, x, q, mask):
+        causal_x = x.shape[0] > 1 and mask is None
+        causal_q = q.shape[1] > 1 and mask is None
+        y = x.transpose(-1, -2).transpose(0, 1)
+        out = ((y.sum(-1, keepdim=True) * y).contiguous()).sum(-1)
+        scores = (q * mask).softmax(-1)
+        return out * (2 if causal_x else 3), scores * (2 if causal_q else 3)
+
+
+def test_a_dropped_answer_counts_only_for_the_dims_a_refused_pattern_names(monkeypatch):
+    """The batch's dropped answer counts (a pattern at 1 names it: a trace at 1 judges it,
+    and finds another program), the length's does not: it admits 1 with no trace at 1
+    (before, every dropped answer counted once any did, and the length was traced at 1 for
+    nothing)."""
+    traced = []
+    real = unbroken.size_one.admission._traces_the_same
+    monkeypatch.setattr(unbroken.size_one.admission, "_traces_the_same",
+                        lambda *a, **k: traced.append(set(a[1])) or real(*a, **k))
+    torch.manual_seed(0)
+    model = _TwoPicks()
+    example = (torch.randn(3, 7, 5), torch.randn(2, 6, 4), torch.rand(2, 6, 4) > 0.5)
+    ep = unbroken.export(model, example, dynamic_shapes=(
+        {0: Dim.AUTO}, {1: Dim.AUTO}, {1: Dim.AUTO}))
+    x = ep.graph_module.graph.find_nodes(op="placeholder")[0]
+    batch = x.meta["val"].shape[0].node.expr
+    assert traced and all({str(s) for s in found} == {str(batch)} for found in traced)
+    lows = {str(s): int(r.lower) for s, r in ep.range_constraints.items()}
+    assert lows.pop(str(batch)) == 2 and set(lows.values()) == {1}
+    module = ep.module()
+    for rows, length in ((3, 1), (2, 1), (4, 5), (2, 6)):
+        inputs = (torch.randn(rows, 7, 5) * 100, torch.randn(2, length, 4),
+                  torch.rand(2, length, 4) > 0.5)
+        for got, expected in zip(module(*inputs), model(*inputs)):
+            assert_close(got, expected, rtol=0, atol=0)
+    with pytest.raises(InputMismatchError):
+        module(torch.randn(1, 7, 5), *example[1:])

@@ -231,18 +231,20 @@ class SizeOneAudit(SizeOneHook):
         checks, self._deferred_checks = self._deferred_checks, []
         sensitive, why = dict(self.sensitive), dict(self.why)
         refused_before, facts_before = len(self.refused_sets), len(env.input_facts)
-        if not self._settle_checks(env, checks, set(self._dropped)):
-            # the dims an and/or's answer was dropped for are refused in patterns at 1:
-            # settle as if it counted (a trace at 1 then judges them whole)
-            self.sensitive, self.why = sensitive, why
+        counted: dict = {}
+        while involved := self._settle_checks(env, checks, self._dropped.keys() - counted):
+            # dims an and/or's answer was dropped for are refused in a pattern at 1: settle
+            # again as if that answer counted for them (a trace at 1 then judges them
+            # whole); the other dropped answers still decide nothing
+            counted.update((s, self._dropped[s]) for s in involved)
+            self.sensitive, self.why = dict(sensitive), dict(why)
             del self.refused_sets[refused_before:], env.input_facts[facts_before:]
-            self.mark_sensitive({s: g for s, g in self._dropped.items()
-                                 if s not in self.sensitive})
-            self._settle_checks(env, checks, set())
+            self.mark_sensitive({s: g for s, g in counted.items() if s not in self.sensitive})
         return {s for s in self.admits_one if s not in self.sensitive}
 
-    def _settle_checks(self, env, checks, dropped: set) -> bool:
-        """Run ``checks``; False as soon as one refuses a pattern involving ``dropped``.
+    def _settle_checks(self, env, checks, dropped) -> set:
+        """Run ``checks``; stop at the first pattern refused at 1 that involves symbols of
+        ``dropped`` not sensitive, and return those (empty: all checks ran).
         Nodes of one computation on the same metadata (a block's views, repeated in every
         block: unlike functional ops, views are not served from the trace's meta cache) are
         re-run at each set of sizes at 1 once while the environment and its input facts
@@ -254,10 +256,11 @@ class SizeOneAudit(SizeOneHook):
             refused = settle_check(self, env, pending, check)
             self.refused_sets.extend(refused)
             env.input_facts.extend(r.fact for r in refused)
-            if any((pattern.ones | pattern.others) & dropped - self.sensitive.keys()
-                   for pattern in refused):
-                return False
-        return True
+            for pattern in refused:
+                involved = (pattern.ones | pattern.others) & dropped - self.sensitive.keys()
+                if involved:
+                    return set(involved)
+        return set()
 
     # ----------------------------------------------------------------- the recorder's side
     @contextlib.contextmanager

@@ -106,3 +106,24 @@ def test_multihead_attention_admits_batch_one_bit_for_bit(grad):
         m[-1, seq // 2 + 1:] = True
         with torch.set_grad_enabled(grad):
             assert_close(ep.module()(x, m), model(x, m), rtol=0, atol=0)
+
+
+def test_a_native_calls_comparisons_at_one_rerun_each_set_once(monkeypatch):
+    """The comparisons of one native call at 1 (same ops; same ops but reshapes that flip)
+    re-run it at the same sets of dims at 1: each set runs once (MHA's forward, ~30 ms a
+    re-run, ran twice at batch 1 and twice at sequence 1), with the same program."""
+    import unbroken.size_one.unit_meta as unit_meta
+    reruns = []
+    real = unit_meta._rerun_at
+    monkeypatch.setattr(unit_meta, "_rerun_at", lambda *a: reruns.append(
+        (a[3], frozenset(a[-1].items()))) or real(*a))
+    torch.manual_seed(0)
+    model = nn.TransformerEncoderLayer(32, 4, 64, batch_first=True).eval()
+    ep = unbroken.export(model, (torch.randn(3, 6, 32),),
+                         dynamic_shapes=({0: Dim("batch"), 1: Dim("seq")},))
+    calls = [fn for fn, _ in reruns if fn is torch.nn.functional.multi_head_attention_forward]
+    assert calls and len(reruns) == len(set(reruns))
+    assert {int(r.lower) for r in ep.range_constraints.values()} == {1}
+    for batch, seq in [(1, 6), (1, 1), (2, 1), (4, 9)]:
+        x = torch.randn(batch, seq, 32)
+        assert_close(ep.module()(x), model(x), rtol=0, atol=0)

@@ -68,15 +68,22 @@ def settle_leaf_call(audit, env, recorder, pending: dict, log: list, fn, args, k
     symbols = [s for s in pending if s not in audit.sensitive]
     if not symbols:
         return
+    reruns: dict = {}  # the comparisons below re-run the call at the same sets: once each
+
+    def rerun_at(values: dict):
+        key = frozenset(values.items())
+        if key not in reruns:
+            reruns[key] = _rerun_at(audit, env, recorder, fn, args, kwargs, grad_enabled,
+                                    values)
+        return reruns[key]
+
     if holds_at_one(symbols, lambda ones: _same_call_at(
-            audit, env, recorder, log, fn, args, kwargs, result, grad_enabled, ones),
-            within=pending.flips):
+            rerun_at, log, args, kwargs, result, ones), within=pending.flips):
         return
     layouts = []  # per set at 1: whether the result there is laid out as here
     at_one: dict = {}  # per set at 1: eager's result there
     if fn in LAYOUT_DEPENDENT_CALLS and holds_at_one(symbols, lambda ones: _same_result_at(
-            audit, env, recorder, fn, args, kwargs, result, grad_enabled, ones, layouts,
-            at_one)):
+            rerun_at, result, ones, layouts, at_one)):
         same_layout = all(layouts)
         whole = None
         if not same_layout and fn in _RESHAPES and args and isinstance(args[0], torch.Tensor):
@@ -88,8 +95,8 @@ def settle_leaf_call(audit, env, recorder, pending: dict, log: list, fn, args, k
     flips, carriers, copies = {}, {}, {}
     if fn not in LAYOUT_DEPENDENT_CALLS and holds_at_one(
             symbols, lambda ones: _same_call_but_reshapes(
-                audit, env, recorder, log, fn, args, kwargs, result, grad_enabled, ones,
-                flips, carriers, copies), within=pending.flips) and (flips or copies):
+                rerun_at, log, args, kwargs, result, ones, flips, carriers, copies),
+            within=pending.flips) and (flips or copies):
         for source, out in flips.values():
             audit.note_layout_at_one(recorder, (source,), out, pending, same_layout=False,
                                      whole=_whole_nodes(recorder, source, out),
@@ -144,15 +151,15 @@ STRIDE_READING_PRODUCTS = frozenset({
     "vdot", "einsum", "tensordot", "bilinear", "_addmm_activation"})
 
 
-def _same_result_at(audit, env, recorder, fn, args, kwargs, result, grad_enabled: bool,
-                    values: dict, layouts: list, at_one: dict) -> bool:
-    """Whether ``fn`` (one of ``LAYOUT_DEPENDENT_CALLS``) re-run with ``values`` put in
+def _same_result_at(rerun_at, result, values: dict, layouts: list, at_one: dict) -> bool:
+    """Whether the call (one of ``LAYOUT_DEPENDENT_CALLS``) re-run with ``values`` put in
+    (``rerun_at``: ``_rerun_at`` of the call)
     returns a tensor of ``result``'s dtype and sizes at 1, whatever ops it took to get
     there and whatever its strides. Appends to ``layouts`` whether its strides there are
     ``result``'s at 1 too (on the dims whose size is not 1: a ``contiguous()`` that returns
     its input at 1 returns a contiguous one; a ``reshape`` view of a transposed input is not)
     and puts that result in ``at_one`` under the values."""
-    rerun = _rerun_at(audit, env, recorder, fn, args, kwargs, grad_enabled, values)
+    rerun = rerun_at(values)
     if rerun is None:
         return False
     again = rerun[2]
@@ -179,8 +186,7 @@ def _rerun_at(audit, env, recorder, fn, args, kwargs, grad_enabled: bool, values
     return new_args, new_kwargs, again, again_log
 
 
-def _same_call_but_reshapes(audit, env, recorder, log, fn, args, kwargs, result,
-                            grad_enabled: bool, values: dict, flips: dict,
+def _same_call_but_reshapes(rerun_at, log, args, kwargs, result, values: dict, flips: dict,
                             carriers: dict, copies: dict) -> bool:
     """Whether the call re-run with ``values`` put in dispatches the same ops but for
     reshapes inside it that copy here and view at 1 (``clone`` + ``view`` here, ``view``
@@ -191,8 +197,9 @@ def _same_call_but_reshapes(audit, env, recorder, log, fn, args, kwargs, result,
     op. Adds each such reshape to ``flips`` (``id(result) -> (its input, its result)``, of
     this run) and the tensors whose layout follows one to ``carriers``; and each
     ``contiguous()`` that copies here and returns its input at 1, laid out as the copy
-    (only aliasing differs), to ``copies`` (same form)."""
-    rerun = _rerun_at(audit, env, recorder, fn, args, kwargs, grad_enabled, values)
+    (only aliasing differs), to ``copies`` (same form). ``rerun_at``: ``_rerun_at`` of
+    the call."""
+    rerun = rerun_at(values)
     if rerun is None:
         return False
     new_args, new_kwargs, again, again_log = rerun
@@ -278,9 +285,11 @@ def _same_sizes(general, at_one, values: dict) -> bool:
             and [_expr(x, values) for x in general.shape] == [_expr(x, {}) for x in at_one.shape])
 
 
-def _same_call_at(audit, env, recorder, log, fn, args, kwargs, result, grad_enabled: bool,
-                  values: dict) -> bool:
-    rerun = _rerun_at(audit, env, recorder, fn, args, kwargs, grad_enabled, values)
+def _same_call_at(rerun_at, log, args, kwargs, result, values: dict) -> bool:
+    """Whether the call re-run with ``values`` put in (``rerun_at``: ``_rerun_at`` of the
+    call) dispatches the same ops on corresponding arguments with the same output metadata
+    at 1, and returns the corresponding result."""
+    rerun = rerun_at(values)
     if rerun is None:
         return False
     new_args, new_kwargs, again, again_log = rerun

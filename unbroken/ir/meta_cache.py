@@ -60,13 +60,11 @@ class MetaCache:
     def key(self, path: str, op, args, kwargs):
         """The key of ``op(*args, **kwargs)`` computed by ``path``, or None when an argument
         cannot be stated exactly."""
-        try:
-            leaves, spec = tree_flatten((args, kwargs))
-            stated = tuple(_state(leaf) for leaf in leaves)
-        except _Uncacheable:
+        stated = metadata_key(args, kwargs)
+        if stated is None:
             return None
         version = (self.env.version, len(self.env.symbols)) if self.env is not None else None
-        return (path, op, spec, stated, version, _process_state())
+        return (path, op, stated, version, _process_state())
 
     def get(self, key):
         """Fresh meta outputs for ``key``, or None when it was not stored."""

@@ -18,6 +18,7 @@ foundation            ``sources`` (where a
                       value came from), ``overlay`` (writes to outside objects),
                       ``budget`` (the tracing budget and its meter), ``opcodes.versions``
                       (what differs between the CPython versions interpreted),
+                      ``decoding`` (code objects into instructions, read from the bytes),
                       ``trace_site`` (where the trace is: what the recorder and the shape
                       environment read the user's location from), ``paths`` (decisions on
                       tensor data in "find them all" mode: the path a trace follows)
@@ -51,7 +52,7 @@ __all__ = ["CATALOGUE", "GraphBreakError", "interpret", "trace_call", "LAYERS"]
 
 # (layer, modules relative to this package), lowest first; "" is this package itself.
 LAYERS = (
-    ("foundation", ("sources", "overlay", "budget", "opcodes.versions",
+    ("foundation", ("sources", "overlay", "budget", "opcodes.versions", "decoding",
                     "trace_site", "paths")),
     ("value model", ("variables", "variables.base", "variables.text", "variables.native",
                      "variables.builtin_methods", "variables.constant",

@@ -1,9 +1,9 @@
 """The instruction translator: executes one code object symbolically.
 
 State: a value stack of trackers, the locals, the cells (cell and free variables), and the
-instruction pointer. Instructions are decoded once per code object with the ``bytecode``
-package (jumps resolved to instruction indices) and dispatched by opcode name through the
-handler table in ``frontend.opcodes``. Calls into user code create a child translator
+instruction pointer. Instructions are decoded once per code object (``frontend.decoding``:
+jumps resolved to instruction indices) and dispatched by opcode name through the handler
+table in ``frontend.opcodes``. Calls into user code create a child translator
 (inlining); calls into PyTorch are leaf calls recorded by the recorder.
 
 Exceptions the traced program raises (``TracedException``: a ``raise``, a failed ``d[k]``...)
@@ -16,9 +16,6 @@ handlers, and any other exception escaping an opcode handler is a bug in unbroke
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
-
-import bytecode
 
 from ..symbolic.diagnostics import (
     ExportUsageError,
@@ -28,6 +25,7 @@ from ..symbolic.diagnostics import (
 )
 from ..symbolic.diagnostics.catalogue import TracedException, graph_break
 from .budget import CLOCK_EVERY, TraceStopped, loop_statement_line
+from .decoding import decode
 from .opcodes import HANDLERS
 from .opcodes.arithmetic import apply_binary
 from .opcodes.versions import python_support_error
@@ -52,58 +50,6 @@ def check_python_version() -> None:
                                hint="Install unbroken under a supported CPython and run it there.")
 
 
-@dataclass(frozen=True, slots=True)
-class Handler:
-    """The exception-table entry covering an instruction: where to jump when it raises.
-
-    target: instruction index of the handler; depth: stack depth to unwind to;
-    push_lasti: whether the handler expects the raising instruction's offset on the stack.
-    """
-
-    target: int
-    depth: int
-    push_lasti: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Instruction:
-    """One decoded instruction. ``target``: the index a jump goes to (None if not a jump);
-    ``handler``: the exception handler covering it (None outside any ``try``)."""
-
-    name: str
-    arg: object
-    lineno: int | None
-    target: int | None
-    handler: Handler | None = None
-
-
-_DECODED: dict = {}
-
-
-def decode(code) -> list[Instruction]:
-    """Decode ``code`` into instructions with jump targets and exception handlers as
-    instruction indices (cached per code object)."""
-    cached = _DECODED.get(code)
-    if cached is not None:
-        return cached
-    raw = [i for i in bytecode.Bytecode.from_code(code)
-           if isinstance(i, (bytecode.Instr, bytecode.Label))]
-    labels, index = {}, 0
-    for item in raw:
-        if isinstance(item, bytecode.Label):
-            labels[id(item)] = index
-        else:
-            index += 1
-    instrs = [i for i in raw if isinstance(i, bytecode.Instr)]
-    handlers = _handlers(code, len(instrs))
-    result = [Instruction(i.name, i.arg, i.lineno,
-                          labels[id(i.arg)] if isinstance(i.arg, bytecode.Label) else None,
-                          handler)
-              for i, handler in zip(instrs, handlers)]
-    _DECODED[code] = result
-    return result
-
-
 _OPCODE_HANDLERS: dict = {}
 
 
@@ -114,35 +60,6 @@ def handlers_of(code) -> list:
     if cached is None:
         cached = _OPCODE_HANDLERS[code] = [HANDLERS.get(i.name) for i in decode(code)]
     return cached
-
-
-def _handlers(code, count: int) -> list:
-    """The exception handler covering each instruction, from the code's exception table.
-
-    The abstract ``Bytecode`` keeps try regions but not their stack depth, so the table is read
-    from ``ConcreteBytecode`` (offsets in code units) and mapped onto the abstract instructions,
-    which are the concrete ones without CACHE entries and with EXTENDED_ARG prefixes folded.
-    """
-    concrete = bytecode.ConcreteBytecode.from_code(code)
-    if not concrete.exception_table:
-        return [None] * count
-    offsets, offset, prefix = [], 0, None
-    for instr in concrete:
-        if instr.name == "EXTENDED_ARG":
-            prefix = offset if prefix is None else prefix
-        elif instr.name != "CACHE":
-            offsets.append(offset if prefix is None else prefix)
-            prefix = None
-        offset += instr.size // 2
-    assert len(offsets) == count, "concrete and abstract instructions do not line up"
-    index_of = {off: i for i, off in enumerate(offsets)}
-    handlers = []
-    for off in offsets:
-        entry = next((e for e in concrete.exception_table
-                      if e.start_offset <= off <= e.stop_offset), None)
-        handlers.append(None if entry is None else
-                        Handler(index_of[entry.target], entry.stack_depth, entry.push_lasti))
-    return handlers
 
 
 class InstructionTranslator:

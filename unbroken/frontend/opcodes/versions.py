@@ -104,6 +104,14 @@ class Conventions:
         value; 3.13: the value, a ``POP_TOP`` follows).
     closure_by_load_fast: a closure's cells are loaded with ``LOAD_FAST`` of the cell
         variable's name (3.13), not ``LOAD_CLOSURE``.
+
+    How arguments are packed (what ``frontend.decoding`` reads):
+    attr_method_bit: ``LOAD_ATTR``'s low bit says "load a method" (3.12+; LOAD_METHOD before).
+    fast_locals_cover_cells: a local index runs on into the cell and free variables (3.13:
+        ``LOAD_FAST`` of a cell), not over the plain locals alone.
+    compare_shift, compare_bool_bit: ``COMPARE_OP``'s comparison is its argument shifted right
+        (3.12: by 4, the low bits a cache mask; 3.13: by 5), and 3.13's bit 16 ("convert the
+        result to bool") is kept as ``bytecode.Compare``'s ``*_CAST`` values (+16).
     """
 
     version: tuple
@@ -111,15 +119,26 @@ class Conventions:
     for_loop_cleanup: int
     end_for_pops: int
     closure_by_load_fast: bool
+    attr_method_bit: bool
+    fast_locals_cover_cells: bool
+    compare_shift: int
+    compare_bool_bit: int
+
+    def comparison(self, arg: int) -> int:
+        """The ``bytecode.Compare`` value of a ``COMPARE_OP`` argument."""
+        return (arg >> self.compare_shift) + (16 if arg & self.compare_bool_bit else 0)
 
 
 _CONVENTIONS = {
     PY311: Conventions(PY311, null_after_callable=False, for_loop_cleanup=0, end_for_pops=0,
-                       closure_by_load_fast=False),
+                       closure_by_load_fast=False, attr_method_bit=False,
+                       fast_locals_cover_cells=False, compare_shift=0, compare_bool_bit=0),
     PY312: Conventions(PY312, null_after_callable=False, for_loop_cleanup=1, end_for_pops=2,
-                       closure_by_load_fast=False),
+                       closure_by_load_fast=False, attr_method_bit=True,
+                       fast_locals_cover_cells=False, compare_shift=4, compare_bool_bit=0),
     PY313: Conventions(PY313, null_after_callable=True, for_loop_cleanup=2, end_for_pops=1,
-                       closure_by_load_fast=True),
+                       closure_by_load_fast=True, attr_method_bit=True,
+                       fast_locals_cover_cells=True, compare_shift=5, compare_bool_bit=16),
 }
 
 

@@ -25,7 +25,7 @@ from ..symbolic.diagnostics import (
 )
 from ..symbolic.diagnostics.catalogue import TracedException, graph_break
 from .budget import CLOCK_EVERY, TraceStopped, loop_statement_line
-from .decoding import decode
+from .decoding import Instruction, decode
 from .opcodes import HANDLERS
 from .opcodes.arithmetic import apply_binary
 from .opcodes.versions import python_support_error

@@ -415,3 +415,75 @@ def test_static_attribute_is_getattr_static(obj):
         except AttributeError:
             expected = _MISSING
         assert static_attribute(obj, name) is expected, name
+
+
+class _ConfigLike:
+    """A config whose every attribute read reads its instance dict first, as transformers'
+    ``HeterogeneousConfigMixin.__getattribute__`` does."""
+
+    def __init__(self):
+        self.scale = 3.0
+        self.labels = {0: "a", 1: "b"}
+        self.sizes = [2, 4]
+
+    def __getattribute__(self, key):
+        spec = super().__getattribute__("__dict__").get("_spec")
+        if spec is not None and key in spec:
+            raise AttributeError(key)
+        return super().__getattribute__(key)
+
+
+_SHARED_CONFIG = _ConfigLike()
+
+
+def test_an_outside_objects_dict_is_one_dict_however_it_is_read():
+    def reads():
+        first, second = _SHARED_CONFIG.__dict__, vars(_SHARED_CONFIG)
+        return (first is second, _SHARED_CONFIG.__dict__ is first, _SHARED_CONFIG.scale,
+                _SHARED_CONFIG.labels[1], _SHARED_CONFIG.sizes[-1], "_spec" in first,
+                sorted(first))
+
+    check(reads)
+
+
+def test_a_config_reading_its_dict_on_every_attribute_exports_as_eager():
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.config = _ConfigLike()
+            self.proj = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            for _ in range(3):
+                x = self.proj(x) * self.config.scale + self.config.sizes[0]
+            return x, self.config.labels[0]
+
+    model, x = Model(), torch.randn(2, 4)
+    program = unbroken.export(model, (x,))
+    torch.testing.assert_close(program.module()(x)[0], model(x)[0], rtol=0, atol=0)
+    assert model.config.__dict__ == {"scale": 3.0, "labels": {0: "a", 1: "b"}, "sizes": [2, 4]}
+
+
+def test_an_instance_dict_changed_natively_is_read_again():
+    from unbroken.frontend.protocol import _instance_dict
+
+    class Output:
+        instance_dicts: dict = {}
+
+    class Tx:
+        output = Output()
+        wrapped = 0
+
+        def wrap(self, value, source=None):
+            Tx.wrapped += 1
+            return unbroken.frontend.variables.containers.DictVariable(
+                {k: v for k, v in value.items()}, source, external=True)
+
+    tx, owner = Tx(), _ConfigLike()
+    first = _instance_dict(tx, vars(owner), None)
+    assert _instance_dict(tx, vars(owner), None) is first and Tx.wrapped == 1
+    owner.scale = 4.0  # a new value object: read again
+    second = _instance_dict(tx, vars(owner), None)
+    assert second is not first and second.entries["scale"] == 4.0 and Tx.wrapped == 2
+    object.__setattr__(owner, "extra", 1)  # a new key
+    assert _instance_dict(tx, vars(owner), None) is not second and Tx.wrapped == 3

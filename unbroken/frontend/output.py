@@ -163,6 +163,11 @@ class TraceContext:
     native_objects: id -> tracker of the objects created in the trace that native code was
                     given (``variables.objects.NewObjectVariable.native``): what a leaf call
                     writes to them is read back after it, and ``wrap`` of one gives its tracker.
+    instance_dicts: id of an outside object's ``__dict__`` -> (the dict, its contents'
+                    identities, its tracker): ``protocol.lookup`` gives repeated reads of it
+                    one tracker, as CPython gives one dict.
+    wrap_builders:  id of a function or class -> (it, how ``wrap`` makes its tracker),
+                    decided once per trace (``variables.builder._wrap_callable``).
     """
 
     def __init__(self, recorder, site: TraceSite, root=None, *, find_all: bool = False,
@@ -196,6 +201,8 @@ class TraceContext:
         self.preserved_paths: frozenset[str] = preserved_paths
         self.preserved_calls: list = []
         self.native_objects: dict = {}
+        self.instance_dicts: dict = {}
+        self.wrap_builders: dict = {}
         if root is not None:
             for name, module in root.named_modules(remove_duplicate=False):
                 self._paths.setdefault(id(module), name)

@@ -197,8 +197,29 @@ def lookup(tx, receiver: VariableTracker, name: str, *, instance=None, cls: type
         if bound is not None:
             return bound
     if isinstance(static, _DESCRIPTOR_FIELDS) or native is not instance:
-        return tx.wrap(getattr(native, name), attr_source)
+        value = getattr(native, name)
+        if name == "__dict__" and native is instance and type(value) is dict:
+            return _instance_dict(tx, value, attr_source)
+        return tx.wrap(value, attr_source)
     return tx.wrap(static, attr_source)
+
+
+def _instance_dict(tx, value: dict, source) -> VariableTracker:
+    """The tracker of an outside object's ``__dict__`` (``super().__getattribute__("__dict__")
+    .get(key)`` in a config's ``__getattribute__``: every attribute read of the config reads
+    it). One tracker per dict, whatever path reached it, while its keys and values are the
+    same objects: it is external (the trace cannot change it: a change is refused), so sharing
+    it gives what CPython gives, one dict (``a.__dict__ is vars(a)``); its source is the first
+    path's. Wrapping all its entries at every read was a quarter of a Llama export."""
+    key = id(value)
+    contents = (tuple(map(id, value)), tuple(map(id, value.values())))
+    known = tx.output.instance_dicts.get(key)
+    if known is not None and known[0] is value and known[1] == contents:
+        return known[2]
+    tracker = tx.wrap(value, source)
+    if getattr(tracker, "external", False):  # (kept alive with it: its id stays its own)
+        tx.output.instance_dicts[key] = (value, contents, tracker)
+    return tracker
 
 
 def _bind_descriptor(tx, receiver, static, owner: type, instance):

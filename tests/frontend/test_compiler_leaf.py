@@ -157,3 +157,27 @@ def test_x_transformers_encoder_with_a_padding_mask():
     peer = torch.export.export(model, (tokens,), {"mask": mask})
     for exported in (program, peer):
         assert_bit_exact(exported.module()(tokens, mask=mask), model(tokens, mask=mask))
+
+
+def _late_leaf(x):
+    """Registered with ``allow_in_graph`` only by the test below, between two exports."""
+    class Table:  # a class statement: not interpreted, fine natively
+        factor = 3.0
+
+    return x * Table.factor
+
+
+class UsesLateLeaf(torch.nn.Module):
+    def forward(self, x):
+        return _late_leaf(x) + 1
+
+
+def test_a_registration_between_two_exports_is_seen_by_the_second():
+    """What ``wrap`` decides for a function (a leaf call or interpreted) is decided per trace:
+    registering it after one export makes the next one call it as a leaf."""
+    x = torch.randn(2, 3)
+    with pytest.raises(unbroken.GraphBreakError):
+        unbroken.export(UsesLateLeaf(), (x,))
+    torch.compiler.allow_in_graph(_late_leaf)
+    program = unbroken.export(UsesLateLeaf(), (x,))
+    assert_bit_exact(program.module()(x), UsesLateLeaf()(x))

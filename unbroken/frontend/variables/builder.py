@@ -105,46 +105,94 @@ def wrap(tx, value, source=None) -> VariableTracker:
         if created is not None and created.value is value:
             return created
         return ObjectVariable(value, source)
+    if kind is types.FunctionType or kind is type:
+        return _wrap_callable(tx, value, source)
+    return _builder_of(tx, value)(tx, value, source)
+
+
+def _wrap_callable(tx, value, source) -> VariableTracker:
+    """A function or a class (metaclass ``type``): which tracker it gets depends on the value
+    alone (the sets of modelled callables, ``allow_in_graph`` registrations, what it is),
+    none of which forward() changes: decided once per trace (a model's code reads the same
+    few hundred of them, ``super`` and its classes at every method call) and built per read
+    with its source. An object of the trace's own is its tracker, as in ``_builder_of``."""
+    created = tx.output.native_objects.get(id(value))
+    if created is not None and created.value is value:
+        return created
+    known = tx.output.wrap_builders.get(id(value))
+    if known is None or known[0] is not value:  # (kept alive with it: its id stays its own)
+        known = tx.output.wrap_builders[id(value)] = (value, _builder_of(tx, value))
+    return known[1](tx, value, source)
+
+
+def _builder_of(tx, value):
+    """``(tx, value, source) -> tracker``: how ``wrap`` makes ``value``'s tracker."""
     if isinstance(value, VariableTracker):
-        return value
+        return _itself
     if isinstance(value, torch.Tensor):
-        return _wrap_tensor(tx, value, source)
+        return _wrap_tensor
     if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-        return _wrap_symbolic(value, source)
+        return _wrap_symbolic
     if isinstance(value, torch.Size):
-        return SizeVariable([wrap(tx, v) for v in value], source)
+        return _wrap_size
     if is_constant_value(value) or isinstance(value, enum.Enum):
-        return ConstantVariable(value, source)
+        return _constant
     if is_numpy_value(value):  # a constant of the trace, never written (see numpy_values)
-        return ConstantVariable(freeze(value), source)
+        return _frozen_constant
     if callable(value) and hashable(value):
         if value in _IGNORED_CALLS:
-            return IgnoredCallVariable(value, source)
+            return _with_class(IgnoredCallVariable)
         if value in _NATIVE_QUERIES:
-            return PureCallableVariable(value, source)
+            return _with_class(PureCallableVariable)
         if value in _MODELLED_FUNCTIONS:
-            return BuiltinVariable(value, source)
+            return _with_class(BuiltinVariable)
         if value is inspect.signature:
-            return SignatureVariable(value, source)
+            return _with_class(SignatureVariable)
         if value is importlib.import_module:
-            return ImportModuleVariable(value, source)
+            return _with_class(ImportModuleVariable)
         if compiler_leaf(value):  # torch.compiler.allow_in_graph: run on meta tensors, as
-            return TorchFunctionVariable(value, source)  # torch runs it on fake tensors
+            return _with_class(TorchFunctionVariable)  # torch runs it on fake tensors
     created = tx.output.native_objects.get(id(value))
     if created is not None and created.value is value:  # an object of the trace's own
-        return created
+        return lambda tx, value, source: created
     owner = value.__self__ if isinstance(value, types.MethodType) else None
     if isinstance(owner, GRAD_MODE_CLASSES):  # `self.clone` kept by @torch.inference_mode()
-        return GradModeVariable.from_instance(owner).getattr(tx, value.__name__)
+        return lambda tx, value, source: \
+            GradModeVariable.from_instance(owner).getattr(tx, value.__name__)
     for check, builder in _BUILDERS:
         if check(value):
-            return builder(tx, value, source)
+            return builder
     if isinstance(value, GRAD_MODE_CLASSES):  # e.g. no_grad().clone() in @torch.no_grad()
-        return GradModeVariable.from_instance(value, source)
+        return lambda tx, value, source: GradModeVariable.from_instance(value, source)
     if ContextManagerVariable.supports(value):
-        return ContextManagerVariable(value, source)
+        return _with_class(ContextManagerVariable)
     _note_plain_object_type(value)
-    return ObjectVariable(value, source)
+    return _with_class(ObjectVariable)
+
+
+def _itself(tx, value, source):
+    return value
+
+
+def _constant(tx, value, source):
+    return ConstantVariable(value, source)
+
+
+def _frozen_constant(tx, value, source):
+    return ConstantVariable(freeze(value), source)
+
+
+def _wrap_size(tx, value, source):
+    return SizeVariable([wrap(tx, v) for v in value], source)
+
+
+def _with_class(tracker_class):
+    """The builder of trackers made as ``tracker_class(value, source)``."""
+    return _CLASS_BUILDERS.get(tracker_class) or _CLASS_BUILDERS.setdefault(
+        tracker_class, lambda tx, value, source: tracker_class(value, source))
+
+
+_CLASS_BUILDERS: dict = {}
 
 
 # Classes whose instances ``wrap`` always makes ObjectVariables: class -> (its ``__mro__``,
@@ -207,7 +255,7 @@ def _wrap_tensor(tx, value: torch.Tensor, source) -> VariableTracker:
                           requires_grad=tx.output.requires_grad(value))
 
 
-def _wrap_symbolic(value, source) -> VariableTracker:
+def _wrap_symbolic(tx, value, source) -> VariableTracker:
     node = value.node
     constant = node.maybe_as_int() if hasattr(node, "maybe_as_int") else None
     if constant is not None and isinstance(value, torch.SymInt):

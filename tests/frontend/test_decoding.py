@@ -1,10 +1,10 @@
 """``frontend.decoding`` against its ground truth: the ``bytecode`` package's abstract
-instructions (names, argument values and their types, line numbers, jump targets) and
-``ConcreteBytecode``'s exception table, on every code object of a set of library modules and
-on crafted code that reaches the encodings' corners (``EXTENDED_ARG`` before constants,
-names, locals and jumps; nested ``try`` regions; cells shared with arguments; every
-comparison and operator; ``super()``; f-string conversions; generators, coroutines, ``match``).
-Runs on every supported Python: the encodings differ between them."""
+instructions (names, argument values and their types, line numbers and positions, jump
+targets) and ``ConcreteBytecode``'s exception table, on every code object of a set of
+library modules and on crafted code that reaches the encodings' corners (``EXTENDED_ARG``
+before constants, names, locals and jumps; nested ``try`` regions; cells shared with
+arguments; every comparison and operator; ``super()``; f-string conversions; generators,
+coroutines, ``match``). Runs on every supported Python: the encodings differ between them."""
 from __future__ import annotations
 
 import importlib
@@ -57,15 +57,17 @@ def _reference(code) -> list:
     rows = []
     for instr, handler in zip(instrs, handlers):
         target = labels[id(instr.arg)] if isinstance(instr.arg, bytecode.Label) else None
+        where = instr.location
         rows.append((instr.name, target if target is not None else instr.arg, instr.lineno,
-                     target, handler))
+                     target, handler, None if where is None else
+                     (where.lineno, where.end_lineno, where.col_offset, where.end_col_offset)))
     return rows
 
 
 def _ours(code) -> list:
     return [(i.name, i.arg, i.lineno, i.target,
              None if i.handler is None else
-             (i.handler.target, i.handler.depth, i.handler.push_lasti))
+             (i.handler.target, i.handler.depth, i.handler.push_lasti), i.position)
             for i in _decode(code)]
 
 

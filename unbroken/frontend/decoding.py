@@ -47,13 +47,16 @@ class Handler:
 class Instruction:
     """One decoded instruction. ``arg``: its argument as the handlers take it (see the module
     docstring; a jump's is its ``target``); ``target``: the index a jump goes to (None if not
-    a jump); ``handler``: the exception handler covering it (None outside any ``try``)."""
+    a jump); ``handler``: the exception handler covering it (None outside any ``try``);
+    ``position``: CPython's ``(lineno, end_lineno, col_offset, end_col_offset)`` of it
+    (``co_positions``), which diagnostics read."""
 
     name: str
     arg: object
     lineno: int | None
     target: int | None
     handler: Handler | None = None
+    position: tuple | None = None
 
 
 def _opcodes(names) -> frozenset:
@@ -164,7 +167,8 @@ def _decode(code) -> list[Instruction]:
             value = _ENUMS[op](arg)
         else:
             value = arg
-        result.append(Instruction(opname[op], value, positions[own][0], target, handler))
+        result.append(Instruction(opname[op], value, positions[own][0], target, handler,
+                                  positions[own]))
     return result
 
 

@@ -25,12 +25,12 @@ gives the instruction), the side taken, the file, line and occurrence.
 from __future__ import annotations
 
 import ast
+import dis
 import linecache
 from dataclasses import dataclass
 
-import bytecode
-
 from ..symbolic.diagnostics import PathCondition
+from .decoding import decode
 from .trace_site import is_internal
 
 __all__ = ["Decision", "PathDecisions", "condition_text"]
@@ -129,18 +129,13 @@ def _user_translator(translators):
 
 # ---------------------------------------------------------------------- condition text
 
-_LOCATIONS: dict = {}
-
-
 def _location(code, index: int):
-    """CPython's position (``bytecode.InstrLocation``) of the ``index``-th instruction, as
-    the translator numbers them (the abstract instructions of ``bytecode``)."""
-    locations = _LOCATIONS.get(code)
-    if locations is None:
-        locations = _LOCATIONS[code] = [
-            i.location for i in bytecode.Bytecode.from_code(code)
-            if isinstance(i, bytecode.Instr)]
-    return locations[index] if 0 <= index < len(locations) else None
+    """CPython's position (``dis.Positions``) of the ``index``-th instruction of
+    ``decode(code)``, as the translator numbers them."""
+    instructions = decode(code)
+    if not 0 <= index < len(instructions) or instructions[index].position is None:
+        return None
+    return dis.Positions(*instructions[index].position)
 
 
 def condition_text(code, index: int, lineno: int) -> tuple[int, str]:
@@ -173,10 +168,8 @@ def _jumps(code) -> list[int]:
     """Indices of the conditional jumps of ``code`` (cached per code object)."""
     jumps = _JUMPS.get(code)
     if jumps is None:
-        jumps = _JUMPS[code] = [
-            i for i, instr in enumerate(i for i in bytecode.Bytecode.from_code(code)
-                                        if isinstance(i, bytecode.Instr))
-            if instr.name.startswith("POP_JUMP")]
+        jumps = _JUMPS[code] = [i for i, instr in enumerate(decode(code))
+                                if instr.name.startswith("POP_JUMP")]
     return jumps
 
 

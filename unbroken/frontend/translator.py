@@ -8,7 +8,8 @@ table in ``frontend.opcodes``. Calls into user code create a child translator
 
 Exceptions the traced program raises (``TracedException``: a ``raise``, a failed ``d[k]``...)
 are delivered to its own ``except``/``finally`` handlers as CPython's exception table says
-(``Handler``, decoded per instruction); one that no handler catches fails the export as UB104.
+(``decoding.Handler``, decoded per instruction); one that no handler catches fails the
+export as UB104.
 Unbroken's refusals (any other ``UnbrokenError``) are never delivered to the program's
 handlers, and any other exception escaping an opcode handler is a bug in unbroken
 (``InternalError``).

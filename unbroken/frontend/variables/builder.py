@@ -186,13 +186,10 @@ def _wrap_size(tx, value, source):
     return SizeVariable([wrap(tx, v) for v in value], source)
 
 
+@functools.cache
 def _with_class(tracker_class):
     """The builder of trackers made as ``tracker_class(value, source)``."""
-    return _CLASS_BUILDERS.get(tracker_class) or _CLASS_BUILDERS.setdefault(
-        tracker_class, lambda tx, value, source: tracker_class(value, source))
-
-
-_CLASS_BUILDERS: dict = {}
+    return lambda tx, value, source: tracker_class(value, source)
 
 
 # Classes whose instances ``wrap`` always makes ObjectVariables: class -> (its ``__mro__``,

@@ -1,6 +1,7 @@
 """The program's fake values: what torch's passes read from each node (``meta["val"]`` and
 ``meta["tensor_meta"]``) is what torch would compute from them."""
 import pytest
+import sympy
 import torch
 from torch import nn
 from torch.export import Dim
@@ -59,6 +60,27 @@ def test_fake_values_are_distinct_and_not_views():
     want, got = model(*ARGS), ep.module()(*ARGS)
     for a, b in zip(tree_leaves(got), tree_leaves(want)):
         torch.testing.assert_close(a, b)
+
+
+def test_symbolic_fake_values_have_storages_of_their_own_sized_as_torchs():
+    """A value with symbolic sizes is built on a storage of its own (not by torch's
+    ``empty_strided``): its size in bytes is the one torch derives for that layout, it is no
+    view, and no two values share a storage."""
+    ep = unbroken.export(Layouts(), ARGS, dynamic_shapes=({0: Dim.AUTO, 2: Dim.AUTO},
+                                                          {0: Dim.AUTO, 1: Dim.AUTO}))
+    vals = [n.meta["val"] for n in ep.graph.nodes
+            if isinstance(n.meta.get("val"), torch.Tensor)]
+    symbolic = [v for v in vals if any(isinstance(s, torch.SymInt) for s in v.shape)]
+    assert len(symbolic) > 6
+    shape_env = symbolic[0].shape[0].node.shape_env
+    with shape_env.suppress_guards():
+        for val in symbolic:
+            torchs = torch.empty_strided(val.shape, val.stride(), dtype=val.dtype,
+                                         device="meta").untyped_storage().nbytes()
+            ours = val.untyped_storage().nbytes()
+            assert sympy.simplify(sympy.sympify(ours) - sympy.sympify(torchs)) == 0, val
+            assert not val._is_view() and val._base is None
+    assert len({v.untyped_storage()._cdata for v in vals}) == len(vals)
 
 
 def test_hints_of_a_graph_with_only_data_dependent_sizes_warns_nothing(recwarn):

@@ -80,6 +80,8 @@ class _Converter:
                                                                  allow_non_fake_inputs=True)
         self.symbols: dict = {}
         self.layouts: dict = {}  # (size exprs, stride exprs) -> a TensorMetadata of that layout
+        self.extents: dict = {}  # (size exprs, stride exprs) -> its storage's elements (SymInt), or
+        # None (a data-dependent size)
 
     def _hint(self, expr):
         value = expr.xreplace(self.hints)
@@ -133,13 +135,39 @@ class _Converter:
             stride = [self.symint(s) for s in val.stride()]
             # the meta tensor wrapped as a fake one on ``device`` (what the mode's own
             # empty_strided builds, without re-deriving its layout through Python refs)
-            meta = torch.empty_strided(shape, stride, dtype=val.dtype, device="meta")
+            meta = None
+            symbolic = [isinstance(s, torch.SymInt) for s in (*shape, *stride)]
+            if any(symbolic) and all(is_sym or s != 0 for s, is_sym in zip(shape, symbolic)):
+                meta = self._symbolic_strided(val, shape, stride)
+            if meta is None:
+                meta = torch.empty_strided(shape, stride, dtype=val.dtype, device="meta")
             return self.mode.fake_tensor_converter.from_meta_and_device(self.mode, meta, device)
         if isinstance(val, (torch.SymInt, torch.SymBool, torch.SymFloat)):
             return self.symbolic(val.node.expr, real=isinstance(val, torch.SymFloat))
         if isinstance(val, (tuple, list)):
             return type(val)(self.value(v, device) for v in val)
         return val
+
+    def _symbolic_strided(self, val: torch.Tensor, shape: list, stride: list):
+        """``torch.empty_strided(shape, stride)`` for a layout with symbolic sizes, on a storage
+        of its own. ``empty_strided`` derives the storage's size with torch's symbolic
+        arithmetic, a dozen operations per tensor (most of a program's build under dynamic
+        shapes); here the size is torch's formula (``1 + sum(stride * (size - 1))``
+        elements, no size being 0) in sympy, one SymInt per layout, and the tensor is a view
+        of a fresh one-dimensional tensor that size, detached (no view of anything: torch's
+        passes find aliasing by storage). None when a size is data-dependent (an unbacked
+        symbol): torch's own checks there answer what is unknown as false, ours would ask."""
+        key = (tuple(map(sym_expr, val.shape)), tuple(map(sym_expr, val.stride())))
+        extent = self.extents.get(key, False)
+        if extent is False:
+            elements = sympy.expand(sympy.Integer(1) + sympy.Add(
+                *(stride * (size - 1) for size, stride in zip(*key))))
+            extent = self.extents[key] = (self.symbolic(elements) if all(
+                s in self.hints for s in elements.free_symbols) else None)
+        if extent is None:
+            return None
+        return torch.empty((extent,), dtype=val.dtype, device="meta").as_strided(
+            shape, stride).detach()
 
     def own(self, val) -> bool:
         """Whether ``val`` is already a value of this converter's mode (a fake tensor of it,

@@ -338,6 +338,56 @@ def test_reads_eager_autograd_allows_are_not_refused():
     torch.testing.assert_close(module(x.clone()), fn(x.clone()), rtol=0, atol=0)
 
 
+_MULTI_VIEWS = {
+    "split": lambda y: y.split(2, dim=1),
+    "chunk": lambda y: y.chunk(2, dim=1),
+    "unbind": lambda y: y.unbind(1),
+    "unflatten_split": lambda y: y[1:].split([1, 3], dim=1),
+}
+def _write_under_no_grad(y):
+    with torch.no_grad():
+        y.add_(1)
+
+
+_EARLIER_WRITES = {
+    "whole": lambda y: y.mul_(0.5),
+    "slice": lambda y: y[:, 1:].add_(1),
+    "no_grad": _write_under_no_grad,
+}
+
+
+@pytest.mark.parametrize("write", sorted(_EARLIER_WRITES))
+@pytest.mark.parametrize("views", sorted(_MULTI_VIEWS))
+@pytest.mark.parametrize("after", [False, True], ids=["read", "written_again_then_read"])
+def test_views_made_after_their_base_was_written_are_refused_only_as_eager(views, write, after):
+    """Several views made *after* a write into their base are as fresh as the base: eager
+    differentiates them. Their version at creation was read from the op's output below
+    autograd, a fresh counter at 0, so every such view looked stale and was refused (UB120)
+    although eager runs. A write after they are made still makes eager raise, and the
+    export refuse."""
+    def fn(x):
+        y = x * 2
+        _EARLIER_WRITES[write](y)
+        pieces = _MULTI_VIEWS[views](y)
+        if after:
+            y.add_(1)
+        return pieces[0] * 3
+
+    x = torch.randn(4, 4, requires_grad=True)
+    try:
+        want = fn(x.clone())
+    except RuntimeError as error:
+        assert after and "its base or another view of its base has been" in str(error)
+        with pytest.raises(unbroken.UnbrokenError) as info:
+            unbroken.export(fn, (x,))
+        assert info.value.code == "UB120"
+        return
+    assert not after
+    got = unbroken.export(fn, (x,)).module()(x.clone())
+    assert_bit_exact(got, want)
+    assert got.requires_grad == want.requires_grad
+
+
 # --- the written view keeps eager's strides for its later readers --------------------------
 _VIEWS = {
     "columns": lambda y: y[:, 1:],

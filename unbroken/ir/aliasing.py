@@ -96,7 +96,11 @@ class Aliases:
             if isinstance(view, torch.Tensor):
                 self._view_of[id(view)] = ViewOf(parent, func, tuple(args), dict(kwargs),
                                                   index if multi else None)
-                self._created_version[id(view)] = version_counter(view)
+                # its base's version now: a view shares its base's version counter, but the
+                # op's output gets it only once autograd's view handling (above this level)
+                # has run; its own counter here is a fresh one at 0, which a base written
+                # before the view was made would make look stale
+                self._created_version[id(view)] = version_counter(parent)
                 self._views_of_root.setdefault(id(root), []).append(view)
 
     def view_chain(self, tensor: torch.Tensor) -> list:

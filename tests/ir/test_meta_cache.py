@@ -32,7 +32,7 @@ class Blocks(torch.nn.Module):
 
 
 def _without_cache(monkeypatch):
-    monkeypatch.setattr(MetaCache, "get", lambda self, key: None)
+    monkeypatch.setattr(MetaCache, "get", lambda self, key, base=None: None)
 
 
 def _summary(ep):
@@ -47,8 +47,8 @@ def test_hits_give_the_program_and_ranges_of_a_trace_without_cache(dynamic, monk
     hits = []
     real_get = MetaCache.get
 
-    def counting_get(self, key):
-        out = real_get(self, key)
+    def counting_get(self, key, base=None):
+        out = real_get(self, key, base)
         hits.append(out is not None)
         return out
 
@@ -124,3 +124,78 @@ def test_outputs_made_with_new_symbols_are_not_stored():
     cache.put(("nonzero",), torch.empty_strided([env.symint(u), 1], [1, 1], device="meta"), before)
     assert cache.get(("nonzero",)) is None
 
+
+
+class ViewBlocks(torch.nn.Module):
+    """Views in every block: heads split and merged, slices at an offset, a multi-output
+    split, and a write through a view that must reach its base."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.ModuleList(torch.nn.Linear(16, 48) for _ in range(3))
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        for proj in self.proj:
+            q, k, v = proj(x).split(16, dim=-1)
+            q = q.view(b, s, 2, 8).transpose(1, 2)
+            k = k.view(b, s, 2, 8).transpose(1, 2)
+            att = (q @ k.transpose(-1, -2)).softmax(-1) @ v.view(b, s, 2, 8).transpose(1, 2)
+            h = att.transpose(1, 2).reshape(b, s, 16).clone()
+            h[:, 1:].mul_(0.5)           # through a view at an offset, into h
+            x = x + h.narrow(2, 4, 8).repeat(1, 1, 2) + h.unbind(2)[0].unsqueeze(2)
+        return x
+
+
+def test_view_hits_give_the_program_of_a_trace_without_cache(monkeypatch):
+    """A view op on metadata the trace has seen is rebuilt as a view of its base (its sizes,
+    strides and offset): same program, ranges and values as computing it, every block's views
+    after the first a hit, writes through them reaching their bases."""
+    model, x = ViewBlocks().eval(), torch.randn(2, 5, 16)
+    spec = ({0: Dim.AUTO, 1: Dim.AUTO},)
+    view_hits = []
+    real_get = MetaCache.get
+
+    def counting_get(self, key, base=None):
+        out = real_get(self, key, base)
+        if base is not None and out is not None:
+            view_hits.append(key[1])
+        return out
+
+    monkeypatch.setattr(MetaCache, "get", counting_get)
+    cached = unbroken.export(model, (x,), dynamic_shapes=spec)
+    ops = {str(op) for op in view_hits}
+    assert {"aten.view.default", "aten.transpose.int", "aten.split.Tensor",
+            "aten.slice.Tensor", "aten.unbind.int"} <= ops, ops
+    assert len(view_hits) >= 14
+    _without_cache(monkeypatch)
+    plain = unbroken.export(model, (x,), dynamic_shapes=spec)
+    assert _summary(cached) == _summary(plain)
+    for shape in ((2, 5, 16), (1, 7, 16), (3, 2, 16)):
+        other = torch.randn(shape)
+        torch.testing.assert_close(cached.module()(other), model(other), rtol=0, atol=0)
+
+
+def test_view_outputs_are_stored_as_views_of_their_base():
+    env = ShapeEnvironment()
+    s = env.create_symbol("", 4, source="x.shape[0]")
+    cache = MetaCache(env)
+    base = torch.empty_strided([env.symint(s), 6], [6, 1], device="meta")
+    narrow = base.as_strided([env.symint(s), 3], [6, 1], 2)  # base[:, 2:5]
+    narrow_t = base.as_strided([3, env.symint(s)], [1, 6], 2)
+    cache.put(("v",), (narrow, narrow_t), cache.symbol_count(), base)
+    other = torch.empty_strided([env.symint(s), 6], [6, 1], device="meta")
+    a, b = cache.get(("v",), other)
+    for got, want in ((a, narrow), (b, narrow_t)):
+        assert got.untyped_storage()._cdata == other.untyped_storage()._cdata
+        assert got.storage_offset() == want.storage_offset() == 2
+        assert got.shape == want.shape and got.stride() == want.stride()
+    fresh = torch.empty(3, device="meta")  # not in base's memory: not stored
+    cache.put(("w",), fresh, cache.symbol_count(), base)
+    assert cache.get(("w",), base) is None
+    static = torch.empty(4, 6, device="meta")
+    other_dtype = static.view(torch.int32)  # a view of another dtype: as_strided cannot
+    cache.put(("d",), other_dtype, cache.symbol_count(), static)
+    assert cache.get(("d",), static) is None
+    cache.put(("s",), static[1:], cache.symbol_count(), static)  # the same dtype: stored
+    assert cache.get(("s",), static).storage_offset() == 6

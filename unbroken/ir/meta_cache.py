@@ -19,7 +19,11 @@ the meta computation reads:
 
 A hit returns fresh meta tensors with the cached sizes, strides and dtype (as eager does: a
 functional op's outputs are new memory, even where a meta decomposition returns a view of its
-own temporary). It skips no
+own temporary). Under symbolic sizes a *view* op (``view``, ``transpose``, ``split``...) is
+cached too, its outputs stated by sizes, strides and storage offset and rebuilt with
+``as_strided`` on the tensor it views (torch's Python reference for ``view`` on SymInts costs
+~0.5 ms a call, and every block repeats its views); only outputs in that tensor's memory, of
+its dtype, without conjugate or negative bits, are stored. It skips no
 decision the trace would record: each question the kernel asked with these arguments was
 answered (and, if it needed a guard, recorded) the first time, and the environment answers it
 the same way again without recording anything (``ShapeEnvironment.decide_expr`` caches every
@@ -46,7 +50,8 @@ class _Uncacheable(Exception):
 
 
 class MetaCache:
-    """Per-trace cache of functional ops' meta outputs (see the module docstring).
+    """Per-trace cache of functional (and, under symbolic sizes, view) ops' meta outputs (see
+    the module docstring).
 
     env: the trace's ``ShapeEnvironment`` (None for static traces): its ``symint`` rebuilds
     symbolic sizes, its ``version`` and symbol count guard what a hit may skip.
@@ -66,23 +71,28 @@ class MetaCache:
         version = (self.env.version, len(self.env.symbols)) if self.env is not None else None
         return (path, op, stated, version, _process_state())
 
-    def get(self, key):
-        """Fresh meta outputs for ``key``, or None when it was not stored."""
+    def get(self, key, base: torch.Tensor | None = None):
+        """Fresh meta outputs for ``key``, or None when it was not stored; a view op's
+        (``base``: the tensor it views) as views of ``base``."""
         entry = self._entries.get(key) if key is not None else None
         if entry is None:
             return None
         self.hits += 1
         spec, leaves = entry
-        return pytree.tree_unflatten([self._rebuild(leaf) for leaf in leaves], spec)
+        return pytree.tree_unflatten([self._rebuild(leaf, base) for leaf in leaves], spec)
 
-    def put(self, key, out, symbols_before: int | None) -> None:
+    def put(self, key, out, symbols_before: int | None,
+            base: torch.Tensor | None = None) -> None:
         """Remember ``out`` under ``key`` unless it cannot be rebuilt exactly, or the
-        computation created symbols (``symbols_before``: the environment's count before)."""
+        computation created symbols (``symbols_before``: the environment's count before).
+        ``base``: for a view op, the tensor its outputs view (each is then stored as its
+        sizes, strides and storage offset into ``base``'s memory)."""
         if key is None or (self.env is not None and len(self.env.symbols) != symbols_before):
             return
         leaves, spec = pytree.tree_flatten(out)
         try:
-            described = [_describe(leaf) for leaf in leaves]
+            described = [_describe(leaf) if base is None else _describe_view(leaf, base)
+                         for leaf in leaves]
         except _Uncacheable:
             return
         if self.env is None and any(isinstance(leaf, _Meta) and not leaf.is_static()
@@ -94,11 +104,13 @@ class MetaCache:
         """The environment's symbol count, to pass to :meth:`put` after computing."""
         return len(self.env.symbols) if self.env is not None else None
 
-    def _rebuild(self, leaf):
+    def _rebuild(self, leaf, base):
         if not isinstance(leaf, _Meta):
             return leaf
         sizes = [self._size(s) for s in leaf.sizes]
         strides = [self._size(s) for s in leaf.strides]
+        if isinstance(leaf, _View):
+            return base.as_strided(sizes, strides, self._size(leaf.offset))
         return torch.empty_strided(sizes, strides, dtype=leaf.dtype, device="meta")
 
     def _size(self, value):
@@ -126,6 +138,20 @@ class _Meta:
 
     def is_static(self) -> bool:
         return all(isinstance(s, int) for s in (*self.sizes, *self.strides))
+
+
+class _View(_Meta):
+    """A cached output of a view op: sizes, strides and storage offset into its base's
+    memory."""
+
+    __slots__ = ("offset",)
+
+    def __init__(self, sizes, strides, dtype, offset):
+        super().__init__(sizes, strides, dtype)
+        self.offset = offset
+
+    def is_static(self) -> bool:
+        return super().is_static() and isinstance(self.offset, int)
 
 
 def _state(leaf):
@@ -173,6 +199,22 @@ def _describe(leaf):
             leaf, (torch.device,))):
         return leaf
     raise _Uncacheable
+
+
+def _describe_view(leaf, base: torch.Tensor):
+    """A view op's output as a :class:`_View` of ``base``: only a plain tensor of ``base``'s
+    dtype in ``base``'s memory, neither of them carrying conjugate or negative bits (what
+    ``as_strided`` of ``base`` makes again exactly: the autograd view relation is set above
+    the dispatch level, by the op that was called)."""
+    if not isinstance(leaf, torch.Tensor):
+        return _describe(leaf)
+    if (type(leaf) is not torch.Tensor or leaf.device.type != "meta"
+            or leaf.layout != torch.strided or leaf.dtype != base.dtype or leaf.requires_grad
+            or leaf.is_conj() or leaf.is_neg() or base.is_conj() or base.is_neg()
+            or leaf.untyped_storage()._cdata != base.untyped_storage()._cdata):
+        raise _Uncacheable
+    return _View(tuple(map(_expr, leaf.shape)), tuple(map(_expr, leaf.stride())), leaf.dtype,
+                 _expr(leaf.storage_offset()))
 
 
 def _process_state() -> tuple:

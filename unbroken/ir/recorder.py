@@ -576,16 +576,25 @@ class Recorder(TorchDispatchMode):
         return provider(tensor) or (is_view(tensor) and provider(view_base(tensor)))
 
     def _compute(self, func, args, kwargs):
-        """The meta output of ``func``; a functional op's from the cache when the trace has
-        computed it on the same metadata (``ir.meta_cache``). Recording is suspended while it
+        """The meta output of ``func``; a functional op's (under symbolic sizes a view op's
+        too) from the cache when the trace has computed it on the same metadata
+        (``ir.meta_cache``). Recording is suspended while it
         runs: a meta kernel written in Python (``_euclidean_dist``'s, which ``cdist`` reaches)
         may call a composite that ``ir.composites`` keeps whole, on its own intermediate
         tensors, which are no ops of the program."""
         if self._positioned_by_unbacked(func, args):
             return self._meta_of(lambda a, k: UNBACKED_INDEX_VIEWS[func](self, *a, **k),
                                  args, kwargs)
-        key = self.meta_cache.key("kernel", func, args, kwargs) if is_functional(func) else None
-        out = self.meta_cache.get(key)
+        key, base = None, None
+        if is_functional(func):
+            key = self.meta_cache.key("kernel", func, args, kwargs)
+        elif self.env is not None and is_view_op(func) and args and \
+                isinstance(args[0], torch.Tensor):
+            # a view's metadata under symbolic sizes is a Python reference's work (``view``:
+            # ~0.5 ms); repeated in every block of a model, it is rebuilt as a view of its base
+            key = self.meta_cache.key("view", func, args, kwargs)
+            base = args[0]
+        out = self.meta_cache.get(key, base)
         if out is None:
             symbols = self.meta_cache.symbol_count()
             self._suspended += 1
@@ -593,7 +602,7 @@ class Recorder(TorchDispatchMode):
                 out = self._meta_of(self._kernel_of(func), args, kwargs, func)
             finally:
                 self._suspended -= 1
-            self.meta_cache.put(key, out, symbols)
+            self.meta_cache.put(key, out, symbols, base)
         return out
 
     def _positioned_by_unbacked(self, func, args) -> bool:

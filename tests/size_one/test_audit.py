@@ -13,6 +13,7 @@ import unbroken
 import unbroken.size_one.admission
 from tests.exactness import assert_one_refused_and_the_rest_exact
 from unbroken import InputMismatchError
+from unbroken.ir.meta_cache import MetaCache
 from unbroken.size_one.at_one import flipped_at_one, holds_at_one
 from unbroken.size_one.audit import SizeOneAudit
 from unbroken.symbolic.env import ShapeEnvironment
@@ -342,8 +343,8 @@ def test_a_product_reading_a_copy_that_is_a_view_at_one_counts():
 
 class _Blocks(nn.Module):
     """Blocks that each view their input alike (``view(-1, d)`` then back, and a split into
-    heads): views are not served from the trace's meta cache, so each block's views are
-    nodes of their own with the same size-1 checks."""
+    heads): with the trace's meta cache off (it serves views under symbolic sizes), each
+    block's views are computed as nodes of their own with the same size-1 checks."""
 
     def __init__(self, blocks=4, width=8):
         super().__init__()
@@ -370,7 +371,11 @@ def _export_counting_reruns(monkeypatch, model, example, spec):
 def test_a_repeated_nodes_size_one_check_runs_once(monkeypatch):
     model, example = _Blocks(), (torch.randn(3, 5, 8),)
     spec = ({0: Dim.AUTO, 1: Dim.AUTO},)
+    cached, with_cache = _export_counting_reruns(monkeypatch, model, example, spec)
+    monkeypatch.setattr(MetaCache, "get", lambda self, key, base=None: None)
     ep, once = _export_counting_reruns(monkeypatch, model, example, spec)
+    assert 0 < with_cache <= once  # a hit is no node computed: nothing to check at 1
+    assert cached.graph_module.code == ep.graph_module.code
     monkeypatch.setattr(unbroken.size_one.audit, "_remembered", lambda check, *a: check)
     again, every = _export_counting_reruns(monkeypatch, model, example, spec)
     # the four blocks' checks are one block's: the same program and ranges either way

@@ -123,13 +123,14 @@ class SizeOneAudit(SizeOneHook):
         if flips == []:
             return
         self._sensitive_answers[expr] = (value, kind, tuple(candidates), flips)
-        self._note_sensitive(expr, env.decision(expr, value, kind), candidates, flips)
+        self._note_sensitive(expr, lambda: env.decision(expr, value, kind), candidates, flips)
 
     def answered_again(self, env, expr) -> None:
         entry = self._sensitive_answers.get(expr)
         if entry is not None and not self.dry:
             value, kind, symbols, flips = entry
-            self._note_sensitive(expr, env.decision(expr, value, kind), symbols, flips)
+            self._note_sensitive(expr, lambda: env.decision(expr, value, kind), symbols,
+                                 flips)
 
     def dry_truth(self, env, expr) -> bool | None:
         """A dry run's question the ranges leave open, settled once exact polynomial divisions
@@ -158,9 +159,11 @@ class SizeOneAudit(SizeOneHook):
             self.dry -= 1
             self._dry_ones.pop()
 
-    def _note_sensitive(self, expr, guard: Guard, symbols, flips) -> None:
+    def _note_sensitive(self, expr, decision: Callable[[], Guard], symbols, flips) -> None:
         """``symbols`` depend on being >= 2 through ``expr`` (``flips``: the sets of them at 1
-        that change the answer, None when too many to enumerate). An answer given inside the
+        that change the answer, None when too many to enumerate); ``decision()`` makes the
+        answer's Guard (with the user's stack now), called only when a symbol is noted for
+        the first time (kernels ask the same questions over and over). An answer given inside the
         meta computation of one recorded node (a unit scope) only shaped that node's output
         metadata: it goes to the scope, for the recorder to compare that metadata at 1. Any
         other (the model's own decisions, torch's indexing code choosing which ops to run)
@@ -174,13 +177,17 @@ class SizeOneAudit(SizeOneHook):
             return
         free = [s for s in symbols if s not in self.sensitive]
         if self._unit_scopes:
-            self._unit_scopes[-1].note(free, guard, flips)
+            scope = self._unit_scopes[-1]
+            new = any(s not in scope for s in free)
+            scope.note(free, decision() if new else None, flips)
             return
-        if self._held is not None:
-            self._held.append((free, guard))
+        if self._held is not None:  # noted even when empty: the pick still decided nothing
+            self._held.append((free, decision() if free else None))
             return
-        for symbol in free:
-            self.sensitive.setdefault(symbol, guard)
+        if free:
+            guard = decision()
+            for symbol in free:
+                self.sensitive.setdefault(symbol, guard)
 
     @contextlib.contextmanager
     def held(self) -> Iterator[list]:

@@ -211,3 +211,35 @@ def test_a_torch_check_that_implies_the_equality_takes_the_retrace_back():
     env.facts.append(check.expr)
     assert may_need_retrace(env, decided) and not needs_retrace(env, decided)
     assert needs_retrace(env, Guard(sympy.Eq(a, b), True, kind="expect_true"))
+
+
+@pytest.mark.parametrize("facts, refuted", [
+    # a view's divisibility check: a + 4 = 8 divides 16 * b too (b = 4), and is not a
+    (["Eq(Mod(16*b, a), 0)"], True),
+    # only an even a is admitted: a + 1 is not, a + 2 is
+    (["Eq(Mod(a, 2), 0)"], True),
+    # the facts themselves make a and b one: no admitted input refutes it, z3 proves it
+    (["a <= b", "b <= a"], False),
+    # a fact over a data-dependent size: no example value to move from, z3 decides
+    (["Eq(u, a)", "Eq(u, b)"], False),
+])
+def test_an_equality_the_facts_do_not_imply_is_refuted_near_the_example(facts, refuted,
+                                                                       monkeypatch):
+    """``needs_retrace`` first moves one dim of ``a == b`` a few steps from the example value
+    within the ranges, and where every recorded ``torch._check`` holds and the equality does
+    not, answers without z3; otherwise z3 decides as before, with the same answer."""
+    import sympy
+
+    import unbroken.symbolic.auto as auto
+    from unbroken.symbolic.guards import Guard
+
+    env, (a, b, _, _) = _auto_env()
+    u = env.create_unbacked_symbol("size")
+    names = {"a": a, "b": b, "u": u, "Mod": sympy.Mod, "Eq": sympy.Eq}
+    env.facts.extend(sympy.sympify(f, locals=names) for f in facts)
+    guard = Guard(sympy.Eq(a, b), True)
+    assert auto._refuted_near_the_example(env, guard.as_fact(), True) is refuted
+    assert auto.needs_retrace(env, guard) is refuted
+    if refuted:  # answered without a solver
+        monkeypatch.setattr(auto, "Solver", None)
+        assert auto.needs_retrace(env, guard)

@@ -27,6 +27,7 @@ import sympy
 
 from .diagnostics import UserFrame
 from .env import ShapeEnvironment
+from .expr import evaluate_at
 from .fixes import Fix, suggest_fix
 from .guards import Guard, render_expr
 from .ranges import ValueRange, finite_bound
@@ -140,8 +141,41 @@ def needs_retrace(env: ShapeEnvironment, guard: Guard) -> bool:
         return False
     if not env.facts:
         return True
-    solver = Solver(env, assume_checks=guard.kind != "expect_true", smallest=False)
+    assume_checks = guard.kind != "expect_true"
+    if _refuted_near_the_example(env, guard.as_fact(), assume_checks):
+        return True
+    solver = Solver(env, assume_checks=assume_checks, smallest=False)
     return solver.decide(guard.as_fact()).verdict != "true"
+
+
+# how far from its example value a dim of the fact is moved to look for a refuting input
+_NEAR_STEPS = (1, 2, 3, 4, 6, 8, 12, 16)
+
+
+def _refuted_near_the_example(env: ShapeEnvironment, fact, assume_checks: bool) -> bool:
+    """True when an input the ranges and facts admit makes ``fact`` false: the example's sizes
+    with one of the fact's dims moved up by a few steps (``_NEAR_STEPS``), within the ranges
+    the solver would assume (``assume_checks``: the ranges the checks narrowed, and every
+    ``torch._check`` fact true there, each fully evaluated). Such an input is what z3 would
+    find (``a == b`` with ``n % a == 0`` recorded: a view's divisibility check), without
+    building a solver; False says nothing (z3 decides)."""
+    ranges = env.var_ranges if assume_checks else env.spec_ranges
+    facts = list(env.facts) if assume_checks else []
+    example = {}
+    for symbol in set().union(fact.free_symbols, *(f.free_symbols for f in facts)):
+        hint = env.hint_of(symbol)
+        if hint is None or symbol not in ranges:
+            return False  # a data-dependent size or one without a range: leave it to z3
+        example[symbol] = hint
+    for symbol in sorted(fact.free_symbols, key=str):
+        for step in _NEAR_STEPS:
+            point = {**example, symbol: example[symbol] + step}
+            if not ranges[symbol].contains(point[symbol]):
+                break
+            if evaluate_at(fact, point) is False and all(
+                    evaluate_at(f, point) is True for f in facts):
+                return True
+    return False
 
 
 def narrow_in_place(env: ShapeEnvironment, adoption: Adoption) -> bool:

@@ -160,3 +160,36 @@ def test_implied_matches_every_value_of_the_range(a, b, c, rel, low, width):
     if upper is None and every:  # unbounded: also far out
         every = all(bool(fact.subs(s, v)) for v in (10**4, 10**6))
     assert implied(fact, {s: (low, upper)}) is every
+
+
+_TWO_DIM_FACTS = [
+    lambda a, b: sympy.Eq(a, b),
+    lambda a, b: sympy.Or(sympy.Eq(a, b), sympy.Eq(b, 1)),
+    lambda a, b: sympy.Ne(a, b),
+    lambda a, b: sympy.Eq(sympy.Mod(4 * b, a), 0),
+    lambda a, b: sympy.Le(a, 2 * b),
+    lambda a, b: sympy.Ge(a * b, 9),
+    lambda a, b: sympy.And(sympy.Le(a, b + 1), sympy.Ge(a, b - 1)),
+]
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, database=None)
+@given(fact=st.sampled_from(range(len(_TWO_DIM_FACTS))),
+       assumed=st.lists(st.sampled_from(range(len(_TWO_DIM_FACTS))), max_size=2),
+       swap=st.booleans(), lows=st.tuples(st.integers(1, 4), st.integers(1, 4)),
+       widths=st.tuples(st.integers(0, 6), st.integers(0, 6)))
+def test_implied_matches_every_admitted_assignment_of_two_dims(fact, assumed, swap, lows,
+                                                               widths):
+    """``implied`` with assumptions (what the ``Dim.AUTO`` search asks: a relation between
+    two dims, under the ``torch._check`` facts it keeps) answers as enumerating every
+    assignment the ranges and assumptions admit: its shortcuts (a fact among the
+    assumptions, an assignment near the lower corner refuting it) and z3 alike."""
+    a, b = (s1, s0) if swap else (s0, s1)
+    claim = _TWO_DIM_FACTS[fact](a, b)
+    assumptions = [_TWO_DIM_FACTS[i](a, b) for i in assumed]
+    ranges = {s: (low, low + width) for s, low, width in zip((s0, s1), lows, widths)}
+    admitted = [{s0: x, s1: y} for x in range(ranges[s0][0], ranges[s0][1] + 1)
+                for y in range(ranges[s1][0], ranges[s1][1] + 1)
+                if all(evaluate_at(p, {s0: x, s1: y}) for p in assumptions)]
+    every = all(evaluate_at(claim, values) for values in admitted)
+    assert implied(claim, ranges, assumptions) is every

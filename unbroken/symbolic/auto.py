@@ -172,9 +172,12 @@ def _refuted_near_the_example(env: ShapeEnvironment, fact, assume_checks: bool) 
             point = {**example, symbol: example[symbol] + step}
             if not ranges[symbol].contains(point[symbol]):
                 break
-            if evaluate_at(fact, point) is False and all(
-                    evaluate_at(f, point) is True for f in facts):
-                return True
+            try:
+                if evaluate_at(fact, point) is False and all(
+                        evaluate_at(f, point) is True for f in facts):
+                    return True
+            except (ArithmeticError, TypeError):  # undefined there: not a witness
+                continue
     return False
 
 

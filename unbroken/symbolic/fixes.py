@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import sympy
 import z3
 
-from .expr import Mod, PythonMod
+from .expr import Mod, PythonMod, evaluate_at
 from .guards import render_expr
 from .ranges import ValueRange, static_truth
 from .solver import Untranslatable, budgeted_solver, to_z3
@@ -80,7 +80,8 @@ def implied(fact, ranges: dict, assumptions=()) -> bool:
     """Whether ``fact`` holds for every integer assignment within ``ranges`` (z3) under which
     every fact of ``assumptions`` holds."""
     fact = sympy.sympify(fact)
-    if fact is sympy.true:
+    assumptions = [sympy.sympify(a) for a in assumptions]
+    if fact is sympy.true or fact in assumptions:
         return True
     if fact is sympy.false and not assumptions:
         return False
@@ -92,6 +93,8 @@ def implied(fact, ranges: dict, assumptions=()) -> bool:
     if not assumptions and (settled is False or _linear_bound(fact)) \
             and not any(box.is_empty() for box in intervals.values()):
         return False  # a linear bound the interval does not settle fails at an end of it
+    if _refuted_near_the_lower_corner(fact, ranges, assumptions):
+        return False
     solver = budgeted_solver(2000)
     symbols = set(fact.free_symbols).union(*(sympy.sympify(a).free_symbols for a in assumptions))
     for symbol in symbols:
@@ -102,11 +105,43 @@ def implied(fact, ranges: dict, assumptions=()) -> bool:
         if upper is not None:
             solver.add(var <= upper)
     try:
-        solver.add(*(to_z3(sympy.sympify(a)) for a in assumptions))
+        solver.add(*(to_z3(a) for a in assumptions))
         solver.add(z3.Not(to_z3(fact)))
     except (Untranslatable, z3.Z3Exception):  # z3 cannot express it: never claim it implied
         return False
     return solver.check() == z3.unsat
+
+
+# how far each symbol moves up from its lower bound in the search for a refuting assignment
+_CORNER_STEPS = (1, 2, 3, 4)
+
+
+def _refuted_near_the_lower_corner(fact, ranges: dict, assumptions: list) -> bool:
+    """True when an integer assignment within ``ranges`` satisfies every assumption and makes
+    ``fact`` false: every symbol at its lower bound, or one of them a few steps
+    (``_CORNER_STEPS``) above it. What z3 would find first for the usual facts (``a == b``,
+    ``a == b or b == 1``: two dims free of each other), without building a solver; False says
+    nothing. Symbols without a lower bound leave it to z3."""
+    symbols = sorted(fact.free_symbols.union(*(a.free_symbols for a in assumptions)), key=str)
+    corner = {}
+    for symbol in symbols:
+        lower, upper = ranges.get(symbol, (None, None))
+        if lower is None or (upper is not None and upper < lower):
+            return False
+        corner[symbol] = int(lower)
+    points = [corner] + [{**corner, symbol: corner[symbol] + step}
+                         for symbol in symbols for step in _CORNER_STEPS]
+    for point in points:
+        upper = {s: ranges.get(s, (None, None))[1] for s in point}
+        if any(upper[s] is not None and point[s] > upper[s] for s in point):
+            continue
+        try:
+            if evaluate_at(fact, point) is False and all(
+                    evaluate_at(a, point) is True for a in assumptions):
+                return True
+        except (ArithmeticError, TypeError):  # undefined there (a modulus of 0): not a witness
+            continue
+    return False
 
 
 def _linear_bound(fact) -> bool:

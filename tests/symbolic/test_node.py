@@ -86,6 +86,26 @@ def math_floor(x):
     return math.floor(x)
 
 
+def test_is_constant_is_sympys_is_number_for_every_kind_of_expression():
+    """``is_constant`` (asked for each operand and result of every SymInt operation; a
+    compound expression's answer is remembered) is sympy's ``is_number``, asked twice."""
+    from unbroken.symbolic.node import SymNode
+
+    s = sympy.Symbol("s0", integer=True, positive=True)
+    unevaluated = sympy.Add(sympy.Integer(2), sympy.Integer(3), evaluate=False)
+    cases = [(s, int), (sympy.Integer(4), int), (s * 2 + 1, int), (unevaluated, int),
+             (sympy.Eq(s, 1), bool), (sympy.true, bool), (sympy.false, bool),
+             (sympy.Max(s, 3), int), (sympy.Mul(sympy.Integer(2), sympy.Integer(5),
+                                                evaluate=False), int),
+             (sympy.Float(1.5), float), (s * 1.5, float)]
+    for expr, pytype in cases:
+        want = pytype is not float and (expr in (sympy.true, sympy.false) or
+                                        bool(expr.is_number))
+        node = SymNode(expr, None, pytype, None)
+        assert node.is_constant() is want and node.is_constant() is want, expr
+    assert SymNode(unevaluated, None, int, None).is_constant()
+
+
 def test_protocol_surface():
     env, (s0,) = _env(5)
     node = env.symint(s0).node

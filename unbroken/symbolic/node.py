@@ -128,6 +128,7 @@ _RANGE_DEPENDENT = {"mod"}
 # emptied when it reaches ARITHMETIC_MEMO_SIZE entries.
 ARITHMETIC_MEMO_SIZE = 1 << 16
 _ARITHMETIC_MEMO: dict = {}
+_CONSTANT_MEMO: dict = {}  # compound expression -> is_number (SymNode.is_constant)
 
 
 def _make_binary(method: str):
@@ -287,8 +288,15 @@ class SymNode:
         """True for int/bool nodes whose expression is a number (PyTorch then unwraps them)."""
         if self.pytype is float:
             return False
-        expr = self.expr  # hot: asked for every operand of every SymInt operation
-        return expr is sympy.true or expr is sympy.false or bool(expr.is_number)
+        expr = self.expr  # hot: asked for every operand and result of every SymInt operation
+        if expr.is_Atom:
+            return expr is sympy.true or expr is sympy.false or bool(expr.is_number)
+        constant = _CONSTANT_MEMO.get(expr)  # a compound's is_number walks all of it
+        if constant is None:
+            if len(_CONSTANT_MEMO) >= ARITHMETIC_MEMO_SIZE:
+                _CONSTANT_MEMO.clear()
+            constant = _CONSTANT_MEMO[expr] = bool(expr.is_number)
+        return constant
 
     def maybe_as_int(self) -> int | None:
         return int(self.expr) if self.pytype is int and self.expr.is_Integer else None

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import settings
 
 from unbroken.exporter.process_state import ProcessState
+from unbroken.ir.meta_cache import clear_shared_entries
 
 settings.register_profile("ci", derandomize=True, database=None, deadline=None,
                           print_blob=True)
@@ -25,3 +26,11 @@ def process_state_unchanged():
     yield
     after = ProcessState.capture()
     assert after == before, f"the process state changed: {before} -> {after}"
+
+
+@pytest.fixture(autouse=True)
+def fresh_shared_meta_entries():
+    """Every test starts as a fresh process would: no meta outputs shared from another test's
+    traces (a test may patch a kernel or count the computations it makes)."""
+    clear_shared_entries()
+    yield

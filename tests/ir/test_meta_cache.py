@@ -3,6 +3,8 @@ the program and the guards a trace without the cache gives, and what it cannot s
 is never cached."""
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 from torch.export import Dim
@@ -10,7 +12,8 @@ from torch.export import Dim
 import unbroken
 from tests.models.realistic import REALISTIC
 from tests.models.zoo import ZOO
-from unbroken.ir.meta_cache import MetaCache
+from unbroken.ir.meta_cache import MetaCache, clear_shared_entries
+from unbroken.ir.ops import is_inplace_op
 from unbroken.symbolic.env import ShapeEnvironment
 
 
@@ -199,3 +202,89 @@ def test_view_outputs_are_stored_as_views_of_their_base():
     assert cache.get(("d",), static) is None
     cache.put(("s",), static[1:], cache.symbol_count(), static)  # the same dtype: stored
     assert cache.get(("s",), static).storage_offset() == 6
+
+
+# --- entries shared between traces ---------------------------------------------------------
+
+class _Defaults(torch.nn.Module):
+    """Ops whose meta output depends on the process: the default dtype (``ones``) and the
+    grad mode (a composite's decomposition: ``dropout``'s in training)."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(6, 6)
+
+    def forward(self, x):
+        return torch.nn.functional.dropout(self.linear(x), 0.0, True) + torch.ones(6)
+
+
+def test_static_outputs_are_shared_by_the_next_trace_with_the_same_program(monkeypatch):
+    """A static export computes each meta output its shapes had in an earlier trace once per
+    process (FakeTensorMode's dispatch cache is process-wide too): the second export of a
+    model computes none, and gives the program of a trace with no cache."""
+    model, x = Blocks().eval(), torch.randn(3, 5, 16)
+    first = unbroken.export(model, (x,))
+    computed = []
+    real = unbroken.ir.recorder.Recorder._meta_of
+
+    def counting(self, kernel, args, kwargs, func=None, computation=None):
+        computed.append(func)
+        return real(self, kernel, args, kwargs, func, computation)
+
+    monkeypatch.setattr(unbroken.ir.recorder.Recorder, "_meta_of", counting)
+    second = unbroken.export(model, (x,))
+    # only the in-place writes (``h.mul_``), which no cache serves, are computed again
+    assert computed and all(func is not None and is_inplace_op(func) for func in computed)
+    _without_cache(monkeypatch)
+    computed.clear()
+    plain = unbroken.export(model, (x,))
+    assert _summary(first) == _summary(second) == _summary(plain)
+    assert len([f for f in computed if f is None or not is_inplace_op(f)]) >= 12
+    torch.testing.assert_close(second.module()(x), model(x), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16])
+def test_shared_outputs_follow_the_default_dtype_and_grad_mode(dtype):
+    """What a kernel reads from the process is in the key: an export under another default
+    dtype or grad mode computes its own outputs, each program as eager."""
+    model, x = _Defaults(), torch.randn(2, 6)
+    for state in (contextlib.nullcontext(), _default_dtype(dtype), torch.no_grad(),
+                  contextlib.nullcontext()):
+        with state:
+            ep = unbroken.export(model, (x,))
+            want, got = model(x), ep.module()(x)
+        assert got.dtype == want.dtype and got.requires_grad == want.requires_grad
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+@contextlib.contextmanager
+def _default_dtype(dtype):
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype if dtype.is_floating_point else previous)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)
+
+
+def test_only_static_entries_of_torchs_own_ops_are_shared():
+    env = ShapeEnvironment()
+    static, symbolic = MetaCache(env), MetaCache(env)
+    t = torch.empty(2, 3, device="meta")
+    relu = torch.ops.aten.relu.default
+    key = static.key("kernel", relu, (t,), {})
+    static.put(key, torch.empty(2, 3, device="meta"), static.symbol_count())
+    assert MetaCache(ShapeEnvironment()).get(key) is not None  # another trace's cache
+    assert MetaCache().key("kernel", relu, (t,), {}, on_cpu=False) != key  # another device
+    unshared = static.key("kernel", torch.ops.aten.abs.default, (t,), {})
+    static.put(unshared, torch.empty(2, 3, device="meta"), static.symbol_count(),
+               share=False)  # relaid out as eager's kernel: the trace's own
+    assert static.get(unshared) is not None and MetaCache().get(unshared) is None
+    s = env.create_symbol("", 4, source="x.shape[0]")
+    u = torch.empty_strided([env.symint(s), 3], [3, 1], device="meta")
+    skey = symbolic.key("kernel", relu, (u,), {})
+    symbolic.put(skey, torch.empty_strided([env.symint(s), 3], [3, 1], device="meta"),
+                 symbolic.symbol_count())
+    assert symbolic.get(skey) is not None and MetaCache(env).get(skey) is None
+    clear_shared_entries()
+    assert MetaCache(ShapeEnvironment()).get(key) is None

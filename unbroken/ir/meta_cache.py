@@ -13,9 +13,13 @@ the meta computation reads:
 * each argument: a tensor by dtype, layout, device, sizes, strides and storage offset (sympy
   expressions for symbolic ones), conjugate/negative bits and ``requires_grad``; a SymInt,
   SymFloat or SymBool by its expression; a plain value by type and value (floats bit for bit);
-* the process state decompositions read: grad mode, autocast, the default dtype;
-* the shape environment's version (``ShapeEnvironment.version``): a range narrowed by
-  ``torch._check`` or a new symbol changes what a kernel can decide statically.
+* the process state decompositions read: grad mode, autocast, the default dtype,
+  deterministic algorithms, the attention backends enabled;
+* the shape environment's version (``ShapeEnvironment.version``), once it has a symbol: a
+  range narrowed by ``torch._check`` or a new symbol changes what a kernel can decide
+  statically;
+* whether the op's first tensor stands for a CPU tensor (the output is then laid out as
+  eager's CPU kernel lays it out, ``ir.layouts``).
 
 A hit returns fresh meta tensors with the cached sizes, strides and dtype (as eager does: a
 functional op's outputs are new memory, even where a meta decomposition returns a view of its
@@ -30,6 +34,14 @@ the same way again without recording anything (``ShapeEnvironment.decide_expr`` 
 decision). Outputs at a storage offset, that require grad, carry conjugate bits, or come with
 new symbols (``nonzero``-like sizes) are never cached; nor is a call whose arguments include a
 value the key cannot state exactly (an object of another type, a tensor not on the meta device).
+
+Static entries of torch's own ops (``aten``, ``prims``) are shared by every trace of the
+process, as FakeTensorMode's dispatch cache is a class attribute: with no symbol, the key holds
+all the output depends on, so a model exported again (or another with the same layers)
+computes no meta output its shapes already had (BERT's static export: 65 -> 51 ms). An output
+relaid out as eager's kernel lays it out is not shared (``ir.layouts`` may run eager's kernel
+with the trace's ``requires_grad`` of the inputs); nor are other namespaces' ops, whose kernels
+the user may register anew between exports.
 """
 from __future__ import annotations
 
@@ -38,7 +50,7 @@ import torch.utils._pytree as pytree
 
 from .flat import tree_flatten
 
-__all__ = ["MetaCache", "metadata_key"]
+__all__ = ["MetaCache", "clear_shared_entries", "metadata_key"]
 
 # Leaf types stated exactly by (type, value); bool before int: True is an int too.
 _PLAIN = (bool, int, str, type(None), torch.dtype, torch.device, torch.layout,
@@ -49,9 +61,18 @@ class _Uncacheable(Exception):
     """An argument or output the cache cannot state exactly."""
 
 
+# Entries with static sizes of torch's own ops, shared by every trace of the process (as
+# FakeTensorMode's dispatch cache is a class attribute): a model exported again, or another
+# model of the same layers, computes no meta output its shapes already had. Emptied when it
+# reaches SHARED_ENTRIES_MAX.
+SHARED_ENTRIES_MAX = 1 << 13
+_SHARED: dict = {}
+_BUILTIN_NAMESPACES = ("aten", "prims")
+
+
 class MetaCache:
-    """Per-trace cache of functional (and, under symbolic sizes, view) ops' meta outputs (see
-    the module docstring).
+    """Per-trace cache of functional (and view) ops' meta outputs, its static entries of
+    torch's own ops shared by the process's traces (see the module docstring).
 
     env: the trace's ``ShapeEnvironment`` (None for static traces): its ``symint`` rebuilds
     symbolic sizes, its ``version`` and symbol count guard what a hit may skip.
@@ -62,19 +83,24 @@ class MetaCache:
         self._entries: dict = {}
         self.hits = 0
 
-    def key(self, path: str, op, args, kwargs):
+    def key(self, path: str, op, args, kwargs, on_cpu: bool = True):
         """The key of ``op(*args, **kwargs)`` computed by ``path``, or None when an argument
-        cannot be stated exactly."""
+        cannot be stated exactly. ``on_cpu``: whether its first tensor stands for a CPU tensor
+        (the meta output is then laid out as the CPU kernel lays it out: ``ir.layouts``)."""
         stated = metadata_key(args, kwargs)
         if stated is None:
             return None
-        version = (self.env.version, len(self.env.symbols)) if self.env is not None else None
-        return (path, op, stated, version, _process_state())
+        # with no symbol yet, the environment can decide nothing a kernel asks
+        version = (self.env.version, len(self.env.symbols)) \
+            if self.env is not None and self.env.symbols else None
+        return (path, op, stated, version, _process_state(), on_cpu)
 
     def get(self, key, base: torch.Tensor | None = None):
         """Fresh meta outputs for ``key``, or None when it was not stored; a view op's
         (``base``: the tensor it views) as views of ``base``."""
         entry = self._entries.get(key) if key is not None else None
+        if entry is None and key is not None and _shareable(key):
+            entry = _SHARED.get(key)
         if entry is None:
             return None
         self.hits += 1
@@ -82,11 +108,14 @@ class MetaCache:
         return pytree.tree_unflatten([self._rebuild(leaf, base) for leaf in leaves], spec)
 
     def put(self, key, out, symbols_before: int | None,
-            base: torch.Tensor | None = None) -> None:
+            base: torch.Tensor | None = None, share: bool = True) -> None:
         """Remember ``out`` under ``key`` unless it cannot be rebuilt exactly, or the
         computation created symbols (``symbols_before``: the environment's count before).
         ``base``: for a view op, the tensor its outputs view (each is then stored as its
-        sizes, strides and storage offset into ``base``'s memory)."""
+        sizes, strides and storage offset into ``base``'s memory). ``share``: the output is
+        the kernel's own, no function of anything but the key (not relaid out as eager's
+        kernel lays it out: that may read the trace's ``requires_grad`` of the inputs), so a
+        static one may serve other traces."""
         if key is None or (self.env is not None and len(self.env.symbols) != symbols_before):
             return
         leaves, spec = pytree.tree_flatten(out)
@@ -99,6 +128,11 @@ class MetaCache:
                                     for leaf in described):
             return  # symbolic sizes without an environment to rebuild them: never expected
         self._entries[key] = (spec, described)
+        if share and _shareable(key) and all(leaf.is_static() for leaf in described
+                                   if isinstance(leaf, _Meta)):
+            if len(_SHARED) >= SHARED_ENTRIES_MAX:
+                _SHARED.clear()
+            _SHARED[key] = (spec, described)
 
     def symbol_count(self) -> int | None:
         """The environment's symbol count, to pass to :meth:`put` after computing."""
@@ -115,6 +149,19 @@ class MetaCache:
 
     def _size(self, value):
         return value if isinstance(value, int) else self.env.symint(value)
+
+
+def clear_shared_entries() -> None:
+    """Forget the entries shared between traces (a fresh process's state)."""
+    _SHARED.clear()
+
+
+def _shareable(key) -> bool:
+    """Whether ``key``'s entry may serve other traces: stated with no symbol in the trace (so
+    no argument is symbolic), for an op of torch's own (``aten``, ``prims``: the kernels of
+    other namespaces are the user's, who may register them anew between exports)."""
+    return len(key) == 6 and key[3] is None and \
+        getattr(key[1], "namespace", None) in _BUILTIN_NAMESPACES
 
 
 def metadata_key(*trees):
@@ -218,7 +265,12 @@ def _describe_view(leaf, base: torch.Tensor):
 
 
 def _process_state() -> tuple:
-    """What decompositions read from the process: grad mode, autocast, default dtype."""
+    """What decompositions and meta kernels read from the process: grad mode, autocast, the
+    default dtype, deterministic algorithms (``index_put`` with ``accumulate``), and the
+    attention backends ``scaled_dot_product_attention`` may choose from."""
+    backends = torch.backends.cuda
     return (torch.is_grad_enabled(), torch.is_inference_mode_enabled(),
             torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu"),
-            torch.get_default_dtype())
+            torch.get_default_dtype(), torch.are_deterministic_algorithms_enabled(),
+            backends.flash_sdp_enabled(), backends.mem_efficient_sdp_enabled(),
+            backends.math_sdp_enabled(), backends.cudnn_sdp_enabled())

@@ -51,7 +51,12 @@ from .data_dependent import (
     has_unbacked_argument,
     integer_indexing,
 )
-from .devices import composite_layout, devices_of, python_data_on_user_device
+from .devices import (
+    composite_layout,
+    devices_of,
+    has_composite_layout,
+    python_data_on_user_device,
+)
 from .flat import tree_leaves, tree_map
 from .graph_builder import GraphBuilder, meta_like
 from .layouts import kernel_layout
@@ -287,7 +292,8 @@ class Recorder(TorchDispatchMode):
             return out
         self._follow_grad_mode()
         compute_args, compute_kwargs, device = self._prepare(op, args, kwargs)
-        key = self.meta_cache.key("composite", op, compute_args, compute_kwargs)
+        key = self.meta_cache.key("composite", op, compute_args, compute_kwargs,
+                                  layout_on_cpu(self, compute_args))
         self._suspended += 1
         try:
             with pop_mode_temporarily():  # the cache's fresh tensors are not ops to record
@@ -300,7 +306,8 @@ class Recorder(TorchDispatchMode):
                     relayout = kernel_layout(op)
                     if relayout is not None and layout_on_cpu(self, compute_args):
                         out = relayout(self, op, compute_args, compute_kwargs, out)
-                    self.meta_cache.put(key, out, symbols)
+                    self.meta_cache.put(key, out, symbols, share=relayout is None
+                                        and not has_composite_layout(op))
         finally:
             self._suspended -= 1
         node = self._record(op, args, kwargs, out)
@@ -587,7 +594,7 @@ class Recorder(TorchDispatchMode):
                                  args, kwargs)
         key, base = None, None
         if is_functional(func):
-            key = self.meta_cache.key("kernel", func, args, kwargs)
+            key = self.meta_cache.key("kernel", func, args, kwargs, layout_on_cpu(self, args))
         elif self.env is not None and is_view_op(func) and args and \
                 isinstance(args[0], torch.Tensor):
             # a view's metadata under symbolic sizes is a Python reference's work (``view``:
@@ -602,7 +609,7 @@ class Recorder(TorchDispatchMode):
                 out = self._meta_of(self._kernel_of(func), args, kwargs, func)
             finally:
                 self._suspended -= 1
-            self.meta_cache.put(key, out, symbols, base)
+            self.meta_cache.put(key, out, symbols, base, share=kernel_layout(func) is None)
         return out
 
     def _positioned_by_unbacked(self, func, args) -> bool:

@@ -288,3 +288,24 @@ def test_only_static_entries_of_torchs_own_ops_are_shared():
     assert symbolic.get(skey) is not None and MetaCache(env).get(skey) is None
     clear_shared_entries()
     assert MetaCache(ShapeEnvironment()).get(key) is None
+
+
+def test_an_op_kept_whole_by_run_decompositions_is_its_own_path(monkeypatch):
+    """``run_decompositions`` keeps an op its table does not name whole, its meta output from
+    calling the op itself (``record_opaque``); a composite kept whole in a trace computes it
+    with its decomposition. The two ways have keys of their own, shared entries included."""
+    model, x = Blocks().eval(), torch.randn(3, 5, 16)
+    paths = []
+    real = MetaCache.key
+
+    def recording_key(self, path, *args, **kwargs):
+        paths.append(path)
+        return real(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(MetaCache, "key", recording_key)
+    ep = unbroken.export(model, (x,))
+    assert "composite" in paths and "opaque" not in paths
+    paths.clear()
+    kept = ep.run_decompositions({})  # an empty table: every op kept whole
+    assert "opaque" in paths and "composite" not in paths
+    torch.testing.assert_close(kept.module()(x), model(x), rtol=0, atol=0)

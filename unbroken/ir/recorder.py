@@ -274,9 +274,10 @@ class Recorder(TorchDispatchMode):
         """True inside a leaf call, outside a composite op being kept whole."""
         return self._recording > 0 and self._suspended == 0
 
-    def record_composite(self, op, args, kwargs, decompose):
+    def record_composite(self, op, args, kwargs, decompose, path: str = "composite"):
         """Record the composite ``op`` as one node; its meta output comes from ``decompose``
-        run with recording suspended (see ``ir.composites``)."""
+        run with recording suspended (see ``ir.composites``); ``path`` names that way of
+        computing it in the meta cache's key."""
         if self._leaf_autocast and not self._autocast_excluded:
             device = self._autocast_device(args, kwargs)
             if device is not None:
@@ -292,7 +293,7 @@ class Recorder(TorchDispatchMode):
             return out
         self._follow_grad_mode()
         compute_args, compute_kwargs, device = self._prepare(op, args, kwargs)
-        key = self.meta_cache.key("composite", op, compute_args, compute_kwargs,
+        key = self.meta_cache.key(path, op, compute_args, compute_kwargs,
                                   layout_on_cpu(self, compute_args))
         self._suspended += 1
         try:
@@ -332,7 +333,7 @@ class Recorder(TorchDispatchMode):
     def record_opaque(self, op, args, kwargs):
         """Record ``op`` whole, whatever it is: its meta output is computed with recording
         suspended (``run_decompositions`` keeps the ops its table does not name this way)."""
-        return self.record_composite(op, args, kwargs, lambda f, a, k: f(*a, **k))
+        return self.record_composite(op, args, kwargs, lambda f, a, k: f(*a, **k), "opaque")
 
     def record_data_dependent(self, func, args, kwargs, value, device=None):
         """Record ``func`` (``item``, ``nonzero``...) whose result ``value`` only tensor data

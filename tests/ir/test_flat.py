@@ -14,9 +14,14 @@ from unbroken.ir.flat import tree_flatten, tree_leaves, tree_map
 
 Point = collections.namedtuple("Point", "x y")
 
+class _Bag(dict):
+    """A dict subclass pytree does not know: one leaf to it."""
+
+
 LEAVES = st.sampled_from([0, 1.5, True, None, "s", torch.float32, torch.device("meta"),
                           torch.strided, torch.contiguous_format, torch.empty(2, device="meta"),
-                          torch.nn.Parameter(torch.empty(1)), object(), slice(1, 2)])
+                          torch.nn.Parameter(torch.empty(1)), object(), slice(1, 2),
+                          torch.nn.Linear(2, 2), len, _Bag(a=1), ()])
 
 
 def _node(children):

@@ -35,7 +35,10 @@ def _plain_leaves(tree, out: list) -> bool:
     if kind is dict:
         tree = tree.values()
     elif kind is not tuple and kind is not list:
-        return False
+        if kind in pytree.SUPPORTED_NODES or isinstance(tree, tuple):
+            return False  # a registered container, a namedtuple, a structseq: pytree's
+        out.append(tree)  # any other object is one leaf to pytree (a module, a function)
+        return True
     for item in tree:
         if type(item) in _LEAF_TYPES or isinstance(item, torch.Tensor):
             out.append(item)

@@ -72,7 +72,8 @@ def eager_sizes(op, args, kwargs, out):
 
 def on_cpu(recorder, args) -> bool:
     """Whether the op's first tensor argument stands for a CPU tensor."""
-    for value in pytree.tree_leaves(args):
+    first = args[0] if isinstance(args, (tuple, list)) and args else None
+    for value in (first,) if isinstance(first, torch.Tensor) else pytree.tree_leaves(args):
         if isinstance(value, torch.Tensor):
             device = recorder.device_of(value) if recorder.is_tracked(value) \
                 else recorder.default_device

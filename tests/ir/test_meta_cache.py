@@ -309,3 +309,34 @@ def test_an_op_kept_whole_by_run_decompositions_is_its_own_path(monkeypatch):
     kept = ep.run_decompositions({})  # an empty table: every op kept whole
     assert "opaque" in paths and "composite" not in paths
     torch.testing.assert_close(kept.module()(x), model(x), rtol=0, atol=0)
+
+
+class _Conv3dLayout(torch.nn.Module):
+    """A 3-d convolution on a channels_last_3d input, whose output layout eager's CPU kernel
+    takes from ATen's backend selection (MKLDNN keeps channels_last_3d, the slow kernel does
+    not), read by the program."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv3d(3, 4, 3)
+
+    def forward(self, x):
+        y = self.conv(x)
+        return y * y.stride()[1]
+
+
+def test_an_output_laid_out_by_the_backend_selection_is_not_shared_between_traces():
+    """ATen's backend selection reads the process's settings (``torch.backends.mkldnn``):
+    an output laid out by it, and a composite computed from one (``conv3d``), stays the
+    trace's own. Shared, the export under MKLDNN disabled got the layout of the one before
+    (a stride of 1 where eager's is 64)."""
+    model = _Conv3dLayout()
+    x = torch.randn(2, 3, 6, 6, 6).to(memory_format=torch.channels_last_3d)
+    strides = []
+    for enabled in (True, False, True):
+        with torch.backends.mkldnn.flags(enabled=enabled):
+            want = model(x)
+            got = unbroken.export(model, (x,)).module()(x)
+            strides.append(model.conv(x).stride()[1])
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+    assert strides[0] != strides[1]  # the settings do change eager's layout here

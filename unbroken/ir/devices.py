@@ -64,8 +64,7 @@ from ..symbolic.torch_compat import (
 )
 from .flat import tree_leaves
 
-__all__ = ["PASS_THROUGH_CODE", "composite_layout", "devices_of", "has_composite_layout",
-           "is_trace_mode",
+__all__ = ["PASS_THROUGH_CODE", "composite_layout", "devices_of", "is_trace_mode",
            "needs_python_data_mode", "python_data_on_user_device", "trace_wide",
            "traced_device_arguments"]
 
@@ -345,12 +344,6 @@ _CPU_COMPOSITE_LAYOUTS = {
 }
 
 
-def has_composite_layout(op) -> bool:
-    """Whether ``composite_layout`` may lay ``op``'s output out otherwise than its
-    decomposition does."""
-    return op in _CPU_COMPOSITE_LAYOUTS
-
-
 def composite_layout(recorder, op, args, kwargs, out):
     """``out``, the meta output of the composite ``op`` computed by its decomposition, laid
     out as eager's kernel lays it out on the device of ``args[0]`` (module docstring)."""
@@ -377,7 +370,13 @@ def _layout_kernel(op, relayout):
             return out
         device = recorder.device_of(args[0]) if recorder.is_tracked(args[0]) \
             else recorder.default_device
-        return relayout(args, kwargs, out) if device.type == "cpu" else out
+        if device.type != "cpu":
+            return out
+        # laid out by ATen's backend selection, which reads the process's settings (MKLDNN
+        # enabled...): the recorder keeps such outputs, and what is computed from them, to
+        # the trace (``Recorder.device_layouts``)
+        recorder.device_layouts += 1
+        return relayout(args, kwargs, out)
     return kernel
 
 

@@ -40,8 +40,10 @@ process, as FakeTensorMode's dispatch cache is a class attribute: with no symbol
 all the output depends on, so a model exported again (or another with the same layers)
 computes no meta output its shapes already had (BERT's static export: 65 -> 51 ms). An output
 relaid out as eager's kernel lays it out is not shared (``ir.layouts`` may run eager's kernel
-with the trace's ``requires_grad`` of the inputs); nor are other namespaces' ops, whose kernels
-the user may register anew between exports.
+with the trace's ``requires_grad`` of the inputs), nor one computed from an output laid out by
+ATen's backend selection for its device (``ir.devices``: it reads the process's settings, MKLDNN
+enabled or not), nor other namespaces' ops, whose kernels the user may register anew between
+exports.
 """
 from __future__ import annotations
 
@@ -112,10 +114,11 @@ class MetaCache:
         """Remember ``out`` under ``key`` unless it cannot be rebuilt exactly, or the
         computation created symbols (``symbols_before``: the environment's count before).
         ``base``: for a view op, the tensor its outputs view (each is then stored as its
-        sizes, strides and storage offset into ``base``'s memory). ``share``: the output is
-        the kernel's own, no function of anything but the key (not relaid out as eager's
-        kernel lays it out: that may read the trace's ``requires_grad`` of the inputs), so a
-        static one may serve other traces."""
+        sizes, strides and storage offset into ``base``'s memory). ``share``: the output is a
+        function of the key alone (not relaid out as eager's kernel lays it out, which may read
+        the trace's ``requires_grad`` of the inputs, nor computed from an output ATen's backend
+        selection laid out, which reads the process's settings), so a static one may serve
+        other traces."""
         if key is None or (self.env is not None and len(self.env.symbols) != symbols_before):
             return
         leaves, spec = pytree.tree_flatten(out)

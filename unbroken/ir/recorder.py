@@ -54,7 +54,6 @@ from .data_dependent import (
 from .devices import (
     composite_layout,
     devices_of,
-    has_composite_layout,
     python_data_on_user_device,
 )
 from .flat import tree_leaves, tree_map
@@ -162,6 +161,9 @@ class Recorder(TorchDispatchMode):
         self._this_call: set[int] = set()  # ids of tensors made during the current leaf call
         self._recording = 0   # depth of recording() contexts
         self._suspended = 0   # depth of composite ops being computed without recording
+        # outputs laid out by ATen's backend selection for their device (``ir.devices``), which
+        # reads the process's settings: what is computed from one is not shared between traces
+        self.device_layouts = 0
         # size-1 checks of leaf calls (size_one.unit_meta): the ops each open leaf scope dispatched,
         # and, while a leaf call is re-run at size 1, the ops it dispatches (nothing recorded)
         self._leaf_logs: list[list] = []
@@ -301,6 +303,7 @@ class Recorder(TorchDispatchMode):
                 out = self.meta_cache.get(key)
                 if out is None:
                     symbols = self.meta_cache.symbol_count()
+                    device_layouts = self.device_layouts
                     out = self._meta_of(lambda a, k: decompose(op, a, k), compute_args,
                                         compute_kwargs, computation=("composite", op))
                     out = composite_layout(self, op, compute_args, compute_kwargs, out)
@@ -308,7 +311,7 @@ class Recorder(TorchDispatchMode):
                     if relayout is not None and layout_on_cpu(self, compute_args):
                         out = relayout(self, op, compute_args, compute_kwargs, out)
                     self.meta_cache.put(key, out, symbols, share=relayout is None
-                                        and not has_composite_layout(op))
+                                        and self.device_layouts == device_layouts)
         finally:
             self._suspended -= 1
         node = self._record(op, args, kwargs, out)
@@ -605,12 +608,14 @@ class Recorder(TorchDispatchMode):
         out = self.meta_cache.get(key, base)
         if out is None:
             symbols = self.meta_cache.symbol_count()
+            device_layouts = self.device_layouts
             self._suspended += 1
             try:
                 out = self._meta_of(self._kernel_of(func), args, kwargs, func)
             finally:
                 self._suspended -= 1
-            self.meta_cache.put(key, out, symbols, base, share=kernel_layout(func) is None)
+            self.meta_cache.put(key, out, symbols, base, share=kernel_layout(func) is None
+                                and self.device_layouts == device_layouts)
         return out
 
     def _positioned_by_unbacked(self, func, args) -> bool:

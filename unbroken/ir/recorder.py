@@ -51,11 +51,7 @@ from .data_dependent import (
     has_unbacked_argument,
     integer_indexing,
 )
-from .devices import (
-    composite_layout,
-    devices_of,
-    python_data_on_user_device,
-)
+from .devices import composite_layout, devices_of, python_data_on_user_device
 from .flat import tree_leaves, tree_map
 from .graph_builder import GraphBuilder, meta_like
 from .layouts import kernel_layout

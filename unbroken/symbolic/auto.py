@@ -27,7 +27,7 @@ import sympy
 
 from .diagnostics import UserFrame
 from .env import ShapeEnvironment
-from .expr import evaluate_at
+from .expr import refuted_near
 from .fixes import Fix, suggest_fix
 from .guards import Guard, render_expr
 from .ranges import ValueRange, finite_bound
@@ -156,9 +156,9 @@ def _refuted_near_the_example(env: ShapeEnvironment, fact, assume_checks: bool) 
     """True when an input the ranges and facts admit makes ``fact`` false: the example's sizes
     with one of the fact's dims moved up by a few steps (``_NEAR_STEPS``), within the ranges
     the solver would assume (``assume_checks``: the ranges the checks narrowed, and every
-    ``torch._check`` fact true there, each fully evaluated). Such an input is what z3 would
-    find (``a == b`` with ``n % a == 0`` recorded: a view's divisibility check), without
-    building a solver; False says nothing (z3 decides)."""
+    ``torch._check`` fact true there). Such an input is what z3 would find (``a == b`` with
+    ``n % a == 0`` recorded: a view's divisibility check), without building a solver; False
+    says nothing (z3 decides)."""
     ranges = env.var_ranges if assume_checks else env.spec_ranges
     facts = list(env.facts) if assume_checks else []
     example = {}
@@ -167,18 +167,7 @@ def _refuted_near_the_example(env: ShapeEnvironment, fact, assume_checks: bool) 
         if hint is None or symbol not in ranges:
             return False  # a data-dependent size or one without a range: leave it to z3
         example[symbol] = hint
-    for symbol in sorted(fact.free_symbols, key=str):
-        for step in _NEAR_STEPS:
-            point = {**example, symbol: example[symbol] + step}
-            if not ranges[symbol].contains(point[symbol]):
-                break
-            try:
-                if evaluate_at(fact, point) is False and all(
-                        evaluate_at(f, point) is True for f in facts):
-                    return True
-            except (ArithmeticError, TypeError):  # undefined there: not a witness
-                continue
-    return False
+    return refuted_near(fact, example, lambda s, v: ranges[s].contains(v), _NEAR_STEPS, facts)
 
 
 def narrow_in_place(env: ShapeEnvironment, adoption: Adoption) -> bool:

@@ -22,7 +22,7 @@ correctly when meta kernels call them: backed sizes are ``s0, s1, ...``; unbacke
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import sympy
 
@@ -48,6 +48,7 @@ from .torch_compat import (  # noqa: F401  (re-exported vocabulary: torch's size
 
 __all__ = [
     "exact_divisions",
+    "refuted_near",
     "BACKED_PREFIX",
     "UNBACKED_INT_PREFIX",
     "UNBACKED_FLOAT_PREFIX",
@@ -172,3 +173,24 @@ def _rebuild(expr):
     if not getattr(expr, "args", ()) or expr.is_Atom:
         return expr
     return expr.func(*(_rebuild(a) for a in expr.args))
+
+
+def refuted_near(fact, start: Mapping, admits: Callable[[object, int], bool], steps,
+                 assumptions=()) -> bool:
+    """True when ``start`` (a value for every symbol of ``fact`` and ``assumptions``), or
+    ``start`` with one of ``fact``'s symbols moved up by one of ``steps``, is admitted
+    (``admits(symbol, value)``), satisfies every assumption and makes ``fact`` false: a
+    witness that ``fact`` does not follow from them, found without a solver. False says
+    nothing. A point where something is undefined (a modulus of 0) is no witness."""
+    points = [start] + [{**start, symbol: start[symbol] + step}
+                        for symbol in sorted(fact.free_symbols, key=str) for step in steps]
+    for point in points:
+        if not all(admits(symbol, value) for symbol, value in point.items()):
+            continue
+        try:
+            if evaluate_at(fact, point) is False and all(
+                    evaluate_at(a, point) is True for a in assumptions):
+                return True
+        except (ArithmeticError, TypeError):
+            continue
+    return False

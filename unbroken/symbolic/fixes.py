@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import sympy
 import z3
 
-from .expr import Mod, PythonMod, evaluate_at
+from .expr import Mod, PythonMod, refuted_near
 from .guards import render_expr
 from .ranges import ValueRange, static_truth
 from .solver import Untranslatable, budgeted_solver, to_z3
@@ -112,36 +112,29 @@ def implied(fact, ranges: dict, assumptions=()) -> bool:
     return solver.check() == z3.unsat
 
 
-# how far each symbol moves up from its lower bound in the search for a refuting assignment
+# how far a symbol moves up from its lower bound in the search for a refuting assignment
 _CORNER_STEPS = (1, 2, 3, 4)
 
 
 def _refuted_near_the_lower_corner(fact, ranges: dict, assumptions: list) -> bool:
     """True when an integer assignment within ``ranges`` satisfies every assumption and makes
-    ``fact`` false: every symbol at its lower bound, or one of them a few steps
+    ``fact`` false: every symbol at its lower bound, or one of the fact's a few steps
     (``_CORNER_STEPS``) above it. What z3 would find first for the usual facts (``a == b``,
     ``a == b or b == 1``: two dims free of each other), without building a solver; False says
     nothing. Symbols without a lower bound leave it to z3."""
-    symbols = sorted(fact.free_symbols.union(*(a.free_symbols for a in assumptions)), key=str)
+    symbols = fact.free_symbols.union(*(a.free_symbols for a in assumptions))
     corner = {}
     for symbol in symbols:
         lower, upper = ranges.get(symbol, (None, None))
         if lower is None or (upper is not None and upper < lower):
             return False
         corner[symbol] = int(lower)
-    points = [corner] + [{**corner, symbol: corner[symbol] + step}
-                         for symbol in symbols for step in _CORNER_STEPS]
-    for point in points:
-        upper = {s: ranges.get(s, (None, None))[1] for s in point}
-        if any(upper[s] is not None and point[s] > upper[s] for s in point):
-            continue
-        try:
-            if evaluate_at(fact, point) is False and all(
-                    evaluate_at(a, point) is True for a in assumptions):
-                return True
-        except (ArithmeticError, TypeError):  # undefined there (a modulus of 0): not a witness
-            continue
-    return False
+
+    def admits(symbol, value) -> bool:
+        upper = ranges[symbol][1]
+        return upper is None or value <= upper
+
+    return refuted_near(fact, corner, admits, _CORNER_STEPS, assumptions)
 
 
 def _linear_bound(fact) -> bool:

@@ -1,5 +1,6 @@
 """unbroken.symbolic.torch_compat: the one module that reaches into torch's internals."""
 import ast
+import functools
 import warnings
 from pathlib import Path
 
@@ -187,3 +188,55 @@ def test_view_helpers():
     assert torch_compat.version_counter(base) == before + 1
     assert torch_compat.overload_name(torch.ops.aten.add.Tensor) == "Tensor"
     assert torch_compat.op_schema(torch.ops.aten.add_.Tensor).is_mutable
+
+
+def _same_decomposition(mine, torch_s) -> bool:
+    """The same function, or torch's per-call wrapper of one op's C++ decomposition (a
+    ``functools.partial`` made anew on each materialization) of the same op."""
+    if mine is torch_s:
+        return True
+    return isinstance(mine, functools.partial) and isinstance(torch_s, functools.partial) \
+        and mine.func.__qualname__ == torch_s.func.__qualname__ \
+        and mine.args == torch_s.args and mine.keywords == torch_s.keywords
+
+
+def test_core_table_is_torch_s_materialized_table():
+    mine = torch_compat.core_aten_decompositions()
+    again = torch_compat.core_aten_decompositions()
+    reference = dict(torch._decomp.core_aten_decompositions().items())
+    assert mine.keys() == reference.keys() == again.keys()
+    assert all(_same_decomposition(mine[op], reference[op]) for op in reference)
+    mine.clear()  # each call gives a dict of its own
+    assert torch_compat.core_aten_decompositions().keys() == reference.keys()
+
+
+def test_core_table_follows_new_registrations():
+    """A custom op given a CompositeImplicitAutograd kernel after a table was made is in the
+    next one; gone again once its library is destroyed; a decomposition registered over a
+    core entry replaces it, and the old one is back when it is removed."""
+    torch_compat.core_aten_decompositions()
+    library = torch.library.Library("unbroken_core_table", "DEF")
+    try:
+        library.define("twice(Tensor x) -> Tensor")
+        library.impl("twice", lambda x: x + x, "CompositeImplicitAutograd")
+        op = torch.ops.unbroken_core_table.twice.default
+        table = torch_compat.core_aten_decompositions()
+        assert op in table
+        assert torch.equal(table[op](torch.ones(2)), torch.full((2,), 2.))
+    finally:
+        library._destroy()
+    assert op not in torch_compat.core_aten_decompositions()
+
+    registry = torch._decomp.global_decomposition_table["post_autograd"]
+    target = torch.ops.aten.addr.default
+    old = registry[target]
+
+    def replacement(*args, **kwargs):
+        return old(*args, **kwargs)
+
+    registry[target] = replacement
+    try:
+        assert torch_compat.core_aten_decompositions()[target] is replacement
+    finally:
+        registry[target] = old
+    assert torch_compat.core_aten_decompositions()[target] is old

@@ -158,7 +158,7 @@ def _drop_inner_aliases(graph_module: fx.GraphModule, keep=frozenset()) -> None:
 def _table(decomp_table):
     """(op -> decomposition, whether ops absent from the table are kept whole)."""
     if decomp_table is None:
-        return dict(core_aten_decompositions()), False
+        return core_aten_decompositions(), False
     return dict(decomp_table.items()), True
 
 

@@ -463,8 +463,28 @@ NodeSourceAction = torch.fx.traceback.NodeSourceAction
 
 # --- decompositions -----------------------------------------------------------------------
 
-core_aten_decompositions = torch._decomp.core_aten_decompositions
-"""The table ``run_decompositions()`` lowers to core ATen with (all releases)."""
+def core_aten_decompositions() -> dict:
+    """A new dict of the table ``run_decompositions()`` lowers to core ATen with: torch's
+    ``core_aten_decompositions()`` materialized (every namespace's CompositeImplicitAutograd
+    ops added, each with its decomposition).
+
+    Materializing asks the dispatcher for its CompositeImplicitAutograd registrations once per
+    namespace and walks every op of every namespace (~18 ms a call); the result is kept and
+    given again (copied) while what it is made from is unchanged: the dispatcher's
+    CompositeImplicitAutograd registrations (a custom op defined or a library destroyed since),
+    the op namespaces loaded, and torch's post-autograd decomposition registry (an entry
+    registered or replaced since). All releases."""
+    key = (frozenset(torch._C._dispatch_get_registrations_for_dispatch_key(
+        "CompositeImplicitAutograd")), tuple(torch.ops._dir))
+    registry = torch._decomp.global_decomposition_table["post_autograd"]
+    kept = _CORE_TABLE.get("kept")
+    if kept is None or kept[0] != key or kept[1] != registry:
+        table = dict(torch._decomp.core_aten_decompositions().items())
+        kept = _CORE_TABLE["kept"] = (key, dict(registry), table)
+    return dict(kept[2])
+
+
+_CORE_TABLE: dict = {}  # "kept" -> (registrations and namespaces, registry copy, table)
 
 
 # --- nn.Module internals --------------------------------------------------------------------

@@ -335,10 +335,13 @@ def _swapped_state(root, metas):
     module's attributes are put back as they were too."""
     saved: dict = {}  # (id(owner), kind, name) -> (owner's dict, name, original tensor)
     attributes = [(vars(m), dict(vars(m))) for m in root.modules()]
+    owners: dict = {"": root}  # path -> module (a module owns several tensors)
     try:
         for fqn, meta in metas.items():
             owner_path, _, name = fqn.rpartition(".")
-            owner = root.get_submodule(owner_path) if owner_path else root
+            owner = owners.get(owner_path)
+            if owner is None:
+                owner = owners[owner_path] = root.get_submodule(owner_path)
             kind = "_parameters" if name in owner._parameters else "_buffers"
             table = getattr(owner, kind)
             saved.setdefault((id(owner), kind, name), (table, name, table[name]))

@@ -78,6 +78,8 @@ def traced_device_arguments(recorder, fn, args: list, kwargs: dict):
     type names of ``Tensor.type`` (``"torch.FloatTensor"`` is the CPU float32 type). With no
     traced tensor among the arguments, the device is the recorder's default device; with
     traced tensors on several devices nothing is replaced (eager copies between them)."""
+    if "device" not in kwargs and fn not in _DEVICE_POSITIONAL:
+        return fn, args, kwargs  # (most calls: no device argument to replace)
     if fn in _DATA_CONSTRUCTORS and not _traced_leaves(recorder, args, kwargs):
         return fn, args, kwargs  # built from Python data: on meta the data would be lost
     device = _call_device(recorder, args, kwargs)
@@ -92,6 +94,10 @@ def traced_device_arguments(recorder, fn, args: list, kwargs: dict):
     elif fn is torch.Tensor.type and len(args) > 1 and device.type == "cpu":
         args = [args[0], _legacy_cpu_dtype(args[1]), *args[2:]]
     return fn, args, kwargs
+
+
+# The calls whose device (or device-naming type) may be passed without the ``device=`` keyword.
+_DEVICE_POSITIONAL = frozenset([torch.Tensor.to, torch.Tensor.cpu, torch.Tensor.type])
 
 
 # Constructors that copy Python data (or a real tensor) into a new tensor: with no traced

@@ -144,6 +144,11 @@ class MetaCache:
     def _rebuild(self, leaf, base):
         if not isinstance(leaf, _Meta):
             return leaf
+        if leaf.static:  # (most entries: no size to make a SymInt of)
+            if isinstance(leaf, _View):
+                return base.as_strided(leaf.sizes, leaf.strides, leaf.offset)
+            return torch.empty_strided(leaf.sizes, leaf.strides, dtype=leaf.dtype,
+                                       device="meta")
         sizes = [self._size(s) for s in leaf.sizes]
         strides = [self._size(s) for s in leaf.strides]
         if isinstance(leaf, _View):
@@ -181,13 +186,14 @@ def metadata_key(*trees):
 class _Meta:
     """A cached output tensor: sizes and strides (ints or sympy expressions), dtype."""
 
-    __slots__ = ("sizes", "strides", "dtype")
+    __slots__ = ("sizes", "strides", "dtype", "static")
 
     def __init__(self, sizes, strides, dtype):
         self.sizes, self.strides, self.dtype = sizes, strides, dtype
+        self.static = all(isinstance(s, int) for s in (*sizes, *strides))
 
     def is_static(self) -> bool:
-        return all(isinstance(s, int) for s in (*self.sizes, *self.strides))
+        return self.static
 
 
 class _View(_Meta):
@@ -199,9 +205,7 @@ class _View(_Meta):
     def __init__(self, sizes, strides, dtype, offset):
         super().__init__(sizes, strides, dtype)
         self.offset = offset
-
-    def is_static(self) -> bool:
-        return super().is_static() and isinstance(self.offset, int)
+        self.static = self.static and isinstance(offset, int)
 
 
 def _state(leaf):

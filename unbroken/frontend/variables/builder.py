@@ -105,17 +105,26 @@ def wrap(tx, value, source=None) -> VariableTracker:
         if created is not None and created.value is value:
             return created
         return ObjectVariable(value, source)
-    if kind is types.FunctionType or kind is type:
+    if kind is types.FunctionType or kind is type or (
+            kind is types.BuiltinFunctionType and _module_level(value)):
         return _wrap_callable(tx, value, source)
     return _builder_of(tx, value)(tx, value, source)
 
 
+def _module_level(builtin) -> bool:
+    """Whether a C function is one object for the process (``len``, ``torch.cat``: bound to
+    its module or to nothing), unlike a C method bound to a value (``parts.append``), made
+    anew on each attribute read."""
+    owner = getattr(builtin, "__self__", None)
+    return owner is None or type(owner) is types.ModuleType
+
+
 def _wrap_callable(tx, value, source) -> VariableTracker:
-    """A function or a class (metaclass ``type``): which tracker it gets depends on the value
-    alone (the sets of modelled callables, ``allow_in_graph`` registrations, what it is),
-    none of which forward() changes: decided once per trace (a model's code reads the same
-    few hundred of them, ``super`` and its classes at every method call) and built per read
-    with its source. An object of the trace's own is its tracker, as in ``_builder_of``."""
+    """A function, a class (metaclass ``type``) or a module-level C function: which tracker it
+    gets depends on the value alone (the sets of modelled callables, ``allow_in_graph``
+    registrations, what it is), none of which forward() changes: decided once per trace (a
+    model's code reads the same few hundred of them, ``super`` and its classes at every
+    method call) and built per read with its source. An object of the trace's own is its tracker, as in ``_builder_of``."""
     created = tx.output.native_objects.get(id(value))
     if created is not None and created.value is value:
         return created

@@ -124,7 +124,8 @@ def _wrap_callable(tx, value, source) -> VariableTracker:
     gets depends on the value alone (the sets of modelled callables, ``allow_in_graph``
     registrations, what it is), none of which forward() changes: decided once per trace (a
     model's code reads the same few hundred of them, ``super`` and its classes at every
-    method call) and built per read with its source. An object of the trace's own is its tracker, as in ``_builder_of``."""
+    method call) and built per read with its source. An object of the trace's own is its
+    tracker, as in ``_builder_of``."""
     created = tx.output.native_objects.get(id(value))
     if created is not None and created.value is value:
         return created

@@ -145,3 +145,58 @@ def test_oracle_counts_the_refusal_as_a_layout_refusal(gappy_op):
 
     outcome = compare(lambda x: gappy_op(x), torch.randn(3, 4), (), {})
     assert outcome.kind == "refused" and _layout_refusal(outcome), outcome
+
+
+class _ConvReadsStride(torch.nn.Module):
+    def __init__(self, conv):
+        super().__init__()
+        self.conv = conv
+
+    def forward(self, x):
+        y = self.conv(x)
+        return y * y.stride()[1]
+
+
+@pytest.mark.parametrize("mkldnn", [True, False], ids=["mkldnn", "no_mkldnn"])
+@pytest.mark.parametrize("conv, shape, memory_format", [
+    (torch.nn.Conv3d(3, 4, 3), (2, 3, 6, 6, 6), torch.channels_last_3d),
+    (torch.nn.Conv2d(3, 4, 3), (2, 3, 6, 6), torch.channels_last),
+    (torch.nn.Conv1d(3, 4, 3), (2, 3, 6), torch.contiguous_format),
+], ids=["conv3d_channels_last", "conv2d_channels_last", "conv1d"])
+def test_a_convolution_laid_out_otherwise_at_batch_1_is_refused_there(conv, shape,
+                                                                      memory_format, mkldnn):
+    """The backend ATen selects lays a convolution out by its sizes: MKLDNN gives a
+    channels-last batch of 1 a contiguous conv3d output, of 2 a channels-last one. A batch
+    admitted at 1 read the layout of the example's (stride 1 where eager's is 64: a wrong
+    value); the batch now admits 1 only where eager's layout there is the program's, and
+    every admitted batch gives eager's values."""
+    model = _ConvReadsStride(conv)
+    example = torch.randn(shape).to(memory_format=memory_format)
+    with torch.backends.mkldnn.flags(enabled=mkldnn):
+        program = unbroken.export(model, (example,),
+                                  dynamic_shapes=({0: torch.export.Dim.AUTO},))
+        admitted = program.range_constraints[next(iter(program.range_constraints))]
+        for batch in (1, 2, 3):
+            x = torch.randn((batch, *shape[1:])).to(memory_format=memory_format)
+            if batch < admitted.lower:
+                with pytest.raises(UnbrokenError, match="size 1 is refused"):
+                    program.module()(x)
+                continue
+            torch.testing.assert_close(program.module()(x), model(x), rtol=0, atol=0)
+        refused = mkldnn and memory_format == torch.channels_last_3d
+        assert admitted.lower == (2 if refused else 1)
+
+
+def test_the_batch_1_check_follows_the_mkldnn_setting_between_exports():
+    """Exported again in the same process with MKLDNN off, then on: each export's check at
+    batch 1 follows the setting in effect (no outcome, no meta output of the export before
+    is taken: the layouts differ, and what read the backend setting is never shared)."""
+    model = _ConvReadsStride(torch.nn.Conv3d(3, 4, 3))
+    example = torch.randn(2, 3, 6, 6, 6).to(memory_format=torch.channels_last_3d)
+    lowers = []
+    for enabled in (True, False, True):
+        with torch.backends.mkldnn.flags(enabled=enabled):
+            program = unbroken.export(model, (example,),
+                                      dynamic_shapes=({0: torch.export.Dim.AUTO},))
+            lowers.append(next(iter(program.range_constraints.values())).lower)
+    assert lowers == [2, 1, 2]

@@ -328,6 +328,13 @@ def _laid_out(meta: torch.Tensor, memory_format) -> torch.Tensor:
 
 def _convolution_layout(args, kwargs, out):
     input, weight, bias, stride, padding, dilation, transposed, output_padding, groups = args
+    # The backend ATen selects, and so the layout, depends on the sizes, which the stand-ins
+    # take from the example (MKLDNN lays a channels-last batch of 1 out contiguously, of 2 in
+    # channels-last): asking whether each symbolic size is 1 lets the size-1 audit re-run
+    # this at 1, where the stand-ins take 1, and compare the layouts.
+    for size in (*input.shape, *weight.shape):
+        if isinstance(size, torch.SymInt):
+            (size == 1).node.guard_or_false("", 0)
     memory_format = cpu_convolution_memory_format(
         _stand_in(input), _stand_in(weight), _stand_in(bias), stride=stride, padding=padding,
         dilation=dilation, transposed=transposed, output_padding=output_padding, groups=groups)

@@ -11,6 +11,7 @@ from hypothesis import settings
 
 from unbroken.exporter.process_state import ProcessState
 from unbroken.ir.meta_cache import clear_shared_entries
+from unbroken.size_one.audit import clear_shared_outcomes
 
 settings.register_profile("ci", derandomize=True, database=None, deadline=None,
                           print_blob=True)
@@ -30,7 +31,9 @@ def process_state_unchanged():
 
 @pytest.fixture(autouse=True)
 def fresh_shared_meta_entries():
-    """Every test starts as a fresh process would: no meta outputs shared from another test's
-    traces (a test may patch a kernel or count the computations it makes)."""
+    """Every test starts as a fresh process would: no meta outputs or size-1 check outcomes
+    shared from another test's traces (a test may patch a kernel or count the computations
+    it makes)."""
     clear_shared_entries()
+    clear_shared_outcomes()
     yield

@@ -360,12 +360,35 @@ class _Blocks(nn.Module):
 
 
 def _export_counting_reruns(monkeypatch, model, example, spec):
+    """The program, and how many checks at 1 it ran (none shared from earlier exports)."""
+    unbroken.size_one.audit.clear_shared_outcomes()
     reruns = []
     real = unbroken.size_one.audit.same_node_at
     monkeypatch.setattr(unbroken.size_one.audit, "same_node_at",
                         lambda *a, **k: reruns.append(a[-1]) or real(*a, **k))
     ep = unbroken.export(model, example, dynamic_shapes=spec)
     return ep, len(reruns)
+
+
+def test_a_second_export_takes_the_check_outcomes_of_the_first(monkeypatch):
+    """Exported again in the same process, a model runs none of its checks at 1 (torch's
+    kernels, the same state) and gets the same program, as right as the first at 1."""
+    model, example = _Blocks(), (torch.randn(3, 5, 8),)
+    spec = ({0: Dim.AUTO, 1: Dim.AUTO},)
+    first, ran = _export_counting_reruns(monkeypatch, model, example, spec)
+    reruns = []
+    real = unbroken.size_one.audit.same_node_at
+    monkeypatch.setattr(unbroken.size_one.audit, "same_node_at",
+                        lambda *a, **k: reruns.append(a[-1]) or real(*a, **k))
+    second = unbroken.export(model, example, dynamic_shapes=spec)
+    assert ran > 0 and reruns == []
+    assert first.graph_module.code == second.graph_module.code
+    assert first.range_constraints == second.range_constraints
+    for shape in ((1, 1, 8), (1, 4, 8), (2, 1, 8), (3, 5, 8)):
+        x = torch.randn(shape)
+        want = model(x)
+        for ep in (first, second):
+            torch.testing.assert_close(ep.module()(x), want, rtol=0, atol=0)
 
 
 def test_a_repeated_nodes_size_one_check_runs_once(monkeypatch):
@@ -394,11 +417,62 @@ def test_remembered_checks_run_again_once_the_input_facts_change():
     s0 = env.create_symbol("s0", 3, source="x.shape[0]")
     asked = []
     check = unbroken.size_one.audit._remembered(
-        lambda ones: asked.append(dict(ones)) or True, ("op", "metadata"), {}, env)
+        lambda ones: asked.append(dict(ones)) or True, ("op", "metadata", None), {}, env, None)
     ones = {s0: sympy.Integer(1)}
     assert check(ones) and check(ones) and asked == [ones]
     env.input_facts.append(sympy.Ne(s0, 1))  # a pattern refused meanwhile: asked again
     assert check(ones) and len(asked) == 2
+
+
+def _shared_check(env, asked, layouts=None):
+    """A check of a torch kernel (``shared`` set) remembered for one trace of ``env``."""
+    audit = env.size_one
+    audit.layout_events = (lambda: layouts[0]) if layouts is not None else (lambda: 0)
+    key = ("op", "metadata", (True,))
+    return unbroken.size_one.audit._remembered(
+        lambda ones: asked.append(dict(ones)) or (layouts and layouts.__setitem__(
+            0, layouts[0] + 1)) or True, key, {}, env, audit._shared_state(env, key))
+
+
+def _environment(hint=3, facts=()):
+    env = ShapeEnvironment(size_one=SizeOneAudit())
+    s0 = env.create_symbol("s0", hint, source="x.shape[0]")
+    env.input_facts.extend(facts)
+    return env, {s0: sympy.Integer(1)}
+
+
+def test_a_check_outcome_is_shared_by_traces_in_an_equal_state():
+    """A second trace whose environment, audit and process state equal the first's takes
+    the check's outcome from it; one whose state differs in any of them runs it again."""
+    asked = []
+    env, ones = _environment()
+    assert _shared_check(env, asked)(ones) and len(asked) == 1
+    env, ones = _environment()  # another trace, the same state: not asked again
+    assert _shared_check(env, asked)(ones) and len(asked) == 1
+    env, ones = _environment(hint=4)  # another example value
+    assert _shared_check(env, asked)(ones) and len(asked) == 2
+    env, ones = _environment(facts=[sympy.Ne(sympy.Symbol("s0", integer=True, positive=True),
+                                             1)])
+    assert _shared_check(env, asked)(ones) and len(asked) == 3
+    env, ones = _environment()
+    env.size_one.admits_one.add(next(iter(ones)))  # another size-1 candidate
+    assert _shared_check(env, asked)(ones) and len(asked) == 4
+    env, ones = _environment()
+    with torch.no_grad():  # another grad mode
+        assert _shared_check(env, asked)(ones) and len(asked) == 5
+    env, ones = _environment()
+    key = ("op", "metadata", None)  # not a torch kernel: never shared
+    assert env.size_one._shared_state(env, key) is None
+
+
+def test_a_check_that_read_the_backend_settings_is_not_shared():
+    """A check during which ATen's backend selection laid an output out (a CPU convolution,
+    by the MKLDNN setting) keeps its outcome to its own trace."""
+    asked, layouts = [], [0]
+    env, ones = _environment(hint=5)
+    assert _shared_check(env, asked, layouts)(ones) and len(asked) == 1
+    env, ones = _environment(hint=5)
+    assert _shared_check(env, asked, layouts)(ones) and len(asked) == 2
 
 
 class _TwoPicks(nn.Module):

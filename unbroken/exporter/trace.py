@@ -89,6 +89,8 @@ class Trace:
             allow_meta_constants=_on_meta_device(call.root, call.args, call.kwargs),
             shadow=Shadow() if options.find_all else None,
             requires_grad_provider=self.site.requires_grad)
+        recorder = self.recorder
+        self.size_one.layout_events = lambda: recorder.device_layouts
         self.builder = self.recorder.builder
         path = PathDecisions(options.forced_path, current_budget().unroll) \
             if options.find_all else None

@@ -52,7 +52,8 @@ import torch.utils._pytree as pytree
 
 from .flat import tree_flatten
 
-__all__ = ["MetaCache", "clear_shared_entries", "metadata_key"]
+__all__ = ["TORCH_NAMESPACES", "MetaCache", "clear_shared_entries", "metadata_key",
+           "process_state"]
 
 # Leaf types stated exactly by (type, value); bool before int: True is an int too.
 _PLAIN = (bool, int, str, type(None), torch.dtype, torch.device, torch.layout,
@@ -69,7 +70,7 @@ class _Uncacheable(Exception):
 # reaches SHARED_ENTRIES_MAX.
 SHARED_ENTRIES_MAX = 1 << 13
 _SHARED: dict = {}
-_BUILTIN_NAMESPACES = ("aten", "prims")
+TORCH_NAMESPACES = ("aten", "prims")  # whose kernels are torch's own (not registered anew)
 
 
 class MetaCache:
@@ -95,7 +96,7 @@ class MetaCache:
         # with no symbol yet, the environment can decide nothing a kernel asks
         version = (self.env.version, len(self.env.symbols)) \
             if self.env is not None and self.env.symbols else None
-        return (path, op, stated, version, _process_state(), on_cpu)
+        return (path, op, stated, version, process_state(), on_cpu)
 
     def get(self, key, base: torch.Tensor | None = None):
         """Fresh meta outputs for ``key``, or None when it was not stored; a view op's
@@ -169,7 +170,7 @@ def _shareable(key) -> bool:
     no argument is symbolic), for an op of torch's own (``aten``, ``prims``: the kernels of
     other namespaces are the user's, who may register them anew between exports)."""
     return len(key) == 6 and key[3] is None and \
-        getattr(key[1], "namespace", None) in _BUILTIN_NAMESPACES
+        getattr(key[1], "namespace", None) in TORCH_NAMESPACES
 
 
 def metadata_key(*trees):
@@ -271,7 +272,7 @@ def _describe_view(leaf, base: torch.Tensor):
                  _expr(leaf.storage_offset()))
 
 
-def _process_state() -> tuple:
+def process_state() -> tuple:
     """What decompositions and meta kernels read from the process: grad mode, autocast, the
     default dtype, deterministic algorithms (``index_put`` with ``accumulate``), and the
     attention backends ``scaled_dot_product_attention`` may choose from."""

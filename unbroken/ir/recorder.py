@@ -56,7 +56,7 @@ from .flat import tree_leaves, tree_map
 from .graph_builder import GraphBuilder, meta_like
 from .layouts import kernel_layout
 from .layouts import on_cpu as layout_on_cpu
-from .meta_cache import MetaCache
+from .meta_cache import TORCH_NAMESPACES, MetaCache
 from .meta_keys import EAGER_REFUSES, SAVED_THEN_WRITTEN
 from .ops import (
     is_functional,
@@ -652,7 +652,16 @@ class Recorder(TorchDispatchMode):
         the kernel is its own; ``computation``, what the kernel computes otherwise, when one
         value says it: two nodes of the same computation on the same metadata are checked at
         1 once)."""
-        return self.size_one.node_meta(self.env, kernel, args, kwargs, func, computation)
+        op = func if func is not None else \
+            computation[1] if isinstance(computation, tuple) and computation[0] == "composite" \
+            else None
+        # a kernel of torch's own (the user may register theirs anew): its output, and the
+        # size-1 check re-running it, depend on the metadata, the process's state and
+        # whether the tensors stand for CPU ones (the relayout) alone
+        shared = (layout_on_cpu(self, args),) \
+            if getattr(op, "namespace", None) in TORCH_NAMESPACES else None
+        return self.size_one.node_meta(self.env, kernel, args, kwargs, func, computation,
+                                       shared)
 
     def _record_scalar(self, args, compute_args):
         """``t.item()``: a fresh unbacked symbol (value unknown at export time)."""

@@ -25,7 +25,7 @@ import sympy
 import torch
 import torch.utils._pytree as pytree
 
-from ..ir.meta_cache import metadata_key
+from ..ir.meta_cache import metadata_key, process_state
 from ..ir.ops import is_mutating, is_view_op
 from ..symbolic import expr as E
 from ..symbolic.guards import Guard
@@ -50,7 +50,7 @@ from .unit_meta import (
     substituted_tree,
 )
 
-__all__ = ["SizeOneAudit"]
+__all__ = ["SizeOneAudit", "clear_shared_outcomes"]
 
 
 class SizeOneAudit(SizeOneHook):
@@ -69,6 +69,10 @@ class SizeOneAudit(SizeOneHook):
 
     def __init__(self):
         self.admits_one: set = set()
+        # () -> how many outputs ATen's backend selection has laid out so far (the recorder's
+        # ``device_layouts``): a check that moved it read the process's backend settings, so
+        # its outcome is not shared with other traces; None: no outcome is shared
+        self.layout_events: Callable[[], int] | None = None
         self.requested: set = set()
         self.sensitive: dict = {}
         self.why: dict = {}
@@ -259,7 +263,7 @@ class SizeOneAudit(SizeOneHook):
         outcomes: dict = {}
         for pending, check, key in checks:
             if key is not None:
-                check = _remembered(check, key, outcomes, env)
+                check = _remembered(check, key, outcomes, env, self._shared_state(env, key))
             refused = settle_check(self, env, pending, check)
             self.refused_sets.extend(refused)
             env.input_facts.extend(r.fact for r in refused)
@@ -268,6 +272,19 @@ class SizeOneAudit(SizeOneHook):
                 if involved:
                     return set(involved)
         return set()
+
+    def _shared_state(self, env, key):
+        """``(everything a check's outcome depends on but its key and the sizes at 1, the
+        backend-layout counter)`` when the outcome of the check ``key`` may be shared with
+        other traces (its kernel is torch's own: ``key[2]``, the recorder's ``shared``), else
+        None. The state: the environment's answering state, the process's (grad mode, default
+        dtype, attention backends...) and this audit's candidates and sensitive symbols (the
+        input facts' forced equalities read them)."""
+        if key[2] is None or self.layout_events is None:
+            return None
+        state = (env.answering_state(), process_state(), frozenset(self.admits_one),
+                 frozenset(self.sensitive))
+        return _canonical(state), self.layout_events
 
     # ----------------------------------------------------------------- the recorder's side
     @contextlib.contextmanager
@@ -299,7 +316,7 @@ class SizeOneAudit(SizeOneHook):
         finally:
             self._unit_scopes.pop()
 
-    def node_meta(self, env, kernel, args, kwargs, func=None, computation=None):
+    def node_meta(self, env, kernel, args, kwargs, func=None, computation=None, shared=None):
         """``kernel(args, kwargs)``: the meta output of one recorded node (of ``func``); its
         "is this size 1?" answers are checked against the output at 1
         (``unit_meta.same_node_at``), once the input facts are known (``settle``). So is the
@@ -318,7 +335,7 @@ class SizeOneAudit(SizeOneHook):
             key = None if identity is None else metadata_key(args, kwargs, out)
             self._deferred_checks.append((pending, lambda ones: same_node_at(
                 self, env, kernel, args, kwargs, out, ones),
-                None if key is None else (identity, key)))
+                None if key is None else (identity, key, shared)))
         return out
 
     def _layout_from_operands(self, env, pending: AnswersAtOne, args, out) -> None:
@@ -643,14 +660,57 @@ def _at(frames) -> str:
     return f" ({frames[-1].short()})" if frames else ""
 
 
-def _remembered(check: Callable, key, outcomes: dict, env) -> Callable:
+def _remembered(check: Callable, key, outcomes: dict, env, shared) -> Callable:
     """``check(ones)`` (a node's comparison at 1, ``key``: its computation and metadata)
     answered from ``outcomes`` when the same comparison ran under the same environment and
-    input facts (``outcomes`` is filled as it goes)."""
+    input facts (``outcomes`` is filled as it goes); with ``shared`` (``(state,
+    layout_events)``: ``SizeOneAudit._shared_state``), from the outcomes of the process's
+    earlier traces when one ran it in an equal state (``_SHARED_OUTCOMES``)."""
     def remembered(ones: dict) -> bool:
         at = (key, frozenset(ones.items()), env.version, len(env.input_facts))
         outcome = outcomes.get(at)
         if outcome is None:
-            outcome = outcomes[at] = check(ones)
+            outcome = outcomes[at] = _shared_outcome(check, key, ones, shared)
         return outcome
     return remembered
+
+
+# Outcomes of the size-1 checks (``_remembered``), shared by every trace of the process:
+# (computation, metadata, sizes at 1, state) -> outcome. A check re-runs a kernel of torch's
+# (a composite's decomposition: ~8 ms for attention) with some sizes at 1 under a dry run,
+# whose answers come from the environment's state alone; every export of a model asks the
+# same ones under the same state. Emptied when it reaches SHARED_OUTCOMES_MAX entries.
+SHARED_OUTCOMES_MAX = 4096
+_SHARED_OUTCOMES: dict = {}
+_STATES: dict = {}  # state -> itself: states compared once, then by identity
+
+
+def clear_shared_outcomes() -> None:
+    """Forget the outcomes shared between traces (a fresh process's state)."""
+    _SHARED_OUTCOMES.clear()
+    _STATES.clear()
+
+
+def _canonical(state: tuple) -> tuple:
+    known = _STATES.get(state)
+    if known is None:
+        if len(_STATES) >= SHARED_OUTCOMES_MAX:
+            _STATES.clear()
+        known = _STATES[state] = state
+    return known
+
+
+def _shared_outcome(check: Callable, key, ones: dict, shared) -> bool:
+    if shared is None:
+        return check(ones)
+    state, layout_events = shared
+    at = (key, frozenset(ones.items()), state)
+    outcome = _SHARED_OUTCOMES.get(at)
+    if outcome is None:
+        before = layout_events()
+        outcome = check(ones)
+        if layout_events() == before:
+            if len(_SHARED_OUTCOMES) >= SHARED_OUTCOMES_MAX:
+                _SHARED_OUTCOMES.clear()
+            _SHARED_OUTCOMES[at] = outcome
+    return outcome

@@ -96,6 +96,7 @@ class ShapeEnvironment:
         self._hints: dict[sympy.Symbol, int | float] = {}
         self._op_stack: list[str] = []
         self._decided: dict[tuple, bool] = {}
+        self.int_nodes: dict = {}  # int -> its SymNode (SymNode.wrap_int: nodes are immutable)
         self._bound_cache: dict = {}
         self._oblivious_cache: dict = {}
         self.version = 0  # bumped whenever a range changes or a symbol is made
@@ -249,6 +250,16 @@ class ShapeEnvironment:
         if self._range_log is not None:
             self._log_range_answer(use, expr, False, value_range)
         return value_range
+
+    def answering_state(self) -> tuple:
+        """A hashable statement of everything this environment's answers to a dry run's
+        questions read (``size_one``: ranges, symbols and their kinds and hints, the answers
+        kept, the facts and input facts): two environments with equal states answer every
+        question alike, so an outcome computed under one holds under the other."""
+        return (frozenset(self.var_ranges.items()),
+                frozenset((s, info.kind) for s, info in self.symbols.items()),
+                frozenset(self._hints.items()), frozenset(self._decided.items()),
+                tuple(self.facts), tuple(self.input_facts))
 
     def static_truth(self, expr, *, size_oblivious: bool = False,
                      guard_question: bool = False) -> bool | None:

@@ -320,7 +320,15 @@ class SymNode:
         return None
 
     def wrap_int(self, num: int) -> SymNode:
-        return SymNode(sympy.Integer(num), self.shape_env, int, num)
+        # every SymInt operation with a Python int wraps it (``s0 * 4``): one node per value
+        # and environment (a bool is wrapped as an int too, and equals 1 or 0 as a key)
+        known = getattr(self.shape_env, "int_nodes", None)
+        if known is None or type(num) is not int:
+            return SymNode(sympy.Integer(num), self.shape_env, int, num)
+        node = known.get(num)
+        if node is None:
+            node = known[num] = SymNode(sympy.Integer(num), self.shape_env, int, num)
+        return node
 
     def wrap_float(self, num: float) -> SymNode:
         return SymNode(sympy.Float(num), self.shape_env, float, num)

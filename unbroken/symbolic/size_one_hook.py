@@ -63,9 +63,10 @@ class SizeOneHook:
         """Around the dispatch of ``func`` on ``args``."""
         return contextlib.nullcontext()
 
-    def node_meta(self, env, kernel, args, kwargs, func=None, computation=None):
+    def node_meta(self, env, kernel, args, kwargs, func=None, computation=None, shared=None):
         """``kernel(args, kwargs)``: the meta output of one recorded node (of ``func``;
-        ``computation``: what ``kernel`` computes, when no ``func`` says it)."""
+        ``computation``: what ``kernel`` computes, when no ``func`` says it; ``shared``: what
+        else the kernel's output depends on, when the kernel is torch's own, else None)."""
         return kernel(args, kwargs)
 
     def unit_scope(self):

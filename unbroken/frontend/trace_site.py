@@ -33,11 +33,14 @@ class TraceSite:
     module_suffixes: ``"@n"`` per ``module_stack`` entry for the n-th call of a module whose
                      call signature is preserved (``""`` mostly);
     eager_requires_grad: id(meta tensor) -> whether eager's tensor behind it requires grad.
+    frames:          ``(file, line, function) -> UserFrame`` made so far (``frame()``).
     """
 
-    __slots__ = ("translators", "module_stack", "module_suffixes", "eager_requires_grad")
+    __slots__ = ("translators", "module_stack", "module_suffixes", "eager_requires_grad",
+                 "frames")
 
     def __init__(self):
+        self.frames: dict = {}
         self.translators: list = []
         self.module_stack: list[tuple[str, type]] = []
         self.module_suffixes: list[str] = []

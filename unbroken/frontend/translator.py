@@ -216,8 +216,12 @@ class InstructionTranslator:
         frame = self._frames.get(self.lineno)
         if frame is None:
             code = self.code
-            frame = self._frames[self.lineno] = frame_from_code(code.co_filename, self.lineno,
-                                                                code.co_name)
+            key = (code.co_filename, self.lineno, code.co_name)
+            known = self.output.site.frames  # the trace's: a function called again (each
+            frame = known.get(key)           # layer's) reads its lines once per trace
+            if frame is None:
+                frame = known[key] = frame_from_code(*key)
+            self._frames[self.lineno] = frame
         return frame
 
     def user_frames(self) -> tuple:

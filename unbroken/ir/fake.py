@@ -34,6 +34,7 @@ from unbroken.symbolic.torch_compat import (
     ValueRanges,
     extract_tensor_metadata,
     forget_static_answers,
+    has_symbolic_sizes,
     int_oo,
 )
 
@@ -118,7 +119,10 @@ class _Converter:
         if fake.is_quantized or fake.layout != torch.strided:
             return extract_tensor_metadata(fake)
         stride = fake.stride()
-        key = (tuple(map(sym_expr, fake.shape)), tuple(map(sym_expr, stride)))
+        if not has_symbolic_sizes(fake):
+            key = (tuple(fake.shape), stride)
+        else:
+            key = (tuple(map(sym_expr, fake.shape)), tuple(map(sym_expr, stride)))
         known = self.layouts.get(key)
         if known is None:
             known = self.layouts[key] = extract_tensor_metadata(fake)
@@ -131,6 +135,11 @@ class _Converter:
         if isinstance(val, torch.Tensor):
             if val.device.type != "meta" and not val.is_meta:
                 device = val.device
+            if not has_symbolic_sizes(val):  # (a static program's every value)
+                meta = torch.empty_strided(val.shape, val.stride(), dtype=val.dtype,
+                                           device="meta")
+                return self.mode.fake_tensor_converter.from_meta_and_device(self.mode, meta,
+                                                                            device)
             shape = [self.symint(s) for s in val.shape]
             stride = [self.symint(s) for s in val.stride()]
             # the meta tensor wrapped as a fake one on ``device`` (what the mode's own

@@ -153,4 +153,9 @@ def out_variant(op) -> tuple[OpOverload, tuple[str, ...]] | None:
 
 def takes_argument(op, name: str) -> bool:
     """True when the op's schema has an argument called ``name`` (``device``, ``dtype``)."""
-    return any(argument.name == name for argument in op_schema(op).arguments)
+    return name in _argument_names(op)
+
+
+@_per_op
+def _argument_names(op) -> frozenset:
+    return frozenset(argument.name for argument in op_schema(op).arguments)

@@ -71,6 +71,7 @@ __all__ = [
     "torch_exception_class", "user_error_type", "EXPORT_PREDICATES", "export_predicate",
     "export_flags", "has_autocast_kernel", "autocast_enabled_devices", "autocast_key_reached",
     "TORCHSCRIPT_CALLABLES", "elementwise_output_strides", "is_non_overlapping_and_dense",
+    "has_symbolic_sizes",
     "all_op_names", "python_dispatcher_disabled",
     "NN_FAST_PATH_FORWARDS", "MAKE_FX_TRACING", "NN_FAST_PATH_HELPERS",
     "ENCODER_LAYER_FORWARD", "NESTED_FROM_MASK", "NESTED_FROM_MASK_LEFT_ALIGNED",
@@ -821,6 +822,12 @@ def is_non_overlapping_and_dense(tensor: torch.Tensor) -> bool:
     check = getattr(torch._prims_common, "is_non_overlapping_and_dense_or_false", None) \
         or torch._prims_common.is_non_overlapping_and_dense
     return check(tensor)
+
+
+def has_symbolic_sizes(tensor: torch.Tensor) -> bool:
+    """Whether a size, stride or the storage offset of ``tensor`` is symbolic
+    (``TensorImpl::has_symbolic_sizes_strides``, one C call; all releases)."""
+    return tensor._has_symbolic_sizes_strides
 
 
 def all_op_names() -> list:

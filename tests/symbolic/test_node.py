@@ -257,3 +257,18 @@ def test_sym_expr_reads_ours_torchs_and_plain_numbers():
     assert sym_expr(theirs) == theirs.node.expr and isinstance(theirs.node.expr, sympy.Symbol)
     with pytest.raises(TypeError):
         sym_expr("five")
+
+
+def test_wrap_int_gives_one_node_per_value_and_environment():
+    """``s0 * 4`` wraps 4: the node is made once per environment (nodes are immutable), a
+    bool stays a bool's node (``True`` equals 1 as a key), another environment's is its own."""
+    env, (s0,) = _env(3)
+    node = env.symint(s0).node
+    four = node.wrap_int(4)
+    assert node.wrap_int(4) is four and four.expr == 4 and four.hint == 4
+    assert four.shape_env is env and four.pytype is int
+    flag = node.wrap_int(True)
+    assert flag is not node.wrap_int(1) and flag.hint is True
+    other, (t0,) = _env(3)
+    assert other.symint(t0).node.wrap_int(4).shape_env is other
+    assert (env.symint(s0) * 4).node.expr == 4 * s0

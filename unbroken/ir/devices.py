@@ -333,8 +333,9 @@ def _convolution_layout(args, kwargs, out):
     # channels-last): asking whether each symbolic size is 1 lets the size-1 audit re-run
     # this at 1, where the stand-ins take 1, and compare the layouts.
     for size in (*input.shape, *weight.shape):
-        if isinstance(size, torch.SymInt):
-            (size == 1).node.guard_or_false("", 0)
+        is_one = size == 1  # a bool when torch decides it from the expression alone
+        if isinstance(is_one, torch.SymBool):
+            is_one.node.guard_or_false("", 0)
     memory_format = cpu_convolution_memory_format(
         _stand_in(input), _stand_in(weight), _stand_in(bias), stride=stride, padding=padding,
         dilation=dilation, transposed=transposed, output_padding=output_padding, groups=groups)

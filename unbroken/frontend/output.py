@@ -203,6 +203,7 @@ class TraceContext:
         self.native_objects: dict = {}
         self.instance_dicts: dict = {}
         self.wrap_builders: dict = {}
+        self.getattribute_reads: dict = {}  # variables.objects._custom_getattribute
         if root is not None:
             for name, module in root.named_modules(remove_duplicate=False):
                 self._paths.setdefault(id(module), name)
@@ -391,6 +392,8 @@ class TraceContext:
         if fn in _INDEXING and len(args) > 1 and isinstance(args[0], TensorVariable):
             args = [args[0], index_lists_as_tensors(tx, args[1]), *args[2:]]
         for arg in [*args, *kwargs.values()]:
+            if isinstance(arg, ObjectVariable):  # native code may change what it is handed
+                self.overlay.mutations += 1
             if isinstance(arg, ObjectVariable) and self.overlay.written(arg.value):
                 raise graph_break("UB107", f"{arg.describe()} is passed to `"
                                   f"{getattr(fn, '__qualname__', fn)}` after forward() changed "

@@ -96,6 +96,11 @@ class Overlay:
         self.reads: set[tuple[int, str]] = set()  # model attributes read before any write
         self.hooks: dict[tuple[int, str], HookTable] = {}
         self._next_hook_id = -1
+        # changes of the state the trace sees outside its own locals: writes here, hooks,
+        # and every mutation the trace makes of a container, cell or object
+        # (``builtin_methods.check_mutable``) or lets native code make (an outside object
+        # handed to a leaf call); what was read before is unchanged while this stays put
+        self.mutations = 0
 
     def hooks_of(self, module, kind: str) -> list[TracedHook] | None:
         """The ``kind`` hooks of ``module`` in the trace, or None if the trace changed none
@@ -108,6 +113,7 @@ class Overlay:
         """Register ``hook`` as eager's ``register_<kind>_hook`` would, after the hooks
         ``current`` (the module's hooks as the trace sees them); returns its id. kept: the
         module is the model's own."""
+        self.mutations += 1
         hook_id, self._next_hook_id = self._next_hook_id, self._next_hook_id - 1
         table = self.hooks.setdefault((id(module), kind), HookTable(
             module, list(current), tuple(h.hook_id for h in current), kept, frames))
@@ -121,6 +127,7 @@ class Overlay:
 
     def remove_hook(self, module, kind: str, hook_id: int) -> None:
         """``handle.remove()`` of a hook the trace registered (again: nothing, as eager)."""
+        self.mutations += 1
         table = self.hooks[(id(module), kind)]
         table.hooks[:] = [hook for hook in table.hooks if hook.hook_id != hook_id]
 
@@ -142,6 +149,7 @@ class Overlay:
         """Record ``obj.name = value`` (``original``: the tracker it had, read before the
         first write only); ``kept``: the model's own state, see the module docstring;
         ``snapshot``: see ``Write``."""
+        self.mutations += 1
         entry = self.entries.get((id(obj), name))
         if entry is None:
             self._written.add(id(obj))

@@ -105,7 +105,9 @@ def is_builtin_method(owner: type, name: str) -> bool:
 
 def check_mutable(tx, container, what: str) -> None:
     """Refuse ``what`` (a mutation) on a list, dict, set, cell or object that lives outside
-    the trace, or outside the torch.cond branch being traced."""
+    the trace, or outside the torch.cond branch being traced. Every mutation the trace makes
+    passes here (counted: ``Overlay.mutations``)."""
+    tx.output.overlay.mutations += 1
     if getattr(container, "external", False):
         error = graph_break("UB107", f"{what} modifies {container.describe()}, which exists "
                             "outside forward()", frames=tx.user_frames())

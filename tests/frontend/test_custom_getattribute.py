@@ -1,0 +1,138 @@
+"""Reads through a ``__getattribute__`` written in Python (transformers' configs): a read of an
+outside object that gave an immutable constant and changed nothing is answered again without
+interpreting (``variables.objects._custom_getattribute``) until the trace changes anything it
+could have read. Each model reads the same attribute before and after such a change; the
+program must give eager's values."""
+import pytest
+import torch
+from torch import nn
+
+import unbroken
+import unbroken.frontend.variables.objects as objects
+
+
+class Config:
+    """A config mapping aliases through its own ``__getattribute__``, with a property that
+    reads a list it holds and one that reads the grad mode."""
+
+    attribute_map = {"width": "hidden"}
+
+    def __init__(self):
+        self.hidden = 3
+        self.scales = [2.0]
+        self.inner = Inner()
+
+    def __getattribute__(self, key):
+        if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        return super().__getattribute__(key)
+
+    @property
+    def first_scale(self):
+        return self.scales[0]
+
+    @property
+    def inner_n(self):
+        return self.inner.n
+
+    @property
+    def grad_on(self):
+        return torch.is_grad_enabled()
+
+
+class Inner:
+    def __init__(self):
+        self.n = 1
+
+
+class ReadsTwice(nn.Module):
+    def __init__(self, change):
+        super().__init__()
+        self.config = Config()
+        self.change = change
+
+    def forward(self, x):
+        before = x * self.config.width + self.config.first_scale + self.config.inner_n
+        # read again: the first read of a held list takes the trace's copy of it (a change
+        # itself); this one changes nothing and is remembered
+        before = before + self.config.width + self.config.first_scale + self.config.inner_n
+        self.change(self.config)
+        after = x * self.config.width + self.config.first_scale + self.config.inner_n
+        return before, after
+
+
+def _attribute(config):
+    config.hidden = 5
+
+
+def _list_item(config):
+    config.scales[0] = 7.0
+
+
+def _list_append_then_pop(config):
+    config.scales.insert(0, 11.0)
+
+
+def _nested(config):
+    config.inner.n = 4
+
+
+def _nothing(config):
+    pass
+
+
+@pytest.mark.parametrize("change", [_attribute, _list_item, _list_append_then_pop, _nested,
+                                    _nothing])
+def test_a_read_after_a_change_sees_it(change):
+    model, x = ReadsTwice(change), torch.randn(3)
+    want = ReadsTwice(change)(x)  # eager changes its own config, not the exported model's
+    program = unbroken.export(model, (x,))
+    for got, expected in zip(program.module()(x), want):
+        torch.testing.assert_close(got, expected, rtol=0, atol=0)
+    assert model.config.hidden == 3 and model.config.scales[-1] == 2.0  # left unchanged
+
+
+class ReadsGradMode(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.config = Config()
+
+    def forward(self, x):
+        outside = x + float(self.config.grad_on)
+        with torch.no_grad():
+            inside = x + float(self.config.grad_on)
+        return outside, inside
+
+
+def test_a_read_under_another_grad_mode_is_interpreted_again():
+    model, x = ReadsGradMode(), torch.randn(3)
+    got = unbroken.export(model, (x,)).module()(x)
+    want = model(x)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert float(got[0][0] - x[0]) == 1.0 and float(got[1][0] - x[0]) == 0.0
+
+
+class ReadsOften(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.config = Config()
+        self.linears = nn.ModuleList(nn.Linear(3, 3) for _ in range(4))
+
+    def forward(self, x):
+        for linear in self.linears:
+            x = linear(x) * self.config.width
+        return x
+
+
+def test_an_unchanged_read_is_interpreted_once(monkeypatch):
+    """The four reads of ``config.width`` between ops (which change no Python state) run the
+    config's ``__getattribute__`` once."""
+    calls = []
+    real = objects.call_python
+    monkeypatch.setattr(objects, "call_python",
+                        lambda tx, fn, *a, **k: calls.append(fn.__name__) or real(tx, fn, *a, **k))
+    model, x = ReadsOften(), torch.randn(2, 3)
+    program = unbroken.export(model, (x,))
+    torch.testing.assert_close(program.module()(x), model(x), rtol=0, atol=0)
+    assert calls.count("__getattribute__") == 1

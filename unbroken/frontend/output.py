@@ -333,7 +333,7 @@ class TraceContext:
 
     def nn_module_stack(self) -> dict:
         """The modules being called (see ``TraceSite.nn_module_stack``)."""
-        return self.site.nn_module_stack()
+        return dict(self.site.nn_module_stack())
 
     def recover(self, error) -> bool:
         """In "find them all" mode, note ``error`` and tell the caller to go on with the real

@@ -34,13 +34,15 @@ class TraceSite:
                      call signature is preserved (``""`` mostly);
     eager_requires_grad: id(meta tensor) -> whether eager's tensor behind it requires grad.
     frames:          ``(file, line, function) -> UserFrame`` made so far (``frame()``).
+    stacks:          the ``nn_module_stack()`` of each stack of modules met so far.
     """
 
     __slots__ = ("translators", "module_stack", "module_suffixes", "eager_requires_grad",
-                 "frames")
+                 "frames", "stacks")
 
     def __init__(self):
         self.frames: dict = {}
+        self.stacks: dict = {}  # (module_stack, module_suffixes) -> nn_module_stack()
         self.translators: list = []
         self.module_stack: list[tuple[str, type]] = []
         self.module_suffixes: list[str] = []
@@ -55,7 +57,15 @@ class TraceSite:
     def nn_module_stack(self) -> dict:
         """``{key: (fqn, class name)}`` of the modules being called. The n-th call (n >= 1) of
         a module whose call signature is preserved has keys ending ``@n`` (its submodules'
-        too), as torch.export marks them, so each call is told apart."""
+        too), as torch.export marks them, so each call is told apart. Asked for every node
+        recorded: one dict per stack, shared (callers copy it before changing it)."""
+        key = (tuple(self.module_stack), tuple(self.module_suffixes))
+        known = self.stacks.get(key)
+        if known is None:
+            known = self.stacks[key] = self._nn_module_stack()
+        return known
+
+    def _nn_module_stack(self) -> dict:
         stack, suffix = {}, ""
         for (fqn, cls), own in zip(self.module_stack, self.module_suffixes):
             suffix = own or suffix

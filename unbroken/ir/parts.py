@@ -241,7 +241,7 @@ def _submodule_fqns(parts: ProgramParts, graph_module) -> list:
     owners = [fqn.rpartition(".")[0] for fqn in (*parts.state_dict, *parts.constants)]
     paths = [path for node in graph_module.graph.nodes
              for path, _ in node.meta.get("nn_module_stack", {}).values()]
-    for fqn in (*owners, *paths):
+    for fqn in dict.fromkeys((*owners, *paths)):  # (each node repeats its block's paths)
         fqn = ".".join(atom.partition("@")[0] for atom in fqn.split(".")) if fqn else ""
         atoms = fqn.split(".") if fqn else []
         for end in range(1, len(atoms) + 1):

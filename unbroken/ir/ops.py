@@ -20,7 +20,7 @@ from ..symbolic.torch_compat import OpOverload, op_schema
 
 __all__ = ["is_mutating", "is_view_op", "is_inplace_op", "is_functional", "written_arguments",
            "inplace_written_index", "functional_variant", "op_name", "out_variant",
-           "takes_argument"]
+           "takes_argument", "op_text", "has_dynamic_output_shape"]
 
 
 def _per_op(predicate):
@@ -149,6 +149,19 @@ def out_variant(op) -> tuple[OpOverload, tuple[str, ...]] | None:
                     break
     _OUT_FORMS[op] = form
     return form
+
+
+@_per_op
+def op_text(op) -> str:
+    """``str(op)`` (``aten.add.Tensor``), which torch builds anew on each call."""
+    return str(op)
+
+
+@_per_op
+def has_dynamic_output_shape(op) -> bool:
+    """Whether the op is tagged ``dynamic_output_shape`` (its output's size depends on tensor
+    values: ``nonzero``, ``unique``)."""
+    return torch.Tag.dynamic_output_shape in op.tags
 
 
 def takes_argument(op, name: str) -> bool:

@@ -59,10 +59,12 @@ from .layouts import on_cpu as layout_on_cpu
 from .meta_cache import TORCH_NAMESPACES, MetaCache
 from .meta_keys import EAGER_REFUSES, SAVED_THEN_WRITTEN
 from .ops import (
+    has_dynamic_output_shape,
     is_functional,
     is_inplace_op,
     is_mutating,
     is_view_op,
+    op_text,
     out_variant,
     takes_argument,
     written_arguments,
@@ -385,7 +387,7 @@ class Recorder(TorchDispatchMode):
                 return func.decompose(*args, **kwargs)
         if self.env is None:
             return self._dispatch(func, args, kwargs)
-        with self.env.op_context(str(func)), self.size_one.aligned_broadcast(func, args):
+        with self.env.op_context(op_text(func)), self.size_one.aligned_broadcast(func, args):
             return self._dispatch(func, args, kwargs)
 
     def _autocast_device(self, args, kwargs) -> str | None:
@@ -767,7 +769,7 @@ class Recorder(TorchDispatchMode):
                 f"`{func.overloadpacket.__name__}` needs the value stored in a tensor, which is "
                 "unknown at export time", code="UB105", frames=self.frames_provider(),
                 hint="Keep the value as a tensor instead of converting it to a Python number.")
-        if torch.Tag.dynamic_output_shape in func.tags and not integer_indexing(func, args) \
+        if has_dynamic_output_shape(func) and not integer_indexing(func, args) \
                 and not (self.env is not None and func in DATA_DEPENDENT_SIZES):
             raise UnsupportedError(
                 f"`{func.overloadpacket.__name__}` returns a tensor whose size depends on tensor "

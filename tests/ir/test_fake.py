@@ -122,3 +122,48 @@ def test_a_program_rebuilt_with_a_wider_range_keeps_its_values_and_forgets_old_a
     assert shape_env.var_to_range[symbol].lower == 1
     assert not statically_known_true(shape_env.create_symboolnode(sympy.Ne(symbol, 1)))
     assert statically_known_true(shape_env.create_symboolnode(sympy.Ge(symbol, 1)))
+
+
+# sizes and strides: contiguous, channels-last (2-d and 3-d), transposed, size-1 dims with
+# any stride, empty, expanded (stride 0), a scalar
+_STATIC_LAYOUTS = [
+    ((2, 3, 4, 5), (60, 20, 5, 1)), ((2, 3, 4, 5), (60, 1, 15, 3)),
+    ((2, 3, 2, 4, 5), (120, 1, 60, 15, 3)), ((4, 6), (1, 4)), ((1, 3, 1, 1), (7, 1, 9, 5)),
+    ((1, 1, 4, 4), (16, 1, 4, 1)), ((0, 3, 4, 5), (60, 20, 5, 1)), ((2, 3, 4, 5), (0, 0, 5, 1)),
+    ((), ()), ((3, 1, 1, 2), (2, 1, 2, 1)), ((2, 1, 4, 5), (20, 1, 5, 1)),
+]
+
+
+def test_static_memory_formats_are_torchs_in_every_program_of_a_process(monkeypatch):
+    """The memory format of a static layout is computed once per process (a function of the
+    sizes and strides): each program's ``tensor_meta`` is still torch's, field for field."""
+    from unbroken.ir import fake as F
+
+    monkeypatch.setattr(F, "_STATIC_FORMATS", {})
+    first = F._Converter(F.torch_shape_env({}, {}), {})
+    metas = [torch.empty_strided(size, stride, device="meta") for size, stride in _STATIC_LAYOUTS]
+    for meta in metas:
+        val = first.value(meta, torch.device("cpu"))
+        assert first.tensor_meta(val) == _extract_tensor_metadata(val), meta.shape
+    assert len(F._STATIC_FORMATS) == len(_STATIC_LAYOUTS)
+    formats = set(F._STATIC_FORMATS.values())
+    assert {torch.contiguous_format, torch.channels_last, torch.channels_last_3d, None} <= formats
+
+    # a second program's converter asks torch nothing, and gets the same answers
+    second = F._Converter(F.torch_shape_env({}, {}), {})
+    vals = [second.value(meta, torch.device("cpu")) for meta in metas]
+    want = [_extract_tensor_metadata(v) for v in vals]
+    monkeypatch.setattr(F, "extract_tensor_metadata", None)  # calling it would fail
+    assert [second.tensor_meta(v) for v in vals] == want
+
+
+def test_the_static_format_table_is_bounded(monkeypatch):
+    from unbroken.ir import fake as F
+
+    monkeypatch.setattr(F, "_STATIC_FORMATS", {})
+    monkeypatch.setattr(F, "STATIC_FORMATS_MAX", 3)
+    converter = F._Converter(F.torch_shape_env({}, {}), {})
+    for n in range(1, 8):
+        val = converter.value(torch.empty(n, 2, device="meta"), torch.device("cpu"))
+        assert converter.tensor_meta(val).memory_format is torch.contiguous_format
+        assert len(F._STATIC_FORMATS) <= 3

@@ -33,6 +33,7 @@ from unbroken.symbolic.torch_compat import (
     TensorMetadata,
     ValueRanges,
     extract_tensor_metadata,
+    fake_of_meta,
     forget_static_answers,
     has_symbolic_sizes,
     int_oo,
@@ -70,6 +71,14 @@ def torch_shape_env(range_constraints: dict, hints: dict) -> ShapeEnv:
     return env
 
 
+#: (sizes, strides) of a static layout -> its memory format as ``extract_tensor_metadata``
+#: gives it (None for none of torch's formats), for every program of the process; emptied
+#: when it reaches STATIC_FORMATS_MAX entries.
+_STATIC_FORMATS: dict = {}
+STATIC_FORMATS_MAX = 4096
+_UNKNOWN = object()
+
+
 class _Converter:
     """Rebuilds values under one ``FakeTensorMode`` (``mode``: an existing one, whose values
     are kept as they are); caches SymInts by expression."""
@@ -80,7 +89,7 @@ class _Converter:
         self.mode = mode if mode is not None else FakeTensorMode(shape_env=env,
                                                                  allow_non_fake_inputs=True)
         self.symbols: dict = {}
-        self.layouts: dict = {}  # (size exprs, stride exprs) -> a TensorMetadata of that layout
+        self.layouts: dict = {}  # (size exprs, stride exprs) -> the memory format of that layout
         self.extents: dict = {}  # (size exprs, stride exprs) -> its storage's elements (SymInt), or
         # None (a data-dependent size)
 
@@ -115,19 +124,23 @@ class _Converter:
     def tensor_meta(self, fake: torch.Tensor) -> TensorMetadata:
         """``extract_tensor_metadata(fake)``, as torch's passes read it. Its memory format
         (a contiguity question per format, each a dozen symbolic operations) is computed once
-        per layout: the nodes of a graph share a few."""
+        per layout: the nodes of a graph share a few, and the programs of a process share
+        their static ones (the format is a function of the sizes and strides alone)."""
         if fake.is_quantized or fake.layout != torch.strided:
             return extract_tensor_metadata(fake)
         stride = fake.stride()
         if not has_symbolic_sizes(fake):
-            key = (tuple(fake.shape), stride)
+            key, known_formats = (tuple(fake.shape), stride), _STATIC_FORMATS
         else:
             key = (tuple(map(sym_expr, fake.shape)), tuple(map(sym_expr, stride)))
-        known = self.layouts.get(key)
-        if known is None:
-            known = self.layouts[key] = extract_tensor_metadata(fake)
+            known_formats = self.layouts
+        memory_format = known_formats.get(key, _UNKNOWN)
+        if memory_format is _UNKNOWN:
+            if len(known_formats) >= STATIC_FORMATS_MAX:
+                known_formats.clear()
+            memory_format = known_formats[key] = extract_tensor_metadata(fake).memory_format
         return TensorMetadata(fake.shape, fake.dtype, fake.requires_grad, stride,
-                              known.memory_format, False, {})
+                              memory_format, False, {})
 
     def value(self, val, device):
         if self.own(val):
@@ -138,8 +151,7 @@ class _Converter:
             if not has_symbolic_sizes(val):  # (a static program's every value)
                 meta = torch.empty_strided(val.shape, val.stride(), dtype=val.dtype,
                                            device="meta")
-                return self.mode.fake_tensor_converter.from_meta_and_device(self.mode, meta,
-                                                                            device)
+                return fake_of_meta(self.mode, meta, device)
             shape = [self.symint(s) for s in val.shape]
             stride = [self.symint(s) for s in val.stride()]
             # the meta tensor wrapped as a fake one on ``device`` (what the mode's own
@@ -150,7 +162,7 @@ class _Converter:
                 meta = self._symbolic_strided(val, shape, stride)
             if meta is None:
                 meta = torch.empty_strided(shape, stride, dtype=val.dtype, device="meta")
-            return self.mode.fake_tensor_converter.from_meta_and_device(self.mode, meta, device)
+            return fake_of_meta(self.mode, meta, device)
         if isinstance(val, (torch.SymInt, torch.SymBool, torch.SymFloat)):
             return self.symbolic(val.node.expr, real=isinstance(val, torch.SymFloat))
         if isinstance(val, (tuple, list)):

@@ -62,7 +62,7 @@ __all__ = [
     "set_local_dispatch_key", "inference_mode_guard", "set_grad_enabled", "CreationMeta",
     "creation_meta", "parse_to_arguments", "FUNCTION_APPLY", "DEFAULT_SETUP_CONTEXT",
     "function_apply_class",
-    "wrap_with_set_grad_enabled", "map_function", "FakeTensor", "FakeTensorMode",
+    "wrap_with_set_grad_enabled", "map_function", "FakeTensor", "FakeTensorMode", "fake_of_meta",
     "TensorMetadata", "extract_tensor_metadata", "symbolic_shapes_config", "Verifier",
     "TrainingIRVerifier", "SpecViolationError", "NodeSource", "NodeSourceAction",
     "core_aten_decompositions", "LazyGraphModule",
@@ -423,6 +423,15 @@ FakeTensor = torch._subclasses.fake_tensor.FakeTensor
 
 FakeTensorMode = torch._subclasses.fake_tensor.FakeTensorMode
 """The mode fake tensors are made under (holds a torch ``ShapeEnv``)."""
+
+
+def fake_of_meta(mode, meta: torch.Tensor, device: torch.device):
+    """A fake tensor of ``mode`` on ``device`` wrapping ``meta``, a fresh meta tensor that
+    nothing else holds: the converter's ``from_meta_and_device`` without its memo (a weak
+    table from the meta tensor to its fake one, for converting the same tensor again: a
+    fresh tensor never is; a third of the conversion's cost, most of a static program's
+    build of its fake values)."""
+    return FakeTensor(mode, meta, device)
 
 # Lazy (``_LAZY``): ``ShapeEnv``, torch's shape environment.
 

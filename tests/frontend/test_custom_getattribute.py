@@ -110,7 +110,8 @@ def test_a_read_under_another_grad_mode_is_interpreted_again():
     want = model(x)
     for a, b in zip(got, want):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
-    assert float(got[0][0] - x[0]) == 1.0 and float(got[1][0] - x[0]) == 0.0
+    # (x + 1.0) - x is not always 1.0 in float32: compare with eager's sums themselves
+    assert torch.equal(got[0], x + 1.0) and torch.equal(got[1], x + 0.0)
 
 
 class ReadsOften(nn.Module):
@@ -136,3 +137,56 @@ def test_an_unchanged_read_is_interpreted_once(monkeypatch):
     program = unbroken.export(model, (x,))
     torch.testing.assert_close(program.module()(x), model(x), rtol=0, atol=0)
     assert calls.count("__getattribute__") == 1
+
+
+class Logged:
+    """Every attribute read through its ``__getattribute__`` is logged: a read run natively
+    stays in the log (the trace's own interpreted reads are undone with the overlay)."""
+
+    __slots__ = ("log", "scale", "names", "__dict__")
+
+    def __init__(self):
+        object.__setattr__(self, "log", [])
+        object.__setattr__(self, "scale", 2.0)
+        object.__setattr__(self, "names", {"a": 1})
+        object.__setattr__(self, "extra", 5)
+
+    def __getattribute__(self, name):
+        object.__getattribute__(self, "log").append(name)
+        return object.__getattribute__(self, name)
+
+
+class LoggedUser(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.settings = Logged()
+
+    def forward(self, x):
+        s = self.settings
+        y = x * s.scale + s.extra                       # a slot and an instance attribute
+        if isinstance(s, torch.Tensor) or isinstance(s, (list, nn.Module)):  # fail: __class__
+            y = y - 100
+        if isinstance(s, Logged) and "a" in s.names:
+            y = y + s.names["a"]
+        own = super(Logged, s).__getattribute__("__dict__")  # transformers' configs read it
+        return _helper(y, s) + own.get("extra", 0)
+
+
+def _helper(y, settings):
+    return y * settings.scale
+
+
+def test_export_never_runs_a_python_getattribute_natively():
+    """Export runs the user's ``__getattribute__`` only where the program does, interpreted:
+    never natively for its own lookups and type tests (which once ran it dozens of times per
+    read, a change to the user's object that outlived the export). First and later exports
+    alike; the program gives eager's values."""
+    model, x = LoggedUser(), torch.randn(4)
+    log = object.__getattribute__(model.settings, "log")
+    want = model(x)
+    assert "__class__" in log  # eager's failed isinstance asks it
+    log.clear()
+    for _ in range(2):
+        ep = unbroken.export(model, (x,))
+        assert log == []
+    assert torch.equal(ep.module()(x), want)

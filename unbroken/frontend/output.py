@@ -51,8 +51,10 @@ def _tensor_inputs(fn, values, named) -> list:
     of the modules among its receiver and arguments (``Linear.forward`` runs natively)."""
     owner = fn.__self__ if isinstance(fn, types.MethodType) else None
     leaves = tree_leaves((owner, values, named))
-    tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
-    for module in (v for v in leaves if isinstance(v, torch.nn.Module)):
+    # on the types: a failed isinstance would read an object's ``__class__`` through a
+    # ``__getattribute__`` its class may define in Python (the user's code, run natively)
+    tensors = [t for t in leaves if issubclass(type(t), torch.Tensor)]
+    for module in (v for v in leaves if issubclass(type(v), torch.nn.Module)):
         tensors.extend(module.parameters())
         tensors.extend(module.buffers())
     return tensors

@@ -146,6 +146,22 @@ def _inspect_static(obj, name: str):
         return _MISSING
 
 
+def python_getattribute(cls: type) -> bool:
+    """Whether the ``__getattribute__`` that ``cls``'s instances use is written in Python
+    (interpreted where the program reads an attribute; never to be run natively)."""
+    return isinstance(class_attribute(cls, "__getattribute__"), types.FunctionType)
+
+
+def raw_instance_dict(obj) -> dict:
+    """``obj.__dict__`` as ``object.__getattribute__`` reads it (never through a
+    ``__getattribute__`` its class defines in Python), or an empty dict when it has none."""
+    try:
+        own = object.__getattribute__(obj, "__dict__")
+    except (AttributeError, TypeError):
+        return {}
+    return own if isinstance(own, dict) else {}
+
+
 def is_data_descriptor(value) -> bool:
     return hasattr(type(value), "__set__") or hasattr(type(value), "__delete__")
 
@@ -166,37 +182,49 @@ def lookup(tx, receiver: VariableTracker, name: str, *, instance=None, cls: type
               C-level attributes bound natively by ``super``;
     source:   where the value came from; attributes read from it get an ``AttrSource``.
     """
+    # Every test here is on ``type(...)``, never ``isinstance`` on the value: a failed
+    # ``isinstance`` reads the value's ``__class__`` through its class's ``__getattribute__``,
+    # which for a class that defines one in Python (Hugging Face's configs) is the user's
+    # code run natively, outside the trace (that call is interpreted, where the program
+    # makes it). Likewise the instance dict and C-level fields are read past it.
     attr_source = AttrSource(source, name) if source is not None else None
-    if isinstance(instance, type) and after is None:
+    if issubclass(type(instance), type) and after is None:
         return _lookup_on_class(tx, receiver, instance, name, attr_source)
     own = False
     if instance is not None and after is None:
         static = static_attribute(instance, name)
         if static is _MISSING:
             return None
-        own = name in getattr(instance, "__dict__", {})
+        own = name in raw_instance_dict(instance)
     else:
         static = _find(cls if instance is None else type(instance), name, after)
         if static is _MISSING:
             return None
     owner = cls if instance is None else type(instance)
-    if isinstance(static, property):
+    kind = type(static)
+    if issubclass(kind, property):
         if static.fget is None:
             raise AttributeMissing(name)
         return call_python(tx, static.fget, [receiver])
-    if isinstance(static, staticmethod):
+    if issubclass(kind, staticmethod):
         return tx.wrap(static.__func__, attr_source)
-    if isinstance(static, classmethod) or static is FUNCTION_APPLY:
+    if issubclass(kind, classmethod) or static is FUNCTION_APPLY:
         return BoundMethodVariable(tx.wrap(owner), tx.wrap(_class_method_function(static)))
-    if isinstance(static, types.FunctionType) and not own:
+    if kind is types.FunctionType and not own:
         return BoundMethodVariable(receiver, tx.wrap(static))
     native = owner if instance is None else \
         super(after, instance) if after is not None else instance
-    if not own and after is None and not isinstance(static, _DESCRIPTOR_FIELDS):
+    field = kind in _DESCRIPTOR_FIELDS
+    if not own and after is None and not field:
         bound = _bind_descriptor(tx, receiver, static, owner, instance)
         if bound is not None:
             return bound
-    if isinstance(static, _DESCRIPTOR_FIELDS) or native is not instance:
+    if field and native is instance:  # what ``object.__getattribute__`` does with it
+        value = static.__get__(instance, owner)
+        if name == "__dict__" and type(value) is dict:
+            return _instance_dict(tx, value, attr_source)
+        return tx.wrap(value, attr_source)
+    if field or native is not instance:
         value = getattr(native, name)
         if name == "__dict__" and native is instance and type(value) is dict:
             return _instance_dict(tx, value, attr_source)

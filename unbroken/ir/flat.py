@@ -22,6 +22,9 @@ _LEAF_TYPES = frozenset([int, float, bool, complex, str, type(None), torch.dtype
                          torch.layout, torch.memory_format, torch.SymInt, torch.SymFloat,
                          torch.SymBool])
 _CONTAINERS = (tuple, list, dict)
+# Tests are on the type, as pytree's are: ``isinstance`` on a value of another class reads its
+# ``__class__`` through its class's ``__getattribute__`` (user code, when written in Python).
+_TENSOR = torch.Tensor
 
 
 def _plain_leaves(tree, out: list) -> bool:
@@ -29,18 +32,19 @@ def _plain_leaves(tree, out: list) -> bool:
     container nor a known leaf (``out`` is then incomplete). Loops, not ``all()`` over a
     generator: this runs several times per recorded op."""
     kind = type(tree)
-    if kind in _LEAF_TYPES or isinstance(tree, torch.Tensor):
+    if kind in _LEAF_TYPES or kind is _TENSOR or issubclass(kind, _TENSOR):
         out.append(tree)
         return True
     if kind is dict:
         tree = tree.values()
     elif kind is not tuple and kind is not list:
-        if kind in pytree.SUPPORTED_NODES or isinstance(tree, tuple):
+        if kind in pytree.SUPPORTED_NODES or issubclass(kind, tuple):
             return False  # a registered container, a namedtuple, a structseq: pytree's
         out.append(tree)  # any other object is one leaf to pytree (a module, a function)
         return True
     for item in tree:
-        if type(item) in _LEAF_TYPES or isinstance(item, torch.Tensor):
+        item_kind = type(item)
+        if item_kind in _LEAF_TYPES or item_kind is _TENSOR or issubclass(item_kind, _TENSOR):
             out.append(item)
         elif not _plain_leaves(item, out):
             return False

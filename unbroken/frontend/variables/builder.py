@@ -33,7 +33,12 @@ from ...symbolic.torch_compat import (
     function_apply_class,
 )
 from ..builtins import BuiltinVariable, ClassVariable
-from ..protocol import BoundMethodVariable, CallbackVariable
+from ..protocol import (
+    BoundMethodVariable,
+    CallbackVariable,
+    class_attribute,
+    python_getattribute,
+)
 from ..sources import ItemSource
 from .autograd_function import AutogradFunctionApplyVariable
 from .base import VariableTracker, hashable
@@ -65,7 +70,13 @@ from .functions import (
 from .grad_mode import GRAD_MODE_CLASSES, GradModeVariable
 from .native import ImportModuleVariable, PureCallableVariable
 from .nn_module import NNModuleVariable
-from .numpy_values import NumpyCallVariable, freeze, is_numpy_callable, is_numpy_value
+from .numpy_values import (
+    NumpyCallVariable,
+    freeze,
+    is_numpy_callable,
+    is_numpy_type,
+    is_numpy_value,
+)
 from .objects import (
     ContextManagerVariable,
     ObjectNewVariable,
@@ -99,8 +110,10 @@ def wrap(tx, value, source=None) -> VariableTracker:
     kind = type(value)
     if kind in _EXACT_CONSTANT_TYPES:
         return ConstantVariable(value, source)
-    if _PLAIN_OBJECT_TYPES.get(kind) == (kind.__mro__, abc.get_cache_token()) and \
-            getattr(value, "__class__", None) is kind:  # what the chain below concludes
+    plain = _PLAIN_OBJECT_TYPES.get(kind)
+    if plain is not None and plain[0] == kind.__mro__ and plain[1] == abc.get_cache_token() \
+            and (not plain[2] or getattr(value, "__class__", None) is kind):
+        # what the chain below concludes
         created = tx.output.native_objects.get(id(value))
         if created is not None and created.value is value:
             return created
@@ -137,6 +150,12 @@ def _wrap_callable(tx, value, source) -> VariableTracker:
 
 def _builder_of(tx, value):
     """``(tx, value, source) -> tracker``: how ``wrap`` makes ``value``'s tracker."""
+    if _opaque_object(value):
+        created = tx.output.native_objects.get(id(value))
+        if created is not None and created.value is value:
+            return lambda tx, value, source: created
+        _note_plain_object_type(value)
+        return _with_class(ObjectVariable)
     if isinstance(value, VariableTracker):
         return _itself
     if isinstance(value, torch.Tensor):
@@ -180,6 +199,27 @@ def _builder_of(tx, value):
     return _with_class(ObjectVariable)
 
 
+# The classes the chain of ``_builder_of`` gives a tracker of their own (or may: a container,
+# a context manager). Any other object is a plain one, an ``ObjectVariable``.
+_CHAIN_CLASSES = (VariableTracker, torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool,
+                  *CONSTANT_TYPES, enum.Enum, torch.nn.Module, tuple, list, dict, set,
+                  frozenset, slice, types.MappingProxyType, collections.abc.ItemsView,
+                  collections.abc.KeysView, collections.abc.ValuesView, types.ModuleType, type,
+                  types.GeneratorType, torch.autocast, *GRAD_MODE_CLASSES)
+
+
+def _opaque_object(value) -> bool:
+    """An object of a class that defines ``__getattribute__`` in Python and is none of the
+    chain's: a plain object, told by its type alone. The chain's tests are ``isinstance``
+    calls, and each failed one reads the value's ``__class__`` through that
+    ``__getattribute__``: the user's code, run natively (a Hugging Face config's, ~90 calls
+    on its first wrap), where the program never calls it. (A NumPy record array is of such
+    a class: it stays the chain's.)"""
+    kind = type(value)
+    return python_getattribute(kind) and not callable(value) and \
+        not issubclass(kind, _CHAIN_CLASSES) and not is_numpy_type(kind)
+
+
 def _itself(tx, value, source):
     return value
 
@@ -213,16 +253,23 @@ def _with_class(tracker_class):
 # Python (Hugging Face's configs) answers each ``isinstance`` with a call of it for
 # ``__class__``, some 90 calls per wrap. Weak: classes made in a loop are not kept alive.
 _PLAIN_OBJECT_TYPES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_OBJECT_CLASS = object.__dict__["__class__"]
 _VALUE_DEPENDENT = (tuple, list, dict, set, frozenset)
 
 
 def _note_plain_object_type(value) -> None:
     kind = type(value)
+    # ``value.__class__`` is read (a C-level lookup: a proxy's names its referent's class)
+    # unless the class defines ``__getattribute__`` in Python: that is the user's code, never
+    # run natively (an object of such a class is dispatched on its type; the program's own
+    # ``isinstance`` is interpreted). A class-level ``__class__`` of its own: never plain.
+    reads_class = not python_getattribute(kind)
     if callable(value) or issubclass(kind, _VALUE_DEPENDENT) or \
-            getattr(value, "__class__", None) is not kind:
+            class_attribute(kind, "__class__") is not _OBJECT_CLASS or \
+            reads_class and getattr(value, "__class__", None) is not kind:
         return
     try:
-        _PLAIN_OBJECT_TYPES[kind] = (kind.__mro__, abc.get_cache_token())
+        _PLAIN_OBJECT_TYPES[kind] = (kind.__mro__, abc.get_cache_token(), reads_class)
     except TypeError:  # a class that cannot be referenced weakly: decided each time
         pass
 

@@ -20,7 +20,8 @@ from ...symbolic.diagnostics.catalogue import graph_break
 from .base import VariableTracker
 from .native import NativeCallableVariable
 
-__all__ = ["NumpyCallVariable", "freeze", "is_numpy_callable", "is_numpy_value"]
+__all__ = ["NumpyCallVariable", "freeze", "is_numpy_callable", "is_numpy_type",
+           "is_numpy_value"]
 
 
 def _numpy():
@@ -31,6 +32,12 @@ def is_numpy_value(value) -> bool:
     """An ndarray, a NumPy scalar or a dtype (immutable: ``a.dtype == np.float32`` folds)."""
     np = _numpy()
     return np is not None and isinstance(value, (np.ndarray, np.generic, np.dtype))
+
+
+def is_numpy_type(kind: type) -> bool:
+    """Whether ``is_numpy_value`` holds for the instances of ``kind`` (asked of the class)."""
+    np = _numpy()
+    return np is not None and issubclass(kind, (np.ndarray, np.generic, np.dtype))
 
 
 def is_numpy_callable(value) -> bool:

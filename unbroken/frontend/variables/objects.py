@@ -25,6 +25,7 @@ from ..protocol import (
     is_data_descriptor,
     load_attribute,
     lookup,
+    raw_instance_dict,
     subscript,
 )
 from ..sources import AttrSource
@@ -747,7 +748,7 @@ def state_copy(tx, owner, name: str, found, *, instance_only: bool = True):
     attributes are the model's too, as they always were here)."""
     if not isinstance(found, (ListVariable, DictVariable, SetVariable)) or not found.external \
             or tx.output.branch_starts or name == "__dict__" or \
-            instance_only and name not in getattr(owner, "__dict__", {}):
+            instance_only and name not in raw_instance_dict(owner):
         return found  # `__dict__` is the attributes themselves, and a class attribute of a
         # plain object is every instance's: changing them stays refused, as in a cond branch
     copy = _owned(found)

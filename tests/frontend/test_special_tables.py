@@ -5,6 +5,7 @@ are exporting" on purpose), or refused with the code its handler promises. A wro
 (``_check_is_size`` read as ``_check``) cannot hide, and a new entry without a case fails
 ``test_every_entry_has_a_case``.
 """
+import dataclasses
 import functools
 import importlib
 import itertools
@@ -29,6 +30,12 @@ from unbroken.symbolic.torch_compat import (
 
 EAGER, PEER = "eager", "torch.export"
 _map = importlib.import_module("torch._higher_order_ops.map").map
+
+
+@dataclasses.dataclass
+class _Pair:
+    first: float = 2.0
+    second: float = 3.0
 
 
 class _Base(nn.Module):
@@ -211,6 +218,8 @@ BUILTIN_CASES = [
                                                     x.unbind(0))), EAGER),
     (itertools.chain.from_iterable,
      lambda x: torch.stack(list(itertools.chain.from_iterable([[x, x + 1], (x * 2,)]))), EAGER),
+    # the fields of a dataclass (more in test_dataclass_fields.py)
+    (dataclasses.fields, lambda x: x * sum(f.default for f in dataclasses.fields(_Pair)), EAGER),
     # combinators that only arrange the items: CPython's own, on the trackers
     (itertools.zip_longest, lambda x: sum(
         a * (1 if b is None else b) for a, b in itertools.zip_longest(x.unbind(0), [2])), EAGER),

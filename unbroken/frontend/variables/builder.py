@@ -7,6 +7,7 @@ from __future__ import annotations
 import abc
 import collections
 import collections.abc
+import dataclasses
 import enum
 import functools
 import importlib
@@ -96,7 +97,8 @@ _PURE_MODULES = ("math", "operator", "_operator", "cmath", "itertools")
 # Functions outside builtins that the interpreter models itself (``builtins._HANDLERS``);
 # a set: membership asks ``==`` only on a hash match (``chain.from_iterable`` is made anew on
 # each attribute read, equal but not identical).
-_MODELLED_FUNCTIONS = frozenset([functools.reduce, itertools.chain.from_iterable])
+_MODELLED_FUNCTIONS = frozenset([functools.reduce, itertools.chain.from_iterable,
+                                 dataclasses.fields])
 
 
 # Exactly these types (not subclasses) are constants: most values wrapped are (ints, strings,

@@ -190,3 +190,59 @@ def test_export_never_runs_a_python_getattribute_natively():
         ep = unbroken.export(model, (x,))
         assert log == []
     assert torch.equal(ep.module()(x), want)
+
+
+GLOBAL_LOGGED = Logged()
+
+
+class WritesAGlobal(nn.Module):
+    """Writes an outside object's attribute and reads it back: refused (the read passes the
+    object to ``object.__getattribute__`` natively after a write), which must still leave
+    the object as it was."""
+
+    def forward(self, x):
+        old = GLOBAL_LOGGED.scale
+        GLOBAL_LOGGED.scale = 3.0
+        y = x * GLOBAL_LOGGED.scale
+        GLOBAL_LOGGED.scale = old
+        return y
+
+
+class Dynamic:
+    """Attributes it lacks come from a ``__getattr__`` written in Python, which logs them."""
+
+    def __init__(self):
+        self.asked = []
+
+    def __getattr__(self, name):
+        self.asked.append(name)
+        raise AttributeError(name)
+
+
+GLOBAL_DYNAMIC = Dynamic()
+
+
+class SetsAndDeletes(nn.Module):
+    def forward(self, x):
+        GLOBAL_DYNAMIC.factor = 2.0
+        y = x * GLOBAL_DYNAMIC.factor
+        del GLOBAL_DYNAMIC.factor
+        return y
+
+
+def test_a_refused_write_leaves_the_object_as_it_was():
+    log = object.__getattribute__(GLOBAL_LOGGED, "log")
+    log.clear()
+    with pytest.raises(unbroken.GraphBreakError) as info:
+        unbroken.export(WritesAGlobal(), (torch.randn(3),))
+    assert info.value.code == "UB107"
+    assert log == [] and object.__getattribute__(GLOBAL_LOGGED, "scale") == 2.0
+
+
+def test_a_write_asks_whether_the_attribute_exists_without_the_users_code():
+    """``hasattr`` would call the class's ``__getattr__`` for the missing name natively."""
+    GLOBAL_DYNAMIC.asked.clear()
+    model, x = SetsAndDeletes(), torch.randn(3)
+    ep = unbroken.export(model, (x,))
+    assert GLOBAL_DYNAMIC.asked == [] and "factor" not in vars(GLOBAL_DYNAMIC)
+    assert torch.equal(ep.module()(x), model(x))

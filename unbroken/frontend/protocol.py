@@ -152,6 +152,13 @@ def python_getattribute(cls: type) -> bool:
     return isinstance(class_attribute(cls, "__getattribute__"), types.FunctionType)
 
 
+def has_plain_attribute(obj, name: str) -> bool:
+    """Whether ``object.__getattribute__`` finds ``name`` on ``obj`` (its instance dict or its
+    class), asked without running any of the user's code: ``hasattr`` would call a
+    ``__getattribute__`` or ``__getattr__`` the class defines in Python, natively."""
+    return static_attribute(obj, name) is not _MISSING
+
+
 def raw_instance_dict(obj) -> dict:
     """``obj.__dict__`` as ``object.__getattribute__`` reads it (never through a
     ``__getattribute__`` its class defines in Python), or an empty dict when it has none."""

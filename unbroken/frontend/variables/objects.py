@@ -22,6 +22,7 @@ from ..protocol import (
     call_special,
     class_attribute,
     getattr_fallback,
+    has_plain_attribute,
     is_data_descriptor,
     load_attribute,
     lookup,
@@ -140,7 +141,7 @@ class ObjectVariable(_UserProtocols, VariableTracker):
         """``del obj.name``: an overlay entry (kept for an object the model holds, else it
         must end restored)."""
         held = self._check_writable(tx, name)
-        original = None if held or not hasattr(self.value, name) else \
+        original = None if held or not has_plain_attribute(self.value, name) else \
             self.plain_getattr(tx, name)
         tx.output.overlay.write(self.value, name, DELETED, original, tx.user_frames(),
                                 kept=held)
@@ -165,7 +166,7 @@ class ObjectVariable(_UserProtocols, VariableTracker):
             # PyTorch's own objects are read by native code, which the overlay cannot reach
             return VariableTracker.setattr(self, tx, name, value)
         held = self._check_writable(tx, name)
-        original = None if held or not hasattr(self.value, name) else \
+        original = None if held or not has_plain_attribute(self.value, name) else \
             self.plain_getattr(tx, name)
         tx.output.overlay.write(self.value, name, value, original, tx.user_frames(), kept=held)
 

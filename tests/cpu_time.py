@@ -2,10 +2,10 @@
 crafted file, a costly expression).
 
 CPU time, not wall time: the bound is on the work done, and must not fail because other
-processes share the cores (a hang or a bomb still burns CPU). The garbage of everything that
-ran before is collected first and the collector is paused while the clock runs: late in a whole
-suite a generation-2 collection walks millions of objects (about a second measured) and would
-be charged to whichever small piece of work happened to trigger it.
+processes share the cores (a hang or a bomb still burns CPU). The collector is paused while the
+clock runs: late in a whole suite a generation-2 collection walks millions of objects (about a
+second measured) and would be charged to whichever small piece of work happened to trigger it.
+Nothing is collected first: that would cost such a walk per test.
 """
 from __future__ import annotations
 
@@ -23,7 +23,6 @@ def cpu_clock():
     """``with cpu_clock() as clock: ...`` then ``clock.seconds``: the CPU time of the body,
     collector paused (and restored as it was, whether the body raises or not)."""
     clock = CpuClock()
-    gc.collect()
     was_enabled = gc.isenabled()
     gc.disable()
     start = time.process_time()

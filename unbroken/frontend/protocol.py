@@ -148,8 +148,10 @@ def _inspect_static(obj, name: str):
 
 def python_getattribute(cls: type) -> bool:
     """Whether the ``__getattribute__`` that ``cls``'s instances use is written in Python
-    (interpreted where the program reads an attribute; never to be run natively)."""
-    return isinstance(class_attribute(cls, "__getattribute__"), types.FunctionType)
+    (interpreted where the program reads an attribute; never to be run natively). Read
+    through the class (CPython's cached type lookup: a function found in the MRO comes back
+    as itself), not by walking the MRO: ``wrap`` asks it of most values it builds."""
+    return type(getattr(cls, "__getattribute__", None)) is types.FunctionType
 
 
 def has_plain_attribute(obj, name: str) -> bool:

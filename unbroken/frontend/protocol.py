@@ -233,11 +233,8 @@ def lookup(tx, receiver: VariableTracker, name: str, *, instance=None, cls: type
         if name == "__dict__" and type(value) is dict:
             return _instance_dict(tx, value, attr_source)
         return tx.wrap(value, attr_source)
-    if field or native is not instance:
-        value = getattr(native, name)
-        if name == "__dict__" and native is instance and type(value) is dict:
-            return _instance_dict(tx, value, attr_source)
-        return tx.wrap(value, attr_source)
+    if native is not instance:  # through ``super`` or on the class itself
+        return tx.wrap(getattr(native, name), attr_source)
     return tx.wrap(static, attr_source)
 
 

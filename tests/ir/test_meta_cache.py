@@ -36,6 +36,7 @@ class Blocks(torch.nn.Module):
 
 def _without_cache(monkeypatch):
     monkeypatch.setattr(MetaCache, "get", lambda self, key, base=None: None)
+    monkeypatch.setattr(MetaCache, "shared_computation", lambda self, key: None)
 
 
 def _summary(ep):
@@ -340,3 +341,127 @@ def test_an_output_laid_out_by_the_backend_selection_is_not_shared_between_trace
             strides.append(model.conv(x).stride()[1])
         torch.testing.assert_close(got, want, rtol=0, atol=0)
     assert strides[0] != strides[1]  # the settings do change eager's layout here
+
+
+# ----- symbolic outputs shared between traces, with the questions their computation asked -----
+class _Attention(torch.nn.Module):
+    """Attention with a mask, under Dim.AUTO: SDPA's decomposition on SymInts asks dozens
+    of questions (broadcasts of the mask, the size-1 audit's notes)."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv, self.out = torch.nn.Linear(16, 48), torch.nn.Linear(16, 16)
+
+    def forward(self, x, mask):
+        q, k, v = self.qkv(x).view(x.shape[0], x.shape[1], 3, 2, 8).unbind(2)
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+        h = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return self.out(h.transpose(1, 2).reshape(x.shape))
+
+
+def _full_summary(ep):
+    env = ep._unbroken_env
+    guards = [(g.expr, g.value, g.kind, g.op, g.frames) for g in env.guards]
+    return _summary(ep), guards, list(env.facts), list(env.input_facts), \
+        dict(ep.graph_module.meta), ep.range_constraints
+
+
+def _counting_replays(monkeypatch) -> list:
+    replays = []
+    real = ShapeEnvironment.replay_calls
+
+    def counting(self, log):
+        replays.append(real(self, log))
+        return replays[-1]
+
+    monkeypatch.setattr(ShapeEnvironment, "replay_calls", counting)
+    return replays
+
+
+@pytest.mark.parametrize("spec", [
+    ({0: Dim.AUTO, 1: Dim.AUTO}, {0: Dim.AUTO, 2: Dim.AUTO, 3: Dim.AUTO}),
+    ({0: Dim("b", min=2), 1: Dim("n", min=2)}, {0: Dim("b", min=2), 2: Dim("n", min=2),
+                                              3: Dim("n", min=2)}),
+], ids=["auto", "named"])
+def test_symbolic_outputs_are_replayed_by_the_next_trace_with_its_questions(spec, monkeypatch):
+    """A model exported again under dynamic shapes computes no meta output of a functional
+    op its first export computed: each is replayed (its questions asked again, in order,
+    with the logged answers) and the program, the guards with their frames and ops, the
+    facts, the size-1 outcomes and the ranges are those of a trace that shares nothing."""
+    model = _Attention().eval()
+    x, mask = torch.randn(2, 5, 16), torch.randn(2, 1, 5, 5)
+    clear_shared_entries()
+    first = unbroken.export(model, (x, mask), dynamic_shapes=spec)
+    replays = _counting_replays(monkeypatch)
+    computed = []
+    real = unbroken.ir.recorder.Recorder._meta_of
+
+    def counting(self, kernel, args, kwargs, func=None, computation=None):
+        computed.append(func if func is not None else computation)
+        return real(self, kernel, args, kwargs, func, computation)
+
+    monkeypatch.setattr(unbroken.ir.recorder.Recorder, "_meta_of", counting)
+    second = unbroken.export(model, (x, mask), dynamic_shapes=spec)
+    assert len(replays) >= 5 and all(replays)  # linear x2, sdpa, the rest of the block
+    assert unbroken.ir.meta_cache.replay_mismatches == 0
+    _without_cache(monkeypatch)
+    plain = unbroken.export(model, (x, mask), dynamic_shapes=spec)
+    assert _full_summary(first) == _full_summary(second) == _full_summary(plain)
+    other = torch.randn(3, 7, 16), torch.randn(3, 1, 7, 7)
+    torch.testing.assert_close(second.module()(*other), model(*other), rtol=0, atol=0)
+
+
+class _Concat(torch.nn.Module):
+    def forward(self, x, y):
+        return torch.cat([x, y], dim=1).relu()
+
+
+def test_a_guard_recorded_inside_a_kernel_is_recorded_by_its_replay(monkeypatch):
+    """``cat`` checks that the other dims agree inside its meta kernel: with two named Dims
+    that is a constraint violation, in the export that computes it and in the one that
+    replays it (a replay that skipped the questions would export a program for inputs eager
+    refuses)."""
+    x, y = torch.randn(4, 3), torch.randn(4, 5)
+    spec = ({0: Dim("a")}, {0: Dim("b")})
+    clear_shared_entries()
+    for _ in range(2):
+        replays = _counting_replays(monkeypatch)
+        with pytest.raises(unbroken.ConstraintViolationError,
+                           match=r"y\.shape\[0\] == x\.shape\[0\]"):
+            unbroken.export(_Concat(), (x, y), dynamic_shapes=spec)
+        monkeypatch.undo()
+    assert replays and all(replays)
+    ep = unbroken.export(_Concat(), (x, y), dynamic_shapes=({0: Dim("a")}, {0: Dim("a")}))
+    a, b = torch.randn(6, 3), torch.randn(6, 5)
+    torch.testing.assert_close(ep.module()(a, b), _Concat()(a, b), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("layout", ["transposed", "channels_last"])
+def test_a_computation_asks_the_same_questions_whatever_was_read_of_its_inputs_before(layout):
+    """A shared entry's questions are replayed wherever the key matches, so what a kernel asks
+    must not depend on what other code read of its inputs before (a tensor's contiguity
+    computed lazily, on first read, would ask its questions in the first computation that
+    reads it and in no later one): torch computes a symbolic tensor's contiguity when it
+    makes the tensor. Checked on the questions of ``exp`` (which orders its output's dims by
+    its input's strides) with and without the input's contiguity read first."""
+    from torch._dispatch.python import enable_python_dispatcher
+    logs = []
+    for read_first in (False, True):
+        env = ShapeEnvironment()
+        a, b = env.create_symbol("", 4), env.create_symbol("", 6)
+        sa, sb = env.symint(a), env.symint(b)
+        if layout == "transposed":
+            x = torch.empty_strided([sa, sb], [1, sa], device="meta")
+        else:
+            x = torch.empty([sa, 3, sb, 5], device="meta").to(memory_format=torch.channels_last)
+        with enable_python_dispatcher():
+            if read_first:
+                for fmt in (torch.contiguous_format, torch.channels_last):
+                    if x.dim() == 4 or fmt is torch.contiguous_format:
+                        x.is_contiguous(memory_format=fmt)
+                torch.ops.aten.is_non_overlapping_and_dense.default(x)
+            with env.calls_logged() as log:
+                torch.ops.aten.exp.default(x)
+        logs.append([(name, [a[1] if type(a) is tuple else a for a in args], answer)
+                     for name, args, _, answer in log])
+    assert logs[0] and logs[0] == logs[1]

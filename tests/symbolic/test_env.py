@@ -225,3 +225,88 @@ def test_a_dry_run_question_the_narrower_ranges_settle_is_refused():
     assert env.decide_expr(sympy.Le(s, 16))
     assert len(env.guards) == 1
     assert env.replay_ranges({s: ValueRange(2, 16)}) is None
+
+
+# ----- a computation's questions, logged and replayed (shared meta outputs) -----
+def _two_symbols(hint_n=4, hint_m=4, upper=None):
+    env = ShapeEnvironment(location_provider=lambda: (UserFrame("m.py", 3, "f", "y = x + z"),))
+    n = env.create_symbol("", hint_n, upper=upper, source="x.shape[0]")
+    m = env.create_symbol("", hint_m, source="z.shape[0]")
+    return env, n, m
+
+
+def _ask(env, n, m):
+    """What a kernel asks: a decision, a torch._check, a range question, a concretization,
+    a comparison decided inside another (nested: logged once)."""
+    a = torch.SymInt(SymNode(n, env, int, env.hint_of(n)))
+    b = torch.SymInt(SymNode(m, env, int, env.hint_of(m)))
+    with env.op_context("aten.add.Tensor"):
+        same = bool(a == b)
+        torch._check(a * 2 >= 4)
+        wide = env.static_truth(sympy.Ge(n, 2))
+        low = env.bound(n + m).lower
+        twice = int(a + a)
+    return same, wide, low, twice
+
+
+def _guards(env):
+    return [(g.expr, g.value, g.kind, g.op, g.frames) for g in env.guards]
+
+
+def test_replayed_questions_record_what_the_computation_would():
+    env, n, m = _two_symbols()
+    with env.calls_logged() as log:
+        answers = _ask(env, n, m)
+    assert type(env) is ShapeEnvironment and log
+    names = [entry[0] for entry in log]
+    assert names.count("decide_bool") == 1 and "expect_true" in names  # nested ones once
+    assert "static_truth" in names and "bound" in names and "decide_value" in names
+    other, n2, m2 = _two_symbols()
+    assert other.computation_state({n2, m2}) == env.computation_state({n, m})
+    with other.op_context("aten.add.Tensor"):  # replayed where the op would compute
+        assert other.replay_calls(log)
+    assert _guards(other) == _guards(env) and other.facts == env.facts
+    assert other.var_ranges == env.var_ranges  # the torch._check refined the same range
+    fresh, n3, m3 = _two_symbols()
+    assert _ask(fresh, n3, m3) == answers and _guards(fresh) == _guards(other)
+
+
+def test_a_replay_in_another_state_stops_at_the_first_other_answer():
+    env, n, m = _two_symbols()
+    with env.calls_logged() as log:
+        _ask(env, n, m)
+        wide = env.static_truth(sympy.Le(n, 4))  # the ranges do not settle it
+    assert wide is None
+    other, n2, m2 = _two_symbols(hint_m=5)
+    assert other.computation_state({n2, m2}) != env.computation_state({n, m})
+    narrower, n3, m3 = _two_symbols(upper=4)  # same hints, another range: another state
+    assert narrower.computation_state({n3, m3}) != env.computation_state({n, m})
+    with narrower.op_context("aten.add.Tensor"):
+        assert not narrower.replay_calls(log)  # the last answer is True there
+    assert len(narrower.guards) == len(env.guards)  # what came before was asked
+
+
+def test_what_cannot_be_replayed_is_marked_and_nothing_is_logged_in_a_dry_run():
+    from unbroken.size_one.audit import SizeOneAudit
+    from unbroken.symbolic.env import UNREPLAYABLE
+    env, n, m = _two_symbols()
+    with env.calls_logged() as log:
+        env.create_unbacked_symbol()
+    assert UNREPLAYABLE in log
+    with env.calls_logged() as log:
+        try:
+            env.decide_expr(sympy.Eq(env.create_unbacked_symbol(), 3))
+        except DataDependentError:
+            pass
+    assert UNREPLAYABLE in log and type(env) is ShapeEnvironment
+    assert env.computation_state({n, env.create_unbacked_symbol()}) is None
+    with env.calls_logged() as outer:
+        with env.calls_logged() as inner:  # one log at a time
+            assert inner is None and env.computation_state({n}) is None
+    assert outer == []
+    audit = SizeOneAudit()
+    dry_env = ShapeEnvironment(size_one=audit)
+    s = dry_env.create_symbol("", 3)
+    with audit.dry_run():
+        with dry_env.calls_logged() as log:
+            assert log is None and dry_env.computation_state({s}) is None

@@ -64,7 +64,8 @@ from ..symbolic.torch_compat import (
 )
 from .flat import tree_leaves
 
-__all__ = ["PASS_THROUGH_CODE", "composite_layout", "devices_of", "is_trace_mode",
+__all__ = ["PASS_THROUGH_CODE", "composite_layout", "devices_of", "has_composite_layout",
+           "is_trace_mode",
            "needs_python_data_mode", "python_data_on_user_device", "trace_wide",
            "traced_device_arguments"]
 
@@ -356,6 +357,11 @@ def _composite_group_norm_layout(args, kwargs, out):
 _CPU_COMPOSITE_LAYOUTS = {
     torch.ops.aten.group_norm.default: _composite_group_norm_layout,
 }
+
+
+def has_composite_layout(op) -> bool:
+    """Whether :func:`composite_layout` may lay ``op``'s output out anew."""
+    return op in _CPU_COMPOSITE_LAYOUTS
 
 
 def composite_layout(recorder, op, args, kwargs, out):

@@ -44,16 +44,31 @@ with the trace's ``requires_grad`` of the inputs), nor one computed from an outp
 ATen's backend selection for its device (``ir.devices``: it reads the process's settings, MKLDNN
 enabled or not), nor other namespaces' ops, whose kernels the user may register anew between
 exports.
+
+Symbolic entries of torch's own ops are shared too, with what their computation asked of the
+shape environment: a key then also holds the state of the environment its answers read (each
+symbol's range and example value, the ``torch._check`` facts:
+``ShapeEnvironment.computation_state``), and a trace that finds the entry asks the logged
+questions again, in order, of its own environment (``ShapeEnvironment.replay_calls``): it
+records the guards, the size-1 audit's notes and the ranges' log a computation would record
+there, and gets the logged answers (else it computes, as without the entry). A model exported
+again under ``Dim.AUTO`` or named Dims skips the meta computations of its first export
+(``scaled_dot_product_attention``'s decomposition on SymInts: ~15-30 ms). Only a computation
+that asked nothing that failed, made no symbol and changed no range but by a ``torch._check``
+is shared; and only when its symbols have example values (no data-dependent size).
 """
 from __future__ import annotations
 
+import sympy
 import torch
 import torch.utils._pytree as pytree
 
+from ..symbolic import expr as E
+from ..symbolic.env import UNREPLAYABLE
 from .flat import tree_flatten
 
-__all__ = ["TORCH_NAMESPACES", "MetaCache", "clear_shared_entries", "metadata_key",
-           "process_state"]
+__all__ = ["TORCH_NAMESPACES", "MetaCache", "SharedComputation", "clear_shared_entries",
+           "metadata_key", "process_state"]
 
 # Leaf types stated exactly by (type, value); bool before int: True is an int too.
 _PLAIN = (bool, int, str, type(None), torch.dtype, torch.device, torch.layout,
@@ -70,6 +85,12 @@ class _Uncacheable(Exception):
 # reaches SHARED_ENTRIES_MAX.
 SHARED_ENTRIES_MAX = 1 << 13
 _SHARED: dict = {}
+# Entries with symbolic sizes, by the environment state their computation read (with the
+# questions it asked): see the module docstring. Emptied with the static ones' bound.
+_SHARED_SYMBOLIC: dict = {}
+# replays whose answers differed from the logged ones (then computed): a key missing what
+# the answers read, i.e. a bug; the tests read it
+replay_mismatches = 0
 TORCH_NAMESPACES = ("aten", "prims")  # whose kernels are torch's own (not registered anew)
 
 
@@ -111,7 +132,8 @@ class MetaCache:
         return pytree.tree_unflatten([self._rebuild(leaf, base) for leaf in leaves], spec)
 
     def put(self, key, out, symbols_before: int | None,
-            base: torch.Tensor | None = None, share: bool = True) -> None:
+            base: torch.Tensor | None = None, share: bool = True,
+            computation: SharedComputation | None = None) -> None:
         """Remember ``out`` under ``key`` unless it cannot be rebuilt exactly, or the
         computation created symbols (``symbols_before``: the environment's count before).
         ``base``: for a view op, the tensor its outputs view (each is then stored as its
@@ -119,7 +141,7 @@ class MetaCache:
         function of the key alone (not relaid out as eager's kernel lays it out, which may read
         the trace's ``requires_grad`` of the inputs, nor computed from an output ATen's backend
         selection laid out, which reads the process's settings), so a static one may serve
-        other traces."""
+        other traces; a symbolic one too, with the questions ``computation`` logged."""
         if key is None or (self.env is not None and len(self.env.symbols) != symbols_before):
             return
         leaves, spec = pytree.tree_flatten(out)
@@ -137,6 +159,27 @@ class MetaCache:
             if len(_SHARED) >= SHARED_ENTRIES_MAX:
                 _SHARED.clear()
             _SHARED[key] = (spec, described)
+        elif share and computation is not None and computation.log is not None and \
+                base is None and all(leaf.static or _contiguous(leaf) for leaf in described
+                                     if isinstance(leaf, _Meta)):
+            if len(_SHARED_SYMBOLIC) >= SHARED_ENTRIES_MAX:
+                _SHARED_SYMBOLIC.clear()
+            _SHARED_SYMBOLIC[computation.key] = (spec, described, computation.log)
+
+    def shared_computation(self, key) -> SharedComputation | None:
+        """For the computation of a functional op of torch's own under symbolic sizes (``key``,
+        with no entry in this trace): the symbolic entry another trace left for it, to replay,
+        or the means to leave one (:class:`SharedComputation`); None when it cannot be
+        shared (an argument of unknown value, a dry run, another namespace's op)."""
+        env = self.env
+        if key is None or env is None or not env.symbols or len(key) != 6 or \
+                getattr(key[1], "namespace", None) not in TORCH_NAMESPACES:
+            return None
+        state = env.computation_state(_free_symbols(key[2]))
+        if state is None:
+            return None
+        shared = (key[0], key[1], key[2], key[4], key[5], state)
+        return SharedComputation(self, shared, _SHARED_SYMBOLIC.get(shared))
 
     def symbol_count(self) -> int | None:
         """The environment's symbol count, to pass to :meth:`put` after computing."""
@@ -163,6 +206,50 @@ class MetaCache:
 def clear_shared_entries() -> None:
     """Forget the entries shared between traces (a fresh process's state)."""
     _SHARED.clear()
+    _SHARED_SYMBOLIC.clear()
+
+
+class SharedComputation:
+    """One meta computation whose symbolic output other traces may share
+    (:meth:`MetaCache.shared_computation`). :meth:`wrap` gives the kernel to run in its
+    place: its first call replays the entry found (the questions, then fresh outputs) or
+    computes with the environment's questions logged (``log``, for :meth:`MetaCache.put`);
+    later calls (the size-1 audit re-running the node's kernel at 1) compute.
+
+    key: the shared key; entry: ``(spec, outputs, questions)`` found, or None; replayed:
+    whether the entry served; log: the questions of a computation that may be shared."""
+
+    __slots__ = ("cache", "key", "entry", "log", "replayed", "_used")
+
+    def __init__(self, cache: MetaCache, key, entry):
+        self.cache, self.key, self.entry = cache, key, entry
+        self.log: tuple | None = None
+        self.replayed = False
+        self._used = False
+
+    def wrap(self, kernel):
+        def shared(args, kwargs):
+            if self._used:
+                return kernel(args, kwargs)
+            self._used = True
+            env = self.cache.env
+            if self.entry is not None:
+                spec, leaves, questions = self.entry
+                outputs = [_fresh(self.cache, leaf) for leaf in leaves]
+                if all(out is not None for out in outputs):
+                    if env.replay_calls(questions):
+                        self.replayed = True
+                        return pytree.tree_unflatten(outputs, spec)
+                    global replay_mismatches
+                    replay_mismatches += 1
+                return kernel(args, kwargs)  # computed: what it asks again is answered alike
+            with env.calls_logged() as log:
+                out = kernel(args, kwargs)
+            if log is not None and UNREPLAYABLE not in log:
+                self.log = tuple(log)
+            return out
+
+        return shared
 
 
 def _shareable(key) -> bool:
@@ -223,6 +310,42 @@ def _state(leaf):
     if isinstance(leaf, _PLAIN):
         return (type(leaf), leaf)
     raise _Uncacheable
+
+
+def _fresh(cache: MetaCache, leaf):
+    """A replayed entry's output made again, or None. A symbolic one is laid out contiguously
+    (the entries shared are) and made as the kernels make theirs, with ``empty`` (the strides
+    ``size * max(size, 1)``, the storage its element count): ``empty_strided`` would ask of
+    each size whether it is 0 (the storage's extent), questions the computation may not have
+    asked, which the replay would record."""
+    if not isinstance(leaf, _Meta) or leaf.static:
+        return cache._rebuild(leaf, None)
+    out = torch.empty([cache._size(s) for s in leaf.sizes], dtype=leaf.dtype, device="meta")
+    return out if tuple(map(_expr, out.stride())) == leaf.strides else None
+
+
+def _contiguous(leaf: _Meta) -> bool:
+    """Whether ``leaf``'s strides are the contiguous ones of its sizes, as torch writes them
+    (``stride[i] = stride[i + 1] * max(size[i + 1], 1)``, sympy simplifying where it can)."""
+    expected = sympy.Integer(1)
+    for size, stride in zip(reversed(leaf.sizes), reversed(leaf.strides)):
+        if stride != expected:
+            return False
+        expected = expected * E.Max(size, 1)
+    return True
+
+
+def _free_symbols(stated) -> set:
+    """The symbols of a :func:`metadata_key`'s arguments."""
+    found: set = set()
+    for state in stated[1]:
+        if state[0] == "T":
+            for part in (*state[2], *state[3], state[4]):
+                if isinstance(part, sympy.Basic):
+                    found |= part.free_symbols
+        elif isinstance(state[1], sympy.Basic):
+            found |= state[1].free_symbols
+    return found
 
 
 def _expr(size):

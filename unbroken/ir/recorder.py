@@ -51,7 +51,12 @@ from .data_dependent import (
     has_unbacked_argument,
     integer_indexing,
 )
-from .devices import composite_layout, devices_of, python_data_on_user_device
+from .devices import (
+    composite_layout,
+    devices_of,
+    has_composite_layout,
+    python_data_on_user_device,
+)
 from .flat import tree_leaves, tree_map
 from .graph_builder import GraphBuilder, meta_like
 from .layouts import kernel_layout
@@ -302,14 +307,20 @@ class Recorder(TorchDispatchMode):
                 if out is None:
                     symbols = self.meta_cache.symbol_count()
                     device_layouts = self.device_layouts
-                    out = self._meta_of(lambda a, k: decompose(op, a, k), compute_args,
-                                        compute_kwargs, computation=("composite", op))
-                    out = composite_layout(self, op, compute_args, compute_kwargs, out)
                     relayout = kernel_layout(op)
+                    # shared with its questions when nothing after the decomposition asks
+                    shared = self.meta_cache.shared_computation(key) \
+                        if relayout is None and not has_composite_layout(op) else None
+                    kernel = lambda a, k: decompose(op, a, k)  # noqa: E731
+                    out = self._meta_of(kernel if shared is None else shared.wrap(kernel),
+                                        compute_args, compute_kwargs,
+                                        computation=("composite", op))
+                    out = composite_layout(self, op, compute_args, compute_kwargs, out)
                     if relayout is not None and layout_on_cpu(self, compute_args):
                         out = relayout(self, op, compute_args, compute_kwargs, out)
                     self.meta_cache.put(key, out, symbols, share=relayout is None
-                                        and self.device_layouts == device_layouts)
+                                        and self.device_layouts == device_layouts,
+                                        computation=shared)
         finally:
             self._suspended -= 1
         node = self._record(op, args, kwargs, out)
@@ -607,13 +618,18 @@ class Recorder(TorchDispatchMode):
         if out is None:
             symbols = self.meta_cache.symbol_count()
             device_layouts = self.device_layouts
+            relayout = kernel_layout(func)
+            shared = self.meta_cache.shared_computation(key) \
+                if base is None and relayout is None else None
+            kernel = self._kernel_of(func)
             self._suspended += 1
             try:
-                out = self._meta_of(self._kernel_of(func), args, kwargs, func)
+                out = self._meta_of(kernel if shared is None else shared.wrap(kernel), args,
+                                    kwargs, func)
             finally:
                 self._suspended -= 1
-            self.meta_cache.put(key, out, symbols, base, share=kernel_layout(func) is None
-                                and self.device_layouts == device_layouts)
+            self.meta_cache.put(key, out, symbols, base, share=relayout is None
+                                and self.device_layouts == device_layouts, computation=shared)
         return out
 
     def _positioned_by_unbacked(self, func, args) -> bool:

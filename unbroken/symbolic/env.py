@@ -105,6 +105,10 @@ class ShapeEnvironment:
         self._range_asked: set = set()  # the questions logged since the ranges last changed
         self._backed_count = 0
         self._unbacked_count = 0
+        # what a computation asked, while logged (``calls_logged``): replayed by another
+        # environment in the same state (``replay_calls``)
+        self._call_log: list | None = None
+        self._call_depth = 0
 
     # ----- symbols -----
     def create_symbol(self, name: str, hint: int, *, lower: int = 2,
@@ -379,6 +383,61 @@ class ShapeEnvironment:
                     if kinds.get(symbol) != kind:
                         return None
         return None if flipped is not None else settled
+
+    # ----- a computation's questions, logged and replayed -----
+    def computation_state(self, symbols) -> tuple | None:
+        """What this environment's answers about expressions over ``symbols`` read: their
+        ranges, kinds and hints, and the ``torch._check`` facts; None when one of them has no
+        hint (an unbacked symbol: its answers also read the answers kept), or while nothing
+        may be shared (a dry run of the size-1 audit, another computation logged). Two environments
+        with equal states answer every question over those symbols alike (``decide_expr``:
+        the constant, the ranges, else the hint), so what a computation asked of one, replayed
+        on the other (:meth:`replay_calls`), has the same answers and the side effects (the
+        guards, the size-1 audit's notes, the ranges' log) the computation would have there."""
+        if self._call_log is not None or self.size_one.dry:
+            return None  # inside another logged computation, or a dry run's answers
+        state = []
+        for symbol in sorted(symbols, key=str):
+            info = self.symbols.get(symbol)
+            if info is None or info.kind != "backed":
+                return None
+            state.append((symbol, self.var_ranges[symbol], self._hints[symbol]))
+        return tuple(state), tuple(self.facts)
+
+    @contextlib.contextmanager
+    def calls_logged(self) -> Iterator[list | None]:
+        """Log the questions asked of this environment inside (those with an answer or a side
+        effect: decisions, ``torch._check``, range questions), each once at the outermost
+        level, with its answer: a list, or None when this environment cannot log (another log
+        is open, a dry run of the size-1 audit). A computation that makes symbols or changes
+        ranges other than by a ``torch._check`` appends ``UNREPLAYABLE``."""
+        if self._call_log is not None or self.size_one.dry or \
+                type(self) is not ShapeEnvironment:
+            yield None
+            return
+        log = self._call_log = []
+        self.__class__ = _LoggingEnvironment  # no cost for environments not logged
+        try:
+            yield log
+        finally:
+            self.__class__ = ShapeEnvironment
+            self._call_log = None
+
+    def replay_calls(self, log: list) -> bool:
+        """Ask ``log``'s questions (:meth:`calls_logged`) of this environment, in order, which
+        must be in the ``computation_state`` of the one that logged them: True when every
+        answer is the logged one. Stops at the first that differs (False: a state that did
+        not say all the answers read): what was asked up to there, a computation here would
+        have asked too."""
+        for name, args, kwargs, answer in log:
+            args = tuple(SymNode(a[1], self, a[2], a[3]) if type(a) is tuple and a
+                         and a[0] is _NODE else a for a in args)
+            try:
+                if not _same_answer(getattr(self, name)(*args, **kwargs), answer):
+                    return False
+            except Exception:  # noqa: BLE001 - an answer the logged one was not: not replayed
+                return False
+        return True
 
     # ----- decisions -----
     @contextlib.contextmanager
@@ -690,3 +749,63 @@ def _symbol_vs_constant(fact):
     high = (sympy.ceiling(c) - 1 if (cls is sympy.Lt and integer)
             else sympy.floor(c) if integer else c)
     return lhs, ValueRange(None, high)
+
+
+# ----- the logging environment (``ShapeEnvironment.calls_logged``) -----
+# a logged argument that was a SymNode: (_NODE, expr, pytype, hint); its hint is the one
+# this environment gives it when replayed under the same ``computation_state``
+_NODE = object()
+UNREPLAYABLE = ("unreplayable", (), {}, None)
+
+# the methods a computation asks answers of (SymNode's decisions, torch's helpers that reach
+# into ``node.shape_env``, the recorder's and kernels' range questions)
+_ANSWERING = ("decide_bool", "decide_expr", "decide_value", "expect_true", "known_true",
+              "static_truth", "bound", "bound_sympy", "_maybe_evaluate_static",
+              "evaluate_sym_node", "guard_or_defer_runtime_assert")
+# the methods that make symbols or change ranges outside a ``torch._check``
+_CHANGING = ("create_symbol", "create_unbacked_symbol", "set_range", "_constrain_range_for_size",
+             "_constrain_range", "_constrain_is_bounded", "watch_ranges")
+
+
+def _logged(name: str):
+    method = getattr(ShapeEnvironment, name)
+
+    def logged(self, *args, **kwargs):
+        if self._call_depth:
+            return method(self, *args, **kwargs)
+        self._call_depth += 1
+        try:
+            answer = method(self, *args, **kwargs)
+        except BaseException:
+            self._call_log.append(UNREPLAYABLE)  # raised: the computation is not repeated
+            raise
+        finally:
+            self._call_depth -= 1
+        self._call_log.append((name, tuple((_NODE, a.expr, a.pytype, a.hint)
+                                           if isinstance(a, SymNode) else a for a in args),
+                               kwargs, answer))
+        return answer
+
+    logged.__name__ = name
+    return logged
+
+
+def _unreplayable(name: str):
+    method = getattr(ShapeEnvironment, name)
+
+    def changing(self, *args, **kwargs):
+        self._call_log.append(UNREPLAYABLE)
+        return method(self, *args, **kwargs)
+
+    changing.__name__ = name
+    return changing
+
+
+_LoggingEnvironment = type("_LoggingEnvironment", (ShapeEnvironment,), {
+    **{name: _logged(name) for name in _ANSWERING},
+    **{name: _unreplayable(name) for name in _CHANGING},
+    "__doc__": "A ShapeEnvironment while ``calls_logged`` (its instance's class meanwhile)."})
+
+
+def _same_answer(a, b) -> bool:
+    return type(a) is type(b) and (a == b or a is b)

@@ -108,7 +108,6 @@ class ShapeEnvironment:
         # what a computation asked, while logged (``calls_logged``): replayed by another
         # environment in the same state (``replay_calls``)
         self._call_log: list | None = None
-        self._call_depth = 0
 
     # ----- symbols -----
     def create_symbol(self, name: str, hint: int, *, lower: int = 2,
@@ -771,19 +770,23 @@ def _logged(name: str):
     method = getattr(ShapeEnvironment, name)
 
     def logged(self, *args, **kwargs):
-        if self._call_depth:
-            return method(self, *args, **kwargs)
-        self._call_depth += 1
+        # the questions it asks in turn (``decide_bool`` asks ``decide_expr``) are its own:
+        # the plain class meanwhile, so they run unlogged at no cost
+        self.__class__ = ShapeEnvironment
         try:
             answer = method(self, *args, **kwargs)
         except BaseException:
             self._call_log.append(UNREPLAYABLE)  # raised: the computation is not repeated
             raise
         finally:
-            self._call_depth -= 1
-        self._call_log.append((name, tuple((_NODE, a.expr, a.pytype, a.hint)
-                                           if isinstance(a, SymNode) else a for a in args),
-                               kwargs, answer))
+            self.__class__ = _LoggingEnvironment
+        if len(args) == 1 and type(args[0]) is SymNode:  # most: one node to decide
+            node = args[0]
+            args = ((_NODE, node.expr, node.pytype, node.hint),)
+        elif any(isinstance(a, SymNode) for a in args):
+            args = tuple((_NODE, a.expr, a.pytype, a.hint) if isinstance(a, SymNode) else a
+                         for a in args)
+        self._call_log.append((name, args, kwargs, answer))
         return answer
 
     logged.__name__ = name

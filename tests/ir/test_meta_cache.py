@@ -36,7 +36,7 @@ class Blocks(torch.nn.Module):
 
 def _without_cache(monkeypatch):
     monkeypatch.setattr(MetaCache, "get", lambda self, key, base=None: None)
-    monkeypatch.setattr(MetaCache, "shared_computation", lambda self, key: None)
+    monkeypatch.setattr(MetaCache, "shared_computation", lambda self, key, base=None: None)
 
 
 def _summary(ep):
@@ -465,3 +465,32 @@ def test_a_computation_asks_the_same_questions_whatever_was_read_of_its_inputs_b
         logs.append([(name, [a[1] if type(a) is tuple else a for a in args], answer)
                      for name, args, _, answer in log])
     assert logs[0] and logs[0] == logs[1]
+
+
+def test_view_outputs_are_replayed_as_views_of_their_base(monkeypatch):
+    """A view op's shared entry is made again as a view of the tensor it views in this trace
+    (``as_strided`` of it, as the trace's own view entries): the second export replays the
+    views of the first and gives its program, guards and ranges."""
+    model = _Attention().eval()
+    x, mask = torch.randn(2, 5, 16), torch.randn(2, 1, 5, 5)
+    spec = ({0: Dim.AUTO, 1: Dim.AUTO}, {0: Dim.AUTO, 2: Dim.AUTO, 3: Dim.AUTO})
+    clear_shared_entries()
+    first = unbroken.export(model, (x, mask), dynamic_shapes=spec)
+    seen = []
+    real = unbroken.ir.meta_cache.SharedComputation.wrap
+
+    def watching(self, kernel):
+        shared = real(self, kernel)
+
+        def run(args, kwargs):
+            out = shared(args, kwargs)
+            seen.append((self.key[1], self.base is not None, self.replayed))
+            return out
+        return run
+
+    monkeypatch.setattr(unbroken.ir.meta_cache.SharedComputation, "wrap", watching)
+    second = unbroken.export(model, (x, mask), dynamic_shapes=spec)
+    views = [(op, replayed) for op, is_view, replayed in seen if is_view]
+    assert {torch.ops.aten.view.default, torch.ops.aten.transpose.int} <= {op for op, _ in views}
+    assert all(replayed for _, replayed in views)
+    assert _full_summary(first) == _full_summary(second)

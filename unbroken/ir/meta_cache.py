@@ -53,9 +53,12 @@ questions again, in order, of its own environment (``ShapeEnvironment.replay_cal
 records the guards, the size-1 audit's notes and the ranges' log a computation would record
 there, and gets the logged answers (else it computes, as without the entry). A model exported
 again under ``Dim.AUTO`` or named Dims skips the meta computations of its first export
-(``scaled_dot_product_attention``'s decomposition on SymInts: ~15-30 ms). Only a computation
-that asked nothing that failed, made no symbol and changed no range but by a ``torch._check``
-is shared; and only when its symbols have example values (no data-dependent size).
+(``scaled_dot_product_attention``'s decomposition on SymInts: ~15-30 ms; a ``view``'s Python
+reference ~0.5 ms). Only a computation that asked nothing that failed, made no symbol and
+changed no range but by a ``torch._check`` is shared; only when its symbols have example values
+(no data-dependent size); and only outputs made again without a question the computation may
+not have asked: a functional op's laid out contiguously (made with ``empty``, as the kernels
+make theirs) and a view op's (``as_strided`` of its base, as this trace's own entries).
 """
 from __future__ import annotations
 
@@ -160,15 +163,17 @@ class MetaCache:
                 _SHARED.clear()
             _SHARED[key] = (spec, described)
         elif share and computation is not None and computation.log is not None and \
-                base is None and all(leaf.static or _contiguous(leaf) for leaf in described
-                                     if isinstance(leaf, _Meta)):
+                all(leaf.static or isinstance(leaf, _View) or _contiguous(leaf)
+                    for leaf in described if isinstance(leaf, _Meta)):
             if len(_SHARED_SYMBOLIC) >= SHARED_ENTRIES_MAX:
                 _SHARED_SYMBOLIC.clear()
             _SHARED_SYMBOLIC[computation.key] = (spec, described, computation.log)
 
-    def shared_computation(self, key) -> SharedComputation | None:
+    def shared_computation(self, key, base: torch.Tensor | None = None
+                           ) -> SharedComputation | None:
         """For the computation of a functional op of torch's own under symbolic sizes (``key``,
-        with no entry in this trace): the symbolic entry another trace left for it, to replay,
+        with no entry in this trace; a view op's, ``base`` the tensor it views): the symbolic
+        entry another trace left for it, to replay,
         or the means to leave one (:class:`SharedComputation`); None when it cannot be
         shared (an argument of unknown value, a dry run, another namespace's op)."""
         env = self.env
@@ -179,7 +184,7 @@ class MetaCache:
         if state is None:
             return None
         shared = (key[0], key[1], key[2], key[4], key[5], state)
-        return SharedComputation(self, shared, _SHARED_SYMBOLIC.get(shared))
+        return SharedComputation(self, shared, _SHARED_SYMBOLIC.get(shared), base)
 
     def symbol_count(self) -> int | None:
         """The environment's symbol count, to pass to :meth:`put` after computing."""
@@ -219,10 +224,10 @@ class SharedComputation:
     key: the shared key; entry: ``(spec, outputs, questions)`` found, or None; replayed:
     whether the entry served; log: the questions of a computation that may be shared."""
 
-    __slots__ = ("cache", "key", "entry", "log", "replayed", "_used")
+    __slots__ = ("cache", "key", "entry", "base", "log", "replayed", "_used")
 
-    def __init__(self, cache: MetaCache, key, entry):
-        self.cache, self.key, self.entry = cache, key, entry
+    def __init__(self, cache: MetaCache, key, entry, base: torch.Tensor | None = None):
+        self.cache, self.key, self.entry, self.base = cache, key, entry, base
         self.log: tuple | None = None
         self.replayed = False
         self._used = False
@@ -235,7 +240,7 @@ class SharedComputation:
             env = self.cache.env
             if self.entry is not None:
                 spec, leaves, questions = self.entry
-                outputs = [_fresh(self.cache, leaf) for leaf in leaves]
+                outputs = [_fresh(self.cache, leaf, self.base) for leaf in leaves]
                 if all(out is not None for out in outputs):
                     if env.replay_calls(questions):
                         self.replayed = True
@@ -312,14 +317,15 @@ def _state(leaf):
     raise _Uncacheable
 
 
-def _fresh(cache: MetaCache, leaf):
-    """A replayed entry's output made again, or None. A symbolic one is laid out contiguously
-    (the entries shared are) and made as the kernels make theirs, with ``empty`` (the strides
+def _fresh(cache: MetaCache, leaf, base: torch.Tensor | None = None):
+    """A replayed entry's output made again, or None. A view op's is a view of ``base``; a
+    functional op's symbolic one is laid out contiguously (the entries shared are) and made
+    as the kernels make theirs, with ``empty`` (the strides
     ``size * max(size, 1)``, the storage its element count): ``empty_strided`` would ask of
     each size whether it is 0 (the storage's extent), questions the computation may not have
     asked, which the replay would record."""
-    if not isinstance(leaf, _Meta) or leaf.static:
-        return cache._rebuild(leaf, None)
+    if not isinstance(leaf, _Meta) or leaf.static or isinstance(leaf, _View):
+        return cache._rebuild(leaf, base)
     out = torch.empty([cache._size(s) for s in leaf.sizes], dtype=leaf.dtype, device="meta")
     return out if tuple(map(_expr, out.stride())) == leaf.strides else None
 

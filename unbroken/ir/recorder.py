@@ -619,8 +619,8 @@ class Recorder(TorchDispatchMode):
             symbols = self.meta_cache.symbol_count()
             device_layouts = self.device_layouts
             relayout = kernel_layout(func)
-            shared = self.meta_cache.shared_computation(key) \
-                if base is None and relayout is None else None
+            shared = self.meta_cache.shared_computation(key, base) \
+                if relayout is None else None
             kernel = self._kernel_of(func)
             self._suspended += 1
             try:

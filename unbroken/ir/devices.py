@@ -65,9 +65,8 @@ from ..symbolic.torch_compat import (
 from .flat import tree_leaves
 
 __all__ = ["PASS_THROUGH_CODE", "composite_layout", "devices_of", "has_composite_layout",
-           "is_trace_mode",
-           "needs_python_data_mode", "python_data_on_user_device", "trace_wide",
-           "traced_device_arguments"]
+           "is_trace_mode", "needs_python_data_mode", "python_data_on_user_device",
+           "trace_wide", "traced_device_arguments"]
 
 _META = torch.device("meta")
 

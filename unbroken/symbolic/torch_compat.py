@@ -28,6 +28,7 @@ import importlib
 import inspect
 import re
 import sys
+import types
 import warnings
 
 import torch
@@ -67,6 +68,7 @@ __all__ = [
     "TrainingIRVerifier", "SpecViolationError", "NodeSource", "NodeSourceAction",
     "core_aten_decompositions", "LazyGraphModule",
     "GLOBAL_MODULE_HOOKS", "global_module_hooks", "preload_dynamo", "compiler_leaf",
+    "compiled_original",
     "SYMPY_FUNCTION_NAMES", "custom_fake_kernel", "fake_ctx", "auto_functionalized",
     "torch_exception_class", "user_error_type", "EXPORT_PREDICATES", "export_predicate",
     "export_flags", "has_autocast_kernel", "autocast_enabled_devices", "autocast_key_reached",
@@ -533,6 +535,25 @@ def preload_dynamo() -> None:
     """Import ``torch._dynamo`` (what a first export loads lazily anyway), so that a warm-up
     pays for it once."""
     import torch._dynamo  # noqa: F401
+
+
+def compiled_original(fn):
+    """The callable inside ``fn`` when ``fn`` is a wrapper TorchDynamo made of it, else None:
+    ``torch.compile(f)`` (and ``torch._dynamo.optimize``/``run``), the ``forward`` of a
+    ``torch.compile(module)``, ``torch.compiler.disable(f)``. Such a wrapper only steers
+    TorchDynamo (it sets the frame-evaluation hook around the call), and torch's tracers run
+    the callable inside it (strict export inlines it; a disabled one strict export refuses, the
+    default non-strict export traces). Told as torch's ``innermost_fn`` tells it, one level:
+    ``_torchdynamo_orig_callable`` on a wrapper whose ``_torchdynamo_wrapper_id`` is its own id
+    (a ``functools.wraps`` copy of a wrapper carries the attribute, not the id); the same
+    attributes in 2.13, 2.14 and 2.15."""
+    if not isinstance(fn, types.FunctionType):
+        return None
+    inner = fn.__dict__.get("_torchdynamo_orig_callable")
+    if inner is None or fn.__dict__.get("_torchdynamo_wrapper_id") != id(fn) \
+            or not callable(inner):
+        return None
+    return inner
 
 
 def compiler_leaf(fn) -> bool:

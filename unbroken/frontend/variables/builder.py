@@ -30,6 +30,7 @@ from ...symbolic.torch_compat import (
     OpOverload,
     OpOverloadPacket,
     TensorBase,
+    compiled_original,
     compiler_leaf,
     function_apply_class,
 )
@@ -183,6 +184,8 @@ def _builder_of(tx, value):
             return _with_class(ImportModuleVariable)
         if compiler_leaf(value):  # torch.compiler.allow_in_graph: run on meta tensors, as
             return _with_class(TorchFunctionVariable)  # torch runs it on fake tensors
+        if compiled_original(value) is not None:  # torch.compile, torch.compiler.disable
+            return _wrap_compiled
     created = tx.output.native_objects.get(id(value))
     if created is not None and created.value is value:  # an object of the trace's own
         return lambda tx, value, source: created
@@ -220,6 +223,14 @@ def _opaque_object(value) -> bool:
     kind = type(value)
     return python_getattribute(kind) and not callable(value) and \
         not issubclass(kind, _CHAIN_CLASSES) and not is_numpy_type(kind)
+
+
+def _wrap_compiled(tx, value, source):
+    """A wrapper TorchDynamo made of a callable (``torch.compile(f)``, a compiled module's
+    ``forward``, ``torch.compiler.disable(f)``) is the callable inside it: the wrapper only
+    sets TorchDynamo's frame hook around the call (run natively, it would have TorchDynamo
+    compile the interpreter's own frames), and the capture runs no compiler."""
+    return wrap(tx, compiled_original(value), source)
 
 
 def _itself(tx, value, source):

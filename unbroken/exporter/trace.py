@@ -129,7 +129,9 @@ class Trace:
         finally:
             self.env.on_guard = None  # a guard decided later is settled with the others
         user_pytree_leaves(outputs, "forward()'s result")  # the user's flatten functions run
-        return pytree.tree_flatten(outputs)
+        flat = pytree.tree_flatten(outputs)
+        self.output.check_grad_reproducible(flat[0])
+        return flat
 
     def _stop_for_adoption(self, guard) -> None:
         """``env.on_guard`` under ``options.adopt_early``: a guard that may need another trace

@@ -188,6 +188,7 @@ class TraceContext:
         self._paths = {}
         self._owned_paths: frozenset[str] | None = None  # see model_holds
         self._parameters: set[int] = set()
+        self._callers: set[int] = set()  # ids of the stand-ins of inputs, parameters, buffers
         self._examples: dict[int, torch.Tensor] = {}
         # the trace's own grad mode (the process's is never changed by forward())
         self.grad_enabled = self.initial_grad_enabled = torch.is_grad_enabled()
@@ -217,6 +218,7 @@ class TraceContext:
         example input itself, for the functions marked ``assume_constant_result``)."""
         if parameter:
             self._parameters.add(id(meta))
+        self._callers.add(id(meta))
         self.site.eager_requires_grad[id(meta)] = requires_grad
         if example is not None:
             self._examples[id(meta)] = example
@@ -229,6 +231,11 @@ class TraceContext:
 
     def is_parameter(self, meta) -> bool:
         return id(meta) in self._parameters
+
+    def is_callers(self, meta) -> bool:
+        """Whether ``meta`` stands for a tensor of the caller's: an input, a parameter or a
+        buffer of the export, a constant lifted from outside forward()."""
+        return id(meta) in self._callers or self.recorder.is_placeholder(meta)
 
     def requires_grad(self, meta) -> bool:
         return self.site.requires_grad(meta)
@@ -294,26 +301,91 @@ class TraceContext:
                               details="Use `with torch.no_grad():` or `with "
                                       "torch.set_grad_enabled(...):` around the code instead.")
 
-    def result_requires_grad(self, fn, inputs, result) -> bool:
+    def result_requires_grad(self, fn, inputs, result, requires_grad=None) -> bool:
         """Whether eager autograd makes ``result`` (a tensor ``fn`` returned) require grad:
-        grad mode is on, some input tensor requires grad, the result is floating point or
-        complex, and ``fn`` is differentiable."""
+        grad mode is on, some input tensor requires grad (``requires_grad``: whether a tensor
+        does; eager's by default), the result is floating point or complex, and ``fn`` is
+        differentiable."""
         if not self.grad_enabled or fn in _NON_DIFFERENTIABLE:
             return False
         if not (result.dtype.is_floating_point or result.dtype.is_complex):
             return False
-        return any(self.site.eager_requires_grad.get(id(t), False) for t in inputs)
+        if requires_grad is None:
+            return any(self.site.eager_requires_grad.get(id(t), False) for t in inputs)
+        return any(requires_grad(t) for t in inputs)
 
     def note_results(self, fn, inputs: list, result) -> None:
         """Mark what a leaf call returned with its eager ``requires_grad`` (an in-place op
-        keeps what its target had and adds what its other inputs bring)."""
+        keeps what its target had and adds what its other inputs bring). A result that
+        requires grad natively though no input does in eager was made to (a factory's
+        ``requires_grad=True``; the stand-ins themselves require no grad natively): it
+        requires grad in eager only, a program cannot make it so
+        (``TraceSite.grad_made_here``); nor what requires grad only through such tensors."""
+        site = self.site
         input_ids = {id(t) for t in inputs}
         for tensor in tree_leaves(result):
             if isinstance(tensor, torch.Tensor):
+                key = id(tensor)
                 flag = self.result_requires_grad(fn, inputs, tensor)
-                if id(tensor) in input_ids:
-                    flag = flag or self.site.eager_requires_grad.get(id(tensor), False)
-                self.site.eager_requires_grad[id(tensor)] = flag
+                if key in input_ids:
+                    flag = flag or site.eager_requires_grad.get(key, False)
+                made_here = None
+                if flag and site.grad_made_here:
+                    made_here = self._grad_made_here(fn, inputs, tensor, key in input_ids)
+                elif not flag and tensor.requires_grad and key not in input_ids:
+                    # the stand-ins require no grad natively: a result that does was made to
+                    # by the call (``torch.zeros(..., requires_grad=True)``, or inside it)
+                    flag, made_here = True, self.user_frames()
+                site.eager_requires_grad[key] = flag
+                if made_here is None:
+                    site.grad_made_here.pop(key, None)
+                else:
+                    site.grad_made_here[key] = (tensor, made_here)
+
+    def _grad_made_here(self, fn, inputs, tensor, in_place: bool):
+        """The frames of a ``grad_made_here`` tensor ``tensor`` requires grad through, when the
+        program's value would not require grad (the rule of eager's, with those tensors not
+        requiring grad), else None."""
+        made = self.site.grad_made_here
+
+        def program_requires_grad(t):
+            return self.site.eager_requires_grad.get(id(t), False) and id(t) not in made
+
+        if self.result_requires_grad(fn, inputs, tensor, program_requires_grad) or (
+                in_place and program_requires_grad(tensor)):
+            return None
+        return next(made[id(t)][1] for t in (*inputs, tensor) if id(t) in made)
+
+    def make_require_grad(self, meta) -> None:
+        """``meta`` (a tensor forward() made, requiring no grad) made to require grad
+        (``requires_grad_()``): see ``TraceSite.grad_made_here``."""
+        self.site.eager_requires_grad[id(meta)] = True
+        self.site.grad_made_here[id(meta)] = (meta, self.user_frames())
+        meta.requires_grad_(True)  # natively too: an in-place op on it then fails as in eager
+
+    def check_grad_reproducible(self, outputs) -> None:
+        """Refuse when a tensor that requires grad in eager only through tensors forward()
+        made require grad is an output of forward() or was written into an input or the
+        state: the program's would not require grad (UB116)."""
+        made = self.site.grad_made_here
+        reached = [(t, "is returned by forward()") for t in outputs
+                   if isinstance(t, torch.Tensor) and id(t) in made]
+        reached += [(meta, "is written into an input or the model's state")
+                    for meta, _ in made.values() if self.is_callers(meta)]
+        if reached:
+            tensor, what = reached[0]
+            frames = made[id(tensor)][1]
+            raise graph_break(
+                "UB116", "a tensor made in forward() with `requires_grad=True` (or "
+                f"`.requires_grad_()`) makes a value that {what} require grad",
+                frames=frames,
+                details="In eager that value requires grad (and has a grad_fn) only because of "
+                        "the tensor made to require grad here; an exported program's values "
+                        "require grad through its inputs and parameters only, so its value "
+                        "would not.",
+                hint="Drop `requires_grad=True` here (a tensor made in forward() receives no "
+                     "gradient the caller can read), or make the tensor a parameter of the "
+                     "model (nn.Parameter in __init__).")
 
     # ----------------------------------------------------------------- native context managers
     def entered_natively(self, manager) -> None:

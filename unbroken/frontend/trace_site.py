@@ -33,12 +33,18 @@ class TraceSite:
     module_suffixes: ``"@n"`` per ``module_stack`` entry for the n-th call of a module whose
                      call signature is preserved (``""`` mostly);
     eager_requires_grad: id(meta tensor) -> whether eager's tensor behind it requires grad.
+    grad_made_here:  id(meta tensor) -> (it, the user's frames of the line that made a tensor of
+                     forward() require grad) for a tensor that requires grad in eager only
+                     through tensors forward() made require grad (``requires_grad=True`` of a
+                     factory, ``requires_grad_()``): a program cannot make a tensor require grad
+                     (its values require grad through its inputs and parameters only), so such
+                     a tensor must not reach an output or the state (``TraceContext``).
     frames:          ``(file, line, function) -> UserFrame`` made so far (``frame()``).
     stacks:          the ``nn_module_stack()`` of each stack of modules met so far.
     """
 
     __slots__ = ("translators", "module_stack", "module_suffixes", "eager_requires_grad",
-                 "frames", "stacks")
+                 "grad_made_here", "frames", "stacks")
 
     def __init__(self):
         self.frames: dict = {}
@@ -47,6 +53,7 @@ class TraceSite:
         self.module_stack: list[tuple[str, type]] = []
         self.module_suffixes: list[str] = []
         self.eager_requires_grad: dict[int, bool] = {}
+        self.grad_made_here: dict[int, tuple] = {}
 
     def user_frames(self) -> tuple:
         """The user's stack: the frames of running translators outside torch and unbroken."""

@@ -161,6 +161,12 @@ class GraphBuilder:
     def device_of(self, tensor: torch.Tensor) -> torch.device:
         return self._devices.get(id(tensor), _CPU)
 
+    def is_placeholder(self, tensor: torch.Tensor) -> bool:
+        """Whether ``tensor`` is an input of the graph (a user input, a parameter, a buffer, a
+        lifted constant)."""
+        node = self._nodes.get(id(tensor))
+        return node is not None and node.op == "placeholder"
+
     # ----------------------------------------------------------------- symbols
     def bind_symbol(self, expr, node: fx.Node, dim: int, tensor=None) -> None:
         """Record that ``node``'s size at ``dim`` is ``expr``: a symbol, or ``a*s + b``

@@ -197,6 +197,9 @@ class Recorder(TorchDispatchMode):
     def device_of(self, tensor: torch.Tensor) -> torch.device:
         return self.builder.device_of(tensor)
 
+    def is_placeholder(self, tensor: torch.Tensor) -> bool:
+        return self.builder.is_placeholder(tensor)
+
     def lift_constant(self, real: torch.Tensor, name_hint: str | None = None) -> torch.Tensor:
         """Turn a tensor that is not a parameter, buffer or input into a constant placeholder
         (``c_<name>``); returns the meta tensor that stands for it during tracing. A tensor

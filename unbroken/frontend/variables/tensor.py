@@ -177,11 +177,20 @@ class TensorMethodVariable(VariableTracker):
         return result
 
     def _requires_grad_(self, tx, args, kwargs):
-        """``x.requires_grad_(flag)``: a no-op when ``x`` already has that flag; turning
-        autograd on or off for a tensor is not an ATen op, so a program cannot replay it."""
+        """``x.requires_grad_(flag)``: a no-op when ``x`` already has that flag. A tensor
+        forward() made (not an input, parameter, buffer or constant: those are the caller's)
+        may start requiring grad: only what reaches an output or the state through it is
+        refused (``TraceContext.check_grad_reproducible``). Otherwise turning autograd on or
+        off for a tensor is not an ATen op, so a program cannot replay it."""
         flag = (kwargs.get("requires_grad") or (args[0] if args else None))
         wanted = True if flag is None else bool(flag.as_constant())
-        if wanted != tx.output.requires_grad(self.tensor.meta):
+        meta = self.tensor.meta
+        if wanted and not tx.output.requires_grad(meta) and \
+                not tx.output.is_callers(meta) and \
+                (meta.dtype.is_floating_point or meta.dtype.is_complex):
+            tx.output.make_require_grad(meta)
+            return self.tensor
+        if wanted != tx.output.requires_grad(meta):
             raise graph_break("UB116", f"`.requires_grad_({wanted})` on "
                               f"{self.tensor.describe()} changes whether autograd tracks it",
                               frames=tx.user_frames(),

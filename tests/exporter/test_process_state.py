@@ -13,6 +13,7 @@ import unbroken.exporter.build
 from tests.state_leak import ModelSnapshot
 from unbroken.exporter.process_state import ProcessState, isolated
 from unbroken.ir.recorder import Recorder
+from unbroken.symbolic.torch_compat import GLOBAL_SETTINGS
 
 
 class InferenceRegion(torch.nn.Module):
@@ -206,3 +207,78 @@ def test_a_trace_stopped_for_an_adoption_leaves_the_process_and_model_unchanged(
     resized = (torch.randn(5, 4), torch.randn(5, 4))
     torch.testing.assert_close(ep.module()(*resized), model(*resized), rtol=0, atol=0)
     _eager_works()
+
+
+def _other(value):
+    """A value of a setting other than ``value``, of its kind."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, tuple):
+        return (not value[0], *value[1:])
+    if isinstance(value, torch.dtype):
+        return torch.float16 if value != torch.float16 else torch.bfloat16
+    if value in ("highest", "high", "medium"):
+        return "medium" if value != "medium" else "highest"
+    return 1 if value != 1 else 2  # threads, the deterministic debug mode
+
+
+@pytest.mark.parametrize("index", range(len(GLOBAL_SETTINGS)),
+                         ids=[name for name, _, _ in GLOBAL_SETTINGS])
+def test_a_setting_forward_leaves_changed_is_refused_and_put_back(index):
+    """Every one of torch's process-wide settings (``torch_compat.GLOBAL_SETTINGS``): a forward
+    that changes it is refused (by the call's name where unbroken knows the call, else when
+    forward() returns, naming the setting) and the process keeps the caller's value."""
+    name, get, put = GLOBAL_SETTINGS[index]
+    new = _other(get())
+
+    class Changes(torch.nn.Module):
+        def forward(self, x):
+            put(new)
+            return x + 1
+
+    before, value = ProcessState.capture(), get()
+    with pytest.raises(unbroken.GraphBreakError) as info:
+        unbroken.export(Changes(), (torch.randn(3),))
+    assert info.value.code in ("UB107", "UB110"), info.value
+    assert get() == value and ProcessState.capture() == before
+
+
+def test_a_setting_forward_changes_back_is_exported():
+    class Restores(torch.nn.Module):
+        def forward(self, x):
+            torch.set_warn_always(not torch.is_warn_always_enabled())
+            y = x * 2
+            torch.set_warn_always(not torch.is_warn_always_enabled())
+            return y
+
+    x = torch.randn(3)
+    assert torch.equal(unbroken.export(Restores(), (x,)).module()(x), x * 2)
+
+
+def test_the_refusal_names_the_setting_and_forward():
+    class Anomaly(torch.nn.Module):
+        def forward(self, x):
+            torch.set_anomaly_enabled(True)
+            return x + 1
+
+    with pytest.raises(unbroken.GraphBreakError, match="set_detect_anomaly") as info:
+        unbroken.export(Anomaly(), (torch.randn(3),))
+    assert info.value.location.function == "forward"
+    assert not torch.is_anomaly_enabled()
+
+
+def test_the_random_generator_is_put_back_after_running_the_model_eagerly():
+    """find_graph_breaks runs the model on a copy beside the trace (to know the path the
+    example takes), drawing from the default generator: the caller's draws stay the same."""
+    class Noisy(torch.nn.Module):
+        def forward(self, x):
+            noise = torch.randn(3)
+            if (x + noise).sum() > 0:
+                return x + noise
+            return x - noise
+
+    x = torch.randn(3)
+    state = torch.get_rng_state()
+    breaks = unbroken.find_graph_breaks(Noisy(), (x,))
+    assert [b.code for b in breaks] == ["UB101"]
+    assert torch.equal(torch.get_rng_state(), state)

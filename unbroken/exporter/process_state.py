@@ -13,7 +13,7 @@ Tests compare two snapshots with ``==``.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -22,10 +22,12 @@ from ..symbolic.torch_compat import (
     DispatchKey,
     dispatch_modes,
     function_modes,
+    global_settings,
     inference_mode_guard,
     local_dispatch_keys,
     op_python_kernels,
     restore_mode_stacks,
+    restore_settings,
     set_grad_enabled,
     set_local_dispatch_key,
 )
@@ -57,7 +59,13 @@ class ProcessState:
         inference mode and autocast live there);
     python_kernels: the Python kernels registered on the ops unbroken patches (None in the
         snapshot :func:`isolated` restores from: ``restore`` does not read them, and
-        ``ir.composites`` puts them back itself; tests compare full snapshots).
+        ``ir.composites`` puts them back itself; tests compare full snapshots);
+    settings: torch's process-wide settings (``torch_compat.GLOBAL_SETTINGS``: anomaly
+        detection, deterministic algorithms, matmul precision, threads, CPU autocast, backend
+        flags);
+    rng_state: the default CPU generator's state (running the model eagerly beside a trace,
+        as ``find_graph_breaks`` and the check of an error against eager do, draws from it);
+        restored, but not compared (``==`` is for tests, whose own draws change it).
     """
 
     grad_enabled: bool
@@ -68,6 +76,8 @@ class ProcessState:
     included: frozenset
     excluded: frozenset
     python_kernels: tuple | None
+    settings: tuple
+    rng_state: bytes = field(compare=False)  # a test's own draws change it
 
     @classmethod
     def capture(cls, python_kernels: bool = True) -> ProcessState:
@@ -79,7 +89,9 @@ class ProcessState:
             function_modes=function_modes(),
             included=_keys_in(local_dispatch_keys()[0]),
             excluded=_keys_in(local_dispatch_keys()[1]),
-            python_kernels=_python_kernels() if python_kernels else None)
+            python_kernels=_python_kernels() if python_kernels else None,
+            settings=global_settings(),
+            rng_state=bytes(torch.get_rng_state().numpy()))
 
     def restore(self) -> None:
         """Put the process back in this state (modes popped or pushed back, keys reset)."""
@@ -95,6 +107,9 @@ class ProcessState:
             set_local_dispatch_key(key, excluded=key in self.excluded)
         if now.default_dtype != self.default_dtype:
             torch.set_default_dtype(self.default_dtype)
+        restore_settings(self.settings)
+        if now.rng_state != self.rng_state:
+            torch.set_rng_state(torch.frombuffer(bytearray(self.rng_state), dtype=torch.uint8))
         set_grad_enabled(self.grad_enabled)
 
 

@@ -24,6 +24,7 @@ from ..symbolic.diagnostics import (
     UnsupportedError,
 )
 from ..symbolic.diagnostics.catalogue import GraphBreakError, TracedException, graph_break
+from ..symbolic.torch_compat import changed_settings, global_settings
 from .budget import BudgetMeter, current_budget
 from .overlay import Overlay
 from .paths import PathDecisions
@@ -192,6 +193,7 @@ class TraceContext:
         self._examples: dict[int, torch.Tensor] = {}
         # the trace's own grad mode (the process's is never changed by forward())
         self.grad_enabled = self.initial_grad_enabled = torch.is_grad_enabled()
+        self.initial_settings = global_settings()  # checked when forward() returns
         self.inference_mode = False
         self.native_contexts: list = []  # context managers entered natively, innermost last
         self.meter = BudgetMeter(current_budget())  # instructions and time of this trace
@@ -290,6 +292,24 @@ class TraceContext:
         self.recorder.builder.record_grad_mode_restore(region.previous_node)
         self.grad_enabled, self.inference_mode = region.grad_enabled, region.inference_mode
         self.grad_regions_open -= 1
+
+    def check_settings_restored(self, frames=()) -> None:
+        """forward() (defined at ``frames``) may not leave one of torch's process-wide
+        settings changed (``torch_compat.GLOBAL_SETTINGS``; the calls that change one before
+        they run are refused by name, at their line): a program cannot replay it (the export
+        itself puts it back). Checked when forward() returns: inside a ``with`` block a setting
+        may differ."""
+        changed = changed_settings(self.initial_settings)
+        if changed:
+            raise graph_break("UB107", "forward() leaves PyTorch's global state changed: "
+                              f"{', '.join(changed)}",
+                              frames=frames,
+                              details="An exported program cannot replay a change of the "
+                                      "process's settings, and eager computes what follows "
+                                      "under the changed one.",
+                              hint="Set it before calling the model (and before export), or "
+                                   "change it inside forward() only within a `with` block "
+                                   "that restores it.")
 
     def check_grad_mode_restored(self) -> None:
         """forward() may not return with another grad mode than it was called in (a plain

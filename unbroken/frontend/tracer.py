@@ -1,7 +1,10 @@
 """Entry points of the frontend: trace a module call, or interpret a pure-Python function."""
 from __future__ import annotations
 
+import torch
+
 from ..ir.recorder import Recorder
+from ..symbolic.diagnostics import frame_from_code
 from ..symbolic.torch_compat import export_flags
 from .output import TraceContext
 from .sources import LocalSource
@@ -55,7 +58,19 @@ def trace_call(output: TraceContext, callee, args: list, kwargs: dict, *,
     output.overlay.check_restored()
     output.overlay.warn_changed_state()
     output.check_grad_mode_restored()
+    output.check_settings_restored(_definition(callee))
     return result, tx
+
+
+def _definition(callee) -> tuple:
+    """The frame of the first line of ``callee``'s Python function (a module's ``forward``),
+    or ``()``: where a diagnostic about the whole call points."""
+    function = getattr(type(callee), "forward", None) if isinstance(callee, torch.nn.Module) \
+        else callee
+    code = getattr(getattr(function, "__func__", function), "__code__", None)
+    if code is None:
+        return ()
+    return (frame_from_code(code.co_filename, code.co_firstlineno, code.co_name),)
 
 
 def interpret(fn, *args, **kwargs):

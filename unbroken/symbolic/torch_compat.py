@@ -68,6 +68,7 @@ __all__ = [
     "TrainingIRVerifier", "SpecViolationError", "NodeSource", "NodeSourceAction",
     "core_aten_decompositions", "LazyGraphModule",
     "GLOBAL_MODULE_HOOKS", "global_module_hooks", "preload_dynamo", "compiler_leaf",
+    "GLOBAL_SETTINGS", "global_settings", "changed_settings", "restore_settings",
     "compiled_original",
     "SYMPY_FUNCTION_NAMES", "custom_fake_kernel", "fake_ctx", "auto_functionalized",
     "torch_exception_class", "user_error_type", "EXPORT_PREDICATES", "export_predicate",
@@ -360,6 +361,76 @@ def inference_mode_guard(enabled: bool):
 set_grad_enabled = torch._C._set_grad_enabled
 """``torch._C._set_grad_enabled(flag)``: the call ``with torch.no_grad()`` makes, and the
 grad-mode node of exported graphs (torch's programs have it too)."""
+
+
+def _setting(name: str, get, put) -> tuple:
+    return name, get, put
+
+
+def _backend_flag(owner, path: str, attribute: str) -> tuple:
+    return _setting(f"{path}.{attribute}", lambda: getattr(owner, attribute),
+                    lambda value: setattr(owner, attribute, value))
+
+
+def _sdp_flag(kind: str) -> tuple:
+    cuda = torch.backends.cuda
+    return _setting(f"torch.backends.cuda.enable_{kind}_sdp", getattr(cuda, f"{kind}_sdp_enabled"),
+                    getattr(cuda, f"enable_{kind}_sdp"))
+
+
+GLOBAL_SETTINGS = (
+    _setting("torch.autograd.set_detect_anomaly",
+             lambda: (torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()),
+             lambda value: torch.set_anomaly_enabled(*value)),
+    _setting("torch.use_deterministic_algorithms",
+             lambda: (torch.are_deterministic_algorithms_enabled(),
+                      torch.is_deterministic_algorithms_warn_only_enabled()),
+             lambda value: torch.use_deterministic_algorithms(value[0], warn_only=value[1])),
+    _setting("torch.set_deterministic_debug_mode", torch.get_deterministic_debug_mode,
+             torch.set_deterministic_debug_mode),
+    _setting("torch.set_float32_matmul_precision", torch.get_float32_matmul_precision,
+             torch.set_float32_matmul_precision),
+    _setting("torch.set_num_threads", torch.get_num_threads, torch.set_num_threads),
+    _setting("torch.set_warn_always", torch.is_warn_always_enabled, torch.set_warn_always),
+    _setting("torch.set_autocast_enabled('cpu')", lambda: torch.is_autocast_enabled("cpu"),
+             lambda value: torch.set_autocast_enabled("cpu", value)),
+    _setting("torch.set_autocast_dtype('cpu')", lambda: torch.get_autocast_dtype("cpu"),
+             lambda value: torch.set_autocast_dtype("cpu", value)),
+    _setting("torch.set_autocast_cache_enabled", torch.is_autocast_cache_enabled,
+             torch.set_autocast_cache_enabled),
+    _backend_flag(torch.backends.mkldnn, "torch.backends.mkldnn", "enabled"),
+    *(_backend_flag(torch.backends.cudnn, "torch.backends.cudnn", flag)
+      for flag in ("enabled", "benchmark", "deterministic", "allow_tf32")),
+    _backend_flag(torch.backends.cuda.matmul, "torch.backends.cuda.matmul", "allow_tf32"),
+    *(_sdp_flag(kind) for kind in ("flash", "mem_efficient", "math", "cudnn")),
+)
+"""torch's process-wide settings a later eager call depends on, each ``(name, get, set)``
+through public API (the same in 2.13, 2.14 and 2.15): what an export must leave as it found
+them (``exporter.process_state``), and what forward() may not change (``frontend.output``:
+a program cannot replay it, and eager computes under the changed setting). A setting a call
+in forward() changes before it runs is refused by name (``torch.set_num_threads``...); these
+catch the rest (``torch.autograd.set_detect_anomaly(True)``, whose constructor sets the mode)."""
+
+
+def global_settings() -> tuple:
+    """The current value of each of ``GLOBAL_SETTINGS``."""
+    return tuple(get() for _, get, _ in GLOBAL_SETTINGS)
+
+
+def changed_settings(before: tuple) -> list[str]:
+    """The names of the ``GLOBAL_SETTINGS`` whose value is no longer the one in ``before``."""
+    return [name for (name, get, _), value in zip(GLOBAL_SETTINGS, before) if get() != value]
+
+
+def restore_settings(before: tuple) -> None:
+    """Set back each of ``GLOBAL_SETTINGS`` whose value is not the one in ``before`` (only
+    those: setting one may warn, or touch another, as the matmul precision does)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for (_, get, put), value in zip(GLOBAL_SETTINGS, before):
+            if get() != value:
+                put(value)
+
 
 CreationMeta = torch._C._autograd.CreationMeta
 """How a view was made (``DEFAULT``, ``NO_GRAD_MODE``, ``MULTI_OUTPUT_NODE`` ...): decides

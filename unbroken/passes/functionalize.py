@@ -166,6 +166,7 @@ class _Analysis:
         self.inputs = dict(zip(placeholders, signature.input_specs))
         self.rewrites: list[_Rewrite] = []
         self.final: dict = {}
+        self._view_cache: dict = {}  # node -> its views (see _views)
         for node in nodes:
             if node.op == "call_function" and is_mutating(node.target):
                 self._analyse(node)
@@ -235,24 +236,30 @@ class _Analysis:
                     raise InternalError(
                         f"{user.name} uses the value of {version.name} from before the "
                         f"in-place write {node.name}", frames=node.meta.get(USER_FRAMES, ()))
-            for view in self._views(version):
-                if self.order[view] < position and self._used_after(view, position):
+            for view, made, last_use in self._views(version):
+                if made < position < last_use:
                     raise _refuse(node, f"{_describe(node)} modifies a tensor that has a view "
                                   f"(made by `{view.target}`) which is used afterwards; this is "
                                   f"not supported yet.", _VIEW_HINT)
 
-    def _views(self, node: torch.fx.Node) -> list:
-        """Every view of ``node``, transitively (views of views)."""
-        found, stack = [], [node]
-        while stack:
-            for user in stack.pop().users:
-                if is_view_node(user) and user not in found:
-                    found.append(user)
-                    stack.append(user)
-        return found
-
-    def _used_after(self, node: torch.fx.Node, position: int) -> bool:
-        return any(self.order[user] > position for user in node.users)
+    def _views(self, node: torch.fx.Node) -> tuple:
+        """Every view of ``node``, transitively (views of views), each with its position and
+        the position of its last user (-1: none). The graph does not change while it is
+        analysed: computed once per node (a loop writing a tensor chunk by chunk asks it of
+        every earlier version at every write: it was most of such an export)."""
+        known = self._view_cache.get(node)
+        if known is None:
+            found, stack = {}, [node]
+            while stack:
+                for user in stack.pop().users:
+                    if is_view_node(user) and user not in found:
+                        found[user] = None
+                        stack.append(user)
+            order = self.order
+            known = self._view_cache[node] = tuple(
+                (view, order[view], max((order[u] for u in view.users), default=-1))
+                for view in found)
+        return known
 
 
 # -- rewrite -----------------------------------------------------------------------------------

@@ -102,6 +102,12 @@ class _LeafErrors:
         return False
 
 
+# Functions written in C (torch's bindings, tensor methods and slots): what they made and did
+# not return, no Python code holds once they return.
+_C_FUNCTIONS = (types.BuiltinFunctionType, types.MethodDescriptorType,
+                types.WrapperDescriptorType, types.MethodWrapperType)
+
+
 def _call_native(fn, values, named) -> tuple:
     """``fn(*values, **named)`` and whether it returned a generator (then run to a list)."""
     result = fn(*values, **named)
@@ -518,6 +524,8 @@ class TraceContext:
         finally:  # what it wrote to objects of the trace's own (even when it raised)
             for obj in list(self.native_objects.values()):
                 obj.sync_from_native(tx)
+        if isinstance(fn, _C_FUNCTIONS) and not generated:
+            self.recorder.forget_temporary_views(result)
         if scope is not None and scope[0] and not generated:
             self.recorder.size_one.settle_leaf_call(self.recorder, *scope, fn, values, named,
                                                     result, self.grad_enabled)

@@ -85,6 +85,7 @@ class Aliases:
         self._view_of: dict[int, ViewOf] = {}
         self._views_of_root: dict[int, list[torch.Tensor]] = {}
         self._created_version: dict[int, int] = {}  # id(view) -> its version when made
+        self._root_of: dict[int, int] = {}  # id(view) -> id(its root)
 
     def note_view(self, func, args, kwargs, out) -> None:
         """Register the output(s) of the view op ``func(*args, **kwargs)``."""
@@ -102,6 +103,25 @@ class Aliases:
                 # before the view was made would make look stale
                 self._created_version[id(view)] = version_counter(parent)
                 self._views_of_root.setdefault(id(root), []).append(view)
+                self._root_of[id(view)] = id(root)
+
+    def forget_temporaries(self, made, kept) -> None:
+        """Stop re-deriving, at later writes, the views among ``made`` (ids of the tensors one
+        call of a C function of torch made) other than ``kept`` (what it returned) and the
+        views those are made from. A C function keeps no reference to them once it returns
+        (``x[i, :j] = v`` writes through a select and a slice of its own), so no code can
+        read them again; re-deriving every view ever made at every write was quadratic in a
+        loop writing a tensor piece by piece (a third of Qwen3-Next's export)."""
+        temporaries = {key for key in made if key in self._view_of}
+        for tensor in kept:
+            while temporaries and id(tensor) in self._view_of:
+                temporaries.discard(id(tensor))
+                tensor = self._view_of[id(tensor)].parent
+        if not temporaries:
+            return
+        for root in {self._root_of[key] for key in temporaries}:
+            self._views_of_root[root] = [view for view in self._views_of_root[root]
+                                         if id(view) not in temporaries]
 
     def view_chain(self, tensor: torch.Tensor) -> list:
         """The ``ViewOf`` calls that made ``tensor`` from its root, root side first."""

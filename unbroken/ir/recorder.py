@@ -200,6 +200,12 @@ class Recorder(TorchDispatchMode):
     def is_placeholder(self, tensor: torch.Tensor) -> bool:
         return self.builder.is_placeholder(tensor)
 
+    def forget_temporary_views(self, result) -> None:
+        """After a leaf call of a C function of torch that returned ``result``: the views it
+        made for itself are no longer re-derived at writes (``Aliases.forget_temporaries``)."""
+        self.aliases.forget_temporaries(
+            self._this_call, [t for t in tree_leaves(result) if isinstance(t, torch.Tensor)])
+
     def lift_constant(self, real: torch.Tensor, name_hint: str | None = None) -> torch.Tensor:
         """Turn a tensor that is not a parameter, buffer or input into a constant placeholder
         (``c_<name>``); returns the meta tensor that stands for it during tracing. A tensor

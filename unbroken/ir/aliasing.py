@@ -85,7 +85,6 @@ class Aliases:
         self._view_of: dict[int, ViewOf] = {}
         self._views_of_root: dict[int, list[torch.Tensor]] = {}
         self._created_version: dict[int, int] = {}  # id(view) -> its version when made
-        self._root_of: dict[int, int] = {}  # id(view) -> id(its root)
 
     def note_view(self, func, args, kwargs, out) -> None:
         """Register the output(s) of the view op ``func(*args, **kwargs)``."""
@@ -103,7 +102,6 @@ class Aliases:
                 # before the view was made would make look stale
                 self._created_version[id(view)] = version_counter(parent)
                 self._views_of_root.setdefault(id(root), []).append(view)
-                self._root_of[id(view)] = id(root)
 
     def forget_temporaries(self, made, kept) -> None:
         """Stop re-deriving, at later writes, the views among ``made`` (ids of the tensors one
@@ -119,7 +117,7 @@ class Aliases:
                 tensor = self._view_of[id(tensor)].parent
         if not temporaries:
             return
-        for root in {self._root_of[key] for key in temporaries}:
+        for root in {id(self.root(self._view_of[key].parent)) for key in temporaries}:
             self._views_of_root[root] = [view for view in self._views_of_root[root]
                                          if id(view) not in temporaries]
 

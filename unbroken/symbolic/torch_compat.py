@@ -363,41 +363,37 @@ set_grad_enabled = torch._C._set_grad_enabled
 grad-mode node of exported graphs (torch's programs have it too)."""
 
 
-def _setting(name: str, get, put) -> tuple:
-    return name, get, put
-
-
 def _backend_flag(owner, path: str, attribute: str) -> tuple:
-    return _setting(f"{path}.{attribute}", lambda: getattr(owner, attribute),
-                    lambda value: setattr(owner, attribute, value))
+    return (f"{path}.{attribute}", lambda: getattr(owner, attribute),
+            lambda value: setattr(owner, attribute, value))
 
 
 def _sdp_flag(kind: str) -> tuple:
     cuda = torch.backends.cuda
-    return _setting(f"torch.backends.cuda.enable_{kind}_sdp", getattr(cuda, f"{kind}_sdp_enabled"),
-                    getattr(cuda, f"enable_{kind}_sdp"))
+    return (f"torch.backends.cuda.enable_{kind}_sdp", getattr(cuda, f"{kind}_sdp_enabled"),
+            getattr(cuda, f"enable_{kind}_sdp"))
 
 
 GLOBAL_SETTINGS = (
-    _setting("torch.autograd.set_detect_anomaly",
-             lambda: (torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()),
-             lambda value: torch.set_anomaly_enabled(*value)),
-    _setting("torch.use_deterministic_algorithms",
-             lambda: (torch.are_deterministic_algorithms_enabled(),
-                      torch.is_deterministic_algorithms_warn_only_enabled()),
-             lambda value: torch.use_deterministic_algorithms(value[0], warn_only=value[1])),
-    _setting("torch.set_deterministic_debug_mode", torch.get_deterministic_debug_mode,
-             torch.set_deterministic_debug_mode),
-    _setting("torch.set_float32_matmul_precision", torch.get_float32_matmul_precision,
-             torch.set_float32_matmul_precision),
-    _setting("torch.set_num_threads", torch.get_num_threads, torch.set_num_threads),
-    _setting("torch.set_warn_always", torch.is_warn_always_enabled, torch.set_warn_always),
-    _setting("torch.set_autocast_enabled('cpu')", lambda: torch.is_autocast_enabled("cpu"),
-             lambda value: torch.set_autocast_enabled("cpu", value)),
-    _setting("torch.set_autocast_dtype('cpu')", lambda: torch.get_autocast_dtype("cpu"),
-             lambda value: torch.set_autocast_dtype("cpu", value)),
-    _setting("torch.set_autocast_cache_enabled", torch.is_autocast_cache_enabled,
-             torch.set_autocast_cache_enabled),
+    ("torch.autograd.set_detect_anomaly",
+     lambda: (torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()),
+     lambda value: torch.set_anomaly_enabled(*value)),
+    ("torch.use_deterministic_algorithms",
+     lambda: (torch.are_deterministic_algorithms_enabled(),
+              torch.is_deterministic_algorithms_warn_only_enabled()),
+     lambda value: torch.use_deterministic_algorithms(value[0], warn_only=value[1])),
+    ("torch.set_deterministic_debug_mode", torch.get_deterministic_debug_mode,
+     torch.set_deterministic_debug_mode),
+    ("torch.set_float32_matmul_precision", torch.get_float32_matmul_precision,
+     torch.set_float32_matmul_precision),
+    ("torch.set_num_threads", torch.get_num_threads, torch.set_num_threads),
+    ("torch.set_warn_always", torch.is_warn_always_enabled, torch.set_warn_always),
+    ("torch.set_autocast_enabled('cpu')", lambda: torch.is_autocast_enabled("cpu"),
+     lambda value: torch.set_autocast_enabled("cpu", value)),
+    ("torch.set_autocast_dtype('cpu')", lambda: torch.get_autocast_dtype("cpu"),
+     lambda value: torch.set_autocast_dtype("cpu", value)),
+    ("torch.set_autocast_cache_enabled", torch.is_autocast_cache_enabled,
+     torch.set_autocast_cache_enabled),
     _backend_flag(torch.backends.mkldnn, "torch.backends.mkldnn", "enabled"),
     *(_backend_flag(torch.backends.cudnn, "torch.backends.cudnn", flag)
       for flag in ("enabled", "benchmark", "deterministic", "allow_tf32")),

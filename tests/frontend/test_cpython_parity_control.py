@@ -6,6 +6,8 @@ unpacking, slicing and ``del``. See ``test_cpython_parity.py`` for the conventio
 """
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -463,3 +465,123 @@ def test_match_statement(subject):
                                      _Point(1, 2), -3, 2.5, "ab", None])
 def test_match_statement_each_pattern(subject):
     check(match_subject, subject)
+
+
+# ---------------------------------------------------------------- generator.throw
+# contextlib's ``__exit__`` throws the exception out of a ``with`` block into the generator of a
+# ``@contextmanager``: caught there, re-raised, or turned into another.
+
+def contextmanager_with_exceptions(raised: str, caught: bool):
+    import contextlib
+
+    log = []
+
+    @contextlib.contextmanager
+    def managed(tag):
+        log.append(("enter", tag))
+        try:
+            yield tag * 2
+        except KeyError:
+            log.append("caught")
+            if not caught:
+                raise
+        finally:
+            log.append("finally")
+
+    errors = {"key": KeyError("k"), "value": ValueError("v"), "none": None}
+    try:
+        with managed(3) as value:
+            log.append(value)
+            if errors[raised] is not None:
+                raise errors[raised]
+        log.append("after")
+    except (KeyError, ValueError) as error:
+        log.append(("propagated", type(error).__name__))
+    return log
+
+
+def generator_throw(kind: str, resume: bool):
+    def body():
+        try:
+            yield 1
+            yield 2
+        except ZeroDivisionError:
+            yield "handled"
+        except IndexError:
+            return
+        yield 3
+
+    exceptions = {"zero": ZeroDivisionError(), "zero class": ZeroDivisionError,
+                  "index": IndexError("i"), "key": KeyError("k")}
+    out = []
+    it = body()
+    if resume:
+        out.append(next(it))
+    try:
+        out.append(it.throw(exceptions[kind]))
+        out.append(next(it))
+    except StopIteration:
+        out.append("stop")
+    except (ZeroDivisionError, KeyError, IndexError) as error:
+        out.append(("raised", type(error).__name__))
+    return out
+
+
+@pytest.mark.parametrize("raised", ["key", "value", "none"])
+@pytest.mark.parametrize("caught", [True, False])
+def test_exceptions_through_a_contextmanager(raised, caught):
+    check(contextmanager_with_exceptions, raised, caught)
+
+
+@pytest.mark.parametrize("kind", ["zero", "zero class", "index", "key"])
+@pytest.mark.parametrize("resume", [True, False])
+def test_generator_throw(kind, resume):
+    check(generator_throw, kind, resume)
+
+
+# ---------------------------------------------------------------- == on objects from outside
+# A class's ``__eq__`` (a dataclass's, torch's ``TreeSpec``'s) decides ``==`` and ``!=`` on its
+# instances met as outside objects, reflected when only the right side defines one.
+
+@dataclasses.dataclass
+class _Spot:
+    x: int
+
+
+class _Tagged:
+    def __init__(self, tag):
+        self.tag = tag
+
+    def __eq__(self, other):
+        if not isinstance(other, _Tagged):
+            return NotImplemented
+        return self.tag == other.tag
+
+
+class _Odd:
+    def __ne__(self, other):
+        return "ne called"
+
+
+def equalities(a, b, c):
+    return [a == b, a != b, a == c, c == a, c != a, a != a, b == 3, 3 == b, c != c]
+
+
+@pytest.mark.parametrize("a, b, c", [
+    (_Spot(1), _Spot(1), _Spot(2)),
+    (_Tagged("u"), _Tagged("u"), _Tagged("v")),
+    (_Tagged("u"), _Spot(1), _Odd()),
+])
+def test_equality_of_outside_objects(a, b, c):
+    check(equalities, a, b, c)
+
+
+def test_equality_of_pytree_specs():
+    import torch.utils._pytree as pytree
+
+    def specs(x):
+        first, second = pytree.tree_flatten((x,))[1], pytree.tree_flatten((x,))[1]
+        other = pytree.tree_flatten([x, x])[1]
+        return first == second, first != second, first == other, first != other
+
+    check(specs, 1)

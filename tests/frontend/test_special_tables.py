@@ -21,6 +21,7 @@ from unbroken.frontend.builtins import _HANDLERS
 from unbroken.frontend.variables.torch_calls import _GLOBAL_STATE_SETTERS, _SPECIAL
 from unbroken.symbolic.torch_compat import (
     ENCODER_LAYER_FORWARD,
+    FUNCTORCH_DIFFERENTIATION,
     MAKE_FX_TRACING,
     NATIVE_MULTI_HEAD_ATTENTION,
     NESTED_FROM_MASK_LEFT_ALIGNED,
@@ -240,6 +241,18 @@ BUILTIN_CASES = [
         sum(b) for b in itertools.batched(x.unbind(0), 2)), EAGER)
       for _ in range(hasattr(itertools, "batched"))],
 ]
+
+
+# torch.func's differentiating transforms, refused at the call that opens their level
+_DIFFERENTIATION_PROGRAMS = {
+    "torch.func.grad / vjp / jacrev / hessian":
+        lambda x: torch.func.grad(lambda t: (t * t).sum())(x),
+    "torch.func.jvp / jacfwd":
+        lambda x: torch.func.jvp(lambda t: t.sin(), (x,), (torch.ones_like(x),))[1],
+    "torch.func.functionalize": lambda x: torch.func.functionalize(lambda t: t.mul(2))(x),
+}
+SPECIAL_CASES += [(fn, _DIFFERENTIATION_PROGRAMS[transform], "UB108")
+                  for fn, transform in FUNCTORCH_DIFFERENTIATION.items()]
 
 
 def _id(case):

@@ -22,10 +22,12 @@ from ..symbolic.torch_compat import (
     DispatchKey,
     dispatch_modes,
     function_modes,
+    functorch_depth,
     global_settings,
     inference_mode_guard,
     local_dispatch_keys,
     op_python_kernels,
+    restore_functorch_depth,
     restore_mode_stacks,
     restore_settings,
     set_grad_enabled,
@@ -63,6 +65,7 @@ class ProcessState:
     settings: torch's process-wide settings (``torch_compat.GLOBAL_SETTINGS``: anomaly
         detection, deterministic algorithms, matmul precision, threads, CPU autocast, backend
         flags);
+    functorch_depth: how many functorch transforms (``torch.vmap``...) are open;
     rng_state: the default CPU generator's state (running the model eagerly beside a trace,
         as ``find_graph_breaks`` and the check of an error against eager do, draws from it);
         restored, but not compared (``==`` is for tests, whose own draws change it).
@@ -77,6 +80,7 @@ class ProcessState:
     excluded: frozenset
     python_kernels: tuple | None
     settings: tuple
+    functorch_depth: int
     rng_state: bytes = field(compare=False)  # a test's own draws change it
 
     @classmethod
@@ -91,11 +95,13 @@ class ProcessState:
             excluded=_keys_in(local_dispatch_keys()[1]),
             python_kernels=_python_kernels() if python_kernels else None,
             settings=global_settings(),
+            functorch_depth=functorch_depth(),
             rng_state=bytes(torch.get_rng_state().numpy()))
 
     def restore(self) -> None:
         """Put the process back in this state (modes popped or pushed back, keys reset)."""
         restore_mode_stacks(self.dispatch_modes, self.function_modes)
+        restore_functorch_depth(self.functorch_depth)  # before the keys: it resets some
         if torch.is_inference_mode_enabled() != self.inference_mode:
             # the mode lives in an RAII guard someone did not close: hold a counter-guard for
             # the rest of the process (its dispatch keys are reset just below)

@@ -24,7 +24,13 @@ from ..symbolic.diagnostics import (
     UnsupportedError,
 )
 from ..symbolic.diagnostics.catalogue import GraphBreakError, TracedException, graph_break
-from ..symbolic.torch_compat import changed_settings, global_settings
+from ..symbolic.torch_compat import (
+    changed_settings,
+    functorch_depth,
+    global_settings,
+    resume_functorch,
+    suspend_functorch,
+)
 from .budget import BudgetMeter, current_budget
 from .overlay import Overlay
 from .paths import PathDecisions
@@ -108,10 +114,17 @@ _C_FUNCTIONS = (types.BuiltinFunctionType, types.MethodDescriptorType,
                 types.WrapperDescriptorType, types.MethodWrapperType)
 
 
+# Lazy iterators of CPython's a native function may return (torch's Python code returns
+# ``zip(*chunks)``): run to a list inside the call, as a generator is.
+_LAZY_ITERATORS = (types.GeneratorType, zip, map, filter, enumerate, reversed,
+                   type(iter(())), type(iter([])), type(iter({}.items())))
+
+
 def _call_native(fn, values, named) -> tuple:
-    """``fn(*values, **named)`` and whether it returned a generator (then run to a list)."""
+    """``fn(*values, **named)`` and whether it returned a generator or another lazy iterator
+    (then run to a list)."""
     result = fn(*values, **named)
-    if isinstance(result, types.GeneratorType):
+    if isinstance(result, _LAZY_ITERATORS):
         return list(result), True
     return result, False
 
@@ -202,6 +215,10 @@ class TraceContext:
         self.initial_settings = global_settings()  # checked when forward() returns
         self.inference_mode = False
         self.native_contexts: list = []  # context managers entered natively, innermost last
+        # the functorch transforms forward() opened (torch.vmap's nesting, entered by a leaf
+        # call of the interpreted vmap): on the thread's stack only while a leaf call runs
+        self.functorch_layers: list = []
+        self.functorch_base = functorch_depth()
         self.meter = BudgetMeter(current_budget())  # instructions and time of this trace
         self.layout_read = False  # forward() read a stride or contiguity fact
         self.layout_aliasing = False  # it called an op that copies or aliases by layout
@@ -517,10 +534,10 @@ class TraceContext:
                     self.recorder.recording(python_data=needs_python_data_mode(fn)):
                 if self.recorder.size_one.active:
                     with self.recorder.leaf_scope() as scope:
-                        result, generated = _call_native(fn, values, named)
+                        result, generated = self._call_native(fn, values, named)
                 else:  # what leaf_scope yields then, without entering it
                     scope = None
-                    result, generated = _call_native(fn, values, named)
+                    result, generated = self._call_native(fn, values, named)
         finally:  # what it wrote to objects of the trace's own (even when it raised)
             for obj in list(self.native_objects.values()):
                 obj.sync_from_native(tx)
@@ -541,6 +558,20 @@ class TraceContext:
         if generated:
             return IteratorVariable([wrap(tx, v) for v in result])
         return wrap(tx, result)
+
+    def _call_native(self, fn, values, named) -> tuple:
+        """``_call_native`` inside the functorch transforms forward() has open (the batching
+        rules of ``torch.vmap`` run as in eager). Outside leaf calls they are off the
+        thread's stack: unbroken's own work on tensors (stand-ins, probes, checks) is never
+        transformed, and a trace that stops inside ``vmap`` leaves none open."""
+        layers = self.functorch_layers
+        if layers:
+            resume_functorch(layers)
+        try:
+            return _call_native(fn, values, named)
+        finally:
+            if layers or functorch_depth() > self.functorch_base:
+                self.functorch_layers = suspend_functorch(self.functorch_base)
 
     def call_numpy(self, tx, fn, args, kwargs):
         """``fn`` (a NumPy function, ``torch.Tensor.numpy``) called with traced values among

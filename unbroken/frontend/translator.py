@@ -159,6 +159,11 @@ class InstructionTranslator:
         raise graph_break("UB122", f"tracing used up its budget of {exhausted} "
                           "(a loop that does not end at export time?)", frames=tuple(frames))
 
+    def handle_exception(self, exc: Exception, instruction) -> None:
+        """``exc`` raised at ``instruction``: see :meth:`_handle` (a generator's ``throw``
+        raises at the paused ``yield``)."""
+        self._handle(exc, instruction)
+
     def _handle(self, exc: Exception, instruction) -> None:
         """An exception out of ``instruction``'s handler: delivered to the program's own
         ``except`` (a ``TracedException`` a handler covers), else raised with the user's

@@ -75,8 +75,21 @@ PRESERVED = (
 
 # Preserved ops kept whole only for the calls a predicate on the call's arguments accepts
 # (the others run their decomposition, recorded op by op).
+def _attention_backend_chosen_at_run_time() -> bool:
+    """Whether ``scaled_dot_product_attention`` is kept whole: its call in the program chooses
+    a backend by the caller's settings when it runs, as eager's did (on the CPU: the fused
+    flash kernel where it applies, else the math one). Not while the flash backend is off and
+    the math one on (``torch.nn.attention.sdpa_kernel(SDPBackend.MATH)`` in forward(), or set
+    before export): eager ran the math backend, whose ops are recorded, so the program computes
+    what eager did whatever the caller's settings."""
+    cuda = torch.backends.cuda
+    return cuda.flash_sdp_enabled() or not cuda.math_sdp_enabled()
+
+
 KEEP_WHOLE_WHEN = {
     aten.einsum.default: lambda equation, tensors, *rest, **kwargs: len(tensors) >= 2,
+    aten.scaled_dot_product_attention.default:
+        lambda *args, **kwargs: _attention_backend_chosen_at_run_time(),
 }
 
 

@@ -58,7 +58,9 @@ __all__ = [
     "DispatchKey", "TensorBase", "enable_python_dispatcher", "TorchDispatchMode",
     "disable_current_modes", "pop_mode_temporarily", "op_python_kernels", "clear_dispatch_cache",
     "call_at_key", "forget_static_answers", "op_schema", "overload_name", "is_view",
-    "view_base", "version_counter",
+    "view_base", "version_counter", "batched_inner", "functorch_depth",
+    "restore_functorch_depth", "suspend_functorch", "resume_functorch",
+    "FUNCTORCH_DIFFERENTIATION",
     "dispatch_modes", "function_modes", "restore_mode_stacks", "local_dispatch_keys",
     "set_local_dispatch_key", "inference_mode_guard", "set_grad_enabled", "CreationMeta",
     "creation_meta", "parse_to_arguments", "FUNCTION_APPLY", "DEFAULT_SETUP_CONTEXT",
@@ -304,6 +306,69 @@ def version_counter(tensor: torch.Tensor) -> int | None:
     """The tensor's version counter (``tensor._version``): bumped by every in-place write.
     None for an inference tensor (made under ``torch.inference_mode()``), which has none."""
     return None if tensor.is_inference() else tensor._version
+
+
+def batched_inner(tensor: torch.Tensor) -> torch.Tensor | None:
+    """The tensor a ``torch.vmap`` batched tensor wraps, through every level of nested
+    ``vmap`` (``torch._C._functorch``: ``is_batchedtensor``, ``get_unwrapped``); None for a
+    tensor that is not one. The dispatcher's modes see that tensor, never the wrapper."""
+    functorch = torch._C._functorch
+    if not functorch.is_batchedtensor(tensor):
+        return None
+    while functorch.is_batchedtensor(tensor):
+        tensor = functorch.get_unwrapped(tensor)
+    return tensor
+
+
+def functorch_depth() -> int:
+    """How many functorch transforms (``vmap``, ``grad``...) are open in this thread."""
+    return torch._C._functorch.get_dynamic_layer_stack_depth()
+
+
+def restore_functorch_depth(depth: int) -> None:
+    """Close the functorch transforms opened beyond ``depth`` (innermost first, each one's
+    thread-local dispatch keys undone): what a trace that stopped inside ``vmap`` left open."""
+    if functorch_depth() > depth:
+        torch._C._functorch.pop_dynamic_layer_stack_and_undo_to_depth(depth)
+
+
+def _functorch_differentiation() -> dict:
+    from torch._functorch import eager_transforms
+
+    entries = {}
+    for owner, name, transform in (
+            (torch._C._functorch, "_grad_increment_nesting",
+             "torch.func.grad / vjp / jacrev / hessian"),
+            (eager_transforms, "enter_jvp_nesting", "torch.func.jvp / jacfwd"),
+            (torch._C._functorch, "_func_increment_nesting", "torch.func.functionalize")):
+        if hasattr(owner, name):
+            entries[getattr(owner, name)] = transform
+    return entries
+
+
+FUNCTORCH_DIFFERENTIATION = _functorch_differentiation()
+"""The calls by which torch.func's differentiating transforms (and ``functionalize``) open
+their level, each with the transforms that make it: ``grad``, ``vjp``, ``jacrev`` and
+``hessian`` through a native call; ``jvp`` and ``jacfwd`` through ``enter_jvp_nesting``,
+torch's Python, which also counts the level in a global of torch's (a leaf call running it
+would leave that count behind, so the refusal comes before it)."""
+
+
+def suspend_functorch(depth: int) -> list:
+    """Take the functorch transforms opened beyond ``depth`` off this thread's stack (their
+    dispatch keys with them), outermost first: what :func:`resume_functorch` puts back."""
+    functorch = torch._C._functorch
+    layers = []
+    while functorch.get_dynamic_layer_stack_depth() > depth:
+        layers.append(functorch.pop_dynamic_layer_stack())
+    layers.reverse()
+    return layers
+
+
+def resume_functorch(layers: list) -> None:
+    """Put back the transforms :func:`suspend_functorch` took off."""
+    for layer in layers:
+        torch._C._functorch.push_dynamic_layer_stack(layer)
 
 
 # --- process-wide dispatcher state (saved and restored around a trace; all releases) ---------

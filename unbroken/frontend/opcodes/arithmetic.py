@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import operator
 
-from ..protocol import iterate
+from ..protocol import call_special, iterate
 from ..variables.builder import wrap
 from ..variables.constant import ConstantVariable
 from ..variables.containers import DictVariable, ListVariable, SequenceVariable, check_mutable
@@ -115,14 +115,40 @@ def compare(tx, name: str, left, right):
     if left.is_constant() and right.is_constant():
         return _fold(tx, fn, left.as_constant(), right.as_constant())
     if name in ("EQ", "NE") and _opaque(left, right):
-        same = is_same(left, right)
-        return ConstantVariable(same if name == "EQ" else not same)
+        return _object_equality(tx, name, left, right)
     return tx.call_leaf(fn, [left, right], {})
 
 
 def _opaque(left, right) -> bool:
     kinds = (NNModuleVariable, ObjectVariable)
     return isinstance(left, kinds) or isinstance(right, kinds)
+
+
+def _object_equality(tx, name: str, left, right):
+    """``left == right`` / ``!=`` where one side is an object from outside the trace (a
+    ``TreeSpec``, a config, a module), as Python's rich comparison goes: the left class's
+    ``__eq__``/``__ne__`` (``__ne__`` inherited from ``object`` inverts ``__eq__``), then the
+    right's reflected one, each interpreted when written in Python; identity when neither
+    defines one (or both answer NotImplemented)."""
+    for first, second in ((left, right), (right, left)):
+        if not isinstance(first, (ObjectVariable, NNModuleVariable)):
+            continue
+        value = first.value if isinstance(first, ObjectVariable) else first.module
+        kind = type(value)
+        if name == "NE" and kind.__ne__ is not object.__ne__:
+            answer = call_special(tx, first, value, "__ne__", [second])
+            if answer is not None and not _not_implemented(answer):
+                return answer
+        if kind.__eq__ is not object.__eq__:
+            answer = call_special(tx, first, value, "__eq__", [second])
+            if answer is not None and not _not_implemented(answer):
+                return answer if name == "EQ" else ConstantVariable(not answer.truth(tx))
+    same = is_same(left, right)
+    return ConstantVariable(same if name == "EQ" else not same)
+
+
+def _not_implemented(answer) -> bool:
+    return answer.is_constant() and answer.as_constant() is NotImplemented
 
 
 @opcode("COMPARE_OP")

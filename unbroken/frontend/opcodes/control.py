@@ -13,7 +13,7 @@ from ..variables.builder import wrap
 from ..variables.constant import ConstantVariable
 from ..variables.containers import IteratorVariable
 from ..variables.grad_mode import GradModeVariable
-from ..variables.objects import ContextManagerVariable, NewObjectVariable
+from ..variables.objects import ContextManagerVariable, IgnoredContextVariable, NewObjectVariable
 from ..variables.tensor import SymbolicVariable, TensorVariable
 from .arithmetic import is_same
 from .registry import CONVENTIONS, guards_assert, opcode
@@ -301,7 +301,7 @@ def yield_value(tx, instruction):
 @opcode("BEFORE_WITH")
 def before_with(tx, instruction):
     manager = tx.pop()
-    if isinstance(manager, (ContextManagerVariable, GradModeVariable)):
+    if isinstance(manager, (ContextManagerVariable, GradModeVariable, IgnoredContextVariable)):
         exit_fn, entered = manager.enter(tx)
     elif isinstance(manager, NewObjectVariable):  # a user context manager: inline its methods
         cls = type(manager.value)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import abc
 import collections
 import collections.abc
+import contextlib
 import dataclasses
 import enum
 import functools
@@ -17,6 +18,7 @@ import inspect
 import itertools
 import logging
 import re
+import sys
 import types
 import warnings
 import weakref
@@ -30,6 +32,7 @@ from ...symbolic.torch_compat import (
     OpOverload,
     OpOverloadPacket,
     TensorBase,
+    batched_inner,
     compiled_original,
     compiler_leaf,
     function_apply_class,
@@ -315,11 +318,19 @@ def _wrap_tensor(tx, value: torch.Tensor, source) -> VariableTracker:
                      "of the exported model", frames=tx.user_frames(),
             hint="Make it an nn.Parameter of the model (or of a registered submodule) in "
                  "__init__, or detach it if no gradient should reach it.")
-    if not recorder.is_tracked(value):
+    if not recorder.is_tracked(value) and not _batched_in_trace(recorder, value):
         hint = source.path().replace(".", "_") if source is not None else None
         value = recorder.lift_constant(value, hint)
     return TensorVariable(value, source, is_parameter=tx.output.is_parameter(value),
                           requires_grad=tx.output.requires_grad(value))
+
+
+def _batched_in_trace(recorder, value: torch.Tensor) -> bool:
+    """A ``torch.vmap`` batched tensor over a traced tensor (the interpreted ``vmap`` made it,
+    or an op on one returned it): a value of the trace, whose ops the recorder sees on the
+    tensor inside."""
+    inner = batched_inner(value)
+    return inner is not None and recorder.is_tracked(inner)
 
 
 def _wrap_symbolic(tx, value, source) -> VariableTracker:
@@ -380,9 +391,36 @@ def _wrap_function(tx, value, source):
         return AssumedConstantVariable(value, source)
     if value is FUNCTION_APPLY:  # MyFunction.apply: a custom autograd.Function is traced
         return AutogradFunctionApplyVariable(value, source)
+    if value.__code__ is _CONTEXT_MANAGER_FACTORY or _context_manager_body(value):
+        return UserFunctionVariable(value, source)  # see _CONTEXT_MANAGER_FACTORY
     if is_torch_callable(value):
         return TorchFunctionVariable(value, source)
     return UserFunctionVariable(value, source)
+
+
+# The function ``@contextlib.contextmanager`` makes of a generator function, whoever wrote it:
+# interpreted, its generator too, for torch's (``sdpa_kernel``, ``disable_saved_tensors_hooks``,
+# ``vmap``'s nesting) as for the program's own. A leaf call would hand back a native context
+# manager whose body the trace cannot see; interpreted, the native calls of its body are leaf
+# calls, and what they set is process state forward() must restore (``check_settings_restored``).
+_CONTEXT_MANAGER_FACTORY = contextlib.contextmanager(lambda: (yield)).__code__
+
+
+def _context_manager_body(fn: types.FunctionType) -> bool:
+    """Whether ``fn`` is the generator function a ``@contextlib.contextmanager`` factory wraps:
+    the name it is defined under (module, class) holds that factory. Its generator is
+    interpreted with the factory: run natively (a leaf call runs a generator to its end), its
+    exit would run before the ``with`` block does."""
+    if not fn.__code__.co_flags & inspect.CO_GENERATOR or "<locals>" in fn.__qualname__:
+        return False
+    owner = sys.modules.get(fn.__module__)
+    for name in fn.__qualname__.split("."):
+        owner = inspect.getattr_static(owner, name, None)
+        if owner is None:
+            return False
+    factory = owner.__func__ if isinstance(owner, (staticmethod, classmethod)) else owner
+    return getattr(factory, "__code__", None) is _CONTEXT_MANAGER_FACTORY and \
+        getattr(factory, "__wrapped__", None) is fn
 
 
 def _wrap_builtin(tx, value, source):

@@ -8,7 +8,7 @@ import inspect
 import torch
 
 from ...symbolic.diagnostics.catalogue import GraphBreakError, TracedException, graph_break
-from ..protocol import class_attribute, lookup
+from ..protocol import CallbackVariable, class_attribute, lookup
 from .base import CREATION_ORDER, AttributeMissing, VariableTracker
 from .binding import BindingPlan
 from .builtin_methods import (
@@ -332,7 +332,9 @@ class ChainVariable(IteratorVariable):
 class GeneratorVariable(IteratorVariable):
     """A generator created while tracing. ``translator``: the paused translator of its body,
     resumed by each ``next()`` until it yields or returns (so the body runs lazily, in the same
-    order relative to the consumer as in CPython). ``send``/``throw`` are not supported."""
+    order relative to the consumer as in CPython). ``throw`` raises an exception where the
+    body is paused (contextlib's ``__exit__`` does, for an exception out of a ``with`` block
+    of a ``@contextmanager``); ``send`` is not supported."""
 
     __slots__ = ("translator", "done")
 
@@ -369,6 +371,44 @@ class GeneratorVariable(IteratorVariable):
         while (value := self.next()) is not None:
             values.append(value)
         return values
+
+    def getattr(self, tx, name: str) -> VariableTracker:
+        if name == "throw":
+            return CallbackVariable(self._throw, "the method `throw` of a generator")
+        raise AttributeMissing(name)
+
+    def _throw(self, tx, args) -> VariableTracker:
+        """``gen.throw(value)`` (``gen.throw(type, value, traceback)`` before 3.12): the body
+        resumes by raising it at its ``yield``; returns what it yields next. Raised back if
+        the body does not catch it, StopIteration if the body returns."""
+        if not args:
+            raise tx.user_exception(TypeError("throw expected at least 1 argument, got 0"))
+        raw = [a.unwrap(tx) for a in args]
+        value = raw[1] if len(raw) > 1 and raw[1] is not None else raw[0]
+        if isinstance(value, type) and issubclass(value, BaseException):
+            value = value()
+        if not isinstance(value, BaseException):
+            raise tx.user_exception(TypeError("exceptions must derive from BaseException"))
+        translator = self.translator
+        if self.done:  # finished: raised right here
+            raise TracedException(value, frames=tx.user_frames())
+        # where it is paused: a yield, or the start of its body (no handler covers that)
+        paused_at = translator.instructions[translator.ip - 1]
+        translator.paused = False
+        try:
+            translator.output.site.translators.append(translator)
+            try:
+                translator.handle_exception(TracedException(value), paused_at)
+            finally:
+                translator.output.site.translators.pop()
+            yielded = translator.resume()
+        except TracedException:
+            self.done = True
+            raise
+        if yielded is None:
+            self.done = True
+            raise TracedException(StopIteration(), frames=tx.user_frames())
+        return yielded
 
 
 class ContainerMethodVariable(VariableTracker):

@@ -13,6 +13,7 @@ import threading
 import types
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from ...symbolic.diagnostics.catalogue import GraphBreakError, graph_break
 from ..overlay import DELETED, contents_key, refuse_in_branch
@@ -40,10 +41,12 @@ from .containers import (
     TupleVariable,
     check_mutable,
 )
+from .functions import is_pytorch_module_name
 from .native import PureCallableVariable
 
 __all__ = ["GetterVariable", "ObjectVariable", "NewObjectVariable", "construct_user_object",
            "PythonModuleVariable", "PartialVariable", "ContextManagerVariable", "SuperVariable",
+           "IgnoredContextVariable", "IGNORED_CONTEXTS",
            "ObjectNewVariable", "ObjectSetattrVariable", "state_copy"]
 
 
@@ -614,9 +617,12 @@ _LOCK_TYPES = (type(threading.Lock()), type(threading.RLock()))
 
 class ContextManagerVariable(ObjectVariable):
     """A context manager that is entered natively: ``torch.autocast`` (the recorder records
-    the casts its state implies) or a ``threading`` lock, which changes no recorded op.
-    ``value``: the instance. The trace exits it if it stops inside the block
-    (``TraceContext.exit_native_contexts``). Grad modes are ``GradModeVariable``."""
+    the casts its state implies), a ``threading`` lock, which changes no recorded op, or a
+    torch function mode of torch's own (``TransformGetItemToIndex``, which transformers' masks
+    enter around ``vmap``): the leaf calls of the block run natively through it, as eager's
+    calls do. ``value``: the instance. The trace exits it if it stops inside the block
+    (``TraceContext.exit_native_contexts``). Grad modes are ``GradModeVariable``; the
+    profiler's ranges are ``IgnoredContextVariable``."""
 
     __slots__ = ()
 
@@ -626,7 +632,11 @@ class ContextManagerVariable(ObjectVariable):
         # is what eager does, and it changes no recorded op
         # autocast changes the live autocast state, which the recorder reads to record the
         # casts eager makes (ir.autocast)
-        return isinstance(value, (torch.autocast, *_LOCK_TYPES))
+        # a function mode of torch's: its __torch_function__ is torch's code, which the leaf
+        # calls run natively anyway (a mode of the program's own would run its code unseen)
+        return isinstance(value, (torch.autocast, *_LOCK_TYPES)) or (
+            isinstance(value, TorchFunctionMode) and is_pytorch_module_name(
+                type(value).__module__))
 
     def describe(self) -> str:
         return f"the context manager `{type(self.value).__name__}`"
@@ -690,6 +700,32 @@ def _raw_getattr(target):
             raise tx.user_exception(AttributeError(name)) from None
 
     return CallbackVariable(callback, "object.__getattribute__")
+
+
+class IgnoredContextVariable(VariableTracker):
+    """A profiler range (``torch.profiler.record_function``): it reports, it does not compute,
+    so ``with`` on it enters nothing (as ``IgnoredCallVariable`` drops ``warnings.warn``; torch's
+    strict export drops it too). ``cls``: its class."""
+
+    __slots__ = ("cls",)
+
+    def __init__(self, cls):
+        super().__init__(None)
+        self.cls = cls
+
+    def python_type(self) -> type:
+        return self.cls
+
+    def describe(self) -> str:
+        return f"the context manager `{self.cls.__name__}`"
+
+    def enter(self, tx) -> tuple[VariableTracker, VariableTracker]:
+        """Returns (the exit callable to push, the value ``as`` binds)."""
+        return CallbackVariable(lambda tx, args: ConstantVariable(False),
+                                f"`{self.cls.__name__}.__exit__`"), ConstantVariable(None)
+
+
+IGNORED_CONTEXTS = (torch.autograd.profiler.record_function,)
 
 
 def _native_exit(manager):

@@ -10,6 +10,7 @@ from torch.utils import _pytree as pytree
 
 from ...symbolic.diagnostics.catalogue import GraphBreakError, graph_break
 from ...symbolic.torch_compat import (
+    FUNCTORCH_DIFFERENTIATION,
     TORCHSCRIPT_CALLABLES,
     collective_remaps,
     export_predicate,
@@ -182,6 +183,20 @@ _SPECIAL[map_function] = \
 _SPECIAL[torch.while_loop] = lambda tx, args, kwargs: call_while_loop(tx, *args, **kwargs)
 _SPECIAL[torch.ops.higher_order.while_loop] = \
     lambda tx, args, kwargs: _while_loop_op(tx, *args, **kwargs)
+def _refuse_differentiation(transform):
+    def handler(tx, args, kwargs):
+        raise graph_break("UB108", f"`{transform}` inside forward(): a transform that "
+                          "differentiates (or functionalizes) the code it runs cannot be "
+                          "captured in the program (torch.export refuses it too)",
+                          frames=tx.user_frames(),
+                          hint="Compute the derivative outside the exported model, or export "
+                               "the model and apply torch.func to `ep.module()`.")
+
+    return handler
+
+
+for _fn, _transform in FUNCTORCH_DIFFERENTIATION.items():  # torch.vmap is traced
+    _SPECIAL[_fn] = _refuse_differentiation(_transform)
 for _name in ("scan", "associative_scan"):
     _op = getattr(torch.ops.higher_order, _name, None)
     if _op is not None:

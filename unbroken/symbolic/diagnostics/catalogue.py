@@ -147,8 +147,12 @@ _KINDS = [
     ),
     BreakKind(
         "UB110", "Unsupported context manager",
-        "Only torch.no_grad, torch.enable_grad, torch.set_grad_enabled, torch.inference_mode, "
-        "torch.autocast (over CPU tensors) and threading locks are understood inside forward().",
+        "Understood inside forward(): torch.no_grad, torch.enable_grad, torch.set_grad_enabled, "
+        "torch.inference_mode, torch.autocast (over CPU tensors), threading locks, context "
+        "managers written in Python (the program's own classes and `@contextmanager` functions, "
+        "and torch's, such as torch.nn.attention.sdpa_kernel), torch's own torch-function modes "
+        "and the profiler's record_function ranges (dropped, as they only report). Other "
+        "native context managers are not.",
         "Move the `with` statement outside the model.",
         "with open('log.txt') as f: ...",
         "# open files outside forward()",

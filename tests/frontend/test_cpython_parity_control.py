@@ -6,6 +6,7 @@ unpacking, slicing and ``del``. See ``test_cpython_parity.py`` for the conventio
 """
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 
 import pytest
@@ -585,3 +586,20 @@ def test_equality_of_pytree_specs():
         return first == second, first != second, first == other, first != other
 
     check(specs, 1)
+
+
+# ---------------------------------------------------------------- contextvars
+_LEVEL = contextvars.ContextVar("parity_level", default=1)
+
+
+def context_variable(step):
+    before = _LEVEL.get()
+    token = _LEVEL.set(before + step)
+    inside = (_LEVEL.get(), contextvars.ContextVar.get(_LEVEL))
+    _LEVEL.reset(token)
+    return before, inside, _LEVEL.get(), _LEVEL.get(7)
+
+
+@pytest.mark.parametrize("step", [1, 5])
+def test_context_variable_set_and_reset(step):
+    check(context_variable, step)

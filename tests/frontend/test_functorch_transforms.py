@@ -11,7 +11,6 @@ trace that stops inside vmap leaves none open. The transforms that differentiate
 (``torch.func.grad``...) are refused by name. Differential against eager, bit for bit."""
 from __future__ import annotations
 
-import contextlib
 import functools
 import operator
 
@@ -244,26 +243,3 @@ def test_transformers_style_mask_through_vmap_and_getitem_to_index():
     assert_bit_exact(program.module()(x, token_type), model(x, token_type))
     x2, types2 = torch.randn(3, 5, 3), torch.randint(0, 2, (3, 5))
     assert_bit_exact(program.module()(x2, types2), model(x2, types2))
-
-
-@pytest.mark.parametrize("manager", [
-    lambda: torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH),
-    lambda: torch.autograd.graph.disable_saved_tensors_hooks("not inside"),
-    lambda: torch.profiler.record_function("block"),
-    lambda: torch.autograd.profiler.record_function("block"),
-    lambda: contextlib.nullcontext(),
-])
-def test_context_managers_of_torch_inside_forward(manager):
-    """torch's ``@contextmanager`` functions are interpreted as the program's own are (what
-    they set is process state, restored by their own exit); the profiler's ranges report and
-    are dropped, as torch's strict export drops them."""
-    class Block(torch.nn.Module):
-        def forward(self, q):
-            with manager():
-                out = torch.nn.functional.scaled_dot_product_attention(q, q, q)
-            return out + 1
-
-    q = torch.randn(2, 3, 5, 4)
-    program = unbroken.export(Block(), (q,))
-    assert_bit_exact(program.module()(q), Block()(q))
-    assert not any("profiler" in t for t in _ops(program))

@@ -23,6 +23,7 @@ from unbroken.symbolic.torch_compat import (
     ENCODER_LAYER_FORWARD,
     FUNCTORCH_DIFFERENTIATION,
     MAKE_FX_TRACING,
+    MODE_PUSHES,
     NATIVE_MULTI_HEAD_ATTENTION,
     NESTED_FROM_MASK_LEFT_ALIGNED,
     NESTED_TENSOR_BUILDERS,
@@ -253,6 +254,38 @@ _DIFFERENTIATION_PROGRAMS = {
 }
 SPECIAL_CASES += [(fn, _DIFFERENTIATION_PROGRAMS[transform], "UB108")
                   for fn, transform in FUNCTORCH_DIFFERENTIATION.items()]
+
+
+class _FunctionMode(torch.overrides.TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+class _DispatchMode(torch.utils._python_dispatch.TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+_FUNCTION_MODE_PUSHES = (torch.overrides.TorchFunctionMode.__enter__, torch.overrides._push_mode,
+                         torch._C._push_on_torch_function_stack)
+
+
+def _mode_program(push):
+    """Enter a mode of the program's own through ``push``, popped again in eager: refused at
+    the push (UB110)."""
+    function_side = push in _FUNCTION_MODE_PUSHES
+
+    def program(x):
+        push(_FunctionMode() if function_side else _DispatchMode())
+        try:
+            return x + 1
+        finally:
+            (torch.overrides if function_side else torch.utils._python_dispatch)._pop_mode()
+
+    return program
+
+
+SPECIAL_CASES += [(push, _mode_program(push), "UB110") for push in MODE_PUSHES]
 
 
 def _id(case):

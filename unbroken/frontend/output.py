@@ -124,7 +124,7 @@ def _call_native(fn, values, named) -> tuple:
     """``fn(*values, **named)`` and whether it returned a generator or another lazy iterator
     (then run to a list)."""
     result = fn(*values, **named)
-    if isinstance(result, _LAZY_ITERATORS):
+    if issubclass(type(result), _LAZY_ITERATORS):  # (on the type: see _tensor_inputs)
         return list(result), True
     return result, False
 
@@ -215,6 +215,7 @@ class TraceContext:
         self.initial_settings = global_settings()  # checked when forward() returns
         self.inference_mode = False
         self.native_contexts: list = []  # context managers entered natively, innermost last
+        self.context_var_tokens: list = []  # (ContextVar, token) set natively, not yet reset
         # the functorch transforms forward() opened (torch.vmap's nesting, entered by a leaf
         # call of the interpreted vmap): on the thread's stack only while a leaf call runs
         self.functorch_layers: list = []
@@ -439,9 +440,24 @@ class TraceContext:
             self.native_contexts.remove(manager)
 
     def exit_native_contexts(self) -> None:
-        """Exit (innermost first) what a trace that stopped early left entered."""
+        """Exit (innermost first) what a trace that stopped early left entered, and reset the
+        context variables it left set (``variables.native.ContextVarWriteVariable``)."""
         while self.native_contexts:
             self.native_contexts.pop().__exit__(None, None, None)
+        while self.context_var_tokens:
+            var, token = self.context_var_tokens.pop()
+            var.reset(token)
+
+    def check_context_vars_restored(self, frames=()) -> None:
+        """forward() may not return with a ``ContextVar`` it set still set: a program cannot
+        replay that (UB107, at forward()'s definition)."""
+        if self.context_var_tokens:
+            names = ", ".join(f"`{var.name}`" for var, _ in self.context_var_tokens)
+            raise graph_break("UB107", f"forward() leaves the context variable {names} set",
+                              frames=frames or self.user_frames(),
+                              details="A program cannot set it for its caller.",
+                              hint="Reset it before forward() returns (`var.reset(token)`), "
+                                   "or set it around the export call.")
 
     # ----------------------------------------------------------------- locations
     def user_frames(self) -> tuple:

@@ -235,6 +235,11 @@ def lookup(tx, receiver: VariableTracker, name: str, *, instance=None, cls: type
         return tx.wrap(value, attr_source)
     if native is not instance:  # through ``super`` or on the class itself
         return tx.wrap(getattr(native, name), attr_source)
+    if type(static) is types.MethodDescriptorType and instance is not None and \
+            static.__objclass__.__module__ != "builtins":
+        # a C method of a native object's class (``ContextVar.get``): bound to the receiver,
+        # its tracker decides the call (builtin types' methods are their trackers' own)
+        return BoundMethodVariable(receiver, tx.wrap(static, attr_source))
     return tx.wrap(static, attr_source)
 
 

@@ -52,6 +52,7 @@ def trace_call(output: TraceContext, callee, args: list, kwargs: dict, *,
     try:
         with export_flags():  # torch's code run natively asks them too
             result = tx.run()
+        output.check_context_vars_restored(_definition(callee))  # before they are reset
         write_back_buffers(tx)
     finally:
         output.exit_native_contexts()

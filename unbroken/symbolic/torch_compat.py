@@ -60,7 +60,7 @@ __all__ = [
     "call_at_key", "forget_static_answers", "op_schema", "overload_name", "is_view",
     "view_base", "version_counter", "batched_inner", "functorch_depth",
     "restore_functorch_depth", "suspend_functorch", "resume_functorch",
-    "FUNCTORCH_DIFFERENTIATION",
+    "FUNCTORCH_DIFFERENTIATION", "MODE_PUSHES",
     "dispatch_modes", "function_modes", "restore_mode_stacks", "local_dispatch_keys",
     "set_local_dispatch_key", "inference_mode_guard", "set_grad_enabled", "CreationMeta",
     "creation_meta", "parse_to_arguments", "FUNCTION_APPLY", "DEFAULT_SETUP_CONTEXT",
@@ -352,6 +352,14 @@ their level, each with the transforms that make it: ``grad``, ``vjp``, ``jacrev`
 ``hessian`` through a native call; ``jvp`` and ``jacfwd`` through ``enter_jvp_nesting``,
 torch's Python, which also counts the level in a global of torch's (a leaf call running it
 would leave that count behind, so the refusal comes before it)."""
+
+
+MODE_PUSHES = (torch.overrides.TorchFunctionMode.__enter__, TorchDispatchMode.__enter__,
+               torch.overrides._push_mode, torch.utils._python_dispatch._push_mode,
+               torch._C._push_on_torch_function_stack, torch._C._push_on_torch_dispatch_stack)
+"""The calls that enter a torch function mode or dispatch mode: the classes' ``__enter__``
+(what ``with mode:`` calls), torch's ``_push_mode`` helpers, and the native pushes they end
+in."""
 
 
 def suspend_functorch(depth: int) -> list:

@@ -8,6 +8,7 @@ import abc
 import collections
 import collections.abc
 import contextlib
+import contextvars
 import dataclasses
 import enum
 import functools
@@ -73,7 +74,7 @@ from .functions import (
     is_torch_callable,
 )
 from .grad_mode import GRAD_MODE_CLASSES, GradModeVariable
-from .native import ImportModuleVariable, PureCallableVariable
+from .native import ContextVarWriteVariable, ImportModuleVariable, PureCallableVariable
 from .nn_module import NNModuleVariable
 from .numpy_values import (
     NumpyCallVariable,
@@ -443,6 +444,8 @@ def _wrap_builtin(tx, value, source):
                                                       OpOverloadPacket)):
         return TorchFunctionVariable(value, source)
     self_obj = getattr(value, "__self__", None)
+    if type(self_obj) is contextvars.ContextVar and value.__name__ in ("set", "reset"):
+        return ContextVarWriteVariable(value, source)
     if value is tuple.__new__:  # namedtuple._make / _replace build instances through it
         return TupleNewVariable(value, source)
     if self_obj is not None and not isinstance(self_obj, (types.ModuleType, type)):
@@ -494,6 +497,10 @@ def _wrap_descriptor(tx, value, source):
         return TorchFunctionVariable(value, source)
     if value is object.__setattr__:
         return ObjectSetattrVariable(value, source)
+    if owner is contextvars.ContextVar and value.__name__ in ("set", "reset"):
+        return ContextVarWriteVariable(value, source)
+    if owner is contextvars.ContextVar and value.__name__ == "get":  # reads the context
+        return PureCallableVariable(value, source)
     if isinstance(value, types.MethodWrapperType) and value.__name__ == "__get__" and \
             isinstance(value.__self__, types.FunctionType):  # partialmethod binds through it
         return _function_get(tx, value.__self__)

@@ -4,6 +4,7 @@ passed through unchanged to leaf calls (``math.sqrt``, ``str.upper`` bound to a 
 ``builtins``); this module holds what constants and sizes need to expose their methods."""
 from __future__ import annotations
 
+import contextvars
 import importlib.util
 import math
 import sys
@@ -75,6 +76,41 @@ def _is_missing(name: str) -> bool:
         return True
     except (ImportError, ValueError):
         return False
+
+
+class ContextVarWriteVariable(NativeCallableVariable):
+    """``var.set(value)`` / ``var.reset(token)`` of a ``contextvars.ContextVar`` from outside
+    forward() (torch 2.15's ``sdpa_kernel`` keeps a flag in one): run natively, as eager does,
+    and kept in ``TraceContext.context_var_tokens`` until reset. forward() may not return with
+    one still set (``check_context_vars_restored``); a trace that stops leaves none set
+    (``exit_native_contexts``). The value set is a constant: the code that reads it runs at
+    export time."""
+
+    __slots__ = ()
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        name = self.fn.__name__
+        var = getattr(self.fn, "__self__", None)
+        if type(var) is not contextvars.ContextVar:  # ContextVar.set, unbound: var first
+            var, args = (args[0].unwrap(tx), args[1:]) if args else (None, args)
+            if type(var) is not contextvars.ContextVar:
+                raise tx.user_exception(TypeError(
+                    f"descriptor '{name}' for 'ContextVar' objects needs an argument"))
+        if kwargs or len(args) != 1:
+            raise tx.user_exception(TypeError(f"{name}() takes exactly one argument"))
+        value = args[0].unwrap(tx)
+        tokens = tx.output.context_var_tokens
+        if name == "set":
+            if not args[0].is_constant():
+                raise graph_break("UB107", f"`ContextVar.set` of `{var.name}` to "
+                                  f"{args[0].describe()}: only a constant can be set inside "
+                                  "forward()", frames=tx.user_frames())
+            token = var.set(value)
+            tokens.append((var, token))
+            return tx.wrap(token)
+        var.reset(value)  # a token of another variable, or used twice: its own error
+        tokens[:] = [(v, t) for v, t in tokens if t is not value]
+        return tx.wrap(None)
 
 
 class ImportModuleVariable(NativeCallableVariable):

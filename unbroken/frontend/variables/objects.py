@@ -635,7 +635,7 @@ class ContextManagerVariable(ObjectVariable):
         # a function mode of torch's: its __torch_function__ is torch's code, which the leaf
         # calls run natively anyway (a mode of the program's own would run its code unseen)
         return isinstance(value, (torch.autocast, *_LOCK_TYPES)) or (
-            isinstance(value, TorchFunctionMode) and is_pytorch_module_name(
+            issubclass(type(value), TorchFunctionMode) and is_pytorch_module_name(
                 type(value).__module__))
 
     def describe(self) -> str:

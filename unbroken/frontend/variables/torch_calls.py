@@ -11,6 +11,7 @@ from torch.utils import _pytree as pytree
 from ...symbolic.diagnostics.catalogue import GraphBreakError, graph_break
 from ...symbolic.torch_compat import (
     FUNCTORCH_DIFFERENTIATION,
+    MODE_PUSHES,
     TORCHSCRIPT_CALLABLES,
     collective_remaps,
     export_predicate,
@@ -197,6 +198,23 @@ def _refuse_differentiation(transform):
 
 for _fn, _transform in FUNCTORCH_DIFFERENTIATION.items():  # torch.vmap is traced
     _SPECIAL[_fn] = _refuse_differentiation(_transform)
+def _refuse_mode_push(tx, args, kwargs):
+    """A torch function mode or dispatch mode of the program's own entered inside forward():
+    its ``__torch_function__``/``__torch_dispatch__`` would have to run, interpreted, around
+    every torch call of the block; entered natively it would run unseen (and the trace's own
+    modes would not see what it does). torch's own function modes are entered natively
+    before any of this is reached (``ContextManagerVariable``)."""
+    mode = args[0].python_type().__name__ if args else "mode"
+    raise graph_break("UB110", f"the mode `{mode}` entered inside forward(): a torch function "
+                      "or dispatch mode of the program's own cannot be captured",
+                      frames=tx.user_frames(),
+                      hint="Enter the mode around the export call (it then shapes what is "
+                           "exported, as torch.export's), or call what it does explicitly "
+                           "inside forward().")
+
+
+for _push in MODE_PUSHES:
+    _SPECIAL[_push] = _refuse_mode_push
 for _name in ("scan", "associative_scan"):
     _op = getattr(torch.ops.higher_order, _name, None)
     if _op is not None:

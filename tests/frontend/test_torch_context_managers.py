@@ -1,0 +1,133 @@
+"""Context managers of torch's inside forward().
+
+torch's ``@contextmanager`` functions (``torch.nn.attention.sdpa_kernel``,
+``torch.autograd.graph.disable_saved_tensors_hooks``) are interpreted as the program's own
+are: what they set is process state their own exit restores (and forward() must leave as it
+found, ``check_settings_restored``). torch's own torch-function modes are entered natively
+(``TransformGetItemToIndex``: see test_functorch_transforms.py); the profiler's ranges are
+dropped, as torch's strict export drops them. A mode of the program's own is refused: it was
+silently ignored (its ``__enter__`` ran as a leaf call, whose push did not outlive the call),
+an exported program computing other values than eager's. Side by side with eager, bit for bit.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+
+import pytest
+import torch
+from torch.export import Dim
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import unbroken
+from tests.exactness import assert_bit_exact
+from unbroken.exporter.process_state import ProcessState
+
+pytestmark = pytest.mark.matrix
+
+
+def _ops(program) -> list[str]:
+    return [str(n.target) for n in program.graph.nodes if n.op == "call_function"]
+
+
+@pytest.mark.parametrize("manager", [
+    lambda: torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH),
+    lambda: torch.autograd.graph.disable_saved_tensors_hooks("not inside"),
+    lambda: torch.profiler.record_function("block"),
+    lambda: torch.autograd.profiler.record_function("block"),
+    lambda: contextlib.nullcontext(),
+])
+def test_context_managers_of_torch_inside_forward(manager):
+    """torch's ``@contextmanager`` functions are interpreted as the program's own are (what
+    they set is process state, restored by their own exit); the profiler's ranges report and
+    are dropped, as torch's strict export drops them."""
+    class Block(torch.nn.Module):
+        def forward(self, q):
+            with manager():
+                out = torch.nn.functional.scaled_dot_product_attention(q, q, q)
+            return out + 1
+
+    q = torch.randn(2, 3, 5, 4)
+    program = unbroken.export(Block(), (q,))
+    assert_bit_exact(program.module()(q), Block()(q))
+    assert not any("profiler" in t for t in _ops(program))
+
+
+@pytest.mark.parametrize("backends", [SDPBackend.MATH, SDPBackend.FLASH_ATTENTION,
+                                      [SDPBackend.MATH, SDPBackend.FLASH_ATTENTION]])
+def test_attention_under_sdpa_kernel_computes_what_eager_computed(backends):
+    """With flash attention off and math on, eager ran the math kernel: the program records its
+    ops (kept whole, the program's call would choose flash at run time: 4.8e-7 off). Where
+    flash stays on, the call is kept whole and chooses as eager did."""
+    class Attend(torch.nn.Module):
+        def forward(self, q):
+            with sdpa_kernel(backends):
+                inner = torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True)
+            return inner + torch.nn.functional.scaled_dot_product_attention(q, q, q)
+
+    model, q = Attend(), torch.randn(2, 3, 5, 4)
+    program = unbroken.export(model, (q,), dynamic_shapes=({0: Dim.AUTO, 2: Dim.AUTO},))
+    for inputs in (q, torch.randn(3, 3, 7, 4)):
+        assert_bit_exact(program.module()(inputs), model(inputs))
+    kept = _ops(program).count("aten.scaled_dot_product_attention.default")
+    assert kept == (1 if backends is SDPBackend.MATH else 2)
+
+
+class _Doubler(TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        return result * 2 if func is torch.add else result
+
+
+class _Logger(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("enter", [
+    lambda: _Doubler(),
+    lambda: _Logger(),
+    lambda: contextlib.nullcontext(_Doubler().__enter__()),
+])
+def test_a_mode_of_the_programs_own_is_refused(enter):
+    class WithMode(torch.nn.Module):
+        def forward(self, x):
+            with enter():
+                y = torch.add(x, 1)
+            return y + 1
+
+    before = ProcessState.capture()
+    with pytest.raises(unbroken.GraphBreakError, match="of the program's own") as refused:
+        unbroken.export(WithMode(), (torch.randn(3),))
+    assert refused.value.code == "UB110" and __file__ in str(refused.value)
+    assert ProcessState.capture() == before
+
+
+_FLAG = contextvars.ContextVar("test_flag", default=False)
+
+
+def test_a_context_variable_left_set_is_refused_and_reset():
+    """torch 2.15's ``sdpa_kernel`` keeps a ``ContextVar``: set and reset natively, as eager;
+    forward() returning with one still set is refused, and the trace leaves it as it was."""
+    class LeavesSet(torch.nn.Module):
+        def forward(self, x):
+            _FLAG.set(True)
+            return x + 1
+
+    class Balanced(torch.nn.Module):
+        def forward(self, x):
+            token = _FLAG.set(True)
+            y = x * 2 if _FLAG.get() else x
+            _FLAG.reset(token)
+            return y
+
+    x = torch.randn(3)
+    with pytest.raises(unbroken.GraphBreakError, match="test_flag") as refused:
+        unbroken.export(LeavesSet(), (x,))
+    assert refused.value.code == "UB107"
+    assert _FLAG.get() is False
+    program = unbroken.export(Balanced(), (x,))
+    assert_bit_exact(program.module()(x), Balanced()(x))
+    assert _FLAG.get() is False

@@ -37,6 +37,7 @@ def _ops(program) -> list[str]:
     lambda: torch.autograd.graph.disable_saved_tensors_hooks("not inside"),
     lambda: torch.profiler.record_function("block"),
     lambda: torch.autograd.profiler.record_function("block"),
+    lambda: torch.autograd.detect_anomaly(),
     lambda: contextlib.nullcontext(),
 ])
 def test_context_managers_of_torch_inside_forward(manager):

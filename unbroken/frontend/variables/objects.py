@@ -703,9 +703,10 @@ def _raw_getattr(target):
 
 
 class IgnoredContextVariable(VariableTracker):
-    """A profiler range (``torch.profiler.record_function``): it reports, it does not compute,
-    so ``with`` on it enters nothing (as ``IgnoredCallVariable`` drops ``warnings.warn``; torch's
-    strict export drops it too). ``cls``: its class."""
+    """A context manager that reports and does not compute (``IGNORED_CONTEXTS``: a profiler
+    range, ``torch.autograd.detect_anomaly``): ``with`` on it enters nothing (as
+    ``IgnoredCallVariable`` drops ``warnings.warn``; torch's strict export drops the profiler's
+    ranges too). ``cls``: its class."""
 
     __slots__ = ("cls",)
 
@@ -725,7 +726,11 @@ class IgnoredContextVariable(VariableTracker):
                                 f"`{self.cls.__name__}.__exit__`"), ConstantVariable(None)
 
 
-IGNORED_CONTEXTS = (torch.autograd.profiler.record_function,)
+# What reports and does not compute: the profiler's ranges; anomaly detection (it checks
+# backward's values and keeps forward's stack traces for its messages: forward computes the
+# same values, and the mode is restored on exit; ``set_detect_anomaly`` sets it when built, so
+# it stays a setting that forward() must restore)
+IGNORED_CONTEXTS = (torch.autograd.profiler.record_function, torch.autograd.detect_anomaly)
 
 
 def _native_exit(manager):

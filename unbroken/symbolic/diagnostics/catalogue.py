@@ -151,7 +151,8 @@ _KINDS = [
         "torch.inference_mode, torch.autocast (over CPU tensors), threading locks, context "
         "managers written in Python (the program's own classes and `@contextmanager` functions, "
         "and torch's, such as torch.nn.attention.sdpa_kernel), torch's own torch-function modes "
-        "and the profiler's record_function ranges (dropped, as they only report). Other "
+        "and the profiler's record_function ranges and torch.autograd.detect_anomaly (dropped, "
+        "as they only report). Other "
         "native context managers are not.",
         "Move the `with` statement outside the model.",
         "with open('log.txt') as f: ...",

@@ -132,3 +132,25 @@ def test_a_context_variable_left_set_is_refused_and_reset():
     program = unbroken.export(Balanced(), (x,))
     assert_bit_exact(program.module()(x), Balanced()(x))
     assert _FLAG.get() is False
+
+
+@pytest.mark.slow  # ~7 s: its padded blocks' modular guards under Dim.AUTO
+def test_granite_speech_encoder_attention_under_sdpa_kernel():
+    """transformers' Granite Speech encoder runs its attention under
+    ``sdpa_kernel(SDPBackend.MATH)`` (refused before, UB110): exported bit for bit with eager,
+    static and with ``Dim.AUTO`` (torch non-strict keeps the call whole: 4.8e-7 off)."""
+    from transformers import GraniteSpeechEncoderConfig
+    from transformers.models.granite_speech.modeling_granite_speech import (
+        GraniteSpeechCTCEncoder,
+    )
+
+    config = GraniteSpeechEncoderConfig(input_dim=16, num_layers=2, hidden_dim=32,
+                                        feedforward_mult=2, num_heads=2, dim_head=16,
+                                        output_dim=12, context_size=8, max_pos_emb=16)
+    torch.manual_seed(0)
+    model = GraniteSpeechCTCEncoder(config).eval()
+    x = torch.randn(2, 21, 16)
+    program = unbroken.export(model, (x,), dynamic_shapes=({0: Dim.AUTO, 1: Dim.AUTO},))
+    with torch.no_grad():
+        for inputs in (x, torch.randn(3, 13, 16)):
+            assert_bit_exact(program.module()(inputs)[0], model(inputs)[0])

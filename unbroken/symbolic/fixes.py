@@ -165,6 +165,10 @@ def suggest_fix(facts, ranges: dict, hints: dict, describe=str, *,
         pending = [f for f in facts if not implied(fix.apply(f), fix.ranges, asserted)]
         if not pending:
             return fix
+        # every change below only narrows what the fix admits (a range, a pin, a derived dim,
+        # an assertion): a fact it implies now it implies after them, so only the pending
+        # ones are asked again (each ask is a solver call; modular guards make them slow)
+        facts = pending
         if adopt:
             if not any(_adopt_change(fix, fix.apply(f), f, describe, fixed) for f in pending):
                 fix.asserted.append(pending[0])
@@ -249,7 +253,13 @@ def _relate_polynomial(fix: Fix, fact, symbols, describe, fixed) -> bool:
 
 
 def _solved_for(fact, symbol):
-    """The one solution of ``fact`` for ``symbol`` (expanded), or None."""
+    """The one solution of ``fact`` for ``symbol`` (expanded), or None. Only a polynomial
+    equation is solved: what the callers take is an integer or an integer polynomial, which
+    sympy does not find for one with ``Mod``, floor division or ``Max`` in it (and takes
+    long to fail on: a padded length's ``s - Mod(s, 8) + 8``)."""
+    difference = fact.lhs - fact.rhs
+    if not difference.is_polynomial(*sorted(difference.free_symbols, key=str)):
+        return None
     try:
         solved = sympy.solve(fact, symbol)
     except (NotImplementedError, ValueError, TypeError):  # not a relation sympy solves

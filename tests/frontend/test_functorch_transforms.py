@@ -11,6 +11,7 @@ trace that stops inside vmap leaves none open. The transforms that differentiate
 (``torch.func.grad``...) are refused by name. Differential against eager, bit for bit."""
 from __future__ import annotations
 
+import copy
 import functools
 import operator
 
@@ -243,3 +244,29 @@ def test_transformers_style_mask_through_vmap_and_getitem_to_index():
     assert_bit_exact(program.module()(x, token_type), model(x, token_type))
     x2, types2 = torch.randn(3, 5, 3), torch.randint(0, 2, (3, 5))
     assert_bit_exact(program.module()(x2, types2), model(x2, types2))
+
+
+def test_an_ensemble_from_stack_module_state():
+    """torch.func's model-ensembling recipe inside forward(): ``stack_module_state`` of the
+    members, one ``functional_call`` of a meta copy under ``vmap`` (torch non-strict exports
+    it with wrong values, torch strict refuses it)."""
+    class Ensemble(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.members = torch.nn.ModuleList([torch.nn.Linear(4, 3) for _ in range(3)])
+            self.base = copy.deepcopy(self.members[0]).to("meta")
+
+        def forward(self, x):
+            params, buffers = torch.func.stack_module_state(list(self.members))
+
+            def member(p, b, inputs):
+                return torch.func.functional_call(self.base, (p, b), (inputs,))
+
+            return torch.vmap(member, in_dims=(0, 0, None))(params, buffers, x)
+
+    model, x = Ensemble(), torch.randn(5, 4)
+    program = unbroken.export(model, (x,), dynamic_shapes=({0: Dim.AUTO},))
+    for inputs in (x, torch.randn(2, 4)):
+        got, want = program.module()(inputs), model(inputs)
+        assert_bit_exact(got, want)
+    assert functorch_depth() == 0

@@ -1,5 +1,7 @@
 """The solver: three-valued verdicts, counterexamples that really violate the fact, exact
 Python floor semantics, and check_guards over recorded guards."""
+import math
+
 import sympy
 import torch
 import z3
@@ -78,6 +80,19 @@ def test_z3_encoding_of_floordiv_and_mod_is_python(x, y):
     assert s.check() == z3.sat
     m = s.model()
     assert m[q].as_long() == x // y and m[r].as_long() == x % y
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(-40, 40), st.integers(1, 9), st.sampled_from(["ceil", "floor"]))
+def test_rounded_division_by_a_constant_is_python_and_integer_only(x, n, rounding):
+    """``CeilToInt(IntTrueDiv(u, n))`` (``math.ceil(u / n)``) and ``FloorToInt`` translate to
+    integer division (no real arithmetic for z3) with Python's value."""
+    u = sympy.Symbol("u0", integer=True)
+    kind, python = (E.CeilToInt, math.ceil) if rounding == "ceil" else (E.FloorToInt, math.floor)
+    term = to_z3(kind(E.IntTrueDiv(u, n)))
+    assert term.is_int() and "ToReal" not in str(term) and "ToInt" not in str(term)
+    value = z3.simplify(z3.substitute(term, (z3.Int("u0"), z3.IntVal(x))))
+    assert value.as_long() == python(x / n)
 
 
 def test_negative_divisor_fact_decided_with_floor_semantics():

@@ -341,6 +341,9 @@ class _Translator:
             return z3.RealVal(str(expr))
         if isinstance(expr, sympy.Piecewise):
             return self._piecewise(expr)
+        rounded = self._rounded_division(expr)
+        if rounded is not None:
+            return rounded
         entry = function_of(expr)
         if entry is None or entry.z3 is None:
             raise Untranslatable(f"no z3 translation for {type(expr).__name__}: {expr}")
@@ -348,6 +351,24 @@ class _Translator:
         if result is None:
             raise Untranslatable(f"no z3 translation for {expr}")
         return result
+
+    def _rounded_division(self, expr):
+        """``CeilToInt(IntTrueDiv(a, n))`` / ``FloorToInt(...)`` of an integer ``a`` by a
+        positive integer ``n`` (``math.ceil(s / 8)``: a padded length's block count) as
+        integer division: ``-((-a) // n)`` / ``a // n``. The same value as the rules' real
+        division rounded, but linear integer arithmetic for z3, which the mixed integer and
+        real form is not (each fact of a padded encoder took it ~15 ms). None for any other
+        expression."""
+        if not isinstance(expr, (E.CeilToInt, E.FloorToInt)) or \
+                not isinstance(expr.args[0], E.IntTrueDiv):
+            return None
+        numerator, denominator = expr.args[0].args
+        if not (denominator.is_Integer and denominator > 0 and numerator.is_integer):
+            return None
+        a, n = self.translate(numerator), z3.IntVal(int(denominator))
+        if not a.is_int():
+            return None
+        return a / n if isinstance(expr, E.FloorToInt) else -((-a) / n)
 
     def _piecewise(self, expr):
         result = None

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.frontend.parity import PARITY, check
+from tests.frontend.parity import PARITY, check, check_breaks
 
 # In the slice every Python x torch cell runs (`make test-slice`; ci/cells.txt).
 pytestmark = pytest.mark.matrix
@@ -532,6 +532,20 @@ def generator_throw(kind: str, resume: bool):
 @pytest.mark.parametrize("caught", [True, False])
 def test_exceptions_through_a_contextmanager(raised, caught):
     check(contextmanager_with_exceptions, raised, caught)
+
+
+def generator_send():
+    def body():
+        received = yield 1
+        yield received
+
+    it = body()
+    next(it)
+    return it.send(5)
+
+
+def test_generator_send_is_refused_not_taken_for_a_missing_attribute():
+    check_breaks("UB117", generator_send)
 
 
 @pytest.mark.parametrize("kind", ["zero", "zero class", "index", "key"])

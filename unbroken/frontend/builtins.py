@@ -673,7 +673,7 @@ def _construct_native(tx, cls, args, kwargs):
         return None
     if cls in GRAD_MODE_CLASSES:  # never entered natively: the trace keeps its own mode
         return GradModeVariable.construct(tx, cls, args, kwargs)
-    if cls in IGNORED_CONTEXTS:  # a profiler range: nothing to enter (its arguments evaluated)
+    if cls in IGNORED_CONTEXTS:  # it only reports: nothing to enter (its arguments evaluated)
         return IgnoredContextVariable(cls)
     if _plain_python_class(cls) and not all(a.is_constant() for a in [*args, *kwargs.values()]):
         # an argument with no native value (an object holding a traced method): its

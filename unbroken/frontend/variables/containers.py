@@ -375,7 +375,7 @@ class GeneratorVariable(IteratorVariable):
     def getattr(self, tx, name: str) -> VariableTracker:
         if name == "throw":
             return CallbackVariable(self._throw, "the method `throw` of a generator")
-        raise AttributeMissing(name)
+        return super().getattr(tx, name)  # send, close, gi_frame...: refused as before
 
     def _throw(self, tx, args) -> VariableTracker:
         """``gen.throw(value)`` (``gen.throw(type, value, traceback)`` before 3.12): the body

@@ -327,7 +327,7 @@ imported = time.process_time()
 import export_time as bench
 model, args, kwargs = bench.MODELS[{name!r}]()
 built = time.process_time()
-bench.EXPORTERS[{side!r}](model, args, kwargs, None)
+{export_line}
 done = time.process_time()
 print("PROCESS " + json.dumps({{"import_s": imported - start, "build_s": built - imported,
                                 "first_s": done - built}}))
@@ -343,13 +343,20 @@ def _byte_compile_package() -> None:
     compileall.compile_dir(str(ROOT / "unbroken"), quiet=1)
 
 
+FLOOR_SIDE = "floor"  # a fresh process that imports torch and builds the model, no export
+
+
 def measure_process(name: str, side: str, runs: int) -> dict:
     """``side``'s static export of ``name`` in ``runs`` fresh processes: the first export's
-    median and the whole process's (wall, from the parent)."""
+    median and the whole process's (CPU, from the parent). ``FLOOR_SIDE``: the same process
+    without an exporter (import torch, build the model), which every side pays."""
     _byte_compile_package()
-    import_exporter = "import unbroken" if side == "unbroken" else "import torch.export"
-    code = _PROCESS_CODE.format(root=str(ROOT), name=name, side=side,
-                                import_exporter=import_exporter)
+    import_exporter = {"unbroken": "import unbroken", FLOOR_SIDE: ""}.get(
+        side, "import torch.export")
+    export_line = "" if side == FLOOR_SIDE else \
+        f"bench.EXPORTERS[{side!r}](model, args, kwargs, None)"
+    code = _PROCESS_CODE.format(root=str(ROOT), name=name, import_exporter=import_exporter,
+                                export_line=export_line)
     first, whole = [], []
     for _ in range(runs):
         start = _children_cpu()
@@ -373,11 +380,13 @@ def _children_cpu() -> float:
 
 
 def add_process_columns(row: dict, runs: int, sides=SIDE_NAMES) -> None:
-    """The fresh-process measurements of ``row``'s model, sides interleaved run by run."""
-    per_side = {side: {"first": [], "process": []} for side in sides}
+    """The fresh-process measurements of ``row``'s model, sides interleaved run by run, and
+    the floor (``FLOOR_SIDE``): ``non_strict_process_ceiling`` is the whole-process ratio
+    non-strict / unbroken that an exporter costing nothing would reach."""
+    per_side = {side: {"first": [], "process": []} for side in (*sides, FLOOR_SIDE)}
     errors: dict = {}
     for _ in range(runs):
-        for side in sides:
+        for side in (*sides, FLOOR_SIDE):
             if side in errors:
                 continue
             result = measure_process(row["model"], side, 1)
@@ -390,9 +399,13 @@ def add_process_columns(row: dict, runs: int, sides=SIDE_NAMES) -> None:
         for key in ("first", "process"):
             row[side][f"{key}_process"] = _summary(per_side[side][key], errors.get(side))
     ours = row["unbroken"].get("process_process", {}).get("median_s")
+    floor = _summary(per_side[FLOOR_SIDE]["process"], errors.get(FLOOR_SIDE))
+    row["process_floor"] = floor
     for side in ("strict", "non_strict"):
         theirs = row.get(side, {}).get("process_process", {}).get("median_s")
         row[f"{side}_process_ratio"] = theirs / ours if ours and theirs else None
+        row[f"{side}_process_ceiling"] = theirs / floor["median_s"] \
+            if theirs and floor["median_s"] else None
 
 
 # ------------------------------------------------------------------------------ output
@@ -417,7 +430,8 @@ def _ratio(value: float | None) -> str:
 COLUMNS = ("model", "shapes", "unbroken ms", "strict ms", "non-strict ms", "strict / unbroken",
            "non-strict / unbroken", "fake fwd ms", "unbroken / fake fwd", "first export s "
            "CPU (unbroken / strict / non-strict)", "whole process s CPU (unbroken / strict / "
-           "non-strict)", "non-strict / unbroken (process)")
+           "non-strict)", "non-strict / unbroken (process)", "process floor s CPU (import torch, "
+           "build, no export)", "non-strict / floor (process: the best ratio reachable)")
 
 
 def table_rows(rows: list[dict]) -> list[list[str]]:
@@ -431,7 +445,9 @@ def table_rows(rows: list[dict]) -> list[list[str]]:
                     _ms(row["fake_forward"], spread=False), _ratio(fake_ratio),
                     first if "first_process" in row["unbroken"] else "-",
                     whole if "process_process" in row["unbroken"] else "-",
-                    _ratio(row.get("non_strict_process_ratio"))])
+                    _ratio(row.get("non_strict_process_ratio")),
+                    _seconds(row.get("process_floor")),
+                    _ratio(row.get("non_strict_process_ceiling"))])
     return out
 
 

@@ -317,3 +317,19 @@ def test_with_user_context_manager():
 @pytest.mark.parametrize("xs", [[1, 2, 3], [-1, 4]])
 def test_walrus(xs):
     check(walrus, xs)
+
+
+# ---------------------------------------------------------------- slices
+
+def slice_fields(a, b, c, n):
+    parts = slice(a, b, c) if c != 0 else slice(a, b)
+    bare = slice(b)
+    return (parts.start, parts.stop, parts.step, bare.start, bare.stop, bare.step,
+            parts.indices(n), list(range(n))[parts])
+
+
+@PARITY
+@given(st.one_of(st.none(), small_ints), st.one_of(st.none(), small_ints),
+       st.one_of(st.none(), st.integers(-3, 3)), st.integers(0, 10))
+def test_slice_fields_and_indices(a, b, c, n):
+    check(slice_fields, a, b, c, n)

@@ -5,11 +5,13 @@ are exporting" on purpose), or refused with the code its handler promises. A wro
 (``_check_is_size`` read as ``_check``) cannot hide, and a new entry without a case fails
 ``test_every_entry_has_a_case``.
 """
+import collections
 import dataclasses
 import functools
 import importlib
 import itertools
 import operator
+import typing
 import warnings
 
 import pytest
@@ -18,6 +20,8 @@ import torch.nn as nn
 
 import unbroken
 from unbroken.frontend.builtins import _HANDLERS
+from unbroken.frontend.equivalents import PYTHON_EQUIVALENTS
+from unbroken.frontend.variables.native import CLASS_FACTORIES
 from unbroken.frontend.variables.torch_calls import _GLOBAL_STATE_SETTERS, _SPECIAL
 from unbroken.symbolic.torch_compat import (
     ENCODER_LAYER_FORWARD,
@@ -243,6 +247,44 @@ BUILTIN_CASES = [
       for _ in range(hasattr(itertools, "batched"))],
 ]
 
+# itertools' lazy functions, run as their Python equivalents (frontend.equivalents; their
+# laziness against CPython: test_equivalents.py)
+BUILTIN_CASES += [
+    (itertools.accumulate, lambda x: list(itertools.accumulate(x.unbind(0), torch.mul))[-1],
+     EAGER),
+    (itertools.count, lambda x: sum(r * i for i, r in zip(itertools.count(2), x.unbind(0))),
+     EAGER),
+    (itertools.cycle, lambda x: sum(itertools.islice(itertools.cycle([x, 2 * x]), 5)), EAGER),
+    (itertools.repeat, lambda x: torch.stack(list(itertools.repeat(x, 3))), EAGER),
+    (itertools.starmap, lambda x: sum(itertools.starmap(torch.mul, [(x, x), (x, 2)])), EAGER),
+    (itertools.takewhile, lambda x: sum(itertools.takewhile(lambda r: r.shape[0] == 3,
+                                                            [x[0], x[1], x[:2, 0]])), EAGER),
+    (itertools.dropwhile, lambda x: sum(itertools.dropwhile(lambda r: r.shape[0] == 2,
+                                                            [x[0, :2], x[1], x[2]])), EAGER),
+    (itertools.filterfalse, lambda x: sum(itertools.filterfalse(lambda r: r.shape[0] == 2,
+                                                                [x[0, :2], x[1], x[2]])), EAGER),
+    (itertools.groupby, lambda x: torch.stack([sum(r for _, r in g) for _, g in itertools.groupby(
+        zip([0, 0, 1, 1], x.unbind(0)), key=lambda pair: pair[0])]), EAGER),
+    (itertools.tee, lambda x: sum(a * b for a, b in zip(*itertools.tee(
+        r + 1 for r in x.unbind(0)))), EAGER),
+]
+
+
+# the standard library's class factories, run natively on constant descriptions
+def _namedtuple_program(x):
+    pair = collections.namedtuple("Pair", "a b", defaults=[2])
+    return pair(x).a * pair(x, 3).b
+
+
+BUILTIN_CASES += [
+    (collections.namedtuple, _namedtuple_program, EAGER),
+    (typing.NamedTuple, lambda x: typing.NamedTuple("P", [("a", int)])(3).a * x, EAGER),
+    (dataclasses.make_dataclass,
+     lambda x: dataclasses.make_dataclass("D", [("a", int)])(a=4).a * x, EAGER),
+    (collections.namedtuple, lambda x: collections.namedtuple("P", "a", defaults=[x])().a,
+     "UB108"),
+]
+
 
 # torch.func's differentiating transforms, refused at the call that opens their level
 _DIFFERENTIATION_PROGRAMS = {
@@ -348,6 +390,8 @@ def test_every_entry_has_a_case():
     covered = {case[0] for case in SPECIAL_CASES + BUILTIN_CASES} | set(SETTERS)
     assert set(_SPECIAL) - covered == set()
     assert set(_HANDLERS) - covered == set()
+    assert set(PYTHON_EQUIVALENTS) - covered == set()
+    assert set(CLASS_FACTORIES) - covered == set()
 
 
 def test_the_while_loop_operator_with_additional_inputs_is_refused():

@@ -23,6 +23,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from ..symbolic.diagnostics.catalogue import GraphBreakError, graph_break
+from .equivalents import LAZY_EQUIVALENTS
 from .protocol import (
     BoundMethodVariable,
     class_attribute,
@@ -37,6 +38,7 @@ from .variables.constant import ConstantVariable, SetVariable
 from .variables.containers import (
     ChainVariable,
     DictVariable,
+    GeneratorVariable,
     IteratorVariable,
     ListVariable,
     NamedTupleVariable,
@@ -226,17 +228,45 @@ def _loop_bound(tx, bound) -> int:
                  "apply), or express the loop with tensor operations / torch.cond.") from None
 
 
+def _lazy(trackers) -> bool:
+    """Whether one of ``trackers`` is a lazy iterator (a generator, an ``itertools.chain``):
+    it may be endless, or observe when it is drawn from; CPython's laziness is then kept by
+    interpreting the Python equivalent (``frontend.equivalents``) instead of materializing."""
+    return any(isinstance(t, (GeneratorVariable, ChainVariable)) for t in trackers)
+
+
+def _lazily(tx, name: str, args, kwargs):
+    return tx.wrap(LAZY_EQUIVALENTS[name]).call(tx, list(args), dict(kwargs))
+
+
 def _enumerate(tx, iterable, start=None):
+    if _lazy((iterable,)):
+        return _lazily(tx, "enumerate", (iterable,) if start is None else (iterable, start), {})
     first = start.as_constant() if start is not None else 0
     return IteratorVariable([TupleVariable([ConstantVariable(first + i), v])
                              for i, v in enumerate(iterate(tx, iterable))])
 
 
 def _zip(tx, *iterables, strict=None):
+    if _lazy(iterables):
+        return _lazily(tx, "zip", iterables, {} if strict is None else {"strict": strict})
     columns = [iterate(tx, it) for it in iterables]
     if strict is not None and strict.as_constant() and len({len(c) for c in columns}) > 1:
-        raise tx.user_exception(ValueError("zip() arguments have different lengths"))
+        raise tx.user_exception(ValueError(_zip_length_message([len(c) for c in columns])))
     return IteratorVariable([TupleVariable(list(row)) for row in zip(*columns)])
+
+
+def _zip_length_message(lengths: list[int]) -> str:
+    """CPython's error for ``zip(strict=True)`` over iterables of these (unequal) lengths: the
+    first argument to run out, or the first after it that had more."""
+    shortest = min(lengths)
+    first = lengths.index(shortest)
+    if first > 0:
+        plural = f"s 1-{first}" if first > 1 else " 1"
+        return f"zip() argument {first + 1} is shorter than argument{plural}"
+    later = next(i for i, n in enumerate(lengths[1:], 2) if n > shortest)
+    plural = f"s 1-{later - 1}" if later > 2 else " 1"
+    return f"zip() argument {later} is longer than argument{plural}"
 
 
 def _chain(tx, *iterables):
@@ -257,6 +287,8 @@ def _combinator(fn, iterables: int | None, *, selectors: bool = False):
     all positional ones); the others, and the keywords but ``fillvalue``, are constants.
     ``selectors``: the second iterable holds constants whose truth selects (``compress``)."""
     def handler(tx, *args, **kwargs):
+        if fn.__name__ in LAZY_EQUIVALENTS and _lazy(args[:1]):  # islice, pairwise
+            return _lazily(tx, fn.__name__, args, kwargs)
         count = len(args) if iterables is None else iterables
         lists = [iterate(tx, a) for a in args[:count]]
         if selectors:
@@ -418,11 +450,15 @@ def _sorted(tx, iterable, key=None, reverse=None):
 
 
 def _map(tx, fn, *iterables):
+    if _lazy(iterables):
+        return _lazily(tx, "map", (fn, *iterables), {})
     columns = [iterate(tx, it) for it in iterables]
     return IteratorVariable([fn.call(tx, list(row), {}) for row in zip(*columns)])
 
 
 def _filter(tx, fn, iterable):
+    if _lazy((iterable,)):
+        return _lazily(tx, "filter", (fn, iterable), {})
     items = iterate(tx, iterable)
     if fn.is_constant() and fn.as_constant() is None:
         return IteratorVariable([v for v in items if v.truth(tx)])

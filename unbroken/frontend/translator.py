@@ -31,6 +31,7 @@ from .opcodes import HANDLERS
 from .opcodes.arithmetic import apply_binary
 from .opcodes.versions import python_support_error
 from .sources import GlobalSource
+from .trace_site import is_internal
 from .variables.base import VariableTracker
 from .variables.builder import wrap
 from .variables.containers import GeneratorVariable
@@ -145,10 +146,12 @@ class InstructionTranslator:
         return self.returned
 
     def _out_of_budget(self, exhausted: str):
-        """Refuse (UB122) at the loop that used the budget: of the running frames, the one
-        that iterated most, shown at its loop's first line."""
+        """Refuse (UB122) at the loop that used the budget: of the running frames of the
+        user's code, the one that iterated most, shown at its loop's first line (a loop in
+        torch's or unbroken's code, ``itertools.count``'s equivalent, is the user's call)."""
         frames = list(self.user_frames())
-        looping = [tx for tx in self.output.site.translators if tx.back_jumps]
+        looping = [tx for tx in self.output.site.translators
+                   if tx.back_jumps and not is_internal(tx.code.co_filename)]
         if looping:
             tx = max(looping, key=lambda t: t.back_jumps)
             frame = tx.frame()

@@ -39,6 +39,7 @@ from ...symbolic.torch_compat import (
     function_apply_class,
 )
 from ..builtins import BuiltinVariable, ClassVariable
+from ..equivalents import PYTHON_EQUIVALENTS
 from ..protocol import (
     BoundMethodVariable,
     CallbackVariable,
@@ -74,7 +75,13 @@ from .functions import (
     is_torch_callable,
 )
 from .grad_mode import GRAD_MODE_CLASSES, GradModeVariable
-from .native import ContextVarWriteVariable, ImportModuleVariable, PureCallableVariable
+from .native import (
+    CLASS_FACTORIES,
+    ClassFactoryVariable,
+    ContextVarWriteVariable,
+    ImportModuleVariable,
+    PureCallableVariable,
+)
 from .nn_module import NNModuleVariable
 from .numpy_values import (
     NumpyCallVariable,
@@ -180,8 +187,13 @@ def _builder_of(tx, value):
             return _with_class(IgnoredCallVariable)
         if value in _NATIVE_QUERIES:
             return _with_class(PureCallableVariable)
+        if value in CLASS_FACTORIES:
+            return _with_class(ClassFactoryVariable)
         if value in _MODELLED_FUNCTIONS:
             return _with_class(BuiltinVariable)
+        equivalent = PYTHON_EQUIVALENTS.get(value)
+        if equivalent is not None:  # itertools.count, groupby...: their Python equivalents
+            return lambda tx, value, source: UserFunctionVariable(equivalent, None)
         if value is inspect.signature:
             return _with_class(SignatureVariable)
         if value is importlib.import_module:

@@ -22,6 +22,7 @@ from .builtin_methods import (
     refuse,
 )
 from .constant import ConstantVariable, is_constant_value
+from .native import PureCallableVariable
 from .tensor import SymbolicVariable, TensorVariable
 
 __all__ = ["check_mutable", "GeneratorVariable", "TupleVariable", "ListVariable", "SizeVariable",
@@ -198,6 +199,16 @@ class SliceVariable(VariableTracker):
 
     def unwrap(self, tx):
         return slice(*(p.unwrap(tx) for p in self.parts))
+
+    def getattr(self, tx, name: str) -> VariableTracker:
+        if name in _SLICE_FIELDS:  # the bounds as given (None where left out)
+            return self.parts[_SLICE_FIELDS.index(name)]
+        if name == "indices" and self.is_constant():  # of a length: CPython's own
+            return PureCallableVariable(self.as_constant().indices)
+        return super().getattr(tx, name)
+
+
+_SLICE_FIELDS = ("start", "stop", "step")
 
 
 class DictVariable(VariableTracker):

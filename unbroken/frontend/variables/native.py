@@ -4,10 +4,13 @@ passed through unchanged to leaf calls (``math.sqrt``, ``str.upper`` bound to a 
 ``builtins``); this module holds what constants and sizes need to expose their methods."""
 from __future__ import annotations
 
+import collections
 import contextvars
+import dataclasses
 import importlib.util
 import math
 import sys
+import typing
 
 import torch
 
@@ -16,7 +19,8 @@ from ...symbolic.torch_compat import sym_sqrt
 from .base import AttributeMissing, VariableTracker
 from .text import format_call, is_str_format
 
-__all__ = ["ImportModuleVariable", "NativeCallableVariable", "PureCallableVariable"]
+__all__ = ["CLASS_FACTORIES", "ClassFactoryVariable", "ImportModuleVariable",
+           "NativeCallableVariable", "PureCallableVariable"]
 
 # math functions with a symbolic counterpart that the recorder can put in a graph.
 _SYMBOLIC_MATH = {math.sqrt: sym_sqrt}
@@ -62,6 +66,36 @@ class PureCallableVariable(NativeCallableVariable):
         if fn in _SYMBOLIC_MATH and any(isinstance(a.unwrap(tx), _SYMBOLIC_TYPES) for a in args):
             fn = _SYMBOLIC_MATH[fn]  # keep the size symbolic instead of guarding on its value
         return tx.call_leaf(fn, args, kwargs)
+
+
+class ClassFactoryVariable(NativeCallableVariable):
+    """A function of the standard library that builds a class from a description
+    (``collections.namedtuple``, ``typing.NamedTuple``, ``dataclasses.make_dataclass``): run
+    natively when the description is constants, as eager runs it on each call; the class is
+    a value of the trace (its instances are built as the program's own). Anything traced in
+    the description (a tensor as a field default) is refused: the class would keep it."""
+
+    __slots__ = ()
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        described = [*args, *kwargs.values()]
+        if not all(a.is_constant() for a in described):
+            traced = next(a for a in described if not a.is_constant())
+            raise graph_break("UB108", f"{self.describe()} with {traced.describe()} in the "
+                              "class it builds: only constants can be kept in a class made "
+                              "during export", frames=tx.user_frames(),
+                              hint="Build the class once, outside forward(), or give it "
+                                   "constants only.")
+        try:
+            made = self.fn(*(a.as_constant() for a in args),
+                           **{k: v.as_constant() for k, v in kwargs.items()})
+        except (TypeError, ValueError) as error:  # the program's own mistake, at its line
+            raise tx.user_exception(error) from None
+        return tx.wrap(made)
+
+
+CLASS_FACTORIES = frozenset([collections.namedtuple, typing.NamedTuple,
+                             dataclasses.make_dataclass])
 
 
 def _is_missing(name: str) -> bool:

@@ -32,6 +32,7 @@ from unbroken.symbolic.torch_compat import (
     NESTED_FROM_MASK_LEFT_ALIGNED,
     NESTED_TENSOR_BUILDERS,
     NN_FAST_PATH_HELPERS,
+    scan_function,
 )
 
 EAGER, PEER = "eager", "torch.export"
@@ -117,6 +118,7 @@ SPECIAL_CASES = [
      lambda x: torch.ops.higher_order.cond(x.sum() > 0, lambda t: t + 1, lambda t: t - 1,
                                            (x,)), EAGER),
     (_map, lambda x: _map(lambda row: row * 2, x), EAGER),
+    (scan_function, lambda x: scan_function(lambda c, r: (c + r, c * r), x[0], x)[1], EAGER),
     (torch.while_loop, _while, EAGER),
     (torch.ops.higher_order.while_loop, _hop_while, EAGER),
     (torch.is_grad_enabled, lambda x: x + 1 if torch.is_grad_enabled() else x - 1, EAGER),

@@ -65,7 +65,8 @@ __all__ = [
     "set_local_dispatch_key", "inference_mode_guard", "set_grad_enabled", "CreationMeta",
     "creation_meta", "parse_to_arguments", "FUNCTION_APPLY", "DEFAULT_SETUP_CONTEXT",
     "function_apply_class",
-    "wrap_with_set_grad_enabled", "map_function", "FakeTensor", "FakeTensorMode", "fake_of_meta",
+    "wrap_with_set_grad_enabled", "map_function", "scan_function", "FakeTensor",
+    "FakeTensorMode", "fake_of_meta",
     "TensorMetadata", "extract_tensor_metadata", "symbolic_shapes_config", "Verifier",
     "TrainingIRVerifier", "SpecViolationError", "NodeSource", "NodeSourceAction",
     "core_aten_decompositions", "LazyGraphModule",
@@ -556,6 +557,12 @@ wrap_with_set_grad_enabled = torch._higher_order_ops.wrap.wrap_with_set_grad_ena
 map_function = importlib.import_module("torch._higher_order_ops.map").map
 """``torch._higher_order_ops.map.map(f, xs, *args)`` (the function, not the module that
 ``torch._higher_order_ops`` re-exports under the same name)."""
+
+importlib.import_module("torch._higher_order_ops.scan")
+scan_function = sys.modules["torch._higher_order_ops.scan"].scan
+"""``torch._higher_order_ops.scan(combine_fn, init, xs, *, dim=0, reverse=False)`` (torch
+2.14 adds ``length=None``): the user-facing function, which the package re-exports under the
+module's name."""
 
 
 # --- fake tensors and torch's ShapeEnv (after the capture, for torch's tools) ---------------

@@ -16,11 +16,13 @@ from ...symbolic.torch_compat import (
     collective_remaps,
     export_predicate,
     map_function,
+    scan_function,
     set_grad_enabled,
+    version_counter,
 )
 from .base import hashable
 from .constant import ConstantVariable
-from .containers import ListVariable, SequenceVariable
+from .containers import ListVariable, SequenceVariable, TupleVariable
 from .nn_fast_paths import fast_path_handlers
 from .tensor import LAYOUT_ALIASING, SymbolicVariable, TensorVariable, note_layout_aliasing
 
@@ -181,6 +183,7 @@ _SPECIAL.update(fast_path_handlers(_is_grad_enabled))  # torch.nn's fast paths, 
 _SPECIAL[torch.ops.higher_order.wrap_with_set_grad_enabled] = _wrap_with_set_grad_enabled
 _SPECIAL[map_function] = \
     lambda tx, args, kwargs: call_map(tx, *args)
+_SPECIAL[scan_function] = lambda tx, args, kwargs: call_scan(tx, *args, **kwargs)
 _SPECIAL[torch.while_loop] = lambda tx, args, kwargs: call_while_loop(tx, *args, **kwargs)
 _SPECIAL[torch.ops.higher_order.while_loop] = \
     lambda tx, args, kwargs: _while_loop_op(tx, *args, **kwargs)
@@ -400,6 +403,128 @@ def call_map(tx, f, xs, *args):
     stacked = [tx.call_leaf(torch.stack, [ListVariable([tx.wrap(v) for v in column])], {})
                for column in columns]
     return tx.wrap(pytree.tree_unflatten([s.unwrap(tx) for s in stacked], flat[0][1]))
+
+
+def call_scan(tx, combine_fn, init, xs, dim=None, reverse=None, length=None):
+    """``torch._higher_order_ops.scan(combine_fn, init, xs, dim=0, reverse=False)`` (and
+    torch 2.14's ``length``): ``(carry, y) = combine_fn(carry, x)`` for each slice ``x`` of
+    ``xs`` along ``dim`` (last to first when ``reverse``), the final carry and the ``y``s
+    stacked along ``dim``. As for ``map``, the number of steps is known at export time and
+    the loop is unrolled (each call traced like any user code); a dynamic scan dim is refused.
+    The carry must keep its structure, shapes and dtypes from step to step (torch checks it
+    too); torch's checks of the arguments raise its errors."""
+    def fail(message):
+        return tx.user_exception(RuntimeError(message))
+
+    dim = 0 if dim is None else dim.as_constant()
+    reverse = False if reverse is None else reverse.as_constant()
+    length = None if length is None else length.as_constant()
+    init_leaves, _ = pytree.tree_flatten(init.unwrap(tx))
+    xs_leaves, xs_spec = pytree.tree_flatten(xs.unwrap(tx))
+    has_tensors = any(isinstance(leaf, torch.Tensor) for leaf in xs_leaves)
+    if length is not None and (type(length) is not int or length < 0):
+        raise fail(f"scan() length must be a non-negative integer, got {length!r}")
+    if not has_tensors and length is None:
+        return TupleVariable([init, ListVariable([])])
+    if not has_tensors and length == 0:
+        raise graph_break("UB113", "scan() with length=0 and no xs tensors (torch.compile "
+                          "refuses it too)", frames=tx.user_frames())
+    if type(dim) is not int:
+        raise fail("Dim must be an int, but got " + str(type(dim)))
+    if type(reverse) is not bool:
+        raise fail("Reverse must be a bool, but got " + str(type(reverse)))
+    if not init_leaves:
+        raise fail("scan() operator requires init leaves.")
+    for leaf in init_leaves:
+        if not isinstance(leaf, torch.Tensor):
+            raise fail(f"All init leaves must be a Tensor but got {leaf}")
+    if has_tensors:
+        for leaf in xs_leaves:
+            if not isinstance(leaf, torch.Tensor):
+                raise fail(f"All xs leaves must be a Tensor but got {leaf}")
+        dim = dim + xs_leaves[0].ndim if -xs_leaves[0].ndim <= dim < 0 else dim
+        if any(leaf.ndim <= dim for leaf in xs_leaves) or any(
+                isinstance(leaf.shape[dim], int) and leaf.shape[dim] == 0 for leaf in xs_leaves):
+            raise fail("All xs leaves must at least have 'dim' number of dimensions and scan "
+                       "dimension > 0")
+        steps = xs_leaves[0].shape[dim]
+        if not isinstance(steps, int):
+            raise graph_break("UB117", "scan() over a dynamic dimension (the loop would be "
+                              "unrolled for one size only)", frames=tx.user_frames())
+        if length is not None and steps != length:
+            raise fail(f"scan() length={length} does not match xs size along dim={dim}: {steps}")
+    else:
+        steps = length
+    carry, ys = init, []
+    order = range(steps - 1, -1, -1) if reverse else range(steps)
+    for index in order:
+        x = ConstantVariable(None)
+        if has_tensors:
+            slices = [tx.call_leaf(torch.select, [tx.wrap(leaf), ConstantVariable(dim),
+                                                  ConstantVariable(index)], {}).unwrap(tx)
+                      for leaf in xs_leaves]
+            x = tx.wrap(pytree.tree_unflatten(slices, xs_spec))
+        inputs = [t for t in pytree.tree_leaves((carry.unwrap(tx), x.unwrap(tx)))
+                  if isinstance(t, torch.Tensor)]
+        versions = [version_counter(t) for t in inputs]
+        step = combine_fn.call(tx, [carry, x], {})
+        pair = step.items(tx) if isinstance(step, SequenceVariable) else None
+        if pair is None or len(pair) != 2:
+            raise graph_break("UB113", "scan's combine_fn must return a pair (next carry, "
+                              f"output), not {step.describe()}", frames=tx.user_frames())
+        _check_carry_kept(tx, init, pair[0])
+        _check_scan_step_pure(tx, inputs, versions, pytree.tree_leaves(step.unwrap(tx)))
+        carry = pair[0]
+        ys.append(pytree.tree_flatten(pair[1].unwrap(tx)))
+    if reverse:
+        ys.reverse()  # each output at the index of the slice it came from
+    spec = ys[0][1]
+    if not all(isinstance(leaf, torch.Tensor) for leaf in ys[0][0]):
+        raise graph_break("UB113", "scan's combine_fn must output tensors",
+                          frames=tx.user_frames())
+    stacked = []
+    for column in zip(*(leaves for leaves, _ in ys)):
+        out = tx.call_leaf(torch.stack, [ListVariable([tx.wrap(v) for v in column])], {})
+        if dim != 0 and dim < out.unwrap(tx).ndim:
+            out = tx.call_leaf(torch.movedim, [out, ConstantVariable(0), ConstantVariable(dim)],
+                               {})
+        stacked.append(out.unwrap(tx))
+    return TupleVariable([carry, tx.wrap(pytree.tree_unflatten(stacked, spec))])
+
+
+def _check_scan_step_pure(tx, inputs: list, versions: list, outputs: list) -> None:
+    """What torch.scan refuses of a combine_fn (eager runs it through torch.compile, which
+    checks): writing to its carry or slice, or returning a tensor that shares memory with
+    one of them or with another of its outputs (``return h, h``; ``.clone()`` one)."""
+    if any(version_counter(t) != v for t, v in zip(inputs, versions)):
+        raise graph_break("UB113", "scan's combine_fn writes to its carry or its slice of xs in "
+                          "place (torch.scan refuses it)", frames=tx.user_frames(),
+                          hint="Compute new tensors instead of writing in place.")
+    aliases = tx.output.recorder.aliases
+    taken = {id(aliases.root(t)) for t in inputs}
+    for out in outputs:
+        if not isinstance(out, torch.Tensor):
+            continue
+        root = id(aliases.root(out))
+        if root in taken:
+            raise graph_break("UB113", "scan's combine_fn returns a tensor that shares memory "
+                              "with its carry, its slice of xs or another of its outputs "
+                              "(torch.scan refuses it)", frames=tx.user_frames(),
+                              hint="Return a `.clone()` of it.")
+        taken.add(root)
+
+
+def _check_carry_kept(tx, init, carry) -> None:
+    """A scan's next carry has the structure, shapes and dtypes of its first."""
+    before, before_spec = pytree.tree_flatten(init.unwrap(tx))
+    after, after_spec = pytree.tree_flatten(carry.unwrap(tx))
+    same = before_spec == after_spec and all(
+        isinstance(b, torch.Tensor) and isinstance(a, torch.Tensor) and a.dtype == b.dtype
+        and tuple(a.shape) == tuple(b.shape) for a, b in zip(after, before))
+    if not same:
+        raise graph_break("UB113", "scan's combine_fn must return a next carry with the "
+                          "structure, shapes and dtypes of init (torch.scan requires it)",
+                          frames=tx.user_frames())
 
 
 def call_torch_function(tx, fn, args, kwargs, interpreted=None):

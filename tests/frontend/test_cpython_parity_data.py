@@ -333,3 +333,81 @@ def slice_fields(a, b, c, n):
        st.one_of(st.none(), st.integers(-3, 3)), st.integers(0, 10))
 def test_slice_fields_and_indices(a, b, c, n):
     check(slice_fields, a, b, c, n)
+
+
+# ---------------------------------------------------------------- OrderedDict's own methods
+
+def ordered_dict_moves(keys, moves):
+    from collections import OrderedDict
+    d = OrderedDict((k, i) for i, k in enumerate(keys))
+    log = []
+    for key, last in moves:
+        try:
+            d.move_to_end(key, last=last)
+            log.append(list(d.items()))
+        except KeyError as error:
+            log.append(("KeyError", error.args))
+    while True:
+        try:
+            log.append(d.popitem(last=len(d) % 2 == 0))
+        except KeyError as error:
+            log.append(("KeyError", error.args))
+            break
+    return log
+
+
+@PARITY
+@given(st.lists(st.sampled_from("abcd"), max_size=4, unique=True),
+       st.lists(st.tuples(st.sampled_from("abcde"), st.booleans()), max_size=4))
+def test_ordered_dict_move_to_end_and_popitem(keys, moves):
+    check(ordered_dict_moves, keys, moves)
+
+
+# ---------------------------------------------------------------- defaultdict, sentinels, methods
+
+def default_dicts(words):
+    from collections import defaultdict
+    groups = defaultdict(list)
+    for word in words:
+        groups[word[0]].append(word)
+    counts = defaultdict(int, {"seed": 3})
+    for word in words:
+        counts[len(word)] += 1
+    plain = defaultdict(None)
+    try:
+        plain["missing"]
+    except KeyError as error:
+        missing = error.args
+    copied = groups.copy()
+    copied["new"].append(1)
+    return (sorted(groups.items()), sorted(counts.items(), key=str), missing,
+            groups.default_factory is list, "new" in groups, "x" in groups,
+            groups.get("x"), type(copied).__name__)
+
+
+@PARITY
+@given(words)
+def test_default_dicts(ws):
+    check(default_dicts, [w or "e" for w in ws])
+
+
+def sentinels_and_bound_methods(values):
+    import sys
+    import types
+    missing = object()
+    found = max(values, default=missing)
+    log = []
+    bound = types.MethodType(lambda self, v: self.append(v), log)
+    bound(1)
+    try:
+        raise ValueError("handled")
+    except ValueError:
+        inside = sys.exception() is not None if hasattr(sys, "exception") else True
+    outside = sys.exc_info()
+    return found is missing, log, inside, outside
+
+
+@PARITY
+@given(int_lists)
+def test_sentinels_bound_methods_and_the_handled_exception(values):
+    check(sentinels_and_bound_methods, values)

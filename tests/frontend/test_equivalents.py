@@ -225,3 +225,140 @@ def test_batched_over_a_generator():
         log = []
         return [list(b) for b in itertools.batched(_logged(values, log), 2)], log
     check(program, [1, 2, 3, 4, 5])
+
+
+# ----------------------------------------------------------------- heapq, bisect, deque, Counter
+@PARITY
+@given(st.lists(st.integers(-3, 3), max_size=8), st.lists(st.integers(-3, 3), max_size=4))
+def test_heapq_keeps_cpythons_layout(values, pushed):
+    import heapq
+
+    def program(values, pushed):
+        heap = list(values)
+        heapq.heapify(heap)
+        layouts = [list(heap)]
+        for value in pushed:
+            heapq.heappush(heap, value)
+            layouts.append(list(heap))
+        out = [heapq.heappushpop(heap, 0), list(heap)]
+        if heap:
+            out += [heapq.heapreplace(heap, 1), list(heap)]
+        while heap:
+            out.append(heapq.heappop(heap))
+        try:
+            heapq.heappop(heap)
+        except IndexError as error:
+            out.append(str(error))
+        # tuples with equal first items: the layout decides which comes first
+        pairs = [(v % 2, i) for i, v in enumerate(values)]
+        heapq.heapify(pairs)
+        return layouts, out, pairs, heapq.nsmallest(2, values), heapq.nlargest(1, values)
+    check(program, values, pushed)
+
+
+@PARITY
+@given(st.lists(st.integers(-5, 5), max_size=6).map(sorted), st.integers(-6, 6),
+       st.integers(0, 3))
+def test_bisect_and_insort(values, x, lo):
+    import bisect
+
+    def program(values, x, lo):
+        a = list(values)
+        out = [bisect.bisect_left(a, x), bisect.bisect_right(a, x), bisect.bisect(a, x, lo),
+               bisect.bisect_left(a, x, lo, len(a)), bisect.bisect_right(a, -x, key=lambda v: -v)
+               if a == sorted(a, key=lambda v: -v) else None]
+        bisect.insort(a, x)
+        bisect.insort_left(a, x + 1, lo)
+        try:
+            bisect.bisect_left(a, x, -1)
+        except ValueError as error:
+            out.append(str(error))
+        return out, a
+    check(program, values, x, lo)
+
+
+@PARITY
+@given(st.lists(st.integers(0, 9), max_size=6), st.one_of(st.none(), st.integers(0, 4)),
+       st.integers(-3, 3))
+def test_deque(values, maxlen, n):
+    import collections
+
+    def program(values, maxlen, n):
+        d = collections.deque(values, maxlen)
+        out = [list(d), len(d), d.maxlen, bool(d)]
+        d.append(10)
+        d.appendleft(11)
+        d.extend([12, 13])
+        d.extendleft([14])
+        out.append(list(d))
+        d.rotate(n)
+        out += [list(d), list(reversed(d)), 12 in d, d.count(12), repr(d)]
+        for attempt in (lambda: d.pop(), lambda: d.popleft(), lambda: d[0], lambda: d[-1],
+                        lambda: d.index(12), lambda: d.remove(99), lambda: d.insert(0, 1)):
+            try:
+                out.append(attempt())
+            except (IndexError, ValueError) as error:
+                out.append((type(error).__name__, str(error)))
+        d.clear()
+        for attempt in (lambda: d.pop(), lambda: d[0]):
+            try:
+                out.append(attempt())
+            except IndexError as error:
+                out.append(str(error))
+        return out
+    check(program, values, maxlen, n)
+
+
+def test_counter_and_exit_stack():
+    import collections
+    import contextlib
+
+    class Noted:
+        def __init__(self, log, name):
+            self.log, self.name = log, name
+
+        def __enter__(self):
+            self.log.append(("enter", self.name))
+            return self.name
+
+        def __exit__(self, *details):
+            self.log.append(("exit", self.name, details[0] is None))
+            return False
+
+    def program(words):
+        counts = collections.Counter(words)
+        counts.update(["a", "z"])
+        log = []
+        with contextlib.ExitStack() as stack:
+            names = [stack.enter_context(Noted(log, n)) for n in ("x", "y")]
+            stack.callback(log.append, "callback")
+        try:
+            with contextlib.ExitStack() as stack:
+                stack.enter_context(Noted(log, "z"))
+                raise KeyError("inside")
+        except KeyError as error:
+            log.append(("caught", str(error)))
+        return sorted(counts.items()), counts.most_common(2), names, log
+    check(program, ["a", "b", "a", "c"])
+
+
+class Queued(torch.nn.Module):
+    """A work queue and a heap of scored tensors inside forward()."""
+
+    def forward(self, xs):
+        import collections
+        import heapq
+
+        queue, done = collections.deque(xs), []
+        while queue:
+            x = queue.popleft()
+            done.append(x * 2 if len(queue) % 2 else x)
+        heap = [(i % 2, i, x) for i, x in enumerate(done)]
+        heapq.heapify(heap)
+        return [heapq.heappop(heap)[2] for _ in range(len(heap))]
+
+
+def test_export_with_a_deque_and_a_heap_matches_eager():
+    xs = [torch.randn(2) for _ in range(4)]
+    got, want = unbroken.export(Queued(), (xs,)).module()(xs), Queued()(xs)
+    assert len(got) == len(want) and all(torch.equal(g, w) for g, w in zip(got, want))

@@ -5,12 +5,15 @@ are exporting" on purpose), or refused with the code its handler promises. A wro
 (``_check_is_size`` read as ``_check``) cannot hide, and a new entry without a case fails
 ``test_every_entry_has_a_case``.
 """
+import bisect
 import collections
 import dataclasses
 import functools
+import heapq
 import importlib
 import itertools
 import operator
+import sys
 import typing
 import warnings
 
@@ -216,7 +219,7 @@ BUILTIN_CASES = [
     (format, lambda x: x * len(format(3.14159, ".2f")), EAGER),
     (slice, lambda x: x[slice(1, None, 2)], EAGER),
     (super, _Child(), EAGER),
-    (object, lambda x: (object(), x)[1], "UB112"),
+    (object, lambda x: x * (max([], default=object()) is not None), EAGER),  # a sentinel
     (functools.reduce, lambda x: x * functools.reduce(operator.mul, [1, 2, 3]), EAGER),
     (callable, lambda x: x * callable(len) + callable(3), EAGER),
     # traced values: a tensor and a list are not callable (the class's __call__ decides)
@@ -269,6 +272,45 @@ BUILTIN_CASES += [
         zip([0, 0, 1, 1], x.unbind(0)), key=lambda pair: pair[0])]), EAGER),
     (itertools.tee, lambda x: sum(a * b for a, b in zip(*itertools.tee(
         r + 1 for r in x.unbind(0)))), EAGER),
+]
+
+
+# heapq's, bisect's and collections' C functions and deque: their Python equivalents
+def _heap_program(x):
+    heap = [(3, 0), (1, 1), (2, 2)]
+    heapq.heapify(heap)
+    heapq.heappush(heap, (0, 3))
+    order = [heapq.heappop(heap)[1], heapq.heappushpop(heap, (5, 4))[1],
+             heapq.heapreplace(heap, (9, 5))[1]]
+    return x * sum(i * 10 ** k for k, i in enumerate(order))
+
+
+def _max_heap_program(x):
+    values = [4, 1, 3, 2, 5]
+    return x * sum(heapq.nlargest(2, values)) + x * sum(heapq.nsmallest(2, values))
+
+
+def _bisect_program(x):
+    a = [1, 3, 5]
+    bisect.insort_left(a, 3)
+    bisect.insort_right(a, 4)
+    return x * (bisect.bisect_left(a, 3) + 10 * bisect.bisect_right(a, 3) + 100 * len(a))
+
+
+BUILTIN_CASES += [
+    *[(fn, _heap_program, EAGER) for fn in (heapq.heapify, heapq.heappush, heapq.heappop,
+                                             heapq.heappushpop, heapq.heapreplace)],
+    *[(fn, _max_heap_program, EAGER) for fn in PYTHON_EQUIVALENTS
+      if getattr(fn, "__module__", None) == "_heapq" and fn.__name__.endswith("_max")],
+    *[(fn, _bisect_program, EAGER) for fn in (bisect.bisect_left, bisect.bisect_right,
+                                               bisect.insort_left, bisect.insort_right)],
+    (collections.deque, lambda x: torch.stack(list(collections.deque([x, x + 1, x * 2],
+                                                                     maxlen=2))), EAGER),
+    *[(fn, lambda x: x * collections.Counter("abca")["a"], EAGER) for fn in PYTHON_EQUIVALENTS
+      if getattr(fn, "__name__", "") == "_count_elements"],
+    (sys.exc_info, lambda x: x * (sys.exc_info()[0] is None), EAGER),
+    *[(sys.exception, lambda x: x * (sys.exception() is None), EAGER)
+      for _ in range(hasattr(sys, "exception"))],
 ]
 
 

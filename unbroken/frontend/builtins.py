@@ -17,6 +17,7 @@ import enum
 import functools
 import itertools
 import operator
+import sys
 import types
 
 import torch
@@ -37,8 +38,8 @@ from .variables.base import AttributeMissing, VariableTracker
 from .variables.constant import ConstantVariable, SetVariable
 from .variables.containers import (
     ChainVariable,
+    DefaultDictVariable,
     DictVariable,
-    GeneratorVariable,
     IteratorVariable,
     ListVariable,
     NamedTupleVariable,
@@ -229,10 +230,12 @@ def _loop_bound(tx, bound) -> int:
 
 
 def _lazy(trackers) -> bool:
-    """Whether one of ``trackers`` is a lazy iterator (a generator, an ``itertools.chain``):
-    it may be endless, or observe when it is drawn from; CPython's laziness is then kept by
-    interpreting the Python equivalent (``frontend.equivalents``) instead of materializing."""
-    return any(isinstance(t, (GeneratorVariable, ChainVariable)) for t in trackers)
+    """Whether one of ``trackers`` is an iterator (a generator, an ``itertools.chain``,
+    ``iter(a_list)``): it may be endless, observe when it is drawn from, or be drawn from
+    again after (``zip(range(n), it)`` then ``for x in it``: heapq's ``nsmallest``); CPython's
+    laziness is then kept by interpreting the Python equivalent (``frontend.equivalents``)
+    instead of materializing it."""
+    return any(isinstance(t, IteratorVariable) for t in trackers)
 
 
 def _lazily(tx, name: str, args, kwargs):
@@ -380,7 +383,7 @@ def _reduce_pairwise(fn):
             if default is not None:
                 return default
             raise tx.user_exception(ValueError(f"{fn.__name__}() arg is an empty sequence"))
-        if key is not None:
+        if key is not None and not (key.is_constant() and key.as_constant() is None):
             keyed = [(key.call(tx, [v], {}), v) for v in items]
             best = keyed[0]
             for candidate in keyed[1:]:
@@ -559,8 +562,40 @@ def _callable(tx, obj):
     return ConstantVariable(any("__call__" in vars(k) for k in obj.python_type().__mro__))
 
 
-def _object(tx):
-    raise graph_break("UB112", "`object()` creates a new Python object", frames=tx.user_frames())
+def _handled_exception(tx):
+    """The exception being handled (an ``except`` block running) in the innermost frame that
+    handles one, as CPython's ``sys.exception()``; None when none is."""
+    for translator in reversed(tx.output.site.translators):
+        if translator.current_exception is not None:
+            return translator.current_exception
+    return None
+
+
+def _sys_exception(tx):
+    handled = _handled_exception(tx)
+    return ConstantVariable(None) if handled is None else handled
+
+
+def _exc_info(tx):
+    """``sys.exc_info()``: ``(None, None, None)`` outside an ``except`` block (contextlib's
+    ExitStack asks it on every exit), else the handled exception's type, the exception and
+    its ``__traceback__`` (the traceback of the interpreter's raise: nothing the exported
+    program computes can read it; logging it is dropped)."""
+    handled = _handled_exception(tx)
+    if handled is None:
+        return TupleVariable([ConstantVariable(None)] * 3)
+    raw = handled.unwrap(tx)
+    return TupleVariable([tx.wrap(type(raw)), handled,
+                          ConstantVariable(None) if raw.__traceback__ is None
+                          else tx.wrap(raw.__traceback__)])
+
+
+def _object(tx, *args, **kwargs):
+    """``object()``: a fresh object with no state, made natively (a sentinel compared with
+    ``is``, heapq's and many libraries' ``default=`` marker)."""
+    if args or kwargs:
+        raise tx.user_exception(TypeError("object() takes no arguments"))
+    return tx.wrap(object())
 
 
 def _dataclass_fields(tx, *args, **kwargs):
@@ -620,7 +655,8 @@ _HANDLERS = {
     super: _super,
     object: _object, functools.reduce: _reduce, callable: _callable,
     itertools.chain: _chain, itertools.chain.from_iterable: _chain_from_iterable,
-    dataclasses.fields: _dataclass_fields,
+    dataclasses.fields: _dataclass_fields, sys.exc_info: _exc_info,
+    **({sys.exception: _sys_exception} if hasattr(sys, "exception") else {}),
     **_COMBINATORS,
 }
 
@@ -678,6 +714,25 @@ def _partial(tx, cls, args, kwargs):
     return PartialVariable(args[0], args[1:], kwargs)
 
 
+def _default_dict(tx, cls, args, kwargs):
+    factory = args[0] if args else ConstantVariable(None)
+    if not (factory.is_constant() and factory.as_constant() is None) and \
+            not _callable(tx, factory).as_constant():
+        raise tx.user_exception(TypeError("first argument must be callable or None"))
+    return DefaultDictVariable(_dict(tx, *args[1:], **kwargs).entries, factory)
+
+
+def _method_type(tx, cls, args, kwargs):
+    """``types.MethodType(function, obj)``: ``function`` bound to ``obj`` (contextlib's
+    ExitStack binds a context manager's ``__exit__`` so)."""
+    if len(args) != 2 or kwargs:
+        raise tx.user_exception(TypeError(f"method expected 2 arguments, got {len(args)}"))
+    function, receiver = args
+    if not _callable(tx, function).as_constant():
+        raise tx.user_exception(TypeError("first argument must be callable"))
+    return BoundMethodVariable(receiver, function)
+
+
 def _ordered_dict(tx, cls, args, kwargs):
     result = _dict(tx, *args, **kwargs)
     result.python_class = cls
@@ -694,6 +749,7 @@ def _plain_python_class(cls) -> bool:
 
 
 _CONSTRUCTORS = {functools.partial: _partial, collections.OrderedDict: _ordered_dict,
+                 collections.defaultdict: _default_dict, types.MethodType: _method_type,
                  operator.itemgetter: _getter, operator.attrgetter: _getter}
 
 

@@ -252,6 +252,311 @@ def filter_(function, iterable):
             yield element
 
 
+# ----------------------------------------------------------------- heapq, bisect, collections
+def heappush(heap, item):
+    _check_heap(heap)
+    heap.append(item)
+    _sift_down(heap, 0, len(heap) - 1)
+
+
+def heappop(heap):
+    _check_heap(heap)
+    if not heap:
+        raise IndexError("index out of range")
+    last = heap.pop()
+    if heap:
+        smallest, heap[0] = heap[0], last
+        _sift_up(heap, 0)
+        return smallest
+    return last
+
+
+def heapreplace(heap, item):
+    _check_heap(heap)
+    if not heap:
+        raise IndexError("index out of range")
+    smallest, heap[0] = heap[0], item
+    _sift_up(heap, 0)
+    return smallest
+
+
+def heappushpop(heap, item):
+    _check_heap(heap)
+    if heap and heap[0] < item:
+        item, heap[0] = heap[0], item
+        _sift_up(heap, 0)
+    return item
+
+
+def heapify(heap):
+    _check_heap(heap)
+    for position in reversed(range(len(heap) // 2)):
+        _sift_up(heap, position)
+
+
+def _check_heap(heap):
+    if not isinstance(heap, list):
+        raise TypeError("heap argument must be a list")
+
+
+def _sift_down(heap, start, position):
+    """Move ``heap[position]`` up towards ``start`` while it is smaller than its parent (the
+    names are CPython's: "down" from the root's point of view)."""
+    item = heap[position]
+    while position > start:
+        parent = (position - 1) >> 1
+        if item < heap[parent]:
+            heap[position] = heap[parent]
+            position = parent
+            continue
+        break
+    heap[position] = item
+
+
+def _sift_up(heap, position):
+    """Move the smaller child up until a leaf is reached, then put the item there and sift it
+    down: CPython's order of comparisons, hence its layout for equal items."""
+    end, start, item = len(heap), position, heap[position]
+    child = 2 * position + 1
+    while child < end:
+        right = child + 1
+        if right < end and not heap[child] < heap[right]:
+            child = right
+        heap[position] = heap[child]
+        position = child
+        child = 2 * position + 1
+    heap[position] = item
+    _sift_down(heap, start, position)
+
+
+def heappop_max(heap):
+    _check_heap(heap)
+    if not heap:
+        raise IndexError("index out of range")
+    last = heap.pop()
+    if heap:
+        largest, heap[0] = heap[0], last
+        _sift_up_max(heap, 0)
+        return largest
+    return last
+
+
+def heapreplace_max(heap, item):
+    _check_heap(heap)
+    if not heap:
+        raise IndexError("index out of range")
+    largest, heap[0] = heap[0], item
+    _sift_up_max(heap, 0)
+    return largest
+
+
+def heapify_max(heap):
+    _check_heap(heap)
+    for position in reversed(range(len(heap) // 2)):
+        _sift_up_max(heap, position)
+
+
+def _sift_down_max(heap, start, position):
+    item = heap[position]
+    while position > start:
+        parent = (position - 1) >> 1
+        if heap[parent] < item:
+            heap[position] = heap[parent]
+            position = parent
+            continue
+        break
+    heap[position] = item
+
+
+def _sift_up_max(heap, position):
+    end, start, item = len(heap), position, heap[position]
+    child = 2 * position + 1
+    while child < end:
+        right = child + 1
+        if right < end and not heap[right] < heap[child]:
+            child = right
+        heap[position] = heap[child]
+        position = child
+        child = 2 * position + 1
+    heap[position] = item
+    _sift_down_max(heap, start, position)
+
+
+def bisect_left(a, x, lo=0, hi=None, *, key=None):
+    lo, hi = _bisect_bounds(a, lo, hi)
+    while lo < hi:
+        middle = (lo + hi) // 2
+        if (a[middle] if key is None else key(a[middle])) < x:
+            lo = middle + 1
+        else:
+            hi = middle
+    return lo
+
+
+def bisect_right(a, x, lo=0, hi=None, *, key=None):
+    lo, hi = _bisect_bounds(a, lo, hi)
+    while lo < hi:
+        middle = (lo + hi) // 2
+        if x < (a[middle] if key is None else key(a[middle])):
+            hi = middle
+        else:
+            lo = middle + 1
+    return lo
+
+
+def _bisect_bounds(a, lo, hi):
+    if lo < 0:
+        raise ValueError("lo must be non-negative")
+    return lo, len(a) if hi is None else hi
+
+
+def insort_left(a, x, lo=0, hi=None, *, key=None):
+    a.insert(bisect_left(a, x if key is None else key(x), lo, hi, key=key), x)
+
+
+def insort_right(a, x, lo=0, hi=None, *, key=None):
+    a.insert(bisect_right(a, x if key is None else key(x), lo, hi, key=key), x)
+
+
+def count_elements(mapping, iterable):
+    """``collections._count_elements``, what ``Counter.update`` counts with."""
+    for element in iterable:
+        mapping[element] = mapping.get(element, 0) + 1
+
+
+class deque:  # noqa: N801 (the name the program sees)
+    """``collections.deque`` over a list: its methods, ``maxlen`` dropping from the other
+    end, and its errors (one more element held than CPython's C blocks would: no matter)."""
+
+    def __init__(self, iterable=(), maxlen=None):
+        if maxlen is not None and (type(maxlen) is not int or maxlen < 0):
+            raise ValueError("maxlen must be non-negative")
+        self._maxlen = maxlen
+        self._items = []
+        self.extend(iterable)
+
+    @property
+    def maxlen(self):
+        return self._maxlen
+
+    def append(self, item):
+        self._items.append(item)
+        if self._maxlen is not None and len(self._items) > self._maxlen:
+            del self._items[0]
+
+    def appendleft(self, item):
+        self._items.insert(0, item)
+        if self._maxlen is not None and len(self._items) > self._maxlen:
+            self._items.pop()
+
+    def extend(self, iterable):
+        for item in list(iterable) if iterable is self else iterable:
+            self.append(item)
+
+    def extendleft(self, iterable):
+        for item in list(iterable) if iterable is self else iterable:
+            self.appendleft(item)
+
+    def pop(self):
+        if not self._items:
+            raise IndexError("pop from an empty deque")
+        return self._items.pop()
+
+    def popleft(self):
+        if not self._items:
+            raise IndexError("pop from an empty deque")
+        return self._items.pop(0)
+
+    def clear(self):
+        self._items.clear()
+
+    def copy(self):
+        return deque(self._items, self._maxlen)
+
+    def count(self, value):
+        return self._items.count(value)
+
+    def index(self, value, *bounds):
+        try:
+            return self._items.index(value, *bounds)
+        except ValueError:
+            raise ValueError(f"{value!r} is not in deque") from None
+
+    def insert(self, index, value):
+        if self._maxlen is not None and len(self._items) >= self._maxlen:
+            raise IndexError("deque already at its maximum size")
+        self._items.insert(index, value)
+
+    def remove(self, value):
+        try:
+            self._items.remove(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not in deque") from None
+
+    def reverse(self):
+        self._items.reverse()
+
+    def rotate(self, n=1):
+        if self._items:
+            n %= len(self._items)
+            if n:
+                self._items[:] = self._items[-n:] + self._items[:-n]
+
+    def __len__(self):
+        return len(self._items)
+
+    def __bool__(self):
+        return bool(self._items)
+
+    def __iter__(self):
+        return iter(list(self._items))
+
+    def __reversed__(self):
+        return iter(list(reversed(self._items)))
+
+    def __contains__(self, value):
+        return value in self._items
+
+    def __getitem__(self, index):
+        if type(index) is slice:
+            raise TypeError("sequence index must be integer, not 'slice'")
+        try:
+            return self._items[index]
+        except IndexError:
+            raise IndexError("deque index out of range") from None
+
+    def __setitem__(self, index, value):
+        try:
+            self._items[index] = value
+        except IndexError:
+            raise IndexError("deque index out of range") from None
+
+    def __delitem__(self, index):
+        try:
+            del self._items[index]
+        except IndexError:
+            raise IndexError("deque index out of range") from None
+
+    def __eq__(self, other):
+        return isinstance(other, deque) and self._items == other._items
+
+    def __iadd__(self, other):
+        self.extend(other)
+        return self
+
+    def __add__(self, other):
+        if not isinstance(other, deque):
+            raise TypeError(f'can only concatenate deque (not "{type(other).__name__}") to '
+                            'deque')
+        return deque(self._items + other._items, self._maxlen)
+
+    def __repr__(self):
+        inside = ", ".join(repr(item) for item in self._items)
+        if self._maxlen is None:
+            return f"deque([{inside}])"
+        return f"deque([{inside}], maxlen={self._maxlen})"
+
+
 def _itertools_equivalents() -> dict:
     import itertools
 
@@ -259,6 +564,22 @@ def _itertools_equivalents() -> dict:
         ("accumulate", accumulate), ("count", count), ("cycle", cycle), ("repeat", repeat),
         ("starmap", starmap), ("takewhile", takewhile), ("dropwhile", dropwhile),
         ("filterfalse", filterfalse), ("groupby", groupby), ("tee", tee))}
+    import bisect
+    import collections
+    import heapq
+
+    table.update({heapq.heappush: heappush, heapq.heappop: heappop,
+                  heapq.heapreplace: heapreplace, heapq.heappushpop: heappushpop,
+                  heapq.heapify: heapify, bisect.bisect_left: bisect_left,
+                  bisect.bisect_right: bisect_right, bisect.insort_left: insort_left,
+                  bisect.insort_right: insort_right, collections.deque: deque})
+    for name, function in (("heapify_max", heapify_max), ("heappop_max", heappop_max),
+                           ("heapreplace_max", heapreplace_max)):  # nlargest's (3.14: public)
+        for spelling in (name, "_" + name):
+            if callable(getattr(heapq, spelling, None)):
+                table[getattr(heapq, spelling)] = function
+    if getattr(collections, "_count_elements", None) is not None:
+        table[collections._count_elements] = count_elements  # noqa: SLF001 (Counter's)
     return table
 
 

@@ -110,7 +110,8 @@ _PURE_MODULES = ("math", "operator", "_operator", "cmath", "itertools")
 # a set: membership asks ``==`` only on a hash match (``chain.from_iterable`` is made anew on
 # each attribute read, equal but not identical).
 _MODELLED_FUNCTIONS = frozenset([functools.reduce, itertools.chain.from_iterable,
-                                 dataclasses.fields])
+                                 dataclasses.fields, sys.exc_info,
+                                 *([sys.exception] if hasattr(sys, "exception") else [])])
 
 
 # Exactly these types (not subclasses) are constants: most values wrapped are (ints, strings,
@@ -193,7 +194,7 @@ def _builder_of(tx, value):
             return _with_class(BuiltinVariable)
         equivalent = PYTHON_EQUIVALENTS.get(value)
         if equivalent is not None:  # itertools.count, groupby...: their Python equivalents
-            return lambda tx, value, source: UserFunctionVariable(equivalent, None)
+            return lambda tx, value, source: tx.wrap(equivalent)  # (a function or class)
         if value is inspect.signature:
             return _with_class(SignatureVariable)
         if value is importlib.import_module:

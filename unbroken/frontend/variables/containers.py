@@ -2,6 +2,7 @@
 and their methods (``xs.append(t)``, ``d.items()``...)."""
 from __future__ import annotations
 
+import collections
 import functools
 import inspect
 
@@ -263,9 +264,52 @@ class DictVariable(VariableTracker):
         return self.entries[k]
 
     def getattr(self, tx, name: str) -> VariableTracker:
-        if not hasattr(dict, name):
-            raise AttributeMissing(name)
-        return ContainerMethodVariable(self, name)
+        if hasattr(dict, name) or (name in _ORDERED_DICT_METHODS
+                                   and issubclass(self.python_class, collections.OrderedDict)):
+            return ContainerMethodVariable(self, name)
+        if hasattr(self.python_class, name):  # defaultdict.default_factory...: not modelled
+            raise graph_break("UB117", f"the attribute `{name}` of {self.describe()} is not "
+                              "supported", frames=tx.user_frames())
+        raise AttributeMissing(name)
+
+
+class DefaultDictVariable(DictVariable):
+    """A ``collections.defaultdict`` made in the trace: ``d[key]`` of a missing key calls the
+    factory (traced, like any call) and keeps its result, as ``__missing__`` does.
+    ``factory``: the tracker of ``default_factory`` (a constant None: no default)."""
+
+    __slots__ = ("factory",)
+
+    def __init__(self, entries: dict, factory: VariableTracker, source=None):
+        super().__init__(entries, source, collections.defaultdict)
+        self.factory = factory
+
+    def describe(self) -> str:
+        return "the defaultdict"
+
+    def as_constant(self):
+        return collections.defaultdict(self.factory.as_constant(),
+                                       {k: v.as_constant() for k, v in self.entries.items()})
+
+    def unwrap(self, tx):
+        return collections.defaultdict(self.factory.unwrap(tx),
+                                       {k: v.unwrap(tx) for k, v in self.entries.items()})
+
+    def is_constant(self) -> bool:
+        return self.factory.is_constant() and super().is_constant()
+
+    def entry(self, tx, key: VariableTracker) -> VariableTracker:
+        k = dict_key(key)
+        if k in self.entries or self.factory.is_constant() and self.factory.as_constant() is None:
+            return super().entry(tx, key)
+        check_mutable(tx, self, "a missing key's default (`__missing__`)")
+        value = self.entries[k] = self.factory.call(tx, [], {})
+        return value
+
+    def getattr(self, tx, name: str) -> VariableTracker:
+        if name == "default_factory":
+            return self.factory
+        return super().getattr(tx, name)
 
 
 def dict_key(key: VariableTracker):
@@ -445,6 +489,7 @@ class ContainerMethodVariable(VariableTracker):
 # implemented here on the element lists, so tensors inside stay tracked.
 
 _NONE = ConstantVariable(None)
+_TRUE = ConstantVariable(True)
 
 
 @functools.cache
@@ -464,6 +509,9 @@ def call_container_method(tx, container, name: str, args: list, kwargs: dict) ->
     if owner is not None and container.python_type() is not owner:
         owner = None  # an OrderedDict, a mapping proxy: their own methods differ
     table = _DICT_METHODS if isinstance(container, DictVariable) else _SEQUENCE_METHODS
+    if owner is None and isinstance(container, DictVariable) and issubclass(
+            container.python_class, collections.OrderedDict) and name in _ORDERED_DICT_METHODS:
+        table = _ORDERED_DICT_METHODS  # its own methods, on the ordered entries
     handler = table.get(name)
     if handler is not None:
         plan = _handler_plan(handler)  # the method's own arity (the handlers take the same
@@ -615,6 +663,8 @@ def _reverse(tx, xs):
 
 
 def _copy(tx, xs):
+    if isinstance(xs, DefaultDictVariable):
+        return DefaultDictVariable(xs.entries, xs.factory)
     if isinstance(xs, DictVariable):
         return DictVariable(xs.entries, python_class=xs.python_class)
     return ListVariable(xs.elements)
@@ -737,6 +787,33 @@ _DICT_METHODS = {"__setitem__": _dict_setitem, "__getitem__": _dict_getitem,
                  "pop": _dict_pop, "setdefault": _setdefault, "update": _update, "clear": _clear,
                  "copy": _copy}
 
+def _move_to_end(tx, d, key, last=_TRUE):
+    _mutable(tx, d, "move_to_end")
+    k = dict_key(key)
+    if k not in d.entries:
+        raise tx.user_exception(KeyError(k))
+    value = d.entries.pop(k)
+    if last.truth(tx):
+        d.entries[k] = value
+    else:
+        rest = dict(d.entries)
+        d.entries.clear()
+        d.entries[k] = value
+        d.entries.update(rest)
+    return _NONE
+
+
+def _ordered_popitem(tx, d, last=_TRUE):
+    _mutable(tx, d, "popitem")
+    if not d.entries:
+        raise tx.user_exception(KeyError("dictionary is empty"))
+    k = next(reversed(d.entries)) if last.truth(tx) else next(iter(d.entries))
+    return TupleVariable([ConstantVariable(k), d.entries.pop(k)])
+
+
+# OrderedDict's methods that differ from dict's (``popitem(last=False)``) or that dict lacks
+_ORDERED_DICT_METHODS = {"move_to_end": _move_to_end, "popitem": _ordered_popitem}
+
 # The trackers that model a builtin type exactly: its other methods run on a native model.
 _BUILTIN_MODEL = {ListVariable: list, TupleVariable: tuple, DictVariable: dict}
 
@@ -774,7 +851,10 @@ def _sort_key(tracker):
 
 
 def sorted_trackers(tx, items, key=None, reverse=None) -> list:
-    """Sort trackers like Python's stable sort, calling ``key`` through the interpreter."""
+    """Sort trackers like Python's stable sort, calling ``key`` through the interpreter
+    (``key=None`` given explicitly: no key, as CPython)."""
+    if key is not None and key.is_constant() and key.as_constant() is None:
+        key = None
     keys = [_sort_key(key.call(tx, [v], {}) if key is not None else v) for v in items]
     try:
         order = sorted(range(len(items)), key=lambda i: keys[i],

@@ -21,7 +21,9 @@ foundation            ``sources`` (where a
                       ``decoding`` (code objects into instructions, read from the bytes),
                       ``trace_site`` (where the trace is: what the recorder and the shape
                       environment read the user's location from), ``paths`` (decisions on
-                      tensor data in "find them all" mode: the path a trace follows)
+                      tensor data in "find them all" mode: the path a trace follows),
+                      ``equivalents`` (Python equivalents of the standard library's C
+                      functions, interpreted in their place)
 value model           ``variables.base`` (``VariableTracker`` and ``Interpreter``, the
                       interface through which trackers reach the interpreter),
                       ``variables.text`` (text computed when used), ``variables.native``
@@ -53,7 +55,7 @@ __all__ = ["CATALOGUE", "GraphBreakError", "interpret", "trace_call", "LAYERS"]
 # (layer, modules relative to this package), lowest first; "" is this package itself.
 LAYERS = (
     ("foundation", ("sources", "overlay", "budget", "opcodes.versions", "decoding",
-                    "trace_site", "paths")),
+                    "trace_site", "paths", "equivalents")),
     ("value model", ("variables", "variables.base", "variables.text", "variables.native",
                      "variables.builtin_methods", "variables.constant",
                      "variables.numpy_values", "variables.binding")),

@@ -253,45 +253,77 @@ def filter_(function, iterable):
 
 
 # ----------------------------------------------------------------- heapq, bisect, collections
+def _smaller(a, b):
+    return a < b
+
+
+def _larger(a, b):  # the max-heap's order: the same comparison, operands swapped
+    return b < a
+
+
 def heappush(heap, item):
     _check_heap(heap)
     heap.append(item)
-    _sift_down(heap, 0, len(heap) - 1)
+    _sift_down(heap, 0, len(heap) - 1, _smaller)
 
 
 def heappop(heap):
+    return _pop(heap, _smaller)
+
+
+def heapreplace(heap, item):
+    return _replace(heap, item, _smaller)
+
+
+def heapify(heap):
+    _heapify(heap, _smaller)
+
+
+def heappop_max(heap):
+    return _pop(heap, _larger)
+
+
+def heapreplace_max(heap, item):
+    return _replace(heap, item, _larger)
+
+
+def heapify_max(heap):
+    _heapify(heap, _larger)
+
+
+def _pop(heap, first):
     _check_heap(heap)
     if not heap:
         raise IndexError("index out of range")
     last = heap.pop()
     if heap:
-        smallest, heap[0] = heap[0], last
-        _sift_up(heap, 0)
-        return smallest
+        top, heap[0] = heap[0], last
+        _sift_up(heap, 0, first)
+        return top
     return last
 
 
-def heapreplace(heap, item):
+def _replace(heap, item, first):
     _check_heap(heap)
     if not heap:
         raise IndexError("index out of range")
-    smallest, heap[0] = heap[0], item
-    _sift_up(heap, 0)
-    return smallest
+    top, heap[0] = heap[0], item
+    _sift_up(heap, 0, first)
+    return top
 
 
 def heappushpop(heap, item):
     _check_heap(heap)
     if heap and heap[0] < item:
         item, heap[0] = heap[0], item
-        _sift_up(heap, 0)
+        _sift_up(heap, 0, _smaller)
     return item
 
 
-def heapify(heap):
+def _heapify(heap, first):
     _check_heap(heap)
     for position in reversed(range(len(heap) // 2)):
-        _sift_up(heap, position)
+        _sift_up(heap, position, first)
 
 
 def _check_heap(heap):
@@ -299,13 +331,13 @@ def _check_heap(heap):
         raise TypeError("heap argument must be a list")
 
 
-def _sift_down(heap, start, position):
-    """Move ``heap[position]`` up towards ``start`` while it is smaller than its parent (the
-    names are CPython's: "down" from the root's point of view)."""
+def _sift_down(heap, start, position, first):
+    """Move ``heap[position]`` up towards ``start`` while it comes ``first`` before its parent
+    (the names are CPython's: "down" from the root's point of view)."""
     item = heap[position]
     while position > start:
         parent = (position - 1) >> 1
-        if item < heap[parent]:
+        if first(item, heap[parent]):
             heap[position] = heap[parent]
             position = parent
             continue
@@ -313,73 +345,20 @@ def _sift_down(heap, start, position):
     heap[position] = item
 
 
-def _sift_up(heap, position):
-    """Move the smaller child up until a leaf is reached, then put the item there and sift it
-    down: CPython's order of comparisons, hence its layout for equal items."""
+def _sift_up(heap, position, first):
+    """Move the child that comes first up until a leaf is reached, then put the item there and
+    sift it down: CPython's order of comparisons, hence its layout for equal items."""
     end, start, item = len(heap), position, heap[position]
     child = 2 * position + 1
     while child < end:
         right = child + 1
-        if right < end and not heap[child] < heap[right]:
+        if right < end and not first(heap[child], heap[right]):
             child = right
         heap[position] = heap[child]
         position = child
         child = 2 * position + 1
     heap[position] = item
-    _sift_down(heap, start, position)
-
-
-def heappop_max(heap):
-    _check_heap(heap)
-    if not heap:
-        raise IndexError("index out of range")
-    last = heap.pop()
-    if heap:
-        largest, heap[0] = heap[0], last
-        _sift_up_max(heap, 0)
-        return largest
-    return last
-
-
-def heapreplace_max(heap, item):
-    _check_heap(heap)
-    if not heap:
-        raise IndexError("index out of range")
-    largest, heap[0] = heap[0], item
-    _sift_up_max(heap, 0)
-    return largest
-
-
-def heapify_max(heap):
-    _check_heap(heap)
-    for position in reversed(range(len(heap) // 2)):
-        _sift_up_max(heap, position)
-
-
-def _sift_down_max(heap, start, position):
-    item = heap[position]
-    while position > start:
-        parent = (position - 1) >> 1
-        if heap[parent] < item:
-            heap[position] = heap[parent]
-            position = parent
-            continue
-        break
-    heap[position] = item
-
-
-def _sift_up_max(heap, position):
-    end, start, item = len(heap), position, heap[position]
-    child = 2 * position + 1
-    while child < end:
-        right = child + 1
-        if right < end and not heap[right] < heap[child]:
-            child = right
-        heap[position] = heap[child]
-        position = child
-        child = 2 * position + 1
-    heap[position] = item
-    _sift_down_max(heap, start, position)
+    _sift_down(heap, start, position, first)
 
 
 def bisect_left(a, x, lo=0, hi=None, *, key=None):

@@ -343,6 +343,55 @@ def test_an_output_laid_out_by_the_backend_selection_is_not_shared_between_trace
     assert strides[0] != strides[1]  # the settings do change eager's layout here
 
 
+class _Relaid(torch.nn.Module):
+    """Ops whose meta output ``ir.layouts`` relays out as eager's CPU kernel lays it out: a
+    batch norm in evaluation (the input's suggested memory format, empty statistics), an
+    elementwise op with a Python meta kernel (TensorIterator's order), an FFT (the probe);
+    the program reads each layout."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = torch.nn.BatchNorm2d(3).eval()
+
+    def forward(self, x, y):
+        a = self.norm(x)
+        b = torch.floor_divide(x, y)
+        c = torch.fft.fft(x, dim=1)
+        return a * a.stride()[1], b * b.stride()[1], c.real * c.stride()[1]
+
+
+def test_relaid_out_static_outputs_are_shared_unless_probed(monkeypatch):
+    """A relayout computed from the arguments' metadata alone (batch norm, the elementwise
+    ops) is a function of the cache's key: a second export computes none of those outputs,
+    while the probe's (which runs eager's kernel with the trace's ``requires_grad``) stays the
+    trace's own. Each memory format of the inputs keeps its own eager layout."""
+    model = _Relaid()
+    computed = []
+    real = unbroken.ir.recorder.Recorder._meta_of
+
+    def counting(self, kernel, args, kwargs, func=None, computation=None):
+        computed.append(func)
+        return real(self, kernel, args, kwargs, func, computation)
+
+    monkeypatch.setattr(unbroken.ir.recorder.Recorder, "_meta_of", counting)
+    aten = torch.ops.aten
+    for layout in (torch.contiguous_format, torch.channels_last):
+        x = torch.randn(2, 3, 4, 5).to(memory_format=layout)
+        y = torch.randn(2, 3, 4, 5).transpose(2, 3).contiguous().transpose(2, 3) + 3
+        programs = []
+        for round in range(2):
+            computed.clear()
+            ep = unbroken.export(model, (x, y))
+            for got, want in zip(ep.module()(x, y), model(x, y)):
+                torch.testing.assert_close(got, want, rtol=0, atol=0)
+            programs.append(_summary(ep))
+            if round == 1:
+                assert aten._native_batch_norm_legit_no_training.default not in computed
+                assert aten.floor_divide.default not in computed
+                assert aten.fft_fft.default in computed
+        assert programs[0] == programs[1]
+
+
 # ----- symbolic outputs shared between traces, with the questions their computation asked -----
 class _Attention(torch.nn.Module):
     """Attention with a mask, under Dim.AUTO: SDPA's decomposition on SymInts asks dozens

@@ -48,7 +48,7 @@ from ..symbolic.torch_compat import (
 )
 from .ops import is_functional
 
-__all__ = ["eager_sizes", "kernel_layout", "on_cpu"]
+__all__ = ["eager_sizes", "kernel_layout", "on_cpu", "relayout_reads_trace"]
 
 aten = torch.ops.aten
 _META = "meta"
@@ -60,6 +60,15 @@ def kernel_layout(op):
     does (module docstring)."""
     table = _TABLE or _build_table()
     return table.get(op)
+
+
+def relayout_reads_trace(op) -> bool:
+    """Whether ``op``'s relayout reads more than its arguments' metadata (the layout probe
+    runs eager's kernel on stand-ins that require grad as the trace's inputs do): only then
+    is its output no function of the meta-output cache's key (``ir.meta_cache``). The
+    elementwise, batch-norm and clone relayouts compute from the arguments' sizes, strides
+    and dtypes alone."""
+    return kernel_layout(op) is _probe
 
 
 def eager_sizes(op, args, kwargs, out):

@@ -59,7 +59,7 @@ from .devices import (
 )
 from .flat import tree_leaves, tree_map
 from .graph_builder import GraphBuilder, meta_like
-from .layouts import kernel_layout
+from .layouts import kernel_layout, relayout_reads_trace
 from .layouts import on_cpu as layout_on_cpu
 from .meta_cache import TORCH_NAMESPACES, MetaCache
 from .meta_keys import EAGER_REFUSES, SAVED_THEN_WRITTEN
@@ -637,7 +637,8 @@ class Recorder(TorchDispatchMode):
                                     kwargs, func)
             finally:
                 self._suspended -= 1
-            self.meta_cache.put(key, out, symbols, base, share=relayout is None
+            self.meta_cache.put(key, out, symbols, base,
+                                share=not relayout_reads_trace(func)
                                 and self.device_layouts == device_layouts, computation=shared)
         return out
 

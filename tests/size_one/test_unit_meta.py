@@ -127,3 +127,105 @@ def test_a_native_calls_comparisons_at_one_rerun_each_set_once(monkeypatch):
     for batch, seq in [(1, 6), (1, 1), (2, 1), (4, 9)]:
         x = torch.randn(batch, seq, 32)
         assert_close(ep.module()(x), model(x), rtol=0, atol=0)
+
+
+class _CrossAttention(nn.Module):
+    """The same attention called on another tensor for its keys and values: metadata equal to
+    the self-attention's, another packed projection (``query is key`` decides)."""
+
+    def __init__(self):
+        super().__init__()
+        self.mha = nn.MultiheadAttention(32, 4, batch_first=True)
+
+    def forward(self, x, memory):
+        return self.mha(x, memory, memory)[0]
+
+
+def _leaf_cases():
+    mask = torch.zeros(3, 6, dtype=torch.bool)
+    mask[1, 4:] = True
+    both = {0: Dim.AUTO, 1: Dim.AUTO}
+    return {
+        "reshape_recorded_whole": (_Calls(_merge_then_sum), (torch.randn(3, 7, 5),),
+                                   ({0: Dim.AUTO},)),
+        "layout_choice_refused": (_Calls(_merge_contiguous_then_sum), (torch.randn(3, 7, 5),),
+                                  ({0: Dim.AUTO},)),
+        "self_attention": (_SelfAttention(), (torch.randn(3, 6, 32), mask), (both, both)),
+        "cross_attention": (_CrossAttention(), (torch.randn(3, 6, 32), torch.randn(3, 6, 32)),
+                            (both, both)),
+        "encoder_layer": (nn.TransformerEncoderLayer(32, 4, 64, batch_first=True),
+                          (torch.randn(3, 6, 32),), ({0: Dim("batch"), 1: Dim("seq")},)),
+    }
+
+
+def _counting_leaf_reruns(monkeypatch) -> list:
+    import unbroken.size_one.unit_meta as unit_meta
+    reruns = []
+    real = unit_meta._rerun_at
+    monkeypatch.setattr(unit_meta, "_rerun_at", lambda *a: reruns.append(a[3]) or real(*a))
+    return reruns
+
+
+@pytest.mark.parametrize("case", list(_leaf_cases()))
+def test_a_second_export_takes_the_leaf_calls_outcomes_of_the_first(case, monkeypatch):
+    """Exported again in the same process, a native call of torch's is not re-run at 1 (its
+    comparisons' outcomes, and the reshapes they found flipping, are taken from the first
+    export's: ~30 ms a re-run of ``F.multi_head_attention_forward``), and the program, its
+    ranges and what it refuses at 1 are the first's, each right against eager."""
+    torch.manual_seed(0)
+    model, example, spec = _leaf_cases()[case]
+    model.eval()
+    reruns = _counting_leaf_reruns(monkeypatch)
+    first = unbroken.export(model, example, dynamic_shapes=spec)
+    ran = len(reruns)
+    second = unbroken.export(model, example, dynamic_shapes=spec)
+    assert ran > 0 and len(reruns) == ran
+    assert first.graph_module.code == second.graph_module.code
+    assert first.range_constraints == second.range_constraints
+    for batch, seq in [(1, 1), (1, example[0].shape[1]), (2, 1), (4, 3)]:
+        shapes = [[{0: batch, 1: seq}.get(d, n) if d in dims else n
+                   for d, n in enumerate(t.shape)] for t, dims in zip(example, spec)]
+        inputs = tuple(torch.randn(shape) if t.is_floating_point()
+                       else torch.zeros(shape, dtype=t.dtype)
+                       for t, shape in zip(example, shapes))
+        outcomes = []
+        for ep in (first, second):
+            try:
+                outcomes.append(ep.module()(*inputs))
+            except InputMismatchError as error:
+                outcomes.append(str(error))
+        if isinstance(outcomes[0], str):  # refused by both, with the same message
+            assert outcomes[0] == outcomes[1] and 1 in (batch, seq)
+            continue
+        want = model(*inputs)
+        for got in outcomes:
+            assert_close(got, want, rtol=0, atol=0)
+
+
+def test_a_leaf_calls_shared_outcome_keeps_which_tensor_is_which(monkeypatch):
+    """Self- and cross-attention on tensors of equal metadata dispatch other ops (the packed
+    projection): neither takes the other's outcomes, and each program is eager's at 1."""
+    torch.manual_seed(0)
+    self_attention, cross = _SelfAttention().eval(), _CrossAttention().eval()
+    cross.mha = self_attention.mha
+    both = {0: Dim.AUTO, 1: Dim.AUTO}
+    x, memory = torch.randn(3, 6, 32), torch.randn(3, 6, 32)
+    reruns = _counting_leaf_reruns(monkeypatch)
+    unbroken.export(self_attention, (x, torch.zeros(3, 6, dtype=torch.bool)),
+                    dynamic_shapes=(both, both))
+    ran = len(reruns)
+    ep = unbroken.export(cross, (x, memory), dynamic_shapes=(both, both))
+    assert len(reruns) > ran
+    for batch, seq in [(1, 1), (1, 6), (2, 1)]:
+        a, b = torch.randn(batch, seq, 32), torch.randn(batch, seq, 32)
+        assert_close(ep.module()(a, b), cross(a, b), rtol=0, atol=0)
+
+
+def test_only_torchs_own_functions_share_leaf_call_outcomes():
+    from unbroken.size_one.unit_meta import _torch_own
+    assert _torch_own(torch.nn.functional.multi_head_attention_forward)
+    assert _torch_own(torch.Tensor.reshape) and _torch_own(torch.ops.aten.add.Tensor)
+    assert not _torch_own(lambda x: x)
+    lib = torch.library.Library("unbroken_leaf_test", "FRAGMENT")
+    lib.define("twice(Tensor x) -> Tensor")
+    assert not _torch_own(torch.ops.unbroken_leaf_test.twice.default)

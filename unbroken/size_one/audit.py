@@ -273,14 +273,15 @@ class SizeOneAudit(SizeOneHook):
                     return set(involved)
         return set()
 
-    def _shared_state(self, env, key):
+    def _shared_state(self, env, key=None):
         """``(everything a check's outcome depends on but its key and the sizes at 1, the
-        backend-layout counter)`` when the outcome of the check ``key`` may be shared with
-        other traces (its kernel is torch's own: ``key[2]``, the recorder's ``shared``), else
-        None. The state: the environment's answering state, the process's (grad mode, default
-        dtype, attention backends...) and this audit's candidates and sensitive symbols (the
-        input facts' forced equalities read them)."""
-        if key[2] is None or self.layout_events is None:
+        backend-layout counter)`` when the outcome of a check may be shared with other
+        traces: its kernel is torch's own (a node's ``key[2]``, the recorder's ``shared``; a
+        leaf call's, without ``key``, stated by ``unit_meta.leaf_call_key``), else None. The
+        state: the environment's answering state, the process's (grad mode, default dtype,
+        attention backends...) and this audit's candidates and sensitive symbols (the input
+        facts' forced equalities read them)."""
+        if (key is not None and key[2] is None) or self.layout_events is None:
             return None
         state = (env.answering_state(), process_state(), frozenset(self.admits_one),
                  frozenset(self.sensitive))
@@ -379,9 +380,18 @@ class SizeOneAudit(SizeOneHook):
 
     def settle_leaf_call(self, recorder, pending, log, fn, args, kwargs, result,
                          grad_enabled: bool) -> None:
-        """See :func:`unbroken.size_one.unit_meta.settle_leaf_call`."""
-        settle_leaf_call(self, recorder.env, recorder, pending, log, fn, args, kwargs, result,
-                         grad_enabled)
+        """See :func:`unbroken.size_one.unit_meta.settle_leaf_call`; the comparison's
+        outcomes are shared with the process's later traces as the nodes' are
+        (``_SHARED_OUTCOMES``): each export of a model with ``nn.MultiheadAttention`` re-ran
+        ``F.multi_head_attention_forward`` at every set of sizes at 1 (~30 ms each)."""
+        env = recorder.env
+
+        def remembered(key, check):
+            shared = self._shared_state(env)
+            return lambda ones: _shared_outcome(check, key, ones, shared)
+
+        settle_leaf_call(self, env, recorder, pending, log, fn, args, kwargs, result,
+                         grad_enabled, remembered)
 
     def note_layout_at_one(self, recorder, inputs, result, pending: dict, *,
                            same_layout: bool, whole=None, carriers=(),

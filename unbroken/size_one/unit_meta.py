@@ -32,13 +32,14 @@ import sympy
 import torch
 import torch.utils._pytree as pytree
 
+from ..ir.meta_cache import TORCH_NAMESPACES, metadata_key
 from ..symbolic.diagnostics import UnbrokenError
 from ..symbolic.node import sym_expr
 from ..symbolic.size_one_hook import DryRunUndecided
 from .at_one import holds_at_one
 
 __all__ = ["LAYOUT_DEPENDENT_CALLS", "LAYOUT_FOLLOWING", "REJECTED_AT_ONE", "VIEWS_WITH_SIZES",
-           "same_node_at", "settle_leaf_call",
+           "leaf_call_key", "same_node_at", "settle_leaf_call",
            "substituted"]
 
 # What a kernel may raise on metadata it rejects at size 1 (eager would raise too), or
@@ -57,14 +58,17 @@ def same_node_at(audit, env, rerun: Callable, args, kwargs, out, ones: dict) -> 
 
 
 def settle_leaf_call(audit, env, recorder, pending: dict, log: list, fn, args, kwargs,
-                     result, grad_enabled: bool) -> None:
+                     result, grad_enabled: bool, remembered=None) -> None:
     """Mark the symbols of ``pending`` (answers given during one leaf call outside any
     node's meta computation: torch's own code choosing which ops to run, as ``reshape``
     choosing a view or a copy) size-one sensitive unless re-running the call at every
     combination of them at 1 dispatches the same ops, on the same arguments, with the same
     output metadata at 1, and returns the same thing. ``log``: the ``(op, args, kwargs,
     out)`` the call dispatched (``recorder.leaf_scope``). Called outside the recording mode
-    (the comparisons run real ops); the re-run enters it with ``grad_enabled``."""
+    (the comparisons run real ops); the re-run enters it with ``grad_enabled``.
+    ``remembered``: ``(key, check) -> check`` answering that comparison from the outcomes of
+    the process's earlier traces (``SizeOneAudit``), for a call :func:`leaf_call_key`
+    states."""
     symbols = [s for s in pending if s not in audit.sensitive]
     if not symbols:
         return
@@ -77,8 +81,14 @@ def settle_leaf_call(audit, env, recorder, pending: dict, log: list, fn, args, k
                                     values)
         return reruns[key]
 
-    if holds_at_one(symbols, lambda ones: _same_call_at(
-            rerun_at, log, args, kwargs, result, ones), within=pending.flips):
+    def same_call_at(ones: dict) -> bool:
+        return _same_call_at(rerun_at, log, args, kwargs, result, ones)
+
+    positions = _tensor_positions(args, kwargs, log)
+    key = None if remembered is None else \
+        leaf_call_key(recorder, fn, args, kwargs, result, log, grad_enabled, positions)
+    if holds_at_one(symbols, same_call_at if key is None else remembered(key, same_call_at),
+                    within=pending.flips):
         return
     layouts = []  # per set at 1: whether the result there is laid out as here
     at_one: dict = {}  # per set at 1: eager's result there
@@ -93,8 +103,31 @@ def settle_leaf_call(audit, env, recorder, pending: dict, log: list, fn, args, k
                                  grad_enabled=grad_enabled, at_one=at_one)
         return
     flips, carriers, copies = {}, {}, {}
+
+    def same_but_reshapes(ones: dict):
+        """The comparison's outcome and what it added to the three tables, by position
+        (:func:`_tensor_positions`), so that another trace's run of this call can take it."""
+        before = [dict(table) for table in (flips, carriers, copies)]
+        outcome = _same_call_but_reshapes(rerun_at, log, args, kwargs, result, ones, flips,
+                                          carriers, copies)
+        added = [_placed(positions, {k: v for k, v in table.items() if k not in old})
+                 for table, old in zip((flips, carriers, copies), before)]
+        return outcome, None if None in added else tuple(added)
+
+    def taken(ones: dict) -> bool:
+        outcome, added = remembered_reshapes(ones)
+        if added is None:  # a table holds a tensor not of the call's: compared here
+            return _same_call_but_reshapes(rerun_at, log, args, kwargs, result, ones, flips,
+                                           carriers, copies)
+        for table, entries in zip((flips, carriers, copies), added):
+            table.update(_unplaced(tensors, entries))
+        return outcome
+
+    if key is not None:
+        tensors = {place: t for t, place in positions.values()}
+        remembered_reshapes = remembered(("but reshapes", key), same_but_reshapes)
     if fn not in LAYOUT_DEPENDENT_CALLS and holds_at_one(
-            symbols, lambda ones: _same_call_but_reshapes(
+            symbols, taken if key is not None else lambda ones: _same_call_but_reshapes(
                 rerun_at, log, args, kwargs, result, ones, flips, carriers, copies),
             within=pending.flips) and (flips or copies):
         for source, out in flips.values():
@@ -107,6 +140,97 @@ def settle_leaf_call(audit, env, recorder, pending: dict, log: list, fn, args, k
                                      grad_enabled=grad_enabled)
         return
     audit.mark_sensitive(pending)
+
+
+def _tensor_positions(args, kwargs, log: list) -> dict:
+    """``id(tensor) -> (tensor, position)`` for the tensors a leaf call was given and its
+    ops made: ``("in", i)``, its i-th tensor argument; ``(n, i)``, the i-th tensor output of
+    its n-th op (where a tensor first appears)."""
+    positions: dict = {}
+    inputs = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+    for i, t in enumerate(inputs):
+        positions.setdefault(id(t), (t, ("in", i)))
+    for index, entry in enumerate(log):
+        outputs = [t for t in pytree.tree_leaves(entry[3]) if isinstance(t, torch.Tensor)]
+        for i, t in enumerate(outputs):
+            positions.setdefault(id(t), (t, (index, i)))
+    return positions
+
+
+def _placed(positions: dict, table: dict):
+    """``table``'s entries (tensors, or tuples of them) by position, or None when one is
+    not a tensor of the call's (then not shared)."""
+    def place(value):
+        if isinstance(value, tuple):
+            return tuple(place(v) for v in value)
+        found = positions.get(id(value))
+        if found is None:
+            raise LookupError
+        return found[1]
+    try:
+        return tuple(place(value) for value in table.values())
+    except LookupError:
+        return None
+
+
+def _unplaced(tensors: dict, entries) -> dict:
+    """:func:`_placed`'s entries as tensors of this run, keyed as the tables key them."""
+    def tensor(place):
+        return tensors[place] if not isinstance(place[0], tuple) else \
+            tuple(tensors[p] for p in place)
+    values = [tensor(place) for place in entries]
+    return {id(v[-1] if isinstance(v, tuple) else v): v for v in values}
+
+
+def leaf_call_key(recorder, fn, args, kwargs, result, log: list, grad_enabled: bool,
+                  positions: dict | None = None):
+    """Everything the comparison of a leaf call at 1 (``_same_call_at``) reads but the
+    environment's and the process's state: the function, its arguments and result and every
+    op it dispatched (metadata, values, which tensor is which: torch's code compares
+    identities, and the comparison pairs each op's arguments with earlier outputs), the
+    devices its tensors stand for, the grad mode. None when the function is not torch's own
+    (user code may read anything) or something cannot be stated exactly (an object)."""
+    if not _torch_own(fn):
+        return None
+    if positions is None:
+        positions = _tensor_positions(args, kwargs, log)
+
+    def wired(tree):
+        stated = metadata_key(tree)
+        if stated is None:
+            return None
+        tensors = [t for t in pytree.tree_leaves(tree) if isinstance(t, torch.Tensor)]
+        return stated, tuple(positions[id(t)][1] if id(t) in positions else None
+                             for t in tensors)
+
+    inputs = wired((args, kwargs))
+    if inputs is None:
+        return None
+    tensors = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+    devices = tuple(recorder.device_of(t) if recorder.is_tracked(t) else None for t in tensors)
+    ops = []
+    for op, op_args, op_kwargs, out in log:
+        read, made = wired((op_args, op_kwargs)), metadata_key(out)
+        if read is None or made is None:
+            return None
+        ops.append((op, read, made))
+    returned = wired(result)
+    if returned is None:
+        return None
+    return ("leaf", fn, inputs, devices, tuple(ops), returned, grad_enabled,
+            recorder.default_device)
+
+
+def _torch_own(fn) -> bool:
+    """``fn`` is PyTorch's own code (a function of ``torch``'s modules or a method of its
+    classes, an op of ``aten``/``prims``), not one a user defined or registered."""
+    namespace = getattr(fn, "namespace", None)
+    if namespace is not None:
+        return namespace in TORCH_NAMESPACES
+    module = getattr(fn, "__module__", None) or \
+        getattr(getattr(fn, "__objclass__", None), "__module__", None)
+    return isinstance(module, str) and (module == "torch" or module.startswith("torch.")) \
+        and not module.startswith("torch.ops")
 
 
 # Calls whose result has the values of ``x.contiguous().view(shape)`` whichever way torch

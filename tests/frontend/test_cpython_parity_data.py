@@ -6,6 +6,8 @@ for the conventions (``check`` must be equal; ``check_breaks`` pins a known refu
 """
 from __future__ import annotations
 
+import copy
+import dataclasses
 from collections import namedtuple
 from typing import NamedTuple
 
@@ -411,3 +413,38 @@ def sentinels_and_bound_methods(values):
 @given(int_lists)
 def test_sentinels_bound_methods_and_the_handled_exception(values):
     check(sentinels_and_bound_methods, values)
+
+
+# ---------------------------------------------------------------- copies and identities
+
+@dataclasses.dataclass(frozen=True)
+class _Config:
+    width: int
+    names: tuple = ()
+    extra: dict = dataclasses.field(default_factory=dict)
+
+
+def copies_and_identities(values, width):
+    shared = list(values)
+    nested = {"a": shared, "b": [shared, (shared, width)], "c": {"w": width}}
+    shallow = copy.copy(nested)
+    deep = copy.deepcopy(nested)
+    deep["a"].append(99)  # the memo made one copy of `shared`, reached three times
+    listed = copy.copy(shared)
+    listed.append(-1)
+    config = _Config(width, ("x",), {"k": values[:1]})
+    replaced = dataclasses.replace(config, width=width + 1)
+    first, second = [], []
+    return (shallow["a"] is shared, deep["a"] is shared, deep["b"][0] is deep["a"],
+            deep["b"][1][0] is deep["a"], deep, listed, shared, id(shared) == id(shared),
+            id(first) == id(second), id(width) == id(width), replaced,
+            dataclasses.asdict(replaced), dataclasses.astuple(config))
+
+
+@PARITY
+@given(int_lists, small_ints)
+def test_copies_deep_copies_and_identities(values, width):
+    """``copy.copy`` (its type table holds C methods the trace has no model of, such as
+    ``bytearray.copy``: refused only if called), ``copy.deepcopy`` (its memo is keyed by
+    ``id()``: shared references stay shared), ``dataclasses.replace``/``asdict``."""
+    check(copies_and_identities, values, width)

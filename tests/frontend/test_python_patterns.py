@@ -2,6 +2,7 @@
 is exported with ``unbroken.export`` and compared against eager on the example input and on one
 fresh input of the same shape (and dtype)."""
 import collections
+import copy
 import enum
 import functools
 import logging
@@ -1291,3 +1292,66 @@ def test_struct_sequences_are_constants():
 
     x = _x(2)
     assert torch.equal(unbroken.export(M(), (x,)).module()(x), M()(x))
+
+
+class _IdOutput(nn.Module):
+    def forward(self, x):
+        token = id(x) + 1  # ID
+        return x * 2, token
+
+
+class _IdAfterFlag(nn.Module):
+    def forward(self, x):
+        return x * (bool(x.shape[0] > 1) + id(x))
+
+
+@pytest.mark.parametrize("model", [_IdOutput(), _IdAfterFlag()], ids=["output", "bool_plus"])
+def test_a_value_computed_from_id_is_refused_where_it_reaches_the_program(model):
+    """``id()``'s number is another in every run: compared or keyed with it is fine
+    (``copy.deepcopy``), returned or computed with (``flag + id(x)``: bool's own ``+``) it
+    would be a constant eager never has. Refused (UB103) at the ``id()`` call's line when
+    the trace has no line of its own there (an output)."""
+    with pytest.raises(unbroken.GraphBreakError) as info:
+        unbroken.export(model, (_x(2),))
+    assert info.value.code == "UB103" and "id(x)" in info.value.frames[-1].source
+
+
+class _IdKeyed(nn.Module):
+    def forward(self, x):
+        seen = {id(x): "x"}
+        parts = [x, x * 2]
+        copied = copy.deepcopy({"a": parts, "b": parts})
+        return x + len(seen) + (id(x) in seen) + (copied["a"] is copied["b"]) + \
+            (id(parts) != id(copied["a"]))
+
+
+def test_id_compared_and_keyed_with_exports():
+    ep = unbroken.export(_IdKeyed(), (_x(3),))
+    x = torch.randn(3)
+    torch.testing.assert_close(ep.module()(x), _IdKeyed()(x))
+
+
+_COPIERS = {list: list.copy, bytearray: bytearray.copy}
+
+
+class _TableOfCopiers(nn.Module):
+    def __init__(self, value):
+        super().__init__()
+        self.value = value
+
+    def forward(self, x):
+        copier = _COPIERS.get(type(self.value))
+        made = copier(self.value)  # COPY
+        return x * len(made)
+
+
+def test_a_table_entry_without_a_model_is_refused_only_when_called():
+    """Every entry of a dict from outside is wrapped with it; a C method the trace has no
+    model of (``bytearray.copy``) is refused where it is called, not where the table is
+    read (``copy.copy``'s type table holds it)."""
+    ep = unbroken.export(_TableOfCopiers([1, 2]), (_x(2),))
+    torch.testing.assert_close(ep.module()(torch.ones(2)), torch.full((2,), 2.0))
+    with pytest.raises(unbroken.GraphBreakError) as info:
+        unbroken.export(_TableOfCopiers(bytearray(b"ab")), (_x(2),))
+    assert info.value.code == "UB108" and "bytearray" in str(info.value)
+    assert "# COPY" in info.value.frames[-1].source

@@ -34,8 +34,8 @@ from .protocol import (
     raw_instance_dict,
     read_attribute,
 )
-from .variables.base import AttributeMissing, VariableTracker
-from .variables.constant import ConstantVariable, SetVariable
+from .variables.base import AttributeMissing, VariableTracker, identity_of
+from .variables.constant import ConstantVariable, Identity, IdentityVariable, SetVariable
 from .variables.containers import (
     ChainVariable,
     DefaultDictVariable,
@@ -70,7 +70,7 @@ from .variables.text import format_text
 
 __all__ = ["BuiltinVariable", "ClassVariable", "call_builtin", "construct", "concrete"]
 
-_REFUSED = {id: "UB103", open: "UB103", input: "UB103", globals: "UB103",
+_REFUSED = {open: "UB103", input: "UB103", globals: "UB103",
             locals: "UB103", vars: "UB103", exec: "UB103", eval: "UB103", compile: "UB103",
             breakpoint: "UB103", __import__: "UB111",
             hash: "UB103", memoryview: "UB103", help: "UB103"}
@@ -121,7 +121,7 @@ def call_builtin(tx, fn, args: list, kwargs: dict) -> VariableTracker:
         return args[0].getattr(tx, "__dict__")
     if fn in _REFUSED:
         error = graph_break(_REFUSED[fn], f"`{fn.__name__}()` is called", frames=tx.user_frames())
-        if fn in (id, hash) and tx.output.recover(error):
+        if fn is hash and tx.output.recover(error):
             return ConstantVariable(0)  # go on: no graph effect
         raise error
     handler = _HANDLERS.get(fn)
@@ -552,6 +552,18 @@ def _reduce(tx, fn, iterable, *initial):
     return acc
 
 
+def _id(tx, obj):
+    """``id(obj)``: an integer that is the same for two trackers exactly when ``is`` holds
+    between them (``opcodes.arithmetic.is_same``): the id of the object a tracker stands for
+    (a module, a tensor's meta tensor, a constant, an object from outside), or of the tracker
+    itself for a value the trace made (a list, a dict, an instance), which lives as long as
+    that value. ``copy.deepcopy`` keys its memo by it. The number itself is another in every
+    run: compared, hashed or used as a key it is the program's; handed to a PyTorch operation
+    it would be baked into the program as a constant eager never computes (refused,
+    :class:`IdentityVariable`)."""
+    return IdentityVariable(Identity.of(identity_of(obj), tx.user_frames()))
+
+
 def _callable(tx, obj):
     kinds = (BoundMethodVariable, NativeCallableVariable, NNModuleVariable, ClassVariable)
     if isinstance(obj, kinds) or type(obj).__name__.endswith("FunctionVariable"):
@@ -643,7 +655,7 @@ def _unshadowed_dataclass(tx, target) -> type | None:
 
 
 _HANDLERS = {
-    len: _len, isinstance: _isinstance, issubclass: _issubclass, type: _type,
+    len: _len, id: _id, isinstance: _isinstance, issubclass: _issubclass, type: _type,
     getattr: _getattr, hasattr: _hasattr, setattr: _setattr, delattr: _delattr, range: _range,
     enumerate: _enumerate, zip: _zip,
     reversed: _reversed, iter: _iter, next: _next, tuple: _tuple, list: _list, dict: _dict,

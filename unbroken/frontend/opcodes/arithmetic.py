@@ -10,8 +10,9 @@ from __future__ import annotations
 import operator
 
 from ..protocol import call_special, iterate
+from ..variables.base import IDENTITY_ATTRIBUTES
 from ..variables.builder import wrap
-from ..variables.constant import ConstantVariable
+from ..variables.constant import ConstantVariable, Identity, IdentityVariable
 from ..variables.containers import DictVariable, ListVariable, SequenceVariable, check_mutable
 from ..variables.nn_module import NNModuleVariable
 from ..variables.objects import NewObjectVariable, ObjectVariable
@@ -40,7 +41,11 @@ def apply_binary(tx, symbol: str, left, right, inplace: bool = False):
     """``left <symbol> right`` (``inplace``: the augmented form ``left <symbol>= right``)."""
     fn = INPLACE[symbol] if inplace else FUNCTIONS[symbol]
     if left.is_constant() and right.is_constant() and not isinstance(left, ListVariable):
-        return _fold(tx, fn, left.as_constant(), right.as_constant())
+        result = _fold(tx, fn, left.as_constant(), right.as_constant())
+        for operand in (left, right):  # `flag + id(x)`: bool's own `+` gives a plain int
+            if isinstance(operand, IdentityVariable) and type(result.as_constant()) is int:
+                return IdentityVariable(Identity.of(result.as_constant(), operand.value.frames))
+        return result
     sequence = _sequence_op(tx, symbol, left, right, inplace)
     if sequence is not None:
         return sequence
@@ -171,7 +176,7 @@ def is_same(a, b) -> bool:
         return True
     if a.is_constant() and b.is_constant():
         return a.as_constant() is b.as_constant()
-    for attribute in ("meta", "module", "value", "fn"):  # fn: a function read twice
+    for attribute in IDENTITY_ATTRIBUTES:  # fn: a function read twice
         if hasattr(a, attribute) and hasattr(b, attribute) and type(a) is type(b):
             return getattr(a, attribute) is getattr(b, attribute)
     return False

@@ -134,6 +134,20 @@ class VariableTracker:
         return f"{type(self).__name__}({self.describe()})"
 
 
+# The attributes holding the object a tracker stands for, when it stands for one that exists
+# outside it (``is`` compares them: ``opcodes.arithmetic.is_same``).
+IDENTITY_ATTRIBUTES = ("meta", "module", "value", "fn")
+
+
+def identity_of(tracker: VariableTracker) -> int:
+    """``id()`` of what ``tracker`` stands for: the object in its identity attribute
+    (:data:`IDENTITY_ATTRIBUTES`), else the tracker itself (a value the trace made)."""
+    for attribute in IDENTITY_ATTRIBUTES:
+        if hasattr(tracker, attribute):
+            return id(getattr(tracker, attribute))
+    return id(tracker)
+
+
 def hashable(value) -> bool:
     """Whether ``value`` can be a dict key or set member (looked up in a table of
     functions: a ``functools.partial`` of a list, a bound method of an unhashable object

@@ -54,7 +54,14 @@ from .builtin_methods import (
     BuiltinClassFunctionVariable,
     UnboundBuiltinMethodVariable,
 )
-from .constant import CONSTANT_TYPES, ConstantVariable, SetVariable, is_constant_value
+from .constant import (
+    CONSTANT_TYPES,
+    ConstantVariable,
+    Identity,
+    IdentityVariable,
+    SetVariable,
+    is_constant_value,
+)
 from .containers import (
     DictVariable,
     ListVariable,
@@ -81,6 +88,7 @@ from .native import (
     ContextVarWriteVariable,
     ImportModuleVariable,
     PureCallableVariable,
+    RefusedCallableVariable,
 )
 from .nn_module import NNModuleVariable
 from .numpy_values import (
@@ -179,6 +187,8 @@ def _builder_of(tx, value):
         return _wrap_symbolic
     if isinstance(value, torch.Size):
         return _wrap_size
+    if type(value) is Identity:  # id()'s value: compared and keyed with, never a graph input
+        return _with_class(IdentityVariable)
     if is_constant_value(value) or isinstance(value, enum.Enum):
         return _constant
     if is_numpy_value(value):  # a constant of the trace, never written (see numpy_values)
@@ -464,10 +474,12 @@ def _wrap_builtin(tx, value, source):
     if self_obj is not None and not isinstance(self_obj, (types.ModuleType, type)):
         if value.__name__ in _READ_ONLY_METHODS:  # e.g. super().get(...) in a dict subclass
             return PureCallableVariable(value, source)
-        raise graph_break("UB108", f"the native method `{value.__qualname__}` of an object that "
-                          "exists outside forward() may change it", frames=tx.user_frames())
-    raise graph_break("UB108", f"the native function `{getattr(value, '__qualname__', value)}` "
-                      f"from `{module or '?'}` is not supported", frames=tx.user_frames())
+        return RefusedCallableVariable(
+            value, source, "UB108", f"the native method `{value.__qualname__}` of an object "
+            "that exists outside forward() may change it")
+    return RefusedCallableVariable(
+        value, source, "UB108", f"the native function `{getattr(value, '__qualname__', value)}` "
+        f"from `{module or '?'}` is not supported")
 
 
 # C methods of containers that only read: safe to call natively on an object from outside.
@@ -524,8 +536,8 @@ def _wrap_descriptor(tx, value, source):
         return UnboundBuiltinMethodVariable(owner, value.__name__, value, source)
     if owner in (str, int, float, tuple, list, dict, bytes, object, re.Pattern, re.Match):
         return PureCallableVariable(value, source)
-    raise graph_break("UB108", f"the native method `{value!r}` is not supported",
-                      frames=tx.user_frames())
+    return RefusedCallableVariable(value, source, "UB108",
+                                   f"the native method `{value!r}` is not supported")
 
 
 def _function_get(tx, function):

@@ -10,7 +10,8 @@ from .base import CREATION_ORDER, AttributeMissing, VariableTracker
 from .builtin_methods import BuiltinMethodVariable, builtin_owner, is_builtin_method
 from .native import PureCallableVariable
 
-__all__ = ["ConstantVariable", "SetVariable", "is_constant_value", "CONSTANT_TYPES"]
+__all__ = ["CONSTANT_TYPES", "ConstantVariable", "Identity", "IdentityVariable", "SetVariable",
+           "is_constant_value"]
 
 CONSTANT_TYPES = (int, float, bool, complex, str, bytes, type(None), type(Ellipsis),
                   type(NotImplemented), torch.dtype, torch.device, torch.layout,
@@ -106,3 +107,52 @@ class SetVariable(ConstantVariable):
     def describe(self) -> str:
         where = f" `{self.source.name()}`" if self.source is not None else ""
         return f"the set{where}"
+
+
+class Identity(int):
+    """A value of ``id()`` in the trace, and whatever arithmetic makes of it (an ``int``
+    whose operators keep the type): the number is another in every run of eager's.
+    ``frames``: the user's stack at the ``id()`` call (for the refusal, wherever it is)."""
+
+    frames: tuple = ()
+
+    @classmethod
+    def of(cls, value: int, frames: tuple) -> Identity:
+        made = cls(value)
+        made.frames = frames
+        return made
+
+
+def _keeps_identity(name: str):
+    method = getattr(int, name)
+
+    def operator(self, *args):
+        result = method(self, *args)
+        return Identity.of(result, self.frames) if type(result) is int else result
+    operator.__name__ = name
+    return operator
+
+
+for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
+              "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__pow__", "__rpow__",
+              "__and__", "__rand__", "__or__", "__ror__", "__xor__", "__rxor__", "__lshift__",
+              "__rlshift__", "__rshift__", "__rrshift__", "__neg__", "__pos__", "__abs__",
+              "__invert__"):
+    setattr(Identity, _name, _keeps_identity(_name))
+
+
+class IdentityVariable(ConstantVariable):
+    """An :class:`Identity` (``id()``'s value or one computed from it): a constant to compare
+    and to key with (``copy.deepcopy``'s memo); refused where it would become part of the
+    program (an operand of a PyTorch operation, an output), which would bake in a number
+    eager computes anew in every run."""
+
+    __slots__ = ()
+
+    def unwrap(self, tx):
+        error = graph_break("UB103", "`id()`'s value reaches the program: the number is "
+                            "another in every run, so no program computes what eager does",
+                            frames=tx.user_frames() or self.value.frames)
+        if tx.output.recover(error):  # finding every break: go on, no graph effect
+            return 0
+        raise error

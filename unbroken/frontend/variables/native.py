@@ -20,7 +20,7 @@ from .base import AttributeMissing, VariableTracker
 from .text import format_call, is_str_format
 
 __all__ = ["CLASS_FACTORIES", "ClassFactoryVariable", "ImportModuleVariable",
-           "NativeCallableVariable", "PureCallableVariable"]
+           "NativeCallableVariable", "PureCallableVariable", "RefusedCallableVariable"]
 
 # math functions with a symbolic counterpart that the recorder can put in a graph.
 _SYMBOLIC_MATH = {math.sqrt: sym_sqrt}
@@ -51,6 +51,32 @@ class NativeCallableVariable(VariableTracker):
             return tx.wrap(getattr(self.fn, name))
         except AttributeError:
             raise AttributeMissing(name) from None
+
+
+class RefusedCallableVariable(NativeCallableVariable):
+    """A native callable the trace cannot run (a C function or method it has no model of),
+    met as a value. Read from a table, stored, compared or tested for truth it is what it
+    is (``copy.copy`` looks the type up in a dict that maps ``bytearray`` to
+    ``bytearray.copy``, wrapped with every other entry); called, or handed to native code,
+    it is refused (``code``, ``reason``) at that line."""
+
+    __slots__ = ("code", "reason")
+
+    def __init__(self, fn, source, code: str, reason: str):
+        super().__init__(fn, source)
+        self.code, self.reason = code, reason
+
+    def refusal(self, tx):
+        return graph_break(self.code, self.reason, frames=tx.user_frames())
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        raise self.refusal(tx)
+
+    def unwrap(self, tx):
+        raise self.refusal(tx)
+
+    def truth(self, tx) -> bool:
+        return True
 
 
 class PureCallableVariable(NativeCallableVariable):

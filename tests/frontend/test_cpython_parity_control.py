@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.frontend.parity import PARITY, check, check_breaks
+from tests.frontend.parity import PARITY, check
 
 # In the slice every Python x torch cell runs (`make test-slice`; ci/cells.txt).
 pytestmark = pytest.mark.matrix
@@ -534,18 +534,69 @@ def test_exceptions_through_a_contextmanager(raised, caught):
     check(contextmanager_with_exceptions, raised, caught)
 
 
-def generator_send():
-    def body():
-        received = yield 1
-        yield received
+def generator_send_and_close(sends: list, close_at: int, ignore_exit: bool):
+    """An accumulating coroutine driven by ``send``, closed part way: its ``finally`` runs,
+    a body that yields on ``GeneratorExit`` is a RuntimeError; sending to a just-started
+    generator, to a finished one, or with a wrong call raises as CPython's."""
+    log = []
 
-    it = body()
-    next(it)
-    return it.send(5)
+    def running_total():
+        total = 0
+        try:
+            while True:
+                try:
+                    value = yield total
+                except GeneratorExit:
+                    log.append("exit")
+                    if ignore_exit:
+                        yield -1
+                    raise
+                if value is None:
+                    return total
+                total += value
+        finally:
+            log.append(("finally", total))
+
+    out = []
+
+    def close(generator, what):
+        try:
+            out.append((what, generator.close()))
+        except RuntimeError as error:
+            out.append((what, "runtime", str(error)))
+
+    it = running_total()
+    for error_case in (lambda: it.send(3), lambda: it.send()):
+        try:
+            error_case()
+        except TypeError as error:
+            out.append(("type error", str(error)))
+    out.append(it.send(None))  # starts it
+    for index, value in enumerate(sends):
+        if index == close_at:
+            close(it, "close")
+        try:
+            out.append(it.send(value))
+        except StopIteration:
+            out.append("stop")
+        except GeneratorExit:  # resumed in its handler after ignoring one: re-raised
+            out.append("exit raised")
+    close(it, "close at the end")
+    if ignore_exit:
+        close(it, "close again")  # paused at its `yield -1`: GeneratorExit raised there
+    fresh = running_total()
+    out.append(("close a fresh one", fresh.close()))
+    try:
+        fresh.send(None)
+    except StopIteration:
+        out.append("fresh stop")
+    return out, log
 
 
-def test_generator_send_is_refused_not_taken_for_a_missing_attribute():
-    check_breaks("UB117", generator_send)
+@PARITY
+@given(st.lists(st.one_of(st.none(), small_ints), max_size=5), st.integers(0, 5), st.booleans())
+def test_generator_send_and_close(sends, close_at, ignore_exit):
+    check(generator_send_and_close, sends, close_at, ignore_exit)
 
 
 @pytest.mark.parametrize("kind", ["zero", "zero class", "index", "key"])
@@ -617,3 +668,55 @@ def context_variable(step):
 @pytest.mark.parametrize("step", [1, 5])
 def test_context_variable_set_and_reset(step):
     check(context_variable, step)
+
+
+# ---------------------------------------------------------------- the iterator protocol
+# A class of the program's own with ``__iter__`` returning ``self`` and ``__next__``: drawn
+# lazily (the loop body and ``__next__`` interleave as in CPython), the same object after
+# ``iter()``, ``next()`` with and without a default. Before: ``next(it, default)`` gave the
+# default at once, and a ``for`` over one recursed without end.
+
+class _Countdown:
+    def __init__(self, n, log):
+        self.n, self.log = n, log
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.n <= 0:
+            self.log.append("stop")
+            raise StopIteration
+        self.n -= 1
+        self.log.append(("next", self.n))
+        return self.n
+
+
+class _NotAnIterator:
+    def __iter__(self):
+        return 5
+
+
+def iterator_protocol(n, take, stop_early):
+    log = []
+    it = _Countdown(n, log)
+    out = [iter(it) is it, next(it, "default")]
+    for value in it:
+        log.append(("body", value))
+        if stop_early and value == take:
+            break
+    out.append([v * 2 for v in it])
+    out.append(next(it, "exhausted"))
+    out.append(sorted(_Countdown(take, [])) + list(zip(_Countdown(2, []), "ab")))
+    for bad in (lambda: next(3), lambda: iter(_NotAnIterator()), lambda: next(it)):
+        try:
+            bad()
+        except (TypeError, StopIteration) as error:
+            out.append((type(error).__name__, str(error)))
+    return out, log
+
+
+@PARITY
+@given(st.integers(0, 6), st.integers(0, 4), st.booleans())
+def test_the_iterator_protocol_of_the_programs_classes(n, take, stop_early):
+    check(iterator_protocol, n, take, stop_early)

@@ -5,6 +5,7 @@ its equivalent; each program here runs natively and interpreted (``tests.fronten
 with a log of every draw from its iterators and every call of its functions, so the order in
 which CPython draws and calls (its laziness) is compared too, not only the values.
 """
+import collections
 import itertools
 import sys
 
@@ -362,3 +363,51 @@ def test_export_with_a_deque_and_a_heap_matches_eager():
     xs = [torch.randn(2) for _ in range(4)]
     got, want = unbroken.export(Queued(), (xs,)).module()(xs), Queued()(xs)
     assert len(got) == len(want) and all(torch.equal(g, w) for g, w in zip(got, want))
+
+
+def deque_kinds(values):
+    """An equivalent class answers ``isinstance``/``issubclass``/``match`` as the C class it
+    stands for, for its own instances and for real ones made outside."""
+    import collections.abc
+    made = collections.deque(values)
+    answers = []
+    for d in (made, _OUTSIDE_DEQUE):
+        answers.append((isinstance(d, collections.deque), type(d) is collections.deque,
+                        isinstance(d, (int, collections.abc.MutableSequence)),
+                        issubclass(type(d), collections.abc.Sequence),
+                        isinstance(d, collections.abc.Hashable)))
+        match d:
+            case collections.deque():
+                answers.append("deque pattern")
+        match d:
+            case [first, *rest]:
+                answers.append(("sequence pattern", first, len(rest)))
+            case _:
+                answers.append("no sequence")
+    return answers
+
+
+_OUTSIDE_DEQUE = collections.deque([7, 8, 9])
+
+
+@PARITY
+@given(st.lists(st.integers(-5, 5), max_size=4))
+def test_an_equivalent_class_answers_as_the_class_it_stands_for(values):
+    check(deque_kinds, values)
+
+
+class _HoldsADeque(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.buffer = collections.deque([1, 2], maxlen=3)
+
+    def forward(self, x):
+        return x * (isinstance(self.buffer, collections.deque) + 2 * len(self.buffer))
+
+
+def test_a_real_deque_from_outside_is_a_deque():
+    """Before: ``isinstance(self.buffer, collections.deque)`` was False in the trace (the
+    name read as the equivalent class), a silent wrong answer."""
+    x = torch.randn(3)
+    torch.testing.assert_close(unbroken.export(_HoldsADeque(), (x,)).module()(x),
+                               _HoldsADeque()(x))

@@ -185,6 +185,8 @@ BUILTIN_CASES = [
     (setattr, _with_setattr, EAGER),
     (delattr, _with_delattr, EAGER),
     (len, lambda x: x * len([1, 2, 3]), EAGER),
+    (id, lambda x: x * (id(x) == id(x)) + ({id(x): 2}[id(x)] if id([]) != id(x) else 0),
+     EAGER),
     (isinstance, lambda x: x + 1 if isinstance(x, torch.Tensor) else x, EAGER),
     (issubclass, lambda x: x + issubclass(bool, int), EAGER),
     (type, lambda x: x + 1 if type(x) is torch.Tensor else x, EAGER),

@@ -24,7 +24,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from ..symbolic.diagnostics.catalogue import GraphBreakError, graph_break
-from .equivalents import LAZY_EQUIVALENTS
+from .equivalents import LAZY_EQUIVALENTS, real_class
 from .protocol import (
     BoundMethodVariable,
     class_attribute,
@@ -64,6 +64,9 @@ from .variables.objects import (
     PartialVariable,
     SuperVariable,
     construct_user_object,
+    drain,
+    iterator_of,
+    next_of,
 )
 from .variables.tensor import SymbolicVariable, TensorVariable
 from .variables.text import format_text
@@ -154,12 +157,14 @@ def _len(tx, obj):
 
 
 def _isinstance(tx, obj, classes):
-    types_ = classes.as_constant()
-    return ConstantVariable(issubclass(obj.python_type(), types_))
+    # an equivalent class (``frontend.equivalents``) answers as the C class it stands for
+    return ConstantVariable(issubclass(real_class(obj.python_type()),
+                                       real_class(classes.as_constant())))
 
 
 def _issubclass(tx, cls, classes):
-    return ConstantVariable(issubclass(cls.as_constant(), classes.as_constant()))
+    return ConstantVariable(issubclass(real_class(cls.as_constant()),
+                                       real_class(classes.as_constant())))
 
 
 def _type(tx, obj, *rest):
@@ -275,7 +280,10 @@ def _zip_length_message(lengths: list[int]) -> str:
 def _chain(tx, *iterables):
     # lazy, as CPython: each iterable's iterator is drawn from only when the chain reaches it
     # (a half-consumed iterator in the chain, inspect.Signature.bind's, advances in step)
-    return ChainVariable([_iter(tx, iterable) for iterable in iterables])
+    iterators = [_iter(tx, iterable) for iterable in iterables]
+    # an object of the program's own iterator class is drawn from here, whole
+    return ChainVariable([it if isinstance(it, IteratorVariable) else
+                          IteratorVariable(drain(tx, it)) for it in iterators])
 
 
 def _chain_from_iterable(tx, iterables):
@@ -336,11 +344,11 @@ def _reversed(tx, seq):
 
 
 def _iter(tx, obj):
-    return obj if isinstance(obj, IteratorVariable) else IteratorVariable(iterate(tx, obj))
+    return iterator_of(tx, obj)
 
 
 def _next(tx, it, *default):
-    value = it.next() if isinstance(it, IteratorVariable) else None
+    value = next_of(tx, it)
     if value is None:
         if default:
             return default[0]

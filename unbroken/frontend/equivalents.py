@@ -24,7 +24,7 @@ from __future__ import annotations
 import operator
 import sys
 
-__all__ = ["PYTHON_EQUIVALENTS"]
+__all__ = ["LAZY_EQUIVALENTS", "PYTHON_EQUIVALENTS", "REAL_CLASSES", "real_class"]
 
 
 def accumulate(iterable, func=None, *, initial=None):
@@ -564,6 +564,21 @@ def _itertools_equivalents() -> dict:
 
 # the C callable -> its equivalent here, interpreted wherever the program calls it
 PYTHON_EQUIVALENTS: dict = _itertools_equivalents()
+
+# an equivalent class -> the C class it stands for: ``isinstance``/``issubclass`` answer for
+# the C class (an instance of the equivalent is one of ``collections.deque``, and so is a
+# real deque from outside the trace, whichever of the two the program names)
+REAL_CLASSES: dict = {equivalent: real for real, equivalent in PYTHON_EQUIVALENTS.items()
+                      if isinstance(equivalent, type)}
+
+
+def real_class(value):
+    """``value`` with every equivalent class in it (a class or a tuple of them, nested, as
+    ``isinstance`` takes) replaced by the C class it stands for."""
+    if isinstance(value, tuple):
+        return tuple(real_class(v) for v in value)
+    return REAL_CLASSES.get(value, value) if isinstance(value, type) else value
+
 
 # handlers of frontend.builtins that take these when an argument is a lazy iterator
 LAZY_EQUIVALENTS: dict = {"zip": zip_, "enumerate": enumerate_, "map": map_, "filter": filter_,

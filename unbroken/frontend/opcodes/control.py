@@ -8,12 +8,18 @@ import sys
 import torch
 
 from ...symbolic.diagnostics.catalogue import GraphBreakError, graph_break
-from ..protocol import iterate, special_method
+from ..protocol import special_method
+from ..variables.base import VariableTracker
 from ..variables.builder import wrap
 from ..variables.constant import ConstantVariable
-from ..variables.containers import IteratorVariable
 from ..variables.grad_mode import GradModeVariable
-from ..variables.objects import ContextManagerVariable, IgnoredContextVariable, NewObjectVariable
+from ..variables.objects import (
+    ContextManagerVariable,
+    IgnoredContextVariable,
+    NewObjectVariable,
+    iterator_of,
+    next_of,
+)
 from ..variables.tensor import SymbolicVariable, TensorVariable
 from .arithmetic import is_same
 from .registry import CONVENTIONS, guards_assert, opcode
@@ -250,15 +256,14 @@ opcode("JUMP_IF_FALSE_OR_POP", versions=(PY311,))(_jump_or_pop(False))
 
 @opcode("GET_ITER")
 def get_iter(tx, instruction):
-    value = tx.pop()
-    tx.push(value if isinstance(value, IteratorVariable) else IteratorVariable(iterate(tx, value)))
+    tx.push(iterator_of(tx, tx.pop()))
 
 
 @opcode("FOR_ITER")
 def for_iter(tx, instruction):
     """An exhausted iterator is popped and the loop left past its cleanup instructions (the
     version's ``for_loop_cleanup``: END_FOR from 3.12, and a POP_TOP after it from 3.13)."""
-    item = tx.stack[-1].next()
+    item = next_of(tx, tx.stack[-1])
     if item is None:
         tx.pop()
         tx.ip = instruction.target + CONVENTIONS.for_loop_cleanup
@@ -273,7 +278,9 @@ def end_for(tx, instruction):
 
 @opcode("GET_LEN")
 def get_len(tx, instruction):
-    tx.push(ConstantVariable(tx.stack[-1].length(tx)))
+    """``len()`` of the match subject: an int, or a tracker (an object's ``__len__``)."""
+    length = tx.stack[-1].length(tx)
+    tx.push(length if isinstance(length, VariableTracker) else ConstantVariable(length))
 
 
 @opcode("RETURN_VALUE")

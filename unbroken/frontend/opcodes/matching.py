@@ -8,6 +8,7 @@ from __future__ import annotations
 import collections.abc
 
 from ...symbolic.diagnostics.catalogue import TracedException
+from ..equivalents import real_class
 from ..protocol import read_attribute
 from ..variables.constant import ConstantVariable
 from ..variables.containers import TupleVariable
@@ -20,14 +21,15 @@ _SELF_MATCHING = (bool, bytearray, bytes, dict, float, frozenset, int, list, set
 
 @opcode("MATCH_SEQUENCE")
 def match_sequence(tx, instruction):
-    kind = tx.stack[-1].python_type()
+    kind = real_class(tx.stack[-1].python_type())  # an equivalent deque is a sequence
     tx.push(ConstantVariable(issubclass(kind, collections.abc.Sequence)
                              and not issubclass(kind, (str, bytes, bytearray))))
 
 
 @opcode("MATCH_MAPPING")
 def match_mapping(tx, instruction):
-    tx.push(ConstantVariable(issubclass(tx.stack[-1].python_type(), collections.abc.Mapping)))
+    tx.push(ConstantVariable(issubclass(real_class(tx.stack[-1].python_type()),
+                                        collections.abc.Mapping)))
 
 
 @opcode("MATCH_KEYS")
@@ -53,7 +55,7 @@ def match_class(tx, instruction):
     cls, count = cls_tracker.as_constant(), instruction.arg
     if not isinstance(cls, type):
         raise tx.user_exception(TypeError("called match pattern must be a class"))
-    if not issubclass(subject.python_type(), cls):
+    if not issubclass(real_class(subject.python_type()), real_class(cls)):
         tx.push(ConstantVariable(None))
         return
     attributes = _positional_names(tx, cls, count) + list(names.as_constant())

@@ -387,16 +387,18 @@ class ChainVariable(IteratorVariable):
 class GeneratorVariable(IteratorVariable):
     """A generator created while tracing. ``translator``: the paused translator of its body,
     resumed by each ``next()`` until it yields or returns (so the body runs lazily, in the same
-    order relative to the consumer as in CPython). ``throw`` raises an exception where the
-    body is paused (contextlib's ``__exit__`` does, for an exception out of a ``with`` block
-    of a ``@contextmanager``); ``send`` is not supported."""
+    order relative to the consumer as in CPython). ``send`` resumes it with a value for its
+    ``yield``; ``throw`` raises an exception where the body is paused (contextlib's
+    ``__exit__`` does, for an exception out of a ``with`` block of a ``@contextmanager``);
+    ``close`` raises ``GeneratorExit`` there."""
 
-    __slots__ = ("translator", "done")
+    __slots__ = ("translator", "done", "started")
 
     def __init__(self, translator):
         super().__init__([])
         self.translator = translator
         self.done = False
+        self.started = False
 
     def python_type(self) -> type:
         return type(x for x in ())
@@ -405,9 +407,15 @@ class GeneratorVariable(IteratorVariable):
         return f"the generator `{self.translator.name}`"
 
     def next(self):
+        return self._advance(ConstantVariable(None))
+
+    def _advance(self, sent: VariableTracker):
+        """Resume the body with ``sent`` as the value of its ``yield``: what it yields
+        next, or None once it has returned."""
         if self.done:
             return None
-        self.translator.push(ConstantVariable(None))  # the value `yield` evaluates to
+        self.started = True
+        self.translator.push(sent)  # the value `yield` evaluates to
         try:
             value = self.translator.resume()
         except TracedException as error:
@@ -430,7 +438,49 @@ class GeneratorVariable(IteratorVariable):
     def getattr(self, tx, name: str) -> VariableTracker:
         if name == "throw":
             return CallbackVariable(self._throw, "the method `throw` of a generator")
-        return super().getattr(tx, name)  # send, close, gi_frame...: refused as before
+        if name == "send":
+            return CallbackVariable(self._send, "the method `send` of a generator")
+        if name == "close":
+            return CallbackVariable(self._close, "the method `close` of a generator")
+        return super().getattr(tx, name)  # gi_frame, gi_running...: refused as before
+
+    def _send(self, tx, args) -> VariableTracker:
+        """``gen.send(value)``: the body resumes with ``value`` as its ``yield``'s value;
+        returns what it yields next, StopIteration once it returns (CPython's errors for a
+        wrong call and a value sent to a generator that has not started)."""
+        if len(args) != 1:
+            raise tx.user_exception(TypeError(
+                f"{self.python_type().__name__}.send() takes exactly one argument "
+                f"({len(args)} given)"))
+        if self.done:
+            raise TracedException(StopIteration(), frames=tx.user_frames())
+        value = args[0]
+        if not self.started and not (value.is_constant() and value.as_constant() is None):
+            raise tx.user_exception(TypeError(
+                "can't send non-None value to a just-started generator"))
+        yielded = self._advance(value)
+        if yielded is None:
+            raise TracedException(StopIteration(), frames=tx.user_frames())
+        return yielded
+
+    def _close(self, tx, args) -> VariableTracker:
+        """``gen.close()``: ``GeneratorExit`` raised where the body is paused; the body may
+        clean up (``finally``) and must not yield again (RuntimeError, as CPython's). A
+        generator that never started, or finished, just ends."""
+        if args:
+            raise tx.user_exception(TypeError(
+                f"{self.python_type().__name__}.close() takes no arguments ({len(args)} given)"))
+        if not self.started or self.done:
+            self.done = True
+            return ConstantVariable(None)
+        try:
+            self._throw(tx, [ConstantVariable(GeneratorExit)])
+        except TracedException as error:
+            if isinstance(error.exception, (GeneratorExit, StopIteration)):
+                return ConstantVariable(None)
+            raise
+        # it yielded: still paused there, as CPython leaves it
+        raise tx.user_exception(RuntimeError("generator ignored GeneratorExit"))
 
     def _throw(self, tx, args) -> VariableTracker:
         """``gen.throw(value)`` (``gen.throw(type, value, traceback)`` before 3.12): the body

@@ -15,7 +15,7 @@ import types
 import torch
 from torch.overrides import TorchFunctionMode
 
-from ...symbolic.diagnostics.catalogue import GraphBreakError, graph_break
+from ...symbolic.diagnostics.catalogue import GraphBreakError, TracedException, graph_break
 from ..overlay import DELETED, contents_key, refuse_in_branch
 from ..protocol import (
     CallbackVariable,
@@ -37,6 +37,7 @@ from .constant import ConstantVariable, SetVariable
 from .containers import (
     ContainerMethodVariable,
     DictVariable,
+    IteratorVariable,
     ListVariable,
     TupleVariable,
     check_mutable,
@@ -45,10 +46,69 @@ from .functions import is_pytorch_module_name
 from .native import PureCallableVariable
 
 __all__ = ["GetterVariable", "ObjectVariable", "NewObjectVariable", "construct_user_object",
+           "drain", "iterator_of", "next_of",
            "PythonModuleVariable", "PartialVariable", "ContextManagerVariable", "SuperVariable",
            "IgnoredContextVariable", "IGNORED_CONTEXTS",
            "ObjectNewVariable", "ObjectSetattrVariable", "state_copy"]
 
+
+
+def iterator_of(tx, value: VariableTracker) -> VariableTracker:
+    """``iter(value)``: an iterator tracker (lists, generators...), or the object an
+    object's ``__iter__`` returned when its class defines ``__next__`` (the iterator protocol
+    of the program's own classes: ``__iter__`` returning ``self``, the same object as
+    CPython's, advanced by :func:`next_of`)."""
+    if isinstance(value, IteratorVariable):
+        return value
+    if isinstance(value, _UserProtocols):
+        iterator = value.special(tx, "__iter__", [])
+        if iterator is not None:
+            return _as_iterator(tx, iterator, value)
+    return IteratorVariable(value.items(tx))
+
+
+def _as_iterator(tx, iterator: VariableTracker, owner) -> VariableTracker:
+    """What ``owner.__iter__()`` returned, as something :func:`next_of` advances."""
+    if isinstance(iterator, IteratorVariable):
+        return iterator
+    if isinstance(iterator, _UserProtocols):
+        if isinstance(class_attribute(type(iterator.value), "__next__"), types.FunctionType):
+            return iterator
+        if class_attribute(type(iterator.value), "__next__") is not None:
+            # a C iterator (a real deque's, ``__iter__`` called natively on an object from
+            # outside): a fresh one is drawn natively; the object's own would be consumed
+            if iterator.value is owner.value:
+                raise graph_break("UB107", f"iterating {owner.describe()}, an iterator that "
+                                  "exists outside forward(), would consume it",
+                                  frames=tx.user_frames())
+            return IteratorVariable([tx.wrap(v) for v in iterator.value])
+    raise tx.user_exception(TypeError(
+        f"iter() returned non-iterator of type '{iterator.python_type().__name__}'"))
+
+
+def next_of(tx, iterator: VariableTracker) -> VariableTracker | None:
+    """``next(iterator)``: the next element, None once exhausted (its ``__next__`` raised
+    StopIteration); TypeError for what is not an iterator, as CPython's."""
+    if isinstance(iterator, IteratorVariable):
+        return iterator.next()
+    if isinstance(iterator, _UserProtocols) and \
+            isinstance(class_attribute(type(iterator.value), "__next__"), types.FunctionType):
+        try:
+            return iterator.special(tx, "__next__", [])
+        except TracedException as error:
+            if isinstance(error.exception, StopIteration):
+                return None
+            raise
+    raise tx.user_exception(TypeError(
+        f"'{iterator.python_type().__name__}' object is not an iterator"))
+
+
+def drain(tx, iterator: VariableTracker) -> list:
+    """Every element :func:`next_of` draws from ``iterator``."""
+    values = []
+    while (value := next_of(tx, iterator)) is not None:
+        values.append(value)
+    return values
 
 
 class _UserProtocols:
@@ -65,7 +125,7 @@ class _UserProtocols:
         iterator = self.special(tx, "__iter__", [])
         if iterator is None:
             return super().items(tx)
-        return iterator.items(tx)
+        return drain(tx, _as_iterator(tx, iterator, self))
 
     def length(self, tx):
         result = self.special(tx, "__len__", [])

@@ -8,6 +8,7 @@ which CPython draws and calls (its laziness) is compared too, not only the value
 import collections
 import itertools
 import sys
+import types
 
 import pytest
 import torch
@@ -411,3 +412,31 @@ def test_a_real_deque_from_outside_is_a_deque():
     x = torch.randn(3)
     torch.testing.assert_close(unbroken.export(_HoldsADeque(), (x,)).module()(x),
                                _HoldsADeque()(x))
+
+
+_OUTSIDE_NAMESPACE = types.SimpleNamespace(a=1, b="x")
+
+
+def namespaces(values, names):
+    made = types.SimpleNamespace(**{name: v for name, v in zip(names, values)})
+    made.extra = len(values)
+    out = [repr(made), vars(made), made == types.SimpleNamespace(**vars(made)),
+           made != _OUTSIDE_NAMESPACE, made == 3,
+           isinstance(made, types.SimpleNamespace), isinstance(_OUTSIDE_NAMESPACE,
+                                                               types.SimpleNamespace),
+           getattr(made, "missing", "default"), hasattr(made, "extra")]
+    del made.extra
+    out.append(sorted(vars(made)))
+    for bad in (lambda: types.SimpleNamespace([("a", 1), (2, 3)]),
+                lambda: types.SimpleNamespace({}, {})):
+        try:
+            out.append(bad())
+        except TypeError as error:
+            out.append(("TypeError", str(error)))
+    return out
+
+
+@PARITY
+@given(st.lists(st.integers(-5, 5), max_size=3), st.permutations(["p", "q", "r"]))
+def test_simple_namespace(values, names):
+    check(namespaces, values, names)

@@ -1355,3 +1355,67 @@ def test_a_table_entry_without_a_model_is_refused_only_when_called():
         unbroken.export(_TableOfCopiers(bytearray(b"ab")), (_x(2),))
     assert info.value.code == "UB108" and "bytearray" in str(info.value)
     assert "# COPY" in info.value.frames[-1].source
+
+
+class _QuietRegion(nn.Module):
+    def __init__(self, record=False):
+        super().__init__()
+        self.record = record
+
+    def forward(self, x):
+        with warnings.catch_warnings(record=self.record):
+            warnings.simplefilter("ignore")
+            warnings.filterwarnings("error", category=DeprecationWarning)
+            warnings.warn("inside", stacklevel=2)
+            y = x * 2
+        return y + 1
+
+
+def test_warning_filters_and_catch_warnings_change_nothing_of_the_program_or_process():
+    """The filters decide which warnings are shown; the trace shows none. A region of
+    ``catch_warnings`` and the filters set in it are dropped, and the process's filters are
+    left as they were; ``record=True`` (the program would read eager's warnings) is
+    refused."""
+    before = list(warnings.filters)
+    x = torch.randn(3)
+    ep = unbroken.export(_QuietRegion(), (x,))
+    torch.testing.assert_close(ep.module()(x), x * 2 + 1)
+    assert list(warnings.filters) == before
+    with pytest.raises(unbroken.GraphBreakError) as info:
+        unbroken.export(_QuietRegion(record=True), (x,))
+    assert info.value.code == "UB107" and "record=True" in str(info.value)
+    assert list(warnings.filters) == before
+
+
+class _CachedScale(nn.Module):
+    def __init__(self, factor):
+        super().__init__()
+        self.factor = factor
+        self.weight = nn.Parameter(torch.randn(3))
+
+    @functools.cached_property
+    def scale(self):
+        return self.factor * 2 + len(self.weight)
+
+    @functools.cached_property
+    def doubled(self):
+        return self.weight.detach() * self.scale  # cached by eager: a constant tensor
+
+    def forward(self, x):
+        return x * self.scale + self.doubled + self.scale
+
+
+def test_a_cached_property_is_computed_once_and_the_model_left_as_it_was():
+    """``functools.cached_property`` writes its value into the object's ``__dict__`` on the
+    first read: the trace computes it once and keeps it to itself (the model's ``__dict__``
+    unchanged by the export); a value eager already cached is the one read, as eager reads
+    it, even when the function would now compute another."""
+    model, x = _CachedScale(3), torch.randn(3)
+    ep = unbroken.export(model, (x,))
+    assert "scale" not in vars(model) and "doubled" not in vars(model)
+    torch.testing.assert_close(ep.module()(x), model(x))  # eager's first call caches both
+    assert vars(model)["scale"] == 9
+    model.factor = 100  # eager keeps reading the cached 9
+    ep = unbroken.export(model, (x,))
+    torch.testing.assert_close(ep.module()(x), model(x))
+    assert vars(model)["scale"] == 9

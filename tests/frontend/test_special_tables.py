@@ -14,6 +14,7 @@ import importlib
 import itertools
 import operator
 import sys
+import types
 import typing
 import warnings
 
@@ -308,6 +309,7 @@ BUILTIN_CASES += [
                                                bisect.insort_left, bisect.insort_right)],
     (collections.deque, lambda x: torch.stack(list(collections.deque([x, x + 1, x * 2],
                                                                      maxlen=2))), EAGER),
+    (types.SimpleNamespace, lambda x: types.SimpleNamespace(a=x, b=2).a * 2, EAGER),
     *[(fn, lambda x: x * collections.Counter("abca")["a"], EAGER) for fn in PYTHON_EQUIVALENTS
       if getattr(fn, "__name__", "") == "_count_elements"],
     (sys.exc_info, lambda x: x * (sys.exc_info()[0] is None), EAGER),

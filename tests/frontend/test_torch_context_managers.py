@@ -154,3 +154,44 @@ def test_granite_speech_encoder_attention_under_sdpa_kernel():
     with torch.no_grad():
         for inputs in (x, torch.randn(3, 13, 16)):
             assert_bit_exact(program.module()(inputs)[0], model(inputs)[0])
+
+
+_GRAD_MODES = {
+    "no_grad": torch.no_grad, "enable_grad": torch.enable_grad,
+    "set_grad_enabled_false": lambda: torch.set_grad_enabled(False),
+}
+
+
+class _ThroughExitStack(torch.nn.Module):
+    """Grad modes entered through ``contextlib.ExitStack`` (which calls
+    ``type(cm).__enter__(cm)``) and as methods, nested; the program reads requires_grad."""
+
+    def __init__(self, outer, inner):
+        super().__init__()
+        self.outer, self.inner = outer, inner
+        self.weight = torch.nn.Parameter(torch.randn(3))
+
+    def forward(self, x):
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(_GRAD_MODES[self.outer]())
+            a = x * self.weight
+            inner = _GRAD_MODES[self.inner]()
+            inner.__enter__()
+            b = a * self.weight
+            inner.__exit__(None, None, None)
+            c = b + self.weight
+        d = c * self.weight
+        return a, b, c, d, a.requires_grad + 2 * c.requires_grad
+
+
+@pytest.mark.parametrize("outer", list(_GRAD_MODES))
+@pytest.mark.parametrize("inner", ["enable_grad", "no_grad"])
+def test_grad_modes_entered_through_an_exit_stack_and_as_methods(outer, inner):
+    model = _ThroughExitStack(outer, inner)
+    x = torch.randn(3, requires_grad=True)
+    ep = unbroken.export(model, (x,))
+    got, want = ep.module()(x), model(x)
+    assert [t.requires_grad for t in got[:4]] == [t.requires_grad for t in want[:4]]
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=0, atol=0)
+    assert torch.is_grad_enabled()

@@ -19,6 +19,7 @@ import itertools
 import operator
 import sys
 import types
+import warnings
 
 import torch
 from torch.utils import _pytree as pytree
@@ -768,9 +769,24 @@ def _plain_python_class(cls) -> bool:
         isinstance(getattr(cls, "__init__", None), types.FunctionType)
 
 
+def _catch_warnings(tx, cls, args, kwargs):
+    """``warnings.catch_warnings()``: the warning filters it saves and restores only decide
+    which warnings are shown, and the trace shows none (``warnings.warn``, ``simplefilter``
+    are dropped calls): nothing to enter. With ``record=True`` the program would read the
+    warnings eager caught, which the trace does not have: refused."""
+    record = kwargs.get("record", args[0] if args else ConstantVariable(False))
+    if not record.is_constant() or record.as_constant():
+        raise graph_break("UB107", "`warnings.catch_warnings(record=True)`: the program reads "
+                          "the warnings eager records, which the trace does not emit",
+                          frames=tx.user_frames(),
+                          details="Record the warnings around the export, outside forward().")
+    return IgnoredContextVariable(cls)
+
+
 _CONSTRUCTORS = {functools.partial: _partial, collections.OrderedDict: _ordered_dict,
                  collections.defaultdict: _default_dict, types.MethodType: _method_type,
-                 operator.itemgetter: _getter, operator.attrgetter: _getter}
+                 operator.itemgetter: _getter, operator.attrgetter: _getter,
+                 warnings.catch_warnings: _catch_warnings}
 
 
 def _construct_native(tx, cls, args, kwargs):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import operator
 import sys
+import types
 
 __all__ = ["LAZY_EQUIVALENTS", "PYTHON_EQUIVALENTS", "REAL_CLASSES", "real_class"]
 
@@ -403,6 +404,49 @@ def count_elements(mapping, iterable):
         mapping[element] = mapping.get(element, 0) + 1
 
 
+def _namespace_takes_a_mapping() -> bool:
+    """Whether this Python's ``types.SimpleNamespace`` takes a mapping or iterable of pairs
+    before its keywords (3.13 added it): asked of the class itself."""
+    try:
+        types.SimpleNamespace({})
+    except TypeError:
+        return False
+    return True
+
+
+_NAMESPACE_TAKES_A_MAPPING = _namespace_takes_a_mapping()
+
+
+class SimpleNamespace:
+    """``types.SimpleNamespace``: attributes from its keywords (after a mapping or iterable of
+    pairs where this Python's takes one), equal when their attributes are, shown as
+    ``namespace(a=1)`` (a subclass by its own name), unhashable; CPython's errors."""
+
+    def __init__(self, *args, **kwargs):
+        if args and not _NAMESPACE_TAKES_A_MAPPING:
+            raise TypeError("no positional arguments expected")
+        if len(args) > 1:
+            raise TypeError(f"SimpleNamespace expected at most 1 argument, got {len(args)}")
+        for key, value in dict(args[0]).items() if args else ():
+            if not isinstance(key, str):
+                raise TypeError("keywords must be strings")
+            setattr(self, key, value)
+        for key, value in kwargs.items():
+            setattr(self, key, value)
+
+    def __repr__(self):
+        name = "namespace" if type(self) is SimpleNamespace else type(self).__name__
+        fields = ", ".join(f"{key}={value!r}" for key, value in vars(self).items())
+        return f"{name}({fields})"
+
+    def __eq__(self, other):
+        if isinstance(other, SimpleNamespace):
+            return vars(self) == vars(other)
+        return NotImplemented
+
+    __hash__ = None
+
+
 class deque:  # noqa: N801 (the name the program sees)
     """``collections.deque`` over a list: its methods, ``maxlen`` dropping from the other
     end, and its errors (one more element held than CPython's C blocks would: no matter)."""
@@ -551,7 +595,8 @@ def _itertools_equivalents() -> dict:
                   heapq.heapreplace: heapreplace, heapq.heappushpop: heappushpop,
                   heapq.heapify: heapify, bisect.bisect_left: bisect_left,
                   bisect.bisect_right: bisect_right, bisect.insort_left: insort_left,
-                  bisect.insort_right: insort_right, collections.deque: deque})
+                  bisect.insort_right: insort_right, collections.deque: deque,
+                  types.SimpleNamespace: SimpleNamespace})
     for name, function in (("heapify_max", heapify_max), ("heappop_max", heappop_max),
                            ("heapreplace_max", heapreplace_max)):  # nlargest's (3.14: public)
         for spelling in (name, "_" + name):

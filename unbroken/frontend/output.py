@@ -233,6 +233,9 @@ class TraceContext:
         self.instance_dicts: dict = {}
         self.wrap_builders: dict = {}
         self.getattribute_reads: dict = {}  # variables.objects._custom_getattribute
+        # functools.cached_property values computed by the trace: (id(instance), name) ->
+        # (instance, tracker); the object's own __dict__ is never written (protocol.lookup)
+        self.cached_properties: dict = {}
         if root is not None:
             for name, module in root.named_modules(remove_duplicate=False):
                 self._paths.setdefault(id(module), name)

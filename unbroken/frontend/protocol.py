@@ -21,6 +21,7 @@ trackers reach the interpreter through ``tx`` (see ``variables.base.Interpreter`
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import types
 
@@ -215,6 +216,9 @@ def lookup(tx, receiver: VariableTracker, name: str, *, instance=None, cls: type
         if static.fget is None:
             raise AttributeMissing(name)
         return call_python(tx, static.fget, [receiver])
+    if issubclass(kind, functools.cached_property) and instance is not None and not own \
+            and after is None:
+        return _cached_property(tx, receiver, instance, static, name)
     if issubclass(kind, staticmethod):
         return tx.wrap(static.__func__, attr_source)
     if issubclass(kind, classmethod) or static is FUNCTION_APPLY:
@@ -300,6 +304,20 @@ def _class_method_function(static):
     """The callable a class method binds to its class: a ``classmethod``'s function, or the C
     class method itself (``Function.apply`` on torch 2.14+, called with the class first)."""
     return static.__func__ if isinstance(static, classmethod) else static
+
+
+def _cached_property(tx, receiver, instance, prop, name: str) -> VariableTracker:
+    """A ``functools.cached_property`` not yet in the instance's ``__dict__``: its function
+    runs once per trace, as eager's first read runs it (eager then keeps the value in the
+    object's ``__dict__``; the trace keeps it to itself, so the export leaves the object as
+    it was, and each call of the program has the value eager's calls read)."""
+    key = (id(instance), name)
+    known = tx.output.cached_properties.get(key)
+    if known is not None and known[0] is instance:
+        return known[1]
+    value = call_python(tx, prop.func, [receiver])
+    tx.output.cached_properties[key] = (instance, value)
+    return value
 
 
 def getattr_fallback(tx, receiver, cls: type, name: str, default=None) -> VariableTracker:

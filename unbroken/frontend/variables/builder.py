@@ -81,7 +81,12 @@ from .functions import (
     UserFunctionVariable,
     is_torch_callable,
 )
-from .grad_mode import GRAD_MODE_CLASSES, GradModeVariable
+from .grad_mode import (
+    GRAD_MODE_CLASSES,
+    GRAD_MODE_SPECIALS,
+    GradModeSpecialVariable,
+    GradModeVariable,
+)
 from .native import (
     CLASS_FACTORIES,
     ClassFactoryVariable,
@@ -200,6 +205,8 @@ def _builder_of(tx, value):
             return _with_class(PureCallableVariable)
         if value in CLASS_FACTORIES:
             return _with_class(ClassFactoryVariable)
+        if value in GRAD_MODE_SPECIALS:  # type(cm).__enter__(cm): the tracker's region
+            return _with_class(GradModeSpecialVariable)
         if value in _MODELLED_FUNCTIONS:
             return _with_class(BuiltinVariable)
         equivalent = PYTHON_EQUIVALENTS.get(value)
@@ -315,10 +322,13 @@ def _note_plain_object_type(value) -> None:
 
 
 # Diagnostics output that does not change what forward() computes: dropped from the trace
-# (``print`` too, as torch.export strict drops it: the program computes, it does not report).
+# (``print`` too, as torch.export strict drops it: the program computes, it does not report);
+# so are the warning filters, which only decide which of those reports are shown (changed
+# by the trace they would outlive the export).
 _LOGGING_METHODS = ("debug", "info", "warning", "warn", "error", "exception", "critical",
                     "fatal", "log")
-_IGNORED_CALLS = frozenset([print, warnings.warn, warnings.warn_explicit] + [
+_IGNORED_CALLS = frozenset([print, warnings.warn, warnings.warn_explicit, warnings.simplefilter,
+                            warnings.filterwarnings, warnings.resetwarnings] + [
     getattr(owner, name) for owner in (logging, logging.Logger, logging.LoggerAdapter)
     for name in _LOGGING_METHODS if hasattr(owner, name)])
 

@@ -11,6 +11,7 @@ program computes the same values, and its outputs are ordinary tensors.
 from __future__ import annotations
 
 import inspect
+import types
 
 import torch
 
@@ -19,7 +20,8 @@ from ..protocol import CallbackVariable
 from .base import AttributeMissing, VariableTracker
 from .constant import ConstantVariable
 
-__all__ = ["GradModeVariable", "GRAD_MODE_CLASSES"]
+__all__ = ["GRAD_MODE_CLASSES", "GRAD_MODE_SPECIALS", "GradModeSpecialVariable",
+           "GradModeVariable"]
 
 GRAD_MODE_CLASSES = (torch.no_grad, torch.enable_grad, torch.set_grad_enabled,
                      torch.inference_mode)
@@ -44,11 +46,12 @@ class GradModeVariable(VariableTracker):
     from construction on for ``set_grad_enabled``, which applies its mode when called.
     """
 
-    __slots__ = ("cls", "enabled", "token")
+    __slots__ = ("cls", "enabled", "token", "exits")
 
     def __init__(self, cls, enabled: bool, token=None, source=None):
         super().__init__(source)
         self.cls, self.enabled, self.token = cls, enabled, token
+        self.exits: list = []  # regions opened by its ``__enter__`` called as a method
 
     @classmethod
     def construct(cls, tx, klass, args, kwargs) -> GradModeVariable:
@@ -90,7 +93,26 @@ class GradModeVariable(VariableTracker):
         if name == "clone":  # what torch's @no_grad() decorator calls before each `with`
             return CallbackVariable(
                 lambda tx, args: GradModeVariable(self.cls, self.enabled), "clone")
+        if name in ("__enter__", "__exit__"):
+            return CallbackVariable(lambda tx, args: self.special(tx, name, args),
+                                    f"`{self.cls.__name__}.{name}`")
         raise AttributeMissing(name)
+
+    def special(self, tx, name: str, args: list) -> VariableTracker:
+        """``__enter__``/``__exit__`` called as methods (``contextlib.ExitStack.enter_context``
+        reads ``type(cm).__enter__`` and calls it): open the region, or close the last one
+        opened so."""
+        if name == "__enter__":
+            if args:
+                raise tx.user_exception(TypeError(
+                    f"__enter__() takes 1 positional argument but {len(args) + 1} were given"))
+            exit_, value = self.enter(tx)
+            self.exits.append(exit_)
+            return value
+        if not self.exits:  # torch's own reads the mode its __enter__ saved: none here
+            raise tx.user_exception(AttributeError(
+                f"'{self.cls.__name__}' object has no attribute 'prev'"))
+        return self.exits.pop().call(tx, list(args), {})
 
     def call(self, tx, args, kwargs):
         """``@torch.no_grad()`` (``enable_grad``, ``inference_mode``) on a function defined
@@ -128,3 +150,36 @@ class _InGradMode(VariableTracker):
             return self.function.call(tx, args, kwargs)
         finally:
             exit_.call(tx, [], {})
+
+
+# The Python ``__enter__``/``__exit__`` of the grad-mode classes (function -> name): read
+# from the class and called with a grad mode (``type(cm).__enter__(cm)``, as
+# ``contextlib.ExitStack.enter_context`` does) they open and close the tracker's region
+# instead of running torch's code, which would switch the process's mode.
+GRAD_MODE_SPECIALS = {getattr(cls, name): name for cls in GRAD_MODE_CLASSES
+                      for name in ("__enter__", "__exit__")
+                      if isinstance(getattr(cls, name), types.FunctionType)}
+
+
+class GradModeSpecialVariable(VariableTracker):
+    """One of :data:`GRAD_MODE_SPECIALS` met as a value."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn, source=None):
+        super().__init__(source)
+        self.fn = fn
+
+    def python_type(self) -> type:
+        return types.FunctionType
+
+    def describe(self) -> str:
+        return f"`{self.fn.__qualname__}`"
+
+    def call(self, tx, args, kwargs):
+        receiver = args[0] if args else None
+        if not isinstance(receiver, GradModeVariable) or kwargs:
+            raise graph_break("UB108", f"{self.describe()} called on "
+                              f"{receiver.describe() if receiver else 'nothing'}: only a "
+                              "grad mode's own region is modelled", frames=tx.user_frames())
+        return receiver.special(tx, GRAD_MODE_SPECIALS[self.fn], list(args[1:]))

@@ -204,6 +204,31 @@ def test_functools_partial():
     check(partial_call, 4)
 
 
+class _Scaled:
+    def __init__(self, base):
+        self.base = base
+
+    def _scale(self, x, factor, offset=0):
+        return self.base * x * factor + offset
+
+    double = functools.partialmethod(_scale, factor=2)
+    shifted = functools.partialmethod(_scale, 3, offset=1)
+
+
+def partial_methods_and_attributes(base, x):
+    obj = _Scaled(base)
+    made = functools.partial(obj._scale, factor=5)
+    made.note = "written"  # a partial the program made takes attributes, as CPython's
+    return (obj.double(x), obj.shifted(x), obj.double(x, offset=4), made(x), made.note,
+            vars(made), made.keywords)
+
+
+@PARITY
+@given(st.integers(-5, 5), st.integers(-5, 5))
+def test_partial_methods_and_attributes_of_a_partial(base, x):
+    check(partial_methods_and_attributes, base, x)
+
+
 # ---------------------------------------------------------------- recursion and module functions
 
 def factorial(n):

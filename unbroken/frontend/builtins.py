@@ -732,7 +732,7 @@ def _construct_module(tx, cls, args, kwargs):
 
 
 def _partial(tx, cls, args, kwargs):
-    return PartialVariable(args[0], args[1:], kwargs)
+    return PartialVariable(args[0], args[1:], kwargs, created=True)
 
 
 def _default_dict(tx, cls, args, kwargs):

@@ -611,13 +611,16 @@ class PythonModuleVariable(ConstantVariable):
 
 
 class PartialVariable(VariableTracker):
-    """``functools.partial(func, *args, **kwargs)``: calls ``func`` with the stored arguments."""
+    """``functools.partial(func, *args, **kwargs)``: calls ``func`` with the stored arguments.
+    ``attributes``: those the program wrote on a partial it made (``partialmethod`` sets
+    ``__self__``), None for one from outside (read-only)."""
 
-    __slots__ = ("func", "args", "kwargs")
+    __slots__ = ("func", "args", "kwargs", "attributes")
 
-    def __init__(self, func, args, kwargs):
+    def __init__(self, func, args, kwargs, created: bool = False):
         super().__init__(None)
         self.func, self.args, self.kwargs = func, list(args), dict(kwargs)
+        self.attributes: dict | None = {} if created else None
 
     def python_type(self) -> type:
         return functools.partial
@@ -638,13 +641,21 @@ class PartialVariable(VariableTracker):
             return TupleVariable(list(self.args))
         if name == "keywords":
             return DictVariable(dict(self.kwargs), external=True)
+        if self.attributes and name in self.attributes:
+            return self.attributes[name]
         if name == "__dict__":
-            return DictVariable({}, external=True)
+            return DictVariable(dict(self.attributes or {}), external=True)
         if name in ("__module__", "__doc__", "__class__"):
             return tx.wrap(getattr(functools.partial, name))
         if class_attribute(functools.partial, name) is not None:  # (its methods)
             return super().getattr(tx, name)
         raise AttributeMissing(name)
+
+    def setattr(self, tx, name: str, value: VariableTracker) -> None:
+        """An attribute written on a partial the program made (its ``__dict__``)."""
+        if self.attributes is None or name in ("func", "args", "keywords", "__dict__"):
+            super().setattr(tx, name, value)
+        self.attributes[name] = value
 
 
 class GetterVariable(VariableTracker):

@@ -6,6 +6,7 @@ with a log of every draw from its iterators and every call of its functions, so 
 which CPython draws and calls (its laziness) is compared too, not only the values.
 """
 import collections
+import functools
 import itertools
 import sys
 import types
@@ -440,3 +441,56 @@ def namespaces(values, names):
 @given(st.lists(st.integers(-5, 5), max_size=3), st.permutations(["p", "q", "r"]))
 def test_simple_namespace(values, names):
     check(namespaces, values, names)
+
+
+def caches_made_in_the_function(calls, maxsize, typed):
+    log = []
+
+    @functools.lru_cache(maxsize=maxsize, typed=typed)
+    def square(n, scale=1):
+        log.append((n, scale))
+        return n * n * scale
+
+    @functools.cache
+    def pair(a, b):
+        log.append(("pair", a, b))
+        return (a, b)
+
+    out = [square(n) if k == 0 else square(n, scale=k) if k == 1 else square(float(n))
+           for n, k in calls]
+    out += [pair(1, 2), pair(1, 2), pair(1, b=2), pair(b=2, a=1)]
+    info = square.cache_info()
+    out += [tuple(info), info.currsize, square.__name__, square.__wrapped__(3),
+            square.cache_parameters(), pair.cache_info().hits]
+    square.cache_clear()
+    out += [tuple(square.cache_info()), square(2)]
+    try:
+        square([1])
+    except TypeError as error:
+        out.append(str(error))
+    return out, log
+
+
+@PARITY
+@given(st.lists(st.tuples(st.integers(-3, 3), st.integers(0, 2)), max_size=8),
+       st.sampled_from([None, 0, 1, 2, 128]), st.booleans())
+def test_lru_cache_of_a_function_made_in_forward(calls, maxsize, typed):
+    check(caches_made_in_the_function, calls, maxsize, typed)
+
+
+class _CachedHelper(torch.nn.Module):
+    def forward(self, x, y):
+        runs = []
+
+        @functools.lru_cache(maxsize=None)
+        def project(t, k):
+            runs.append(k)
+            return t * k
+
+        return project(x, 2) + project(x, 2) + project(y, 2) + len(runs)
+
+
+def test_lru_cache_in_forward_finds_a_tensor_again_only_as_the_same_tensor():
+    x, y = torch.randn(3), torch.randn(3)
+    ep = unbroken.export(_CachedHelper(), (x, y))
+    torch.testing.assert_close(ep.module()(x, y), _CachedHelper()(x, y))

@@ -310,6 +310,8 @@ BUILTIN_CASES += [
     (collections.deque, lambda x: torch.stack(list(collections.deque([x, x + 1, x * 2],
                                                                      maxlen=2))), EAGER),
     (types.SimpleNamespace, lambda x: types.SimpleNamespace(a=x, b=2).a * 2, EAGER),
+    (functools._lru_cache_wrapper,  # noqa: SLF001 (what lru_cache builds)
+     lambda x: functools.lru_cache(maxsize=None)(lambda t: t * 2)(x) + 1, EAGER),
     *[(fn, lambda x: x * collections.Counter("abca")["a"], EAGER) for fn in PYTHON_EQUIVALENTS
       if getattr(fn, "__name__", "") == "_count_elements"],
     (sys.exc_info, lambda x: x * (sys.exc_info()[0] is None), EAGER),

@@ -21,6 +21,7 @@ program's line that called the function.
 """
 from __future__ import annotations
 
+import functools
 import operator
 import sys
 import types
@@ -404,6 +405,83 @@ def count_elements(mapping, iterable):
         mapping[element] = mapping.get(element, 0) + 1
 
 
+# the arguments a cache compares by value, as their hash and ``==`` do (anything else is found
+# again only as the same object: a tensor's hash is its id)
+_BY_VALUE = (int, float, complex, str, bytes, bool, type(None), type(...), frozenset)
+_UNHASHABLE = (list, dict, set, bytearray)
+
+
+def _same_argument(a, b) -> bool:
+    if a is b:
+        return True
+    if type(a) is tuple and type(b) is tuple:
+        return len(a) == len(b) and all(_same_argument(x, y) for x, y in zip(a, b))
+    return isinstance(a, _BY_VALUE) and isinstance(b, _BY_VALUE) and a == b
+
+
+def _check_hashable(value):
+    if isinstance(value, _UNHASHABLE):
+        raise TypeError(f"unhashable type: '{type(value).__name__}'")
+    if type(value) is tuple:
+        for item in value:
+            _check_hashable(item)
+
+
+class _lru_cache_wrapper:  # noqa: N801 (the name the program sees)
+    """functools' C cache (what ``functools.lru_cache`` and ``functools.cache`` wrap a
+    function made in forward() with): a result kept per arguments (keywords in their order,
+    with their types when ``typed``), found again for equal constants or the same object (a
+    tensor's hash is its id), least recently used dropped beyond ``maxsize``; an unhashable
+    argument raises as CPython's; ``cache_info``/``cache_clear``."""
+
+    def __init__(self, user_function, maxsize, typed, cache_info_type):
+        if not callable(user_function):
+            raise TypeError("the first argument must be callable")
+        self.__wrapped__ = user_function
+        self._maxsize = None if maxsize is None else max(maxsize, 0)
+        self._typed, self._info_type = typed, cache_info_type
+        self._keys, self._results = [], []  # least recently used first
+        self._hits = self._misses = 0
+
+    def __call__(self, *args, **kwargs):
+        key = args + ((_KEYWORDS,) + tuple(kwargs.items()) if kwargs else ())
+        if self._typed:
+            key += tuple(type(v) for v in args) + tuple(type(v) for v in kwargs.values())
+        elif len(key) == 1 and type(key[0]) in (int, str):
+            key = (_ALONE, key[0])  # CPython keys a lone int or str by itself: 0 is not (0.0,)
+        if self._maxsize == 0:  # no key made: nothing hashed
+            self._misses += 1
+            return self.__wrapped__(*args, **kwargs)
+        for value in key:
+            _check_hashable(value)
+        for index, known in enumerate(self._keys):
+            if len(known) == len(key) and all(_same_argument(a, b) for a, b in zip(known, key)):
+                self._hits += 1
+                result = self._results[index]
+                del self._keys[index], self._results[index]
+                self._keys.append(known)
+                self._results.append(result)
+                return result
+        self._misses += 1
+        result = self.__wrapped__(*args, **kwargs)
+        self._keys.append(key)
+        self._results.append(result)
+        if self._maxsize is not None and len(self._keys) > self._maxsize:
+            del self._keys[0], self._results[0]
+        return result
+
+    def cache_info(self):
+        return self._info_type(self._hits, self._misses, self._maxsize, len(self._keys))
+
+    def cache_clear(self):
+        self._keys, self._results = [], []
+        self._hits = self._misses = 0
+
+
+_KEYWORDS = object()  # between a cache key's positional and keyword arguments
+_ALONE = object()  # before the one int or str argument a cache keys by itself
+
+
 def _namespace_takes_a_mapping() -> bool:
     """Whether this Python's ``types.SimpleNamespace`` takes a mapping or iterable of pairs
     before its keywords (3.13 added it): asked of the class itself."""
@@ -596,7 +674,8 @@ def _itertools_equivalents() -> dict:
                   heapq.heapify: heapify, bisect.bisect_left: bisect_left,
                   bisect.bisect_right: bisect_right, bisect.insort_left: insort_left,
                   bisect.insort_right: insort_right, collections.deque: deque,
-                  types.SimpleNamespace: SimpleNamespace})
+                  types.SimpleNamespace: SimpleNamespace,
+                  functools._lru_cache_wrapper: _lru_cache_wrapper})  # noqa: SLF001
     for name, function in (("heapify_max", heapify_max), ("heappop_max", heappop_max),
                            ("heapreplace_max", heapreplace_max)):  # nlargest's (3.14: public)
         for spelling in (name, "_" + name):

@@ -72,13 +72,22 @@ def _sequence_op(tx, symbol, left, right, inplace):
             left.elements.extend(iterate(tx, right))
             return left
         if symbol == "*" and right.is_constant():
+            elements = _repeated(tx, left.elements, right.as_constant())
             if inplace and isinstance(left, ListVariable):
-                left.elements[:] = left.elements * right.as_constant()
+                left.elements[:] = elements
                 return left
-            return left.rebuild(left.elements * right.as_constant())
+            return left.rebuild(elements)
     if symbol == "*" and isinstance(right, SequenceVariable) and left.is_constant():
-        return right.rebuild(right.elements * left.as_constant())
+        return right.rebuild(_repeated(tx, right.elements, left.as_constant()))
     return None
+
+
+def _repeated(tx, elements: list, count) -> list:
+    """``elements * count``; a count that is no integer is the program's TypeError."""
+    if not hasattr(type(count), "__index__"):
+        raise tx.user_exception(TypeError(
+            f"can't multiply sequence by non-int of type '{type(count).__name__}'"))
+    return elements * count
 
 
 @opcode("BINARY_OP")

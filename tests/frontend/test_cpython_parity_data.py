@@ -6,6 +6,7 @@ for the conventions (``check`` must be equal; ``check_breaks`` pins a known refu
 """
 from __future__ import annotations
 
+import collections
 import copy
 import dataclasses
 from collections import namedtuple
@@ -448,3 +449,21 @@ def test_copies_deep_copies_and_identities(values, width):
     ``bytearray.copy``: refused only if called), ``copy.deepcopy`` (its memo is keyed by
     ``id()``: shared references stay shared), ``dataclasses.replace``/``asdict``."""
     check(copies_and_identities, values, width)
+
+
+Point = namedtuple("Point", "x y")
+
+
+def classes_of_values(values):
+    """``value.__class__`` of the builtin containers made in the trace (a list's and a dict's
+    were taken for methods: ``[].__class__ is list`` was False)."""
+    made = [list(values), dict.fromkeys(values), tuple(values), set(values), slice(1, 2),
+            (v for v in values), Point(1, 2), collections.OrderedDict(), collections.Counter(),
+            collections.defaultdict(list), frozenset(values), range(3), "s", 1.5, None]
+    return [(type(v).__name__, v.__class__ is type(v), v.__class__.__name__) for v in made]
+
+
+@PARITY
+@given(int_lists)
+def test_the_class_of_builtin_values(values):
+    check(classes_of_values, values)

@@ -279,3 +279,53 @@ def test_recursion_over_nested_lists():
 @given(xs=int_lists)
 def test_module_functions_and_globals(xs):
     check(pipeline, xs)
+
+
+@functools.singledispatch
+def _describe(value):
+    return ("object", value)
+
+
+@_describe.register
+def _(value: int):
+    return ("int", value * 2)
+
+
+@_describe.register(list)
+def _(value):
+    return ("list", [_describe(v) for v in value])
+
+
+class _Base:
+    pass
+
+
+class _Derived(_Base):
+    pass
+
+
+@_describe.register
+def _(value: _Base):
+    return ("base", type(value).__name__)
+
+
+class _Shapes:
+    @functools.singledispatchmethod
+    def size_of(self, value):
+        return -1
+
+    @size_of.register
+    def _(self, value: str):
+        return len(value)
+
+
+def single_dispatch(values):
+    return ([_describe(v) for v in values], _describe(_Derived()), _describe(True),
+            _describe("text"), _Shapes().size_of("abc"), _Shapes().size_of(3.5))
+
+
+@PARITY
+@given(st.lists(st.one_of(st.integers(-3, 3), st.lists(st.integers(0, 2), max_size=2),
+                          st.floats(-2, 2, allow_nan=False)), max_size=4))
+def test_single_dispatch_by_the_arguments_class(values):
+    check(single_dispatch, values)

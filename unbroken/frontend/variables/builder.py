@@ -201,7 +201,7 @@ def _builder_of(tx, value):
     if callable(value) and hashable(value):
         if value in _IGNORED_CALLS:
             return _with_class(IgnoredCallVariable)
-        if value in _NATIVE_QUERIES:
+        if value in _NATIVE_QUERIES or _singledispatch_lookup(value):
             return _with_class(PureCallableVariable)
         if value in CLASS_FACTORIES:
             return _with_class(ClassFactoryVariable)
@@ -341,6 +341,15 @@ _NATIVE_QUERIES = frozenset([logging.Logger.isEnabledFor, logging.Logger.getEffe
                              logging.Logger.hasHandlers, importlib.metadata.version,
                              importlib.metadata.distribution, importlib.metadata.metadata,
                              importlib.metadata.requires, importlib.util.find_spec])
+
+
+def _singledispatch_lookup(value) -> bool:
+    """``functools.singledispatch``'s ``dispatch(cls)``, the implementation registered for a
+    class: a read of its registry, with a cache (weak references the trace cannot make) that
+    only remembers what the registry answers; called natively, as the read-only queries above
+    (the implementation it returns is the program's own function, interpreted)."""
+    return type(value) is types.FunctionType and value.__module__ == "functools" and \
+        value.__qualname__ == "singledispatch.<locals>.dispatch"
 
 
 def _wrap_tensor(tx, value: torch.Tensor, source) -> VariableTracker:

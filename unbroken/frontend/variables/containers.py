@@ -87,6 +87,8 @@ class SequenceVariable(VariableTracker):
             raise tx.user_exception(exc) from None
 
     def getattr(self, tx, name: str) -> VariableTracker:
+        if name == "__class__":  # (was taken for a method: `[].__class__ is list` False)
+            return tx.wrap(self.python_type())
         if not hasattr(self.python_class, name):
             raise AttributeMissing(name)
         return ContainerMethodVariable(self, name)
@@ -153,6 +155,8 @@ class NamedTupleVariable(TupleVariable):
         fields = tuple_fields(self.cls)
         if name in fields:
             return self.elements[fields.index(name)]
+        if name == "__class__":
+            return tx.wrap(self.cls)
         if name in vars(tuple) and class_attribute(self.cls, name) is vars(tuple)[name]:
             return super().getattr(tx, name)  # tuple's own methods, on the element trackers
         found = lookup(tx, self, name, cls=self.cls)
@@ -206,6 +210,8 @@ class SliceVariable(VariableTracker):
             return self.parts[_SLICE_FIELDS.index(name)]
         if name == "indices" and self.is_constant():  # of a length: CPython's own
             return PureCallableVariable(self.as_constant().indices)
+        if name == "__class__":
+            return tx.wrap(slice)
         return super().getattr(tx, name)
 
 
@@ -264,6 +270,8 @@ class DictVariable(VariableTracker):
         return self.entries[k]
 
     def getattr(self, tx, name: str) -> VariableTracker:
+        if name == "__class__":
+            return tx.wrap(self.python_type())
         if hasattr(dict, name) or (name in _ORDERED_DICT_METHODS
                                    and issubclass(self.python_class, collections.OrderedDict)):
             return ContainerMethodVariable(self, name)
@@ -342,6 +350,11 @@ class IteratorVariable(VariableTracker):
 
     def describe(self) -> str:
         return "an iterator"
+
+    def getattr(self, tx, name: str) -> VariableTracker:
+        if name == "__class__":
+            return tx.wrap(self.python_type())
+        return super().getattr(tx, name)
 
     def next(self):
         """The next element, or None when exhausted."""

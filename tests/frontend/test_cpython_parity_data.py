@@ -7,6 +7,7 @@ for the conventions (``check`` must be equal; ``check_breaks`` pins a known refu
 from __future__ import annotations
 
 import collections
+import collections.abc
 import copy
 import dataclasses
 from collections import namedtuple
@@ -467,3 +468,24 @@ def classes_of_values(values):
 @given(int_lists)
 def test_the_class_of_builtin_values(values):
     check(classes_of_values, values)
+
+
+def dict_views(keys, other):
+    d = {k: i for i, k in enumerate(keys)}
+    ks, vs, its = d.keys(), d.values(), d.items()
+    d["late"] = -1  # views are live
+    out = [list(ks), list(vs), list(its), len(ks), "late" in ks, ("late", -1) in its, -1 in vs,
+           ks & set(other), sorted(ks | set(other)), sorted(ks - set(other)),
+           sorted(ks ^ set(other)), ks == set(keys) | {"late"}, ks != set(other),
+           sorted(its - {("late", -1)}), ks.isdisjoint(other), vs == vs, vs == d.values(),
+           isinstance(ks, list), isinstance(ks, collections.abc.KeysView),
+           type(vs).__name__, list(reversed(ks)), bool(ks), bool({}.keys()),
+           sorted(d.items(), key=lambda kv: kv[1])[0]]
+    return out
+
+
+@PARITY
+@given(st.lists(st.sampled_from("abcde"), max_size=4, unique=True),
+       st.lists(st.sampled_from("abcxy"), max_size=3))
+def test_dict_views(keys, other):
+    check(dict_views, keys, other)

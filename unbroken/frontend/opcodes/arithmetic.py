@@ -13,7 +13,13 @@ from ..protocol import call_special, iterate
 from ..variables.base import IDENTITY_ATTRIBUTES
 from ..variables.builder import wrap
 from ..variables.constant import ConstantVariable, Identity, IdentityVariable
-from ..variables.containers import DictVariable, ListVariable, SequenceVariable, check_mutable
+from ..variables.containers import (
+    DictVariable,
+    DictViewVariable,
+    ListVariable,
+    SequenceVariable,
+    check_mutable,
+)
 from ..variables.nn_module import NNModuleVariable
 from ..variables.objects import NewObjectVariable, ObjectVariable
 from ..variables.tensor import SymbolicVariable, TensorVariable
@@ -130,6 +136,10 @@ def compare(tx, name: str, left, right):
         return _fold(tx, fn, left.as_constant(), right.as_constant())
     if name in ("EQ", "NE") and _opaque(left, right):
         return _object_equality(tx, name, left, right)
+    if name in ("EQ", "NE") and any(isinstance(v, DictViewVariable) and v.kind == "values"
+                                    for v in (left, right)):
+        same = is_same(left, right)  # a values view equals only itself
+        return ConstantVariable(same if name == "EQ" else not same)
     return tx.call_leaf(fn, [left, right], {})
 
 

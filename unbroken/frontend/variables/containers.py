@@ -27,7 +27,8 @@ from .native import PureCallableVariable
 from .tensor import SymbolicVariable, TensorVariable
 
 __all__ = ["check_mutable", "GeneratorVariable", "TupleVariable", "ListVariable", "SizeVariable",
-           "NamedTupleVariable", "DictVariable", "IteratorVariable", "SliceVariable",
+           "NamedTupleVariable", "DictVariable", "DictViewVariable", "IteratorVariable",
+           "SliceVariable",
            "ContainerMethodVariable", "call_container_method", "dict_key", "sorted_trackers",
            "index_lists_as_tensors"]
 
@@ -770,16 +771,79 @@ _SEQUENCE_METHODS = {"append": _append, "extend": _extend, "insert": _insert, "p
                      "count": _count, "remove": _remove, "sort": _sort}
 
 
+class DictViewVariable(VariableTracker):
+    """``d.keys()``, ``d.values()`` or ``d.items()`` of a dict tracker (``kind``): a live
+    view (it shows the dict's later changes), iterated, measured and searched as CPython's,
+    of the view types (``isinstance(d.keys(), list)`` is False). Keys and items views holding
+    constants compare with and combine into sets natively (``d.keys() & {"a"}``,
+    ``d.keys() == {"a", "b"}``: a list snapshot made the first a TypeError and the second
+    False); a values view equals only itself, as CPython's."""
+
+    __slots__ = ("mapping", "kind")
+
+    TYPES = {"keys": type({}.keys()), "values": type({}.values()), "items": type({}.items())}
+
+    def __init__(self, mapping: DictVariable, kind: str):
+        super().__init__(None)
+        self.mapping, self.kind = mapping, kind
+
+    def python_type(self) -> type:
+        return self.TYPES[self.kind]
+
+    def describe(self) -> str:
+        return f"the {self.kind} of {self.mapping.describe()}"
+
+    def items(self, tx) -> list:
+        entries = self.mapping.entries
+        if self.kind == "keys":
+            return [ConstantVariable(k) for k in entries]
+        if self.kind == "values":
+            return list(entries.values())
+        return [TupleVariable([ConstantVariable(k), v]) for k, v in entries.items()]
+
+    def length(self, tx):
+        return len(self.mapping.entries)
+
+    def truth(self, tx) -> bool:
+        return bool(self.mapping.entries)
+
+    def is_constant(self) -> bool:
+        # a values view compares by identity (``vs == vs`` only): never folded as a value
+        return self.kind == "keys" or self.kind == "items" and \
+            all(v.is_constant() for v in self.mapping.entries.values())
+
+    def as_constant(self):
+        """The view of a dict of the constants (its values None for a keys view)."""
+        real = {k: None if self.kind == "keys" else v.as_constant()
+                for k, v in self.mapping.entries.items()}
+        return getattr(real, self.kind)()
+
+    def unwrap(self, tx):
+        return getattr({k: v.unwrap(tx) for k, v in self.mapping.entries.items()}, self.kind)()
+
+    def getattr(self, tx, name: str) -> VariableTracker:
+        if name == "__class__":
+            return tx.wrap(self.python_type())
+        if name == "isdisjoint" and self.is_constant():
+            view = self.as_constant()  # of a dict made here: reading it changes nothing
+            return CallbackVariable(lambda tx, args: ConstantVariable(view.isdisjoint(
+                *(a.as_constant() for a in args))), f"`{self.kind}().isdisjoint`")
+        if name == "isdisjoint" or hasattr(self.python_type(), name):
+            raise graph_break("UB117", f"`{name}` of {self.describe()} holding traced values",
+                              frames=tx.user_frames())
+        raise AttributeMissing(name)
+
+
 def _items(tx, d):
-    return ListVariable([TupleVariable([ConstantVariable(k), v]) for k, v in d.entries.items()])
+    return DictViewVariable(d, "items")
 
 
 def _keys(tx, d):
-    return ListVariable([ConstantVariable(k) for k in d.entries])
+    return DictViewVariable(d, "keys")
 
 
 def _values(tx, d):
-    return ListVariable(list(d.entries.values()))
+    return DictViewVariable(d, "values")
 
 
 def _get(tx, d, key, default=_NONE):

@@ -489,3 +489,58 @@ def dict_views(keys, other):
        st.lists(st.sampled_from("abcxy"), max_size=3))
 def test_dict_views(keys, other):
     check(dict_views, keys, other)
+
+
+def index_within_bounds(values, value, start, stop):
+    """``list.index``/``tuple.index`` with ``start`` and ``stop`` (they were ignored:
+    ``[1, 2, 1].index(1, 1)`` gave 0), negative ones from the end; CPython's errors."""
+    out = []
+    for seq in (list(values), tuple(values)):
+        for bounds in ((), (start,), (start, stop)):
+            try:
+                out.append(seq.index(value, *bounds))
+            except ValueError as error:
+                out.append(("ValueError", str(error)))
+    return out
+
+
+@PARITY
+@given(st.lists(st.integers(0, 3), max_size=6), st.integers(0, 3), st.integers(-8, 8),
+       st.integers(-8, 8))
+def test_index_within_bounds(values, value, start, stop):
+    check(index_within_bounds, values, value, start, stop)
+
+
+class _Defaulting(dict):
+    def __missing__(self, key):
+        return ("missing", key)
+
+
+def counters_and_dict_subclasses(words, more):
+    """``Counter``'s Python methods on a counter made in the trace (``update`` counts,
+    ``most_common``, ``+``/``-``/``|``, ``copy``), ``__missing__`` of dict subclasses
+    (``Counter()[k]`` is 0), ``dict()``/``update()`` of mappings and of pairs."""
+    counts = collections.Counter(words)
+    counts.update(more)
+    counts.subtract(words[:1])
+    total = counts + collections.Counter(more)
+    out = [counts.most_common(2), sorted((total - counts).items()),
+           sorted((counts | total).items()), counts["absent"], dict(counts.copy()),
+           sorted(counts.elements()), _Defaulting(a=1)["a"], _Defaulting()["b"],
+           dict(collections.OrderedDict(zip(words, more))), "absent" in counts]
+    merged = {"x": 0}
+    merged.update(counts)
+    merged.update([("y", 1)])
+    out.append(merged)
+    for bad in (["abc"], [("a", 1), "b"]):
+        try:
+            out.append(dict(bad))
+        except ValueError as error:
+            out.append(str(error))
+    return out
+
+
+@PARITY
+@given(words, st.lists(st.sampled_from(["a", "x", "bb"]), max_size=3))
+def test_counters_and_dict_subclasses(ws, more):
+    check(counters_and_dict_subclasses, ws, more)

@@ -47,7 +47,7 @@ from .variables.containers import (
     SizeVariable,
     SliceVariable,
     TupleVariable,
-    dict_key,
+    merged_entries,
     sorted_trackers,
 )
 from .variables.functions import UserFunctionVariable, bind_arguments
@@ -367,12 +367,8 @@ def _list(tx, iterable=None):
 
 def _dict(tx, source=None, **kwargs):
     result = DictVariable({})
-    if isinstance(source, DictVariable):
-        result.entries.update(source.entries)
-    elif source is not None:
-        for pair in iterate(tx, source):
-            key, value = pair.items(tx)
-            result.entries[dict_key(key)] = value
+    if source is not None:
+        result.entries.update(merged_entries(tx, source))
     result.entries.update(kwargs)
     return result
 

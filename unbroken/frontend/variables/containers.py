@@ -5,11 +5,12 @@ from __future__ import annotations
 import collections
 import functools
 import inspect
+import types
 
 import torch
 
 from ...symbolic.diagnostics.catalogue import GraphBreakError, TracedException, graph_break
-from ..protocol import CallbackVariable, class_attribute, lookup
+from ..protocol import CallbackVariable, class_attribute, lookup, read_attribute, subscript
 from .base import CREATION_ORDER, AttributeMissing, VariableTracker
 from .binding import BindingPlan
 from .builtin_methods import (
@@ -29,7 +30,8 @@ from .tensor import SymbolicVariable, TensorVariable
 __all__ = ["check_mutable", "GeneratorVariable", "TupleVariable", "ListVariable", "SizeVariable",
            "NamedTupleVariable", "DictVariable", "DictViewVariable", "IteratorVariable",
            "SliceVariable",
-           "ContainerMethodVariable", "call_container_method", "dict_key", "sorted_trackers",
+           "ContainerMethodVariable", "call_container_method", "dict_key", "merged_entries",
+           "sorted_trackers",
            "index_lists_as_tensors"]
 
 
@@ -244,10 +246,10 @@ class DictVariable(VariableTracker):
         return all(v.is_constant() for v in self.entries.values())
 
     def as_constant(self):
-        return self.python_class((k, v.as_constant()) for k, v in self.entries.items())
+        return _dict_of(self.python_class, {k: v.as_constant() for k, v in self.entries.items()})
 
     def unwrap(self, tx):
-        return self.python_class((k, v.unwrap(tx)) for k, v in self.entries.items())
+        return _dict_of(self.python_class, {k: v.unwrap(tx) for k, v in self.entries.items()})
 
     def truth(self, tx) -> bool:
         return bool(self.entries)
@@ -270,9 +272,20 @@ class DictVariable(VariableTracker):
             raise tx.user_exception(KeyError(k))
         return self.entries[k]
 
+    def has_key(self, key: VariableTracker) -> bool:
+        """Whether ``key`` (a tracker) is one of the keys."""
+        return dict_key(key) in self.entries
+
     def getattr(self, tx, name: str) -> VariableTracker:
         if name == "__class__":
             return tx.wrap(self.python_type())
+        if self.python_class is not dict and \
+                isinstance(class_attribute(self.python_class, name), types.FunctionType):
+            # a dict subclass's method written in Python (``Counter.update``, which counts,
+            # ``most_common``, ``+``): interpreted on this tracker, as on the dict it is
+            found = lookup(tx, self, name, cls=self.python_class)
+            if found is not None:
+                return found
         if hasattr(dict, name) or (name in _ORDERED_DICT_METHODS
                                    and issubclass(self.python_class, collections.OrderedDict)):
             return ContainerMethodVariable(self, name)
@@ -280,6 +293,19 @@ class DictVariable(VariableTracker):
             raise graph_break("UB117", f"the attribute `{name}` of {self.describe()} is not "
                               "supported", frames=tx.user_frames())
         raise AttributeMissing(name)
+
+
+def _dict_of(cls: type, entries: dict):
+    """A dict of class ``cls`` with ``entries``: a ``Counter`` built from pairs would count
+    the pairs, so a subclass is made empty (``__new__``) and filled as a dict; an
+    ``OrderedDict`` by its own constructor, which keeps its order."""
+    if cls is dict:
+        return entries
+    if issubclass(cls, collections.OrderedDict):
+        return cls(entries)
+    made = cls.__new__(cls)
+    dict.update(made, entries)
+    return made
 
 
 class DefaultDictVariable(DictVariable):
@@ -735,10 +761,29 @@ def _copy(tx, xs):
 
 
 def _index(tx, xs, value, *bounds):
-    for i, element in enumerate(xs.elements):
-        if _equal(tx, element, value):
+    """``xs.index(value[, start[, stop]])``: the bounds as a slice's (negative from the end),
+    CPython's message when it is not there (the bounds were ignored: ``[1, 2, 1].index(1, 1)``
+    gave 0)."""
+    if len(bounds) > 2:
+        raise tx.user_exception(TypeError(
+            f"index expected at most 3 arguments, got {len(bounds) + 1}"))
+    limits = [b.as_constant() for b in bounds]
+    for limit in limits:
+        if not hasattr(type(limit), "__index__"):
+            raise tx.user_exception(TypeError(
+                "slice indices must be integers or have an __index__ method"))
+    limits += [None] * (2 - len(limits))
+    start, stop, _ = slice(*limits).indices(len(xs.elements))
+    for i in range(start, stop):
+        if _equal(tx, xs.elements[i], value):
             return ConstantVariable(i)
-    raise tx.user_exception(ValueError("value is not in list"))
+    raise tx.user_exception(ValueError("tuple.index(x): x not in tuple"
+                                       if isinstance(xs, TupleVariable) else
+                                       f"{_shown(value)} is not in list"))
+
+
+def _shown(value) -> str:
+    return repr(value.as_constant()) if value.is_constant() else "value"
 
 
 def _count(tx, xs, value):
@@ -866,15 +911,36 @@ def _setdefault(tx, d, key, default=_NONE):
     return d.entries.setdefault(dict_key(key), default)
 
 
+def merged_entries(tx, other) -> list:
+    """The ``(key, value tracker)`` pairs ``dict(other)`` and ``d.update(other)`` take, as
+    CPython's merge: a dict's entries (a dict subclass made in the trace that keeps dict's
+    iteration, a ``Counter``, its own); a mapping's ``keys()`` and ``other[key]``; else the
+    pairs ``other`` yields (CPython's message for an element that is not one)."""
+    mapping = getattr(other, "mapping", None)
+    if isinstance(mapping, DictVariable) and other.python_type().__iter__ is dict.__iter__ \
+            and other.python_type().keys is dict.keys:
+        other = mapping
+    if isinstance(other, DictVariable):
+        return list(other.entries.items())
+    keys = read_attribute(tx, other, "keys") if hasattr(other.python_type(), "keys") else None
+    if keys is not None:
+        return [(dict_key(k), subscript(tx, other, k))
+                for k in keys.call(tx, [], {}).items(tx)]
+    pairs = []
+    for index, pair in enumerate(other.items(tx)):
+        parts = pair.items(tx)
+        if len(parts) != 2:
+            raise tx.user_exception(ValueError(
+                f"dictionary update sequence element #{index} has length {len(parts)}; "
+                "2 is required"))
+        pairs.append((dict_key(parts[0]), parts[1]))
+    return pairs
+
+
 def _update(tx, d, other=None, **kwargs):
     _mutable(tx, d, "update")
     if other is not None:
-        if isinstance(other, DictVariable):
-            d.entries.update(other.entries)
-        else:
-            for pair in other.items(tx):
-                k, v = pair.items(tx)
-                d.entries[dict_key(k)] = v
+        d.entries.update(merged_entries(tx, other))
     d.entries.update(kwargs)
     return _NONE
 

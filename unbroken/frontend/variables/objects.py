@@ -313,6 +313,16 @@ class NewObjectVariable(_UserProtocols, VariableTracker):
         """An inherited C method acting on this object's trackers (dict methods on the mapping,
         ``object.__setattr__`` on the attributes), or None."""
         owner = getattr(static, "__objclass__", None)
+        missing = class_attribute(type(self.value), "__missing__")
+        if self.mapping is not None and name == "__getitem__" and owner is dict and \
+                isinstance(missing, types.FunctionType):
+            # dict's own lookup calls the subclass's ``__missing__`` for a key it lacks
+            # (``Counter()["x"]`` is 0)
+            def getitem(tx, args):
+                if len(args) == 1 and self.mapping.has_key(args[0]):
+                    return ContainerMethodVariable(self.mapping, name).call(tx, args, {})
+                return call_python(tx, missing, [self, *args])
+            return CallbackVariable(getitem, f"`{type(self.value).__name__}.__getitem__`")
         if self.mapping is not None and owner is not None and issubclass(owner, dict) \
                 and owner is not object:
             return ContainerMethodVariable(self.mapping, name)

@@ -103,8 +103,9 @@ _KINDS = [
     ),
     BreakKind(
         "UB106", "Coroutine or delegating generator",
-        "Generators run lazily through the interpreter, but `yield from`, `send()`/`throw()`, "
-        "`async` functions and async generators are not supported.",
+        "Generators run lazily through the interpreter (`next()`, `send()`, `throw()` and "
+        "`close()` too), but delegating with `yield from`, `async` functions and async "
+        "generators are not supported.",
         "Iterate explicitly instead of delegating (`for v in inner(): yield v`), and keep "
         "async code out of forward().",
         "def parts(x):\n    yield from halves(x)",

@@ -39,6 +39,19 @@ def _without_cache(monkeypatch):
     monkeypatch.setattr(MetaCache, "shared_computation", lambda self, key, base=None: None)
 
 
+def _counting_computations(monkeypatch) -> list:
+    """The ops whose meta outputs the recorder computes from now on (None: a composite's)."""
+    computed = []
+    real = unbroken.ir.recorder.Recorder._meta_of
+
+    def counting(self, kernel, args, kwargs, func=None, computation=None):
+        computed.append(func)
+        return real(self, kernel, args, kwargs, func, computation)
+
+    monkeypatch.setattr(unbroken.ir.recorder.Recorder, "_meta_of", counting)
+    return computed
+
+
 def _summary(ep):
     guards = [str(c) for c in ep.range_constraints.items()]
     return ep.graph_module.code, guards
@@ -225,14 +238,7 @@ def test_static_outputs_are_shared_by_the_next_trace_with_the_same_program(monke
     model computes none, and gives the program of a trace with no cache."""
     model, x = Blocks().eval(), torch.randn(3, 5, 16)
     first = unbroken.export(model, (x,))
-    computed = []
-    real = unbroken.ir.recorder.Recorder._meta_of
-
-    def counting(self, kernel, args, kwargs, func=None, computation=None):
-        computed.append(func)
-        return real(self, kernel, args, kwargs, func, computation)
-
-    monkeypatch.setattr(unbroken.ir.recorder.Recorder, "_meta_of", counting)
+    computed = _counting_computations(monkeypatch)
     second = unbroken.export(model, (x,))
     # only the in-place writes (``h.mul_``), which no cache serves, are computed again
     assert computed and all(func is not None and is_inplace_op(func) for func in computed)
@@ -366,14 +372,7 @@ def test_relaid_out_static_outputs_are_shared_unless_probed(monkeypatch):
     while the probe's (which runs eager's kernel with the trace's ``requires_grad``) stays the
     trace's own. Each memory format of the inputs keeps its own eager layout."""
     model = _Relaid()
-    computed = []
-    real = unbroken.ir.recorder.Recorder._meta_of
-
-    def counting(self, kernel, args, kwargs, func=None, computation=None):
-        computed.append(func)
-        return real(self, kernel, args, kwargs, func, computation)
-
-    monkeypatch.setattr(unbroken.ir.recorder.Recorder, "_meta_of", counting)
+    computed = _counting_computations(monkeypatch)
     aten = torch.ops.aten
     for layout in (torch.contiguous_format, torch.channels_last):
         x = torch.randn(2, 3, 4, 5).to(memory_format=layout)

@@ -605,6 +605,148 @@ def test_generator_throw(kind, resume):
     check(generator_throw, kind, resume)
 
 
+# ---------------------------------------------------------------- yield from
+# A generator delegating with ``yield from``, driven by a drawn sequence of next / send / throw
+# / close: values pass through, the inner generator's ``return`` is the value of the
+# ``yield from`` (and of the outer's StopIteration), ``throw`` reaches the inner generator
+# first (caught there, or raised in the outer where it is paused), ``close`` closes both.
+
+def yield_from_driven(operations: list, inner: str, catch_outer: bool):
+    log = []
+
+    def accumulate():
+        total = 0
+        try:
+            while True:
+                try:
+                    value = yield total
+                except ValueError as error:
+                    log.append(("inner caught", str(error)))
+                    value = -100
+                if value is None or total > 50:
+                    return ("total", total)
+                total += value
+        finally:
+            log.append("inner finally")
+
+    def nested(depth):
+        if depth == 0:
+            result = yield from accumulate()
+            return result
+        result = yield from nested(depth - 1)
+        yield ("depth", depth)
+        return (depth, result)
+
+    sources = {"generator": accumulate, "nested": lambda: nested(2),
+               "list": lambda: [1, 2, 3], "dict": lambda: {"a": 1, "b": 2},
+               "generator expression": lambda: (i * i for i in range(4)),
+               "range": lambda: range(3), "string": lambda: "xyz"}
+
+    def outer():
+        try:
+            result = yield from sources[inner]()
+            yield ("returned", result)
+            again = yield from accumulate()
+            return ("outer", again)
+        except KeyError as error:
+            if not catch_outer:
+                raise
+            log.append(("outer caught", str(error)))
+            yield "recovered"
+        finally:
+            log.append("outer finally")
+
+    it = outer()
+    out = []
+    for operation, value in operations:
+        try:
+            if operation == "next":
+                out.append(next(it))
+            elif operation == "send":
+                out.append(it.send(value))
+            elif operation == "throw":
+                out.append(it.throw(ValueError(str(value)) if value % 2 else KeyError(value)))
+            else:
+                out.append(("close", it.close()))
+        except StopIteration as stop:
+            out.append(("stop", stop.value))
+        except (ValueError, KeyError, TypeError, AttributeError, RuntimeError) as error:
+            out.append((type(error).__name__, str(error)))
+    # closed here, not left to CPython's finalizer (the interpreter does not finalize a
+    # generator it abandons: the finally blocks would run after the return in CPython)
+    try:
+        out.append(("last close", it.close()))
+    except RuntimeError as error:
+        out.append(("last close", str(error)))
+    return out, log
+
+
+_operations = st.lists(st.tuples(st.sampled_from(["next", "next", "send", "throw", "close"]),
+                                 st.one_of(st.none(), small_ints)), max_size=9)
+
+
+@PARITY
+@given(_operations, st.sampled_from(["generator", "nested", "list", "dict",
+                                     "generator expression", "range", "string"]),
+       st.booleans())
+def test_yield_from(operations, inner, catch_outer):
+    check(yield_from_driven, operations, inner, catch_outer)
+
+
+class _Echo:
+    """An iterator of the program's own class with a ``send`` of its own."""
+
+    def __init__(self):
+        self.seen = []
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if len(self.seen) > 3:
+            raise StopIteration
+        self.seen.append(None)
+        return len(self.seen)
+
+    def send(self, value):
+        self.seen.append(value)
+        if len(self.seen) > 3:
+            raise StopIteration(("sent", tuple(self.seen)))
+        return value
+
+
+class _Plain:
+    def __iter__(self):
+        return iter([7, 8])
+
+
+def yield_from_a_user_iterator(sends: list):
+    """``yield from`` an object of the program's own class: ``__iter__``/``__next__`` drive
+    it, and a value sent on reaches its ``send`` (AttributeError when it has none)."""
+    out = []
+    def outer(source):
+        result = yield from source()
+        yield ("returned", result)
+
+    for source in (_Echo, _Plain):
+        it = outer(source)
+        try:
+            out.append(next(it))
+            for value in sends:
+                out.append(it.send(value))
+        except StopIteration as stop:
+            out.append(("stop", stop.value))
+        except AttributeError as error:
+            out.append(("attribute error", str(error)))
+    return out
+
+
+@PARITY
+@given(st.lists(st.one_of(st.none(), small_ints), max_size=5))
+def test_yield_from_a_user_iterator(sends):
+    check(yield_from_a_user_iterator, sends)
+
+
 # ---------------------------------------------------------------- == on objects from outside
 # A class's ``__eq__`` (a dataclass's, torch's ``TreeSpec``'s) decides ``==`` and ``!=`` on its
 # instances met as outside objects, reflected when only the right side defines one.

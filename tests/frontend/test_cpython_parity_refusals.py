@@ -132,17 +132,19 @@ def interleaved():
     return log, first
 
 
-def delegating(n):
-    yield from countdown(n)  # BREAK
+async def halved(n):
+    return n / 2
 
 
-def consumes_delegating(n):
-    return sum(delegating(n))
+def awaits(n):
+    total = n + 1
+    coroutine = halved(total)  # BREAK
+    return coroutine
 
 
-def test_yield_from_is_refused():
-    error = refuse(consumes_delegating, 3, code="UB106")
-    assert_frame(error.frames[-1], delegating)
+def test_async_function_is_refused():
+    error = refuse(awaits, 3, code="UB106")
+    assert_frame(error.frames[-1], awaits)
 
 
 # ---------------------------------------------------------------- builtins without a graph meaning

@@ -1419,3 +1419,53 @@ def test_a_cached_property_is_computed_once_and_the_model_left_as_it_was():
     ep = unbroken.export(model, (x,))
     torch.testing.assert_close(ep.module()(x), model(x))
     assert vars(model)["scale"] == 9
+
+
+class _Stages(nn.Module):
+    """Stages produced by generators delegating with ``yield from``: the inner generator's
+    return value (a tensor) is the value of the ``yield from``; a throw into the outer
+    reaches the inner first, and the outer's StopIteration carries what it returned."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList(nn.Linear(4, 4) for _ in range(3))
+
+    def _run(self, x):
+        for block in self.blocks:
+            x = torch.relu(block(x))
+            yield x
+        return x.sum(dim=-1)
+
+    def _all(self, x):
+        pooled = yield from self._run(x)
+        yield pooled
+        yield from (t * 2 for t in (x, pooled))
+
+    def _guarded(self, x):
+        try:
+            yield x
+            yield x * 3
+        except ValueError:
+            yield -x
+        return "guarded"
+
+    def forward(self, x):
+        outputs = list(self._all(x))
+        outer = _delegate(self._guarded(x))
+        first = next(outer)
+        recovered = outer.throw(ValueError("switch"))
+        try:
+            next(outer)
+            finished = ""
+        except StopIteration as stop:
+            finished = stop.value
+        return outputs, first, recovered * len(finished)
+
+
+def _delegate(generator):
+    result = yield from generator
+    return result
+
+
+def test_yield_from_generators_of_tensors():
+    _check(_Stages(), torch.randn(2, 4))

@@ -41,6 +41,7 @@ from .variables.containers import (
     ChainVariable,
     DefaultDictVariable,
     DictVariable,
+    GeneratorVariable,
     IteratorVariable,
     ListVariable,
     NamedTupleVariable,
@@ -353,6 +354,8 @@ def _next(tx, it, *default):
     if value is None:
         if default:
             return default[0]
+        if isinstance(it, GeneratorVariable):  # carries what the generator returned
+            raise it.stop_iteration(tx)
         raise tx.user_exception(StopIteration())
     return value
 

@@ -19,6 +19,8 @@ from ..variables.objects import (
     NewObjectVariable,
     iterator_of,
     next_of,
+    send_to,
+    yield_from_iterator,
 )
 from ..variables.tensor import SymbolicVariable, TensorVariable
 from .arithmetic import is_same
@@ -393,12 +395,50 @@ def exception_groups(tx, instruction):
     raise graph_break("UB104", "`except*` (exception groups) is not supported")
 
 
-@opcode("GET_YIELD_FROM_ITER", "SEND", "GET_AWAITABLE", "GET_AITER", "GET_ANEXT",
-        "BEFORE_ASYNC_WITH", "END_ASYNC_FOR")
+@opcode("GET_YIELD_FROM_ITER")
+def get_yield_from_iter(tx, instruction):
+    tx.push(yield_from_iterator(tx, tx.pop()))
+
+
+@opcode("SEND")
+def send(tx, instruction):
+    """A step of ``yield from``: the value under the iterator is sent on; what the iterator
+    yields replaces it (the YIELD_VALUE that follows yields it on), and once it is done the
+    loop is left with what it returned: in place of the iterator in 3.11, above it from
+    3.12 (END_SEND, the jump's target, takes the iterator off)."""
+    sent = tx.pop()
+    yielded, returned = send_to(tx, tx.stack[-1], sent)
+    if returned is None:
+        tx.push(yielded)
+        return
+    if tx.instructions[instruction.target].name != "END_SEND":
+        tx.pop()
+    tx.push(returned)
+    tx.jump(instruction)
+
+
+@opcode("END_SEND", versions=since((3, 12)))
+def end_send(tx, instruction):
+    del tx.stack[-2]
+
+
+@opcode("CLEANUP_THROW", versions=since((3, 12)))
+def cleanup_throw(tx, instruction):
+    """An exception raised at a ``yield from``'s yield (a ``throw()`` the iterator did not
+    take): a StopIteration ends the ``yield from`` with its value, anything else is
+    raised on."""
+    raised = exception_of(tx, tx.stack[-1])
+    if not isinstance(raised, StopIteration):
+        raise tx.user_exception(raised)
+    del tx.stack[-3:]
+    tx.push(ConstantVariable(None))
+    tx.push(wrap(tx, raised.value))
+
+
+@opcode("GET_AWAITABLE", "GET_AITER", "GET_ANEXT", "BEFORE_ASYNC_WITH", "END_ASYNC_FOR")
 @opcode("ASYNC_GEN_WRAP", versions=(PY311,))
-@opcode("END_SEND", "CLEANUP_THROW", versions=since((3, 12)))
-def generators(tx, instruction):
-    raise graph_break("UB106", f"{instruction.name.lower()} (generators and coroutines)")
+def coroutines(tx, instruction):
+    raise graph_break("UB106", f"{instruction.name.lower()} (coroutines)")
 
 
 @opcode("IMPORT_NAME")

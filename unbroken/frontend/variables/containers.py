@@ -363,17 +363,26 @@ def dict_key(key: VariableTracker):
                       "or objects hashed by identity)")
 
 
+# the class of CPython's iterator over each builtin iterable (what ``type(iter(x))`` is)
+ITERATOR_TYPES = {cls: type(iter(empty)) for cls, empty in (
+    (list, []), (tuple, ()), (dict, {}), (set, set()), (frozenset, frozenset()), (str, ""),
+    (bytes, b""), (range, range(0)), (type({}.keys()), {}.keys()),
+    (type({}.values()), {}.values()), (type({}.items()), {}.items()))}
+
+
 class IteratorVariable(VariableTracker):
-    """An iterator over a materialized list of trackers. ``pending``: what is left."""
+    """An iterator over a materialized list of trackers. ``pending``: what is left;
+    ``kind``: the class of CPython's iterator it stands for (a tuple's by default)."""
 
-    __slots__ = ("pending",)
+    __slots__ = ("pending", "kind")
 
-    def __init__(self, elements, source=None):
+    def __init__(self, elements, source=None, kind=None):
         super().__init__(source)
         self.pending = list(elements)
+        self.kind = kind
 
     def python_type(self) -> type:
-        return type(iter(()))
+        return self.kind or ITERATOR_TYPES[tuple]
 
     def describe(self) -> str:
         return "an iterator"
@@ -475,6 +484,44 @@ class GeneratorVariable(IteratorVariable):
             values.append(value)
         return values
 
+    def returned(self) -> VariableTracker:
+        """What the body returned, once it has (``return v``; None at its end): the value of
+        a ``yield from`` over the generator, and of the StopIteration it ends with."""
+        value = self.translator.returned
+        return ConstantVariable(None) if value is None else value
+
+    def stop_iteration(self, tx) -> TracedException:
+        """The StopIteration a call on the finished generator raises: carrying what the body
+        returned, as CPython's (a value that is not a constant is refused when it is read
+        into the exception, as any exception argument that is)."""
+        value = self.returned()
+        args = () if value.is_constant() and value.as_constant() is None else (value.unwrap(tx),)
+        return TracedException(StopIteration(*args), frames=tx.user_frames())
+
+    def delegate(self) -> VariableTracker | None:
+        """The iterator the ``yield from`` where the body is paused delegates to, else None:
+        the yield of a ``yield from`` loop is followed by ``RESUME 2`` (3.11-3.13), with
+        the iterator under it on the stack."""
+        translator = self.translator
+        if not self.started or self.done or translator.ip >= len(translator.instructions):
+            return None
+        following = translator.instructions[translator.ip]
+        if following.name == "RESUME" and following.arg == 2 and translator.stack:
+            return translator.stack[-1]
+        return None
+
+    def leave_delegation(self, result: VariableTracker) -> None:
+        """The paused ``yield from`` ends with ``result`` as its value: the body goes on
+        where the loop's SEND exits, the iterator taken off the stack (by END_SEND there
+        from 3.12, by SEND itself in 3.11)."""
+        translator = self.translator
+        back = translator.instructions[translator.ip + 1]  # JUMP_BACKWARD_NO_INTERRUPT
+        send = translator.instructions[back.target]
+        if translator.instructions[send.target].name != "END_SEND":
+            translator.pop()
+        translator.push(result)
+        translator.ip = send.target
+
     def getattr(self, tx, name: str) -> VariableTracker:
         if name == "throw":
             return CallbackVariable(self._throw, "the method `throw` of a generator")
@@ -493,14 +540,14 @@ class GeneratorVariable(IteratorVariable):
                 f"{self.python_type().__name__}.send() takes exactly one argument "
                 f"({len(args)} given)"))
         if self.done:
-            raise TracedException(StopIteration(), frames=tx.user_frames())
+            raise self.stop_iteration(tx)
         value = args[0]
         if not self.started and not (value.is_constant() and value.as_constant() is None):
             raise tx.user_exception(TypeError(
                 "can't send non-None value to a just-started generator"))
         yielded = self._advance(value)
         if yielded is None:
-            raise TracedException(StopIteration(), frames=tx.user_frames())
+            raise self.stop_iteration(tx)
         return yielded
 
     def _close(self, tx, args) -> VariableTracker:
@@ -537,23 +584,69 @@ class GeneratorVariable(IteratorVariable):
         translator = self.translator
         if self.done:  # finished: raised right here
             raise TracedException(value, frames=tx.user_frames())
-        # where it is paused: a yield, or the start of its body (no handler covers that)
+        receiver = self.delegate()
+        if receiver is not None:  # paused in a `yield from`: the iterator gets it first
+            outcome, payload = self._throw_into(tx, receiver, value)
+            if outcome == "yield":  # the body stays paused in its `yield from`
+                return payload
+            if outcome == "return":  # the `yield from` gives what the iterator returned
+                self.leave_delegation(payload)
+                return self._resume_after_throw(tx)
+            value = payload
+        # where it is paused: a yield, or the start of its body (no handler covers that); the
+        # value sent on resuming is pushed first, as CPython's (3.12's CLEANUP_THROW expects it)
         paused_at = translator.instructions[translator.ip - 1]
         translator.paused = False
         try:
             translator.output.site.translators.append(translator)
             try:
+                if self.started:
+                    translator.push(ConstantVariable(None))
                 translator.handle_exception(TracedException(value), paused_at)
             finally:
                 translator.output.site.translators.pop()
-            yielded = translator.resume()
+        except TracedException:
+            self.done = True
+            raise
+        return self._resume_after_throw(tx)
+
+    def _resume_after_throw(self, tx) -> VariableTracker:
+        self.translator.paused = False
+        try:
+            yielded = self.translator.resume()
         except TracedException:
             self.done = True
             raise
         if yielded is None:
             self.done = True
-            raise TracedException(StopIteration(), frames=tx.user_frames())
+            raise self.stop_iteration(tx)
         return yielded
+
+    def _throw_into(self, tx, receiver, value: BaseException):
+        """``throw(value)`` into the generator while its ``yield from`` delegates to
+        ``receiver``, as CPython's: GeneratorExit closes the iterator, then is raised in the
+        body; another exception is thrown into a generator, whose next yield is the body's
+        (``("yield", value)``), whose return ends the ``yield from`` (``("return",
+        value)``) and whose exception is raised in the body instead (``("raise",
+        exception)``); an iterator without ``throw`` lets it raise in the body."""
+        if isinstance(receiver, GeneratorVariable):
+            try:
+                if isinstance(value, GeneratorExit):
+                    receiver._close(tx, [])
+                    return "raise", value
+                return "yield", receiver._throw(tx, [ConstantVariable(value)])
+            except TracedException as error:
+                if isinstance(error.exception, StopIteration) and \
+                        not isinstance(value, GeneratorExit):
+                    return "return", receiver.returned()
+                return "raise", error.exception
+        if not isinstance(receiver, IteratorVariable) and class_attribute(
+                receiver.python_type(),
+                "close" if isinstance(value, GeneratorExit) else "throw") is not None:
+            raise graph_break("UB106", f"`throw()` into a `yield from` over "
+                              f"{receiver.describe()}, an iterator with its own "
+                              "`throw`/`close`", frames=tx.user_frames())
+        return "raise", value
 
 
 class ContainerMethodVariable(VariableTracker):

@@ -35,8 +35,10 @@ from .base import CREATION_ORDER, AttributeMissing, VariableTracker
 from .builtin_methods import BUILTIN_TYPES, call_natively
 from .constant import ConstantVariable, SetVariable
 from .containers import (
+    ITERATOR_TYPES,
     ContainerMethodVariable,
     DictVariable,
+    GeneratorVariable,
     IteratorVariable,
     ListVariable,
     TupleVariable,
@@ -46,7 +48,7 @@ from .functions import is_pytorch_module_name
 from .native import PureCallableVariable
 
 __all__ = ["GetterVariable", "ObjectVariable", "NewObjectVariable", "construct_user_object",
-           "drain", "iterator_of", "next_of",
+           "drain", "iterator_of", "next_of", "send_to", "yield_from_iterator",
            "PythonModuleVariable", "PartialVariable", "ContextManagerVariable", "SuperVariable",
            "IgnoredContextVariable", "IGNORED_CONTEXTS",
            "ObjectNewVariable", "ObjectSetattrVariable", "state_copy"]
@@ -64,7 +66,17 @@ def iterator_of(tx, value: VariableTracker) -> VariableTracker:
         iterator = value.special(tx, "__iter__", [])
         if iterator is not None:
             return _as_iterator(tx, iterator, value)
-    return IteratorVariable(value.items(tx))
+    return IteratorVariable(value.items(tx), kind=_iterator_kind(value))
+
+
+def _iterator_kind(value: VariableTracker) -> type | None:
+    """The class of CPython's iterator over ``value``: that of the builtin iterable its class
+    derives from (None: not one of those)."""
+    try:
+        mro = value.python_type().__mro__
+    except (NotImplementedError, AttributeError, GraphBreakError):
+        return None
+    return next((ITERATOR_TYPES[cls] for cls in mro if cls in ITERATOR_TYPES), None)
 
 
 def _as_iterator(tx, iterator: VariableTracker, owner) -> VariableTracker:
@@ -101,6 +113,42 @@ def next_of(tx, iterator: VariableTracker) -> VariableTracker | None:
             raise
     raise tx.user_exception(TypeError(
         f"'{iterator.python_type().__name__}' object is not an iterator"))
+
+
+def yield_from_iterator(tx, value: VariableTracker) -> VariableTracker:
+    """What ``yield from value`` delegates to (GET_YIELD_FROM_ITER): a generator itself,
+    else ``iter(value)``."""
+    return value if isinstance(value, GeneratorVariable) else iterator_of(tx, value)
+
+
+def send_to(tx, receiver: VariableTracker, sent: VariableTracker):
+    """One step of ``yield from receiver`` (SEND): ``sent`` resumes a generator (None: as
+    ``next()``), and ``next()`` draws from another iterator (a value other than None is
+    passed to the iterator's ``send``, as CPython's). ``(yielded, None)`` while it yields,
+    ``(None, returned)`` once it is done: what a generator returned, else None."""
+    if isinstance(receiver, GeneratorVariable):
+        sending = not (sent.is_constant() and sent.as_constant() is None)
+        if sending and not receiver.started:
+            raise tx.user_exception(TypeError(
+                "can't send non-None value to a just-started generator"))
+        yielded = receiver._advance(sent)
+        return (yielded, None) if yielded is not None else (None, receiver.returned())
+    if sent.is_constant() and sent.as_constant() is None:
+        item = next_of(tx, receiver)
+        return (item, None) if item is not None else (None, ConstantVariable(None))
+    if not isinstance(receiver, _UserProtocols):
+        raise tx.user_exception(AttributeError(
+            f"'{receiver.python_type().__name__}' object has no attribute 'send'"))
+    try:
+        item = receiver.special(tx, "send", [sent])
+    except TracedException as error:
+        if isinstance(error.exception, StopIteration):
+            return None, tx.wrap(error.exception.value)
+        raise
+    if item is None:
+        raise tx.user_exception(AttributeError(
+            f"'{receiver.python_type().__name__}' object has no attribute 'send'"))
+    return item, None
 
 
 def drain(tx, iterator: VariableTracker) -> list:

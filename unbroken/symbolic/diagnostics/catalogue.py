@@ -102,14 +102,14 @@ _KINDS = [
         "n = t.item()\ntorch._check(n > 0)\ntorch._check(n <= x.shape[0])\nx = x[:n]",
     ),
     BreakKind(
-        "UB106", "Coroutine or delegating generator",
-        "Generators run lazily through the interpreter (`next()`, `send()`, `throw()` and "
-        "`close()` too), but delegating with `yield from`, `async` functions and async "
-        "generators are not supported.",
-        "Iterate explicitly instead of delegating (`for v in inner(): yield v`), and keep "
-        "async code out of forward().",
-        "def parts(x):\n    yield from halves(x)",
-        "def parts(x):\n    for half in halves(x):\n        yield half",
+        "UB106", "Coroutine or async generator",
+        "Generators run lazily through the interpreter (`next()`, `send()`, `throw()`, "
+        "`close()` and `yield from` too), but `async` functions and async generators are not "
+        "supported, nor a `throw()` into a `yield from` over an object with its own `throw`.",
+        "Keep async code out of forward(): call the synchronous function it awaits, or write "
+        "the loop as a plain generator.",
+        "async def halves(x):\n    return x.chunk(2)",
+        "def halves(x):\n    return x.chunk(2)",
     ),
     BreakKind(
         "UB107", "Mutation of Python state outside forward()",

@@ -544,3 +544,100 @@ def counters_and_dict_subclasses(words, more):
 @given(words, st.lists(st.sampled_from(["a", "x", "bb"]), max_size=3))
 def test_counters_and_dict_subclasses(ws, more):
     check(counters_and_dict_subclasses, ws, more)
+
+
+# ---------------------------------------------------------------- keys of the program's own classes
+# Objects whose class defines ``__hash__``/``__eq__`` in Python key dicts (their methods
+# interpreted: lookups, ``in``, ``del``, ``pop``, ``get``, ``setdefault``; iteration gives the
+# key objects themselves back); an identity-hashed object keys by identity; tuples holding
+# either hash element by element; ``hash()`` of numbers, tuples and such objects is CPython's
+# (a ``__hash__`` giving -1 or a huge int is reduced as CPython reduces it); a class defining
+# ``__eq__`` alone is unhashable, and a ``__hash__`` returning a non-int is a TypeError.
+
+class _Point:
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+
+    def __hash__(self):
+        return hash((self.x, self.y)) if self.x != 7 else -1
+
+    def __eq__(self, other):
+        if not isinstance(other, _Point):
+            return NotImplemented
+        return (self.x, self.y) == (other.x, other.y)
+
+
+class _Huge:
+    def __init__(self, n):
+        self.n = n
+
+    def __hash__(self):
+        return self.n * 2 ** 70
+
+
+class _EqOnly:
+    def __eq__(self, other):
+        return True
+
+
+class _BadHash:
+    def __hash__(self):
+        return "not an int"
+
+
+class _Plain:
+    pass
+
+
+def user_keys(pairs: list, probes: list):
+    table = {}
+    for x, y in pairs:
+        table[_Point(x, y)] = table.get(_Point(x, y), 0) + 1
+    found = [table.get(_Point(x, y), "missing") for x, y in probes]
+    present = [_Point(x, y) in table for x, y in probes]
+    keys = [(p.x, p.y) for p in table]
+    same_objects = all(k is key for k, key in zip(table, list(table.keys())))
+    popped = []
+    for x, y in probes:
+        try:
+            popped.append(table.pop(_Point(x, y)))
+        except KeyError:
+            popped.append("key error")
+    if pairs:
+        table.setdefault(_Point(*pairs[0]), "set")
+        try:
+            del table[_Point(99, 99)]
+        except KeyError:
+            popped.append("del missing")
+    plain, other = _Plain(), _Plain()
+    by_identity = {plain: 1, (plain, 2): 3}
+    identity = [by_identity.get(plain), by_identity.get(other), by_identity.get((plain, 2)),
+                (other, 2) in by_identity]
+    hashes = [hash(n) for n in (0, 1, -1, -2, 2 ** 61, 2 ** 70, 10 ** 30)] + \
+        [hash((x, y)) for x, y in pairs] + [hash(_Point(x, y)) for x, y in pairs] + \
+        [hash(_Huge(n)) for n in (1, -1, 3)] + [hash(2.5), hash(-0.0), hash((1, (2, 3.5)))]
+    errors = []
+    for bad in (_EqOnly, _BadHash):
+        try:
+            {bad(): 1}
+        except TypeError as error:
+            errors.append(str(error))
+        try:
+            hash(bad())
+        except TypeError as error:
+            errors.append(str(error))
+    try:
+        hash([1, 2])
+    except TypeError as error:
+        errors.append(str(error))
+    return found, present, keys, same_objects, popped, sorted(table.values(), key=str), \
+        identity, hashes, errors
+
+
+_pairs = st.lists(st.tuples(st.integers(0, 8), st.integers(0, 3)), max_size=6)
+
+
+@PARITY
+@given(_pairs, _pairs)
+def test_objects_of_the_programs_classes_as_keys(pairs, probes):
+    check(user_keys, pairs, probes)

@@ -188,6 +188,7 @@ BUILTIN_CASES = [
     (len, lambda x: x * len([1, 2, 3]), EAGER),
     (id, lambda x: x * (id(x) == id(x)) + ({id(x): 2}[id(x)] if id([]) != id(x) else 0),
      EAGER),
+    (hash, lambda x: x * (hash((3, 2.5, -1)) % 7) + {x: 1}[x] * (hash(x) == hash(x)), EAGER),
     (isinstance, lambda x: x + 1 if isinstance(x, torch.Tensor) else x, EAGER),
     (issubclass, lambda x: x + issubclass(bool, int), EAGER),
     (type, lambda x: x + 1 if type(x) is torch.Tensor else x, EAGER),

@@ -48,6 +48,8 @@ from .variables.containers import (
     SizeVariable,
     SliceVariable,
     TupleVariable,
+    dict_key,
+    hash_is_stable,
     merged_entries,
     sorted_trackers,
 )
@@ -78,7 +80,7 @@ __all__ = ["BuiltinVariable", "ClassVariable", "call_builtin", "construct", "con
 _REFUSED = {open: "UB103", input: "UB103", globals: "UB103",
             locals: "UB103", vars: "UB103", exec: "UB103", eval: "UB103", compile: "UB103",
             breakpoint: "UB103", __import__: "UB111",
-            hash: "UB103", memoryview: "UB103", help: "UB103"}
+            memoryview: "UB103", help: "UB103"}
 # Builtins that fold natively when every argument is a constant, else run as leaf calls.
 _PURE = {abs, divmod, pow, round, chr, ord, bin, hex, oct}
 
@@ -125,10 +127,7 @@ def call_builtin(tx, fn, args: list, kwargs: dict) -> VariableTracker:
     if fn is vars and len(args) == 1 and not kwargs:  # vars(obj) is obj.__dict__
         return args[0].getattr(tx, "__dict__")
     if fn in _REFUSED:
-        error = graph_break(_REFUSED[fn], f"`{fn.__name__}()` is called", frames=tx.user_frames())
-        if fn is hash and tx.output.recover(error):
-            return ConstantVariable(0)  # go on: no graph effect
-        raise error
+        raise graph_break(_REFUSED[fn], f"`{fn.__name__}()` is called", frames=tx.user_frames())
     handler = _HANDLERS.get(fn)
     if handler is not None:
         return handler(tx, *args, **kwargs)
@@ -572,6 +571,24 @@ def _id(tx, obj):
     return IdentityVariable(Identity.of(identity_of(obj), tx.user_frames()))
 
 
+def _hash(tx, obj):
+    """``hash(obj)``, as CPython computes it: a constant's own; a tuple's from its elements';
+    an object of the program's own class through its ``__hash__`` (interpreted); others (a
+    tensor, a module) by identity. A number that is the same in every process (of numbers,
+    tuples of them, a ``__hash__`` computing one) is a constant; one that is not (a string's,
+    hashed with the process's seed; by identity) is compared and keyed with, and refused
+    where it would reach the program, as ``id()``'s value is."""
+    key = dict_key(obj, tx)
+    try:
+        value = hash(key)
+    except TypeError as error:  # unhashable: a list, a dict, a set
+        raise tx.user_exception(error) from None
+    if hash_is_stable(key):
+        return ConstantVariable(value)
+    return IdentityVariable(Identity.of(value, tx.user_frames(), "`hash()`'s value (a hash "
+                                        "by identity or of a string: another in every run)"))
+
+
 def _callable(tx, obj):
     kinds = (BoundMethodVariable, NativeCallableVariable, NNModuleVariable, ClassVariable)
     if isinstance(obj, kinds) or type(obj).__name__.endswith("FunctionVariable"):
@@ -663,7 +680,7 @@ def _unshadowed_dataclass(tx, target) -> type | None:
 
 
 _HANDLERS = {
-    len: _len, id: _id, isinstance: _isinstance, issubclass: _issubclass, type: _type,
+    len: _len, id: _id, hash: _hash, isinstance: _isinstance, issubclass: _issubclass, type: _type,
     getattr: _getattr, hasattr: _hasattr, setattr: _setattr, delattr: _delattr, range: _range,
     enumerate: _enumerate, zip: _zip,
     reversed: _reversed, iter: _iter, next: _next, tuple: _tuple, list: _list, dict: _dict,

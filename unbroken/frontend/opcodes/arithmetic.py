@@ -19,6 +19,7 @@ from ..variables.containers import (
     ListVariable,
     SequenceVariable,
     check_mutable,
+    dict_key,
 )
 from ..variables.nn_module import NNModuleVariable
 from ..variables.objects import NewObjectVariable, ObjectVariable
@@ -50,7 +51,8 @@ def apply_binary(tx, symbol: str, left, right, inplace: bool = False):
         result = _fold(tx, fn, left.as_constant(), right.as_constant())
         for operand in (left, right):  # `flag + id(x)`: bool's own `+` gives a plain int
             if isinstance(operand, IdentityVariable) and type(result.as_constant()) is int:
-                return IdentityVariable(Identity.of(result.as_constant(), operand.value.frames))
+                return IdentityVariable(Identity.of(result.as_constant(), operand.value.frames,
+                                                    operand.value.origin))
         return result
     sequence = _sequence_op(tx, symbol, left, right, inplace)
     if sequence is not None:
@@ -214,7 +216,7 @@ def contains(tx, item, container) -> bool:
         if result is not None:
             return result.truth(tx)
     if isinstance(container, DictVariable):
-        return item.is_constant() and item.as_constant() in container.entries
+        return dict_key(item, tx) in container.entries
     if isinstance(container, NNModuleVariable):
         return item.as_constant() in container.module
     if isinstance(container, TensorVariable):

@@ -42,7 +42,7 @@ def build_set(tx, instruction):
 @opcode("BUILD_MAP")
 def build_map(tx, instruction):
     flat = tx.popn(2 * instruction.arg)
-    tx.push(DictVariable({dict_key(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}))
+    tx.push(DictVariable({dict_key(flat[i], tx): flat[i + 1] for i in range(0, len(flat), 2)}))
 
 
 @opcode("BUILD_CONST_KEY_MAP")
@@ -115,7 +115,7 @@ def set_add(tx, instruction):
 def map_add(tx, instruction):
     value = tx.pop()
     key = tx.pop()
-    tx.stack[-instruction.arg].entries[dict_key(key)] = value
+    tx.stack[-instruction.arg].entries[dict_key(key, tx)] = value
 
 
 @opcode("DICT_UPDATE", "DICT_MERGE")
@@ -180,7 +180,7 @@ def store_item(tx, container, index, value) -> None:
         else:
             container.elements[key] = value
     elif isinstance(container, DictVariable):
-        container.entries[dict_key(index)] = value
+        container.entries[dict_key(index, tx)] = value
     elif isinstance(container, (TensorVariable, NdarrayVariable)):  # an array: refused there
         tx.call_leaf(operator.setitem, [container, index, value], {})
     else:
@@ -198,7 +198,10 @@ def delete_subscr(tx, instruction):
     if isinstance(container, ListVariable):
         del container.elements[index.as_constant()]
     elif isinstance(container, DictVariable):
-        container.entries.pop(dict_key(index))
+        key = dict_key(index, tx)
+        if key not in container.entries:
+            raise tx.user_exception(KeyError(key))
+        container.entries.pop(key)
     else:
         raise graph_break("UB107", f"item deletion on {container.describe()}")
 

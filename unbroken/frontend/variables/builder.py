@@ -68,6 +68,7 @@ from .containers import (
     NamedTupleVariable,
     SizeVariable,
     SliceVariable,
+    TrackedKey,
     TupleVariable,
     tuple_fields,
 )
@@ -178,6 +179,8 @@ def _wrap_callable(tx, value, source) -> VariableTracker:
 
 def _builder_of(tx, value):
     """``(tx, value, source) -> tracker``: how ``wrap`` makes ``value``'s tracker."""
+    if type(value) is TrackedKey:  # a dict key met again (a KeyError's argument): its tracker
+        return lambda tx, value, source: value.tracker
     if _opaque_object(value):
         created = tx.output.native_objects.get(id(value))
         if created is not None and created.value is value:

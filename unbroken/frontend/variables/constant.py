@@ -110,16 +110,20 @@ class SetVariable(ConstantVariable):
 
 
 class Identity(int):
-    """A value of ``id()`` in the trace, and whatever arithmetic makes of it (an ``int``
-    whose operators keep the type): the number is another in every run of eager's.
-    ``frames``: the user's stack at the ``id()`` call (for the refusal, wherever it is)."""
+    """A value of ``id()`` in the trace (or a hash another in every process: of a string, by
+    identity), and whatever arithmetic makes of it (an ``int`` whose operators keep the
+    type): the number is another in every run of eager's. ``frames``: the user's stack at
+    the call (for the refusal, wherever it is); ``origin``: what made it, for the message."""
 
     frames: tuple = ()
+    origin: str = "`id()`'s value"
 
     @classmethod
-    def of(cls, value: int, frames: tuple) -> Identity:
+    def of(cls, value: int, frames: tuple, origin: str | None = None) -> Identity:
         made = cls(value)
         made.frames = frames
+        if origin is not None:
+            made.origin = origin
         return made
 
 
@@ -128,7 +132,7 @@ def _keeps_identity(name: str):
 
     def operator(self, *args):
         result = method(self, *args)
-        return Identity.of(result, self.frames) if type(result) is int else result
+        return Identity.of(result, self.frames, self.origin) if type(result) is int else result
     operator.__name__ = name
     return operator
 
@@ -150,8 +154,8 @@ class IdentityVariable(ConstantVariable):
     __slots__ = ()
 
     def unwrap(self, tx):
-        error = graph_break("UB103", "`id()`'s value reaches the program: the number is "
-                            "another in every run, so no program computes what eager does",
+        error = graph_break("UB103", f"{self.value.origin} reaches the program: the number "
+                            "is another in every run, so no program computes what eager does",
                             frames=tx.user_frames() or self.value.frames)
         if tx.output.recover(error):  # finding every break: go on, no graph effect
             return 0

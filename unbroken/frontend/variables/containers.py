@@ -10,7 +10,14 @@ import types
 import torch
 
 from ...symbolic.diagnostics.catalogue import GraphBreakError, TracedException, graph_break
-from ..protocol import CallbackVariable, class_attribute, lookup, read_attribute, subscript
+from ..protocol import (
+    CallbackVariable,
+    call_python,
+    class_attribute,
+    lookup,
+    read_attribute,
+    subscript,
+)
 from .base import CREATION_ORDER, AttributeMissing, VariableTracker
 from .binding import BindingPlan
 from .builtin_methods import (
@@ -31,6 +38,7 @@ __all__ = ["check_mutable", "GeneratorVariable", "TupleVariable", "ListVariable"
            "NamedTupleVariable", "DictVariable", "DictViewVariable", "IteratorVariable",
            "SliceVariable",
            "ContainerMethodVariable", "call_container_method", "dict_key", "merged_entries",
+           "TrackedKey", "key_tracker", "key_value", "is_tracked_key", "hash_is_stable",
            "sorted_trackers",
            "index_lists_as_tensors"]
 
@@ -243,19 +251,21 @@ class DictVariable(VariableTracker):
         return f"the dict{where}"
 
     def is_constant(self) -> bool:
-        return all(v.is_constant() for v in self.entries.values())
+        return all(v.is_constant() for v in self.entries.values()) and \
+            not any(is_tracked_key(k) for k in self.entries)
 
     def as_constant(self):
         return _dict_of(self.python_class, {k: v.as_constant() for k, v in self.entries.items()})
 
     def unwrap(self, tx):
-        return _dict_of(self.python_class, {k: v.unwrap(tx) for k, v in self.entries.items()})
+        return _dict_of(self.python_class,
+                        {key_value(tx, k): v.unwrap(tx) for k, v in self.entries.items()})
 
     def truth(self, tx) -> bool:
         return bool(self.entries)
 
     def items(self, tx) -> list:
-        return [ConstantVariable(k) for k in self.entries]
+        return [key_tracker(k) for k in self.entries]
 
     def length(self, tx):
         return len(self.entries)
@@ -267,14 +277,14 @@ class DictVariable(VariableTracker):
 
     def entry(self, tx, key: VariableTracker) -> VariableTracker:
         """``d[key]`` for any key a dict tracker can hold (constants, identity-hashed objects)."""
-        k = dict_key(key)
+        k = dict_key(key, tx)
         if k not in self.entries:
             raise tx.user_exception(KeyError(k))
         return self.entries[k]
 
-    def has_key(self, key: VariableTracker) -> bool:
+    def has_key(self, key: VariableTracker, tx=None) -> bool:
         """Whether ``key`` (a tracker) is one of the keys."""
-        return dict_key(key) in self.entries
+        return dict_key(key, tx) in self.entries
 
     def getattr(self, tx, name: str) -> VariableTracker:
         if name == "__class__":
@@ -334,7 +344,7 @@ class DefaultDictVariable(DictVariable):
         return self.factory.is_constant() and super().is_constant()
 
     def entry(self, tx, key: VariableTracker) -> VariableTracker:
-        k = dict_key(key)
+        k = dict_key(key, tx)
         if k in self.entries or self.factory.is_constant() and self.factory.as_constant() is None:
             return super().entry(tx, key)
         check_mutable(tx, self, "a missing key's default (`__missing__`)")
@@ -347,18 +357,158 @@ class DefaultDictVariable(DictVariable):
         return super().getattr(tx, name)
 
 
-def dict_key(key: VariableTracker):
-    """The Python key for a tracker used as a dict key: a constant's value, or the object
-    itself for values hashed by identity (modules, functions, objects, tensors)."""
+class TrackedKey:
+    """A dict key that is not a constant: the tracker it is, hashed and compared as CPython
+    hashes and compares the object it stands for. ``native``: that object, when its class
+    hashes and compares in C (by identity: a tensor, a module, a function; a builtin's own
+    hash), else None: its class's ``__hash__`` and ``__eq__`` are Python, interpreted
+    (``hash``: what ``__hash__`` gave; ``stable``: whether that number is the same in every
+    process, no ``id()`` or string hash in it). Identity is tested first, as CPython's
+    lookups do."""
+
+    __slots__ = ("tracker", "native", "hash", "stable", "output")
+
+    def __init__(self, tracker, native, hash_value: int, stable: bool, output=None):
+        self.tracker = tracker
+        self.native = native
+        self.hash = hash_value
+        self.stable = stable
+        self.output = output
+
+    def __hash__(self) -> int:
+        return self.hash
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, TrackedKey):
+            if other.tracker is self.tracker or (
+                    self.native is not None and other.native is self.native):
+                return True
+            if self.native is not None and other.native is not None:
+                return bool(self.native == other.native)
+            other_tracker = other.tracker
+        else:
+            if self.native is not None:
+                return bool(self.native == other)
+            other_tracker = ConstantVariable(other)
+        tx = (self.output or other.output).site.translators[-1]
+        return _interpreted_equal(tx, self.tracker, other_tracker)
+
+    def __repr__(self) -> str:
+        return repr(self.native) if self.native is not None else self.tracker.describe()
+
+
+def _interpreted_equal(tx, left, right) -> bool:
+    """``left == right`` for keys of the program's own classes: ``__eq__`` interpreted, the
+    reflected one when it gives NotImplemented, else identity (CPython's fallback)."""
+    for first, second in ((left, right), (right, left)):
+        value = getattr(first, "value", None)
+        method = class_attribute(type(value), "__eq__") if value is not None else None
+        if isinstance(method, types.FunctionType):
+            result = call_python_method(tx, method, first, second)
+            if not (result.is_constant() and result.as_constant() is NotImplemented):
+                return result.truth(tx)
+    return left is right
+
+
+def call_python_method(tx, method, receiver, *args):
+    return call_python(tx, method, [receiver, *args], None)
+
+
+def _stable_hash(value) -> bool:
+    """Whether ``hash(value)`` of a constant is the same number in every process (numbers and
+    tuples/frozensets of them; strings, bytes, None and objects hash per process or by
+    identity)."""
+    if type(value) in (bool, int, float, complex):  # (an Identity is an int subclass: not)
+        return True
+    if isinstance(value, (tuple, frozenset)):
+        return all(_stable_hash(v) for v in value)
+    if isinstance(value, TrackedKey):
+        return value.stable
+    return False
+
+
+def hash_is_stable(key) -> bool:
+    """Whether the hash of a dict key (:func:`dict_key`'s result) is the same in every
+    process (see :func:`_stable_hash`)."""
+    return _stable_hash(key)
+
+
+def key_tracker(key) -> VariableTracker:
+    """The tracker of a dict key as :func:`dict_key` made it: the tracker itself, a tuple of
+    them, or the constant."""
+    if isinstance(key, TrackedKey):
+        return key.tracker
+    if type(key) is tuple and _holds_tracked(key):
+        return TupleVariable([key_tracker(k) for k in key])
+    return ConstantVariable(key)
+
+
+def key_value(tx, key):
+    """The Python object a dict key stands for (a dict handed to native code)."""
+    if isinstance(key, TrackedKey):
+        return key.tracker.unwrap(tx)
+    if type(key) is tuple and _holds_tracked(key):
+        return tuple(key_value(tx, k) for k in key)
+    return key
+
+
+def _holds_tracked(key) -> bool:
+    return any(isinstance(k, TrackedKey) or type(k) is tuple and _holds_tracked(k)
+               for k in key)
+
+
+def is_tracked_key(key) -> bool:
+    """Whether a dict key is (or holds) a tracker rather than a constant."""
+    return isinstance(key, TrackedKey) or type(key) is tuple and _holds_tracked(key)
+
+
+def _native_hashing(obj) -> bool:
+    """Whether ``obj``'s class hashes and compares in C (identity for most objects)."""
+    cls = type(obj)
+    return not isinstance(class_attribute(cls, "__hash__"), types.FunctionType) and \
+        not isinstance(class_attribute(cls, "__eq__"), types.FunctionType) and \
+        cls.__hash__ is not None
+
+
+def _reduced_hash(number: int) -> int:
+    """What ``hash()`` makes of the int a ``__hash__`` returned, as CPython's: kept when it
+    fits a machine word (-1, the C error value, becomes -2), else the int's own hash."""
+    if not -2 ** 63 <= number < 2 ** 63:
+        return hash(number)
+    return -2 if number == -1 else int(number)
+
+
+def dict_key(key: VariableTracker, tx=None):
+    """The Python key for a tracker used as a dict key: a constant's value, a tuple of
+    keys for a tuple holding trackers, else a :class:`TrackedKey` — for objects hashed in C
+    (modules, functions, tensors: by identity) and for objects of the program's own classes
+    whose ``__hash__`` is Python (interpreted, with ``tx``; TypeError for an unhashable
+    class, as CPython's)."""
     if key.is_constant():
         return key.as_constant()
     if isinstance(key, TensorVariable):
-        return key.meta
+        return TrackedKey(key, key.meta, hash(key.meta), False)
+    if type(key) is TupleVariable:
+        return tuple(dict_key(element, tx) for element in key.elements)
     identity = getattr(key, "module", None) or getattr(key, "fn", None)
     if identity is None and not isinstance(key, SymbolicVariable):
         identity = getattr(key, "value", None)
-    if identity is not None and type(identity).__hash__ is object.__hash__:
-        return identity
+    if identity is not None:
+        if _native_hashing(identity):
+            return TrackedKey(key, identity, hash(identity), False)
+        method = class_attribute(type(identity), "__hash__")
+        if tx is not None and method is None:
+            raise tx.user_exception(TypeError(f"unhashable type: '{type(identity).__name__}'"))
+        if tx is not None and isinstance(method, types.FunctionType):
+            result = call_python_method(tx, method, key)
+            number = result.as_constant() if result.is_constant() else None
+            if not isinstance(number, int):
+                if result.is_constant():
+                    raise tx.user_exception(TypeError("__hash__ method should return an integer"))
+                raise graph_break("UB117", f"the hash of {key.describe()} is not a constant",
+                                  frames=tx.user_frames())
+            stable = type(number) in (int, bool)  # an Identity (id(), a string's hash): not
+            return TrackedKey(key, None, _reduced_hash(number), stable, tx.output)
     raise graph_break("UB117", f"{key.describe()} used as a dict key (keys must be constants "
                       "or objects hashed by identity)")
 
@@ -934,10 +1084,10 @@ class DictViewVariable(VariableTracker):
     def items(self, tx) -> list:
         entries = self.mapping.entries
         if self.kind == "keys":
-            return [ConstantVariable(k) for k in entries]
+            return [key_tracker(k) for k in entries]
         if self.kind == "values":
             return list(entries.values())
-        return [TupleVariable([ConstantVariable(k), v]) for k, v in entries.items()]
+        return [TupleVariable([key_tracker(k), v]) for k, v in entries.items()]
 
     def length(self, tx):
         return len(self.mapping.entries)
@@ -947,6 +1097,8 @@ class DictViewVariable(VariableTracker):
 
     def is_constant(self) -> bool:
         # a values view compares by identity (``vs == vs`` only): never folded as a value
+        if any(is_tracked_key(k) for k in self.mapping.entries):
+            return False
         return self.kind == "keys" or self.kind == "items" and \
             all(v.is_constant() for v in self.mapping.entries.values())
 
@@ -957,7 +1109,8 @@ class DictViewVariable(VariableTracker):
         return getattr(real, self.kind)()
 
     def unwrap(self, tx):
-        return getattr({k: v.unwrap(tx) for k, v in self.mapping.entries.items()}, self.kind)()
+        return getattr({key_value(tx, k): v.unwrap(tx)
+                        for k, v in self.mapping.entries.items()}, self.kind)()
 
     def getattr(self, tx, name: str) -> VariableTracker:
         if name == "__class__":
@@ -985,12 +1138,12 @@ def _values(tx, d):
 
 
 def _get(tx, d, key, default=_NONE):
-    return d.entries.get(dict_key(key), default)
+    return d.entries.get(dict_key(key, tx), default)
 
 
 def _dict_pop(tx, d, key, *default):
     _mutable(tx, d, "pop")
-    k = dict_key(key)
+    k = dict_key(key, tx)
     if k in d.entries:
         return d.entries.pop(k)
     if default:
@@ -999,9 +1152,10 @@ def _dict_pop(tx, d, key, *default):
 
 
 def _setdefault(tx, d, key, default=_NONE):
-    if dict_key(key) not in d.entries:
+    k = dict_key(key, tx)
+    if k not in d.entries:
         _mutable(tx, d, "setdefault")
-    return d.entries.setdefault(dict_key(key), default)
+    return d.entries.setdefault(k, default)
 
 
 def merged_entries(tx, other) -> list:
@@ -1017,7 +1171,7 @@ def merged_entries(tx, other) -> list:
         return list(other.entries.items())
     keys = read_attribute(tx, other, "keys") if hasattr(other.python_type(), "keys") else None
     if keys is not None:
-        return [(dict_key(k), subscript(tx, other, k))
+        return [(dict_key(k, tx), subscript(tx, other, k))
                 for k in keys.call(tx, [], {}).items(tx)]
     pairs = []
     for index, pair in enumerate(other.items(tx)):
@@ -1026,7 +1180,7 @@ def merged_entries(tx, other) -> list:
             raise tx.user_exception(ValueError(
                 f"dictionary update sequence element #{index} has length {len(parts)}; "
                 "2 is required"))
-        pairs.append((dict_key(parts[0]), parts[1]))
+        pairs.append((dict_key(parts[0], tx), parts[1]))
     return pairs
 
 
@@ -1040,7 +1194,7 @@ def _update(tx, d, other=None, **kwargs):
 
 def _dict_setitem(tx, d, key, value):
     _mutable(tx, d, "__setitem__")
-    d.entries[dict_key(key)] = value
+    d.entries[dict_key(key, tx)] = value
     return _NONE
 
 
@@ -1050,12 +1204,15 @@ def _dict_getitem(tx, d, key):
 
 def _dict_delitem(tx, d, key):
     _mutable(tx, d, "__delitem__")
-    d.entries.pop(dict_key(key))
+    k = dict_key(key, tx)
+    if k not in d.entries:
+        raise tx.user_exception(KeyError(k))
+    d.entries.pop(k)
     return _NONE
 
 
 def _dict_contains(tx, d, key):
-    return ConstantVariable(key.is_constant() and key.as_constant() in d.entries)
+    return ConstantVariable(dict_key(key, tx) in d.entries)
 
 
 def _dict_len(tx, d):
@@ -1063,7 +1220,7 @@ def _dict_len(tx, d):
 
 
 def _dict_iter(tx, d):
-    return IteratorVariable([ConstantVariable(k) for k in d.entries])
+    return IteratorVariable([key_tracker(k) for k in d.entries], kind=ITERATOR_TYPES[dict])
 
 
 _DICT_METHODS = {"__setitem__": _dict_setitem, "__getitem__": _dict_getitem,
@@ -1075,7 +1232,7 @@ _DICT_METHODS = {"__setitem__": _dict_setitem, "__getitem__": _dict_getitem,
 
 def _move_to_end(tx, d, key, last=_TRUE):
     _mutable(tx, d, "move_to_end")
-    k = dict_key(key)
+    k = dict_key(key, tx)
     if k not in d.entries:
         raise tx.user_exception(KeyError(k))
     value = d.entries.pop(k)
@@ -1094,7 +1251,7 @@ def _ordered_popitem(tx, d, last=_TRUE):
     if not d.entries:
         raise tx.user_exception(KeyError("dictionary is empty"))
     k = next(reversed(d.entries)) if last.truth(tx) else next(iter(d.entries))
-    return TupleVariable([ConstantVariable(k), d.entries.pop(k)])
+    return TupleVariable([key_tracker(k), d.entries.pop(k)])
 
 
 # OrderedDict's methods that differ from dict's (``popitem(last=False)``) or that dict lacks

@@ -367,7 +367,7 @@ class NewObjectVariable(_UserProtocols, VariableTracker):
             # dict's own lookup calls the subclass's ``__missing__`` for a key it lacks
             # (``Counter()["x"]`` is 0)
             def getitem(tx, args):
-                if len(args) == 1 and self.mapping.has_key(args[0]):
+                if len(args) == 1 and self.mapping.has_key(args[0], tx):
                     return ContainerMethodVariable(self.mapping, name).call(tx, args, {})
                 return call_python(tx, missing, [self, *args])
             return CallbackVariable(getitem, f"`{type(self.value).__name__}.__getitem__`")

@@ -641,3 +641,48 @@ _pairs = st.lists(st.tuples(st.integers(0, 8), st.integers(0, 3)), max_size=6)
 @given(_pairs, _pairs)
 def test_objects_of_the_programs_classes_as_keys(pairs, probes):
     check(user_keys, pairs, probes)
+
+
+def user_sets(points: list, probes: list):
+    """Sets of objects of the program's own classes (Python ``__hash__``/``__eq__``) and of
+    identity-hashed ones: built by ``{...}``, ``set()``, comprehensions and ``add``; the
+    operators and methods; membership; ``remove`` of a missing one; iteration giving the
+    objects themselves."""
+    made = [_Point(x, y) for x, y in points]
+    s = {p for p in made}
+    t = set(_Point(x, y) for x, y in probes)
+    plain = [_Plain() for _ in range(3)]
+    u = {plain[0], plain[1]}
+    u.add(plain[0])
+    frozen = frozenset(made[:2])
+    out = [len(s), len(t), len(s | t), len(s & t), len(s - t), len(s ^ t), s <= t, s == t,
+           len(frozen), len(u), plain[2] in u, plain[1] in u,
+           sorted((p.x, p.y) for p in s.union(t)), sorted((p.x, p.y) for p in s.intersection(t)),
+           s.isdisjoint(t), t.issubset(s), all(any(p is q for q in made) for p in s)]
+    for x, y in probes:
+        out.append(_Point(x, y) in s)
+        try:
+            s.remove(_Point(x, y))
+            out.append("removed")
+        except KeyError:
+            out.append("key error")
+        s.discard(_Point(x, y))
+    s |= {_Point(50, 50)}
+    s -= t
+    out.append(sorted((p.x, p.y) for p in s))
+    out.append(len({(p, 1) for p in plain} | {(plain[0], 1)}))
+    try:
+        out.append({[1]})
+    except TypeError as error:
+        out.append(str(error))
+    try:
+        set([_EqOnly()])
+    except TypeError as error:
+        out.append(str(error))
+    return out
+
+
+@PARITY
+@given(_pairs, _pairs)
+def test_sets_of_the_programs_objects(points, probes):
+    check(user_sets, points, probes)

@@ -1469,3 +1469,33 @@ def _delegate(generator):
 
 def test_yield_from_generators_of_tensors():
     _check(_Stages(), torch.randn(2, 4))
+
+
+class _SharedLayers(nn.Module):
+    """Sets and dicts keyed by modules, parameters and tensors: shared weights counted once
+    (``set(self.parameters())``), layers visited once through a ``seen`` set, a tensor's
+    membership decided by identity (as CPython's hash), dict items giving the keys back."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(4, 4)
+        self.b = nn.Linear(4, 4)
+        self.b.weight = self.a.weight
+        self.order = [self.a, self.b, self.a]
+
+    def forward(self, x):
+        total = sum(p.sum() for p in set(self.parameters()))
+        seen, y = set(), x
+        for layer in self.order:
+            if layer in seen:
+                continue
+            seen.add(layer)
+            y = layer(y)
+        halves = set(x.split(2))
+        scales = {layer: float(i + 1) for i, layer in enumerate(seen)}
+        z = sum(layer(x) * scale for layer, scale in scales.items())
+        return y * total + z, len(halves), x in halves, (x * 1) in {x}
+
+
+def test_sets_and_dicts_of_modules_and_tensors():
+    _check(_SharedLayers(), torch.randn(4, 4))

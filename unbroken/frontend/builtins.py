@@ -36,7 +36,14 @@ from .protocol import (
     read_attribute,
 )
 from .variables.base import AttributeMissing, VariableTracker, identity_of
-from .variables.constant import ConstantVariable, Identity, IdentityVariable, SetVariable
+from .variables.builtin_methods import call_natively
+from .variables.constant import (
+    ConstantVariable,
+    Identity,
+    IdentityVariable,
+    SetVariable,
+    hash_is_stable,
+)
 from .variables.containers import (
     ChainVariable,
     DefaultDictVariable,
@@ -49,7 +56,6 @@ from .variables.containers import (
     SliceVariable,
     TupleVariable,
     dict_key,
-    hash_is_stable,
     merged_entries,
     sorted_trackers,
 )
@@ -376,11 +382,13 @@ def _dict(tx, source=None, **kwargs):
 
 
 def _set(tx, iterable=None, *, cls=set):
+    """``set(iterable)`` / ``frozenset(iterable)``: of constants, or holding tensors, modules
+    and objects as CPython hashes them (``containers.dict_key``)."""
     values = [] if iterable is None else iterate(tx, iterable)
-    if all(v.is_constant() for v in values):
-        return ConstantVariable(cls(v.as_constant() for v in values)) if cls is frozenset \
-            else SetVariable(cls(v.as_constant() for v in values))
-    raise graph_break("UB117", "a set of tensors or symbolic values", frames=tx.user_frames())
+    made = call_natively(tx, cls, [[tx.key_of(v) for v in values]], {})
+    if cls is frozenset and all(v.is_constant() for v in values):
+        return ConstantVariable(made)
+    return SetVariable(made)
 
 
 def _reduce_pairwise(fn):

@@ -34,7 +34,7 @@ from .sources import GlobalSource
 from .trace_site import is_internal
 from .variables.base import VariableTracker
 from .variables.builder import wrap
-from .variables.containers import GeneratorVariable
+from .variables.containers import GeneratorVariable, dict_key
 from .variables.functions import CellVariable
 
 __all__ = ["InstructionTranslator", "decode"]
@@ -266,6 +266,9 @@ class InstructionTranslator:
 
     def binary_op(self, symbol: str, left, right) -> VariableTracker:
         return apply_binary(self, symbol, left, right)
+
+    def key_of(self, value: VariableTracker):
+        return dict_key(value, self)
 
     def zero_arg_super(self):
         """(class, receiver) for a bare ``super()`` call in this frame."""

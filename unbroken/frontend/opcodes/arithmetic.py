@@ -12,6 +12,7 @@ import operator
 from ..protocol import call_special, iterate
 from ..variables.base import IDENTITY_ATTRIBUTES
 from ..variables.builder import wrap
+from ..variables.builtin_methods import call_natively
 from ..variables.constant import ConstantVariable, Identity, IdentityVariable
 from ..variables.containers import (
     DictVariable,
@@ -57,7 +58,22 @@ def apply_binary(tx, symbol: str, left, right, inplace: bool = False):
     sequence = _sequence_op(tx, symbol, left, right, inplace)
     if sequence is not None:
         return sequence
+    sets = _set_values(left, right)
+    if sets is not None:  # sets holding tensors or objects: on the sets as they hold them
+        if inplace and type(sets[0]) is set:
+            check_mutable(tx, left, f"`{symbol}=`")
+        result = call_natively(tx, fn, list(sets), {})
+        return left if result is sets[0] else tx.wrap(result)
     return tx.call_leaf(fn, [left, right], {})
+
+
+def _set_values(left, right) -> tuple | None:
+    """The Python sets two operands hold (a set the trace made holds ``TrackedKey``s for its
+    tensors and objects: ``constant.SetVariable``), or None when either is no set."""
+    values = (getattr(left, "value", None), getattr(right, "value", None))
+    if all(isinstance(v, (set, frozenset)) for v in values):
+        return values
+    return None
 
 
 def _fold(tx, fn, a, b):
@@ -138,6 +154,9 @@ def compare(tx, name: str, left, right):
         return _fold(tx, fn, left.as_constant(), right.as_constant())
     if name in ("EQ", "NE") and _opaque(left, right):
         return _object_equality(tx, name, left, right)
+    sets = _set_values(left, right)
+    if sets is not None:
+        return ConstantVariable(call_natively(tx, fn, list(sets), {}))
     if name in ("EQ", "NE") and any(isinstance(v, DictViewVariable) and v.kind == "values"
                                     for v in (left, right)):
         same = is_same(left, right)  # a values view equals only itself
@@ -217,6 +236,8 @@ def contains(tx, item, container) -> bool:
             return result.truth(tx)
     if isinstance(container, DictVariable):
         return dict_key(item, tx) in container.entries
+    if isinstance(getattr(container, "value", None), (set, frozenset)):
+        return call_natively(tx, operator.contains, [container.value, dict_key(item, tx)], {})
     if isinstance(container, NNModuleVariable):
         return item.as_constant() in container.module
     if isinstance(container, TensorVariable):

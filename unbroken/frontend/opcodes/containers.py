@@ -108,7 +108,11 @@ def set_add(tx, instruction):
     target = tx.stack[-instruction.arg]
     items = [value] if instruction.name == "SET_ADD" else value.items(tx)
     for item in items:
-        target.value.add(item.as_constant())
+        key = tx.key_of(item)
+        try:
+            target.value.add(key)
+        except TypeError as error:  # unhashable: a list, a dict
+            raise tx.user_exception(error) from None
 
 
 @opcode("MAP_ADD")

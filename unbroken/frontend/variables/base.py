@@ -56,6 +56,10 @@ class Interpreter(Protocol):
     def binary_op(self, symbol: str, left, right) -> VariableTracker:
         """``left <symbol> right`` with the interpreter's operator semantics."""
 
+    def key_of(self, value: VariableTracker):
+        """The Python object a set or dict the trace made holds for ``value``: a constant's
+        value, else a ``constant.TrackedKey`` (``containers.dict_key``)."""
+
     def zero_arg_super(self) -> tuple:
         """(class, receiver) of a bare ``super()`` in the running frame."""
 

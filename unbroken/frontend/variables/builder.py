@@ -60,7 +60,9 @@ from .constant import (
     Identity,
     IdentityVariable,
     SetVariable,
+    TrackedKey,
     is_constant_value,
+    is_tracked_key,
 )
 from .containers import (
     DictVariable,
@@ -68,7 +70,6 @@ from .containers import (
     NamedTupleVariable,
     SizeVariable,
     SliceVariable,
-    TrackedKey,
     TupleVariable,
     tuple_fields,
 )
@@ -619,7 +620,9 @@ _BUILDERS = [
     # a read-only view of a dict (inspect.Signature.parameters): a dict that cannot change
     (lambda v: isinstance(v, types.MappingProxyType), _wrap_dict),
     (lambda v: isinstance(v, slice), _wrap_slice),
-    (lambda v: type(v) is set and all(is_constant_value(e) for e in v), _wrap_set),
+    # a set of constants; one the trace made may hold its tensors and objects (TrackedKey)
+    (lambda v: type(v) in (set, frozenset) and all(is_constant_value(e) or is_tracked_key(e)
+                                                   for e in v), _wrap_set),
     (lambda v: isinstance(v, (collections.abc.ItemsView, collections.abc.KeysView,
                               collections.abc.ValuesView)), _wrap_mapping_view),
     # higher-order operators (torch.ops.higher_order.cond...) are answered by torch_calls

@@ -186,11 +186,28 @@ class BuiltinMethodVariable(VariableTracker):
             result = call_natively(tx, method, [a.as_constant() for a in args],
                                    {k: v.as_constant() for k, v in kwargs.items()})
             return native_result(tx, self.receiver, value, result)
+        if isinstance(value, (set, frozenset)) and not kwargs:  # elements as sets hold them
+            native = [_set_argument(tx, self.name, a) for a in args]
+            return native_result(tx, self.receiver, value, call_natively(tx, method, native, {}))
         if kind == MUTATES:
             raise graph_break("UB117", f"`.{self.name}()` puts values that are not constants "
                               f"(tensors, sizes) into {self.receiver.describe()}",
                               frames=tx.user_frames())
         return PureCallableVariable(method).call(tx, args, kwargs)
+
+
+# the set methods taking one element (the others take iterables, or sets for the operators)
+_SET_ELEMENT_METHODS = frozenset({"add", "discard", "remove", "__contains__"})
+
+
+def _set_argument(tx, name: str, argument):
+    """An argument of a set's method as the set holds values (``tx.key_of``): one element,
+    or the elements of an iterable (a set's own for a set)."""
+    if name in _SET_ELEMENT_METHODS:
+        return tx.key_of(argument)
+    if isinstance(getattr(argument, "value", None), (set, frozenset)):
+        return argument.value
+    return [tx.key_of(element) for element in argument.items(tx)]
 
 
 def _is_builtin_value(receiver) -> bool:

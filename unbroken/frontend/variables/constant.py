@@ -11,6 +11,7 @@ from .builtin_methods import BuiltinMethodVariable, builtin_owner, is_builtin_me
 from .native import PureCallableVariable
 
 __all__ = ["CONSTANT_TYPES", "ConstantVariable", "Identity", "IdentityVariable", "SetVariable",
+           "TrackedKey", "hash_is_stable", "holds_tracked", "is_tracked_key", "key_value",
            "is_constant_value"]
 
 CONSTANT_TYPES = (int, float, bool, complex, str, bytes, type(None), type(Ellipsis),
@@ -107,6 +108,104 @@ class SetVariable(ConstantVariable):
     def describe(self) -> str:
         where = f" `{self.source.name()}`" if self.source is not None else ""
         return f"the set{where}"
+
+    # A set the trace made may hold tensors, modules, objects (``TrackedKey``): not a
+    # constant then, its elements given back as their trackers.
+    def is_constant(self) -> bool:
+        return not any(is_tracked_key(v) for v in self.value)
+
+    def items(self, tx) -> list:
+        if self.is_constant():
+            return super().items(tx)
+        return [tx.wrap(v) for v in self.value]
+
+    def unwrap(self, tx):
+        if self.is_constant():
+            return self.value
+        return type(self.value)(key_value(tx, v) for v in self.value)
+
+
+class TrackedKey:
+    """A dict key that is not a constant: the tracker it is, hashed and compared as CPython
+    hashes and compares the object it stands for. ``native``: that object, when its class
+    hashes and compares in C (by identity: a tensor, a module, a function; a builtin's own
+    hash), else None: its class's ``__hash__`` and ``__eq__`` are Python, interpreted
+    (``hash``: what ``__hash__`` gave; ``stable``: whether that number is the same in every
+    process, no ``id()`` or string hash in it). Identity is tested first, as CPython's
+    lookups do. Made by ``containers.dict_key``; a set or dict the trace made holds them, and
+    ``wrap`` gives a key met again its tracker."""
+
+    __slots__ = ("tracker", "native", "hash", "stable", "output", "equal")
+
+    def __init__(self, tracker, native, hash_value: int, stable: bool, output=None,
+                 equal=None):
+        self.tracker = tracker
+        self.native = native
+        self.hash = hash_value
+        self.stable = stable
+        self.output = output  # the trace's (its running translator compares)
+        self.equal = equal    # (tx, left tracker, right tracker) -> bool, interpreted
+
+    def __hash__(self) -> int:
+        return self.hash
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, TrackedKey):
+            if other.tracker is self.tracker or (
+                    self.native is not None and other.native is self.native):
+                return True
+            if self.native is not None and other.native is not None:
+                return bool(self.native == other.native)
+            other_tracker = other.tracker
+        else:
+            if self.native is not None:
+                return bool(self.native == other)
+            other_tracker = ConstantVariable(other)
+        owner = self if self.equal is not None else other
+        tx = owner.output.site.translators[-1]
+        return owner.equal(tx, self.tracker, other_tracker)
+
+    def __repr__(self) -> str:
+        return repr(self.native) if self.native is not None else self.tracker.describe()
+
+
+def _stable_hash(value) -> bool:
+    """Whether ``hash(value)`` of a constant is the same number in every process (numbers and
+    tuples/frozensets of them; strings, bytes, None and objects hash per process or by
+    identity)."""
+    if type(value) in (bool, int, float, complex):  # (an Identity is an int subclass: not)
+        return True
+    if isinstance(value, (tuple, frozenset)):
+        return all(_stable_hash(v) for v in value)
+    if isinstance(value, TrackedKey):
+        return value.stable
+    return False
+
+
+def hash_is_stable(key) -> bool:
+    """Whether the hash of a dict key (:func:`dict_key`'s result) is the same in every
+    process (see :func:`_stable_hash`)."""
+    return _stable_hash(key)
+
+
+def key_value(tx, key):
+    """The Python object a dict key stands for (a dict handed to native code)."""
+    if isinstance(key, TrackedKey):
+        return key.tracker.unwrap(tx)
+    if type(key) is tuple and holds_tracked(key):
+        return tuple(key_value(tx, k) for k in key)
+    return key
+
+
+def holds_tracked(key) -> bool:
+    """Whether a tuple key holds a :class:`TrackedKey`, at any depth."""
+    return any(isinstance(k, TrackedKey) or type(k) is tuple and holds_tracked(k)
+               for k in key)
+
+
+def is_tracked_key(key) -> bool:
+    """Whether a dict key is (or holds) a tracker rather than a constant."""
+    return isinstance(key, TrackedKey) or type(key) is tuple and holds_tracked(key)
 
 
 class Identity(int):

@@ -30,7 +30,14 @@ from .builtin_methods import (
     method_kind,
     refuse,
 )
-from .constant import ConstantVariable, is_constant_value
+from .constant import (
+    ConstantVariable,
+    TrackedKey,
+    holds_tracked,
+    is_constant_value,
+    is_tracked_key,
+    key_value,
+)
 from .native import PureCallableVariable
 from .tensor import SymbolicVariable, TensorVariable
 
@@ -38,7 +45,7 @@ __all__ = ["check_mutable", "GeneratorVariable", "TupleVariable", "ListVariable"
            "NamedTupleVariable", "DictVariable", "DictViewVariable", "IteratorVariable",
            "SliceVariable",
            "ContainerMethodVariable", "call_container_method", "dict_key", "merged_entries",
-           "TrackedKey", "key_tracker", "key_value", "is_tracked_key", "hash_is_stable",
+           "key_tracker",
            "sorted_trackers",
            "index_lists_as_tensors"]
 
@@ -357,46 +364,6 @@ class DefaultDictVariable(DictVariable):
         return super().getattr(tx, name)
 
 
-class TrackedKey:
-    """A dict key that is not a constant: the tracker it is, hashed and compared as CPython
-    hashes and compares the object it stands for. ``native``: that object, when its class
-    hashes and compares in C (by identity: a tensor, a module, a function; a builtin's own
-    hash), else None: its class's ``__hash__`` and ``__eq__`` are Python, interpreted
-    (``hash``: what ``__hash__`` gave; ``stable``: whether that number is the same in every
-    process, no ``id()`` or string hash in it). Identity is tested first, as CPython's
-    lookups do."""
-
-    __slots__ = ("tracker", "native", "hash", "stable", "output")
-
-    def __init__(self, tracker, native, hash_value: int, stable: bool, output=None):
-        self.tracker = tracker
-        self.native = native
-        self.hash = hash_value
-        self.stable = stable
-        self.output = output
-
-    def __hash__(self) -> int:
-        return self.hash
-
-    def __eq__(self, other) -> bool:
-        if isinstance(other, TrackedKey):
-            if other.tracker is self.tracker or (
-                    self.native is not None and other.native is self.native):
-                return True
-            if self.native is not None and other.native is not None:
-                return bool(self.native == other.native)
-            other_tracker = other.tracker
-        else:
-            if self.native is not None:
-                return bool(self.native == other)
-            other_tracker = ConstantVariable(other)
-        tx = (self.output or other.output).site.translators[-1]
-        return _interpreted_equal(tx, self.tracker, other_tracker)
-
-    def __repr__(self) -> str:
-        return repr(self.native) if self.native is not None else self.tracker.describe()
-
-
 def _interpreted_equal(tx, left, right) -> bool:
     """``left == right`` for keys of the program's own classes: ``__eq__`` interpreted, the
     reflected one when it gives NotImplemented, else identity (CPython's fallback)."""
@@ -414,52 +381,14 @@ def call_python_method(tx, method, receiver, *args):
     return call_python(tx, method, [receiver, *args], None)
 
 
-def _stable_hash(value) -> bool:
-    """Whether ``hash(value)`` of a constant is the same number in every process (numbers and
-    tuples/frozensets of them; strings, bytes, None and objects hash per process or by
-    identity)."""
-    if type(value) in (bool, int, float, complex):  # (an Identity is an int subclass: not)
-        return True
-    if isinstance(value, (tuple, frozenset)):
-        return all(_stable_hash(v) for v in value)
-    if isinstance(value, TrackedKey):
-        return value.stable
-    return False
-
-
-def hash_is_stable(key) -> bool:
-    """Whether the hash of a dict key (:func:`dict_key`'s result) is the same in every
-    process (see :func:`_stable_hash`)."""
-    return _stable_hash(key)
-
-
 def key_tracker(key) -> VariableTracker:
     """The tracker of a dict key as :func:`dict_key` made it: the tracker itself, a tuple of
     them, or the constant."""
     if isinstance(key, TrackedKey):
         return key.tracker
-    if type(key) is tuple and _holds_tracked(key):
+    if type(key) is tuple and holds_tracked(key):
         return TupleVariable([key_tracker(k) for k in key])
     return ConstantVariable(key)
-
-
-def key_value(tx, key):
-    """The Python object a dict key stands for (a dict handed to native code)."""
-    if isinstance(key, TrackedKey):
-        return key.tracker.unwrap(tx)
-    if type(key) is tuple and _holds_tracked(key):
-        return tuple(key_value(tx, k) for k in key)
-    return key
-
-
-def _holds_tracked(key) -> bool:
-    return any(isinstance(k, TrackedKey) or type(k) is tuple and _holds_tracked(k)
-               for k in key)
-
-
-def is_tracked_key(key) -> bool:
-    """Whether a dict key is (or holds) a tracker rather than a constant."""
-    return isinstance(key, TrackedKey) or type(key) is tuple and _holds_tracked(key)
 
 
 def _native_hashing(obj) -> bool:
@@ -508,9 +437,10 @@ def dict_key(key: VariableTracker, tx=None):
                 raise graph_break("UB117", f"the hash of {key.describe()} is not a constant",
                                   frames=tx.user_frames())
             stable = type(number) in (int, bool)  # an Identity (id(), a string's hash): not
-            return TrackedKey(key, None, _reduced_hash(number), stable, tx.output)
-    raise graph_break("UB117", f"{key.describe()} used as a dict key (keys must be constants "
-                      "or objects hashed by identity)")
+            return TrackedKey(key, None, _reduced_hash(number), stable, tx.output,
+                              _interpreted_equal)
+    raise graph_break("UB117", f"{key.describe()} used as a dict key or set element (those "
+                      "must be constants, tensors, modules, functions or objects)")
 
 
 # the class of CPython's iterator over each builtin iterable (what ``type(iter(x))`` is)

@@ -112,6 +112,61 @@ def test_nested_regions_round_trip_through_torch_and_unbroken_files(tmp_path):
             assert got.requires_grad == want.requires_grad
 
 
+class RegionsInBranches(nn.Module):
+    """Grad-mode regions inside torch.cond branches and a while_loop body (nested too)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x):
+        def positive(x):
+            with torch.no_grad():
+                frozen = self.lin(x)
+            with torch.enable_grad():
+                live = frozen * self.lin(x)
+            return live
+
+        def negative(x):
+            with torch.no_grad():
+                with torch.enable_grad():
+                    return self.lin(x) - 1
+
+        def body(i, acc):
+            with torch.no_grad():
+                step = acc * 0.5
+            return i + 1, acc + step
+
+        picked = torch.cond(x.sum() > 0, positive, negative, (x,))
+        _, looped = torch.while_loop(lambda i, acc: i < 3, body, (torch.tensor(0), x))
+        return picked, looped
+
+
+@pytest.mark.parametrize("ambient", [True, False])
+def test_grad_regions_inside_branches_and_loop_bodies(tmp_path, ambient):
+    """torch's verifier takes the program (the regions inside subgraphs are torch's
+    higher-order op too), and every spelling of it computes eager's values and
+    ``requires_grad`` on both branches, in both ambient grad modes."""
+    model = RegionsInBranches()
+    x = torch.randn(3, 3, requires_grad=True)
+    with torch.set_grad_enabled(ambient):
+        ep = unbroken.export(model, (x,))
+    branch = ep.graph_module.true_graph_0
+    assert any(n.target is wrap_with_set_grad_enabled for n in branch.graph.nodes)
+    assert not any(n.target is torch.is_grad_enabled for n in branch.graph.nodes)
+    path = tmp_path / "branches.pt2"
+    torch.export.save(ep, path)
+    for program in (ep, _reloaded(ep), torch.export.load(path)):
+        for sign in (1, -1):
+            inputs = (sign * torch.ones(3, 3, requires_grad=True),)
+            with torch.set_grad_enabled(ambient):
+                got, want = program.module()(*inputs), model(*inputs)
+                assert torch.is_grad_enabled() == ambient
+            for a, b in zip(got, want):
+                torch.testing.assert_close(a, b)
+                assert a.requires_grad == b.requires_grad
+
+
 def test_grad_regions_survive_run_decompositions_and_unflatten():
     model, (x, idx) = Gather(), _gather_inputs()
     ep = unbroken.export(model, (x, idx))

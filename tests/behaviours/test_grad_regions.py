@@ -76,6 +76,14 @@ def _backward_matches(make, inputs):
     return check
 
 
+def _no_grad_in_branch(self, x):
+    def frozen(x):
+        with torch.no_grad():
+            return self.lin(x) + 1
+
+    return torch.cond(x.sum() > 0, frozen, lambda x: self.lin(x) - 1, (x,))
+
+
 _train = program(lambda self, x: torch.tanh(self.lin(x)) * x, _lin)
 _custom = program(lambda self, x: _Square.apply(self.lin(x)), _lin)
 
@@ -91,6 +99,8 @@ BEHAVIOURS = [
               lambda: (torch.randn(2, 3),)),
     Behaviour("nested_grad_regions", program(_nested_regions, _lin),
               lambda: (torch.randn(2, 3),)),
+    Behaviour("no_grad_region_in_cond_branch", program(_no_grad_in_branch, _lin),
+              lambda: (torch.ones(2, 3),), more=(lambda: (-torch.ones(2, 3),),)),
     Behaviour("output_requires_grad", program(lambda self, x: self.lin(x).relu(), _lin),
               lambda: (torch.randn(2, 3),)),
     Behaviour("backward_through_module", _train, lambda: (torch.randn(2, 3),),

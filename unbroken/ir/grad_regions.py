@@ -41,6 +41,7 @@ def to_torch_regions(graph_module: fx.GraphModule, signature):
     ``wrap_with_set_grad_enabled`` node over a submodule (``grad_region_<n>``). Returns the
     signature with its output specs naming the new output nodes, and ``{old name: new name}``
     of the values now read from a region's results."""
+    _subgraphs_to_torch_regions(graph_module)
     regions = _flat_regions(graph_module.graph)
     if not regions:
         return signature, {}
@@ -57,10 +58,40 @@ def to_torch_regions(graph_module: fx.GraphModule, signature):
     return with_output_names(signature, graph_module.graph), resolved
 
 
+def _subgraphs_to_torch_regions(graph_module: fx.GraphModule) -> None:
+    """The regions inside the subgraphs the graph calls (a ``torch.cond`` branch, a
+    ``while_loop`` body, a ``map`` body, at any depth) rewritten in place too: a subgraph's
+    outputs are its output node's, renamed with it."""
+    for child in _subgraphs(graph_module):
+        _subgraphs_to_torch_regions(child)
+        regions = _flat_regions(child.graph)
+        for index, (previous, setter, restore) in enumerate(regions):
+            _wrap(child, previous, setter, restore, f"grad_region_{index}", {})
+        if regions:
+            child.graph.lint()
+            child.recompile()
+
+
+def _subgraphs(graph_module: fx.GraphModule) -> list:
+    """The graph modules ``graph_module``'s ``get_attr`` nodes read (once each)."""
+    found = {}
+    for node in graph_module.graph.nodes:
+        if node.op != "get_attr":
+            continue
+        value = graph_module
+        for atom in node.target.split("."):
+            value = getattr(value, atom, None)
+        if isinstance(value, fx.GraphModule):
+            found[id(value)] = value
+    return list(found.values())
+
+
 def has_torch_regions(graph_module: fx.GraphModule) -> bool:
-    """True when the graph has a ``wrap_with_set_grad_enabled`` node."""
+    """True when the graph, or a subgraph it calls, has a ``wrap_with_set_grad_enabled``
+    node."""
     return any(n.op == "call_function" and n.target is wrap_with_set_grad_enabled
-               for n in graph_module.graph.nodes)
+               for n in graph_module.graph.nodes) or \
+        any(has_torch_regions(child) for child in _subgraphs(graph_module))
 
 
 def to_flat_regions(graph_module: fx.GraphModule, signature):
@@ -201,6 +232,8 @@ def _copy_attribute(owner, node: fx.Node, target: fx.Graph, attributes: dict) ->
     value = owner
     for atom in node.target.split("."):
         value = getattr(value, atom)
+    if isinstance(value, fx.GraphModule) and has_torch_regions(value):
+        value = _flat_subgraph(value)  # a branch's or a body's regions inlined too
     name, suffix = node.target.replace(".", "_"), 0
     while attributes.get(name, value) is not value:
         suffix += 1
@@ -209,6 +242,18 @@ def _copy_attribute(owner, node: fx.Node, target: fx.Graph, attributes: dict) ->
     copy = target.get_attr(name)
     copy.meta = {**node.meta}
     return copy
+
+
+def _flat_subgraph(graph_module: fx.GraphModule) -> fx.GraphModule:
+    """A copy of a subgraph (a branch, a loop body) with its regions inlined, as
+    :func:`to_flat_regions` makes the program's graph."""
+    graph = fx.Graph()
+    attributes: dict = {}
+    output = _copy_inlined(graph_module, graph_module.graph, graph, {}, attributes)
+    graph.output(output).meta.update(graph_module.graph.output_node().meta)
+    result = fx.GraphModule(attributes, graph)
+    result.meta.update(graph_module.meta)
+    return result
 
 
 def _is_region(node) -> bool:

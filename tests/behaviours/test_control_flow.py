@@ -21,6 +21,15 @@ def _cond_tensor_pred(self, p, a, b):
     return torch.cond(p, true_fn, false_fn, [a, b])
 
 
+def _cond_branch_item_assignment(self, x):
+    def fill(t):
+        y = t.clone()
+        y[0] = 1.0
+        return y
+
+    return torch.cond(x.sum() > 0, fill, lambda t: t.cos(), (x,))
+
+
 def _num(self):
     self.num = 4
 
@@ -142,6 +151,8 @@ BEHAVIOURS = [
     Behaviour("cond_tensor_predicate", program(_cond_tensor_pred),
               lambda: (torch.tensor(False), torch.ones(3, 3), torch.ones(3, 3)),
               more=(lambda: (torch.tensor(True), torch.ones(3, 3), torch.ones(3, 3)),)),
+    Behaviour("cond_branch_item_assignment", program(_cond_branch_item_assignment),
+              lambda: (torch.rand(6, 4),), more=(lambda: (-torch.rand(6, 4),),)),
     Behaviour("cond_int_closure", program(_cond_int_closure, _num),
               lambda: (torch.tensor(True), torch.randn(10)),
               more=(lambda: (torch.tensor(False), torch.randn(10)),)),

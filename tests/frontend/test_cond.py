@@ -114,6 +114,35 @@ def test_branch_may_not_modify_its_inputs():
     assert info.value.code == "UB121"
 
 
+class _WritesItsOwnTensor(nn.Module):
+    def forward(self, x):
+        def fill(t):
+            y = t.clone()
+            y[0] = 1.0          # item assignment into the branch's own tensor
+            y[1:3] += 2         # and an augmented one through a slice
+            return y
+
+        return torch.cond(x.sum() > 0, fill, lambda t: t.cos(), (x,))
+
+
+def test_branch_may_assign_items_of_its_own_tensors():
+    x = torch.rand(6, 4)
+    _check(_WritesItsOwnTensor(), (x,), [(-x,), (torch.rand(6, 4),)])
+
+
+def test_branch_may_not_assign_items_of_its_inputs():
+    def f(x):
+        def true_fn(t):
+            t[0] = 1.0
+            return t * 1
+
+        return torch.cond(x.sum() > 0, true_fn, lambda t: t - 1, (x,))
+
+    with pytest.raises(unbroken.UnbrokenError) as info:
+        unbroken.export(f, (torch.randn(3),))
+    assert info.value.code == "UB121"
+
+
 def test_branches_must_agree_on_their_results():
     def f(x):
         return torch.cond(x.sum() > 0, lambda t: t.sum(0), lambda t: t, (x,))

@@ -176,6 +176,9 @@ def store_item(tx, container, index, value) -> None:
     if isinstance(container, (ObjectVariable, NewObjectVariable)):
         if container.special(tx, "__setitem__", [index, value]) is not None:
             return
+    if isinstance(container, TensorVariable):  # an in-place op: the recorder's (as `add_`)
+        tx.call_leaf(operator.setitem, [container, index, value], {})
+        return
     check_mutable(tx, container, "item assignment")
     if isinstance(container, ListVariable):
         key = index.as_constant()
@@ -185,7 +188,7 @@ def store_item(tx, container, index, value) -> None:
             container.elements[key] = value
     elif isinstance(container, DictVariable):
         container.entries[dict_key(index, tx)] = value
-    elif isinstance(container, (TensorVariable, NdarrayVariable)):  # an array: refused there
+    elif isinstance(container, NdarrayVariable):  # an array: refused there
         tx.call_leaf(operator.setitem, [container, index, value], {})
     else:
         raise graph_break("UB107", f"item assignment on {container.describe()}")

@@ -1191,3 +1191,16 @@ def test_parameters_of_a_module_outside_the_model_are_refused():
     with pytest.raises(GraphBreakError) as info:
         unbroken.export(_UsesOutsideModule(), (torch.randn(2, 3),))
     assert info.value.code == "UB123" and "_OUTSIDE" in str(info.value)
+
+
+@pytest.mark.parametrize("lazy", [lambda: nn.LazyLinear(3), lambda: nn.LazyBatchNorm1d()])
+def test_a_lazy_module_is_refused_until_it_has_run_once(lazy):
+    """An uninitialized lazy parameter or buffer is the user's to initialize (one eager call):
+    refused with that fix, the model left as it was; after the call it exports as eager."""
+    model, x = nn.Sequential(lazy()).eval(), torch.randn(2, 4)
+    with pytest.raises(unbroken.ExportUsageError) as info:
+        unbroken.export(model, (x,))
+    assert "not initialized" in info.value.message and "once" in info.value.hint
+    assert any(torch.nn.parameter.is_lazy(t) for t in [*model.parameters(), *model.buffers()])
+    model(x)
+    assert_close(unbroken.export(model, (x,)).module()(x), model(x))

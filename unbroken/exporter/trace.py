@@ -39,7 +39,7 @@ from ..ir.signature import (
 )
 from ..size_one import SizeOneAudit
 from ..symbolic.auto import may_need_retrace, needs_retrace
-from ..symbolic.diagnostics import RefusalError
+from ..symbolic.diagnostics import ExportUsageError, RefusalError
 from ..symbolic.env import ShapeEnvironment
 from ..symbolic.spec import resolve_dynamic_shapes
 from ..symbolic.torch_compat import enable_python_dispatcher
@@ -205,6 +205,7 @@ class Trace:
     def _lift_tensor(self, name, tensor, stand_ins, *, parameter) -> str:
         meta = stand_ins.get(id(tensor))
         if meta is None:
+            _check_initialized(name[2:], tensor, parameter)
             meta = meta_like(tensor)
             if parameter:  # native code checks isinstance(p, nn.Parameter) (get_parameter...)
                 meta = torch.nn.Parameter(meta, requires_grad=False)
@@ -307,6 +308,17 @@ def _on_meta_device(root, args, kwargs) -> bool:
     state = [*root.parameters(), *root.buffers()] if root is not None else []
     inputs = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
     return any(t.device.type == "meta" for t in [*state, *inputs])
+
+
+def _check_initialized(fqn: str, tensor, parameter: bool) -> None:
+    """A lazy module's parameter or buffer has no shape before its first call: refused, with
+    the fix (as eager, which infers it on the first call; the export never calls the model)."""
+    if torch.nn.parameter.is_lazy(tensor):
+        kind = "parameter" if parameter else "buffer"
+        raise ExportUsageError(
+            f"the model's {kind} `{fqn}` is not initialized yet (a lazy module such as "
+            "`nn.LazyLinear` infers its shape on the first call)",
+            hint="Call the model once on an example input before exporting it.")
 
 
 def _is_persistent(root, fqn: str) -> bool:

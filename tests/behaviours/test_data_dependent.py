@@ -159,6 +159,17 @@ BEHAVIOURS = [
     Behaviour("float_item_arithmetic", program(_float_item_arith),
               lambda: (torch.randn(3), torch.tensor(0.5)),
               more=(lambda: (torch.randn(3), torch.tensor(3.0)),)),
+    Behaviour("tensor_of_int_item", program(lambda self, u: torch.tensor([u.item()])),
+              lambda: (torch.tensor([3]),), more=(lambda: (torch.tensor([-5]),),)),
+    Behaviour("tensor_of_float_item", program(lambda self, u: torch.tensor([[u.item(), 1]])),
+              lambda: (torch.tensor([0.25]),), more=(lambda: (torch.tensor([-7.5]),),)),
+    Behaviour("tensor_of_bool_item", program(lambda self, u: torch.tensor([u.item()])),
+              lambda: (torch.tensor([True]),), more=(lambda: (torch.tensor([False]),),)),
+    Behaviour("tensor_of_items_given_dtype",
+              program(lambda self, u, v: torch.tensor([u.item(), v.item()],
+                                                      dtype=torch.float64)),
+              lambda: (torch.tensor(3), torch.tensor(True)),
+              more=(lambda: (torch.tensor(-2), torch.tensor(False)),)),
 ]
 
 

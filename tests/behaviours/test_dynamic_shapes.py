@@ -219,6 +219,19 @@ BEHAVIOURS = [
     Behaviour("int_input_dynamic_branch", program(_int_branch), lambda: (torch.randn(3), 5),
               dynamic_shapes=(None, Dim.DYNAMIC), more=(lambda: (torch.randn(3), 9),),
               rejects=(lambda: (torch.randn(3), 2),), check=_int_placeholder),
+    Behaviour("tensor_of_dynamic_sizes",
+              program(lambda self, x: torch.tensor([x.shape[0], x.shape[1]])),
+              _r((3, 5)), dynamic_shapes={"x": (Dim("a"), Dim("b"))}, more=(_r((4, 7)),)),
+    Behaviour("tensor_of_shape_auto", program(lambda self, x: torch.tensor(x.shape)),
+              _r((3, 5)), dynamic_shapes={"x": (AUTO, AUTO)}, more=(_r((4, 7)), _r((2, 2)))),
+    Behaviour("tensor_of_size_expressions_dynamic",
+              program(lambda self, x: torch.tensor([[x.shape[0] * 1.5, 2],
+                                                    [x.shape[1] > 3, x.shape[0] // 2]])),
+              _r((3, 5)), dynamic_shapes={"x": (DYNAMIC, DYNAMIC)},
+              more=(_r((4, 2)), _r((9, 11)))),
+    Behaviour("new_tensor_of_sizes",
+              program(lambda self, x: x.new_tensor([x.shape[1], x.shape[0]]) + x[0, 0]),
+              _r((3, 5)), dynamic_shapes={"x": (Dim("a"), Dim("b"))}, more=(_r((6, 2)),)),
 ]
 
 

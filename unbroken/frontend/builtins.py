@@ -79,6 +79,7 @@ from .variables.objects import (
     next_of,
 )
 from .variables.tensor import SymbolicVariable, TensorVariable
+from .variables.tensor_data import LEGACY_CONSTRUCTORS, legacy_constructor
 from .variables.text import format_text
 
 __all__ = ["BuiltinVariable", "ClassVariable", "call_builtin", "construct", "concrete"]
@@ -719,6 +720,10 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
         return _CONSTRUCTORS[cls](tx, cls, args, kwargs)
     if issubclass(cls, enum.Enum):  # Mode("mean"): a lookup by value
         return _fold_or_leaf(tx, cls, args, kwargs)
+    if cls in LEGACY_CONSTRUCTORS:  # torch.LongTensor([n, m]): built by the graph
+        built = legacy_constructor(tx, cls, args, kwargs)
+        if built is not None:
+            return built
     if cls.__module__.split(".")[0] == "numpy":  # np.float64(0.5), np.dtype(...): constants
         return NumpyCallVariable(cls).call(tx, args, kwargs)
     native = _construct_native(tx, cls, args, kwargs)

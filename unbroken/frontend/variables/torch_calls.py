@@ -25,6 +25,7 @@ from .constant import ConstantVariable
 from .containers import ListVariable, SequenceVariable, TupleVariable
 from .nn_fast_paths import fast_path_handlers
 from .tensor import LAYOUT_ALIASING, SymbolicVariable, TensorVariable, note_layout_aliasing
+from .tensor_data import symbolic_data_tensor
 
 __all__ = ["call_torch_function"]
 
@@ -99,26 +100,13 @@ def _tensor_from_data(name):
                 frames=tx.user_frames(),
                 details="Use torch.stack([...]) (then .to(dtype) if needed) to build a tensor "
                         "from tensors without reading their values.")
-        if len(args) == 1 and isinstance(args[0], SymbolicVariable) \
-                and set(kwargs) <= _SCALAR_TENSOR_KEYWORDS:
-            return _symbolic_scalar_tensor(tx, args[0], kwargs)
+        if len(args) == 1:
+            built = symbolic_data_tensor(tx, args[0], kwargs)
+            if built is not None:
+                return built
         return tx.call_leaf(getattr(torch, name), args, kwargs)
 
     return handler
-
-
-_SCALAR_TENSOR_KEYWORDS = frozenset({"dtype", "device", "requires_grad"})
-
-
-def _symbolic_scalar_tensor(tx, value, kwargs):
-    """``torch.tensor(x.shape[0])``: the 0-dim tensor of a symbolic size, computed by the graph
-    (``scalar_tensor``) rather than specialized by converting the size to a Python number.
-    Its dtype is ``torch.tensor``'s for that Python type."""
-    if "dtype" not in kwargs:
-        dtype = {int: torch.int64, bool: torch.bool}.get(value.python_type(),
-                                                          torch.get_default_dtype())
-        kwargs = {**kwargs, "dtype": ConstantVariable(dtype)}
-    return tx.call_leaf(torch.scalar_tensor, [value], kwargs)
 
 
 def _is_grad_enabled(tx, args, kwargs):

@@ -33,6 +33,7 @@ value model           ``variables.base`` (``VariableTracker`` and ``Interpreter`
 object protocol       ``protocol``: attribute lookup and method binding, special-method
                       calls, subscript, iteration, calls: one implementation for all
 trackers              ``variables.tensor`` < ``grad_mode`` < ``containers`` <
+                      ``tensor_data`` (tensors built from symbolic Python data) <
                       ``ndarray`` (NumPy on traced tensors) < ``nn_fast_paths`` <
                       ``torch_calls`` < ``functions`` < ``objects``
                       < ``autograd_function`` < ``module_hooks`` < ``nn_module``
@@ -61,7 +62,7 @@ LAYERS = (
                      "variables.numpy_values", "variables.binding")),
     ("object protocol", ("protocol",)),
     ("trackers", ("variables.tensor", "variables.grad_mode", "variables.containers",
-                  "variables.ndarray", "variables.nn_fast_paths", "variables.torch_calls",
+                  "variables.tensor_data", "variables.ndarray", "variables.nn_fast_paths", "variables.torch_calls",
                   "variables.functions",
                   "variables.objects",
                   "variables.autograd_function", "variables.module_hooks",

@@ -302,3 +302,24 @@ def test_a_branch_returning_a_float_is_refused_as_eager_refuses_it():
     with pytest.raises(unbroken.GraphBreakError, match="tensors or ints") as info:
         unbroken.export(Floats(), (torch.randn(3),))
     assert info.value.code == "UB113"
+
+
+class _CountsToTheSize(nn.Module):
+    """A while_loop whose cond_fn returns a Python bool: a comparison of an ``.item()``."""
+
+    def forward(self, x, start):
+        def cond_fn(i, acc):
+            return i.item() < x.size(0)
+
+        return torch.while_loop(cond_fn, lambda i, acc: (i + 1, acc + x.sum()), (start, x))
+
+
+def test_while_loop_cond_fn_may_return_a_python_bool():
+    x = torch.randn(4)
+    _check(_CountsToTheSize(), (x, torch.tensor(0)),
+           [(torch.randn(4), torch.tensor(2)), (torch.randn(4), torch.tensor(7))])
+    ep = unbroken.export(_CountsToTheSize(), (torch.randn(5), torch.tensor(1)),
+                         dynamic_shapes=({0: Dim("n")}, None))
+    for n, start in ((3, 0), (8, 2)):
+        inputs = (torch.randn(n), torch.tensor(start))
+        torch.testing.assert_close(ep.module()(*inputs), _CountsToTheSize()(*inputs))

@@ -311,12 +311,16 @@ def _trace_branch(tx, fn, metas, *, single: bool = False, numbers: list | None =
             flat, spec = pytree.tree_flatten(out.unwrap(tx))
             if numbers is not None:
                 flat = _branch_numbers(tx, flat, numbers)
-            if not all(isinstance(t, torch.Tensor) for t in flat):
-                raise graph_break("UB113", "a torch.cond branch must return tensors only",
-                                  frames=tx.user_frames())
             if single and len(flat) != 1:
                 raise graph_break("UB113", "while_loop's cond_fn must return one boolean "
                                   "tensor", frames=tx.user_frames())
+            if single and type(flat[0]) in (bool, torch.SymBool):  # `i.item() < n`, as torch
+                flat = [tx.call_leaf(torch.scalar_tensor, [tx.wrap(flat[0])],
+                                     {"dtype": ConstantVariable(torch.bool)}).meta]
+            if not all(isinstance(t, torch.Tensor) for t in flat):
+                what = "while_loop's cond_fn" if single else "a torch.cond branch"
+                raise graph_break("UB113", f"{what} must return tensors only",
+                                  frames=tx.user_frames())
             return recorder.close_branch(flat, single=single), flat, spec
         except BaseException:
             recorder.abandon_branch()

@@ -30,6 +30,10 @@ def _cond_branch_item_assignment(self, x):
     return torch.cond(x.sum() > 0, fill, lambda t: t.cos(), (x,))
 
 
+def _cond_closes_over_int_inputs(self, x, trigger, target):
+    return torch.cond(trigger == 1, lambda: x + target, lambda: x * target, ())
+
+
 def _num(self):
     self.num = 4
 
@@ -153,6 +157,9 @@ BEHAVIOURS = [
               more=(lambda: (torch.tensor(True), torch.ones(3, 3), torch.ones(3, 3)),)),
     Behaviour("cond_branch_item_assignment", program(_cond_branch_item_assignment),
               lambda: (torch.rand(6, 4),), more=(lambda: (-torch.rand(6, 4),),)),
+    Behaviour("cond_closes_over_dynamic_int_inputs", program(_cond_closes_over_int_inputs),
+              lambda: (torch.randn(2), 0, 2), dynamic_shapes=(None, Dim.DYNAMIC, Dim.DYNAMIC),
+              more=(lambda: (torch.randn(2), 1, 3), lambda: (torch.randn(2), 0, -4))),
     Behaviour("cond_int_closure", program(_cond_int_closure, _num),
               lambda: (torch.tensor(True), torch.randn(10)),
               more=(lambda: (torch.tensor(False), torch.randn(10)),)),

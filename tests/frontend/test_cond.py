@@ -323,3 +323,28 @@ def test_while_loop_cond_fn_may_return_a_python_bool():
     for n, start in ((3, 0), (8, 2)):
         inputs = (torch.randn(n), torch.tensor(start))
         torch.testing.assert_close(ep.module()(*inputs), _CountsToTheSize()(*inputs))
+
+
+class _ClosesOverNumbers(nn.Module):
+    """Branches (nested too) closing over an int input declared dynamic and an ``.item()``
+    read before the cond: each becomes an extra input of the subgraphs that read it."""
+
+    def forward(self, x, target, n):
+        k = n.item()
+
+        def scaled(x):
+            return x * target + k
+
+        def shifted(x):
+            return torch.cond(x.sum() > 0, lambda y: y + k, lambda y: y - target, (x,))
+
+        return torch.cond(x.sum() > 1, scaled, shifted, (x,))
+
+
+def test_branches_may_read_int_inputs_and_items_of_the_enclosing_graph():
+    model = _ClosesOverNumbers()
+    ep = unbroken.export(model, (torch.randn(3), 2, torch.tensor(4)),
+                         dynamic_shapes=(None, Dim.DYNAMIC, None))
+    for inputs in [(torch.ones(3), 3, torch.tensor(2)), (-torch.ones(3), -5, torch.tensor(7)),
+                   (torch.full((3,), 0.1), 9, torch.tensor(-3))]:
+        torch.testing.assert_close(ep.module()(*inputs), model(*inputs))

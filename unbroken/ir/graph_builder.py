@@ -264,6 +264,11 @@ class GraphBuilder:
         derived dim ``a*s + b``)."""
         if symbol in self._input_values and self.graph is self.root_graph:
             return self._input_values[symbol]
+        outer = self._input_values.get(symbol, self._values.get(symbol))
+        if outer is not None and outer.graph is not self.graph and \
+                any(s.graph is outer.graph for s in self._scopes[:-1]):
+            # an int input, or an item read before the subgraph: an extra input of it
+            return self._scopes[-1].capture_symbol(symbol, outer)
         if symbol not in self._symbol_sources:
             raise UnsupportedError(
                 f"the size `{symbol}` has no input it can be read from"
@@ -469,7 +474,7 @@ class GraphBuilder:
         that a subgraph read become extra inputs of every subgraph (after the operands).
         ``arguments(modules, inputs, extra)`` builds the node's arguments; returns fresh meta
         tensors for the results; ``options``: its keyword arguments."""
-        captured: dict[int, torch.Tensor] = {}
+        captured: dict = {}
         for scope in scopes:
             captured.update(scope.captured_tensors)
         extra = list(captured.values())
@@ -482,11 +487,18 @@ class GraphBuilder:
         node = self.graph.create_node(
             "call_function", hop,
             arguments(modules, [self.node_of(t) for t in operands],
-                      [self.node_of(t) for t in extra]), options or {}, name=name)
+                      [self._outer_value(t) for t in extra]), options or {}, name=name)
         self.annotate(node, tuple(results))
         self.bind_outputs(node, tuple(results), self.device_of(operands[0]) if operands else _CPU)
         return results
 
+
+    def _outer_value(self, value) -> fx.Node:
+        """The node of a value a subgraph captured, in the graph being built: a tensor's, or
+        a symbol's (read, or captured again by an enclosing subgraph)."""
+        if isinstance(value, _CapturedSymbol):
+            return self.expr_node(value.symbol)
+        return self.node_of(value)
 
     def autograd_apply(self, hop, fwd: _Scope, bwd: _Scope, operands, outputs, options) -> list:
         """``autograd_function_apply`` over a custom Function's forward and backward scopes.
@@ -497,6 +509,14 @@ class GraphBuilder:
         returns one gradient per input: values the backward read are threaded through the
         forward's saved values, and the extra inputs get no gradient (None), as in eager, where
         a Function's forward runs without recording autograd history."""
+        for scope in (fwd, bwd):
+            symbol = next((v.symbol for v in scope.captured_tensors.values()
+                           if isinstance(v, _CapturedSymbol)), None)
+            if symbol is not None:
+                raise UnsupportedError(
+                    f"an autograd.Function reads the size `{symbol}` from outside its own "
+                    "inputs", code="UB117", frames=self.frames_provider(),
+                    hint="Pass the value to the Function as a tensor argument.")
         bwd_only = [t for key, t in bwd.captured_tensors.items()
                     if key not in fwd.captured_tensors]
         extra = [*fwd.captured_tensors.values(), *bwd_only]
@@ -549,6 +569,15 @@ def _no_location(node: fx.Node) -> None:
     node.meta["nn_module_stack"] = {}
 
 
+class _CapturedSymbol:
+    """A symbol a subgraph reads from an enclosing graph (``outer``: its node there)."""
+
+    __slots__ = ("symbol", "outer")
+
+    def __init__(self, symbol, outer: fx.Node):
+        self.symbol, self.outer = symbol, outer
+
+
 class _Scope:
     """One graph being built: the root graph, or the body of a subgraph.
 
@@ -579,14 +608,35 @@ class _Scope:
             self.captured_tensors[id(tensor)] = tensor
         return node
 
-    def order_inputs(self, extra: list[torch.Tensor], builder: GraphBuilder) -> None:
-        """Make the inputs: the declared operands, then one per tensor of ``extra`` (creating
-        unused inputs for values only the other subgraph read), in that order."""
+    def capture_symbol(self, symbol, outer: fx.Node) -> fx.Node:
+        """The input standing for ``symbol`` (an int input, an item of an enclosing graph,
+        whose node there is ``outer``)."""
+        key = ("symbol", symbol)
+        node = self.captured.get(key)
+        if node is None:
+            first = next(iter(self.graph.nodes), None)
+            with self.graph.inserting_before(first) if first is not None else \
+                    contextlib.nullcontext():
+                node = self.graph.placeholder(f"captured_{len(self.captured)}")
+            node.meta.update(val=outer.meta.get("val"), user_frames=(), stack_trace="",
+                             nn_module_stack={})
+            self.captured[key] = node
+            self.captured_tensors[key] = _CapturedSymbol(symbol, outer)
+            self.sym_nodes[symbol] = node
+        return node
+
+    def order_inputs(self, extra: list, builder: GraphBuilder) -> None:
+        """Make the inputs: the declared operands, then one per value of ``extra`` (tensors
+        and symbols; creating unused inputs for values only the other subgraph read), in that
+        order."""
         ordered = list(self.operands)
-        for tensor in extra:
-            if id(tensor) not in self.captured:
-                self.capture(tensor, builder.producer(tensor))
-            ordered.append(self.captured[id(tensor)])
+        for value in extra:
+            if isinstance(value, _CapturedSymbol):
+                ordered.append(self.capture_symbol(value.symbol, value.outer))
+                continue
+            if id(value) not in self.captured:
+                self.capture(value, builder.producer(value))
+            ordered.append(self.captured[id(value)])
         first_other = next(n for n in self.graph.nodes if n.op != "placeholder")
         for node in ordered:
             first_other.prepend(node)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch.export import Dim
 
 import unbroken
 
@@ -150,3 +151,42 @@ def test_a_written_argument_that_is_not_one_tensor_is_refused():
     with pytest.raises(unbroken.RefusalError, match="not one tensor") as info:
         unbroken.export(fn, (torch.randn(3),))
     assert info.value.code == "UB121"
+
+
+@torch.library.custom_op("unbroken_tests::rowsums", mutates_args=())
+def _rowsums(a: torch.Tensor) -> torch.Tensor:
+    return a.sum(dim=1)
+
+
+@_rowsums.register_fake
+def _(a):
+    return torch.empty(a.shape[0], dtype=a.dtype)  # a factory, no device: fake under torch
+
+
+@torch.library.custom_op("unbroken_tests::scale_into_", mutates_args={"out"})
+def _scale_into_(a: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    out.copy_(a * 2)
+    return torch.zeros(a.shape[0]) + out.sum()
+
+
+@_scale_into_.register_fake
+def _(a, out):
+    return torch.empty(a.shape[0])
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_factories_inside_fake_kernels_make_meta_tensors(dynamic):
+    """A fake kernel building its output with ``torch.empty(size)`` (no device, as under
+    torch's fake tensor mode) works on symbolic sizes too, for functional and writing ops."""
+    class Model(torch.nn.Module):
+        def forward(self, a, out):
+            return torch.ops.unbroken_tests.rowsums(a) + torch.ops.unbroken_tests.scale_into_(
+                a, out).sum()
+
+    spec = ({0: Dim("n")}, {0: Dim("n")}) if dynamic else None
+    ep = unbroken.export(Model(), (torch.randn(5, 3), torch.zeros(5, 3)), dynamic_shapes=spec)
+    for n in ((5, 7, 2) if dynamic else (5,)):
+        a = torch.randn(n, 3)
+        got_out, want_out = torch.zeros(n, 3), torch.zeros(n, 3)
+        torch.testing.assert_close(ep.module()(a, got_out), Model()(a, want_out))
+        torch.testing.assert_close(got_out, want_out)

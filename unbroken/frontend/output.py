@@ -25,6 +25,8 @@ from ..symbolic.diagnostics import (
 )
 from ..symbolic.diagnostics.catalogue import GraphBreakError, TracedException, graph_break
 from ..symbolic.torch_compat import (
+    OpOverload,
+    OpOverloadPacket,
     changed_settings,
     functorch_depth,
     global_settings,
@@ -626,7 +628,8 @@ class TraceContext:
                                     frames=self.user_frames(), cause=exc) from exc
             if isinstance(exc, _PYTHON_LEVEL):  # e.g. nn.Module.__getattr__: may be caught
                 raise TracedException(exc, frames=self.user_frames()) from None
-            name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
+            name = f"torch.ops.{fn}" if isinstance(fn, (OpOverload, OpOverloadPacket)) \
+                else getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
             first_line = (str(exc).strip().splitlines() or [""])[0]
             raise graph_break(
                 "UB120", f"`{name}` raised {type(exc).__name__}: {first_line}",

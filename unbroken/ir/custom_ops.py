@@ -27,7 +27,8 @@ from ..symbolic.ranges import ValueRange
 from ..symbolic.torch_compat import auto_functionalized, custom_fake_kernel, fake_ctx, op_schema
 from .ops import inplace_written_index, written_arguments
 
-__all__ = ["is_mutable_custom", "record_custom_dynamic", "record_mutable_custom"]
+__all__ = ["custom_meta_kernel", "is_mutable_custom", "record_custom_dynamic",
+           "record_mutable_custom"]
 
 
 def is_mutable_custom(func) -> bool:
@@ -60,7 +61,8 @@ def record_mutable_custom(recorder, func, args, kwargs):
                 hint="pass one tensor for each argument the op writes.")
     # no mode is active inside the recorder's dispatch: the fake kernel runs on the meta
     # tensors (writing nothing) and the new values are made, neither recorded
-    out = func(*args, **kwargs)
+    meta_kernel = custom_meta_kernel(func)
+    out = func(*args, **kwargs) if meta_kernel is None else meta_kernel(args, kwargs)
     new = [torch.empty_strided(arguments[n].shape, arguments[n].stride(),
                                dtype=arguments[n].dtype, device="meta") for n in written]
     outputs = list(out) if isinstance(out, (tuple, list)) else [out]
@@ -96,6 +98,35 @@ class _Context:
         return self.new_dynamic_size(min=min, max=max)
 
 
+def custom_meta_kernel(func):
+    """``(args, kwargs) -> meta output`` of a custom op with a fake kernel (torch installs it
+    as the op's Meta kernel): the kernel itself, called on the meta tensors with the tensors
+    its factories make (``torch.empty(n)``, no device given) on the meta device, as torch's
+    fake tensor mode makes them fake; None for other ops."""
+    fake = custom_fake_kernel(func)
+    if fake is None:
+        return None
+
+    def kernel(args, kwargs):
+        with fake_ctx(_NoDynamicSizes(func)), torch.device("meta"):
+            return fake(*args, **kwargs)
+    return kernel
+
+
+class _NoDynamicSizes:
+    """``torch.library.get_ctx()`` for a fake kernel that made no data-dependent size when
+    it first ran (:func:`record_custom_dynamic`): asked for one now, it did not then."""
+
+    def __init__(self, op):
+        self.op = op
+
+    def new_dynamic_size(self, *, min=0, max=None) -> torch.SymInt:  # noqa: A002 (torch's)
+        raise RuntimeError(f"the fake kernel of {self.op} asks for a data-dependent size on "
+                           "some calls only")
+
+    create_unbacked_symint = new_dynamic_size
+
+
 def record_custom_dynamic(recorder, func, args, kwargs, compute_args, compute_kwargs, device):
     """The output of the custom op ``func`` when its fake kernel made data-dependent sizes
     (recorded, with those sizes read from its node); None when it has no fake kernel or made
@@ -104,7 +135,7 @@ def record_custom_dynamic(recorder, func, args, kwargs, compute_args, compute_kw
     if kernel is None:
         return None
     context = _Context(recorder, func)
-    with fake_ctx(context):
+    with fake_ctx(context), torch.device("meta"):  # its factories: as under fake tensors
         out = kernel(*compute_args, **compute_kwargs)
     if not context.made:
         return None

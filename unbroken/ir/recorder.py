@@ -43,7 +43,12 @@ from ..symbolic.torch_compat import (
 )
 from .aliasing import Aliases, inplace_refusal
 from .autocast import autocast_casts, decomposes_under_autocast, enabled_devices
-from .custom_ops import is_mutable_custom, record_custom_dynamic, record_mutable_custom
+from .custom_ops import (
+    custom_meta_kernel,
+    is_mutable_custom,
+    record_custom_dynamic,
+    record_mutable_custom,
+)
 from .data_dependent import (
     DATA_DEPENDENT_SIZES,
     SCALAR_OPS,
@@ -667,7 +672,8 @@ class Recorder(TorchDispatchMode):
         out as eager's (``ir.layouts``)."""
         relayout = kernel_layout(func)
         if relayout is None:
-            return lambda a, k: func(*a, **k)
+            custom = custom_meta_kernel(func)
+            return custom if custom is not None else lambda a, k: func(*a, **k)
 
         def kernel(a, k):
             out = func(*a, **k)

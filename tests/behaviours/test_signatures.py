@@ -2,6 +2,7 @@
 node metadata, and what module() refuses."""
 from __future__ import annotations
 
+import functools
 import io
 
 import pytest
@@ -232,7 +233,16 @@ _CHAIN_THEN_WRITE = program(_chain_then_write, _setup_chain)
 _ROW_THEN_READ = program(lambda self, x: self.child(x) + x * 4, _setup_row)
 _BUF_AND_INPUT_TWICE = program(_buf_and_input_twice, _setup_buf_and_input)
 
+class _PartialForward(nn.Module):
+    pass
+
+
+# torch's test_partial_patched_forward: a partial is no descriptor, so forward is not bound
+_PartialForward.forward = functools.partial(lambda x, y: x + y, y=torch.ones(4))
+
+
 BEHAVIOURS = [
+    Behaviour("forward_partial_set_on_class", _PartialForward, _r((4,))),
     Behaviour("kwargs_only_call", program(lambda self, x, y: x - y),
               lambda: ((), {"y": torch.randn(3), "x": torch.randn(3)}), kwargs=True),
     Behaviour("default_arguments_kept", program(_kw_default), _r((3,))),

@@ -580,7 +580,7 @@ def _wrap_class(tx, value, source):
 
 def _wrap_partial(tx, value, source):
     return PartialVariable(wrap(tx, value.func), [wrap(tx, a) for a in value.args],
-                           {k: wrap(tx, v) for k, v in value.keywords.items()})
+                           {k: wrap(tx, v) for k, v in value.keywords.items()}, outside=value)
 
 
 def _wrap_generator(tx, value, source):

@@ -671,14 +671,17 @@ class PythonModuleVariable(ConstantVariable):
 class PartialVariable(VariableTracker):
     """``functools.partial(func, *args, **kwargs)``: calls ``func`` with the stored arguments.
     ``attributes``: those the program wrote on a partial it made (``partialmethod`` sets
-    ``__self__``), None for one from outside (read-only)."""
+    ``__self__``), None for one from outside (read-only). ``outside``: that partial, set only
+    for one from outside (``is`` compares it: two reads of a class's partial are one object)."""
 
-    __slots__ = ("func", "args", "kwargs", "attributes")
+    __slots__ = ("func", "args", "kwargs", "attributes", "outside")
 
-    def __init__(self, func, args, kwargs, created: bool = False):
+    def __init__(self, func, args, kwargs, created: bool = False, outside=None):
         super().__init__(None)
         self.func, self.args, self.kwargs = func, list(args), dict(kwargs)
         self.attributes: dict | None = {} if created else None
+        if outside is not None:
+            self.outside = outside
 
     def python_type(self) -> type:
         return functools.partial

@@ -1,6 +1,7 @@
 """Inputs of pytree-registered classes: rebuilt inside the trace by interpreting the class's
 unflatten function, so what its constructor does is recorded; the caller's object is never
 changed (as torch.export)."""
+import collections
 import copy
 
 import pytest
@@ -132,3 +133,31 @@ def test_a_module_input_is_refused_with_a_workaround_that_exports():
     other = dict(nn.Linear(3, 3).named_parameters())  # another module's tensors, same program
     for given in (params, other):
         assert_bit_exact(program.module()(x, given), model(x, given))
+
+
+_Pair = collections.namedtuple("_Pair", "x y")
+
+
+class _AddPair(nn.Module):
+    def forward(self, x, y):
+        return x + y
+
+
+class _AddFields(nn.Module):
+    def forward(self, pair):
+        return pair.x * pair.y
+
+
+@pytest.mark.parametrize("model, args", [
+    (_AddPair, lambda: _Pair(torch.randn(3), torch.randn(3))),  # the whole args
+    (_AddFields, lambda: (_Pair(torch.randn(3), torch.randn(3)),)),  # one argument
+], ids=["namedtuple_as_args", "namedtuple_as_one_argument"])
+def test_args_are_a_plain_tuple_of_the_positional_inputs(model, args):
+    # torch.export's in_spec: the args tuple's own type never reaches it; a namedtuple
+    # passed as one argument stays one
+    example = args()
+    ep = unbroken.export(model(), example)
+    assert ep.call_spec.in_spec == torch.export.export(model(), example,
+                                                       strict=False).call_spec.in_spec
+    fresh = args()
+    torch.testing.assert_close(ep.module()(*fresh), model()(*fresh))

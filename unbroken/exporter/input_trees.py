@@ -167,8 +167,8 @@ def check_call(mod, args, kwargs):
         raise ExportUsageError(f"export() expects an nn.Module or a function, got "
                                f"{type(mod).__name__}", hint="Pass the model object itself.",
                                torch_also=(ValueError,))
-    if isinstance(args, list):
-        args = tuple(args)
+    if isinstance(args, (list, tuple)):  # a namedtuple as the whole ``args`` too: its
+        args = tuple(args)  # type never reaches the input spec (as torch.export's)
     if not isinstance(args, tuple):
         raise ExportUsageError(
             f"`args` must be a tuple of example inputs, got {type(args).__name__}",

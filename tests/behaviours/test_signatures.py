@@ -175,6 +175,18 @@ def _stack_trace(ep):
                          for n in nodes), [n.meta.get("stack_trace") for n in nodes]
 
 
+def _annotated(self, x):
+    y = x * 2
+    with torch.fx.traceback.annotate({"k": 0}):
+        return y + 1
+
+
+def _custom_meta(ep):
+    found = {n.target.__name__: n.meta.get("custom") for n in ep.graph.nodes
+             if n.op == "call_function"}
+    assert found == {"mul.Tensor": None, "add.Tensor": {"k": 0}}, found
+
+
 def _save_load(ep):
     buffer = io.BytesIO()
     torch.export.save(ep, buffer)
@@ -291,6 +303,7 @@ BEHAVIOURS = [
               check=_module_stack),
     Behaviour("stack_trace_meta", program(lambda self, x: (x * 2).sin()), _r((2, 3)),
               check=_stack_trace),
+    Behaviour("fx_annotate_custom_meta", program(_annotated), _r((4,)), check=_custom_meta),
     Behaviour("torch_save_load_roundtrip", program(
         lambda self, x: self.lin(x) + self.running, _bias_setup), _r((2, 3)),
               check=_save_load),

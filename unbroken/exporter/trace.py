@@ -86,6 +86,7 @@ class Trace:
         self.recorder = Recorder(
             env=self.env, frames_provider=self.site.user_frames,
             module_stack_provider=self.site.nn_module_stack,
+            custom_provider=self.site.custom_meta,
             allow_meta_constants=_on_meta_device(call.root, call.args, call.kwargs),
             shadow=Shadow() if options.find_all else None,
             requires_grad_provider=self.site.requires_grad)

@@ -106,6 +106,7 @@ from .numpy_values import (
     is_numpy_value,
 )
 from .objects import (
+    AnnotateVariable,
     ContextManagerVariable,
     ObjectNewVariable,
     ObjectSetattrVariable,
@@ -218,6 +219,8 @@ def _builder_of(tx, value):
             return lambda tx, value, source: tx.wrap(equivalent)  # (a function or class)
         if value is inspect.signature:
             return _with_class(SignatureVariable)
+        if value is getattr(torch.fx.traceback, "annotate", None):  # node metadata only
+            return lambda tx, value, source: AnnotateVariable(source)
         if value is importlib.import_module:
             return _with_class(ImportModuleVariable)
         if compiler_leaf(value):  # torch.compiler.allow_in_graph: run on meta tensors, as

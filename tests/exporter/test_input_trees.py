@@ -8,6 +8,7 @@ import pytest
 import torch
 import torch.utils._pytree as pytree
 from torch import nn
+from torch.testing._internal.two_tensor import TwoTensor
 
 import unbroken
 from tests.exactness import assert_bit_exact
@@ -87,6 +88,7 @@ class _Branches(torch.nn.Module):
     (torch.randn(3, 3).to_sparse(), "layout torch.sparse_coo"),
     (torch.randn(3, 3).to_sparse_csr(), "layout torch.sparse_csr"),
     (torch.randn(3).as_subclass(_AddsOnMul), "a _AddsOnMul, a tensor subclass"),
+    (TwoTensor(torch.ones(3), torch.ones(3)), "a TwoTensor, a tensor subclass"),  # torch's own
 ])
 def test_example_tensors_the_trace_would_misread_are_refused(example, what):
     """A sparse example was traced as a dense tensor (x.is_sparse read as False: the program

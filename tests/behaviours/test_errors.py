@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from torch.export import Dim
+from torch.testing._internal.two_tensor import TwoTensor
 
 from tests.behaviours.harness import Behaviour, params, program, side_by_side
 
@@ -68,7 +69,19 @@ _a5 = Dim("a", max=5)
 _a10 = Dim("a", max=10)
 
 
+def _subclass_parameter(self):
+    self.p = torch.nn.Parameter(TwoTensor(torch.ones(3), 2 * torch.ones(3)))
+
+
 BEHAVIOURS = [
+    Behaviour("subclass_parameter_attribute", program(
+        lambda self, x: x + (self.p * 2).a, _subclass_parameter), lambda: (torch.randn(3),),
+              unbroken_fails="tensor subclasses are not traced (no __tensor_flatten__ "
+              "support): refused with UB117 at the line that reads one"),
+    Behaviour("subclass_made_in_forward", program(
+        lambda self, x: (TwoTensor(x, x * 2) + 1).b), lambda: (torch.randn(4),),
+              torch_fails="a TwoTensor built in forward(): 'Cannot access data pointer of "
+              "Tensor'"),
     Behaviour("forward_raises", program(_raise), lambda: (torch.randn(2),), expect="refuses"),
     Behaviour("python_while_on_data", program(_while_data), lambda: (torch.rand(3),),
               expect="refuses"),

@@ -84,6 +84,8 @@ BEHAVIOURS = [
               kwargs=True),
     Behaviour("namedtuple_input", program(lambda self, p: p.x * p.y),
               lambda: (Point(torch.randn(3), torch.randn(3)),)),
+    Behaviour("namedtuple_as_whole_args", program(lambda self, x, y: x + y),
+              lambda: Point(torch.randn(3), torch.randn(3))),
     Behaviour("namedtuple_output", program(lambda self, x: Point(x + 1, x - 1)),
               lambda: (torch.randn(3),)),
     Behaviour("dataclass_input", program(lambda self, inp: torch.matmul(inp.a, inp.b)),

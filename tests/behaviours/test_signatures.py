@@ -2,6 +2,7 @@
 node metadata, and what module() refuses."""
 from __future__ import annotations
 
+import functools
 import io
 
 import pytest
@@ -174,6 +175,18 @@ def _stack_trace(ep):
                          for n in nodes), [n.meta.get("stack_trace") for n in nodes]
 
 
+def _annotated(self, x):
+    y = x * 2
+    with torch.fx.traceback.annotate({"k": 0}):
+        return y + 1
+
+
+def _custom_meta(ep):
+    found = {n.target.__name__: n.meta.get("custom") for n in ep.graph.nodes
+             if n.op == "call_function"}
+    assert found == {"mul.Tensor": None, "add.Tensor": {"k": 0}}, found
+
+
 def _save_load(ep):
     buffer = io.BytesIO()
     torch.export.save(ep, buffer)
@@ -232,7 +245,16 @@ _CHAIN_THEN_WRITE = program(_chain_then_write, _setup_chain)
 _ROW_THEN_READ = program(lambda self, x: self.child(x) + x * 4, _setup_row)
 _BUF_AND_INPUT_TWICE = program(_buf_and_input_twice, _setup_buf_and_input)
 
+class _PartialForward(nn.Module):
+    pass
+
+
+# torch's test_partial_patched_forward: a partial is no descriptor, so forward is not bound
+_PartialForward.forward = functools.partial(lambda x, y: x + y, y=torch.ones(4))
+
+
 BEHAVIOURS = [
+    Behaviour("forward_partial_set_on_class", _PartialForward, _r((4,))),
     Behaviour("kwargs_only_call", program(lambda self, x, y: x - y),
               lambda: ((), {"y": torch.randn(3), "x": torch.randn(3)}), kwargs=True),
     Behaviour("default_arguments_kept", program(_kw_default), _r((3,))),
@@ -281,6 +303,7 @@ BEHAVIOURS = [
               check=_module_stack),
     Behaviour("stack_trace_meta", program(lambda self, x: (x * 2).sin()), _r((2, 3)),
               check=_stack_trace),
+    Behaviour("fx_annotate_custom_meta", program(_annotated), _r((4,)), check=_custom_meta),
     Behaviour("torch_save_load_roundtrip", program(
         lambda self, x: self.lin(x) + self.running, _bias_setup), _r((2, 3)),
               check=_save_load),

@@ -1,12 +1,14 @@
 """Inputs of pytree-registered classes: rebuilt inside the trace by interpreting the class's
 unflatten function, so what its constructor does is recorded; the caller's object is never
 changed (as torch.export)."""
+import collections
 import copy
 
 import pytest
 import torch
 import torch.utils._pytree as pytree
 from torch import nn
+from torch.testing._internal.two_tensor import TwoTensor
 
 import unbroken
 from tests.exactness import assert_bit_exact
@@ -86,6 +88,7 @@ class _Branches(torch.nn.Module):
     (torch.randn(3, 3).to_sparse(), "layout torch.sparse_coo"),
     (torch.randn(3, 3).to_sparse_csr(), "layout torch.sparse_csr"),
     (torch.randn(3).as_subclass(_AddsOnMul), "a _AddsOnMul, a tensor subclass"),
+    (TwoTensor(torch.ones(3), torch.ones(3)), "a TwoTensor, a tensor subclass"),  # torch's own
 ])
 def test_example_tensors_the_trace_would_misread_are_refused(example, what):
     """A sparse example was traced as a dense tensor (x.is_sparse read as False: the program
@@ -132,3 +135,31 @@ def test_a_module_input_is_refused_with_a_workaround_that_exports():
     other = dict(nn.Linear(3, 3).named_parameters())  # another module's tensors, same program
     for given in (params, other):
         assert_bit_exact(program.module()(x, given), model(x, given))
+
+
+_Pair = collections.namedtuple("_Pair", "x y")
+
+
+class _AddPair(nn.Module):
+    def forward(self, x, y):
+        return x + y
+
+
+class _AddFields(nn.Module):
+    def forward(self, pair):
+        return pair.x * pair.y
+
+
+@pytest.mark.parametrize("model, args", [
+    (_AddPair, lambda: _Pair(torch.randn(3), torch.randn(3))),  # the whole args
+    (_AddFields, lambda: (_Pair(torch.randn(3), torch.randn(3)),)),  # one argument
+], ids=["namedtuple_as_args", "namedtuple_as_one_argument"])
+def test_args_are_a_plain_tuple_of_the_positional_inputs(model, args):
+    # torch.export's in_spec: the args tuple's own type never reaches it; a namedtuple
+    # passed as one argument stays one
+    example = args()
+    ep = unbroken.export(model(), example)
+    assert ep.call_spec.in_spec == torch.export.export(model(), example,
+                                                       strict=False).call_spec.in_spec
+    fresh = args()
+    torch.testing.assert_close(ep.module()(*fresh), model()(*fresh))

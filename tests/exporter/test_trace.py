@@ -7,6 +7,7 @@ import types
 
 import pytest
 import torch
+from torch.testing._internal.two_tensor import TwoTensor
 
 import unbroken
 from tests.exactness import assert_bit_exact
@@ -177,3 +178,80 @@ def test_transformers_static_cache_wrapper_prefill_then_state_matches_eager(monk
         assert_bit_exact(got, eager(**prompt))
     for name, buffer in eager.named_buffers():
         assert_bit_exact(dict(program.named_buffers())[name], buffer)
+
+
+def _two(*shape):
+    return TwoTensor(torch.ones(*shape), 2 * torch.ones(*shape))
+
+
+class _SubclassParameter(torch.nn.Module):  # torch's test_subclass_nested_attr_access
+    def __init__(self):
+        super().__init__()
+        self.p = torch.nn.Parameter(_two(3))
+
+    def forward(self, x):
+        return x + (self.p * 2).a
+
+
+class _SubclassBuffer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("b", _two(3))
+
+    def forward(self, x):
+        return x + self.b
+
+
+class _SubclassAttribute(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c = _two(3)
+
+    def forward(self, x):
+        return x * self.c
+
+
+class _SubclassLeafWeight(torch.nn.Module):  # nn.Linear's native forward reads the weight
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+        self.lin.weight = torch.nn.Parameter(_two(3, 3))
+
+    def forward(self, x):
+        return self.lin(x)
+
+
+class _SubclassMadeInForward(torch.nn.Module):
+    def forward(self, x):
+        return (TwoTensor(x, x * 2) + 1).b
+
+
+@pytest.mark.parametrize("model, line, name", [
+    (_SubclassParameter, "return x + (self.p * 2).a", "`self.p` is a TwoTensor"),
+    (_SubclassBuffer, "return x + self.b", "`self.b` is a TwoTensor"),
+    (_SubclassAttribute, "return x * self.c", "`self.c` is a TwoTensor"),
+    (_SubclassLeafWeight, "return self.lin(x)", "`lin.weight` is a TwoTensor"),
+    (_SubclassMadeInForward, "return (TwoTensor(x, x * 2) + 1).b", "is a TwoTensor"),
+])
+def test_tensor_subclasses_are_refused_where_forward_reads_them(model, line, name):
+    # the trace stands a plain meta tensor in for a subclass (its __torch_dispatch__ and
+    # inner tensors dropped): an internal error (`.a` missing) or a program computing on
+    # plain tensors; torch exports some through __tensor_flatten__, unbroken refuses them
+    with pytest.raises(unbroken.GraphBreakError) as info:
+        unbroken.export(model(), (torch.randn(3),))
+    assert info.value.code == "UB117", info.value.render()
+    assert name in info.value.render()
+    assert info.value.frames[-1].source == line
+
+
+def test_a_tensor_subclass_parameter_forward_never_uses_is_lifted_as_the_others():
+    class Unused(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.p = torch.nn.Parameter(_two(3))
+
+        def forward(self, x):
+            return x + 1
+
+    x = torch.randn(3)
+    assert_bit_exact(unbroken.export(Unused(), (x,)).module()(x), x + 1)

@@ -10,6 +10,7 @@ import collections
 import collections.abc
 import copy
 import dataclasses
+import types
 from collections import namedtuple
 from typing import NamedTuple
 
@@ -168,6 +169,37 @@ def test_dict_counting(xs):
 def test_dict_argmax(xs):
     # max(..., key=<bound method of a dict>): the dict's own method (builtin_methods)
     check(dict_argmax, xs)
+
+
+class _Bag:
+    __class_getitem__ = classmethod(types.GenericAlias)
+
+    def __init__(self, v):
+        self.v = v
+
+
+class _SlottedBag:
+    __slots__ = ("v",)
+    __class_getitem__ = classmethod(types.GenericAlias)
+
+    def __init__(self, v):
+        self.v = v
+
+
+def generic_alias_calls(x):
+    # `dict[str, Any]()` (torch.fx.traceback.annotate's body): the alias calls its origin and
+    # is kept as the result's __orig_class__ where the result takes attributes
+    made = dict[str, int]()
+    made["a"] = x
+    bag, slotted = _Bag[int](x), _SlottedBag[int](x)
+    return (made, list[int]((1, x)), tuple[int, ...]((x,)), dict[str, int](b=x), bag.v,
+            bag.__orig_class__.__origin__ is _Bag, slotted.v, hasattr(slotted, "__orig_class__"))
+
+
+@PARITY
+@given(x=small_ints)
+def test_generic_alias_calls(x):
+    check(generic_alias_calls, x)
 
 
 # ---------------------------------------------------------------- namedtuples

@@ -8,6 +8,7 @@ See ``test_cpython_parity.py`` for the conventions.
 from __future__ import annotations
 
 import functools
+import operator
 
 import pytest
 from hypothesis import given
@@ -227,6 +228,44 @@ def partial_methods_and_attributes(base, x):
 @given(st.integers(-5, 5), st.integers(-5, 5))
 def test_partial_methods_and_attributes_of_a_partial(base, x):
     check(partial_methods_and_attributes, base, x)
+
+
+def _add(x, y):
+    return x + y
+
+
+class _Calls:
+    def __call__(self, *args):
+        return ("called", len(args))
+
+
+class _NonDescriptors:
+    """Class attributes that are callable but not descriptors (their type has no ``__get__``,
+    or, for a partial on 3.13, one that returns the partial): read from an instance they
+    come back as themselves, never bound to it."""
+    part = functools.partial(_add, y=10)
+    length = len
+    biggest = max
+    adder = operator.add
+    calls = _Calls()
+    kind = int
+    static = staticmethod(_add)
+    of_class = classmethod(lambda cls, v: (cls.__name__, v))
+    plain = lambda self, v: v * 2  # noqa: E731
+
+
+def class_attributes_bind_by_the_descriptor_protocol(x):
+    h = _NonDescriptors()
+    return (h.part(x), h.length([1, 2, 3]), h.biggest(1, x), h.adder(x, 2), h.calls(1, 2),
+            h.kind("7"), h.static(x, 1), h.of_class(x), h.plain(x), _NonDescriptors.part(x),
+            _NonDescriptors.calls(3), _NonDescriptors.plain(None, x), type(h).part(x=1),
+            h.part is _NonDescriptors.part, h.calls is _NonDescriptors.calls)
+
+
+@PARITY
+@given(x=small_ints)
+def test_class_attributes_bind_by_the_descriptor_protocol(x):
+    check(class_attributes_bind_by_the_descriptor_protocol, x)
 
 
 # ---------------------------------------------------------------- recursion and module functions

@@ -91,6 +91,51 @@ def test_classmethod_via_type_self():
     _check(M(), _x(3))
 
 
+class _TimesThree:
+    def __call__(self, x):
+        return x * 3
+
+
+class _PartialHelpers(nn.Module):
+    shifted = functools.partial(torch.add, other=2.0)  # not descriptors: never bound to self
+    negated = torch.neg
+    tripled = _TimesThree()
+
+    def forward(self, x):
+        return self.shifted(x) + self.negated(x) + self.tripled(x)
+
+
+def _forward_set_on_class(forward):
+    class Patched(nn.Module):
+        pass
+
+    Patched.forward = forward  # torch's test_partial_patched_forward
+    return Patched
+
+
+class _OuterOfPatched(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = _forward_set_on_class(
+            functools.partial(lambda x, y: x * y, y=torch.full((4,), 2.0)))()
+
+    def forward(self, x):
+        return self.inner(x) + self.inner.forward(x)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: _forward_set_on_class(functools.partial(lambda x, y: x + y, y=torch.ones(4)))(),
+    lambda: _forward_set_on_class(_TimesThree())(),
+    lambda: _forward_set_on_class(staticmethod(lambda x: x - 1))(),
+    lambda: _forward_set_on_class(classmethod(lambda cls, x: x + len(cls.__name__)))(),
+    _PartialHelpers, _OuterOfPatched,
+], ids=["partial", "callable_object", "staticmethod", "classmethod", "helpers", "nested"])
+def test_class_attributes_bind_to_the_module_only_when_descriptors(make):
+    # CPython's descriptor protocol: a function (or staticmethod/classmethod) on the class
+    # binds as such; a functools.partial, a builtin or a callable object is called as it is
+    _check(make(), _x(4))
+
+
 # --- inheritance, super(), mixins -------------------------------------------------------------
 
 

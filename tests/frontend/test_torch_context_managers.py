@@ -195,3 +195,43 @@ def test_grad_modes_entered_through_an_exit_stack_and_as_methods(outer, inner):
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w, rtol=0, atol=0)
     assert torch.is_grad_enabled()
+
+
+class _Annotated(torch.nn.Module):
+    def forward(self, x):
+        y = x * 2
+        with torch.fx.traceback.annotate({"stage": "a"}):
+            z = y + 1
+            with torch.fx.traceback.annotate({"inner": 1}):
+                w = z.sin()
+        return w - 1
+
+
+def _custom(program) -> list:
+    return [(n.name, n.meta.get("custom")) for n in program.graph.nodes]
+
+
+def test_fx_annotate_puts_its_annotations_on_the_nodes_inside_as_torch_strict_does():
+    # it computes nothing: node.meta["custom"] holds the annotations in force (inner over
+    # outer), and the process state is left as it was (torch.fx.traceback.current_meta)
+    x = torch.randn(4)
+    program = unbroken.export(_Annotated(), (x,))
+    assert _custom(program) == [("x", None), ("mul", None), ("add", {"stage": "a"}),
+                                ("sin", {"stage": "a", "inner": 1}), ("sub", None),
+                                ("output", None)]
+    assert _custom(program) == _custom(torch.export.export(_Annotated(), (x,), strict=True))
+    assert "custom" not in torch.fx.traceback.current_meta
+    assert_bit_exact(program.module()(x), _Annotated()(x))
+
+
+def test_fx_annotate_with_a_tensor_value_is_refused_at_its_line():
+    class TensorAnnotation(torch.nn.Module):
+        def forward(self, x):
+            with torch.fx.traceback.annotate({"k": x}):
+                return x + 1
+
+    with pytest.raises(unbroken.GraphBreakError) as info:
+        unbroken.export(TensorAnnotation(), (torch.randn(2),))
+    assert info.value.code == "UB108"
+    assert "torch.fx.traceback.annotate" in info.value.render()
+    assert info.value.frames[-1].source.startswith("with torch.fx.traceback.annotate")

@@ -25,6 +25,7 @@ from torch.utils import _pytree as pytree
 
 from ..frontend.tracer import trace_call
 from ..symbolic.diagnostics import ExportUsageError, frame_from_code
+from ..symbolic.torch_compat import unmodelled_tensor_class
 from .fix_rendering import TensorDims
 
 __all__ = ["Rebuild", "check_traceable_tensor", "dims_of", "leaf_entries", "materialize",
@@ -132,10 +133,8 @@ def check_traceable_tensor(tensor: torch.Tensor) -> None:
     elif tensor.layout != torch.strided:
         what, fix = f"a tensor of layout {tensor.layout}", "pass a dense tensor (`x.to_dense()`)"
     else:
-        cls = type(tensor)
-        if cls.__module__.split(".")[0] == "torch" or all(
-                inspect.getattr_static(cls, hook, None)
-                is inspect.getattr_static(torch.Tensor, hook, None) for hook in _TENSOR_HOOKS):
+        cls = unmodelled_tensor_class(tensor)
+        if cls is None:
             return
         what = f"a {cls.__name__}, a tensor subclass with its own {' / '.join(_TENSOR_HOOKS)}"
         fix = "pass a plain tensor (`x.as_subclass(torch.Tensor)`)"
@@ -167,8 +166,8 @@ def check_call(mod, args, kwargs):
         raise ExportUsageError(f"export() expects an nn.Module or a function, got "
                                f"{type(mod).__name__}", hint="Pass the model object itself.",
                                torch_also=(ValueError,))
-    if isinstance(args, list):
-        args = tuple(args)
+    if isinstance(args, (list, tuple)):  # a namedtuple as the whole ``args`` too: its
+        args = tuple(args)  # type never reaches the input spec (as torch.export's)
     if not isinstance(args, tuple):
         raise ExportUsageError(
             f"`args` must be a tuple of example inputs, got {type(args).__name__}",

@@ -24,10 +24,12 @@ from ..frontend.paths import PathDecisions
 from ..frontend.sources import LocalSource
 from ..frontend.trace_site import TraceSite
 from ..frontend.tracer import trace_call
+from ..frontend.variables.builder import SUBCLASS_HINT
 from ..frontend.variables.constant import ConstantVariable
 from ..frontend.variables.tensor import SymbolicVariable, TensorVariable
 from ..ir.composites import preserving
 from ..ir.devices import trace_wide
+from ..ir.meta_keys import USER_FRAMES
 from ..ir.recorder import Recorder, meta_like
 from ..ir.shadow import Shadow
 from ..ir.signature import (
@@ -40,9 +42,10 @@ from ..ir.signature import (
 from ..size_one import SizeOneAudit
 from ..symbolic.auto import may_need_retrace, needs_retrace
 from ..symbolic.diagnostics import ExportUsageError, RefusalError
+from ..symbolic.diagnostics.catalogue import graph_break
 from ..symbolic.env import ShapeEnvironment
 from ..symbolic.spec import resolve_dynamic_shapes
-from ..symbolic.torch_compat import enable_python_dispatcher
+from ..symbolic.torch_compat import enable_python_dispatcher, unmodelled_tensor_class
 from .input_trees import (
     bind_inputs,
     dims_of,
@@ -86,6 +89,7 @@ class Trace:
         self.recorder = Recorder(
             env=self.env, frames_provider=self.site.user_frames,
             module_stack_provider=self.site.nn_module_stack,
+            custom_provider=self.site.custom_meta,
             allow_meta_constants=_on_meta_device(call.root, call.args, call.kwargs),
             shadow=Shadow() if options.find_all else None,
             requires_grad_provider=self.site.requires_grad)
@@ -109,6 +113,7 @@ class Trace:
         self.int_values: dict = {}
         self.top_dims: dict[str, object] = {}
         self._metas: dict[str, torch.Tensor] = {}  # FQN -> meta stand-in while tracing
+        self._subclass_state: list = []  # (placeholder, FQN, class): see _refuse_subclass_state
 
     def run(self) -> tuple[list, pytree.TreeSpec]:
         """Trace the call: the flattened outputs of ``forward()`` and their spec."""
@@ -128,6 +133,7 @@ class Trace:
                 outputs = result.unwrap(tx)
         finally:
             self.env.on_guard = None  # a guard decided later is settled with the others
+        self._refuse_subclass_state()
         user_pytree_leaves(outputs, "forward()'s result")  # the user's flatten functions run
         flat = pytree.tree_flatten(outputs)
         self.output.check_grad_reproducible(flat[0])
@@ -202,6 +208,18 @@ class Trace:
             (self.state_dict if persistent else self.constants)[fqn] = buffer
             self._metas[fqn] = stand_ins[id(buffer)]
 
+    def _refuse_subclass_state(self) -> None:
+        """A parameter or buffer of a tensor subclass the trace cannot model that the graph
+        uses without forward() reading it (a leaf module's native forward reads its weight;
+        a read by forward() is refused where it is, ``builder._wrap_tensor``): refused at the
+        line of its first use."""
+        for node, fqn, subclass in self._subclass_state:
+            if node.users:
+                user = next(iter(node.users))
+                raise graph_break("UB117", f"`{fqn}` is a {subclass.__name__}, a tensor "
+                                  "subclass that unbroken cannot trace", frames=user.meta.get(
+                                      USER_FRAMES, ()), hint=SUBCLASS_HINT)
+
     def _lift_tensor(self, name, tensor, stand_ins, *, parameter) -> str:
         meta = stand_ins.get(id(tensor))
         if meta is None:
@@ -212,8 +230,12 @@ class Trace:
             stand_ins[id(tensor)] = meta
             self.recorder.alias_state(tensor, meta)
             self._shadow(meta, tensor)
-            self.output.mark_state(meta, parameter=parameter, requires_grad=tensor.requires_grad)
+            self.output.mark_state(meta, parameter=parameter, requires_grad=tensor.requires_grad,
+                                   subclass=unmodelled_tensor_class(tensor))
         node = self.builder.add_placeholder(name, meta, user_input=False, device=tensor.device)
+        subclass = unmodelled_tensor_class(tensor)
+        if subclass is not None:
+            self._subclass_state.append((node, name.partition("_")[2], subclass))
         if isinstance(meta, torch.nn.Parameter):
             node.meta["val"] = meta_like(meta)  # the graph's value is a plain tensor
         return node.name

@@ -212,6 +212,7 @@ class TraceContext:
         self._parameters: set[int] = set()
         self._callers: set[int] = set()  # ids of the stand-ins of inputs, parameters, buffers
         self._examples: dict[int, torch.Tensor] = {}
+        self._unmodelled: dict[int, type] = {}  # see mark_state
         # the trace's own grad mode (the process's is never changed by forward())
         self.grad_enabled = self.initial_grad_enabled = torch.is_grad_enabled()
         self.initial_settings = global_settings()  # checked when forward() returns
@@ -244,15 +245,23 @@ class TraceContext:
 
     # ----------------------------------------------------------------- bookkeeping
     def mark_state(self, meta: torch.Tensor, *, parameter: bool, requires_grad: bool,
-                   example: torch.Tensor | None = None) -> None:
+                   example: torch.Tensor | None = None, subclass: type | None = None) -> None:
         """Remember what the eager tensor behind ``meta`` was (a Parameter? requires grad? the
-        example input itself, for the functions marked ``assume_constant_result``)."""
+        example input itself, for the functions marked ``assume_constant_result``? a tensor
+        subclass the trace cannot model, ``torch_compat.unmodelled_tensor_class``: refused
+        where forward() reads it)."""
+        if subclass is not None:
+            self._unmodelled[id(meta)] = subclass
         if parameter:
             self._parameters.add(id(meta))
         self._callers.add(id(meta))
         self.site.eager_requires_grad[id(meta)] = requires_grad
         if example is not None:
             self._examples[id(meta)] = example
+
+    def unmodelled_class(self, meta) -> type | None:
+        """The tensor subclass of the state tensor behind ``meta`` (see ``mark_state``)."""
+        return self._unmodelled.get(id(meta))
 
     def example_value(self, meta):
         """The real tensor behind ``meta``: an example input, or any value in "find them all"

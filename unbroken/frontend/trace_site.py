@@ -41,10 +41,13 @@ class TraceSite:
                      a tensor must not reach an output or the state (``TraceContext``).
     frames:          ``(file, line, function) -> UserFrame`` made so far (``frame()``).
     stacks:          the ``nn_module_stack()`` of each stack of modules met so far.
+    annotations:     the ``torch.fx.traceback.annotate`` regions the trace is in, outermost
+                     first: each the annotations in force there (its own over the outer
+                     ones'), which every node recorded in it carries as ``meta["custom"]``.
     """
 
     __slots__ = ("translators", "module_stack", "module_suffixes", "eager_requires_grad",
-                 "grad_made_here", "frames", "stacks")
+                 "grad_made_here", "frames", "stacks", "annotations")
 
     def __init__(self):
         self.frames: dict = {}
@@ -54,6 +57,7 @@ class TraceSite:
         self.module_suffixes: list[str] = []
         self.eager_requires_grad: dict[int, bool] = {}
         self.grad_made_here: dict[int, tuple] = {}
+        self.annotations: list[dict] = []
 
     def user_frames(self) -> tuple:
         """The user's stack: the frames of running translators outside torch and unbroken."""
@@ -80,6 +84,10 @@ class TraceSite:
                 continue  # the exported module itself is not part of the stack (as in torch)
             stack[stack_key(fqn, suffix)] = (fqn, f"{cls.__module__}.{cls.__qualname__}")
         return stack
+
+    def custom_meta(self) -> dict | None:
+        """The ``meta["custom"]`` of a node recorded now (None outside any annotation)."""
+        return self.annotations[-1] if self.annotations else None
 
     def requires_grad(self, meta) -> bool:
         """Whether eager's tensor behind the meta tensor ``meta`` requires grad."""

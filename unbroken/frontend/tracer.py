@@ -87,7 +87,8 @@ def interpret(fn, *args, **kwargs):
     """
     site = TraceSite()
     recorder = Recorder(frames_provider=site.user_frames,
-                        module_stack_provider=site.nn_module_stack)
+                        module_stack_provider=site.nn_module_stack,
+                        custom_provider=site.custom_meta)
     output = TraceContext(recorder, site)
     result, tx = trace_call(output, fn, list(args), dict(kwargs), inputs_are_external=False)
     return result.unwrap(tx)

@@ -59,12 +59,16 @@ class GraphBuilder:
         ``sym_value``), for the values of size arithmetic nodes; None when sizes are static.
     frames_provider: zero-arg callable returning the current user stack (tuple of UserFrame).
     module_stack_provider: zero-arg callable returning the current ``nn_module_stack`` dict.
+    custom_provider: zero-arg callable returning the user's annotations in force
+        (``torch.fx.traceback.annotate``: a node's ``meta["custom"]``), or None.
     """
 
-    def __init__(self, *, sym_value=None, frames_provider=tuple, module_stack_provider=dict):
+    def __init__(self, *, sym_value=None, frames_provider=tuple, module_stack_provider=dict,
+                 custom_provider=lambda: None):
         self.sym_value = sym_value
         self.frames_provider = frames_provider
         self.module_stack_provider = module_stack_provider
+        self.custom_provider = custom_provider
         self._scopes: list[_Scope] = [_Scope(fx.Graph())]  # [root, open subgraphs...]
         self._nodes: dict[int, fx.Node] = {}           # id(meta tensor) -> node holding its value
         self._devices: dict[int, torch.device] = {}    # id(meta tensor) -> user-visible device
@@ -354,12 +358,16 @@ class GraphBuilder:
         return node
 
     def annotate(self, node: fx.Node, val) -> None:
-        """``val`` and the current user location (stack, module path) on ``node``."""
+        """``val``, the current user location (stack, module path) and the user's annotations
+        in force on ``node``."""
         frames = tuple(self.frames_provider())
         node.meta["val"] = val
         node.meta[USER_FRAMES] = frames
         node.meta["stack_trace"] = self._stack_trace(frames)
         node.meta["nn_module_stack"] = dict(self.module_stack_provider())
+        custom = self.custom_provider()
+        if custom:
+            node.meta["custom"] = dict(custom)
 
     def _stack_trace(self, frames: tuple) -> str:
         """``frames`` formatted as a node's ``stack_trace`` (once per distinct stack: the

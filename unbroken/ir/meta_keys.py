@@ -9,7 +9,8 @@ unbroken writes torch's own keys (their meaning is torch's) and a few of its own
     ``stack_trace``      the user location, as torch formats it;
     ``nn_module_stack``  the module path (:mod:`unbroken.ir.parts` converts it to torch's form);
     ``source_fn_stack``, ``torch_fn``, ``from_node``  read by torch's passes (``ir.parts``);
-    ``tensor_meta``      shape and dtype, as torch's passes expect it.
+    ``tensor_meta``      shape and dtype, as torch's passes expect it;
+    ``custom``           the user's ``torch.fx.traceback.annotate`` annotations in force.
 
 ``node.meta``, unbroken's keys: :data:`USER_FRAMES`, :data:`VIEW_WRITE`, :data:`EAGER_REFUSES`,
 :data:`SAVED_THEN_WRITTEN`, :data:`NEW_VALUE_OF_FIRST`.

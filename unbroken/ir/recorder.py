@@ -118,6 +118,8 @@ class Recorder(TorchDispatchMode):
             and size arithmetic nodes carry its SymInts.
         frames_provider: zero-arg callable returning the current user stack (UserFrame tuple).
         module_stack_provider: zero-arg callable returning the current ``nn_module_stack``.
+        custom_provider: zero-arg callable returning the ``torch.fx.traceback.annotate``
+            annotations in force (a node's ``meta["custom"]``), or None.
         allow_meta_constants: untracked meta tensors may be lifted as constants (the model
             itself lives on the meta device, so there are no values to keep).
         shadow: an ``ir.shadow.Shadow`` in "find them all" mode: real values beside the meta.
@@ -133,8 +135,9 @@ class Recorder(TorchDispatchMode):
     """
 
     def __init__(self, *, env=None, frames_provider=tuple, module_stack_provider=dict,
-                 allow_meta_constants: bool = False, shadow=None, decompositions=None,
-                 decompose_composites: bool | str = False, requires_grad_provider=None):
+                 custom_provider=lambda: None, allow_meta_constants: bool = False,
+                 shadow=None, decompositions=None, decompose_composites: bool | str = False,
+                 requires_grad_provider=None):
         super().__init__()
         self.env = env
         # the size-1 audit, the recorder's one hook into it (the environment's: the null
@@ -147,7 +150,8 @@ class Recorder(TorchDispatchMode):
         self._inner_region = None  # (previous node, mode) of a region opened inside a leaf call
         self.builder = GraphBuilder(sym_value=env.sym_value if env is not None else None,
                                     frames_provider=frames_provider,
-                                    module_stack_provider=module_stack_provider)
+                                    module_stack_provider=module_stack_provider,
+                                    custom_provider=custom_provider)
         self.allow_meta_constants = allow_meta_constants
         self.shadow = shadow
         self.decompositions: dict = dict(decompositions or {})

@@ -413,7 +413,7 @@ def _ancestors_until(node: torch.fx.Node, *stops: torch.fx.Node) -> list:
 
 
 def _like(node: torch.fx.Node, model: torch.fx.Node) -> torch.fx.Node:
-    node.meta = {k: v for k, v in model.meta.items() if k in ("val", "tensor_meta",
+    node.meta = {k: v for k, v in model.meta.items() if k in ("val", "tensor_meta", "custom",
                                                               USER_FRAMES, "stack_trace")}
     return node
 

@@ -58,7 +58,8 @@ __all__ = [
     "DispatchKey", "TensorBase", "enable_python_dispatcher", "TorchDispatchMode",
     "disable_current_modes", "pop_mode_temporarily", "op_python_kernels", "clear_dispatch_cache",
     "call_at_key", "forget_static_answers", "op_schema", "overload_name", "is_view",
-    "view_base", "version_counter", "batched_inner", "functorch_depth",
+    "view_base", "version_counter", "batched_inner", "unmodelled_tensor_class",
+    "functorch_depth",
     "restore_functorch_depth", "suspend_functorch", "resume_functorch",
     "FUNCTORCH_DIFFERENTIATION", "MODE_PUSHES",
     "dispatch_modes", "function_modes", "restore_mode_stacks", "local_dispatch_keys",
@@ -307,6 +308,30 @@ def version_counter(tensor: torch.Tensor) -> int | None:
     """The tensor's version counter (``tensor._version``): bumped by every in-place write.
     None for an inference tensor (made under ``torch.inference_mode()``), which has none."""
     return None if tensor.is_inference() else tensor._version
+
+
+_TENSOR_HOOKS = ("__torch_function__", "__torch_dispatch__")
+
+
+def unmodelled_tensor_class(tensor: torch.Tensor) -> type | None:
+    """The class of ``tensor`` when it is a subclass whose behaviour a plain meta stand-in
+    would drop (the trace sees a dense tensor of its dtype and sizes): a traceable wrapper
+    subclass (``__tensor_flatten__``: ``TwoTensor``, ``DTensor``), or a class with its own
+    ``__torch_dispatch__`` or ``__torch_function__`` (torch's own classes' ``__torch_function__``
+    aside: ``nn.Parameter`` disables it). None for any other tensor; torch's fake and
+    functional tensors are none of the user's."""
+    cls = type(tensor)
+    if cls is torch.Tensor or cls is torch.nn.Parameter or \
+            cls.__module__.startswith("torch._subclasses"):
+        return None
+    if torch.utils._python_dispatch.is_traceable_wrapper_subclass(tensor):
+        return cls
+    own = [hook for hook in _TENSOR_HOOKS
+           if inspect.getattr_static(cls, hook, None) is not
+           inspect.getattr_static(torch.Tensor, hook, None)]
+    if cls.__module__.split(".")[0] == "torch":
+        own = [hook for hook in own if hook != "__torch_function__"]
+    return cls if own else None
 
 
 def batched_inner(tensor: torch.Tensor) -> torch.Tensor | None:

@@ -140,7 +140,7 @@ class VariableTracker:
 
 # The attributes holding the object a tracker stands for, when it stands for one that exists
 # outside it (``is`` compares them: ``opcodes.arithmetic.is_same``).
-IDENTITY_ATTRIBUTES = ("meta", "module", "value", "fn")
+IDENTITY_ATTRIBUTES = ("meta", "module", "value", "fn", "outside")
 
 
 def identity_of(tracker: VariableTracker) -> int:

@@ -37,6 +37,7 @@ from ...symbolic.torch_compat import (
     compiled_original,
     compiler_leaf,
     function_apply_class,
+    unmodelled_tensor_class,
 )
 from ..builtins import BuiltinVariable, ClassVariable
 from ..equivalents import PYTHON_EQUIVALENTS
@@ -106,6 +107,7 @@ from .numpy_values import (
     is_numpy_value,
 )
 from .objects import (
+    AnnotateVariable,
     ContextManagerVariable,
     ObjectNewVariable,
     ObjectSetattrVariable,
@@ -115,7 +117,7 @@ from .objects import (
 )
 from .tensor import SymbolicVariable, TensorVariable
 
-__all__ = ["wrap"]
+__all__ = ["SUBCLASS_HINT", "wrap"]
 
 # Modules whose functions are pure and may be called natively on unwrapped values.
 _PURE_MODULES = ("math", "operator", "_operator", "cmath", "itertools")
@@ -218,6 +220,8 @@ def _builder_of(tx, value):
             return lambda tx, value, source: tx.wrap(equivalent)  # (a function or class)
         if value is inspect.signature:
             return _with_class(SignatureVariable)
+        if value is getattr(torch.fx.traceback, "annotate", None):  # node metadata only
+            return lambda tx, value, source: AnnotateVariable(source)
         if value is importlib.import_module:
             return _with_class(ImportModuleVariable)
         if compiler_leaf(value):  # torch.compiler.allow_in_graph: run on meta tensors, as
@@ -358,6 +362,10 @@ def _singledispatch_lookup(value) -> bool:
 
 def _wrap_tensor(tx, value: torch.Tensor, source) -> VariableTracker:
     recorder = tx.output.recorder
+    subclass = tx.output.unmodelled_class(value) or (
+        None if recorder.is_tracked(value) else unmodelled_tensor_class(value))
+    if subclass is not None:
+        _refuse_subclass(tx, subclass, source)
     if not recorder.is_tracked(value) and value.requires_grad and source is not None and \
             not recorder.is_lifted(value):
         raise graph_break(
@@ -370,6 +378,22 @@ def _wrap_tensor(tx, value: torch.Tensor, source) -> VariableTracker:
         value = recorder.lift_constant(value, hint)
     return TensorVariable(value, source, is_parameter=tx.output.is_parameter(value),
                           requires_grad=tx.output.requires_grad(value))
+
+
+def _refuse_subclass(tx, subclass: type, source) -> None:
+    """A tensor subclass (``unmodelled_tensor_class``: ``TwoTensor``, ``DTensor``) read by
+    forward(): the trace holds a plain meta tensor for it, which would drop its behaviour."""
+    what = f"`{source.name()}`" if source is not None else "a tensor in forward()"
+    raise graph_break("UB117", f"{what} is a {subclass.__name__}, a tensor subclass that "
+                      "unbroken cannot trace (its own __torch_dispatch__ / "
+                      "__torch_function__ / __tensor_flatten__)", frames=tx.user_frames(),
+                      details="The trace stands a plain tensor of the same dtype and sizes "
+                      "in for it, which would not compute what the subclass computes in eager.",
+                      hint=SUBCLASS_HINT)
+
+
+SUBCLASS_HINT = ("Keep plain tensors in the model and its inputs: register the tensors the "
+                 "subclass holds as the parameters or buffers themselves and compute with them.")
 
 
 def _batched_in_trace(recorder, value: torch.Tensor) -> bool:
@@ -580,7 +604,7 @@ def _wrap_class(tx, value, source):
 
 def _wrap_partial(tx, value, source):
     return PartialVariable(wrap(tx, value.func), [wrap(tx, a) for a in value.args],
-                           {k: wrap(tx, v) for k, v in value.keywords.items()})
+                           {k: wrap(tx, v) for k, v in value.keywords.items()}, outside=value)
 
 
 def _wrap_generator(tx, value, source):

@@ -503,17 +503,21 @@ def _kw(kwargs):
 
 
 def run_forward(tx, var: NNModuleVariable, args, kwargs) -> VariableTracker:
-    """Run ``forward`` only: natively for a leaf module, inlined otherwise."""
+    """Run ``forward`` only: natively for a leaf module, inlined otherwise. ``module.forward``
+    is found as CPython finds it: an instance attribute is called as it is (a bound method
+    keeps its receiver); a class attribute binds to the module only when it is a descriptor
+    (a function does; a ``functools.partial``, a builtin or a callable object does not)."""
     module = var.module
-    forward = module.__dict__.get("forward") or type(module).forward
     if is_leaf_module(module) and "forward" not in module.__dict__:
         if _holds_fast_path(module):  # torch.nn's fast paths, decided as eager decides them
             return UserFunctionVariable(type(module).forward).call(tx, [var, *args], kwargs)
         return tx.call_leaf(type(module).forward, [var, *args], kwargs)
-    if "forward" in module.__dict__:  # an instance attribute: called as it is (a bound
-        return tx.wrap(forward).call(tx, list(args), kwargs)  # method keeps its receiver)
-    if getattr(forward, "__func__", None) is not None:
-        forward = forward.__func__
+    if "forward" in module.__dict__:
+        return tx.wrap(module.__dict__["forward"]).call(tx, list(args), kwargs)
+    forward = class_attribute(type(module), "forward")
+    if type(forward) is not types.FunctionType:  # bound (or not) by the descriptor protocol
+        found = lookup(tx, var, "forward", instance=module, source=var.source)
+        return found.call(tx, list(args), kwargs)
     return tx.wrap(forward).call(tx, [var, *args], kwargs) if not _is_torch_class(type(module)) \
         else _inline_torch_container(tx, var, forward, args, kwargs)
 

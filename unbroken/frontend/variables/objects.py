@@ -7,6 +7,7 @@ modules, classes, namedtuples and ``super()`` all follow the same rules.
 from __future__ import annotations
 
 import abc
+import contextlib
 import functools
 import operator
 import threading
@@ -50,7 +51,7 @@ from .native import PureCallableVariable
 __all__ = ["GetterVariable", "ObjectVariable", "NewObjectVariable", "construct_user_object",
            "drain", "iterator_of", "next_of", "send_to", "yield_from_iterator",
            "PythonModuleVariable", "PartialVariable", "ContextManagerVariable", "SuperVariable",
-           "IgnoredContextVariable", "IGNORED_CONTEXTS",
+           "IgnoredContextVariable", "IGNORED_CONTEXTS", "AnnotateVariable",
            "ObjectNewVariable", "ObjectSetattrVariable", "state_copy"]
 
 
@@ -204,8 +205,10 @@ class ObjectVariable(_UserProtocols, VariableTracker):
         return type(self.value)
 
     def describe(self) -> str:
-        where = f" `{self.source.name()}`" if self.source is not None else ""
-        return f"the {type(self.value).__name__} object{where}"
+        if self.source is not None:
+            return f"the {type(self.value).__name__} object `{self.source.name()}`"
+        shown = _native_repr(self.value)  # a value the program made: `dict[str, int]`
+        return f"the {type(self.value).__name__} object" + (f" `{shown}`" if shown else "")
 
     def model_state(self, tx) -> bool:
         """The model holds this object (not one of PyTorch's own, which native code reads)."""
@@ -293,7 +296,31 @@ class ObjectVariable(_UserProtocols, VariableTracker):
         call = getattr(type(self.value), "__call__", None)  # noqa: B004 (the method itself)
         if isinstance(call, types.FunctionType):
             return call_python(tx, call, [self, *args], kwargs)
+        if type(self.value) is types.GenericAlias:
+            return _call_generic_alias(tx, self.value, args, kwargs)
         return super().call(tx, args, kwargs)
+
+
+def _native_repr(value) -> str | None:
+    """``repr(value)`` when C code makes it (no program code runs) and it is short, else
+    None."""
+    if isinstance(class_attribute(type(value), "__repr__"), types.FunctionType):
+        return None
+    try:
+        shown = repr(value)
+    except Exception:  # a C repr that fails says nothing more than the type
+        return None
+    return shown if len(shown) <= 60 else None
+
+
+def _call_generic_alias(tx, alias: types.GenericAlias, args, kwargs) -> VariableTracker:
+    """``dict[str, int]()``: ``GenericAlias.__call__`` calls the origin class and records
+    itself as the result's ``__orig_class__`` where the result takes attributes (an object
+    of a class of the program's; a builtin container takes none, and CPython ignores that)."""
+    made = tx.wrap(alias.__origin__).call(tx, list(args), dict(kwargs))
+    if isinstance(made, NewObjectVariable) and "__dict__" in dir(type(made.value)):
+        made.setattr(tx, "__orig_class__", tx.wrap(alias))
+    return made
 
 
 class NewObjectVariable(_UserProtocols, VariableTracker):
@@ -671,14 +698,17 @@ class PythonModuleVariable(ConstantVariable):
 class PartialVariable(VariableTracker):
     """``functools.partial(func, *args, **kwargs)``: calls ``func`` with the stored arguments.
     ``attributes``: those the program wrote on a partial it made (``partialmethod`` sets
-    ``__self__``), None for one from outside (read-only)."""
+    ``__self__``), None for one from outside (read-only). ``outside``: that partial, set only
+    for one from outside (``is`` compares it: two reads of a class's partial are one object)."""
 
-    __slots__ = ("func", "args", "kwargs", "attributes")
+    __slots__ = ("func", "args", "kwargs", "attributes", "outside")
 
-    def __init__(self, func, args, kwargs, created: bool = False):
+    def __init__(self, func, args, kwargs, created: bool = False, outside=None):
         super().__init__(None)
         self.func, self.args, self.kwargs = func, list(args), dict(kwargs)
         self.attributes: dict | None = {} if created else None
+        if outside is not None:
+            self.outside = outside
 
     def python_type(self) -> type:
         return functools.partial
@@ -853,6 +883,53 @@ class IgnoredContextVariable(VariableTracker):
         """Returns (the exit callable to push, the value ``as`` binds)."""
         return CallbackVariable(lambda tx, args: ConstantVariable(False),
                                 f"`{self.cls.__name__}.__exit__`"), ConstantVariable(None)
+
+
+class AnnotateVariable(VariableTracker):
+    """``torch.fx.traceback.annotate``: called with a dict of constants, the context that
+    puts them on the nodes recorded inside it (an ``AnnotationContextVariable``)."""
+
+    def describe(self) -> str:
+        return "`torch.fx.traceback.annotate`"
+
+    def call(self, tx, args, kwargs):
+        given = [*args, *kwargs.values()]
+        if len(given) != 1 or set(kwargs) - {"annotation_dict"}:
+            raise tx.user_exception(TypeError(
+                f"annotate() takes 1 argument (annotation_dict), {len(given)} given"))
+        if not isinstance(given[0], DictVariable) or not given[0].is_constant():
+            raise graph_break("UB108", f"`torch.fx.traceback.annotate` given "
+                              f"{given[0].describe()}", frames=tx.user_frames(),
+                              details="Its annotations are copied onto the program's nodes "
+                              "(`node.meta['custom']`): they must be a dict of constants.",
+                              hint="Annotate with Python constants (numbers, strings, tuples "
+                              "of them), not tensors.")
+        return AnnotationContextVariable(given[0].as_constant())
+
+
+class AnnotationContextVariable(IgnoredContextVariable):
+    """``with torch.fx.traceback.annotate(annotations):``: computes nothing; every node recorded
+    inside carries the annotations in force (these over the enclosing ones') as
+    ``meta["custom"]``, as torch.export's nodes do. ``annotations``: the dict given."""
+
+    __slots__ = ("annotations",)
+
+    def __init__(self, annotations: dict):
+        super().__init__(contextlib._GeneratorContextManager)
+        self.annotations = dict(annotations)
+
+    def describe(self) -> str:
+        return "the context manager `torch.fx.traceback.annotate(...)`"
+
+    def enter(self, tx) -> tuple[VariableTracker, VariableTracker]:
+        regions = tx.output.site.annotations
+        regions.append({**(regions[-1] if regions else {}), **self.annotations})
+
+        def leave(tx, args):
+            regions.pop()
+            return ConstantVariable(False)
+
+        return CallbackVariable(leave, "`annotate.__exit__`"), ConstantVariable(None)
 
 
 # What reports and does not compute: the profiler's ranges; anomaly detection (it checks

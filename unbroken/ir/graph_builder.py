@@ -116,13 +116,17 @@ class GraphBuilder:
     # ----------------------------------------------------------------- inputs and bindings
     def add_placeholder(self, name: str, value, *, user_input: bool, device=_CPU) -> fx.Node:
         """A graph input. ``value`` is a meta tensor, a SymInt/int, or another constant.
-        Inputs that are not user inputs (state, constants) go before the first user input."""
+        Inputs that are not user inputs (state, constants) go before the first user input,
+        or, with none, before the first node that is not a placeholder: a constant lifted
+        mid-trace (``torch.tensor([...])`` in a ``forward`` without inputs) must still come
+        before every computation, in the order ``[*state, *constants, *user_inputs]``."""
         name = self.unique_name(name, reserved=user_input)
         root = self.root_graph
-        if user_input or self._first_user_input is None:
+        anchor = None if user_input else self._first_user_input or _first_computation(root)
+        if anchor is None:
             node = root.placeholder(name)
         else:
-            with root.inserting_before(self._first_user_input):
+            with root.inserting_before(anchor):
                 node = root.placeholder(name)
         if user_input and self._first_user_input is None:
             self._first_user_input = node
@@ -541,6 +545,11 @@ class GraphBuilder:
                                           (node,), name="detach")
         self.annotate(detached, meta_like(tensor).detach())
         return detached
+
+
+def _first_computation(graph: fx.Graph) -> fx.Node | None:
+    """The first node of ``graph`` that is not a placeholder, or None."""
+    return next((node for node in graph.nodes if node.op != "placeholder"), None)
 
 
 def _no_location(node: fx.Node) -> None:

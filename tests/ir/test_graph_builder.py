@@ -84,3 +84,23 @@ def test_constants_lifted_mid_trace_are_placeholders_before_every_computation(ma
     if inputs:
         other = (-torch.randn(3),)
         torch.testing.assert_close(ep.module()(*other), model(*other))
+
+
+class FloatItemSquared(torch.nn.Module):
+    def forward(self, s, x):
+        f = s.item()
+        return x + f * f
+
+
+def test_writing_a_square_into_the_graph_asserts_nothing_about_its_base():
+    """``f * f`` of a float ``item`` is ``zuf0**2``: writing it into the graph computed the
+    node's value with ``SymFloat.__pow__``, whose ``torch._check(base >= 0)`` became an
+    assertion ``s.item() >= 0`` and the range ``[0, inf]``: module() refused ``-1.0``."""
+    model = FloatItemSquared()
+    x = torch.randn(3)
+    ep = unbroken.export(model, (torch.tensor(2.5), x))
+    assert not [n for n in ep.graph.nodes if n.target is torch.ops.aten._assert_scalar.default]
+    assert all(r.lower < 0 for r in ep.range_constraints.values()), ep.range_constraints
+    for value in (2.5, -1.0, -3.25, 0.0):
+        s = torch.tensor(value)
+        torch.testing.assert_close(ep.module()(s, x), model(s, x))

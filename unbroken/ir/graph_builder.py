@@ -296,20 +296,30 @@ class GraphBuilder:
                                    code="UB117", frames=self.frames_provider(),
                                    hint="Compute this value from tensors (e.g. with torch ops "
                                         "on a tensor of sizes) or make the dimension static.")
-        parts = [self.expr_node(a) for a in expr.args]
+        pairs = [(self.expr_node(a), a) for a in expr.args]
         if entry.cls in (sympy.Add, sympy.Mul):  # sympy puts the constant first: symbols first
-            parts = sorted(parts, key=lambda p: not isinstance(p, fx.Node))
+            pairs = sorted(pairs, key=lambda p: not isinstance(p[0], fx.Node))
         if not entry.nary:
-            return self._sym_call(entry.graph, tuple(parts))
-        result = parts[0]
-        for part in parts[1:]:
-            result = self._sym_call(entry.graph, (result, part))
+            return self._sym_call(entry.graph, tuple(p for p, _ in pairs), expr)
+        result, so_far = pairs[0]
+        for part, arg in pairs[1:]:
+            so_far = entry.cls(so_far, arg)
+            result = self._sym_call(entry.graph, (result, part), so_far)
         return result
 
-    def _sym_call(self, target, args) -> fx.Node:
+    def _sym_call(self, target, args, expr=None) -> fx.Node:
+        """A node ``target(*args)`` of size arithmetic. Its value is ``expr``'s (the sympy
+        expression it computes) when known: calling ``target`` on the arguments' symbolic
+        values would run torch's own checks as if the program made them (``SymFloat``'s
+        ``__pow__`` does ``torch._check(base >= 0)``), turning ``f * f`` of a float ``item``
+        into an assertion ``f >= 0`` the program never made. A condition (``Eq``, ``And``)
+        keeps the ``SymBool`` its operator computes."""
         node = self.graph.call_function(target, args)
-        values = [a.meta["val"] if isinstance(a, fx.Node) else a for a in args]
-        node.meta["val"] = target(*values)
+        if isinstance(expr, sympy.Expr) and self.sym_value is not None:
+            node.meta["val"] = self.sym_value(expr)
+        else:
+            values = [a.meta["val"] if isinstance(a, fx.Node) else a for a in args]
+            node.meta["val"] = target(*values)
         _no_location(node)
         return node
 

@@ -17,6 +17,13 @@ def _linear(self):
     self.lin = nn.Linear(3, 3)
 
 
+def _parameter_a(self):
+    self.a = nn.Parameter(torch.randn(3))
+
+
+_GLOBAL_CONSTANT = torch.tensor([1.0, -2.0, 3.0])
+
+
 def _colon(self):
     self.register_parameter("foo:bar", nn.Parameter(torch.ones(3, 3)))
 
@@ -117,6 +124,11 @@ BEHAVIOURS = [
     Behaviour("returns_input_tensor", program(lambda self, x, y: x), lambda: (torch.randn(3), 1)),
     Behaviour("returns_constant_only", program(lambda self, x, y: 5), lambda: (2, 1)),
     Behaviour("no_inputs_constant_attr", program(lambda self: self.b, _constants), lambda: ()),
+    Behaviour("no_inputs_two_tensor_constructors",
+              program(lambda self: (torch.tensor([1, 2, 3]), torch.tensor([4, 5, 6]))),
+              lambda: ()),
+    Behaviour("no_inputs_parameter_and_global_constant",
+              program(lambda self: self.a.sin() + _GLOBAL_CONSTANT, _parameter_a), lambda: ()),
     Behaviour("nested_constant_output",
               program(lambda self, x, y: {"prediction": (x + y, self.b)}, _constants),
               lambda: (torch.randn(3, 2), torch.randn(3, 2))),

@@ -103,6 +103,21 @@ def _float_item_arith(self, x, t):
     return x * (v * 2 + 1)
 
 
+def _float_item_squared(self, s, x):
+    f = s.item()
+    return x + f * f
+
+
+def _float_item_cubed(self, s, x):
+    f = s.item()
+    return x + f ** 3 - 2 * f ** 2
+
+
+def _int_item_squared(self, s, x):
+    n = s.item()
+    return x + n * n + n ** 2.0
+
+
 def _slice_by_tolist(self, bounds, y):
     a, b = bounds.tolist()
     return y[a:b] * 2
@@ -134,6 +149,16 @@ BEHAVIOURS = [
               more=(lambda: (torch.tensor([-3, 5]), torch.randn(6)),
                     lambda: (torch.tensor([4, 1]), torch.randn(6)),
                     lambda: (torch.tensor([0, 100]), torch.randn(6)))),
+    Behaviour("float_item_squared_admits_negatives", program(_float_item_squared),
+              lambda: (torch.tensor(2.5), torch.randn(3)),
+              more=(lambda: (torch.tensor(-1.0), torch.randn(3)),
+                    lambda: (torch.tensor(-3.5), torch.randn(3)))),
+    Behaviour("float_item_cubed_admits_negatives", program(_float_item_cubed),
+              lambda: (torch.tensor(2.5), torch.randn(3)),
+              more=(lambda: (torch.tensor(-1.5), torch.randn(3)),)),
+    Behaviour("int_item_squared_admits_negatives", program(_int_item_squared),
+              lambda: (torch.tensor(3), torch.randn(3)),
+              more=(lambda: (torch.tensor(-4), torch.randn(3)),)),
     Behaviour("select_by_item", program(_select_item),
               lambda: (torch.randn(5, 2), torch.tensor(3)),
               more=(lambda: (torch.randn(5, 2), torch.tensor(0)),)),

@@ -173,6 +173,10 @@ BEHAVIOURS = [
               dynamic_shapes=({0: DYNAMIC}, {0: DYNAMIC}), more=(_r((2, 3), (5, 3)),)),
     Behaviour("reshape_minus_one", program(lambda self, x: x.reshape(x.shape[0], -1, 2)),
               _r((3, 4, 6)), dynamic_shapes={"x": {0: Dim("b")}}, more=(_r((5, 4, 6)),)),
+    Behaviour("view_minus_one_divides_by_size_minus_one",
+              program(lambda self, x: x.view(x.shape[0] - 1, -1)), _r((3, 4)),
+              dynamic_shapes={"x": (DYNAMIC, None)}, more=(_r((5, 4)),),
+              rejects=(_r((4, 4)), _r((1, 4)), _r((0, 4)))),
     Behaviour("cat_split_dynamic", program(
         lambda self, x, y: torch.cat([x, y], 0).split([x.shape[0], y.shape[0]])[1] * 2),
               _r((3, 4), (5, 4)), dynamic_shapes=({0: Dim("a")}, {0: Dim("b")}),

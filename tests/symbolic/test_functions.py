@@ -6,10 +6,12 @@ import operator
 
 import pytest
 import sympy
+import torch
 import z3
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import unbroken
 from unbroken.symbolic import expr as E
 from unbroken.symbolic.functions import FUNCTIONS, apply, function_of
 from unbroken.symbolic.ranges import ValueRange
@@ -79,3 +81,45 @@ def test_lookup_follows_subclasses_and_relations_have_no_interval_rule():
     assert function_of(sympy.Eq(s, 2)).interval is None
     assert function_of(s) is None  # a symbol is not a function
     assert function_of(s + 1).graph is operator.add
+
+
+class _Power(torch.nn.Module):
+    def __init__(self, power, dtype):
+        super().__init__()
+        self.power, self.dtype = power, dtype
+
+    def forward(self, s, x):
+        return x + self.power(s.item())
+
+
+@pytest.mark.parametrize("name, power, dtype", [
+    ("float_squared", lambda f: f ** 2, torch.float32),
+    ("float_cubed", lambda f: f ** 3, torch.float32),
+    ("float_pow_builtin", lambda f: pow(f, 2), torch.float32),
+    ("float_integral_float_exponent", lambda f: f ** 3.0, torch.float32),
+    ("float_negative_exponent", lambda f: f ** -1, torch.float32),
+    ("int_float_exponent", lambda f: f ** 2.0, torch.int64),
+    ("int_squared", lambda f: f ** 2, torch.int64),
+])
+def test_an_integral_power_of_an_item_admits_negative_bases(name, power, dtype):
+    """torch's ``SymFloat.__pow__`` checks ``base >= 0`` (a complex result otherwise): for an
+    integral exponent the result is real for every base (``real_power_call``), so the
+    program asserts nothing and computes eager's value for negative items too."""
+    model = _Power(power, dtype)
+    x = torch.randn(3)
+    ep = unbroken.export(model, (torch.tensor(2, dtype=dtype), x))
+    assert not [n for n in ep.graph.nodes if n.target is torch.ops.aten._assert_scalar.default]
+    for value in (2, -1, -3, 5):
+        s = torch.tensor(value, dtype=dtype)
+        torch.testing.assert_close(ep.module()(s, x), model(s, x))
+
+
+def test_a_fractional_power_of_a_float_item_keeps_refusing_negative_bases():
+    """``f ** 0.5`` of a negative ``f`` is complex in eager: the program keeps torch's check
+    and refuses it at run time, and computes eager's value elsewhere."""
+    model = _Power(lambda f: f ** 0.5, torch.float32)
+    x = torch.randn(3)
+    ep = unbroken.export(model, (torch.tensor(2.25), x))
+    torch.testing.assert_close(ep.module()(torch.tensor(4.0), x), model(torch.tensor(4.0), x))
+    with pytest.raises(RuntimeError, match="Runtime assertion failed"):
+        ep.module()(torch.tensor(-4.0), x)

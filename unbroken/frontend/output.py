@@ -24,6 +24,7 @@ from ..symbolic.diagnostics import (
     UnsupportedError,
 )
 from ..symbolic.diagnostics.catalogue import GraphBreakError, TracedException, graph_break
+from ..symbolic.functions import real_power_call
 from ..symbolic.torch_compat import (
     OpOverload,
     OpOverloadPacket,
@@ -558,6 +559,7 @@ class TraceContext:
             return opaque()
         # `x.to("cpu")` on the meta stand-in of a CPU tensor returns it, as eager returns x
         fn, values, named = traced_device_arguments(self.recorder, fn, values, named)
+        fn, values = real_power_call(fn, values)
         # the grad mode first: the recorder takes the call's mode when recording begins
         try:
             with self.leaf_errors(fn), torch.set_grad_enabled(self.grad_enabled), \

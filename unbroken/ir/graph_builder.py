@@ -120,13 +120,17 @@ class GraphBuilder:
     # ----------------------------------------------------------------- inputs and bindings
     def add_placeholder(self, name: str, value, *, user_input: bool, device=_CPU) -> fx.Node:
         """A graph input. ``value`` is a meta tensor, a SymInt/int, or another constant.
-        Inputs that are not user inputs (state, constants) go before the first user input."""
+        Inputs that are not user inputs (state, constants) go before the first user input,
+        or, with none, before the first node that is not a placeholder: a constant lifted
+        mid-trace (``torch.tensor([...])`` in a ``forward`` without inputs) must still come
+        before every computation, in the order ``[*state, *constants, *user_inputs]``."""
         name = self.unique_name(name, reserved=user_input)
         root = self.root_graph
-        if user_input or self._first_user_input is None:
+        anchor = None if user_input else self._first_user_input or _first_computation(root)
+        if anchor is None:
             node = root.placeholder(name)
         else:
-            with root.inserting_before(self._first_user_input):
+            with root.inserting_before(anchor):
                 node = root.placeholder(name)
         if user_input and self._first_user_input is None:
             self._first_user_input = node
@@ -301,20 +305,30 @@ class GraphBuilder:
                                    code="UB117", frames=self.frames_provider(),
                                    hint="Compute this value from tensors (e.g. with torch ops "
                                         "on a tensor of sizes) or make the dimension static.")
-        parts = [self.expr_node(a) for a in expr.args]
+        pairs = [(self.expr_node(a), a) for a in expr.args]
         if entry.cls in (sympy.Add, sympy.Mul):  # sympy puts the constant first: symbols first
-            parts = sorted(parts, key=lambda p: not isinstance(p, fx.Node))
+            pairs = sorted(pairs, key=lambda p: not isinstance(p[0], fx.Node))
         if not entry.nary:
-            return self._sym_call(entry.graph, tuple(parts))
-        result = parts[0]
-        for part in parts[1:]:
-            result = self._sym_call(entry.graph, (result, part))
+            return self._sym_call(entry.graph, tuple(p for p, _ in pairs), expr)
+        result, so_far = pairs[0]
+        for part, arg in pairs[1:]:
+            so_far = entry.cls(so_far, arg)
+            result = self._sym_call(entry.graph, (result, part), so_far)
         return result
 
-    def _sym_call(self, target, args) -> fx.Node:
+    def _sym_call(self, target, args, expr=None) -> fx.Node:
+        """A node ``target(*args)`` of size arithmetic. Its value is ``expr``'s (the sympy
+        expression it computes) when known: calling ``target`` on the arguments' symbolic
+        values would run torch's own checks as if the program made them (``SymFloat``'s
+        ``__pow__`` does ``torch._check(base >= 0)``), turning ``f * f`` of a float ``item``
+        into an assertion ``f >= 0`` the program never made. A condition (``Eq``, ``And``)
+        keeps the ``SymBool`` its operator computes."""
         node = self.graph.call_function(target, args)
-        values = [a.meta["val"] if isinstance(a, fx.Node) else a for a in args]
-        node.meta["val"] = target(*values)
+        if isinstance(expr, sympy.Expr) and self.sym_value is not None:
+            node.meta["val"] = self.sym_value(expr)
+        else:
+            values = [a.meta["val"] if isinstance(a, fx.Node) else a for a in args]
+            node.meta["val"] = target(*values)
         _no_location(node)
         return node
 
@@ -569,6 +583,11 @@ class GraphBuilder:
                                           (node,), name="detach")
         self.annotate(detached, meta_like(tensor).detach())
         return detached
+
+
+def _first_computation(graph: fx.Graph) -> fx.Node | None:
+    """The first node of ``graph`` that is not a placeholder, or None."""
+    return next((node for node in graph.nodes if node.op != "placeholder"), None)
 
 
 def _no_location(node: fx.Node) -> None:

@@ -145,8 +145,17 @@ def _unreachable(audit, env, subset: frozenset, checked, facts: list) -> bool:
     ones = {s: sympy.Integer(1) for s in subset}
     ranges = _ranges_at_one(audit, env, ones, checked)
     cache: dict = {}
-    return any(static_truth(fact.xreplace(ones), ranges, cache) is False
-               for fact in (*env.input_facts, *facts))
+    return any(_false_at(fact, ones, ranges, cache) for fact in (*env.input_facts, *facts))
+
+
+def _false_at(fact, ones: dict, ranges: dict, cache: dict) -> bool:
+    """Whether ``fact`` with ``ones`` put in is false for every size in ``ranges``; not when
+    it is undefined there (``4*s % (s - 1) == 0``, a view's ``-1`` dim, at ``s = 1``): the
+    set is then checked like any other, and refused if the node differs there."""
+    try:
+        return static_truth(fact.xreplace(ones), ranges, cache) is False
+    except ArithmeticError:
+        return False
 
 
 def _ranges_at_one(audit, env, ones: dict, checked=()) -> dict:
@@ -167,8 +176,11 @@ def forced_equalities(audit, env, ones: dict) -> dict:
     cache: dict = {}
     forced: dict = {}
     for fact in env.input_facts:
-        left = [option for option in sympy.Or.make_args(fact.xreplace(ones))
-                if static_truth(option, ranges, cache) is not False]
+        try:
+            options = sympy.Or.make_args(fact.xreplace(ones))
+        except ArithmeticError:  # undefined there (``x % (s - 1)``): forces nothing
+            continue
+        left = [option for option in options if static_truth(option, ranges, cache) is not False]
         if len(left) == 1 and isinstance(left[0], sympy.Eq):
             lhs, rhs = left[0].args
             if lhs.is_Symbol and lhs not in forced:

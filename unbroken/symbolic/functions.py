@@ -33,7 +33,8 @@ import z3
 from . import expr as E
 from .torch_compat import OPAQUE_SQRT, sym_sqrt
 
-__all__ = ["SymbolicFunction", "FUNCTIONS", "function_of", "fold", "apply", "as_real"]
+__all__ = ["SymbolicFunction", "FUNCTIONS", "function_of", "fold", "apply", "as_real",
+           "real_power_call"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,3 +207,32 @@ def function_of(expr) -> SymbolicFunction | None:
 def apply(entry: SymbolicFunction, rule: Callable, arguments: list):
     """``rule`` (one of ``entry``'s) on ``arguments``: folded for n-ary entries."""
     return fold(rule, arguments) if entry.nary else rule(*arguments)
+
+
+_POWERS = (operator.pow, operator.ipow, pow)
+
+
+def real_power_call(fn, args: list) -> tuple:
+    """``(fn, args)`` of a leaf call, with a symbolic float raised to a constant integral
+    power (``f ** 2``, ``f ** 3.0``, ``n ** 2.0`` of an ``item``) made ``FloatPow`` directly.
+
+    torch's ``SymFloat.__pow__`` first does ``torch._check(base >= 0)`` (its symbolic power
+    may not give a complex number), which would become a run-time assertion and a range
+    ``[0, inf]`` on the program's value: ``ep.module()`` would refuse a negative ``item`` for
+    which eager computes ``(-2.5) ** 3``. An integral exponent gives a real result for every
+    base (the graph computes it with Python's ``**``, as eager does), so the check is skipped
+    there; other exponents keep it (a negative base would give a complex number)."""
+    if fn not in _POWERS or len(args) != 2:
+        return fn, args
+    base, exponent = args
+    if not (isinstance(base, torch.SymFloat)
+            or (isinstance(base, torch.SymInt) and type(exponent) is float)):
+        return fn, args
+    if type(exponent) not in (int, float) or not float(exponent).is_integer():
+        return fn, args
+    return _float_pow, [torch.sym_float(base), float(exponent)]
+
+
+def _float_pow(base, exponent: float):
+    return base.__float_pow__(exponent)
+

@@ -1,0 +1,54 @@
+"""size_one.settle: a deferred size-1 check over input facts that are undefined at 1."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+from torch.export import Dim
+
+import unbroken
+from tests.exactness import assert_bit_exact
+from unbroken import InputMismatchError
+
+
+class ViewShorter(nn.Module):
+    """``x.view(n - k, -1)``: the ``-1`` is ``4*n / (n - k)``, so the input fact the program
+    asserts (``4*n % (n - k) == 0``) divides by zero at ``n = k``."""
+
+    def __init__(self, k: int, reshape: bool = False):
+        super().__init__()
+        self.k, self.reshape = k, reshape
+
+    def forward(self, x):
+        rows = x.shape[0] - self.k
+        return x.reshape(rows, -1) if self.reshape else x.view(rows, -1)
+
+
+@pytest.mark.parametrize("k, example, reshape", [
+    (1, 3, False), (1, 5, True), (2, 3, False), (2, 4, True), (3, 5, False),
+], ids=["view_n-1", "reshape_n-1", "view_n-2", "reshape_n-2", "view_n-3"])
+def test_a_view_whose_minus_one_divides_by_zero_at_some_size_is_exact_or_refused(
+        k, example, reshape):
+    """The audit put the size at 1 into the input fact ``4*n % (n - 1) == 0``: torch's
+    ``Mod`` raised ZeroDivisionError, an internal error (UB999). An undefined fact is not
+    false there: the size-1 set is checked like any other (and refused, as eager raises).
+    Every size 0..11 is eager's bit for bit, or refused by module() with our own error."""
+    model = ViewShorter(k, reshape)
+    ep = unbroken.export(model, (torch.randn(example, 4),),
+                         dynamic_shapes={"x": (Dim.DYNAMIC, None)})
+    matched = 0
+    for n in range(12):
+        x = torch.randn(n, 4)
+        try:
+            want = model(x)
+        except RuntimeError:
+            with pytest.raises(InputMismatchError):
+                ep.module()(x)
+            continue
+        try:
+            got = ep.module()(x)
+        except InputMismatchError:
+            continue  # refusing an input eager accepts is conservative, never wrong
+        assert_bit_exact(got, want)
+        matched += 1
+    assert matched >= 1

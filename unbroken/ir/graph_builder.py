@@ -623,22 +623,18 @@ class _Scope:
         self.sym_nodes: dict = {}
 
     def capture(self, tensor: torch.Tensor, outer: fx.Node) -> fx.Node:
-        node = self.captured.get(id(tensor))
-        if node is None:
-            first = next(iter(self.graph.nodes), None)
-            with self.graph.inserting_before(first) if first is not None else \
-                    contextlib.nullcontext():
-                node = self.graph.placeholder(f"captured_{len(self.captured)}")
-            node.meta.update(val=outer.meta.get("val"), user_frames=(), stack_trace="",
-                             nn_module_stack={})
-            self.captured[id(tensor)] = node
-            self.captured_tensors[id(tensor)] = tensor
-        return node
+        return self._capture(id(tensor), tensor, outer)
 
     def capture_symbol(self, symbol, outer: fx.Node) -> fx.Node:
         """The input standing for ``symbol`` (an int input, an item of an enclosing graph,
         whose node there is ``outer``)."""
-        key = ("symbol", symbol)
+        node = self._capture(("symbol", symbol), _CapturedSymbol(symbol, outer), outer)
+        self.sym_nodes[symbol] = node
+        return node
+
+    def _capture(self, key, value, outer: fx.Node) -> fx.Node:
+        """The input standing for ``value`` (a tensor, a symbol) of an enclosing graph, made
+        before the graph's first node the first time it is read."""
         node = self.captured.get(key)
         if node is None:
             first = next(iter(self.graph.nodes), None)
@@ -648,8 +644,7 @@ class _Scope:
             node.meta.update(val=outer.meta.get("val"), user_frames=(), stack_trace="",
                              nn_module_stack={})
             self.captured[key] = node
-            self.captured_tensors[key] = _CapturedSymbol(symbol, outer)
-            self.sym_nodes[symbol] = node
+            self.captured_tensors[key] = value
         return node
 
     def order_inputs(self, extra: list, builder: GraphBuilder) -> None:

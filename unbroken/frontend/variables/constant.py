@@ -169,23 +169,17 @@ class TrackedKey:
         return repr(self.native) if self.native is not None else self.tracker.describe()
 
 
-def _stable_hash(value) -> bool:
-    """Whether ``hash(value)`` of a constant is the same number in every process (numbers and
-    tuples/frozensets of them; strings, bytes, None and objects hash per process or by
-    identity)."""
-    if type(value) in (bool, int, float, complex):  # (an Identity is an int subclass: not)
-        return True
-    if isinstance(value, (tuple, frozenset)):
-        return all(_stable_hash(v) for v in value)
-    if isinstance(value, TrackedKey):
-        return value.stable
-    return False
-
-
 def hash_is_stable(key) -> bool:
-    """Whether the hash of a dict key (:func:`dict_key`'s result) is the same in every
-    process (see :func:`_stable_hash`)."""
-    return _stable_hash(key)
+    """Whether ``hash()`` of a dict key (``containers.dict_key``'s result) is the same number
+    in every process: numbers, tuples and frozensets of them, a ``__hash__`` computing one;
+    not strings, bytes, None or objects hashed by identity."""
+    if type(key) in (bool, int, float, complex):  # (an Identity is an int subclass: not)
+        return True
+    if isinstance(key, (tuple, frozenset)):
+        return all(hash_is_stable(k) for k in key)
+    if isinstance(key, TrackedKey):
+        return key.stable
+    return False
 
 
 def key_value(tx, key):

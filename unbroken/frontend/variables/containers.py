@@ -371,14 +371,10 @@ def _interpreted_equal(tx, left, right) -> bool:
         value = getattr(first, "value", None)
         method = class_attribute(type(value), "__eq__") if value is not None else None
         if isinstance(method, types.FunctionType):
-            result = call_python_method(tx, method, first, second)
+            result = call_python(tx, method, [first, second], None)
             if not (result.is_constant() and result.as_constant() is NotImplemented):
                 return result.truth(tx)
     return left is right
-
-
-def call_python_method(tx, method, receiver, *args):
-    return call_python(tx, method, [receiver, *args], None)
 
 
 def key_tracker(key) -> VariableTracker:
@@ -429,7 +425,7 @@ def dict_key(key: VariableTracker, tx=None):
         if tx is not None and method is None:
             raise tx.user_exception(TypeError(f"unhashable type: '{type(identity).__name__}'"))
         if tx is not None and isinstance(method, types.FunctionType):
-            result = call_python_method(tx, method, key)
+            result = call_python(tx, method, [key], None)
             number = result.as_constant() if result.is_constant() else None
             if not isinstance(number, int):
                 if result.is_constant():

@@ -13,7 +13,8 @@ module keeps them consistent while recording:
   way (``select_scatter``, ``slice_scatter``, a reverse ``view``/``permute``...), the root is
   rewritten with one ``copy_`` (so ``passes.functionalize`` sees an ordinary in-place write to
   it: a mutated input or buffer becomes a mutation output), and every other registered view of
-  the root is re-derived from the root's new value by replaying its view op;
+  the root is re-derived from the root's new value by replaying its view op, when it is next
+  read (``GraphBuilder.defer``: most never are);
 - a write through a ``.detach()`` alias is invisible to eager's autograd: the root's update is
   recorded inside a ``no_grad`` region, so the root keeps its gradient history (see
   ``passes.functionalize``).
@@ -26,6 +27,7 @@ A write through a view whose op has no inverse here (``as_strided``, ``expand``,
 from __future__ import annotations
 
 import contextlib
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -118,8 +120,11 @@ class Aliases:
         if not temporaries:
             return
         for root in {id(self.root(self._view_of[key].parent)) for key in temporaries}:
-            self._views_of_root[root] = [view for view in self._views_of_root[root]
-                                         if id(view) not in temporaries]
+            views = self._views_of_root[root]
+            for view in views:
+                if id(view) in temporaries:
+                    self.recorder.builder.cancel(view)
+            self._views_of_root[root] = [view for view in views if id(view) not in temporaries]
 
     def view_chain(self, tensor: torch.Tensor) -> list:
         """The ``ViewOf`` calls that made ``tensor`` from its root, root side first."""
@@ -151,13 +156,17 @@ class Aliases:
                 self.recorder.emit(aten.copy_.default, (root, value))
         # every view of the root is re-derived from its new value, the written one too: its
         # in-place op's functional form lays its result out afresh (contiguous), where eager's
-        # view keeps its strides, which a later reduction over it reads in their order
+        # view keeps its strides, which a later reduction over it reads in their order; each
+        # when it is next read (GraphBuilder.defer), in the grad mode this write asks for
         stale = [view for view in self._views_of_root.get(id(root), [])
                  if view is not target or root is not target]
-        with self._grad_mode_restored(self._may_carry_gradient(root) and any(
-                _made_with_grad(view) for view in stale)):
-            for view in stale:
-                self._replay(view)
+        if not stale:
+            return
+        mode = True if self._may_carry_gradient(root) and any(
+            _made_with_grad(view) for view in stale) else torch.is_grad_enabled()
+        defer = self.recorder.builder.defer
+        for view in stale:
+            defer(view, functools.partial(self._replay_in_mode, view, mode))
 
     def _through_detach(self, tensor: torch.Tensor) -> bool:
         """True when ``tensor`` views its root through a ``detach``: autograd does not see a
@@ -208,18 +217,18 @@ class Aliases:
         complex: which inputs require grad is the caller's choice)."""
         return root.dtype.is_floating_point or root.dtype.is_complex
 
-    @contextlib.contextmanager
-    def _grad_mode_restored(self, made_with_grad: bool):
-        """Record what runs inside in an ``enable_grad`` region when a write under no_grad
-        makes views made with grad enabled be re-derived: eager's view keeps differentiating
-        its base (autograd regenerates its history at the next read), so the re-derived view
-        must read the base with its gradient (``passes.functionalize`` reads a value written
-        under no_grad with the gradient of the old one, outside no_grad regions)."""
-        if not made_with_grad or torch.is_grad_enabled():
-            yield
+    def _replay_in_mode(self, view: torch.Tensor, enabled: bool) -> None:
+        """Re-derive ``view`` (made stale by a write) in a region of grad mode ``enabled``:
+        the write's own mode, or grad enabled when a write under no_grad makes views made
+        with grad enabled be re-derived: eager's view keeps differentiating its base (autograd
+        regenerates its history at the next read), so the re-derived view must read the base
+        with its gradient (``passes.functionalize`` reads a value written under no_grad with
+        the gradient of the old one, outside no_grad regions)."""
+        if enabled == torch.is_grad_enabled():
+            self._replay(view)
             return
-        with self._recorded_in_grad_mode(True):
-            yield
+        with self._recorded_in_grad_mode(enabled):
+            self._replay(view)
 
     @contextlib.contextmanager
     def _recorded_in_grad_mode(self, enabled: bool):

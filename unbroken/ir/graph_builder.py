@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import operator
 import re
+from collections.abc import Callable
 
 import sympy
 import torch
@@ -83,6 +84,9 @@ class GraphBuilder:
         self._names: set[str] = set()
         self._reserved: set[str] = set()  # names kept for user inputs (reserve_names)
         self._stack_traces: dict[tuple, str] = {}  # user frames -> "stack_trace" (annotate)
+        # id(meta tensor) -> a callable binding its current value, run when the tensor is first
+        # read (``defer``); every entry belongs to the innermost open graph
+        self._deferred: dict[int, Callable[[], None]] = {}
 
     # ----------------------------------------------------------------- graphs
     @property
@@ -141,6 +145,8 @@ class GraphBuilder:
 
     def bind(self, tensor: torch.Tensor, node: fx.Node, device=None) -> None:
         """Make ``node`` the current producer of ``tensor``'s value."""
+        if self._deferred:
+            self._deferred.pop(id(tensor), None)
         self._nodes[id(tensor)] = node
         self._alive.append(tensor)
         if device is not None:
@@ -155,11 +161,33 @@ class GraphBuilder:
 
     def producer(self, tensor: torch.Tensor) -> fx.Node | None:
         """The node holding ``tensor``'s value in whichever graph made it, or None."""
+        if self._deferred and id(tensor) in self._deferred:
+            self._deferred.pop(id(tensor))()
         return self._nodes.get(id(tensor))
+
+    def defer(self, tensor: torch.Tensor, binder: Callable[[], None]) -> None:
+        """``tensor``'s binding is out of date; ``binder()`` records the nodes computing its
+        current value and binds them, when the tensor is first read (``node_of``,
+        ``producer``), or before a subgraph opens or closes. A write through a view makes
+        every other view of its base stale (``Aliases``): most are never read again, and
+        re-deriving each at each write was quadratic in a loop writing one tensor piece by
+        piece. ``bind`` supersedes it."""
+        self._deferred[id(tensor)] = binder
+
+    def cancel(self, tensor: torch.Tensor) -> None:
+        """Forget ``tensor``'s deferred binding (no code can read it any more)."""
+        self._deferred.pop(id(tensor), None)
+
+    def settle(self) -> None:
+        """Run every deferred binding, in the order deferred."""
+        while self._deferred:
+            self._deferred.pop(next(iter(self._deferred)))()
 
     def node_of(self, tensor: torch.Tensor) -> fx.Node:
         """The node holding ``tensor``'s value, usable in the graph being built: a value of
         an enclosing graph becomes an extra input of the open subgraph."""
+        if self._deferred and id(tensor) in self._deferred:
+            self._deferred.pop(id(tensor))()
         node = self._nodes[id(tensor)]
         scope = self._scopes[-1]
         if node.graph is scope.graph:
@@ -459,6 +487,7 @@ class GraphBuilder:
     def open_subgraph(self, operands: list) -> list:
         """Start a subgraph whose inputs are the ``operands`` (meta tensors); returns the meta
         tensors that stand for them inside."""
+        self.settle()  # a value of this graph read inside is computed here, not in the subgraph
         scope = _Scope(fx.Graph())
         self._scopes.append(scope)
         stand_ins = []
@@ -477,6 +506,7 @@ class GraphBuilder:
         ``single``: the one output itself rather than a tuple, as while_loop's cond_fn must;
         ``split``: two tuples, ``outputs[:split]`` and the rest, as autograd_function_apply's
         forward returns its outputs and its saved values); returns its scope."""
+        self.settle()
         scope = self._scopes[-1]
         nodes = tuple(None if t is None else self.node_of(t) for t in outputs)
         if split is not None:
@@ -488,6 +518,7 @@ class GraphBuilder:
     def abandon_subgraph(self) -> None:
         """Drop an open subgraph after a failure inside it."""
         if len(self._scopes) > 1:
+            self._deferred.clear()  # bindings of the dropped graph
             self._scopes.pop()
 
     def higher_order(self, hop, name, scopes, labels, operands, outputs, arguments,

@@ -1,6 +1,8 @@
 """Data-dependent values: .item(), .tolist(), nonzero, torch._check, runtime assertions."""
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -118,6 +120,14 @@ def _int_item_squared(self, s, x):
     return x + n * n + n ** 2.0
 
 
+def _math_pow_item(self, x, y):
+    return y * math.pow(x.item(), 2)
+
+
+def _abs_item(self, x, y):
+    return y * abs(x.item())
+
+
 def _slice_by_tolist(self, bounds, y):
     a, b = bounds.tolist()
     return y[a:b] * 2
@@ -190,6 +200,17 @@ BEHAVIOURS = [
               lambda: (torch.tensor([0.25]),), more=(lambda: (torch.tensor([-7.5]),),)),
     Behaviour("tensor_of_bool_item", program(lambda self, u: torch.tensor([u.item()])),
               lambda: (torch.tensor([True]),), more=(lambda: (torch.tensor([False]),),)),
+    Behaviour("math_pow_of_item", program(_math_pow_item),
+              lambda: (torch.tensor(5), torch.randn(5)),
+              more=(lambda: (torch.tensor(-2), torch.randn(5)),),
+              torch_fails="specializes the item `math.pow` converts with float() (torch's "
+                          "non-strict export computes it)"),
+    Behaviour("abs_of_float_item", program(_abs_item),
+              lambda: (torch.tensor(-2.5), torch.randn(5)),
+              more=(lambda: (torch.tensor(3.0), torch.randn(5)),)),
+    Behaviour("abs_of_int_item", program(_abs_item),
+              lambda: (torch.tensor(-3), torch.randn(5)),
+              more=(lambda: (torch.tensor(4), torch.randn(5)),)),
     Behaviour("tensor_of_items_given_dtype",
               program(lambda self, u, v: torch.tensor([u.item(), v.item()],
                                                       dtype=torch.float64)),

@@ -2,6 +2,7 @@
 rules agree with its Python semantics: the interval rule contains the value, the z3 rule
 computes it, the graph callable computes it (so ranges, solver and recorded graphs cannot
 disagree about what ``//`` or ``%`` means)."""
+import math
 import operator
 
 import pytest
@@ -58,11 +59,13 @@ def test_the_rules_of_a_binary_function_agree(cls, a, b, widen_a, widen_b):
 @SETTINGS
 @given(a=ints)
 def test_abs_and_rounding_agree(a):
-    for cls in (sympy.Abs, E.FloorToInt, E.CeilToInt, E.TruncToInt):
+    for cls in (sympy.Abs, E.FloorToInt, E.CeilToInt, E.TruncToInt, sympy.floor,
+                sympy.ceiling):
         entry = FUNCTIONS[cls]
         value = entry.python(a)
         assert entry.interval(ValueRange(a, a)).contains(value), cls
         assert _z3_value(entry.z3(z3.IntVal(a))) == value, cls
+        assert entry.graph(a) == value, cls  # what the program computes
 
 
 def test_floor_division_and_modulo_are_pythons():
@@ -121,5 +124,43 @@ def test_a_fractional_power_of_a_float_item_keeps_refusing_negative_bases():
     x = torch.randn(3)
     ep = unbroken.export(model, (torch.tensor(2.25), x))
     torch.testing.assert_close(ep.module()(torch.tensor(4.0), x), model(torch.tensor(4.0), x))
+    with pytest.raises(RuntimeError, match="Runtime assertion failed"):
+        ep.module()(torch.tensor(-4.0), x)
+
+
+@pytest.mark.parametrize("name, function, dtype", [
+    ("abs_float", abs, torch.float32),
+    ("abs_int", abs, torch.int64),
+    ("math_fabs_float", math.fabs, torch.float32),
+    ("math_fabs_int", math.fabs, torch.int64),
+    ("math_pow_float", lambda f: math.pow(f, 2), torch.float32),
+    ("math_pow_int", lambda f: math.pow(f, 3), torch.int64),
+    ("math_pow_float_exponent", lambda f: math.pow(f, 3.0), torch.int64),
+    ("math_pow_negative_exponent", lambda f: math.pow(f, -1), torch.float32),
+    ("floor_of_abs", lambda f: math.floor(abs(f) / 2), torch.float32),
+])
+def test_math_of_an_item_computes_eagers_value_for_every_sign(name, function, dtype):
+    """``abs`` and the ``math`` functions that convert their arguments with ``float()``
+    (``math.pow``, ``math.fabs``: ``symbolic.functions.SYMBOLIC_MATH``) keep an ``item``
+    symbolic: the program computes them (Python's own operators, which torch's verifier
+    admits) for negative and positive items alike, asserting nothing."""
+    model = _Power(function, dtype)
+    x = torch.randn(3)
+    ep = unbroken.export(model, (torch.tensor(2, dtype=dtype), x))
+    assert not [n for n in ep.graph.nodes if n.target is torch.ops.aten._assert_scalar.default]
+    for value in (2, -1, -3, 5):
+        s = torch.tensor(value, dtype=dtype)
+        torch.testing.assert_close(ep.module()(s, x), model(s, x))
+
+
+def test_math_pow_of_a_fractional_exponent_refuses_a_negative_item_as_eager_does():
+    """``math.pow(-4.0, 0.5)`` raises in eager (a math domain error): the program keeps the
+    check and refuses it at run time, and computes eager's value elsewhere."""
+    model = _Power(lambda f: math.pow(f, 0.5), torch.float32)
+    x = torch.randn(3)
+    ep = unbroken.export(model, (torch.tensor(2.25), x))
+    torch.testing.assert_close(ep.module()(torch.tensor(4.0), x), model(torch.tensor(4.0), x))
+    with pytest.raises(ValueError):
+        model(torch.tensor(-4.0), x)
     with pytest.raises(RuntimeError, match="Runtime assertion failed"):
         ep.module()(torch.tensor(-4.0), x)

@@ -34,7 +34,7 @@ from . import expr as E
 from .torch_compat import OPAQUE_SQRT, sym_sqrt
 
 __all__ = ["SymbolicFunction", "FUNCTIONS", "function_of", "fold", "apply", "as_real",
-           "real_power_call"]
+           "real_power_call", "SYMBOLIC_MATH"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,12 +160,12 @@ FUNCTIONS: dict[type, SymbolicFunction] = dict([
     _entry(E.Min, min, lambda a, b: a.min(b), _z3_min, torch.sym_min, nary=True),
     _entry(sympy.Max, max, lambda a, b: a.max(b), _z3_max, torch.sym_max, nary=True),
     _entry(sympy.Min, min, lambda a, b: a.min(b), _z3_min, torch.sym_min, nary=True),
-    _entry(sympy.Abs, abs, lambda a: a.abs(), lambda a: z3.If(a >= 0, a, -a), None),
+    _entry(sympy.Abs, abs, lambda a: a.abs(), lambda a: z3.If(a >= 0, a, -a), operator.abs),
     # conversions and rounding
     _entry(E.ToFloat, float, _identity, as_real, torch.sym_float),
     _entry(E.Identity, _identity, _identity, _identity, None),
-    _entry(sympy.floor, math.floor, lambda a: a.floor(), _z3_floor, None),
-    _entry(sympy.ceiling, math.ceil, lambda a: a.ceil(), _z3_ceil, None),
+    _entry(sympy.floor, math.floor, lambda a: a.floor(), _z3_floor, math.floor),
+    _entry(sympy.ceiling, math.ceil, lambda a: a.ceil(), _z3_ceil, math.ceil),
     _entry(E.FloorToInt, math.floor, lambda a: a.floor(), lambda a: z3.ToInt(as_real(a)),
            math.floor),
     _entry(E.CeilToInt, math.ceil, lambda a: a.ceil(), lambda a: -z3.ToInt(-as_real(a)),
@@ -236,3 +236,23 @@ def real_power_call(fn, args: list) -> tuple:
 def _float_pow(base, exponent: float):
     return base.__float_pow__(exponent)
 
+
+
+def _math_pow(base, exponent):
+    """``math.pow`` of symbolic values: ``float(base) ** float(exponent)``, as it computes
+    (an integral exponent without the ``base >= 0`` check: ``real_power_call``)."""
+    base = torch.sym_float(base)
+    exponent = torch.sym_float(exponent) if isinstance(exponent, torch.SymInt) \
+        else exponent if isinstance(exponent, torch.SymFloat) else float(exponent)
+    fn, args = real_power_call(operator.pow, [base, exponent])
+    return fn(*args)
+
+
+def _math_fabs(value):
+    """``math.fabs`` of a symbolic value: ``abs(float(value))``."""
+    return abs(torch.sym_float(value))
+
+
+# the functions of ``math`` that convert their arguments with ``float()`` (which a symbolic
+# value refuses: it would fix the value), computed symbolically instead, as the graph can
+SYMBOLIC_MATH = {math.sqrt: sym_sqrt, math.pow: _math_pow, math.fabs: _math_fabs}

@@ -8,22 +8,19 @@ import collections
 import contextvars
 import dataclasses
 import importlib.util
-import math
 import sys
 import typing
 
 import torch
 
 from ...symbolic.diagnostics.catalogue import graph_break
-from ...symbolic.torch_compat import sym_sqrt
+from ...symbolic.functions import SYMBOLIC_MATH
 from .base import AttributeMissing, VariableTracker
 from .text import format_call, is_str_format
 
 __all__ = ["CLASS_FACTORIES", "ClassFactoryVariable", "ImportModuleVariable",
            "NativeCallableVariable", "PureCallableVariable", "RefusedCallableVariable"]
 
-# math functions with a symbolic counterpart that the recorder can put in a graph.
-_SYMBOLIC_MATH = {math.sqrt: sym_sqrt}
 _SYMBOLIC_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
 
@@ -89,8 +86,8 @@ class PureCallableVariable(NativeCallableVariable):
         fn = self.fn
         if is_str_format(fn):  # the text of a tensor is not the meta tensor's
             return format_call(tx, fn, args, kwargs)
-        if fn in _SYMBOLIC_MATH and any(isinstance(a.unwrap(tx), _SYMBOLIC_TYPES) for a in args):
-            fn = _SYMBOLIC_MATH[fn]  # keep the size symbolic instead of guarding on its value
+        if fn in SYMBOLIC_MATH and any(isinstance(a.unwrap(tx), _SYMBOLIC_TYPES) for a in args):
+            fn = SYMBOLIC_MATH[fn]  # keep the size symbolic instead of guarding on its value
         return tx.call_leaf(fn, args, kwargs)
 
 

@@ -69,7 +69,7 @@ def test_nested_branches_give_conjunctions_and_a_join_carries_nothing():
 
 class Ternary(nn.Module):
     def forward(self, x):
-        return x.cos() if x.mean() < 0 else x + int(x.max())  # TERNARY
+        return x.cos() if x.mean() < 0 else [x][int(x.max())]  # TERNARY
 
 
 def test_a_ternary_forks():
@@ -137,15 +137,18 @@ class Items(nn.Module):
     def forward(self, x):
         if x.sum().item() > 0:  # ITEM
             return x
-        return bool(x.max()) + id(x)  # BOOL
+        return x * id(x) if bool(x.max()) else x  # BOOL
 
 
 def test_item_compared_and_bool_of_a_tensor_fork():
     breaks = unbroken.find_graph_breaks(Items(), (torch.ones(3),))
-    paths = _paths(breaks)
-    assert paths[_line(Items, "# BOOL")] == [("x.sum().item() > 0", False)]
+    # bool() of a tensor is its item compared with 0 (no decision); the `if` on it forks
     assert [b.code for b in breaks] == ["UB105", "UB105", "UB103"]
-    assert breaks.exploration.explored == 3  # bool(x.max()) forks too
+    assert [(c.source_text, c.taken) for c in breaks[1].path_conditions] == \
+        [("x.sum().item() > 0", False)]
+    assert _paths(breaks)[_line(Items, "# BOOL")] == \
+        [("x.sum().item() > 0", False), ("bool(x.max())", True)]  # id(x) on the taken side
+    assert breaks.exploration.explored == 3
 
 
 class Flags(nn.Module):

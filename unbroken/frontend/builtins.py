@@ -16,6 +16,7 @@ import dataclasses
 import enum
 import functools
 import itertools
+import math
 import operator
 import sys
 import types
@@ -489,6 +490,9 @@ def _scalar(py_type):
         if value is None:
             return ConstantVariable(py_type())
         if isinstance(value, TensorVariable):
+            number = _tensor_number(tx, py_type, value) if not rest else None
+            if number is not None:
+                return number
             error = graph_break("UB105", f"`{py_type.__name__}()` of {value.describe()}",
                                 frames=tx.user_frames())
             real = tx.output.real_value(value.meta) if py_type is bool else None
@@ -502,6 +506,27 @@ def _scalar(py_type):
         return _fold_or_leaf(tx, py_type, [value, *rest], {})
 
     return handler
+
+
+def _tensor_number(tx, py_type, tensor: TensorVariable) -> VariableTracker | None:
+    """``int(t)``, ``float(t)``, ``bool(t)`` of a one-element tensor as eager computes them
+    from ``t.item()``: a symbolic value the program reads at run time (an unbacked symbol), with
+    no decision taken on it (a later ``if`` on it is a data-dependent decision, refused there).
+    ``float`` of an integer converts, ``int`` of a float truncates, ``bool`` compares with 0.
+    None where the conversion is not modelled (a complex tensor, ``int``/``float`` of a bool
+    tensor, a size that is not one element): refused by the caller."""
+    meta = tensor.meta
+    dtype = meta.dtype
+    if dtype.is_complex or (dtype is torch.bool and py_type is not bool) or \
+            type(meta.numel()) is not int or meta.numel() != 1:
+        return None
+    item = tx.call_leaf(torch.Tensor.item, [tensor], {})
+    if py_type is bool:
+        return item if dtype is torch.bool else \
+            tx.call_leaf(operator.ne, [item, ConstantVariable(0)], {})
+    if py_type is float:
+        return item if dtype.is_floating_point else tx.call_leaf(torch.sym_float, [item], {})
+    return tx.call_leaf(math.trunc, [item], {}) if dtype.is_floating_point else item
 
 
 def concrete(tx, value: VariableTracker):

@@ -707,6 +707,8 @@ class Recorder(TorchDispatchMode):
         kind = "float" if tensor.dtype.is_floating_point else "int"
         source = f"{self.node_of(tensor).name}.item()"
         symbol = self.env.create_unbacked_symbol(kind, source=source)
+        if tensor.dtype == torch.bool:  # the symbol is 1 for True, 0 for False
+            self.env.set_range(symbol, ValueRange(0, 1))
         value = self.env.symfloat(symbol) if kind == "float" else (
             self.env.symbool(sympy.Eq(symbol, 1)) if tensor.dtype == torch.bool
             else self.env.symint(symbol))

@@ -90,7 +90,8 @@ _KINDS = [
     ),
     BreakKind(
         "UB105", "Decision on a data-dependent value",
-        "A value read from a tensor (`.item()`, a `nonzero()` count) is a symbol whose value is "
+        "A value read from a tensor (`.item()`, `int(t)`, `float(t)`, `bool(t)` of a "
+        "one-element tensor, a `nonzero()` count) is a symbol whose value is "
         "known only at run time: it can flow into sizes and computations, but a Python decision "
         "on it (`if`, `int()`, `range()`, an index bound no fact covers) or reading a tensor's "
         "values into Python (`.tolist()` of more than 64 elements or of a dynamic shape, "

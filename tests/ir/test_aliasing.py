@@ -495,31 +495,31 @@ class PieceByPiece(nn.Module):
 def test_views_are_re_derived_once_when_read_not_at_every_write(monkeypatch, keep_views):
     """``attn[i, :i] = v`` writes through a select and a slice ``Tensor.__setitem__`` makes and
     drops: re-deriving every view at every later write grew with the square of the writes.
-    A stale view is re-derived when it is next read (``GraphBuilder.defer``): the temporaries
-    never are, a view the program holds once (with the select it was sliced from) however many
-    writes came after; the views a C function made for itself are not even kept
-    (``Aliases.forget_temporaries``). Values bit-exact with eager either way."""
+    A stale view is re-derived when it is next read, or once at the end of the trace
+    (``GraphBuilder.defer``): here, where no view is read, written and read again, each view
+    at most once however many writes came after; the views a C function made for itself
+    are not even kept (``Aliases.forget_temporaries``). Values bit-exact with eager."""
     from unbroken.ir.aliasing import Aliases
 
     replayed = []
     replay = Aliases._replay
-    monkeypatch.setattr(Aliases, "_replay", lambda self, view: (replayed.append(view),
+    monkeypatch.setattr(Aliases, "_replay", lambda self, view: (replayed.append(id(view)),
                                                                 replay(self, view))[1])
-    x = torch.randn(6, 6)
 
-    def replays() -> int:
+    def replays(rows: int) -> list:
         replayed.clear()
+        x = torch.randn(rows, rows)
         program = unbroken.export(PieceByPiece(keep_views), (x,))
         assert_bit_exact(program.module()(x), PieceByPiece(keep_views)(x))
-        return len(replayed)
+        return list(replayed)
 
     with monkeypatch.context() as every_view_kept:
         every_view_kept.setattr(Aliases, "forget_temporaries", lambda self, made, kept: None)
-        counts = [replays()]
-    counts.append(replays())
-    writes = x.shape[0] - 1
-    # `first`, then each `row` and its select: read after later writes, re-derived once each
-    assert counts == [1 + 2 * writes] * 2 if keep_views else counts == [0, 0], counts
+        unforgotten = replays(6)
+    counts = [len(replays(rows)) for rows in (6, 12)]
+    assert len(set(unforgotten)) == len(unforgotten)  # each view once
+    assert counts[0] < len(unforgotten)
+    assert counts[1] / 11 <= counts[0] / 5 + 1, counts  # per write (11, then 5): no growth
 
 
 def test_a_stale_view_read_inside_a_branch_is_derived_before_it():

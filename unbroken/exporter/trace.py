@@ -131,6 +131,7 @@ class Trace:
                                                                          kwarg_trackers))
                 result, tx = trace_call(self.output, call.mod, arg_trackers, kwarg_trackers)
                 outputs = result.unwrap(tx)
+                self.builder.settle()  # views a write left stale, while their sizes compute
         finally:
             self.env.on_guard = None  # a guard decided later is settled with the others
         self._refuse_subclass_state()

@@ -472,6 +472,7 @@ class GraphBuilder:
 
     def set_output(self, values) -> fx.Node:
         """The output node: a tuple of nodes (tensors, sizes) and constants."""
+        self.settle()  # nothing is recorded after the output
         return self.graph.output(tuple(self._as_arg(v) for v in values))
 
     def _as_arg(self, value):

@@ -11,6 +11,14 @@ One fresh process per model type (a crash or a hang is that row's), printed as a
     python benchmarks/hf_probe.py glm4 qwen3_next mra --dynamic
     python benchmarks/hf_probe.py --from-file types.txt --json out.json
 
+``--images``: image-classification architectures instead (``vit``, ``segformer``...: the
+``AutoModelForImageClassification`` class of the type, its int config fields shrunk as above,
+called on ``pixel_values`` of batch 2 at the config's image size, at most 64; 224 when eager
+fails there; the default config at its image size when eager fails with the shrunk one),
+``Dim.AUTO`` on the batch under ``--dynamic``, each program then also called at
+batch 1 and 3 and compared with eager there (``python benchmarks/hf_probe.py --images --all
+--dynamic``: every type transformers maps to such a head).
+
 A row whose config cannot be shrunk so, or whose eager call fails, says so: a probe, not a
 corpus case (``benchmarks/corpus_models.py`` holds those, with configs written per model).
 """
@@ -103,8 +111,98 @@ def probe(model_type: str, dynamic: bool) -> dict:
     return row
 
 
-def _run(model_type: str, dynamic: bool, timeout: float) -> dict:
+def _image_config(transformers, model_type: str):
+    """The type's default config with its int fields of ``_SHRINK`` (and a 32-pixel image)
+    shrunk; list-valued ones (per-stage widths) kept, as the stages must agree."""
+    default = transformers.AutoConfig.for_model(model_type)
+    wanted = {**_SHRINK, "image_size": 32, "num_labels": 3}
+    return transformers.AutoConfig.for_model(model_type, **{
+        key: value for key, value in wanted.items()
+        if type(getattr(default, key, None)) is int})
+
+
+def probe_images(model_type: str, dynamic: bool) -> dict:
+    """One image-classification type, in this process (see ``--images``)."""
+    import torch
+    import transformers
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES as HEADS,
+    )
+
+    import unbroken
+
+    row = {"model_type": model_type, "dynamic": dynamic}
+    generator = torch.Generator().manual_seed(0)
+
+    def logits(call, batch_pixels):
+        with torch.no_grad():
+            return _first_tensor(call(pixel_values=batch_pixels))
+
+    failure = None
+    # the shrunk config, else (its stages disagreeing) the default one at its own image size
+    for shrunk in (True, False):
+        try:
+            config = _image_config(transformers, model_type) if shrunk else \
+                transformers.AutoConfig.for_model(model_type, num_labels=3)
+            if hasattr(config, "vision_config") or not isinstance(HEADS.get(model_type), str):
+                return {**row, "status": "not built", "error": "a composite or multi-head type"}
+            torch.manual_seed(0)
+            model = getattr(transformers, HEADS[model_type])(config).eval()
+        except Exception as exc:  # a probe: the row says why
+            failure = failure or f"not built: {type(exc).__name__}: {exc}"[:300]
+            continue
+        size = getattr(config, "image_size", 32)
+        size = size[0] if isinstance(size, (list, tuple)) else size
+        channels = getattr(config, "num_channels", 3)
+        for side in ((min(size, 64), 224) if shrunk else (size,)):
+            try:
+                example = torch.randn(2, channels, side, side, generator=generator)
+                expected = logits(model, example)
+                break
+            except Exception as exc:
+                failure = failure or f"eager fails: {type(exc).__name__}: {exc}"[:300]
+        else:
+            continue
+        break
+    else:
+        status, _, error = failure.partition(": ")
+        return {**row, "status": status, "error": error}
+    row["class"] = type(model).__name__
+    row["config"] = "shrunk" if shrunk else "default"
+
+    def pixels(batch, side):
+        return torch.randn(batch, channels, side, side, generator=generator)
+    spec = {"pixel_values": {0: torch.export.Dim.AUTO}} if dynamic else None
+    others = [pixels(1, side), pixels(3, side)] if dynamic else []
+    row["status"] = "probed"
+    for name, export in (("torch", torch.export.export), ("unbroken", unbroken.export)):
+        start = time.perf_counter()
+        try:
+            program = export(model, (), {"pixel_values": example}, dynamic_shapes=spec)
+            verdict = "exported, same as eager"
+            for batch_pixels, want in [(example, expected),
+                                       *((p, logits(model, p)) for p in others)]:
+                try:
+                    got = logits(program.module(), batch_pixels)
+                except Exception as exc:
+                    verdict = (f"exported, batch {batch_pixels.shape[0]} refused: "
+                               f"{type(exc).__name__}: {str(exc).splitlines()[0]}")[:200]
+                    break
+                if got is None or got.shape != want.shape or not torch.allclose(
+                        got, want, rtol=1e-4, atol=1e-4):
+                    verdict = f"exported, DIFFERS from eager at batch {batch_pixels.shape[0]}"
+                    break
+            row[name] = verdict
+        except Exception as exc:
+            first = (str(exc).strip().splitlines() or [""])[0]
+            row[name] = f"{type(exc).__name__}: {first}"[:200]
+        row[f"{name}_s"] = round(time.perf_counter() - start, 2)
+    return row
+
+
+def _run(model_type: str, dynamic: bool, timeout: float, images: bool = False) -> dict:
     command = [sys.executable, __file__, "--one", model_type] + (["--dynamic"] if dynamic else [])
+    command += ["--images"] if images else []
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -124,21 +222,31 @@ def main(argv=None) -> int:
     parser.add_argument("--dynamic", action="store_true", help="Dim.AUTO on both input dims")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per model type")
     parser.add_argument("--json", help="also write the rows to this file")
+    parser.add_argument("--images", action="store_true",
+                        help="image-classification types on pixel_values (Dim.AUTO: batch)")
+    parser.add_argument("--all", action="store_true",
+                        help="with --images: every type transformers maps to such a head")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # the worker: one row, as JSON
     args = parser.parse_args(argv)
     if args.one:  # a worker process of its own: its warnings and logs are not the table's
         warnings.simplefilter("ignore")
         import transformers
         transformers.logging.set_verbosity_error()
-        print(json.dumps(probe(args.one, args.dynamic)))
+        probe_one = probe_images if args.images else probe
+        print(json.dumps(probe_one(args.one, args.dynamic)))
         return 0
     types = list(args.model_types)
+    if args.all and args.images:
+        from transformers.models.auto.modeling_auto import (
+            MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES as HEADS,
+        )
+        types += list(HEADS)
     if args.from_file:
         with open(args.from_file) as listed:
             types += [line.strip() for line in listed if line.strip()]
     rows = []
     for model_type in types:
-        row = _run(model_type, args.dynamic, args.timeout)
+        row = _run(model_type, args.dynamic, args.timeout, args.images)
         rows.append(row)
         sides = " | ".join(f"{side}: {row[side]} ({row.get(side + '_s')} s)"
                            for side in ("torch", "unbroken") if side in row)

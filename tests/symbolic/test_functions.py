@@ -103,11 +103,23 @@ class _Power(torch.nn.Module):
     ("float_negative_exponent", lambda f: f ** -1, torch.float32),
     ("int_float_exponent", lambda f: f ** 2.0, torch.int64),
     ("int_squared", lambda f: f ** 2, torch.int64),
+    ("math_pow_float", lambda f: math.pow(f, 2), torch.float32),
+    ("math_pow_int", lambda f: math.pow(f, 3), torch.int64),
+    ("math_pow_float_exponent", lambda f: math.pow(f, 3.0), torch.int64),
+    ("math_pow_negative_exponent", lambda f: math.pow(f, -1), torch.float32),
+    ("abs_float", abs, torch.float32),
+    ("abs_int", abs, torch.int64),
+    ("math_fabs_float", math.fabs, torch.float32),
+    ("math_fabs_int", math.fabs, torch.int64),
+    ("floor_of_abs", lambda f: math.floor(abs(f) / 2), torch.float32),
 ])
 def test_an_integral_power_of_an_item_admits_negative_bases(name, power, dtype):
     """torch's ``SymFloat.__pow__`` checks ``base >= 0`` (a complex result otherwise): for an
     integral exponent the result is real for every base (``real_power_call``), so the
-    program asserts nothing and computes eager's value for negative items too."""
+    program asserts nothing and computes eager's value for negative items too. So do
+    ``math.pow`` (with ``math.fabs``: the ``math`` functions that convert their arguments with
+    ``float()``, ``symbolic.functions.SYMBOLIC_MATH``) and ``abs``, which the program computes
+    with Python's own operators (torch's verifier admits them)."""
     model = _Power(power, dtype)
     x = torch.randn(3)
     ep = unbroken.export(model, (torch.tensor(2, dtype=dtype), x))
@@ -126,31 +138,6 @@ def test_a_fractional_power_of_a_float_item_keeps_refusing_negative_bases():
     torch.testing.assert_close(ep.module()(torch.tensor(4.0), x), model(torch.tensor(4.0), x))
     with pytest.raises(RuntimeError, match="Runtime assertion failed"):
         ep.module()(torch.tensor(-4.0), x)
-
-
-@pytest.mark.parametrize("name, function, dtype", [
-    ("abs_float", abs, torch.float32),
-    ("abs_int", abs, torch.int64),
-    ("math_fabs_float", math.fabs, torch.float32),
-    ("math_fabs_int", math.fabs, torch.int64),
-    ("math_pow_float", lambda f: math.pow(f, 2), torch.float32),
-    ("math_pow_int", lambda f: math.pow(f, 3), torch.int64),
-    ("math_pow_float_exponent", lambda f: math.pow(f, 3.0), torch.int64),
-    ("math_pow_negative_exponent", lambda f: math.pow(f, -1), torch.float32),
-    ("floor_of_abs", lambda f: math.floor(abs(f) / 2), torch.float32),
-])
-def test_math_of_an_item_computes_eagers_value_for_every_sign(name, function, dtype):
-    """``abs`` and the ``math`` functions that convert their arguments with ``float()``
-    (``math.pow``, ``math.fabs``: ``symbolic.functions.SYMBOLIC_MATH``) keep an ``item``
-    symbolic: the program computes them (Python's own operators, which torch's verifier
-    admits) for negative and positive items alike, asserting nothing."""
-    model = _Power(function, dtype)
-    x = torch.randn(3)
-    ep = unbroken.export(model, (torch.tensor(2, dtype=dtype), x))
-    assert not [n for n in ep.graph.nodes if n.target is torch.ops.aten._assert_scalar.default]
-    for value in (2, -1, -3, 5):
-        s = torch.tensor(value, dtype=dtype)
-        torch.testing.assert_close(ep.module()(s, x), model(s, x))
 
 
 def test_math_pow_of_a_fractional_exponent_refuses_a_negative_item_as_eager_does():

@@ -161,8 +161,8 @@ class GraphBuilder:
 
     def producer(self, tensor: torch.Tensor) -> fx.Node | None:
         """The node holding ``tensor``'s value in whichever graph made it, or None."""
-        if self._deferred and id(tensor) in self._deferred:
-            self._deferred.pop(id(tensor))()
+        if self._deferred:
+            self._settle_one(tensor)
         return self._nodes.get(id(tensor))
 
     def defer(self, tensor: torch.Tensor, binder: Callable[[], None]) -> None:
@@ -178,6 +178,12 @@ class GraphBuilder:
         """Forget ``tensor``'s deferred binding (no code can read it any more)."""
         self._deferred.pop(id(tensor), None)
 
+    def _settle_one(self, tensor: torch.Tensor) -> None:
+        """Run ``tensor``'s deferred binding, if it has one (before it is read)."""
+        binder = self._deferred.pop(id(tensor), None)
+        if binder is not None:
+            binder()
+
     def settle(self) -> None:
         """Run every deferred binding, in the order deferred."""
         while self._deferred:
@@ -186,8 +192,8 @@ class GraphBuilder:
     def node_of(self, tensor: torch.Tensor) -> fx.Node:
         """The node holding ``tensor``'s value, usable in the graph being built: a value of
         an enclosing graph becomes an extra input of the open subgraph."""
-        if self._deferred and id(tensor) in self._deferred:
-            self._deferred.pop(id(tensor))()
+        if self._deferred:
+            self._settle_one(tensor)
         node = self._nodes[id(tensor)]
         scope = self._scopes[-1]
         if node.graph is scope.graph:

@@ -237,14 +237,10 @@ def _float_pow(base, exponent: float):
     return base.__float_pow__(exponent)
 
 
-
 def _math_pow(base, exponent):
     """``math.pow`` of symbolic values: ``float(base) ** float(exponent)``, as it computes
     (an integral exponent without the ``base >= 0`` check: ``real_power_call``)."""
-    base = torch.sym_float(base)
-    exponent = torch.sym_float(exponent) if isinstance(exponent, torch.SymInt) \
-        else exponent if isinstance(exponent, torch.SymFloat) else float(exponent)
-    fn, args = real_power_call(operator.pow, [base, exponent])
+    fn, args = real_power_call(operator.pow, [torch.sym_float(base), torch.sym_float(exponent)])
     return fn(*args)
 
 

@@ -121,9 +121,39 @@ def _type_name(m, h):
     return h + len(h.type()) + (5 if h.is_meta else 0) + (1 if type(h) is torch.Tensor else 0)
 
 
+def _write_hidden(m, h):
+    """A write autograd does not see, into the live value (earlier outputs alias it)."""
+    with torch.no_grad():
+        h.mul_(3)
+    return h
+
+
+def _write_visible(m, h):
+    h.add_(1)
+    return h
+
+
+def _write_view_hidden(m, h):
+    with torch.no_grad():
+        h[0].mul_(2)
+    return h
+
+
+def _write_view_visible(m, h):
+    h[:, 1].add_(h[:, 0])
+    return h
+
+
+def _write_detached(m, h):
+    h.detach().mul_(2)
+    return h
+
+
 STEPS = [_mul, _lin, _tanh, _no_grad, _set_grad_off, _enable_inside_no_grad, _inference,
          _detach, _inplace, _buffer, _branch_requires_grad, _branch_grad_mode,
-         _detach_then_mix, _reshape, _layout_branch, _raise_from, _type_name]
+         _detach_then_mix, _reshape, _layout_branch, _raise_from, _type_name,
+         _write_hidden, _write_visible, _write_view_hidden, _write_view_visible,
+         _write_detached]
 _INTROSPECTION = {_branch_requires_grad, _branch_grad_mode}
 
 
@@ -151,7 +181,14 @@ FIGURES = {"programs": 0, "compared": 0, "eager_rejects": 0, "refused": 0,
            "refused_at_call": 0, "mismatches": 0}
 
 
-def _run(module, x, ambient: bool):
+def _run(module, x, ambient: bool, non_leaf: bool = False):
+    """Runs on a fresh copy of ``x`` (same strides), as a program may write its input; with
+    ``non_leaf``, on a copy made with grad enabled (its history reaches the leaf ``x``)."""
+    leaf = x.detach().clone().requires_grad_(x.requires_grad)
+    x = leaf
+    if non_leaf:
+        with torch.enable_grad():
+            x = leaf.clone()
     params = [p for p in module.parameters() if p.requires_grad]
     with torch.set_grad_enabled(ambient):
         outputs = module(x)
@@ -159,9 +196,9 @@ def _run(module, x, ambient: bool):
     grads = None
     loss_terms = [o.sum() for o in outputs if o.requires_grad]
     if loss_terms:
-        inputs = ([x] if x.requires_grad else []) + params
+        inputs = ([leaf] if leaf.requires_grad else []) + params
         grads = torch.autograd.grad(sum(loss_terms), inputs, allow_unused=True)
-    return outputs, flags, grads, dict(module.named_buffers())
+    return outputs, flags, grads, {"x": x, **dict(module.named_buffers())}
 
 
 def _compare(eager, program):
@@ -178,7 +215,8 @@ def _compare(eager, program):
         torch.testing.assert_close(p_bufs[name], value, rtol=1e-5, atol=1e-6)
 
 
-def check_program(steps, x_requires_grad: bool, ambient: bool, transposed_call=False):
+def check_program(steps, x_requires_grad: bool, ambient: bool, transposed_call=False,
+                  non_leaf=False):
     """Export ``Program(steps)`` on a contiguous example; call it on the same example, or on
     a transposed tensor of the same shape (``transposed_call``), which ``module()`` must
     either compute as eager or refuse with InputMismatchError."""
@@ -189,7 +227,7 @@ def check_program(steps, x_requires_grad: bool, ambient: bool, transposed_call=F
     x = torch.randn(3, 2).t().detach().requires_grad_(x_requires_grad) if transposed_call \
         else example
     try:
-        eager = _run(eager_model, x, ambient)
+        eager = _run(eager_model, x, ambient, non_leaf)
     except RuntimeError:
         FIGURES["eager_rejects"] += 1
         with pytest.raises(unbroken.UnbrokenError) as info:  # refuse or export; never a bug
@@ -208,7 +246,7 @@ def check_program(steps, x_requires_grad: bool, ambient: bool, transposed_call=F
         return
     assert snapshot.diff(ModelSnapshot.of(model)) == [], "export changed the model"
     try:
-        program = _run(ep.module(), x, ambient)
+        program = _run(ep.module(), x, ambient, non_leaf)
     except unbroken.InputMismatchError:
         assert transposed_call, "module() refused the example's own layout"
         FIGURES["refused_at_call"] += 1
@@ -222,7 +260,7 @@ def check_program(steps, x_requires_grad: bool, ambient: bool, transposed_call=F
 
 
 _programs = st.tuples(st.lists(st.sampled_from(STEPS), min_size=1, max_size=5), st.booleans(),
-                      st.booleans(), st.booleans()).filter(
+                      st.booleans(), st.booleans(), st.booleans()).filter(
     lambda d: d[2] or not _INTROSPECTION & set(d[0]))  # introspection: export's grad mode
 
 

@@ -72,3 +72,88 @@ def test_a_write_into_an_unsaved_tensor_keeps_backward():
     module(x).sum().backward()
     model(x).sum().backward()
     torch.testing.assert_close(module.w.grad, model.w.grad)
+
+
+def _through_view(y):
+    """A write into a view of the saved tensor (one version counter for the family)."""
+    z = y.sin()
+    y[0].mul_(2)
+    return z
+
+
+def _through_detach(y):
+    z = y.sin()
+    y.detach().mul_(2)
+    return z
+
+
+def _saved_view_base_written(y):
+    z = y[0].sin()
+    y.mul_(2)
+    return z
+
+
+def _saved_view_sibling_written(y):
+    z = y[0].sin()
+    y[1].mul_(2)
+    return z
+
+
+def _writes_what_it_saves(y):
+    y.mul_(y)  # saves `other`, which is the tensor it writes
+    return y
+
+
+def _addcmul_saves_its_target(y):
+    y.addcmul_(y, y)
+    return y
+
+
+def _writes_what_it_does_not_save(y):
+    y.add_(y)  # add saves nothing: backward runs
+    return y * 3
+
+
+def _write_after_a_non_saving_view_read(y):
+    z = y[0] + 1
+    y.mul_(2)
+    return z * y[1]
+
+
+FAMILY = [_through_view, _through_detach, _saved_view_base_written,
+          _saved_view_sibling_written, _writes_what_it_saves, _addcmul_saves_its_target,
+          _writes_what_it_does_not_save, _write_after_a_non_saving_view_read]
+
+
+class _Intermediate(torch.nn.Module):
+    def __init__(self, body):
+        super().__init__()
+        self.body = body
+
+    def forward(self, x):
+        return self.body(x * 2)
+
+
+@pytest.mark.parametrize("body", FAMILY, ids=lambda f: f.__name__.strip("_"))
+def test_writes_into_any_alias_of_a_saved_tensor_raise_as_eager(body):
+    """Eager's check is per version counter, which a base and its views (a ``detach`` alias
+    too) share: the program's backward raises exactly when eager's does, and otherwise gives
+    eager's gradient."""
+    model = _Intermediate(body)
+    example = torch.randn(2, 3)
+    ep = unbroken.export(model, (example,))
+    results = []
+    for module in (model, ep.module()):
+        x = example.clone().requires_grad_()
+        out = module(x)
+        try:
+            (grad,) = torch.autograd.grad(out.sum(), [x])
+        except RuntimeError as error:
+            assert "modified by an inplace operation" in str(error)
+            grad = None
+        results.append((out.detach(), grad))
+    (e_out, e_grad), (p_out, p_grad) = results
+    torch.testing.assert_close(p_out, e_out, rtol=0, atol=0)
+    assert (p_grad is None) == (e_grad is None)
+    if e_grad is not None:
+        torch.testing.assert_close(p_grad, e_grad)

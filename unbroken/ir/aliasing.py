@@ -139,6 +139,12 @@ class Aliases:
             tensor = self._view_of[id(tensor)].parent
         return tensor
 
+    def family(self, tensor: torch.Tensor) -> list:
+        """``tensor``'s root and every view of it still tracked: the tensors sharing its memory
+        and its version counter (a write into one bumps all of them)."""
+        root = self.root(tensor)
+        return [root, *self._views_of_root.get(id(root), ())]
+
     def is_aliased(self, tensor: torch.Tensor) -> bool:
         return id(tensor) in self._view_of or bool(self._views_of_root.get(id(tensor)))
 
@@ -187,7 +193,7 @@ class Aliases:
         if not (hidden and torch.is_grad_enabled()):
             yield
             return
-        with self._recorded_in_grad_mode(False):
+        with self.recorder.recorded_in_grad_mode(False):
             yield
 
     def stale_read_refusal(self, func, args, kwargs, out) -> EagerRefusal | None:
@@ -227,20 +233,8 @@ class Aliases:
         if enabled == torch.is_grad_enabled():
             self._replay(view)
             return
-        with self._recorded_in_grad_mode(enabled):
+        with self.recorder.recorded_in_grad_mode(enabled):
             self._replay(view)
-
-    @contextlib.contextmanager
-    def _recorded_in_grad_mode(self, enabled: bool):
-        """Run and record what runs inside in a region of grad mode ``enabled`` (the
-        opposite of the current one), which the program restores to the caller's mode."""
-        builder = self.recorder.builder
-        previous = builder.record_grad_mode(enabled, not enabled)
-        try:
-            with torch.set_grad_enabled(enabled):
-                yield
-        finally:
-            builder.record_grad_mode_restore(previous)
 
     # ----------------------------------------------------------------- inverse and replay
     def _replay(self, view: torch.Tensor) -> None:

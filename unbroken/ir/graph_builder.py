@@ -159,6 +159,11 @@ class GraphBuilder:
     def is_tracked(self, tensor: torch.Tensor) -> bool:
         return id(tensor) in self._nodes
 
+    def bound_node(self, tensor: torch.Tensor) -> fx.Node | None:
+        """The node last bound to ``tensor`` (None when untracked), its deferred binding left
+        to run: the value ops recorded so far read."""
+        return self._nodes.get(id(tensor))
+
     def producer(self, tensor: torch.Tensor) -> fx.Node | None:
         """The node holding ``tensor``'s value in whichever graph made it, or None."""
         if self._deferred:

@@ -521,11 +521,15 @@ class Recorder(TorchDispatchMode):
             out = DATA_DEPENDENT_SIZES[func](self, *compute_args, **compute_kwargs)
             return self.record_data_dependent(func, args, kwargs, out, device)
         refusal = self._inplace_refusal(func, args)
+        target = None
         if is_inplace_op(func) and isinstance(args[0], torch.Tensor):
             self._mark_saved_then_written(args[0])
+            target = self.builder.bound_node(self._lifted.get(id(args[0]), args[0]))
         out = self._compute(func, compute_args, compute_kwargs)
         refusal = refusal or self._stale_read_refusal(func, args, kwargs, out)
         node = self._record(func, args, kwargs, out)
+        if target is not None:
+            self._mark_saves_its_target(node, target)
         if refusal is not None:
             node.meta[EAGER_REFUSES] = (refusal.message, refusal.hint, refusal.arguments)
         self._bind_outputs(node, out, device)
@@ -553,6 +557,24 @@ class Recorder(TorchDispatchMode):
         if self._inner_region is not None:
             self.builder.record_grad_mode_restore(self._inner_region[0])
             self._inner_region = None
+
+    @contextlib.contextmanager
+    def recorded_in_grad_mode(self, enabled: bool):
+        """Run and record what runs inside in a region of grad mode ``enabled`` (the opposite
+        of the current one), which the program restores to the mode before it. Inside a leaf
+        call (a stale view re-derived when the call reads it, a write hidden from autograd),
+        the call's own inner region is closed first and none is opened for the mode set here:
+        regions nest, as ``ir.grad_regions`` requires."""
+        self._close_inner_region()
+        previous = self.builder.record_grad_mode(enabled, not enabled)
+        leaf_mode, self._leaf_grad_mode = self._leaf_grad_mode, enabled
+        try:
+            with torch.set_grad_enabled(enabled):
+                yield
+        finally:
+            self._close_inner_region()
+            self._leaf_grad_mode = leaf_mode
+            self.builder.record_grad_mode_restore(previous)
 
     # ----------------------------------------------------------------- autograd's refusals
     def _inplace_refusal(self, func, args):
@@ -588,17 +610,35 @@ class Recorder(TorchDispatchMode):
 
     def _mark_saved_then_written(self, tensor) -> None:
         """``tensor`` is about to be written in place: mark the ops recorded with grad enabled
-        that saved it for backward (``ir.saved_tensors``), whose backward eager then refuses."""
+        that saved it, its base or any view of its base for backward (``ir.saved_tensors``):
+        they share one version counter, and eager refuses backward through such an op."""
         tensor = self._lifted.get(id(tensor), tensor)
         if not self.is_tracked(tensor):
             return
         written = self.node_of(tensor)
-        message = ("one of the variables needed for gradient computation has been modified by "
-                   f"an inplace operation (unbroken: the write at {_location(self)} changed a "
-                   "tensor saved for backward before it)")
+        members = {written}
+        for alias in self.aliases.family(tensor):
+            node = self.builder.bound_node(self._lifted.get(id(alias), alias))
+            if node is not None:
+                members.add(node)
+        message = self._saved_then_written_message()
         self._pending_writes.extend(
-            (reader, written, message) for reader in (written, *written.users)
+            (reader, member, message) for member in members for reader in (member, *member.users)
             if reader not in self._no_grad_nodes and SAVED_THEN_WRITTEN not in reader.meta)
+
+    def _mark_saves_its_target(self, node: fx.Node, written: fx.Node) -> None:
+        """The in-place op ``node`` also reads the tensor it writes (``y.mul_(y)``): when it
+        saves that argument for backward, the write itself changes it, and eager refuses
+        backward through ``node``."""
+        if node in self._no_grad_nodes or not torch.is_grad_enabled():
+            return
+        if any(arg is written for arg in node.args[1:]) or written in node.kwargs.values():
+            self._pending_writes.append((node, written, self._saved_then_written_message()))
+
+    def _saved_then_written_message(self) -> str:
+        return ("one of the variables needed for gradient computation has been modified by "
+                f"an inplace operation (unbroken: the write at {_location(self)} changed a "
+                "tensor saved for backward before it)")
 
     def _settle_saved_then_written(self) -> None:
         """Decide the writes :meth:`_mark_saved_then_written` noted (autograd records nothing

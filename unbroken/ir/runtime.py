@@ -76,6 +76,7 @@ def build_module(program) -> ExportedModule:
     module.validate_inputs = False  # torch's own pre-hook: ours below says it in our words
     _adopt(module)
     _write_backs(module)
+    _written_states_returned(module)
     _differentiable_copies(module)
     _eager_refusal_checks(module)
     _saved_then_written(module)
@@ -100,6 +101,68 @@ def _write_backs(module: torch.fx.GraphModule) -> None:
         elif node.args[0].op == "placeholder":
             node.target = write_back
     module.recompile()
+
+
+def _written_states_returned(module: torch.fx.GraphModule) -> None:
+    """An output that is the final value of a parameter, buffer or input the program writes is,
+    in eager, that tensor itself (an in-place op returns its argument): the module returns the
+    tensor :func:`write_back` wrote. Its ``requires_grad`` is then the tensor's own (an input that
+    requires grad, written under no_grad and returned from a call under no_grad, still
+    requires grad) and ``out is x`` holds, as in eager. The output may read the value through
+    ``passes.functionalize``'s straight-through (a write autograd did not see, gradient the
+    identity to the tensor): returning the tensor computes the same."""
+    graph = module.graph
+    written = {node.args[1]: node for node in graph.nodes if node.target is write_back}
+    if not written:
+        return
+    output = next(n for n in graph.nodes if n.op == "output")
+
+    def state_of(value):
+        if not isinstance(value, torch.fx.Node):
+            return None
+        if value in written:
+            return written[value]
+        parts = _straight_through_parts(value)
+        if parts is not None and parts[0] in written:
+            write = written[parts[0]]
+            target = write.args[0]
+            anchor = parts[1]
+            if anchor is target or (anchor.target is torch.ops.aten.clone.default
+                                    and anchor.args[0] is target):
+                return write
+        return None
+
+    def returned(value):
+        write = state_of(value)
+        return value if write is None else write
+
+    new_args = torch.fx.node.map_arg(output.args, returned)
+    if new_args != output.args:
+        output.args = new_args
+        module.recompile()
+
+
+def _straight_through_parts(node: torch.fx.Node):
+    """``(new, anchor)`` when ``node`` is ``sub(detach(new), nan_to_num(sub(detach(anchor),
+    anchor), 0, 0, 0))`` (``passes.functionalize``'s read of a value written where autograd
+    did not see it), else None."""
+    aten = torch.ops.aten
+    if node.target is not aten.sub.Tensor or len(node.args) != 2:
+        return None
+    leaf, zero = node.args
+    if not (isinstance(leaf, torch.fx.Node) and leaf.target is aten.detach.default
+            and isinstance(zero, torch.fx.Node) and zero.target is aten.nan_to_num.default
+            and tuple(zero.args[1:]) == (0.0, 0.0, 0.0)):
+        return None
+    difference = zero.args[0]
+    if not (isinstance(difference, torch.fx.Node) and difference.target is aten.sub.Tensor
+            and len(difference.args) == 2):
+        return None
+    frozen, anchor = difference.args
+    if not (isinstance(frozen, torch.fx.Node) and frozen.target is aten.detach.default
+            and frozen.args[0] is anchor):
+        return None
+    return leaf.args[0], anchor
 
 
 def _read_a_snapshot(graph: torch.fx.Graph, buffer: torch.fx.Node, write_back) -> None:

@@ -24,6 +24,7 @@ from torch.utils import _pytree as pytree
 
 from ..symbolic.size_one_hook import DryRunUndecided
 from ..symbolic.torch_compat import OpOverload, disable_current_modes
+from .ops import is_mutating
 
 __all__ = ["refuse_backward", "saves_memory_of"]
 
@@ -38,6 +39,7 @@ def saves_memory_of(node: fx.Node, written: fx.Node, resize=None) -> bool:
     if node.op != "call_function" or not isinstance(node.target, OpOverload):
         return False
     stand_ins: dict = {}
+    in_place = is_mutating(node.target)
 
     def stand_in(value):
         if not isinstance(value, fx.Node):
@@ -50,8 +52,11 @@ def saves_memory_of(node: fx.Node, written: fx.Node, resize=None) -> bool:
             if resize is not None:
                 shape, stride = [resize(x) for x in shape], [resize(x) for x in stride]
             fresh = torch.empty_strided(shape, stride, dtype=meta.dtype, device="meta")
-            stand_ins[value] = fresh.requires_grad_(fresh.is_floating_point()
-                                                    or fresh.is_complex())
+            fresh.requires_grad_(fresh.is_floating_point() or fresh.is_complex())
+            if in_place and fresh.requires_grad:  # autograd writes no leaf in place
+                with disable_current_modes(), torch.enable_grad():
+                    fresh = fresh.clone()
+            stand_ins[value] = fresh
         return stand_ins[value]
 
     args, kwargs = pytree.tree_map(stand_in, (node.args, node.kwargs))
@@ -69,7 +74,11 @@ def saves_memory_of(node: fx.Node, written: fx.Node, resize=None) -> bool:
         memory = {_storage(stand_ins[written])}
     else:
         return False
-    return any(_storage(saved) in memory for saved in _saved_tensors(outputs))
+    try:
+        saved = _saved_tensors(outputs)
+    except RuntimeError:  # a saved tensor the op itself wrote (``y.mul_(y)``) cannot be read
+        return in_place and written is node.args[0]
+    return any(_storage(tensor) in memory for tensor in saved)
 
 
 def _storage(tensor: torch.Tensor) -> int:

@@ -342,11 +342,27 @@ def _mutation_spec(placeholder, spec, value: torch.fx.Node) -> OutputSpec:
                       placeholder.name)
 
 
-def _rewrite_outputs(graph, signature, analysis: _Analysis, replaced: dict):
+def _rewrite_outputs(graph, signature, analysis: _Analysis, replaced: dict, hidden: dict,
+                     reads: dict):
+    """Mutation outputs first, then the user's. A tensor whose last writes autograd did not see
+    (``hidden``: value -> the value autograd saw) is written back as read by
+    :func:`_straight_through` when autograd saw a write of it in forward() (its history after
+    the call is that write's); when it saw none, as the plain new value (the tensor keeps its own
+    history: an input or parameter that requires grad stays the leaf it was)."""
     output = next(n for n in graph.nodes if n.op == "output")
     old_values = list(output.args[0])
     mutated = [(p, s) for p, s in analysis.inputs.items() if p in analysis.final]
-    new_values = [replaced[analysis.final[p]] for p, _ in mutated]
+    new_values = []
+    for placeholder, _ in mutated:
+        value = replaced[analysis.final[placeholder]]
+        anchor = hidden.get(value)
+        if anchor is not None and anchor is not placeholder:
+            returned = reads.get((value, output))  # the same node: module() returns the tensor
+            if returned is None:
+                with graph.inserting_before(output):
+                    returned = _straight_through(graph, value, anchor)
+            value = returned
+        new_values.append(value)
     mutation_specs = [_mutation_spec(p, s, v) for (p, s), v in zip(mutated, new_values)]
     user_specs = [_output_spec(s, v) for s, v in zip(signature.output_specs, old_values)]
     output.args = (tuple(new_values + old_values),)
@@ -354,7 +370,7 @@ def _rewrite_outputs(graph, signature, analysis: _Analysis, replaced: dict):
 
 
 # -- writes autograd does not see ------------------------------------------------------------
-def _keep_gradients_through_hidden_writes(graph, analysis: _Analysis, replaced: dict) -> None:
+def _keep_gradients_through_hidden_writes(graph, analysis: _Analysis, replaced: dict) -> dict:
     """Eager writes a tensor in place where autograd does not see it (a ``no_grad`` region; a
     write through a ``.detach()`` alias, which the recorder puts in one) and the tensor stays
     what later ops differentiate: their gradient flows to it as before the write, computed at
@@ -364,23 +380,29 @@ def _keep_gradients_through_hidden_writes(graph, analysis: _Analysis, replaced: 
     from turning the value into NaN) whose gradient is the identity to ``old``, the last value
     autograd saw (a parameter or input, an intermediate, or a write made with grad enabled: a
     frozen parameter ``w.add_(x)`` passes ``x`` its gradient, read from that write's value).
-    Only floating-point and complex values carry gradients; others are left as they are."""
+    Only floating-point and complex values carry gradients; others are left as they are.
+    Returns ``{new: anchor}`` of the values so read and ``{(new, user): read}`` (the mutation
+    outputs read them too: :func:`_rewrite_outputs`)."""
     written = {replaced[r.node]: r.root for r in analysis.rewrites}
     disabled = _grad_disabled_nodes(graph)
+    hidden, reads = {}, {}
     for new in written:
         anchor = new
         while anchor in written and anchor in disabled:  # back to the value autograd saw
             anchor = anchor.args[0]
         if anchor is new or not _differentiable(new):
             continue
+        hidden[new] = anchor
         for user in list(new.users):
-            if user in written or user in disabled:
-                continue  # the next write of the chain, or a use that records no gradient
+            if user in disabled:
+                continue  # a use that records no gradient (the chain's next hidden write too)
             with graph.inserting_before(user):
                 read = _straight_through(graph, new, anchor)
                 for node in _ancestors_until(read, new, anchor):
                     node.meta["nn_module_stack"] = dict(user.meta.get("nn_module_stack", {}))
                 user.replace_input_with(new, read)
+                reads[new, user] = read
+    return hidden, reads
 
 
 def _differentiable(node: torch.fx.Node) -> bool:
@@ -457,7 +479,7 @@ def functionalize(graph_module: torch.fx.GraphModule, signature, replacements=No
     replaced = {r.node: _replace(graph, r) for r in analysis.rewrites}
     if replacements is not None:
         replacements.update(replaced)
-    _keep_gradients_through_hidden_writes(graph, analysis, replaced)
-    new_signature = _rewrite_outputs(graph, signature, analysis, replaced)
+    hidden, reads = _keep_gradients_through_hidden_writes(graph, analysis, replaced)
+    new_signature = _rewrite_outputs(graph, signature, analysis, replaced, hidden, reads)
     graph_module.recompile()
     return graph_module, new_signature

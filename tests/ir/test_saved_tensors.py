@@ -120,9 +120,21 @@ def _write_after_a_non_saving_view_read(y):
     return z * y[1]
 
 
+def _addcmul_with_a_constant_factor(y):
+    y.addcmul_(y, y.detach() + 1)  # saves tensor1 (y) only for tensor2's gradient: none
+    return y
+
+
+def _product_with_a_constant(y):
+    z = y * torch.arange(3.0)  # saves y only when the other factor requires grad
+    y.add_(1)
+    return z + y
+
+
 FAMILY = [_through_view, _through_detach, _saved_view_base_written,
           _saved_view_sibling_written, _writes_what_it_saves, _addcmul_saves_its_target,
-          _writes_what_it_does_not_save, _write_after_a_non_saving_view_read]
+          _writes_what_it_does_not_save, _write_after_a_non_saving_view_read,
+          _addcmul_with_a_constant_factor, _product_with_a_constant]
 
 
 class _Intermediate(torch.nn.Module):
@@ -157,3 +169,31 @@ def test_writes_into_any_alias_of_a_saved_tensor_raise_as_eager(body):
     assert (p_grad is None) == (e_grad is None)
     if e_grad is not None:
         torch.testing.assert_close(p_grad, e_grad)
+
+
+class _ScaledByParameter(torch.nn.Module):
+    """``y * w``: saves ``y`` exactly when ``w`` requires grad (frozen or not, per call)."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(3))
+
+    def forward(self, x):
+        y = x * 2
+        z = y * self.w
+        y.add_(1)
+        return z + y
+
+
+@pytest.mark.parametrize("frozen_at_export", [False, True])
+@pytest.mark.parametrize("frozen_at_call", [False, True])
+def test_the_refusal_follows_the_arguments_requires_grad_at_the_call(frozen_at_export,
+                                                                     frozen_at_call):
+    model = _ScaledByParameter()
+    model.w.requires_grad_(not frozen_at_export)
+    ep = unbroken.export(model, (torch.randn(3),))
+    module = ep.module()
+    module.w.requires_grad_(not frozen_at_call)
+    model.w.requires_grad_(not frozen_at_call)
+    x = torch.randn(3, requires_grad=True)
+    assert _backward(module, x) == _backward(model, x) == (not frozen_at_call)

@@ -42,9 +42,12 @@ NEW_VALUE_OF_FIRST = "unbroken_new_value_of_first"
 #: program runs; ``unbroken.save`` keeps it.
 EAGER_REFUSES = "unbroken_eager_refuses"
 
-#: ``node.meta`` key: eager's error message when autograd saved one of the node's inputs (or
-#: its result) for backward and a later in-place write changed it (``ir.saved_tensors``):
-#: ``ExportedProgram.module()`` raises it when backward reaches the node, as eager does.
+#: ``node.meta`` key: ``(message, positions, patterns)`` when autograd may save one of the
+#: node's inputs (or its result) for backward and a later in-place write changes it
+#: (``ir.saved_tensors``): eager's error message, the flat argument positions of the node's
+#: floating arguments, and the sets of them (positions in that tuple) whose ``requires_grad``
+#: makes autograd save it; ``ExportedProgram.module()`` raises the message when backward
+#: reaches the node in such a call, as eager does.
 SAVED_THEN_WRITTEN = "unbroken_saved_then_written"
 
 #: ``graph_module.meta`` key: the program holds for the example's strides only (the trace read

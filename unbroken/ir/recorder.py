@@ -80,7 +80,7 @@ from .ops import (
     written_arguments,
 )
 from .out_variants import record_out_variant
-from .saved_tensors import saves_memory_of
+from .saved_tensors import grad_arguments, saving_patterns
 
 __all__ = ["Recorder", "meta_like"]
 
@@ -624,7 +624,7 @@ class Recorder(TorchDispatchMode):
         message = self._saved_then_written_message()
         self._pending_writes.extend(
             (reader, member, message) for member in members for reader in (member, *member.users)
-            if reader not in self._no_grad_nodes and SAVED_THEN_WRITTEN not in reader.meta)
+            if reader not in self._no_grad_nodes)
 
     def _mark_saves_its_target(self, node: fx.Node, written: fx.Node) -> None:
         """The in-place op ``node`` also reads the tensor it writes (``y.mul_(y)``): when it
@@ -645,9 +645,16 @@ class Recorder(TorchDispatchMode):
         inside dispatch, so this runs when the leaf call ends)."""
         pending, self._pending_writes = self._pending_writes, []
         for reader, written, message in pending:
-            if SAVED_THEN_WRITTEN not in reader.meta and self.size_one.same_answer_at_one(
-                    self.env, lambda resize, r=reader, w=written: saves_memory_of(r, w, resize)):
-                reader.meta[SAVED_THEN_WRITTEN] = message
+            patterns = self.size_one.same_answer_at_one(
+                self.env, lambda resize, r=reader, w=written: saving_patterns(r, w, resize))
+            if not patterns:
+                continue
+            if SAVED_THEN_WRITTEN in reader.meta:  # saved in more cases than one write shows
+                message, positions, known = reader.meta[SAVED_THEN_WRITTEN]
+                patterns = tuple(dict.fromkeys((*known, *patterns)))
+            else:
+                positions = tuple(position for position, _ in grad_arguments(reader))
+            reader.meta[SAVED_THEN_WRITTEN] = (message, positions, patterns)
 
     def _eager_requires_grad(self, tensor) -> bool:
         provider = self.requires_grad_provider

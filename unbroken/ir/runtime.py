@@ -251,13 +251,16 @@ def _saved_then_written(module: torch.fx.GraphModule) -> None:
     graph = module.graph
     marked = [n for n in graph.nodes if n.op == "call_function" and SAVED_THEN_WRITTEN in n.meta]
     for node in marked:
+        message, positions, patterns = node.meta[SAVED_THEN_WRITTEN]
+        leaves = pytree.tree_leaves((node.args, node.kwargs))
+        arguments = tuple(leaves[i] for i in positions)
         values = [node] if isinstance(node.meta.get("val"), torch.Tensor) else \
             [user for user in node.users if user.target is operator.getitem]
         for value in values:
             users = list(value.users)
             with graph.inserting_after(value):
                 refused = graph.call_function(refuse_backward,
-                                              (value, node.meta[SAVED_THEN_WRITTEN]))
+                                              (value, message, patterns, *arguments))
             for user in users:
                 user.replace_input_with(value, refused)
     if marked:

@@ -7,16 +7,21 @@ inplace operation". The functional program reads the old ``y`` and would return 
 computed from it: a silent wrong answer.
 
 At each in-place write the recorder notes every op recorded with grad enabled that read the
-written value (and the op that made it, which may save its own result: ``exp``); when the leaf
-call ends (outside dispatch, where autograd records again) it asks :func:`saves_memory_of`
-of each: the op is re-run on fresh meta stand-ins whose floating arguments require
-grad, and the autograd graph it builds is searched for a saved tensor sharing memory with the
-written one. Such an op's node is marked :data:`~unbroken.ir.meta_keys.SAVED_THEN_WRITTEN`;
-``ExportedProgram.module()`` passes its outputs through :func:`refuse_backward`, which is the
-identity forward and raises eager's error when backward reaches it — exactly when eager's
-does.
+written value or any tensor sharing its version counter (its base, the base's views, a
+``detach`` alias) and the ops that made them (which may save their own result: ``exp``), and
+the writing op itself when it reads its target (``y.mul_(y)``); when the leaf call ends
+(outside dispatch, where autograd records again) it asks :func:`saving_patterns` of each: the
+op is re-run on fresh meta stand-ins, some of whose floating arguments require grad, and the
+autograd graph it builds is searched for a saved tensor sharing memory with the written one.
+Such an op's node is marked :data:`~unbroken.ir.meta_keys.SAVED_THEN_WRITTEN` with the sets
+of arguments whose ``requires_grad`` makes it save; ``ExportedProgram.module()`` passes its
+outputs through :func:`refuse_backward`, which is the identity forward and raises eager's
+error when backward reaches it in a call where those arguments require grad — exactly when
+eager's does.
 """
 from __future__ import annotations
+
+import itertools
 
 import torch
 import torch.fx as fx
@@ -26,18 +31,56 @@ from ..symbolic.size_one_hook import DryRunUndecided
 from ..symbolic.torch_compat import OpOverload, disable_current_modes
 from .ops import is_mutating
 
-__all__ = ["refuse_backward", "saves_memory_of"]
+__all__ = ["grad_arguments", "refuse_backward", "saving_patterns"]
 
 
-def saves_memory_of(node: fx.Node, written: fx.Node, resize=None) -> bool:
-    """Whether ``node``'s op, run with grad, saves for backward a tensor sharing memory with
-    ``written`` (one of ``node``'s tensor arguments, or ``node`` itself: its result).
+def saving_patterns(node: fx.Node, written: fx.Node, resize=None) -> tuple:
+    """When ``node``'s op saves for backward a tensor sharing memory with ``written`` (one of
+    ``node``'s tensor arguments, or ``node`` itself: its result): the minimal sets of its
+    floating-point arguments whose ``requires_grad`` makes autograd save it, each a tuple of
+    positions in :func:`grad_arguments`; ``()`` when it never does. ``y * c`` saves ``y`` only
+    when ``c`` requires grad (a buffer does not): eager's backward then runs after a write
+    into ``y``. Asked of autograd itself, on meta stand-ins, with the sets in increasing size
+    (the all-true set first: most ops save nothing written). An op with more than four
+    floating arguments is answered for all of them requiring grad: ``((),)`` (always).
 
     resize: ``value -> value`` applied to the sizes and strides of the stand-ins (the size-1
     audit's re-run of this question with dims at 1); a question of that re-run its ranges
     leave open (``DryRunUndecided``) propagates."""
     if node.op != "call_function" or not isinstance(node.target, OpOverload):
-        return False
+        return ()
+    candidates = [leaf for _, leaf in grad_arguments(node)]
+    if not _saves(node, written, resize, set(candidates)):
+        return ()
+    if len(candidates) > 4:
+        return ((),)
+    found: list = []
+    for size in range(1, len(candidates) + 1):
+        for chosen in itertools.combinations(range(len(candidates)), size):
+            if any(set(minimal) <= set(chosen) for minimal in found):
+                continue
+            if _saves(node, written, resize, {candidates[i] for i in chosen}):
+                found.append(chosen)
+    return tuple(found) or ((),)
+
+
+def grad_arguments(node: fx.Node) -> list:
+    """``(position, node)`` of ``node``'s distinct floating-point (or complex) tensor
+    arguments, positions in the flat leaves of ``(node.args, node.kwargs)``."""
+    found, seen = [], set()
+    for position, leaf in enumerate(pytree.tree_leaves((node.args, node.kwargs))):
+        if not isinstance(leaf, fx.Node) or leaf in seen:
+            continue
+        meta = leaf.meta.get("val")
+        if isinstance(meta, torch.Tensor) and (meta.is_floating_point() or meta.is_complex()):
+            seen.add(leaf)
+            found.append((position, leaf))
+    return found
+
+
+def _saves(node: fx.Node, written: fx.Node, resize, requiring: set) -> bool:
+    """Whether ``node``'s op, run with grad on stand-ins of which those of ``requiring``
+    require grad, saves a tensor sharing memory with ``written``."""
     stand_ins: dict = {}
     in_place = is_mutating(node.target)
 
@@ -52,10 +95,11 @@ def saves_memory_of(node: fx.Node, written: fx.Node, resize=None) -> bool:
             if resize is not None:
                 shape, stride = [resize(x) for x in shape], [resize(x) for x in stride]
             fresh = torch.empty_strided(shape, stride, dtype=meta.dtype, device="meta")
-            fresh.requires_grad_(fresh.is_floating_point() or fresh.is_complex())
-            if in_place and fresh.requires_grad:  # autograd writes no leaf in place
-                with disable_current_modes(), torch.enable_grad():
-                    fresh = fresh.clone()
+            if value in requiring:
+                fresh.requires_grad_()
+                if in_place:  # autograd writes no leaf in place
+                    with disable_current_modes(), torch.enable_grad():
+                        fresh = fresh.clone()
             stand_ins[value] = fresh
         return stand_ins[value]
 
@@ -116,10 +160,15 @@ class _RefusedBackward(torch.autograd.Function):
         raise RuntimeError(ctx.message)
 
 
-def refuse_backward(tensor, message: str):
+def refuse_backward(tensor, message: str, patterns=((),), *arguments):
     """``tensor``, whose backward raises ``message`` (eager's "modified by an inplace
-    operation")."""
+    operation") when grad mode is on and, for one of ``patterns`` (tuples of positions in
+    ``arguments``, the op's floating arguments: :func:`saving_patterns`), each of those
+    arguments requires grad: the case in which eager's autograd saved the written tensor."""
     if not isinstance(tensor, torch.Tensor) or not tensor.requires_grad \
             or not torch.is_grad_enabled():
+        return tensor
+    if not any(all(isinstance(arguments[i], torch.Tensor) and arguments[i].requires_grad
+                   for i in pattern) for pattern in patterns):
         return tensor
     return _RefusedBackward.apply(tensor, message)

@@ -546,3 +546,48 @@ def test_a_stale_view_read_inside_a_branch_is_derived_before_it():
     program = unbroken.export(Branchy(), (x, torch.ones(2)))
     for flag in (torch.ones(2), -torch.ones(2)):
         assert_bit_exact(program.module()(x, flag), Branchy()(x, flag))
+
+
+# -- in-place writes over overlapping memory: refused exactly where eager raises --------------
+OVERLAPS = {
+    "div_by_own_row": lambda y: y.div_(y[0]),
+    "add_shifted_rows": lambda y: y[1:].add_(y[:-1]),
+    "add_disjoint_rows": lambda y: y[1:2].add_(y[0:1]),
+    "add_itself": lambda y: y.add_(y),
+    "copy_shifted": lambda y: y[1:].copy_(y[:-1]),
+    "copy_transposed_square": lambda y: y.copy_(y.t()),
+    "clamp_by_row": lambda y: y.clamp_(y[0]),
+    "addcmul_row": lambda y: y.addcmul_(y[1], y[0]),
+    "lerp_own_transpose": lambda y: y.lerp_(y.t(), 0.5),
+    "mul_expanded_target": lambda y: y[0].expand(3, 3).mul_(2),
+    "where_mask_from_itself": lambda y: y.masked_fill_(y > 0, 1.0),
+    "index_put_own_row": lambda y: y.index_put_((torch.tensor([0]),), y[1:2]),
+    "relu_of_slice": lambda y: y[1:].relu_(),
+}
+
+
+class _Overlapping(torch.nn.Module):
+    def __init__(self, body):
+        super().__init__()
+        self.body = body
+
+    def forward(self, x):
+        y = x * 2
+        self.body(y)
+        return y
+
+
+@pytest.mark.parametrize("name", OVERLAPS)
+def test_writes_over_overlapping_memory_refused_where_eager_raises(name):
+    model, x = _Overlapping(OVERLAPS[name]), torch.randn(3, 3)
+    try:
+        expected = model(x)
+    except RuntimeError as error:
+        assert "unsupported operation" in str(error)
+        with pytest.raises(unbroken.GraphBreakError, match="UB120") as info:
+            unbroken.export(model, (x,))
+        assert "single memory location" in str(info.value)
+        assert "clone()" in info.value.hint
+        return
+    ep = unbroken.export(model, (x,))
+    torch.testing.assert_close(ep.module()(x), expected, rtol=0, atol=0)

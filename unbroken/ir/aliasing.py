@@ -34,11 +34,18 @@ import torch
 from torch.utils import _pytree as pytree
 
 from ..symbolic.diagnostics import UnsupportedError
-from ..symbolic.torch_compat import CreationMeta, creation_meta, is_view, op_schema, version_counter
+from ..symbolic.torch_compat import (
+    CreationMeta,
+    creation_meta,
+    disable_current_modes,
+    is_view,
+    op_schema,
+    version_counter,
+)
 from .meta_keys import VIEW_WRITE
 from .ops import is_inplace_op
 
-__all__ = ["Aliases", "EagerRefusal", "inplace_refusal"]
+__all__ = ["Aliases", "EagerRefusal", "inplace_refusal", "overlap_refusal"]
 
 aten = torch.ops.aten
 
@@ -421,3 +428,75 @@ def inplace_refusal(func, args) -> EagerRefusal | None:
     message, hint = _REFUSED_VIEWS[creation]
     tensors = tuple(i for i, a in enumerate(args) if isinstance(a, torch.Tensor))
     return EagerRefusal(f"`{func}` {message}.", hint, tensors, creation)
+
+
+# -- memory overlap ------------------------------------------------------------------------------
+#: Elements of the largest storage :func:`overlap_refusal` re-creates on the CPU.
+_OVERLAP_PROBE_LIMIT = 1 << 22
+
+
+def overlap_refusal(func, args, kwargs) -> str | None:
+    """Eager's error when the in-place op ``func`` writes ``args[0]`` while another of its
+    tensor arguments partly overlaps it in memory (``y.add_(y[0])``, ``y[1:].copy_(y[:-1])``),
+    or while the written tensor overlaps itself (an ``expand``): "unsupported operation: some
+    elements of the input tensor and the written-to tensor refer to a single memory location".
+    Meta kernels skip that check (their tensors have no addresses), so the op is run on CPU
+    tensors laid out as the meta ones over one storage: the answer is eager's own. Asked only
+    when such an overlap is possible and every size, stride and offset is a number (a
+    symbolic layout is not re-created); None when eager runs the op."""
+    target = args[0]
+    if not isinstance(target, torch.Tensor) or target.device.type != "meta":
+        return None
+    tensors = [t for t in pytree.tree_leaves((args[1:], kwargs)) if isinstance(t, torch.Tensor)]
+    storage = _storage_key(target)
+    aliased = [t for t in tensors if t is not target and _storage_key(t) == storage]
+    if not aliased and not any(s == 0 and n > 1 for s, n in zip(target.stride(), target.shape)):
+        return None
+    laid_out = [target, *aliased]
+    if any(t.dtype != target.dtype for t in aliased) or not all(_concrete(t) for t in laid_out):
+        return None
+    extent = max(_extent(t) for t in laid_out)
+    if extent > _OVERLAP_PROBE_LIMIT or not all(_concrete(t) for t in tensors):
+        return None
+    with disable_current_modes(), torch.no_grad():
+        memory = torch.zeros(extent, dtype=target.dtype)
+        real = {id(t): memory.as_strided(t.shape, t.stride(), t.storage_offset())
+                for t in laid_out}
+
+        def stand_in(value):
+            if not isinstance(value, torch.Tensor):
+                return value
+            if id(value) in real:
+                return real[id(value)]
+            return torch.zeros(value.shape, dtype=value.dtype)
+
+        call_args, call_kwargs = pytree.tree_map(stand_in, (args, kwargs))
+        try:
+            func(*call_args, **call_kwargs)
+        except RuntimeError as error:
+            text = str(error)
+            if text.startswith("unsupported operation"):
+                return text.split("\n")[0]
+        except Exception:  # noqa: BLE001 - zeros an op rejects otherwise: not our question
+            return None
+    return None
+
+
+def _storage_key(tensor: torch.Tensor):
+    try:
+        return tensor.untyped_storage()._cdata
+    except (RuntimeError, NotImplementedError):  # a tensor without storage (a subclass)
+        return None
+
+
+def _concrete(tensor: torch.Tensor) -> bool:
+    return all(type(v) is int for v in (*tensor.shape, *tensor.stride(),
+                                         tensor.storage_offset()))
+
+
+def _extent(tensor: torch.Tensor) -> int:
+    """Elements of storage ``tensor`` reaches, from the storage's start."""
+    if tensor.numel() == 0:
+        return tensor.storage_offset()
+    return tensor.storage_offset() + 1 + sum((n - 1) * s for n, s in
+                                             zip(tensor.shape, tensor.stride()))

@@ -41,7 +41,7 @@ from ..symbolic.torch_compat import (
     pop_mode_temporarily,
     view_base,
 )
-from .aliasing import Aliases, inplace_refusal
+from .aliasing import Aliases, inplace_refusal, overlap_refusal
 from .autocast import autocast_casts, decomposes_under_autocast, enabled_devices
 from .custom_ops import (
     custom_meta_kernel,
@@ -523,6 +523,14 @@ class Recorder(TorchDispatchMode):
         refusal = self._inplace_refusal(func, args)
         target = None
         if is_inplace_op(func) and isinstance(args[0], torch.Tensor):
+            overlap = overlap_refusal(func, compute_args, compute_kwargs)
+            if overlap is not None:
+                raise UnsupportedError(
+                    f"`{func}` writes a tensor that another of its arguments partly overlaps "
+                    f"in memory (or that overlaps itself); eager raises: {overlap}",
+                    code="UB120", frames=self.frames_provider(),
+                    hint="write into a clone: `y = y.clone()` before the in-place op, or use "
+                         "the out-of-place op (`y = y.add(v)` for `y.add_(v)`)")
             self._mark_saved_then_written(args[0])
             target = self.builder.bound_node(self._lifted.get(id(args[0]), args[0]))
         out = self._compute(func, compute_args, compute_kwargs)

@@ -1,10 +1,12 @@
 """Differential soundness suite (issue 6): random small programs over grad-mode regions,
-inference_mode, detach, in-place updates, buffer mutation, ``requires_grad`` and grad-mode
-introspection, reshape/flatten and layout facts (called on another layout too), exception
-chaining, type introspection, and a submodule shared by two paths. Each is exported and compared
-with eager on values, ``requires_grad``, gradients (inputs and parameters), mutated buffers, and the
-caller's model after export (unchanged). A program eager rejects is skipped; export must then
-not crash with an internal error either.
+inference_mode, detach, in-place updates (of the live value, which earlier outputs alias, of
+views, through a detach alias, under no_grad or not), buffer and parameter mutation,
+``requires_grad`` and grad-mode introspection, reshape/flatten and layout facts (called on
+another layout too), exception chaining, type introspection, and a submodule shared by two
+paths, on a leaf or non-leaf input. Each is exported and compared with eager on values,
+``requires_grad``, gradients (inputs and parameters), the input, parameters and buffers after
+the call, and the caller's model after export (unchanged). A program eager rejects is skipped;
+export must then not crash with an internal error either.
 
 Figures: ``UNBROKEN_SOUNDNESS_EXAMPLES=2000 pytest -s tests/test_soundness.py -m slow`` prints
 the programs tried and the mismatches (0) at the end.
@@ -149,11 +151,24 @@ def _write_detached(m, h):
     return h
 
 
+def _parameter_hidden_write(m, h):
+    """A parameter updated under no_grad mid-forward (an EMA-style update), then used."""
+    with torch.no_grad():
+        m.seq[1].weight.mul_(0.5)
+    return m.tail(h)
+
+
+def _buffer_view_write(m, h):
+    with torch.no_grad():
+        m.count[1:].add_(h.detach().mean())
+    return h * m.count
+
+
 STEPS = [_mul, _lin, _tanh, _no_grad, _set_grad_off, _enable_inside_no_grad, _inference,
          _detach, _inplace, _buffer, _branch_requires_grad, _branch_grad_mode,
          _detach_then_mix, _reshape, _layout_branch, _raise_from, _type_name,
          _write_hidden, _write_visible, _write_view_hidden, _write_view_visible,
-         _write_detached]
+         _write_detached, _parameter_hidden_write, _buffer_view_write]
 _INTROSPECTION = {_branch_requires_grad, _branch_grad_mode}
 
 
@@ -198,7 +213,9 @@ def _run(module, x, ambient: bool, non_leaf: bool = False):
     if loss_terms:
         inputs = ([leaf] if leaf.requires_grad else []) + params
         grads = torch.autograd.grad(sum(loss_terms), inputs, allow_unused=True)
-    return outputs, flags, grads, {"x": x, **dict(module.named_buffers())}
+    state = {name: t.detach() for name, t in [*module.named_parameters(),
+                                               *module.named_buffers()]}
+    return outputs, flags, grads, {"x": x, **state}
 
 
 def _compare(eager, program):

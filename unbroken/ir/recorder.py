@@ -186,6 +186,8 @@ class Recorder(TorchDispatchMode):
         self.meta_cache = MetaCache(env)  # meta outputs of functional ops, per trace
         self._no_grad_nodes: set[fx.Node] = set()  # recorded with grad disabled
         self._pending_writes: list = []  # (reader, written node, message): see saved_tensors
+        self._saves_asked: set = set()  # (reader, written node) pairs noted once: same answer
+        self._saves_answers: dict = {}  # saved_tensors.saving_patterns' cache
 
     # ----------------------------------------------------------------- tensors
     def is_tracked(self, tensor: torch.Tensor) -> bool:
@@ -629,10 +631,13 @@ class Recorder(TorchDispatchMode):
             node = self.builder.bound_node(self._lifted.get(id(alias), alias))
             if node is not None:
                 members.add(node)
-        message = self._saved_then_written_message()
-        self._pending_writes.extend(
-            (reader, member, message) for member in members for reader in (member, *member.users)
-            if reader not in self._no_grad_nodes)
+        message, asked = self._saved_then_written_message(), self._saves_asked
+        for member in members:
+            for reader in (member, *member.users):
+                if reader in self._no_grad_nodes or (reader, member) in asked:
+                    continue  # a pair's answer depends on the two nodes only: asked once
+                asked.add((reader, member))
+                self._pending_writes.append((reader, member, message))
 
     def _mark_saves_its_target(self, node: fx.Node, written: fx.Node) -> None:
         """The in-place op ``node`` also reads the tensor it writes (``y.mul_(y)``): when it
@@ -654,7 +659,8 @@ class Recorder(TorchDispatchMode):
         pending, self._pending_writes = self._pending_writes, []
         for reader, written, message in pending:
             patterns = self.size_one.same_answer_at_one(
-                self.env, lambda resize, r=reader, w=written: saving_patterns(r, w, resize))
+                self.env, lambda resize, r=reader, w=written: saving_patterns(
+                    r, w, resize, self._saves_answers))
             if not patterns:
                 continue
             if SAVED_THEN_WRITTEN in reader.meta:  # saved in more cases than one write shows

@@ -29,12 +29,12 @@ from torch.utils import _pytree as pytree
 
 from ..symbolic.size_one_hook import DryRunUndecided
 from ..symbolic.torch_compat import OpOverload, disable_current_modes
-from .ops import is_mutating
+from .ops import is_mutating, is_view_op
 
 __all__ = ["grad_arguments", "refuse_backward", "saving_patterns"]
 
 
-def saving_patterns(node: fx.Node, written: fx.Node, resize=None) -> tuple:
+def saving_patterns(node: fx.Node, written: fx.Node, resize=None, cache=None) -> tuple:
     """When ``node``'s op saves for backward a tensor sharing memory with ``written`` (one of
     ``node``'s tensor arguments, or ``node`` itself: its result): the minimal sets of its
     floating-point arguments whose ``requires_grad`` makes autograd save it, each a tuple of
@@ -46,9 +46,49 @@ def saving_patterns(node: fx.Node, written: fx.Node, resize=None) -> tuple:
 
     resize: ``value -> value`` applied to the sizes and strides of the stand-ins (the size-1
     audit's re-run of this question with dims at 1); a question of that re-run its ranges
-    leave open (``DryRunUndecided``) propagates."""
-    if node.op != "call_function" or not isinstance(node.target, OpOverload):
+    leave open (``DryRunUndecided``) propagates.
+    cache: a dict kept across questions of one recording: the answer depends only on the op,
+    its arguments' metadata, which of them are one tensor, and the written one's place (a
+    layer repeated in a model asks the same question again).
+
+    A view op saves no tensor (its backward is the view's geometry): ``()`` unasked."""
+    if node.op != "call_function" or not isinstance(node.target, OpOverload) \
+            or is_view_op(node.target):
         return ()
+    key = _question(node, written) if cache is not None and resize is None else None
+    if key is not None and key in cache:
+        return cache[key]
+    answer = _saving_patterns(node, written, resize)
+    if key is not None:
+        cache[key] = answer
+    return answer
+
+
+def _question(node: fx.Node, written: fx.Node):
+    """A hashable key of what :func:`saving_patterns` asks of ``node`` about ``written``
+    (None when an argument cannot be keyed)."""
+    leaves, spec = pytree.tree_flatten((node.args, node.kwargs))
+    first: dict = {}
+    key = []
+    for leaf in leaves:
+        if isinstance(leaf, fx.Node):
+            index = first.setdefault(leaf, len(first))
+            meta = leaf.meta.get("val")
+            if isinstance(meta, torch.Tensor):
+                key.append((index, str(meta.shape), str(meta.stride()), meta.dtype))
+            else:
+                key.append((index, str(meta)))
+        else:
+            try:
+                hash(leaf)
+            except TypeError:
+                return None
+            key.append(leaf)
+    place = -1 if written is node else first.get(written, -2)
+    return node.target, str(spec), tuple(key), place
+
+
+def _saving_patterns(node: fx.Node, written: fx.Node, resize) -> tuple:
     candidates = [leaf for _, leaf in grad_arguments(node)]
     if not _saves(node, written, resize, set(candidates)):
         return ()

@@ -230,9 +230,11 @@ _KINDS = [
     ),
     BreakKind(
         "UB120", "PyTorch raised an error while tracing",
-        "A PyTorch call failed on the example inputs (for instance a shape mismatch), or eager's "
+        "A PyTorch call failed on the example inputs (for instance a shape mismatch), eager's "
         "autograd refuses it (an in-place write into an output of `split`, `chunk` or `unbind` "
-        "while a gradient is recorded); eager execution would fail the same way.",
+        "while a gradient is recorded), or eager's kernel refuses an in-place write over "
+        "memory another argument partly overlaps (`y.add_(y[0])`); eager execution would fail "
+        "the same way.",
         "Fix the call so that the model runs eagerly on the example inputs first.",
         "return x @ torch.ones(3, 3)   # x is [2, 4]",
         "return x @ torch.ones(4, 3)",

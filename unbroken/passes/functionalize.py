@@ -370,7 +370,8 @@ def _rewrite_outputs(graph, signature, analysis: _Analysis, replaced: dict, hidd
 
 
 # -- writes autograd does not see ------------------------------------------------------------
-def _keep_gradients_through_hidden_writes(graph, analysis: _Analysis, replaced: dict) -> dict:
+def _keep_gradients_through_hidden_writes(graph, analysis: _Analysis,
+                                          replaced: dict) -> tuple[dict, dict]:
     """Eager writes a tensor in place where autograd does not see it (a ``no_grad`` region; a
     write through a ``.detach()`` alias, which the recorder puts in one) and the tensor stays
     what later ops differentiate: their gradient flows to it as before the write, computed at

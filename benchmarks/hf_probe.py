@@ -6,6 +6,9 @@ config has), as ``AutoModelForCausalLM`` or else ``AutoModel``, in eval mode, an
 ``input_ids`` and a padded ``attention_mask`` (batch 2, sequence 12; ``decoder_input_ids`` for
 encoder-decoders). unbroken and torch's default (non-strict) export each export it, without
 or with ``Dim.AUTO`` on both dims, and each program's first output is compared with eager's.
+With ``--grad`` each program is also differentiated (the mean square of its first output, with
+grad enabled) and every parameter's gradient compared with eager's (``rtol=1e-3``,
+``atol=1e-5``): a row whose values match but whose gradients do not says so.
 One fresh process per model type (a crash or a hang is that row's), printed as a table:
 
     python benchmarks/hf_probe.py glm4 qwen3_next mra --dynamic
@@ -56,7 +59,23 @@ def _first_tensor(value):
     return None
 
 
-def probe(model_type: str, dynamic: bool) -> dict:
+def _gradients(module, kwargs) -> dict:
+    """Each parameter's gradient of the mean square of ``module``'s first output."""
+    module.zero_grad(set_to_none=True)
+    _first_tensor(module(**kwargs)).float().pow(2).mean().backward()
+    return {name: p.grad for name, p in module.named_parameters()}
+
+
+def _gradients_differ(want: dict, got: dict) -> list:
+    import torch
+
+    return [name for name, grad in want.items()
+            if (grad is None) != (got.get(name) is None) or (grad is not None and not
+                                                             torch.allclose(got[name], grad,
+                                                                            rtol=1e-3, atol=1e-5))]
+
+
+def probe(model_type: str, dynamic: bool, grad: bool = False) -> dict:
     """One model type, in this process: the row (see the module docstring)."""
     import torch
     import transformers
@@ -104,6 +123,12 @@ def probe(model_type: str, dynamic: bool) -> dict:
             same = got is not None and got.shape == expected.shape and torch.allclose(
                 got, expected, rtol=1e-4, atol=1e-4)
             row[side] = "exported, same as eager" if same else "exported, DIFFERS from eager"
+            if grad and same:
+                differ = _gradients_differ(_gradients(model, kwargs),
+                                           _gradients(program.module(), kwargs))
+                if differ:
+                    row[side] = (f"exported, gradients DIFFER from eager ({len(differ)} "
+                                 f"parameters: {', '.join(differ[:3])})")[:200]
         except Exception as exc:
             first = (str(exc).strip().splitlines() or [""])[0]
             row[side] = f"{type(exc).__name__}: {first}"[:200]
@@ -200,9 +225,11 @@ def probe_images(model_type: str, dynamic: bool) -> dict:
     return row
 
 
-def _run(model_type: str, dynamic: bool, timeout: float, images: bool = False) -> dict:
+def _run(model_type: str, dynamic: bool, timeout: float, images: bool = False,
+         grad: bool = False) -> dict:
     command = [sys.executable, __file__, "--one", model_type] + (["--dynamic"] if dynamic else [])
     command += ["--images"] if images else []
+    command += ["--grad"] if grad else []
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -226,14 +253,17 @@ def main(argv=None) -> int:
                         help="image-classification types on pixel_values (Dim.AUTO: batch)")
     parser.add_argument("--all", action="store_true",
                         help="with --images: every type transformers maps to such a head")
+    parser.add_argument("--grad", action="store_true",
+                        help="also compare every parameter's gradient with eager's (text)")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # the worker: one row, as JSON
     args = parser.parse_args(argv)
     if args.one:  # a worker process of its own: its warnings and logs are not the table's
         warnings.simplefilter("ignore")
         import transformers
         transformers.logging.set_verbosity_error()
-        probe_one = probe_images if args.images else probe
-        print(json.dumps(probe_one(args.one, args.dynamic)))
+        row = probe_images(args.one, args.dynamic) if args.images else \
+            probe(args.one, args.dynamic, args.grad)
+        print(json.dumps(row))
         return 0
     types = list(args.model_types)
     if args.all and args.images:
@@ -246,7 +276,7 @@ def main(argv=None) -> int:
             types += [line.strip() for line in listed if line.strip()]
     rows = []
     for model_type in types:
-        row = _run(model_type, args.dynamic, args.timeout, args.images)
+        row = _run(model_type, args.dynamic, args.timeout, args.images, args.grad)
         rows.append(row)
         sides = " | ".join(f"{side}: {row[side]} ({row.get(side + '_s')} s)"
                            for side in ("torch", "unbroken") if side in row)

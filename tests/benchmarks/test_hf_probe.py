@@ -7,7 +7,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-from hf_probe import main, probe  # noqa: E402
+import torch  # noqa: E402
+from hf_probe import _gradients_differ, main, probe  # noqa: E402
 
 
 def test_a_probed_model_type_is_exported_by_both_and_compared_with_eager():
@@ -30,3 +31,11 @@ def test_the_runner_prints_a_row_per_type_and_the_counts(capsys, tmp_path):
     assert "mra: torch: exported, same as eager" in printed
     assert "1 probed of 1; same as eager: torch 1, unbroken 1; torch only: []" in printed
     assert out.read_text().count('"model_type": "mra"') == 1
+
+
+def test_gradients_are_compared_parameter_by_parameter():
+    row = probe("mra", dynamic=False, grad=True)
+    assert row["torch"] == row["unbroken"] == "exported, same as eager"
+    grad = torch.ones(3)
+    assert _gradients_differ({"w": grad, "b": None}, {"w": grad.clone(), "b": None}) == []
+    assert _gradients_differ({"w": grad, "b": None}, {"w": grad * 1.01, "b": grad}) == ["w", "b"]

@@ -441,9 +441,10 @@ def overlap_refusal(func, args, kwargs) -> str | None:
     or while the written tensor overlaps itself (an ``expand``): "unsupported operation: some
     elements of the input tensor and the written-to tensor refer to a single memory location".
     Meta kernels skip that check (their tensors have no addresses), so the op is run on CPU
-    tensors laid out as the meta ones over one storage: the answer is eager's own. Asked only
-    when such an overlap is possible and every size, stride and offset is a number (a
-    symbolic layout is not re-created); None when eager runs the op."""
+    tensors laid out as the meta ones over one storage, at the example's sizes (a symbolic
+    size at its hint): the answer is eager's own on the example. Asked only when such an
+    overlap is possible and every size, stride and offset has a value there (an unbacked one
+    has none: not asked); None when eager runs the op."""
     target = args[0]
     if not isinstance(target, torch.Tensor) or target.device.type != "meta":
         return None
@@ -452,25 +453,28 @@ def overlap_refusal(func, args, kwargs) -> str | None:
     aliased = [t for t in tensors if t is not target and _storage_key(t) == storage]
     if not aliased and not any(s == 0 and n > 1 for s, n in zip(target.stride(), target.shape)):
         return None
-    laid_out = [target, *aliased]
-    if any(t.dtype != target.dtype for t in aliased) or not all(_concrete(t) for t in laid_out):
+    if any(t.dtype != target.dtype for t in aliased):
         return None
-    extent = max(_extent(t) for t in laid_out)
-    if extent > _OVERLAP_PROBE_LIMIT or not all(_concrete(t) for t in tensors):
+    layouts = {id(t): _example_layout(t) for t in tensors + [target]}
+    if any(layout is None for layout in layouts.values()):
+        return None
+    laid_out = [target, *aliased]
+    extent = max(_extent(*layouts[id(t)]) for t in laid_out)
+    if extent > _OVERLAP_PROBE_LIMIT:
         return None
     with disable_current_modes(), torch.no_grad():
         memory = torch.zeros(extent, dtype=target.dtype)
-        real = {id(t): memory.as_strided(t.shape, t.stride(), t.storage_offset())
-                for t in laid_out}
+        real = {id(t): memory.as_strided(*layouts[id(t)]) for t in laid_out}
 
         def stand_in(value):
             if not isinstance(value, torch.Tensor):
                 return value
             if id(value) in real:
                 return real[id(value)]
-            return torch.zeros(value.shape, dtype=value.dtype)
+            return torch.zeros(layouts[id(value)][0], dtype=value.dtype)
 
-        call_args, call_kwargs = pytree.tree_map(stand_in, (args, kwargs))
+        call_args, call_kwargs = pytree.tree_map(_example_value, (args, kwargs))
+        call_args, call_kwargs = pytree.tree_map(stand_in, (call_args, call_kwargs))
         try:
             func(*call_args, **call_kwargs)
         except RuntimeError as error:
@@ -489,14 +493,28 @@ def _storage_key(tensor: torch.Tensor):
         return None
 
 
-def _concrete(tensor: torch.Tensor) -> bool:
-    return all(type(v) is int for v in (*tensor.shape, *tensor.stride(),
-                                         tensor.storage_offset()))
+def _example_value(value):
+    """A symbolic int's value at the example (its hint), None without one; others as they are
+    (tensors included)."""
+    if isinstance(value, torch.SymInt):
+        hint = getattr(value.node, "hint", None)
+        return hint if type(hint) is int else None
+    return value
 
 
-def _extent(tensor: torch.Tensor) -> int:
-    """Elements of storage ``tensor`` reaches, from the storage's start."""
-    if tensor.numel() == 0:
-        return tensor.storage_offset()
-    return tensor.storage_offset() + 1 + sum((n - 1) * s for n, s in
-                                             zip(tensor.shape, tensor.stride()))
+def _example_layout(tensor: torch.Tensor):
+    """``(sizes, strides, offset)`` of ``tensor`` at the example, or None when one has no
+    value there."""
+    values = [_example_value(v) for v in (*tensor.shape, *tensor.stride(),
+                                          tensor.storage_offset())]
+    if any(type(v) is not int for v in values):
+        return None
+    rank = tensor.dim()
+    return values[:rank], values[rank:2 * rank], values[-1]
+
+
+def _extent(sizes, strides, offset) -> int:
+    """Elements of storage a tensor so laid out reaches, from the storage's start."""
+    if any(n == 0 for n in sizes):
+        return offset
+    return offset + 1 + sum((n - 1) * s for n, s in zip(sizes, strides))

@@ -47,7 +47,7 @@ EAGER_REFUSES = "unbroken_eager_refuses"
 #: (``ir.saved_tensors``): eager's error message, the flat argument positions of the node's
 #: floating arguments, and the sets of them (positions in that tuple) whose ``requires_grad``
 #: makes autograd save it; ``ExportedProgram.module()`` raises the message when backward
-#: reaches the node in such a call, as eager does.
+#: reaches the node in such a call, as eager does; ``unbroken.save`` keeps it.
 SAVED_THEN_WRITTEN = "unbroken_saved_then_written"
 
 #: ``graph_module.meta`` key: the program holds for the example's strides only (the trace read

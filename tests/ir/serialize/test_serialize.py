@@ -316,3 +316,48 @@ def test_a_malformed_autograd_refusal_mark_is_refused():
             archive.writestr(name, content)
     with pytest.raises(unbroken.SerializationError, match="argument positions"):
         unbroken.load(io.BytesIO(out.getvalue()))
+
+
+class _SavesThenWrites(torch.nn.Module):
+    """``y * w`` saves ``y`` when ``w`` requires grad; the write into ``y`` then makes eager's
+    backward raise."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(4))
+
+    def forward(self, x):
+        y = x * 2
+        z = y * self.w
+        y.add_(1)
+        return z + y
+
+
+def _backward_refused(module, x) -> bool:
+    try:
+        module(x.clone().requires_grad_()).sum().backward()
+    except RuntimeError as error:
+        return "modified by an inplace operation" in str(error)
+    return False
+
+
+@pytest.mark.parametrize("frozen", [False, True])
+def test_saved_then_written_marks_round_trip(frozen):
+    """The loaded program's backward raises exactly where eager's does (the parameter frozen
+    or not: the mark keeps which arguments decide)."""
+    model, x = _SavesThenWrites(), torch.randn(4)
+    loaded = _round_trip(unbroken.export(model, (x,))).module()
+    for module in (model, loaded):
+        module.w.requires_grad_(not frozen)
+    assert _backward_refused(loaded, x) == _backward_refused(model, x) == (not frozen)
+
+
+def test_a_malformed_saved_then_written_mark_is_refused():
+    members = _members(unbroken.export(_SavesThenWrites(), (torch.randn(4),)))
+    program = json.loads(members["program.json"])
+    marked = [n for n in program["graph"]["nodes"] if "saved_then_written" in n]
+    assert marked
+    marked[0]["saved_then_written"][2] = [[5]]  # indexes no position
+    members["program.json"] = json.dumps(program).encode()
+    with pytest.raises(unbroken.SerializationError, match="a pattern must index"):
+        unbroken.load(_rezip(members))

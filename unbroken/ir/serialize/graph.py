@@ -19,11 +19,12 @@ import math
 import sympy
 import torch
 import torch.fx as fx
+from torch.utils import _pytree as pytree
 
 from ...symbolic.env import ShapeEnvironment
 from ...symbolic.parse import ExpressionBudget, ExpressionError, is_condition, parse_expression
 from ...symbolic.torch_compat import HigherOrderOperator, OpOverload, op_schema, set_grad_enabled
-from ..meta_keys import EAGER_REFUSES, NEW_VALUE_OF_FIRST, USER_FRAMES
+from ..meta_keys import EAGER_REFUSES, NEW_VALUE_OF_FIRST, SAVED_THEN_WRITTEN, USER_FRAMES
 from .format import (
     DTYPES,
     Limits,
@@ -238,6 +239,9 @@ class GraphReader:
         if entry.get("eager_refuses") is not None:
             node.meta[EAGER_REFUSES] = self._eager_refusal(node, entry["eager_refuses"],
                                                            f"{where}.eager_refuses")
+        if entry.get("saved_then_written") is not None:
+            node.meta[SAVED_THEN_WRITTEN] = self._saved_then_written(
+                node, entry["saved_then_written"], f"{where}.saved_then_written")
         if entry.get("writes_first") is not None:
             self.fields.check(entry["writes_first"], "bool", f"{where}.writes_first")
             if entry["writes_first"] and not (node.op == "call_function" and node.args
@@ -263,6 +267,30 @@ class GraphReader:
                    for i in positions):
             raise f.fail(where, "argument positions must name tensor arguments of the node")
         return message, hint, positions
+
+    def _saved_then_written(self, node: fx.Node, raw, where: str) -> tuple:
+        """``(message, positions, patterns)`` of an op whose backward eager refuses in the
+        calls where the arguments of one pattern require grad (``ir.saved_tensors``): a text,
+        positions of tensor arguments among the flat leaves of the node's arguments, and
+        tuples of indices into those positions."""
+        f, limit = self.fields, self.limits.text_chars
+        f.check(raw, "list", where)
+        if len(raw) != 3 or node.op != "call_function":
+            raise f.fail(where, "must be [message, positions, patterns] on a call")
+        message = check_text(f.check(raw[0], "str", f"{where}[0]"), self.member, where, limit)
+        positions = tuple(f.check(i, "int", f"{where}[1]") for i in f.check(raw[1], "list",
+                                                                             f"{where}[1]"))
+        leaves = pytree.tree_leaves((node.args, node.kwargs))
+        if not all(0 <= i < len(leaves) and isinstance(leaves[i], fx.Node) for i in positions):
+            raise f.fail(where, "positions must name tensor arguments of the node")
+        patterns = []
+        for pattern in f.check(raw[2], "list", f"{where}[2]"):
+            indices = tuple(f.check(i, "int", f"{where}[2]") for i in f.check(
+                pattern, "list", f"{where}[2]"))
+            if not all(0 <= i < len(positions) for i in indices):
+                raise f.fail(where, "a pattern must index the positions")
+            patterns.append(indices)
+        return message, positions, tuple(patterns)
 
     def _module_stack(self, raw, where: str) -> dict:
         f, limit = self.fields, self.limits.text_chars

@@ -18,7 +18,7 @@ from torch.utils import _pytree as pytree
 
 from ...symbolic.diagnostics import SerializationError
 from ...symbolic.ranges import finite_bound
-from ..meta_keys import EAGER_REFUSES, NEW_VALUE_OF_FIRST
+from ..meta_keys import EAGER_REFUSES, NEW_VALUE_OF_FIRST, SAVED_THEN_WRITTEN
 from .archive import EXTRA_FILES, write_members
 from .format import FORMAT_NAME, FORMAT_VERSION, MEMBERS, target_name
 
@@ -64,7 +64,7 @@ def _graph(graph_module: fx.GraphModule) -> dict:
     for node in graph_module.graph.nodes:
         if node.op == "get_attr":
             modules.append([node.target, _graph(getattr(graph_module, node.target))])
-        nodes.append(_eager_refusal(node) | _write_mark(node) | {
+        nodes.append(_eager_refusal(node) | _write_mark(node) | _saved_then_written(node) | {
             "name": node.name, "op": node.op, "target": _target(node),
             "args": encode_argument(tuple(node.args)), "kwargs":
                 [[key, encode_argument(value)] for key, value in node.kwargs.items()],
@@ -83,6 +83,16 @@ def _eager_refusal(node: fx.Node) -> dict:
         return {}
     message, hint, positions = node.meta[EAGER_REFUSES]
     return {"eager_refuses": [message, hint, list(positions)]}
+
+
+def _saved_then_written(node: fx.Node) -> dict:
+    """``{"saved_then_written": [message, positions, patterns]}`` for a node marked
+    ``SAVED_THEN_WRITTEN`` (autograd saves a tensor a later write changes: the loaded
+    program's backward raises where eager's does, as the original's)."""
+    if SAVED_THEN_WRITTEN not in node.meta:
+        return {}
+    message, positions, patterns = node.meta[SAVED_THEN_WRITTEN]
+    return {"saved_then_written": [message, list(positions), [list(p) for p in patterns]]}
 
 
 def _write_mark(node: fx.Node) -> dict:

@@ -125,3 +125,47 @@ def test_integer_index_tensor_decomposes():
     core = unbroken.export(IndexesWithIntegers(), (x,)).run_decompositions()
     for got, want in zip(core.module()(x), IndexesWithIntegers()(x)):
         torch.testing.assert_close(got, want)
+
+
+class _SavesThenWrites(torch.nn.Module):
+    """``(y * w).sin()`` / ``linear(y)`` save ``y`` when ``w`` requires grad; the write into
+    ``y`` then makes eager's backward raise."""
+
+    def __init__(self, linear: bool):
+        super().__init__()
+        self.linear = linear
+        self.w = torch.nn.Parameter(torch.randn(4, 4) if linear else torch.randn(4))
+
+    def forward(self, x):
+        y = x * 2
+        z = torch.nn.functional.linear(y, self.w) if self.linear else (y * self.w).sin()
+        y.add_(1)
+        return z + y
+
+
+def _backward_raises(module, x) -> bool:
+    try:
+        module(x.clone().requires_grad_()).sum().backward()
+    except RuntimeError as error:
+        assert "modified by an inplace operation" in str(error)
+        return True
+    return False
+
+
+@pytest.mark.parametrize("linear", [False, True], ids=["kept_whole", "decomposed"])
+@pytest.mark.parametrize("frozen", [False, True])
+def test_saved_then_written_marks_survive_decomposition(linear, frozen):
+    """The decomposed program's backward raises wherever eager's does; an op kept whole keeps
+    the arguments that decide (a frozen parameter: backward runs, as eager's); one decomposed
+    into several refuses backward whenever a gradient is recorded (never a gradient where
+    eager raises)."""
+    model, x = _SavesThenWrites(linear), torch.randn(3, 4)
+    decomposed = unbroken.export(model, (x,)).run_decompositions().module()
+    for module in (model, decomposed):
+        module.w.requires_grad_(not frozen)
+    eager_raises = _backward_raises(model, x)
+    assert eager_raises == (not frozen)
+    if eager_raises or not linear:
+        assert _backward_raises(decomposed, x) == eager_raises
+    else:
+        assert _backward_raises(decomposed, x)  # conservative: the mark's arguments were lost

@@ -32,7 +32,7 @@ from torch.utils import _pytree as pytree
 
 from ..ir import fake
 from ..ir.data_dependent import DATA_DEPENDENT_SIZES, SCALAR_OPS, integer_indexing
-from ..ir.meta_keys import NEW_VALUE_OF_FIRST, USER_FRAMES
+from ..ir.meta_keys import NEW_VALUE_OF_FIRST, SAVED_THEN_WRITTEN, USER_FRAMES
 from ..ir.parts import ProgramParts
 from ..ir.recorder import Recorder
 from ..ir.signature import with_output_names
@@ -78,6 +78,7 @@ def decompose(program: ProgramParts, decomp_table=None) -> ProgramParts:
             current[0] = node
             values[node] = _rerecord(recorder, node, values, table, keep_others, symbols)
             _keep_write_mark(node, values, recorder.builder)
+            _keep_saved_mark(node, values, recorder.builder)
     graph_module = recorder.builder.graph_module()
     signature = with_output_names(program.graph_signature, recorder.builder.graph)
     kept = _kept_nodes(program.module_calls, values, recorder.builder)
@@ -133,6 +134,31 @@ def _keep_write_mark(node: fx.Node, values: dict, builder) -> None:
     if new.args and isinstance(written, torch.Tensor) and builder.is_tracked(written) and \
             new.args[0] is builder.node_of(written):
         new.meta[NEW_VALUE_OF_FIRST] = True
+
+
+def _keep_saved_mark(node: fx.Node, values: dict, builder) -> None:
+    """A node marked ``SAVED_THEN_WRITTEN`` (backward through it raises where eager's does)
+    passes the mark to the node(s) now making its value: with the positions of the arguments
+    whose ``requires_grad`` decides, where those are arguments of the new node (an op kept
+    whole, a decomposition ending in an op reading them); else for every call recording a
+    gradient (``((),)``): backward may then raise where eager's runs, never the reverse."""
+    mark = node.meta.get(SAVED_THEN_WRITTEN)
+    if mark is None:
+        return
+    message, positions, patterns = mark
+    leaves = pytree.tree_leaves((node.args, node.kwargs))
+    arguments = [values.get(leaves[i]) for i in positions]
+    argument_nodes = [builder.node_of(a) if isinstance(a, torch.Tensor) and builder.is_tracked(a)
+                      else None for a in arguments]
+    for value in pytree.tree_leaves(values.get(node)):
+        if not isinstance(value, torch.Tensor) or not builder.is_tracked(value):
+            continue
+        new = builder.node_of(value)
+        new_leaves = pytree.tree_leaves((new.args, new.kwargs))
+        found = [next((j for j, leaf in enumerate(new_leaves) if leaf is argument), None)
+                 if argument is not None else None for argument in argument_nodes]
+        new.meta[SAVED_THEN_WRITTEN] = (message, tuple(found), patterns) \
+            if None not in found else (message, (), ((),))
 
 
 def _lost_call(fqn: str, what: str) -> UnsupportedError:

@@ -596,3 +596,35 @@ def test_writes_over_overlapping_memory_refused_where_eager_raises(name, dynamic
         return
     ep = unbroken.export(model, (x,), dynamic_shapes=shapes)
     torch.testing.assert_close(ep.module()(x), expected, rtol=0, atol=0)
+
+
+class _ShiftedRows(torch.nn.Module):
+    """Rows 1.. plus rows ..-1, in place: apart at 2 rows, partly overlapping from 3 on."""
+
+    def forward(self, x):
+        y = x * 2
+        y[1:].add_(y[:-1])
+        return y
+
+
+def test_an_overlap_other_sizes_make_is_a_guard_under_auto():
+    ep = unbroken.export(_ShiftedRows(), (torch.randn(2, 3),),
+                         dynamic_shapes={"x": {0: torch.export.Dim.AUTO}})
+    (symbol_range,) = ep.range_constraints.values()
+    assert symbol_range.upper == 2
+    for rows in (1, 2):
+        x = torch.randn(rows, 3)
+        torch.testing.assert_close(ep.module()(x), _ShiftedRows()(x), rtol=0, atol=0)
+    x = torch.randn(3, 3)
+    with pytest.raises(RuntimeError, match="single memory location"):
+        _ShiftedRows()(x)  # eager refuses 3 rows
+    with pytest.raises(unbroken.InputMismatchError):
+        ep.module()(x)
+
+
+def test_an_overlap_other_sizes_make_is_a_constraint_violation_for_a_named_dim():
+    with pytest.raises(unbroken.UnbrokenError, match="UB003") as info:
+        unbroken.export(_ShiftedRows(), (torch.randn(2, 3),),
+                        dynamic_shapes={"x": {0: torch.export.Dim("rows")}})
+    assert "fails for x.shape[0] = 3" in str(info.value)
+    assert '"x": None' in str(info.value)  # the proven fix: the dim static

@@ -105,6 +105,9 @@ def _dim(expr, names):
     if expr.is_Integer:
         return None
     (root,) = expr.free_symbols
+    lower, upper = names.fix.ranges.get(root, (2, None))
+    if lower == upper:  # one value left: the dim is static (a Dim cannot have min == max)
+        return None
     k, m = int(expr.coeff(root, 1)), int(sympy.expand(expr - expr.coeff(root, 1) * root))
     dim, name = names.dim(root)
     value, text = dim, name

@@ -444,7 +444,13 @@ def overlap_refusal(func, args, kwargs) -> str | None:
     tensors laid out as the meta ones over one storage, at the example's sizes (a symbolic
     size at its hint): the answer is eager's own on the example. Asked only when such an
     overlap is possible and every size, stride and offset has a value there (an unbacked one
-    has none: not asked); None when eager runs the op."""
+    has none: not asked); None when eager runs the op.
+
+    Under dynamic shapes eager runs the op at the example, and another size may make the
+    ranges of memory overlap partly (``y[1:].add_(y[:-1])`` does from 3 rows on): where the
+    example's tensors are dense and apart (or the same range), that is kept as a guard
+    (:func:`_keep_apart`), which narrows a ``Dim.AUTO`` range or, for a named Dim, is a
+    constraint violation with its fix."""
     target = args[0]
     if not isinstance(target, torch.Tensor) or target.device.type != "meta":
         return None
@@ -483,7 +489,53 @@ def overlap_refusal(func, args, kwargs) -> str | None:
                 return text.split("\n")[0]
         except Exception:  # noqa: BLE001 - zeros an op rejects otherwise: not our question
             return None
+    for other in aliased:
+        _keep_apart(target, other, layouts[id(target)], layouts[id(other)])
     return None
+
+
+def _keep_apart(target: torch.Tensor, other: torch.Tensor, target_at, other_at) -> None:
+    """Guard that ``target`` and ``other`` (one storage) stay as the example lays them out:
+    apart, or the same range of memory, when both are dense there (eager checks no other
+    layout). Nothing to guard when every size is a number; when they overlap partly at the
+    example, the op ran there, so it does not check."""
+    if all(type(v) is int for t in (target, other)
+           for v in (*t.shape, *t.stride(), t.storage_offset())):
+        return
+    if not (_dense(*target_at[:2]) and _dense(*other_at[:2])):
+        return
+    begin, end = _memory_range(*target_at)
+    other_begin, other_end = _memory_range(*other_at)
+    symbolic_begin, symbolic_end = target.storage_offset(), target.storage_offset() + \
+        target.numel()
+    other_symbolic_begin = other.storage_offset()
+    other_symbolic_end = other_symbolic_begin + other.numel()
+    if end <= other_begin:
+        bool(symbolic_end <= other_symbolic_begin)  # a guard: it holds at the example
+    elif other_end <= begin:
+        bool(other_symbolic_end <= symbolic_begin)
+    elif (begin, end) == (other_begin, other_end):
+        bool(symbolic_begin == other_symbolic_begin)
+        bool(symbolic_end == other_symbolic_end)
+
+
+def _dense(sizes, strides) -> bool:
+    """Whether a tensor of these sizes and strides covers a range of memory exactly once."""
+    expected = 1
+    for size, stride in sorted(((n, s) for n, s in zip(sizes, strides) if n != 1),
+                               key=lambda pair: pair[1]):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _memory_range(sizes, strides, offset) -> tuple[int, int]:
+    """``[begin, end)`` in elements of a dense tensor so laid out."""
+    count = 1
+    for size in sizes:
+        count *= size
+    return offset, offset + count
 
 
 def _storage_key(tensor: torch.Tensor):

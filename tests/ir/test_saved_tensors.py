@@ -120,6 +120,16 @@ def _write_after_a_non_saving_view_read(y):
     return z * y[1]
 
 
+def _writes_what_its_detach_alias_saves(y):
+    y.mul_(y.detach())  # saves `other`: one version counter with y
+    return y
+
+
+def _writes_what_a_whole_view_saves(y):
+    y.mul_(y.view(2, 3))
+    return y
+
+
 def _addcmul_with_a_constant_factor(y):
     y.addcmul_(y, y.detach() + 1)  # saves tensor1 (y) only for tensor2's gradient: none
     return y
@@ -134,7 +144,8 @@ def _product_with_a_constant(y):
 FAMILY = [_through_view, _through_detach, _saved_view_base_written,
           _saved_view_sibling_written, _writes_what_it_saves, _addcmul_saves_its_target,
           _writes_what_it_does_not_save, _write_after_a_non_saving_view_read,
-          _addcmul_with_a_constant_factor, _product_with_a_constant]
+          _addcmul_with_a_constant_factor, _product_with_a_constant,
+          _writes_what_its_detach_alias_saves, _writes_what_a_whole_view_saves]
 
 
 class _Intermediate(torch.nn.Module):

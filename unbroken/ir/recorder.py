@@ -534,11 +534,11 @@ class Recorder(TorchDispatchMode):
                     hint="write into a clone: `y = y.clone()` before the in-place op, or use "
                          "the out-of-place op (`y = y.add(v)` for `y.add_(v)`)")
             self._mark_saved_then_written(args[0])
-            target = self.builder.bound_node(self._lifted.get(id(args[0]), args[0]))
+            target = self._aliases_read(args, kwargs)
         out = self._compute(func, compute_args, compute_kwargs)
         refusal = refusal or self._stale_read_refusal(func, args, kwargs, out)
         node = self._record(func, args, kwargs, out)
-        if target is not None:
+        if target:
             self._mark_saves_its_target(node, target)
         if refusal is not None:
             node.meta[EAGER_REFUSES] = (refusal.message, refusal.hint, refusal.arguments)
@@ -639,14 +639,29 @@ class Recorder(TorchDispatchMode):
                 asked.add((reader, member))
                 self._pending_writes.append((reader, member, message))
 
-    def _mark_saves_its_target(self, node: fx.Node, written: fx.Node) -> None:
-        """The in-place op ``node`` also reads the tensor it writes (``y.mul_(y)``): when it
-        saves that argument for backward, the write itself changes it, and eager refuses
-        backward through ``node``."""
+    def _aliases_read(self, args, kwargs) -> list:
+        """The nodes of the arguments of an in-place op (after the written ``args[0]``) that
+        share its memory: the written tensor itself (``y.mul_(y)``) or an alias of it
+        (``y.mul_(y.detach())``)."""
+        root = self.aliases.root(args[0])
+        found = []
+        for value in pytree.tree_leaves((args[1:], kwargs)):
+            if isinstance(value, torch.Tensor) and (
+                    value is args[0] or self.aliases.root(value) is root):
+                node = self.builder.bound_node(self._lifted.get(id(value), value))
+                if node is not None:
+                    found.append(node)
+        return found
+
+    def _mark_saves_its_target(self, node: fx.Node, aliases: list) -> None:
+        """The in-place op ``node`` also reads the memory it writes (``y.mul_(y)``,
+        ``y.mul_(y.detach())``: ``aliases``): when it saves such an argument for backward, the
+        write itself changes it, and eager refuses backward through ``node``."""
         if node in self._no_grad_nodes or not torch.is_grad_enabled():
             return
-        if any(arg is written for arg in node.args[1:]) or written in node.kwargs.values():
-            self._pending_writes.append((node, written, self._saved_then_written_message()))
+        message = self._saved_then_written_message()
+        for alias in dict.fromkeys(aliases):
+            self._pending_writes.append((node, alias, message))
 
     def _saved_then_written_message(self) -> str:
         return ("one of the variables needed for gradient computation has been modified by "

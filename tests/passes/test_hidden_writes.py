@@ -117,11 +117,16 @@ def _call(module, example, requires_grad, non_leaf, ambient):
 @pytest.mark.parametrize("requires_grad, non_leaf", [(True, False), (True, True),
                                                      (False, False)])
 @pytest.mark.parametrize("ambient", [True, False], ids=["grad", "no_grad"])
-def test_matches_eager(fn, requires_grad, non_leaf, ambient):
+@pytest.mark.parametrize("export_grad", [True, False], ids=["exported_with_grad",
+                                                           "exported_under_no_grad"])
+def test_matches_eager(fn, requires_grad, non_leaf, ambient, export_grad):
+    """An export made under no_grad runs in its caller's mode: a write through a detach alias
+    is still one autograd does not see."""
     torch.manual_seed(0)
     example = torch.randn(2, 3)
     eager = _call(_Wrap(fn), example, requires_grad, non_leaf, ambient)
-    ep = unbroken.export(_Wrap(fn), (example.clone().requires_grad_(requires_grad),))
+    with torch.set_grad_enabled(export_grad):
+        ep = unbroken.export(_Wrap(fn), (example.clone().requires_grad_(requires_grad),))
     program = _call(ep.module(), example, requires_grad, non_leaf, ambient)
     if eager is RuntimeError:  # eager refuses the call (a leaf written in place with grad)
         assert program is RuntimeError

@@ -194,10 +194,13 @@ class Aliases:
 
     @contextlib.contextmanager
     def _hidden_from_autograd(self, hidden: bool):
-        """Record what runs inside in a ``no_grad`` region when ``hidden`` and grad mode is on:
-        the base's new value then carries no gradient, and ``passes.functionalize`` makes its
-        later reads pass their gradient to the base's old value, as eager's autograd does."""
-        if not (hidden and torch.is_grad_enabled()):
+        """Record what runs inside in a ``no_grad`` region when ``hidden`` and grad mode is on
+        (or may be when the program runs: an export made under no_grad runs in its caller's
+        mode): the base's new value then carries no gradient, and ``passes.functionalize``
+        makes its later reads pass their gradient to the base's old value, as eager's
+        autograd does."""
+        if not (hidden and (torch.is_grad_enabled()
+                            or not self.recorder.export_grad_enabled)):
             yield
             return
         with self.recorder.recorded_in_grad_mode(False):

@@ -184,7 +184,7 @@ class Recorder(TorchDispatchMode):
         self._leaf_autocast: tuple[str, ...] = ()  # device types autocast was on for, at the
         # start of the current leaf call
         self.meta_cache = MetaCache(env)  # meta outputs of functional ops, per trace
-        self._no_grad_nodes: set[fx.Node] = set()  # recorded with grad disabled
+        self._no_grad_nodes: set[fx.Node] = set()  # in a no_grad region of forward()
         self._pending_writes: list = []  # (reader, written node, message): see saved_tensors
         self._saves_asked: set = set()  # (reader, written node) pairs noted once: same answer
         self._saves_answers: dict = {}  # saved_tensors.saving_patterns' cache
@@ -570,13 +570,13 @@ class Recorder(TorchDispatchMode):
 
     @contextlib.contextmanager
     def recorded_in_grad_mode(self, enabled: bool):
-        """Run and record what runs inside in a region of grad mode ``enabled`` (the opposite
-        of the current one), which the program restores to the mode before it. Inside a leaf
+        """Run and record what runs inside in a region of grad mode ``enabled``, which the
+        program restores to the mode before it. Inside a leaf
         call (a stale view re-derived when the call reads it, a write hidden from autograd),
         the call's own inner region is closed first and none is opened for the mode set here:
         regions nest, as ``ir.grad_regions`` requires."""
         self._close_inner_region()
-        previous = self.builder.record_grad_mode(enabled, not enabled)
+        previous = self.builder.record_grad_mode(enabled, torch.is_grad_enabled())
         leaf_mode, self._leaf_grad_mode = self._leaf_grad_mode, enabled
         try:
             with torch.set_grad_enabled(enabled):
@@ -657,7 +657,7 @@ class Recorder(TorchDispatchMode):
         """The in-place op ``node`` also reads the memory it writes (``y.mul_(y)``,
         ``y.mul_(y.detach())``: ``aliases``): when it saves such an argument for backward, the
         write itself changes it, and eager refuses backward through ``node``."""
-        if node in self._no_grad_nodes or not torch.is_grad_enabled():
+        if node in self._no_grad_nodes:
             return
         message = self._saved_then_written_message()
         for alias in dict.fromkeys(aliases):
@@ -950,7 +950,9 @@ class Recorder(TorchDispatchMode):
                                       if isinstance(t, torch.Tensor)],
                                out, self.aliases.root, self.frames_provider,
                                self.aliases.view_chain)
-        if not torch.is_grad_enabled():  # autograd saves nothing for it
+        if not torch.is_grad_enabled() and self.export_grad_enabled:
+            # a no_grad region of forward(): autograd saves nothing for it in any call (under
+            # an export made in no_grad, the program runs in its caller's mode: not known)
             self._no_grad_nodes.add(node)
         if self.shadow is not None and func is not aten.item.default:
             self._run_shadow(func, args, kwargs, out)

@@ -13,6 +13,7 @@ import torch
 from torch.export import Dim
 
 import unbroken
+from tests.ir.test_saved_tensors import _backward, _ScaledByParameter
 from tests.models.zoo import ZOO
 from unbroken.ir.serialize import FORMAT_VERSION, Limits
 
@@ -318,42 +319,20 @@ def test_a_malformed_autograd_refusal_mark_is_refused():
         unbroken.load(io.BytesIO(out.getvalue()))
 
 
-class _SavesThenWrites(torch.nn.Module):
-    """``y * w`` saves ``y`` when ``w`` requires grad; the write into ``y`` then makes eager's
-    backward raise."""
-
-    def __init__(self):
-        super().__init__()
-        self.w = torch.nn.Parameter(torch.randn(4))
-
-    def forward(self, x):
-        y = x * 2
-        z = y * self.w
-        y.add_(1)
-        return z + y
-
-
-def _backward_refused(module, x) -> bool:
-    try:
-        module(x.clone().requires_grad_()).sum().backward()
-    except RuntimeError as error:
-        return "modified by an inplace operation" in str(error)
-    return False
-
-
 @pytest.mark.parametrize("frozen", [False, True])
 def test_saved_then_written_marks_round_trip(frozen):
     """The loaded program's backward raises exactly where eager's does (the parameter frozen
     or not: the mark keeps which arguments decide)."""
-    model, x = _SavesThenWrites(), torch.randn(4)
+    model, x = _ScaledByParameter(), torch.randn(3)
     loaded = _round_trip(unbroken.export(model, (x,))).module()
     for module in (model, loaded):
         module.w.requires_grad_(not frozen)
-    assert _backward_refused(loaded, x) == _backward_refused(model, x) == (not frozen)
+    x.requires_grad_()
+    assert _backward(loaded, x) == _backward(model, x) == (not frozen)
 
 
 def test_a_malformed_saved_then_written_mark_is_refused():
-    members = _members(unbroken.export(_SavesThenWrites(), (torch.randn(4),)))
+    members = _members(unbroken.export(_ScaledByParameter(), (torch.randn(3),)))
     program = json.loads(members["program.json"])
     marked = [n for n in program["graph"]["nodes"] if "saved_then_written" in n]
     assert marked

@@ -38,10 +38,12 @@ from ..symbolic.torch_compat import (
     CreationMeta,
     creation_meta,
     disable_current_modes,
+    is_non_overlapping_and_dense,
     is_view,
     op_schema,
     version_counter,
 )
+from .layouts import example_layout, example_value, storage_extent
 from .meta_keys import VIEW_WRITE
 from .ops import is_inplace_op
 
@@ -464,11 +466,11 @@ def overlap_refusal(func, args, kwargs) -> str | None:
         return None
     if any(t.dtype != target.dtype for t in aliased):
         return None
-    layouts = {id(t): _example_layout(t) for t in tensors + [target]}
+    layouts = {id(t): example_layout(t) for t in tensors + [target]}
     if any(layout is None for layout in layouts.values()):
         return None
     laid_out = [target, *aliased]
-    extent = max(_extent(*layouts[id(t)]) for t in laid_out)
+    extent = max(storage_extent(*layouts[id(t)]) for t in laid_out)
     if extent > _OVERLAP_PROBE_LIMIT:
         return None
     with disable_current_modes(), torch.no_grad():
@@ -477,13 +479,12 @@ def overlap_refusal(func, args, kwargs) -> str | None:
 
         def stand_in(value):
             if not isinstance(value, torch.Tensor):
-                return value
+                return example_value(value)
             if id(value) in real:
                 return real[id(value)]
             return torch.zeros(layouts[id(value)][0], dtype=value.dtype)
 
-        call_args, call_kwargs = pytree.tree_map(_example_value, (args, kwargs))
-        call_args, call_kwargs = pytree.tree_map(stand_in, (call_args, call_kwargs))
+        call_args, call_kwargs = pytree.tree_map(stand_in, (args, kwargs))
         try:
             func(*call_args, **call_kwargs)
         except RuntimeError as error:
@@ -493,26 +494,25 @@ def overlap_refusal(func, args, kwargs) -> str | None:
         except Exception:  # noqa: BLE001 - zeros an op rejects otherwise: not our question
             return None
     for other in aliased:
-        _keep_apart(target, other, layouts[id(target)], layouts[id(other)])
+        _keep_apart(target, other, real[id(target)], real[id(other)])
     return None
 
 
-def _keep_apart(target: torch.Tensor, other: torch.Tensor, target_at, other_at) -> None:
-    """Guard that ``target`` and ``other`` (one storage) stay as the example lays them out:
-    apart, or the same range of memory, when both are dense there (eager checks no other
-    layout). Nothing to guard when every size is a number; when they overlap partly at the
-    example, the op ran there, so it does not check."""
+def _keep_apart(target: torch.Tensor, other: torch.Tensor, at_example: torch.Tensor,
+                other_at_example: torch.Tensor) -> None:
+    """Guard that ``target`` and ``other`` (one storage) stay as the example lays them out
+    (``at_example``: their CPU stand-ins): apart, or the same range of memory, when both are
+    dense there (eager checks no other layout). Nothing to guard when every size is a number;
+    when they overlap partly at the example, the op ran there, so it does not check."""
     if all(type(v) is int for t in (target, other)
            for v in (*t.shape, *t.stride(), t.storage_offset())):
         return
-    if not (_dense(*target_at[:2]) and _dense(*other_at[:2])):
+    if not (is_non_overlapping_and_dense(at_example)
+            and is_non_overlapping_and_dense(other_at_example)):
         return
-    begin, end = _memory_range(*target_at)
-    other_begin, other_end = _memory_range(*other_at)
-    symbolic_begin, symbolic_end = target.storage_offset(), target.storage_offset() + \
-        target.numel()
-    other_symbolic_begin = other.storage_offset()
-    other_symbolic_end = other_symbolic_begin + other.numel()
+    (begin, end), (other_begin, other_end) = _range(at_example), _range(other_at_example)
+    (symbolic_begin, symbolic_end), (other_symbolic_begin, other_symbolic_end) = \
+        _range(target), _range(other)
     if end <= other_begin:
         bool(symbolic_end <= other_symbolic_begin)  # a guard: it holds at the example
     elif other_end <= begin:
@@ -522,23 +522,9 @@ def _keep_apart(target: torch.Tensor, other: torch.Tensor, target_at, other_at) 
         bool(symbolic_end == other_symbolic_end)
 
 
-def _dense(sizes, strides) -> bool:
-    """Whether a tensor of these sizes and strides covers a range of memory exactly once."""
-    expected = 1
-    for size, stride in sorted(((n, s) for n, s in zip(sizes, strides) if n != 1),
-                               key=lambda pair: pair[1]):
-        if stride != expected:
-            return False
-        expected *= size
-    return True
-
-
-def _memory_range(sizes, strides, offset) -> tuple[int, int]:
-    """``[begin, end)`` in elements of a dense tensor so laid out."""
-    count = 1
-    for size in sizes:
-        count *= size
-    return offset, offset + count
+def _range(tensor: torch.Tensor) -> tuple:
+    """``[begin, end)``, in elements of its storage, of a dense tensor."""
+    return tensor.storage_offset(), tensor.storage_offset() + tensor.numel()
 
 
 def _storage_key(tensor: torch.Tensor):
@@ -548,28 +534,3 @@ def _storage_key(tensor: torch.Tensor):
         return None
 
 
-def _example_value(value):
-    """A symbolic int's value at the example (its hint), None without one; others as they are
-    (tensors included)."""
-    if isinstance(value, torch.SymInt):
-        hint = getattr(value.node, "hint", None)
-        return hint if type(hint) is int else None
-    return value
-
-
-def _example_layout(tensor: torch.Tensor):
-    """``(sizes, strides, offset)`` of ``tensor`` at the example, or None when one has no
-    value there."""
-    values = [_example_value(v) for v in (*tensor.shape, *tensor.stride(),
-                                          tensor.storage_offset())]
-    if any(type(v) is not int for v in values):
-        return None
-    rank = tensor.dim()
-    return values[:rank], values[rank:2 * rank], values[-1]
-
-
-def _extent(sizes, strides, offset) -> int:
-    """Elements of storage a tensor so laid out reaches, from the storage's start."""
-    if any(n == 0 for n in sizes):
-        return offset
-    return offset + 1 + sum((n - 1) * s for n, s in zip(sizes, strides))

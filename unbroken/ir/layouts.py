@@ -150,8 +150,8 @@ class _Undecidable(Exception):
 _UNBACKED_STAND_IN = 8
 
 
-def _concrete(value):
-    """A symbolic value at the example (unbacked symbols at :data:`_UNBACKED_STAND_IN`)."""
+def _concrete(value, unbacked=_UNBACKED_STAND_IN):
+    """A symbolic value at the example (unbacked symbols at ``unbacked``; None: undecidable)."""
     if not isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
         return value
     node = value.node
@@ -160,19 +160,47 @@ def _concrete(value):
     expr, env = node.expr, node.shape_env
     try:
         values = {s: env.hint_of(s) for s in expr.free_symbols}
-        concrete = expr.xreplace({s: _UNBACKED_STAND_IN if v is None else v
-                                  for s, v in values.items()})
+        if unbacked is None and None in values.values():
+            raise _Undecidable
+        concrete = expr.xreplace({s: unbacked if v is None else v for s, v in values.items()})
         return node.pytype(concrete)
     except (TypeError, ValueError, AttributeError) as error:
         raise _Undecidable from error
+
+
+def example_value(value):
+    """A symbolic scalar at the example (others as they are); None for one only tensor data
+    decides."""
+    try:
+        return _concrete(value, unbacked=None)
+    except _Undecidable:
+        return None
+
+
+def example_layout(tensor: torch.Tensor):
+    """``(sizes, strides, storage offset)`` of ``tensor`` at the example, or None when a size
+    only tensor data decides (an unbacked symbol) enters one."""
+    try:
+        values = [int(_concrete(v, unbacked=None)) for v in
+                  (*tensor.shape, *tensor.stride(), tensor.storage_offset())]
+    except _Undecidable:
+        return None
+    rank = tensor.dim()
+    return values[:rank], values[rank:2 * rank], values[-1]
+
+
+def storage_extent(sizes, strides, offset: int = 0) -> int:
+    """Elements of storage a tensor so laid out reaches, from the storage's start."""
+    if not all(sizes):
+        return offset
+    return offset + 1 + sum((n - 1) * s for n, s in zip(sizes, strides))
 
 
 def _stand_in(tensor: torch.Tensor, requires_grad: bool) -> torch.Tensor:
     """A zero-filled CPU tensor with ``tensor``'s dtype, sizes and strides (at the example)."""
     sizes = [_concrete(s) for s in tensor.shape]
     strides = [_concrete(s) for s in tensor.stride()]
-    extent = 1 + sum((n - 1) * s for n, s in zip(sizes, strides)) if all(sizes) else 0
-    memory = torch.zeros(extent, dtype=tensor.dtype)
+    memory = torch.zeros(storage_extent(sizes, strides), dtype=tensor.dtype)
     out = memory.as_strided(sizes, strides)
     if requires_grad and (tensor.dtype.is_floating_point or tensor.dtype.is_complex):
         out = out.detach().requires_grad_()

@@ -542,3 +542,82 @@ def test_view_outputs_are_replayed_as_views_of_their_base(monkeypatch):
     assert {torch.ops.aten.view.default, torch.ops.aten.transpose.int} <= {op for op, _ in views}
     assert all(replayed for _, replayed in views)
     assert _full_summary(first) == _full_summary(second)
+
+
+@pytest.mark.parametrize("sizes, strides, order", [
+    (("a", 5, 16), (80, 16, 1), (0, 1, 2)),  # contiguous
+    (("a", 5, 16), (16, "16a", 1), (1, 0, 2)),  # stack over the sequence, batch first
+    (("a", 1, 16), (16, 16, 1), (0, 1, 2)),  # a size-1 dim sharing its neighbour's stride
+    (("a", 3, "b", 5), ("15b", 1, "15", 3), (0, 2, 3, 1)),  # channels last
+    (("a", "b"), (1, "a"), (1, 0)),  # transposed
+    (("a", 5), ("10", 1), None),  # a gap between rows: not dense
+    (("a", 5), (0, 1), None),  # expanded
+])
+def test_the_memory_order_of_a_dense_layout_is_found(sizes, strides, order):
+    """Symbolic outputs are shared between traces when they are dense (``_dense_order``): the
+    dims' order in memory is read from the strides, as torch writes a permutation of the
+    contiguous strides; a layout with gaps or overlaps has none."""
+    import sympy
+
+    from unbroken.ir.meta_cache import _dense_order, _Meta
+
+    def parse(value):
+        return value if isinstance(value, int) else sympy.sympify(
+            value.replace("a", "*a").replace("b", "*b").lstrip("*"),
+            locals={"a": sympy.Symbol("a", integer=True, positive=True),
+                    "b": sympy.Symbol("b", integer=True, positive=True)})
+
+    leaf = _Meta(tuple(map(parse, sizes)), tuple(map(parse, strides)), torch.float32)
+    assert _dense_order(leaf) == order
+
+
+class _Recurrent(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(8, 16, batch_first=True)
+
+    def forward(self, x):
+        out, (h, c) = self.lstm(x)
+        return torch.stack([x.transpose(0, 1), x.transpose(0, 1)]).sum(0), out, h, c
+
+
+@pytest.mark.parametrize("spec", [{0: Dim.AUTO}, {0: Dim("b", min=2)}], ids=["auto", "named"])
+def test_permuted_dense_outputs_are_replayed_by_the_next_trace(spec, monkeypatch):
+    """The LSTM's output ``(batch, seq, hidden)`` is laid out sequence first (its kernel
+    stacks the steps) and ``stack`` of transposed tensors is dense but not contiguous: both
+    are shared between traces, made again as ``empty`` in memory order then permuted (no
+    view of anything), so a second export computes no ``lstm`` (its decomposition on SymInts
+    is most of the export) and gives the program, guards and ranges of one that shares
+    nothing, with the outputs' strides eager gives."""
+    model = _Recurrent().eval()
+    x = torch.randn(2, 5, 8)
+    clear_shared_entries()
+    first = unbroken.export(model, (x,), dynamic_shapes=(spec,))
+    replays = _counting_replays(monkeypatch)
+    seen = []
+    real = unbroken.ir.meta_cache.SharedComputation.wrap
+
+    def watching(self, kernel):
+        shared = real(self, kernel)
+
+        def run(args, kwargs):
+            out = shared(args, kwargs)
+            seen.append((self.key[1], self.replayed))
+            return out
+        return run
+
+    monkeypatch.setattr(unbroken.ir.meta_cache.SharedComputation, "wrap", watching)
+    second = unbroken.export(model, (x,), dynamic_shapes=(spec,))
+    assert replays and all(replays)
+    ops = {op for op, _ in seen}
+    assert {torch.ops.aten.lstm.input, torch.ops.aten.stack.default} <= ops
+    assert all(replayed for _, replayed in seen)
+    assert unbroken.ir.meta_cache.replay_mismatches == 0
+    monkeypatch.undo()
+    _without_cache(monkeypatch)
+    plain = unbroken.export(model, (x,), dynamic_shapes=(spec,))
+    assert _full_summary(first) == _full_summary(second) == _full_summary(plain)
+    other = torch.randn(3, 5, 8)
+    for got, want in zip(second.module()(other), model(other), strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+        assert got.stride() == want.stride()

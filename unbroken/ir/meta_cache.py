@@ -164,7 +164,7 @@ class MetaCache:
                 _SHARED.clear()
             _SHARED[key] = (spec, described)
         elif share and computation is not None and computation.log is not None and \
-                all(leaf.static or isinstance(leaf, _View) or _contiguous(leaf)
+                all(leaf.static or isinstance(leaf, _View) or _dense_order(leaf) is not None
                     for leaf in described if isinstance(leaf, _Meta)):
             if len(_SHARED_SYMBOLIC) >= SHARED_ENTRIES_MAX:
                 _SHARED_SYMBOLIC.clear()
@@ -320,41 +320,67 @@ def _state(leaf):
 
 def _fresh(cache: MetaCache, leaf, base: torch.Tensor | None = None):
     """A replayed entry's output made again, or None. A view op's is a view of ``base``; a
-    functional op's symbolic one is laid out contiguously (the entries shared are) and made
-    as the kernels make theirs, with ``empty`` (the strides
-    ``size * max(size, 1)``, the storage its element count): ``empty_strided`` would ask of
-    each size whether it is 0 (the storage's extent), questions the computation may not have
-    asked, which the replay would record."""
+    functional op's symbolic one is dense (the entries shared are: contiguous, or a
+    permutation of its dims laid out contiguously, as ``stack``/``cat`` of transposed
+    tensors and the recurrent kernels give) and made as the kernels make theirs, with
+    ``empty`` over the sizes in memory order (the strides ``size * max(size, 1)``, the
+    storage its element count), then ``permute``: ``empty_strided`` would ask of each size
+    whether it is 0 (the storage's extent), questions the computation may not have asked,
+    which the replay would record. A permuted one is not a view of anything else: its
+    memory-order tensor is a temporary nobody else holds (``_base`` cut by ``detach``)."""
     if not isinstance(leaf, _Meta) or leaf.static or isinstance(leaf, _View):
         return cache._rebuild(leaf, base)
-    out = torch.empty([cache._size(s) for s in leaf.sizes], dtype=leaf.dtype, device="meta")
+    order = _dense_order(leaf)
+    if order is None:
+        return None
+    sizes = [cache._size(s) for s in leaf.sizes]
+    out = torch.empty([sizes[d] for d in order], dtype=leaf.dtype, device="meta")
+    if order != tuple(range(len(order))):
+        out = out.permute(_inverse(order)).detach()
     return out if tuple(map(_expr, out.stride())) == leaf.strides else None
 
 
-def _contiguous(leaf: _Meta) -> bool:
-    """Whether ``leaf``'s strides are the contiguous ones of its sizes, as torch writes them
-    (``stride[i] = stride[i + 1] * max(size[i + 1], 1)``, sympy simplifying where it can);
-    kept per layout (building ``Max`` costs ~0.1 ms, and layouts repeat)."""
+def _inverse(order: tuple[int, ...]) -> list[int]:
+    inverse = [0] * len(order)
+    for position, dim in enumerate(order):
+        inverse[dim] = position
+    return inverse
+
+
+def _dense_order(leaf: _Meta) -> tuple[int, ...] | None:
+    """The dims of ``leaf`` from outermost to innermost in memory when its strides are the
+    contiguous ones of its sizes taken in that order (as torch writes them: ``stride =
+    stride_inner * max(size_inner, 1)``, sympy simplifying where it can), else None; the
+    identity for a contiguous one. Kept per layout (building ``Max`` costs ~0.1 ms, and
+    layouts repeat)."""
     layout = (leaf.sizes, leaf.strides)
-    known = _CONTIGUOUS.get(layout)
-    if known is None:
-        if len(_CONTIGUOUS) >= SHARED_ENTRIES_MAX:
-            _CONTIGUOUS.clear()
-        known = _CONTIGUOUS[layout] = _contiguous_strides(leaf.sizes, leaf.strides)
+    known = _DENSE.get(layout, False)
+    if known is False:
+        if len(_DENSE) >= SHARED_ENTRIES_MAX:
+            _DENSE.clear()
+        known = _DENSE[layout] = _dense_strides_order(leaf.sizes, leaf.strides)
     return known
 
 
-_CONTIGUOUS: dict = {}
+_DENSE: dict = {}
 
 
-def _contiguous_strides(sizes, strides) -> bool:
+def _dense_strides_order(sizes, strides) -> tuple[int, ...] | None:
+    """See :func:`_dense_order`. Innermost first, the dim whose stride is the running
+    product; of several (a size-1 dim shares its neighbour's stride) the last, so that a
+    contiguous layout gives the identity."""
     expected = sympy.Integer(1)
-    for size, stride in zip(reversed(sizes), reversed(strides)):
-        if stride != expected:
-            return False
-        expected = expected * (size if isinstance(size, int) and size >= 1
-                               else E.Max(size, 1))
-    return True
+    remaining = list(range(len(sizes)))
+    inner_first = []
+    while remaining:
+        dim = next((d for d in reversed(remaining) if strides[d] == expected), None)
+        if dim is None:
+            return None
+        remaining.remove(dim)
+        inner_first.append(dim)
+        size = sizes[dim]
+        expected = expected * (size if isinstance(size, int) and size >= 1 else E.Max(size, 1))
+    return tuple(reversed(inner_first))
 
 
 def _free_symbols(stated) -> set:

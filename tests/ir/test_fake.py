@@ -157,6 +157,45 @@ def test_static_memory_formats_are_torchs_in_every_program_of_a_process(monkeypa
     assert [second.tensor_meta(v) for v in vals] == want
 
 
+def test_symbolic_memory_formats_are_torchs_in_every_program_of_a_process(monkeypatch):
+    """The memory format of a symbolic layout is computed once per process for the ranges
+    and example values of its symbols (torch answers its contiguity questions from both: a
+    transposed ``(s0, s1)`` is contiguous where ``s0`` is 1 and may be); every program's
+    ``tensor_meta`` is still torch's, and a program whose ranges or example values differ
+    gets its own answer."""
+    from unbroken.ir import fake as F
+    from unbroken.symbolic.env import ShapeEnvironment
+
+    monkeypatch.setattr(F, "_SYMBOLIC_FORMATS", {})
+    real = F.extract_tensor_metadata
+    asked = []
+
+    def counting(value):
+        asked.append(value)
+        return real(value)
+
+    monkeypatch.setattr(F, "extract_tensor_metadata", counting)
+    found = []
+    for lower, hint in ((1, 1), (1, 3), (2, 3), (1, 1), (1, 3), (2, 3)):
+        env = ShapeEnvironment()
+        a, b = env.create_symbol("", hint, lower=lower), env.create_symbol("", 4)
+        sa, sb = env.symint(a), env.symint(b)
+        metas = [torch.empty_strided([sa, sb], [1, sa], device="meta"),
+                 torch.empty_strided([sa, 3, sb, 5], [15 * sb, 1, 15, 3], device="meta"),
+                 torch.empty([sa, sb], device="meta")]
+        converter = F._Converter(F.torch_shape_env({s: env.var_ranges[s] for s in (a, b)},
+                                                   {a: hint, b: 4}), {a: hint, b: 4})
+        with converter.env.suppress_guards():
+            values = [converter.value(meta, torch.device("cpu")) for meta in metas]
+            metadata = [converter.tensor_meta(v) for v in values]
+            assert metadata == [_extract_tensor_metadata(v) for v in values]
+        found.append(tuple(m.memory_format for m in metadata))
+    assert found[:3] == found[3:]
+    assert found[0][0] is torch.contiguous_format and found[1][0] is None is found[2][0]
+    assert {f[1] for f in found} == {torch.channels_last}
+    assert len(asked) == 9  # the last three programs asked torch nothing
+
+
 def test_the_static_format_table_is_bounded(monkeypatch):
     from unbroken.ir import fake as F
 

@@ -76,6 +76,12 @@ def torch_shape_env(range_constraints: dict, hints: dict) -> ShapeEnv:
 #: when it reaches STATIC_FORMATS_MAX entries.
 _STATIC_FORMATS: dict = {}
 STATIC_FORMATS_MAX = 4096
+#: (size exprs, stride exprs, the range and example value of each of their symbols) -> the
+#: memory format of that symbolic layout, for the programs whose ShapeEnv is made here from
+#: ranges and example values alone (:func:`torch_shape_env`): torch answers the contiguity
+#: questions from those (``guard_or_false`` reads the ranges, then the example values), so
+#: the answer is the same in every such environment; emptied at STATIC_FORMATS_MAX entries.
+_SYMBOLIC_FORMATS: dict = {}
 _UNKNOWN = object()
 
 
@@ -88,6 +94,8 @@ class _Converter:
                                      if v is not None}
         self.mode = mode if mode is not None else FakeTensorMode(shape_env=env,
                                                                  allow_non_fake_inputs=True)
+        # an environment of ranges and example values alone (not a mode torch's tools used)
+        self.shares_formats = mode is None
         self.symbols: dict = {}
         self.layouts: dict = {}  # (size exprs, stride exprs) -> the memory format of that layout
         self.extents: dict = {}  # (size exprs, stride exprs) -> its storage's elements (SymInt), or
@@ -136,11 +144,33 @@ class _Converter:
             known_formats = self.layouts
         memory_format = known_formats.get(key, _UNKNOWN)
         if memory_format is _UNKNOWN:
+            shared_key = self._format_key(key) if known_formats is self.layouts else key
+            memory_format = _SYMBOLIC_FORMATS.get(shared_key, _UNKNOWN) \
+                if shared_key is not None and shared_key is not key else _UNKNOWN
+            if memory_format is _UNKNOWN:
+                memory_format = extract_tensor_metadata(fake).memory_format
+                if shared_key is not None and shared_key is not key:
+                    if len(_SYMBOLIC_FORMATS) >= STATIC_FORMATS_MAX:
+                        _SYMBOLIC_FORMATS.clear()
+                    _SYMBOLIC_FORMATS[shared_key] = memory_format
             if len(known_formats) >= STATIC_FORMATS_MAX:
                 known_formats.clear()
-            memory_format = known_formats[key] = extract_tensor_metadata(fake).memory_format
+            known_formats[key] = memory_format
         return TensorMetadata(fake.shape, fake.dtype, fake.requires_grad, stride,
                               memory_format, False, {})
+
+    def _format_key(self, layout: tuple):
+        """``layout`` (size and stride exprs) with the range and example value of each of its
+        symbols: what the memory format's questions read in an environment of ranges and
+        example values alone; None in another one (a mode torch's tools may have used)."""
+        if not self.shares_formats:
+            return None
+        symbols = set().union(*(e.free_symbols for part in layout for e in part
+                                if isinstance(e, sympy.Basic)))
+        ranges = self.env.var_to_range
+        context = tuple(sorted(((s, str(ranges.get(s)), self.hints.get(s)) for s in symbols),
+                               key=lambda item: item[0].name))
+        return layout, context
 
     def value(self, val, device):
         if self.own(val):

@@ -52,3 +52,45 @@ def test_a_view_whose_minus_one_divides_by_zero_at_some_size_is_exact_or_refused
         assert_bit_exact(got, want)
         matched += 1
     assert matched >= 1
+
+
+class MaskedBlocks(nn.Module):
+    """Four blocks adding a mask whose batch broadcasts against the input's (the input fact
+    ``mask_batch == batch or mask_batch == 1``): each block's nodes are checked at 1 for the
+    same sets of the same symbols."""
+
+    def forward(self, x, mask):
+        for _ in range(4):
+            x = (x + mask).softmax(-1).transpose(1, 2) * 2
+        return x
+
+
+def test_reachability_is_asked_once_per_set_while_settling(monkeypatch):
+    """Whether an input can have a set of sizes at 1 (the input facts and refused sets
+    allow it) is kept while the checks settle: asked once per set, symbols and facts, and
+    the program (ranges, run-time assertions, sizes admitted at 1) is the one asking every
+    time gives."""
+    from unbroken.size_one import settle
+
+    args = (torch.randn(3, 5, 5), torch.randn(3, 1, 5))
+    spec = ({0: Dim.AUTO, 1: Dim.AUTO, 2: Dim.AUTO}, {0: Dim.AUTO, 2: Dim.AUTO})
+    real, calls = settle._unreachable, []
+
+    def counting(*arguments):
+        calls.append(arguments[2])
+        return real(*arguments)
+
+    monkeypatch.setattr(settle, "_unreachable", counting)
+    kept = unbroken.export(MaskedBlocks(), args, dynamic_shapes=spec)
+    kept_calls = len(calls)
+    plain_kept = settle._unreachable_kept
+    monkeypatch.setattr(settle, "_unreachable_kept",
+                        lambda _kept, *arguments: plain_kept(None, *arguments))
+    calls.clear()
+    asked = unbroken.export(MaskedBlocks(), args, dynamic_shapes=spec)
+    assert len(calls) > kept_calls >= 1
+    assert kept.graph_module.code == asked.graph_module.code
+    assert kept.range_constraints == asked.range_constraints
+    for batch, mask_batch, n in [(1, 1, 5), (4, 1, 1), (4, 4, 3), (2, 1, 7)]:
+        x, mask = torch.randn(batch, n, n), torch.randn(mask_batch, 1, n)
+        assert_bit_exact(kept.module()(x, mask), MaskedBlocks()(x, mask))

@@ -261,10 +261,11 @@ class SizeOneAudit(SizeOneHook):
         re-run at each set of sizes at 1 once while the environment and its input facts
         stay as they were (the outcome is a function of those alone)."""
         outcomes: dict = {}
+        reachability: dict = {}  # the ranges do not change while settling
         for pending, check, key in checks:
             if key is not None:
                 check = _remembered(check, key, outcomes, env, self._shared_state(env, key))
-            refused = settle_check(self, env, pending, check)
+            refused = settle_check(self, env, pending, check, reachability)
             self.refused_sets.extend(refused)
             env.input_facts.extend(r.fact for r in refused)
             for pattern in refused:

@@ -69,10 +69,14 @@ class RefusedAtOne:
                 f"need a program of their own)")
 
 
-def settle_check(audit, env, pending, check: Callable[[dict], bool]) -> list[RefusedAtOne]:
+def settle_check(audit, env, pending, check: Callable[[dict], bool],
+                 reachability: dict | None = None) -> list[RefusedAtOne]:
     """Run one deferred check (``check(ones)``: the node's metadata with ``ones`` put in is
     its metadata at 1) on the reachable sets; mark in ``audit`` the symbols size 1 never
-    works for, and return the failing sets left to refuse with an assertion."""
+    works for, and return the failing sets left to refuse with an assertion.
+    ``reachability``: the answers of :func:`_unreachable` kept by the caller while the
+    environment's ranges stay as they are (the checks of one settling ask the same sets
+    of the same symbols over and over: a block's nodes, repeated in every block)."""
     free = [s for s in pending if s not in audit.sensitive]
     if not free:
         return []
@@ -88,7 +92,7 @@ def settle_check(audit, env, pending, check: Callable[[dict], bool]) -> list[Ref
         if subset in seen:
             continue
         seen.add(subset)
-        if _unreachable(audit, env, subset, symbols, facts):
+        if _unreachable_kept(reachability, audit, env, subset, symbols, facts):
             continue
         reached.append(subset)
         if check({s: sympy.Integer(1) for s in subset}):
@@ -132,6 +136,21 @@ def _linked(audit, env, symbols: list) -> list:
             linked |= {s for s in fact.free_symbols
                        if s in audit.admits_one and s not in audit.sensitive}
     return sorted(linked, key=str)
+
+
+def _unreachable_kept(kept: dict | None, audit, env, subset: frozenset, checked,
+                      facts: list) -> bool:
+    """:func:`_unreachable`, kept in ``kept`` (None: not kept) under everything it reads but
+    the ranges: the set, the symbols checked, this check's refused patterns, the input
+    facts (appended to while settling) and the symbols refused at 1."""
+    if kept is None:
+        return _unreachable(audit, env, subset, checked, facts)
+    key = (subset, tuple(checked), tuple(facts), len(env.input_facts),
+           frozenset(audit.sensitive))
+    answer = kept.get(key)
+    if answer is None:
+        answer = kept[key] = _unreachable(audit, env, subset, checked, facts)
+    return answer
 
 
 def _unreachable(audit, env, subset: frozenset, checked, facts: list) -> bool:

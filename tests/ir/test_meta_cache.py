@@ -621,3 +621,54 @@ def test_permuted_dense_outputs_are_replayed_by_the_next_trace(spec, monkeypatch
     for got, want in zip(second.module()(other), model(other), strict=True):
         torch.testing.assert_close(got, want, rtol=0, atol=0)
         assert got.stride() == want.stride()
+
+
+class _Normalized(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.norm = torch.nn.BatchNorm2d(4)
+
+    def forward(self, x):
+        y = self.norm(self.conv(x.contiguous(memory_format=torch.channels_last)))
+        return y, self.norm(self.conv(x))
+
+
+@pytest.mark.parametrize("spec", [{0: Dim.AUTO, 2: Dim.AUTO}, {0: Dim("b", min=2)}],
+                         ids=["auto", "named"])
+def test_relaid_out_outputs_are_replayed_by_the_next_trace(spec, monkeypatch):
+    """Batch norm's meta output is relaid out as eager's CPU kernel lays it out (the input's
+    memory format; no statistics in evaluation): a function of the arguments' metadata, so
+    the computation, relayout included, is shared between traces. Under symbolic sizes it
+    costs ~10 ms a call (a Python decomposition), every export again before. The program,
+    guards and ranges are those of a trace that shares nothing, and the outputs' strides
+    eager's, channels-last and contiguous."""
+    model = _Normalized().eval()
+    x = torch.randn(2, 3, 6, 6)
+    clear_shared_entries()
+    first = unbroken.export(model, (x,), dynamic_shapes=(spec,))
+    seen = []
+    real = unbroken.ir.meta_cache.SharedComputation.wrap
+
+    def watching(self, kernel):
+        shared = real(self, kernel)
+
+        def run(args, kwargs):
+            out = shared(args, kwargs)
+            seen.append((self.key[1], self.replayed))
+            return out
+        return run
+
+    monkeypatch.setattr(unbroken.ir.meta_cache.SharedComputation, "wrap", watching)
+    second = unbroken.export(model, (x,), dynamic_shapes=(spec,))
+    norms = [replayed for op, replayed in seen
+             if op is torch.ops.aten._native_batch_norm_legit_no_training.default]
+    assert len(norms) >= 2 and all(norms)
+    monkeypatch.undo()
+    _without_cache(monkeypatch)
+    plain = unbroken.export(model, (x,), dynamic_shapes=(spec,))
+    assert _full_summary(first) == _full_summary(second) == _full_summary(plain)
+    other = torch.randn(3, 3, 6, 6)
+    for got, want in zip(second.module()(other), model(other), strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+        assert got.stride() == want.stride()

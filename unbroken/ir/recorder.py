@@ -712,9 +712,11 @@ class Recorder(TorchDispatchMode):
         if out is None:
             symbols = self.meta_cache.symbol_count()
             device_layouts = self.device_layouts
-            relayout = kernel_layout(func)
+            # shared with its questions unless the relayout reads the trace (the kernel's
+            # relayout from the arguments' metadata is part of the computation replayed)
+            reads_trace = relayout_reads_trace(func)
             shared = self.meta_cache.shared_computation(key, base) \
-                if relayout is None else None
+                if not reads_trace else None
             kernel = self._kernel_of(func)
             self._suspended += 1
             try:
@@ -723,8 +725,8 @@ class Recorder(TorchDispatchMode):
             finally:
                 self._suspended -= 1
             self.meta_cache.put(key, out, symbols, base,
-                                share=not relayout_reads_trace(func)
-                                and self.device_layouts == device_layouts, computation=shared)
+                                share=not reads_trace and self.device_layouts == device_layouts,
+                                computation=shared)
         return out
 
     def _positioned_by_unbacked(self, func, args) -> bool:

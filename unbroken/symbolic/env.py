@@ -396,7 +396,7 @@ class ShapeEnvironment:
         if self._call_log is not None or self.size_one.dry:
             return None  # inside another logged computation, or a dry run's answers
         state = []
-        for symbol in sorted(symbols, key=str):
+        for symbol in sorted(symbols, key=_name):  # (str() prints through sympy: slow)
             info = self.symbols.get(symbol)
             if info is None or info.kind != "backed":
                 return None
@@ -808,6 +808,11 @@ _LoggingEnvironment = type("_LoggingEnvironment", (ShapeEnvironment,), {
     **{name: _logged(name) for name in _ANSWERING},
     **{name: _unreplayable(name) for name in _CHANGING},
     "__doc__": "A ShapeEnvironment while ``calls_logged`` (its instance's class meanwhile)."})
+
+
+def _name(symbol) -> str:
+    """A symbol's name, which is its ``str()`` (a sort key)."""
+    return symbol.name
 
 
 def _same_answer(a, b) -> bool:

@@ -407,6 +407,24 @@ class _Attention(torch.nn.Module):
         return self.out(h.transpose(1, 2).reshape(x.shape))
 
 
+def _watching_shared(monkeypatch) -> list:
+    """``(op, is a view, replayed)`` of every shared computation run from now on."""
+    seen = []
+    real = unbroken.ir.meta_cache.SharedComputation.wrap
+
+    def watching(self, kernel):
+        shared = real(self, kernel)
+
+        def run(args, kwargs):
+            out = shared(args, kwargs)
+            seen.append((self.key[1], self.base is not None, self.replayed))
+            return out
+        return run
+
+    monkeypatch.setattr(unbroken.ir.meta_cache.SharedComputation, "wrap", watching)
+    return seen
+
+
 def _full_summary(ep):
     env = ep._unbroken_env
     guards = [(g.expr, g.value, g.kind, g.op, g.frames) for g in env.guards]
@@ -524,19 +542,7 @@ def test_view_outputs_are_replayed_as_views_of_their_base(monkeypatch):
     spec = ({0: Dim.AUTO, 1: Dim.AUTO}, {0: Dim.AUTO, 2: Dim.AUTO, 3: Dim.AUTO})
     clear_shared_entries()
     first = unbroken.export(model, (x, mask), dynamic_shapes=spec)
-    seen = []
-    real = unbroken.ir.meta_cache.SharedComputation.wrap
-
-    def watching(self, kernel):
-        shared = real(self, kernel)
-
-        def run(args, kwargs):
-            out = shared(args, kwargs)
-            seen.append((self.key[1], self.base is not None, self.replayed))
-            return out
-        return run
-
-    monkeypatch.setattr(unbroken.ir.meta_cache.SharedComputation, "wrap", watching)
+    seen = _watching_shared(monkeypatch)
     second = unbroken.export(model, (x, mask), dynamic_shapes=spec)
     views = [(op, replayed) for op, is_view, replayed in seen if is_view]
     assert {torch.ops.aten.view.default, torch.ops.aten.transpose.int} <= {op for op, _ in views}
@@ -594,24 +600,12 @@ def test_permuted_dense_outputs_are_replayed_by_the_next_trace(spec, monkeypatch
     clear_shared_entries()
     first = unbroken.export(model, (x,), dynamic_shapes=(spec,))
     replays = _counting_replays(monkeypatch)
-    seen = []
-    real = unbroken.ir.meta_cache.SharedComputation.wrap
-
-    def watching(self, kernel):
-        shared = real(self, kernel)
-
-        def run(args, kwargs):
-            out = shared(args, kwargs)
-            seen.append((self.key[1], self.replayed))
-            return out
-        return run
-
-    monkeypatch.setattr(unbroken.ir.meta_cache.SharedComputation, "wrap", watching)
+    seen = _watching_shared(monkeypatch)
     second = unbroken.export(model, (x,), dynamic_shapes=(spec,))
     assert replays and all(replays)
-    ops = {op for op, _ in seen}
+    ops = {op for op, _, _ in seen}
     assert {torch.ops.aten.lstm.input, torch.ops.aten.stack.default} <= ops
-    assert all(replayed for _, replayed in seen)
+    assert all(replayed for _, _, replayed in seen)
     assert unbroken.ir.meta_cache.replay_mismatches == 0
     monkeypatch.undo()
     _without_cache(monkeypatch)
@@ -647,21 +641,9 @@ def test_relaid_out_outputs_are_replayed_by_the_next_trace(spec, monkeypatch):
     x = torch.randn(2, 3, 6, 6)
     clear_shared_entries()
     first = unbroken.export(model, (x,), dynamic_shapes=(spec,))
-    seen = []
-    real = unbroken.ir.meta_cache.SharedComputation.wrap
-
-    def watching(self, kernel):
-        shared = real(self, kernel)
-
-        def run(args, kwargs):
-            out = shared(args, kwargs)
-            seen.append((self.key[1], self.replayed))
-            return out
-        return run
-
-    monkeypatch.setattr(unbroken.ir.meta_cache.SharedComputation, "wrap", watching)
+    seen = _watching_shared(monkeypatch)
     second = unbroken.export(model, (x,), dynamic_shapes=(spec,))
-    norms = [replayed for op, replayed in seen
+    norms = [replayed for op, _, replayed in seen
              if op is torch.ops.aten._native_batch_norm_legit_no_training.default]
     assert len(norms) >= 2 and all(norms)
     monkeypatch.undo()

@@ -85,7 +85,7 @@ def test_reachability_is_asked_once_per_set_while_settling(monkeypatch):
     kept_calls = len(calls)
     plain_kept = settle._unreachable_kept
     monkeypatch.setattr(settle, "_unreachable_kept",
-                        lambda _kept, *arguments: plain_kept(None, *arguments))
+                        lambda _kept, *arguments: plain_kept({}, *arguments))
     calls.clear()
     asked = unbroken.export(MaskedBlocks(), args, dynamic_shapes=spec)
     assert len(calls) > kept_calls >= 1

@@ -144,18 +144,14 @@ class _Converter:
             known_formats = self.layouts
         memory_format = known_formats.get(key, _UNKNOWN)
         if memory_format is _UNKNOWN:
-            shared_key = self._format_key(key) if known_formats is self.layouts else key
-            memory_format = _SYMBOLIC_FORMATS.get(shared_key, _UNKNOWN) \
-                if shared_key is not None and shared_key is not key else _UNKNOWN
+            # a symbolic layout: the process's answer for the same ranges and example values
+            shared = self._format_key(key) if known_formats is self.layouts else None
+            memory_format = _SYMBOLIC_FORMATS.get(shared, _UNKNOWN)
             if memory_format is _UNKNOWN:
                 memory_format = extract_tensor_metadata(fake).memory_format
-                if shared_key is not None and shared_key is not key:
-                    if len(_SYMBOLIC_FORMATS) >= STATIC_FORMATS_MAX:
-                        _SYMBOLIC_FORMATS.clear()
-                    _SYMBOLIC_FORMATS[shared_key] = memory_format
-            if len(known_formats) >= STATIC_FORMATS_MAX:
-                known_formats.clear()
-            known_formats[key] = memory_format
+                if shared is not None:
+                    _keep(_SYMBOLIC_FORMATS, shared, memory_format)
+            _keep(known_formats, key, memory_format)
         return TensorMetadata(fake.shape, fake.dtype, fake.requires_grad, stride,
                               memory_format, False, {})
 
@@ -168,7 +164,7 @@ class _Converter:
         symbols = set().union(*(e.free_symbols for part in layout for e in part
                                 if isinstance(e, sympy.Basic)))
         ranges = self.env.var_to_range
-        context = tuple(sorted(((s, str(ranges.get(s)), self.hints.get(s)) for s in symbols),
+        context = tuple(sorted(((s, ranges.get(s), self.hints.get(s)) for s in symbols),
                                key=lambda item: item[0].name))
         return layout, context
 
@@ -228,6 +224,13 @@ class _Converter:
         if isinstance(val, (torch.SymInt, torch.SymBool, torch.SymFloat)):
             return val.node.shape_env is self.env
         return False
+
+
+def _keep(table: dict, key, value) -> None:
+    """``table[key] = value``, the table emptied first once it holds STATIC_FORMATS_MAX."""
+    if len(table) >= STATIC_FORMATS_MAX:
+        table.clear()
+    table[key] = value
 
 
 def _node_device(node: fx.Node, devices: dict, default: torch.device) -> torch.device:

@@ -336,15 +336,8 @@ def _fresh(cache: MetaCache, leaf, base: torch.Tensor | None = None):
     sizes = [cache._size(s) for s in leaf.sizes]
     out = torch.empty([sizes[d] for d in order], dtype=leaf.dtype, device="meta")
     if order != tuple(range(len(order))):
-        out = out.permute(_inverse(order)).detach()
+        out = out.permute([order.index(d) for d in range(len(order))]).detach()
     return out if tuple(map(_expr, out.stride())) == leaf.strides else None
-
-
-def _inverse(order: tuple[int, ...]) -> list[int]:
-    inverse = [0] * len(order)
-    for position, dim in enumerate(order):
-        inverse[dim] = position
-    return inverse
 
 
 def _dense_order(leaf: _Meta) -> tuple[int, ...] | None:

@@ -70,7 +70,7 @@ class RefusedAtOne:
 
 
 def settle_check(audit, env, pending, check: Callable[[dict], bool],
-                 reachability: dict | None = None) -> list[RefusedAtOne]:
+                 reachability: dict) -> list[RefusedAtOne]:
     """Run one deferred check (``check(ones)``: the node's metadata with ``ones`` put in is
     its metadata at 1) on the reachable sets; mark in ``audit`` the symbols size 1 never
     works for, and return the failing sets left to refuse with an assertion.
@@ -138,13 +138,11 @@ def _linked(audit, env, symbols: list) -> list:
     return sorted(linked, key=str)
 
 
-def _unreachable_kept(kept: dict | None, audit, env, subset: frozenset, checked,
+def _unreachable_kept(kept: dict, audit, env, subset: frozenset, checked,
                       facts: list) -> bool:
-    """:func:`_unreachable`, kept in ``kept`` (None: not kept) under everything it reads but
-    the ranges: the set, the symbols checked, this check's refused patterns, the input
-    facts (appended to while settling) and the symbols refused at 1."""
-    if kept is None:
-        return _unreachable(audit, env, subset, checked, facts)
+    """:func:`_unreachable`, kept in ``kept`` under everything it reads but the ranges: the
+    set, the symbols checked, this check's refused patterns, the input facts (appended to
+    while settling) and the symbols refused at 1."""
     key = (subset, tuple(checked), tuple(facts), len(env.input_facts),
            frozenset(audit.sensitive))
     answer = kept.get(key)

@@ -94,3 +94,53 @@ def test_reachability_is_asked_once_per_set_while_settling(monkeypatch):
     for batch, mask_batch, n in [(1, 1, 5), (4, 1, 1), (4, 4, 3), (2, 1, 7)]:
         x, mask = torch.randn(batch, n, n), torch.randn(mask_batch, 1, n)
         assert_bit_exact(kept.module()(x, mask), MaskedBlocks()(x, mask))
+
+
+class ConvNorm(nn.Module):
+    """A 3x3 convolution then batch norm on a channels-last input: the output's strides hold
+    ``(h - 2) * (w - 2)``-style products, and the audit's questions about them divide by
+    sizes that are negative with ``h`` or ``w`` at 1."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.norm = nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)
+
+    def forward(self, x):
+        return self.norm(self.conv(x.contiguous(memory_format=torch.channels_last)))
+
+
+def test_an_expression_torch_refuses_at_one_is_undefined_there():
+    """torch's sympy ``Mod``/``FloorDiv`` raise AssertionError for a divisor below 1 (not
+    sympy's ZeroDivisionError): putting sizes at 1 into ``x % (s - 5)`` raised out of the
+    audit, and a conv + batch norm under ``Dim.AUTO`` on every spatial dim was refused as
+    "PyTorch raised an error" (UB120), where torch exports. Every substitution of sizes in
+    the size-1 audit goes through ``at_values``: undefined there is an ArithmeticError, which
+    each caller already reads as "not this set"."""
+    import sympy
+    from torch.utils._sympy.functions import Mod
+
+    from unbroken.size_one.at_one import UndefinedThere, at_values, put_ones
+
+    s = sympy.Symbol("s", integer=True, positive=True)
+    for expr in (Mod(s + 6, s - 5), sympy.Eq(Mod(s + 6, s - 5), 0), Mod(s + 6, s - 1)):
+        with pytest.raises(UndefinedThere if expr.has(s - 5) else ZeroDivisionError):
+            at_values(expr, {s: sympy.Integer(1)})
+        with pytest.raises(ArithmeticError):
+            put_ones(expr, (s,))
+    assert at_values(Mod(s + 6, s - 5), {s: sympy.Integer(8)}) == 2
+
+    model = ConvNorm().eval()
+    ep = unbroken.export(model, (torch.randn(2, 3, 7, 7),),
+                         dynamic_shapes=({0: Dim.AUTO, 2: Dim.AUTO, 3: Dim.AUTO},))
+    matched = 0
+    for batch, height, width in [(1, 4, 4), (2, 7, 7), (3, 5, 9), (2, 3, 4), (1, 8, 3)]:
+        x = torch.randn(batch, 3, height, width)
+        try:
+            got = ep.module()(x)
+        except InputMismatchError:
+            continue  # refusing a size is conservative, never wrong
+        want = model(x)
+        assert_bit_exact(got, want)
+        assert got.stride() == want.stride()
+        matched += 1
+    assert matched >= 3

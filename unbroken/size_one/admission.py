@@ -24,7 +24,7 @@ from ..symbolic.diagnostics import UnbrokenError
 from ..symbolic.node import sym_expr
 from ..symbolic.ranges import ValueRange, static_truth
 from ..symbolic.torch_compat import OpOverload, op_schema
-from .at_one import sets_at_one
+from .at_one import at_values, sets_at_one
 from .settle import RefusedAtOne
 from .unit_meta import (
     LAYOUT_FOLLOWING,
@@ -187,7 +187,7 @@ def _forced_to_one(audit, env, ones) -> frozenset:
         more = set()
         for fact in env.input_facts:
             try:
-                options = sympy.Or.make_args(fact.xreplace(values))
+                options = sympy.Or.make_args(at_values(fact, values))
             except ArithmeticError:  # undefined there (``x % (s - 1)``): forces nothing
                 continue
             left = [option for option in options
@@ -214,7 +214,7 @@ def _false_at(fact, ones: dict, ranges: dict, cache: dict) -> bool:
     """Whether ``fact`` with ``ones`` put in is false for every size in ``ranges`` (not when
     it is undefined there: the set is then traced, not skipped)."""
     try:
-        return static_truth(fact.xreplace(ones), ranges, cache) is False
+        return static_truth(at_values(fact, ones), ranges, cache) is False
     except ArithmeticError:
         return False
 
@@ -312,7 +312,7 @@ def _resize(inputs, leaf_dims: dict, values: dict, hints: Callable):
             if isinstance(expr, int) or not (expr.free_symbols & set(values)):
                 continue
             try:
-                size = hints(expr.xreplace(values))
+                size = hints(at_values(expr, values))
             except ArithmeticError:  # undefined there (``x // (s - 1)``)
                 size = None
             if size is None or not 1 <= size <= leaf.shape[index]:

@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterator
 
 import sympy
 
-__all__ = ["AnswersAtOne", "flipped_at_one", "holds_at_one", "put_ones", "sets_at_one",
+__all__ = ["AnswersAtOne", "UndefinedThere", "at_values", "flipped_at_one", "holds_at_one",
+           "put_ones", "sets_at_one",
            "smallest_first"]
 
 _AT_ONE_MAX = 3  # symbols checked together at 1 (2**n - 1 checks); beyond, they count
@@ -72,12 +73,27 @@ class AnswersAtOne(dict):
             self.flips.update(flips)
 
 
+class UndefinedThere(ArithmeticError):
+    """An expression is undefined at the sizes put in: sympy divides by zero, or one of
+    torch's sympy functions refuses its arguments (``Mod``'s and ``FloorDiv``'s checks raise
+    AssertionError for a negative divisor: ``x % (s - 5)`` at ``s = 1``)."""
+
+
+def at_values(expr, values: dict):
+    """``expr`` with ``values`` (``{symbol: size}``) put in; raises :class:`UndefinedThere`
+    (an ArithmeticError, as sympy's ZeroDivisionError) where it is undefined."""
+    try:
+        return expr.xreplace(values)
+    except AssertionError as exc:  # torch's sympy functions checking their arguments
+        raise UndefinedThere(f"{expr} at {values}: {exc}") from exc
+
+
 @functools.lru_cache(maxsize=8192)
 def put_ones(expr, symbols: tuple):
-    """``expr`` with each of ``symbols`` replaced by 1. Cached for the process: substituting
-    re-evaluates the expression (most of an audit's cost), and every export of a model audits
-    the same questions."""
-    return expr.xreplace({s: sympy.Integer(1) for s in symbols})
+    """``expr`` with each of ``symbols`` replaced by 1 (:func:`at_values`). Cached for the
+    process: substituting re-evaluates the expression (most of an audit's cost), and every
+    export of a model audits the same questions."""
+    return at_values(expr, {s: sympy.Integer(1) for s in symbols})
 
 
 def sets_at_one(symbols) -> Iterator[frozenset]:

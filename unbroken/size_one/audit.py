@@ -36,7 +36,7 @@ from ..symbolic.torch_compat import (
     disable_current_modes,
     python_dispatcher_disabled,
 )
-from .at_one import AnswersAtOne, flipped_at_one, holds_at_one, put_ones
+from .at_one import AnswersAtOne, at_values, flipped_at_one, holds_at_one, put_ones
 from .settle import forced_equalities, settle_check
 from .unit_meta import (
     LAYOUT_DEPENDENT_CALLS,
@@ -146,7 +146,10 @@ class SizeOneAudit(SizeOneHook):
             ones = self._dry_ones[-1] if self._dry_ones else {}
             equalities = forced_equalities(self, env, ones)
             if equalities:
-                value = env.static_truth(simpler.xreplace(equalities))
+                try:
+                    value = env.static_truth(at_values(simpler, equalities))
+                except ArithmeticError:  # undefined there: left open
+                    value = None
         return value
 
     @contextlib.contextmanager

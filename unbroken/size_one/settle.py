@@ -28,7 +28,7 @@ import sympy
 
 from ..symbolic.guards import Guard
 from ..symbolic.ranges import ValueRange, static_truth
-from .at_one import sets_at_one, smallest_first
+from .at_one import at_values, sets_at_one, smallest_first
 
 __all__ = ["RefusedAtOne", "forced_equalities", "settle_check"]
 
@@ -170,7 +170,7 @@ def _false_at(fact, ones: dict, ranges: dict, cache: dict) -> bool:
     it is undefined there (``4*s % (s - 1) == 0``, a view's ``-1`` dim, at ``s = 1``): the
     set is then checked like any other, and refused if the node differs there."""
     try:
-        return static_truth(fact.xreplace(ones), ranges, cache) is False
+        return static_truth(at_values(fact, ones), ranges, cache) is False
     except ArithmeticError:
         return False
 
@@ -194,7 +194,7 @@ def forced_equalities(audit, env, ones: dict) -> dict:
     forced: dict = {}
     for fact in env.input_facts:
         try:
-            options = sympy.Or.make_args(fact.xreplace(ones))
+            options = sympy.Or.make_args(at_values(fact, ones))
         except ArithmeticError:  # undefined there (``x % (s - 1)``): forces nothing
             continue
         left = [option for option in options if static_truth(option, ranges, cache) is not False]

@@ -36,7 +36,7 @@ from ..ir.meta_cache import TORCH_NAMESPACES, metadata_key
 from ..symbolic.diagnostics import UnbrokenError
 from ..symbolic.node import sym_expr
 from ..symbolic.size_one_hook import DryRunUndecided
-from .at_one import holds_at_one
+from .at_one import at_values, holds_at_one
 
 __all__ = ["LAYOUT_DEPENDENT_CALLS", "LAYOUT_FOLLOWING", "REJECTED_AT_ONE", "VIEWS_WITH_SIZES",
            "leaf_call_key", "same_node_at", "settle_leaf_call",
@@ -516,7 +516,7 @@ def _substituted(env, value, values: dict):
 def _sub(env, value, values: dict):
     if not isinstance(value, (torch.SymInt, torch.SymBool, torch.SymFloat)):
         return value
-    expr = value.node.expr.xreplace(values)
+    expr = at_values(value.node.expr, values)
     if isinstance(value, torch.SymBool):
         return env.symbool(expr)
     if isinstance(value, torch.SymFloat):
@@ -525,6 +525,13 @@ def _sub(env, value, values: dict):
 
 
 def _same_leaf(general, at_one, values: dict) -> bool:
+    try:
+        return _same_value(general, at_one, values)
+    except ArithmeticError:  # the general value is undefined there: not the same
+        return False
+
+
+def _same_value(general, at_one, values: dict) -> bool:
     if isinstance(general, torch.Tensor) or isinstance(at_one, torch.Tensor):
         return (isinstance(general, torch.Tensor) and isinstance(at_one, torch.Tensor)
                 and general.dtype == at_one.dtype and general.dim() == at_one.dim()
@@ -552,7 +559,7 @@ def _expr(value, values: dict):
 def _expanded_at(expr, values: tuple):
     """``expr`` with ``values`` put in, expanded (so equal sizes compare equal). Cached for
     the process: every export of a model compares the same sizes at the same points."""
-    return sympy.expand(expr.xreplace(dict(values)))
+    return sympy.expand(at_values(expr, dict(values)))
 
 
 def substituted(env, value, values: dict):

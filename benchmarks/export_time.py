@@ -6,8 +6,9 @@ rounds in which every side exports once, in an order that rotates from round to 
 burst of load on the shared machine hits all sides alike). The table shows each side's median
 and spread (min-max), the ratios strict / unbroken and non-strict / unbroken of the medians
 (above 1: unbroken is faster), and the floor: a forward of the same model under
-``FakeTensorMode`` (fake parameters and inputs, a fresh mode each run, as export needs), and
-unbroken's export time over it. A side that fails on a model is reported in its row.
+``FakeTensorMode`` (fake parameters and inputs, a fresh mode each run, as export needs; in the
+dynamic modes with a ``ShapeEnv`` and the row's dynamic dims symbolic), and unbroken's export
+time over it. A side that fails on a model is reported in its row.
 
 Shape modes: ``static`` (no ``dynamic_shapes``), ``auto`` (``Dim.AUTO`` on the batch dim, and the
 sequence dim of sequence models), ``dims`` (the same dims as named ``Dim("batch")`` /
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import compileall
+import contextlib
 import gc
 import json
 import os
@@ -49,7 +51,6 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
-from torch.utils import _pytree as pytree  # noqa: E402
 
 from tests.models.realistic import REALISTIC  # noqa: E402
 from tests.models.zoo import ZOO  # noqa: E402
@@ -238,16 +239,50 @@ EXPORTERS: dict[str, Callable] = {"unbroken": _unbroken, "strict": _torch(True),
 
 def fake_forward(model, args, kwargs, spec=None):
     """The floor: ``model``'s forward under a fresh ``FakeTensorMode``, its parameters,
-    buffers and inputs made fake (what any exporter must at least do)."""
+    buffers and inputs made fake (what any exporter must at least do). Under ``spec`` (a
+    dynamic row) the mode has a ``ShapeEnv`` and the input dims ``spec`` names are symbolic,
+    as they are in an export of the row, with torch's Python dispatcher on (as every trace of
+    torch's on symbolic sizes has it: composite ops such as ``lstm`` decompose instead of
+    reading concrete sizes): every meta kernel then computes on symbolic sizes, which a
+    dynamic export cannot avoid either."""
+    from torch._dispatch.python import enable_python_dispatcher
     from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import (
+        DimDynamic,
+        ShapeEnv,
+        StatelessSymbolicContext,
+    )
 
-    mode = FakeTensorMode()
-    state = {name: mode.from_tensor(t) for name, t in
-             [*model.named_parameters(), *model.named_buffers()]}
-    fake_args, fake_kwargs = pytree.tree_map_only(torch.Tensor, mode.from_tensor,
-                                                  (args, kwargs))
-    with mode:
+    mode = FakeTensorMode(shape_env=ShapeEnv() if spec is not None else None)
+
+    def fake(value, dims=None):
+        if not isinstance(value, torch.Tensor):
+            return value
+        if not dims:
+            return mode.from_tensor(value, static_shapes=True)
+        dynamic = [DimDynamic.DYNAMIC if d in dims else DimDynamic.STATIC
+                   for d in range(value.dim())]
+        return mode.from_tensor(value, symbolic_context=StatelessSymbolicContext(
+            dynamic_sizes=dynamic))
+
+    state = {name: fake(t) for name, t in [*model.named_parameters(), *model.named_buffers()]}
+    if isinstance(spec, dict):
+        fake_args = tuple(fake(a) for a in args)
+        fake_kwargs = {k: fake(v, spec.get(k)) for k, v in kwargs.items()}
+    else:
+        dims = spec if spec is not None else (None,) * len(args)
+        fake_args = tuple(fake(a, d) for a, d in zip(args, dims))
+        fake_kwargs = {k: fake(v) for k, v in kwargs.items()}
+    dispatcher = enable_python_dispatcher() if spec is not None else contextlib.nullcontext()
+    with mode, dispatcher:
         return torch.func.functional_call(model, state, fake_args, fake_kwargs)
+
+
+def _static_fake_forward(model, args, kwargs, spec=None):
+    return fake_forward(model, args, kwargs, None)
+
+
+FLOORS = ("fake_forward", "symbolic_fake_forward")  # the second in the dynamic modes only
 
 
 def _step(export: Callable, mode: str) -> Callable:
@@ -283,14 +318,16 @@ def measure(name: str, mode: str, runs: int, sides=SIDE_NAMES, floor: bool = Tru
         model, args, kwargs = MODELS[name]()
     except Exception as err:  # a model that cannot be built is a row of errors
         row = {"model": name, "mode": mode, "strict_ratio": None, "non_strict_ratio": None,
-               "fake_forward_ratio": None}
-        for side in (*SIDE_NAMES, "fake_forward"):
+               "fake_forward_ratio": None, "symbolic_fake_forward_ratio": None}
+        for side in (*SIDE_NAMES, *FLOORS):
             row[side] = _summary([], f"building the model: {_error_text(err)}")
         return row
     spec = dynamic_shapes(name, mode, args, kwargs)
     steps = {side: _step(EXPORTERS[side], mode) for side in sides}
     if floor:
-        steps["fake_forward"] = fake_forward
+        steps["fake_forward"] = _static_fake_forward
+        if spec is not None:
+            steps["symbolic_fake_forward"] = fake_forward
     times: dict[str, list] = {side: [] for side in steps}
     errors: dict[str, str | None] = dict.fromkeys(steps)
     with warnings.catch_warnings():
@@ -306,11 +343,11 @@ def measure(name: str, mode: str, runs: int, sides=SIDE_NAMES, floor: bool = Tru
             for side in live[shift:] + live[:shift]:
                 times[side].append(_timed(steps[side], model, args, kwargs, spec))
     row = {"model": name, "mode": mode}
-    for side in (*SIDE_NAMES, "fake_forward"):
+    for side in (*SIDE_NAMES, *FLOORS):
         row[side] = _summary(times.get(side, []), errors.get(side)) if side in steps else \
             _summary([])
     ours = row["unbroken"]["median_s"]
-    for side in ("strict", "non_strict", "fake_forward"):
+    for side in ("strict", "non_strict", *FLOORS):
         theirs = row[side]["median_s"]
         row[f"{side}_ratio"] = theirs / ours if ours and theirs else None
     return row
@@ -428,7 +465,8 @@ def _ratio(value: float | None) -> str:
 
 
 COLUMNS = ("model", "shapes", "unbroken ms", "strict ms", "non-strict ms", "strict / unbroken",
-           "non-strict / unbroken", "fake fwd ms", "unbroken / fake fwd", "first export s "
+           "non-strict / unbroken", "fake fwd ms", "unbroken / fake fwd", "symbolic fake fwd ms",
+           "unbroken / symbolic fake fwd", "first export s "
            "CPU (unbroken / strict / non-strict)", "whole process s CPU (unbroken / strict / "
            "non-strict)", "non-strict / unbroken (process)", "process floor s CPU (import torch, "
            "build, no export)", "non-strict / floor (process: the best ratio reachable)")
@@ -438,11 +476,14 @@ def table_rows(rows: list[dict]) -> list[list[str]]:
     out = []
     for row in rows:
         fake_ratio = 1 / row["fake_forward_ratio"] if row.get("fake_forward_ratio") else None
+        symbolic_ratio = 1 / row["symbolic_fake_forward_ratio"] \
+            if row.get("symbolic_fake_forward_ratio") else None
         first = " / ".join(_seconds(row[s].get("first_process")) for s in SIDE_NAMES)
         whole = " / ".join(_seconds(row[s].get("process_process")) for s in SIDE_NAMES)
         out.append([row["model"], row["mode"], *(_ms(row[side]) for side in SIDE_NAMES),
                     _ratio(row["strict_ratio"]), _ratio(row["non_strict_ratio"]),
                     _ms(row["fake_forward"], spread=False), _ratio(fake_ratio),
+                    _ms(row.get("symbolic_fake_forward"), spread=False), _ratio(symbolic_ratio),
                     first if "first_process" in row["unbroken"] else "-",
                     whole if "process_process" in row["unbroken"] else "-",
                     _ratio(row.get("non_strict_process_ratio")),
@@ -460,9 +501,10 @@ def _seconds(summary: dict | None) -> str:
 def errors_of(rows: list[dict]) -> list[str]:
     found = []
     for row in rows:
-        for side in (*SIDE_NAMES, "fake_forward"):
-            for summary in (row[side], row[side].get("first_process"),
-                            row[side].get("process_process")):
+        for side in (*SIDE_NAMES, *FLOORS):
+            found_side = row.get(side, {})
+            for summary in (found_side, found_side.get("first_process"),
+                            found_side.get("process_process")):
                 if summary and summary["error"]:
                     found.append(f"{row['model']} {row['mode']} {side}: {summary['error']}")
     return sorted(set(found))
@@ -496,7 +538,8 @@ def geometric_means(rows: list[dict]) -> dict:
     """Per mode: the geometric mean of each ratio over the rows that have it."""
     means: dict = {}
     for mode in MODES:
-        for key in ("strict_ratio", "non_strict_ratio", "fake_forward_ratio"):
+        for key in ("strict_ratio", "non_strict_ratio", "fake_forward_ratio",
+                    "symbolic_fake_forward_ratio"):
             values = [r[key] for r in rows if r["mode"] == mode and r.get(key)]
             if values:
                 means.setdefault(mode, {})[key] = statistics.geometric_mean(values)

@@ -1,0 +1,69 @@
+"""benchmarks/export_time.py: the floors a row is compared with. The fake forward of a dynamic
+row runs on symbolic sizes for the dims the row makes dynamic (the problem the export of the
+row solves); the static one, on the example sizes."""
+import pytest
+import torch
+from torch.export import Dim
+
+from benchmarks import export_time as bench
+
+
+def _zoo(name: str, mode: str):
+    model, args, kwargs = bench.MODELS[name]()
+    return model, args, kwargs, bench.dynamic_shapes(name, mode, args, kwargs)
+
+
+@pytest.mark.parametrize("mode", ["auto", "dims"])
+def test_a_dynamic_rows_fake_forward_has_its_dims_symbolic(mode):
+    model, args, kwargs, spec = _zoo("mlp", mode)
+    out = bench.fake_forward(model, args, kwargs, spec)
+    assert isinstance(out.shape[0], torch.SymInt)  # the batch dim the row makes dynamic
+    assert out.shape[1:] == model(*args).shape[1:]  # the others stay the example's
+    static = bench.fake_forward(model, args, kwargs, None)
+    assert not any(isinstance(size, torch.SymInt) for size in static.shape)
+    assert static.shape == model(*args).shape
+
+
+def test_a_composite_that_reads_sizes_runs_symbolically():
+    """The LSTM's native kernel reads concrete sizes; on symbolic ones it decomposes, as it
+    does under every trace of torch's (the Python dispatcher)."""
+    model, args, kwargs, spec = _zoo("lstm", "dims")
+    out = bench.fake_forward(model, args, kwargs, spec)
+    eager = model(*args)
+    flat_out, flat_eager = torch.utils._pytree.tree_leaves(out), \
+        torch.utils._pytree.tree_leaves(eager)
+    assert [len(t.shape) for t in flat_out] == [len(t.shape) for t in flat_eager]
+    assert any(isinstance(s, torch.SymInt) for t in flat_out for s in t.shape)
+
+
+class _Keywords(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(4, 3)
+
+    def forward(self, x=None, mask=None):
+        return self.proj(x) * mask.unsqueeze(-1)
+
+
+def test_keyword_inputs_take_their_dims_by_name():
+    batch = Dim("batch")
+    x, mask = torch.randn(5, 2, 4), torch.ones(5, 2)
+    spec = {"x": {0: batch}, "mask": {0: batch}}
+    out = bench.fake_forward(_Keywords(), (), {"x": x, "mask": mask}, spec)
+    assert isinstance(out.shape[0], torch.SymInt) and out.shape[1:] == (2, 3)
+
+
+def test_rows_report_the_symbolic_floor_in_dynamic_modes_only():
+    dynamic = bench.measure("mlp", "auto", 1, sides=("unbroken",))
+    static = bench.measure("mlp", "static", 1, sides=("unbroken",))
+    for row in (dynamic, static):
+        assert row["fake_forward"]["median_s"] > 0 and row["fake_forward_ratio"] > 0
+    assert dynamic["symbolic_fake_forward"]["median_s"] > 0
+    assert dynamic["symbolic_fake_forward_ratio"] == pytest.approx(
+        dynamic["symbolic_fake_forward"]["median_s"] / dynamic["unbroken"]["median_s"])
+    assert static["symbolic_fake_forward"]["median_s"] is None
+    assert static["symbolic_fake_forward_ratio"] is None
+    header = bench.COLUMNS.index("unbroken / symbolic fake fwd")
+    cells = bench.table_rows([dynamic, static])
+    assert cells[0][header].endswith("x") and cells[1][header] == "-"
+    assert bench.errors_of([dynamic, static]) == []

@@ -38,7 +38,7 @@ from .module_hooks import (
     module_hooks,
     refuse_hook_read,
 )
-from .objects import state_copy
+from .objects import STATE_CONTAINERS, state_copy
 from .tensor import TensorVariable
 
 __all__ = ["NNModuleVariable", "PreservedCall", "assign_module_attribute", "is_leaf_module",
@@ -311,6 +311,8 @@ def assign_module_attribute(tx, var: NNModuleVariable, name: str, value) -> None
 def _state_copy(tx, module, name: str, found):
     """A list, dict or set held by a module of the model: the trace's own copy (see
     ``objects.state_copy``); a leaf module's own are read by its native forward, as they are."""
+    if not isinstance(found, STATE_CONTAINERS):
+        return found  # asked first: is_leaf_module walks every module below ``module``
     return found if is_leaf_module(module) else \
         state_copy(tx, module, name, found, instance_only=False)
 

@@ -986,6 +986,10 @@ class SuperVariable(VariableTracker):
         return None
 
 
+#: The trackers :func:`state_copy` copies (others it returns as they are).
+STATE_CONTAINERS = (ListVariable, DictVariable, SetVariable)
+
+
 def state_copy(tx, owner, name: str, found, *, instance_only: bool = True):
     """A list, dict or set that the model's state holds (an attribute of one of its modules, or
     of a plain object it holds: a cache filled by item assignment, a list appended to): the
@@ -994,7 +998,7 @@ def state_copy(tx, owner, name: str, found, *, instance_only: bool = True):
     likewise). A change to it warns as an attribute write does. ``owner``: the object whose
     attribute ``name`` it is; instance_only: only one in its instance dict (a module's class
     attributes are the model's too, as they always were here)."""
-    if not isinstance(found, (ListVariable, DictVariable, SetVariable)) or not found.external \
+    if not isinstance(found, STATE_CONTAINERS) or not found.external \
             or tx.output.branch_starts or name == "__dict__" or \
             instance_only and name not in raw_instance_dict(owner):
         return found  # `__dict__` is the attributes themselves, and a class attribute of a

@@ -67,3 +67,20 @@ def test_rows_report_the_symbolic_floor_in_dynamic_modes_only():
     cells = bench.table_rows([dynamic, static])
     assert cells[0][header].endswith("x") and cells[1][header] == "-"
     assert bench.errors_of([dynamic, static]) == []
+
+
+@pytest.mark.slow
+def test_a_fresh_process_measures_the_fake_forwards_first_call():
+    """The floor of a first export: the fake forward run once in a fresh process (torch's
+    lazily imported modules and cold caches are in it), reported beside the first exports."""
+    row = {"model": "mlp", "mode": "static", "unbroken": bench._summary([0.01])}
+    bench.add_process_columns(row, 1, sides=("unbroken",))
+    first = row["fake_forward"]["first_process"]
+    assert first["error"] is None and first["median_s"] > 0
+    assert row["fake_forward"]["process_process"]["median_s"] > first["median_s"]
+    assert row["unbroken"]["first_process"]["median_s"] > 0
+    cells = bench.table_rows([{**row, "strict": bench._summary([]),
+                               "non_strict": bench._summary([]), "strict_ratio": None,
+                               "non_strict_ratio": None, "fake_forward_ratio": None}])
+    column = bench.COLUMNS.index("first fake fwd s CPU (a fresh process)")
+    assert cells[0][column] == f"{first['median_s']:.2f}"

@@ -84,3 +84,14 @@ def test_a_fresh_process_measures_the_fake_forwards_first_call():
                                "non_strict_ratio": None, "fake_forward_ratio": None}])
     column = bench.COLUMNS.index("first fake fwd s CPU (a fresh process)")
     assert cells[0][column] == f"{first['median_s']:.2f}"
+    # no non-strict side here: its whole-process ratio over the fake forward's is unknown
+    assert cells[0][-1] == "-"
+
+
+def test_the_whole_process_ratio_over_the_fake_forwards():
+    def side(whole):
+        return {**bench._summary([0.01]), "process_process": bench._summary([whole])}
+
+    row = {"non_strict": side(6.0), "fake_forward": side(5.0)}
+    assert bench._process_ratio(row, "non_strict", "fake_forward") == pytest.approx(1.2)
+    assert bench._process_ratio({"non_strict": side(6.0)}, "non_strict", "fake_forward") is None

@@ -51,6 +51,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
+from torch.utils import _pytree as pytree  # noqa: E402
 
 from tests.models.realistic import REALISTIC  # noqa: E402
 from tests.models.zoo import ZOO  # noqa: E402
@@ -256,8 +257,8 @@ def fake_forward(model, args, kwargs, spec=None):
     mode = FakeTensorMode(shape_env=ShapeEnv() if spec is not None else None)
 
     def fake(value, dims=None):
-        if not isinstance(value, torch.Tensor):
-            return value
+        if not isinstance(value, torch.Tensor):  # a structure of inputs: fake on the example
+            return pytree.tree_map_only(torch.Tensor, fake, value)
         if not dims:
             return mode.from_tensor(value, static_shapes=True)
         dynamic = [DimDynamic.DYNAMIC if d in dims else DimDynamic.STATIC
@@ -392,9 +393,8 @@ def measure_process(name: str, side: str, runs: int) -> dict:
     _byte_compile_package()
     import_exporter = {"unbroken": "import unbroken", FLOOR_SIDE: "", "fake_forward": ""}.get(
         side, "import torch.export")
-    export_line = "" if side == FLOOR_SIDE else \
-        "bench.fake_forward(model, args, kwargs, None)" if side == "fake_forward" else \
-        f"bench.EXPORTERS[{side!r}](model, args, kwargs, None)"
+    export_line = {FLOOR_SIDE: "", "fake_forward": "bench.fake_forward(model, args, kwargs)"}.get(
+        side, f"bench.EXPORTERS[{side!r}](model, args, kwargs, None)")
     code = _PROCESS_CODE.format(root=str(ROOT), name=name, import_exporter=import_exporter,
                                 export_line=export_line)
     first, whole = [], []

@@ -95,3 +95,15 @@ def test_the_whole_process_ratio_over_the_fake_forwards():
     row = {"non_strict": side(6.0), "fake_forward": side(5.0)}
     assert bench._process_ratio(row, "non_strict", "fake_forward") == pytest.approx(1.2)
     assert bench._process_ratio({"non_strict": side(6.0)}, "non_strict", "fake_forward") is None
+
+
+class _Nested(torch.nn.Module):
+    def forward(self, pair, extra=None):
+        return pair[0] + pair[1] * extra["scale"]
+
+
+def test_inputs_inside_structures_are_made_fake_too():
+    pair, extra = (torch.randn(3, 2), torch.randn(3, 2)), {"scale": torch.randn(2)}
+    for spec in (None, ((), None)):
+        out = bench.fake_forward(_Nested(), (pair, extra), {}, spec)
+        assert out.shape == (3, 2)

@@ -33,7 +33,7 @@ from unbroken.ir.verifier import DialectViolation
 from unbroken.passes.decompose import decompose
 from unbroken.symbolic.diagnostics import ExportUsageError
 from unbroken.symbolic.diagnostics.drop_in import torch_compatible, torch_compatible_errors
-from unbroken.symbolic.torch_compat import SpecViolationError
+from unbroken.symbolic.torch_compat import SpecViolationError, new_exported_program
 
 if TYPE_CHECKING:
     from unbroken.ir import serialize
@@ -58,7 +58,7 @@ class ExportedProgram(torch.export.ExportedProgram):
     @classmethod
     def from_parts(cls, parts: ProgramParts) -> ExportedProgram:
         """The program of ``parts`` (see :class:`unbroken.ir.parts.ProgramParts`); verified."""
-        program = cls(**torch_program_args(parts))
+        program = new_exported_program(cls, **torch_program_args(parts))
         program._unbroken_env = parts.env  # the symbols' facts, for run_decompositions
         program._specializations = tuple(parts.specializations)
         program._module_types = dict(parts.module_types)

@@ -42,6 +42,7 @@ import torch._ops
 import torch._prims_common
 import torch._subclasses.fake_tensor
 import torch.export.dynamic_shapes
+import torch.export.exported_program
 import torch.fx._lazy_graph_module
 import torch.fx.experimental._config
 import torch.fx.passes.shape_prop
@@ -70,7 +71,8 @@ __all__ = [
     "FakeTensorMode", "fake_of_meta",
     "TensorMetadata", "extract_tensor_metadata", "symbolic_shapes_config", "Verifier",
     "TrainingIRVerifier", "SpecViolationError", "NodeSource", "NodeSourceAction",
-    "core_aten_decompositions", "LazyGraphModule",
+    "core_aten_decompositions", "LazyGraphModule", "DeferredCodeGraphModule",
+    "new_exported_program",
     "GLOBAL_MODULE_HOOKS", "global_module_hooks", "preload_dynamo", "compiler_leaf",
     "GLOBAL_SETTINGS", "global_settings", "changed_settings", "restore_settings",
     "compiled_original",
@@ -635,6 +637,70 @@ LazyGraphModule = torch.fx._lazy_graph_module._LazyGraphModule
 when first read or called. The graph an export builds goes through several passes that each
 ``recompile()``; the program's own module (torch's constructor) generates it once. All
 releases."""
+
+
+
+class _GeneratedForward:
+    """``forward`` of a :class:`DeferredCodeGraphModule` whose code is not generated yet: read
+    from an instance, it generates the code (which then replaces it on the instance's class)
+    and gives the generated method, so ``inspect.signature(gm.forward)``, ``symbolic_trace``
+    and a plain call see the graph's own parameters, never ``_lazy_forward(*args,
+    **kwargs)``; read from the class, it is what ``_LazyGraphModule._needs_recompile`` tests
+    for."""
+
+    def __get__(self, instance, owner):
+        if instance is None:
+            return owner._lazy_forward
+        instance.real_recompile()
+        return type(instance).forward.__get__(instance, type(instance))
+
+
+_GENERATED_FORWARD = _GeneratedForward()
+
+
+class DeferredCodeGraphModule(LazyGraphModule):
+    """The graph module of a program :func:`new_exported_program` builds: its Python code is
+    generated when first needed (``.code``, ``str()``, pickling, reading or calling
+    ``forward``), never by the constructor. torch's ``ExportedProgram`` constructor generates
+    it at once (``GraphModule(root, graph)``), ~7% of a static export (a Hugging Face GPT-2:
+    ~10 ms of ~150), which ``module()``, saving, printing, ``run_decompositions`` and
+    AOTInductor never use (they read the graph). All releases."""
+
+    @classmethod
+    def recompile(cls) -> None:  # the code is stale: generated again when next needed
+        cls.forward = _GENERATED_FORWARD
+
+
+def new_exported_program(cls, *, root, graph, graph_signature, state_dict, range_constraints,
+                         module_call_graph, example_inputs=None, constants=None,
+                         verifiers=None):
+    """``cls(root, graph, ...)`` for ``cls`` a subclass of torch's ``ExportedProgram``: what
+    its constructor does (the same in 2.13, 2.14 and 2.15: the graph's codegen reset to
+    torch's flat one, the module, torch's duplicate-``getitem`` pass, the fields, the
+    verifiers, ``validate()``, the guards' code), with the graph module a
+    :class:`DeferredCodeGraphModule`. ``tests/symbolic/test_torch_compat.py`` checks, on each
+    release, that it sets the attributes torch's constructor sets, to equal values."""
+    program = cls.__new__(cls)
+    graph._codegen = torch.fx.graph.CodeGen()
+    module = DeferredCodeGraphModule(root, graph)
+    if isinstance(root, torch.fx.GraphModule):
+        module.meta.update(root.meta)
+    exported = torch.export.exported_program
+    exported._common_getitem_elimination_pass(module, graph_signature, module_call_graph)
+    program._graph_module = module
+    program._graph_signature = graph_signature
+    program._state_dict = state_dict
+    program._range_constraints = range_constraints
+    if module_call_graph is None:
+        raise TypeError("module_call_graph must not be None")
+    program._module_call_graph = module_call_graph
+    program._example_inputs = example_inputs
+    program._constants = constants or {}
+    program._verifiers = list(verifiers or [Verifier])
+    program.validate()
+    program._guards_code = exported._convert_guards_to_code(module)
+    return program
+
 
 NodeSource = torch.fx.traceback.NodeSource
 """Provenance record of a node (``node.meta["from_node"]``)."""

@@ -635,9 +635,8 @@ SpecViolationError = torch._export.verifier.SpecViolationError
 LazyGraphModule = torch.fx._lazy_graph_module._LazyGraphModule
 """A ``GraphModule`` whose ``recompile()`` only marks the code stale: the code is generated
 when first read or called. The graph an export builds goes through several passes that each
-``recompile()``; the program's own module (torch's constructor) generates it once. All
-releases."""
-
+``recompile()``; the program's own module generates it when first needed
+(:class:`DeferredCodeGraphModule`). All releases."""
 
 
 class _GeneratedForward:
